@@ -1,0 +1,41 @@
+"""tecomp: a tensor-expression compiler with an autotuner.
+
+Declare an operator with ``tecomp.te``, schedule it, ``tecomp.lower`` it to loop IR,
+``tecomp.build`` it for a target, and call the module on numpy arrays.
+"""
+
+__version__ = "0.1.0"
+
+from . import errors, ir, te
+from .errors import (
+    CodegenError,
+    LoweringError,
+    MeasureError,
+    ScheduleError,
+    TargetError,
+    TecompError,
+    UnsupportedOpError,
+)
+
+
+def __getattr__(name):
+    # Heavier layers load on first use, so `import tecomp` stays fast and layers stay apart.
+    import importlib
+
+    lazy = {
+        "lower": ("tecomp.schedule.lower", "lower"),
+        "build": ("tecomp.build_module", "build"),
+        "Target": ("tecomp.target", "Target"),
+        "runtime": ("tecomp.runtime", None),
+        "autotune": ("tecomp.autotune", None),
+        "topi": ("tecomp.topi", None),
+        "schedule": ("tecomp.schedule", None),
+        "codegen": ("tecomp.codegen", None),
+    }
+    if name not in lazy:
+        raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
+    mod_name, attr = lazy[name]
+    mod = importlib.import_module(mod_name)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value

@@ -1,0 +1,91 @@
+"""Scalar data types, named as numpy names them ("float32", "int8", "bool", ...)."""
+
+from __future__ import annotations
+
+from ..errors import DTypeError
+
+#: dtype name -> (kind, bits); kind is "float", "int", "uint" or "bool".
+_DTYPES = {
+    "bool": ("bool", 1),
+    "int8": ("int", 8),
+    "int16": ("int", 16),
+    "int32": ("int", 32),
+    "int64": ("int", 64),
+    "uint8": ("uint", 8),
+    "uint16": ("uint", 16),
+    "uint32": ("uint", 32),
+    "uint64": ("uint", 64),
+    "float16": ("float", 16),
+    "float32": ("float", 32),
+    "float64": ("float", 64),
+}
+
+SUPPORTED = tuple(_DTYPES)
+
+
+def check_dtype(dtype, what: str = "dtype") -> str:
+    """Return ``dtype`` as a canonical name, or raise naming ``what`` and the allowed names."""
+    name = getattr(dtype, "name", dtype)  # numpy dtypes and types
+    if isinstance(dtype, type):
+        try:
+            import numpy as np
+
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
+    if not isinstance(name, str) or name not in _DTYPES:
+        raise DTypeError(f"{what}={dtype!r} is not supported; allowed: {', '.join(SUPPORTED)}")
+    return name
+
+
+def kind(dtype: str) -> str:
+    return _DTYPES[dtype][0]
+
+
+def bits(dtype: str) -> int:
+    return _DTYPES[dtype][1]
+
+
+def is_float(dtype: str) -> bool:
+    return _DTYPES[dtype][0] == "float"
+
+
+def is_int(dtype: str) -> bool:
+    """Signed or unsigned integer (not bool)."""
+    return _DTYPES[dtype][0] in ("int", "uint")
+
+
+def is_signed(dtype: str) -> bool:
+    return _DTYPES[dtype][0] == "int"
+
+
+def is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def max_value(dtype: str):
+    k, b = _DTYPES[dtype]
+    if k == "float":
+        return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[b]
+    if k == "int":
+        return (1 << (b - 1)) - 1
+    if k == "uint":
+        return (1 << b) - 1
+    return True
+
+
+def min_value(dtype: str):
+    k, b = _DTYPES[dtype]
+    if k == "float":
+        return -max_value(dtype)
+    if k == "int":
+        return -(1 << (b - 1))
+    if k == "uint":
+        return 0
+    return False
+
+
+def numpy_dtype(dtype: str):
+    import numpy as np
+
+    return np.dtype(dtype)

@@ -1,0 +1,143 @@
+"""Statement nodes of the loop IR, and PrimFunc, the unit that code generators compile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .buffer import Buffer
+from .expr import PrimExpr, Var
+
+
+class Stmt:
+    """Base class of statements."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        from .printer import stmt_str
+
+        return stmt_str(self)
+
+    __repr__ = __str__
+
+
+def _node(cls):
+    return dataclass(frozen=True, eq=False, repr=False, slots=True)(cls)
+
+
+#: Loop kinds. "serial" runs in order; "parallel" splits iterations across CPU threads;
+#: "vectorized" runs the iterations as lanes of one vector; "unrolled" repeats the body
+#: extent times; "thread_binding" maps the loop to a GPU thread/block index (thread_tag).
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+
+
+@_node
+class For(Stmt):
+    """for (loop_var = min; loop_var < min + extent; ++loop_var) body."""
+
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: str
+    body: Stmt
+    thread_tag: str = ""
+
+
+@_node
+class Store(Stmt):
+    """buffer[index] = value."""
+
+    buffer: Buffer
+    value: PrimExpr
+    index: PrimExpr
+
+
+@_node
+class Allocate(Stmt):
+    """Storage for ``buffer`` that lives while ``body`` runs (stack or heap by size)."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@_node
+class LetStmt(Stmt):
+    """``body`` with ``var`` bound to ``value`` (evaluated once)."""
+
+    var: Var
+    value: PrimExpr
+    body: Stmt
+
+
+@_node
+class IfThenElse(Stmt):
+    """if (condition) then_case else else_case (else_case may be None)."""
+
+    condition: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@_node
+class SeqStmt(Stmt):
+    """The statements of ``seq`` in order."""
+
+    seq: tuple
+
+
+@_node
+class Evaluate(Stmt):
+    """Evaluate ``value`` for its side effects (a no-op for pure expressions)."""
+
+    value: PrimExpr
+
+
+def seq(*stmts) -> Stmt:
+    """A statement running ``stmts`` in order, flattening nested sequences, dropping None."""
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(tuple(flat))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PrimFunc:
+    """A function over buffers: the unit of code generation.
+
+    ``params`` are the argument buffers in call order. Symbolic sizes are the free ``Var``s
+    of the parameter shapes (``size_vars``, in order of first appearance); the runtime binds
+    them from the shapes of the arrays it is called with.
+    """
+
+    name: str
+    params: tuple
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def size_vars(self) -> tuple:
+        seen = {}
+        from .functor import collect_vars
+
+        for b in self.params:
+            for s in b.shape:
+                for v in collect_vars(s):
+                    seen.setdefault(v, None)
+        return tuple(seen)
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return PrimFunc(self.name, self.params, body, dict(self.attrs))
+
+    def __str__(self):
+        from .printer import func_str
+
+        return func_str(self)
+
+    __repr__ = __str__

@@ -1,0 +1,164 @@
+"""Math intrinsics and small expression builders of the te namespace."""
+
+from __future__ import annotations
+
+from ..errors import DTypeError
+from ..ir import dtype as dt
+from ..ir import expr as E
+
+#: Intrinsics that code generators must implement, each float -> float of the same dtype.
+FLOAT_INTRINSICS = (
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "ceil", "round",
+    "trunc", "fabs", "pow", "sin", "cos", "exp2", "log2", "log10",
+)
+
+
+def _float_arg(name: str, x) -> E.PrimExpr:
+    e = E.as_expr(x)
+    if not dt.is_float(e.dtype):
+        raise DTypeError(
+            f"te.{name} needs a float expression, got {e.dtype} ({e}); convert it with "
+            f".astype('float32')"
+        )
+    return e
+
+
+def _unary(name):
+    def f(x):
+        e = _float_arg(name, x)
+        return E.Call(e.dtype, name, (e,))
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise {name} of a float expression."
+    return f
+
+
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+erf = _unary("erf")
+sin = _unary("sin")
+cos = _unary("cos")
+exp2 = _unary("exp2")
+log2 = _unary("log2")
+log10 = _unary("log10")
+trunc = _unary("trunc")
+
+
+def _rounding(name):
+    def f(x):
+        e = E.as_expr(x)
+        if dt.is_int(e.dtype):
+            return e
+        return E.Call(_float_arg(name, e).dtype, name, (e,))
+
+    f.__name__ = name
+    f.__doc__ = f"{name} of a float expression (integers are returned unchanged)."
+    return f
+
+
+floor = _rounding("floor")
+ceil = _rounding("ceil")
+round = _rounding("round")  # noqa: A001
+
+
+def abs(x):  # noqa: A001
+    """Absolute value (integers and floats)."""
+    e = E.as_expr(x)
+    if dt.is_float(e.dtype):
+        return E.Call(e.dtype, "fabs", (e,))
+    if e.dtype == "bool" or not dt.is_signed(e.dtype):
+        return e
+    return E.Select(E.binary(E.GE, e, 0), e, -e, e.dtype)
+
+
+def power(x, y):
+    """x ** y for floats."""
+    a, b = E.match_dtypes(x, y, "power")
+    _float_arg("power", a)
+    return E.Call(a.dtype, "pow", (a, b))
+
+
+def floordiv(a, b):
+    return E.binary(E.FloorDiv, a, b)
+
+
+def floormod(a, b):
+    return E.binary(E.FloorMod, a, b)
+
+
+def truncdiv(a, b):
+    """Integer division rounding toward zero (C's /)."""
+    a, b = E.match_dtypes(a, b, "truncdiv")
+    q = E.binary(E.FloorDiv, a, b)
+    # floor and trunc differ when the remainder is non-zero and the signs differ.
+    fix = E.And(E.binary(E.NE, E.binary(E.FloorMod, a, b), 0),
+                E.binary(E.NE, E.binary(E.LT, a, 0), E.binary(E.LT, b, 0)))
+    return E.Select(fix, q + 1, q, q.dtype)
+
+
+def equal(a, b):
+    return E.binary(E.EQ, a, b)
+
+
+def not_equal(a, b):
+    return E.binary(E.NE, a, b)
+
+
+def max(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+    """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction."""
+    from .reduction import _max_reducer
+
+    if axis is not None:
+        return _max_reducer(a, axis, where, init)
+    if b is None:
+        raise TypeError("te.max takes two expressions, or one expression and axis=")
+    return E.binary(E.Max, a, b)
+
+
+def min(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+    """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction."""
+    from .reduction import _min_reducer
+
+    if axis is not None:
+        return _min_reducer(a, axis, where, init)
+    if b is None:
+        raise TypeError("te.min takes two expressions, or one expression and axis=")
+    return E.binary(E.Min, a, b)
+
+
+def if_then_else(cond, t, f):
+    """``t`` where ``cond`` holds, else ``f``; only the chosen branch is evaluated."""
+    c = E.as_expr(cond)
+    if c.dtype != "bool":
+        raise DTypeError(f"if_then_else: condition {c} has dtype {c.dtype}, must be bool")
+    a, b = E.match_dtypes(t, f, "if_then_else")
+    return E.Select(c, a, b, a.dtype)
+
+
+def all(*conds):  # noqa: A001
+    """Logical and of bool expressions."""
+    out = E.as_expr(conds[0])
+    for c in conds[1:]:
+        out = E.logical(E.And, out, c)
+    return out
+
+
+def any(*conds):  # noqa: A001
+    out = E.as_expr(conds[0])
+    for c in conds[1:]:
+        out = E.logical(E.Or, out, c)
+    return out
+
+
+def max_value(dtype: str) -> E.PrimExpr:
+    d = dt.check_dtype(dtype)
+    return E.make_const(dt.max_value(d), d)
+
+
+def min_value(dtype: str) -> E.PrimExpr:
+    d = dt.check_dtype(dtype)
+    return E.make_const(dt.min_value(d), d)
