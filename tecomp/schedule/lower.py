@@ -1,0 +1,538 @@
+"""Lowering a schedule to loop IR: inline, infer bounds, build loop nests, attach, simplify.
+
+The steps, in order (each depends on the previous one):
+
+1. ``expand_inline``: substitute inlined stages into their consumers, so later steps
+   see only stages that own loops and storage.
+2. ``infer_bounds``: consumers first, find the region of each producer that its
+   consumers read inside the producer's attach loop, and from it the root ranges, the
+   storage shape and offset, and the tail guards of each stage.
+3. ``make_stage_nest``: one loop nest per stage from its leaf order and relations, with
+   reduction init placed before the first reduction loop and guards hoisted to the
+   outermost loop where they can be decided.
+4. Attach: a stage computed at (S, axis) is allocated and computed at the top of the body
+   of S's loop ``axis``; root stages run in producer order at the top of the function.
+5. Simplify, so split/fused index expressions reduce to affine strides and decided guards
+   disappear.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import LoweringError
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer, make_buffer
+from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .relations import pass_down_extents, pass_up_values, split_guards
+from .schedule import Schedule, Stage
+
+
+@dataclass
+class StageInfo:
+    """What lowering derived for one stage."""
+
+    stage: Stage
+    body: tuple  # op bodies with inlined stages substituted
+    buffers: list = field(default_factory=list)  # one per output
+    root_min: dict = field(default_factory=dict)  # root IterVar -> min expression
+    root_ext: dict = field(default_factory=dict)  # root IterVar -> extent expression
+    extents: dict = field(default_factory=dict)  # every IterVar -> extent
+    offset: tuple = ()  # storage offset per dimension
+    region_guards: list = field(default_factory=list)
+    is_arg: bool = False
+
+
+# ---- 1. inlining -----------------------------------------------------------------------------
+
+
+class _InlineExpander(IRMutator):
+    def __init__(self, sch: Schedule, expanded: dict):
+        super().__init__()
+        self.sch = sch
+        self.expanded = expanded
+
+    def visit_ProducerLoad(self, e):
+        e = self.generic(e)
+        st = self.sch.stage_map.get(e.tensor.op)
+        if st is None or st.attach_type != "inline":
+            return e
+        body = self.expanded[st][e.tensor.value_index]
+        return substitute(body, {a.var: i for a, i in zip(st.op.axis, e.indices)})
+
+
+def expand_inline(sch: Schedule) -> dict:
+    """Stage -> op bodies with every read of an inlined stage replaced by its expression."""
+    expanded = {}
+    mut = _InlineExpander(sch, expanded)
+    for st in sch.stages:
+        if isinstance(st.op, ComputeOp):
+            expanded[st] = tuple(mut.visit(b) for b in st.op.body)
+    return expanded
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _reads(body) -> list:
+    """Every ProducerLoad in ``body`` (a tuple of expressions)."""
+    out = []
+
+    def fn(n):
+        if isinstance(n, E.ProducerLoad):
+            out.append(n)
+
+    for b in body:
+        post_order_visit(b, fn)
+    return out
+
+
+def _root_ivars(st: Stage) -> list:
+    return list(st.op.axis) + list(st.op.reduce_axis)
+
+
+def _leaf_values(info: StageInfo) -> dict:
+    """Root IterVar -> its value in terms of the stage's (0-based) leaf loop variables."""
+    st = info.stage
+    vals = pass_up_values({iv: iv.var for iv in st.leaf_iter_vars}, st.relations, info.extents)
+    return {iv: info.root_min[iv] + vals[iv] if not _is_zero(info.root_min[iv]) else vals[iv]
+            for iv in _root_ivars(st)}, vals
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
+
+def _chain(st: Stage) -> list:
+    """``st`` and the stages it is attached inside, innermost first."""
+    out = [st]
+    while out[-1].attach_type == "scope":
+        out.append(out[-1].attach_stage)
+    return out
+
+
+# ---- 2. bound inference ------------------------------------------------------------------------
+
+
+class _BoundInference:
+    def __init__(self, sch: Schedule, infos: dict, bounds: dict):
+        self.sch = sch
+        self.infos = infos
+        self.bounds = bounds  # Var -> (lo, hi) constant bounds, for the prover
+
+    def varying_leaves(self, producer: Stage, consumer: Stage) -> list:
+        """Leaf IterVars whose whole range is computed by one instance of ``producer``."""
+        chain = _chain(consumer)
+        if producer.attach_type == "root":
+            return [iv for st in chain for iv in st.leaf_iter_vars]
+        target, axis = producer.attach_stage, producer.attach_ivar
+        if target not in chain:
+            raise LoweringError(
+                f"stage {producer.name} is computed at {target.name}.{axis.name}, but its "
+                f"consumer {consumer.name} runs outside that loop; compute {producer.name} "
+                f"at a loop of {consumer.name} (or at root)"
+            )
+        out = []
+        for st in chain[: chain.index(target)]:
+            out.extend(st.leaf_iter_vars)
+        leaves = target.leaf_iter_vars
+        out.extend(leaves[leaves.index(axis) + 1 :])
+        return out
+
+    def region(self, producer: Stage) -> list:
+        """Per dimension, the (lo, hi) inclusive region consumers read, or None if unread."""
+        from ..ir.arith import eval_interval
+        from ..ir.simplify import simplify
+
+        ndim = len(producer.op.axis) if isinstance(producer.op, ComputeOp) else 0
+        lo = [None] * ndim
+        hi = [None] * ndim
+        for cst, cinfo in self.infos.items():
+            if cst is producer or cst.attach_type == "inline":
+                continue
+            reads = [r for r in _reads(cinfo.body) if self.sch.stage_map.get(r.tensor.op) is producer]
+            if not reads:
+                continue
+            root_vals, _ = _leaf_values(cinfo)
+            vmap = {iv.var: v for iv, v in root_vals.items()}
+            varying = self.varying_leaves(producer, cst)
+            ranges = {}
+            for iv in varying:
+                ext = cinfo_ext(self.infos, iv)
+                ranges[iv.var] = (E.IntImm(0, iv.var.dtype), simplify(ext - 1, self.bounds))
+            for r in reads:
+                for d, idx in enumerate(r.indices):
+                    e = substitute(idx, vmap)
+                    a, b = eval_interval(e, ranges, self.bounds)
+                    lo[d] = a if lo[d] is None else simplify(E.binary(E.Min, lo[d], a), self.bounds)
+                    hi[d] = b if hi[d] is None else simplify(E.binary(E.Max, hi[d], b), self.bounds)
+        return list(zip(lo, hi))
+
+    def infer(self, info: StageInfo):
+        from ..ir.arith import const_int_bound, prove
+        from ..ir.simplify import simplify
+
+        st = info.stage
+        op = st.op
+        shape = op.outputs[0].shape
+        full = info.is_arg or st.is_output
+        region = None if full else self.region(st)
+        if region is not None and any(lo is None for lo, _ in region):
+            full = True  # nothing reads it: compute all of it
+        offsets = []
+        for d, iv in enumerate(op.axis):
+            if full:
+                info.root_min[iv], info.root_ext[iv] = E.IntImm(0, iv.var.dtype), shape[d]
+                offsets.append(E.IntImm(0))
+                continue
+            lo, hi = region[d]
+            zero, last = E.IntImm(0, lo.dtype), simplify(shape[d] - 1, self.bounds)
+            ext = simplify(hi - lo + 1, self.bounds)
+            lo_ok = prove(E.binary(E.GE, lo, zero), self.bounds)
+            hi_ok = prove(E.binary(E.LE, hi, last), self.bounds)
+            if isinstance(ext, E.IntImm) or (lo_ok and hi_ok):
+                # Keep the constant extent (good for unrolling/vectorizing) and guard the
+                # points that fall outside the tensor.
+                info.root_min[iv], info.root_ext[iv] = lo, ext
+                value = E.binary(E.Add, lo, iv.var)
+                if not lo_ok:
+                    info.region_guards.append((iv, E.binary(E.GE, value, zero)))
+                if not hi_ok:
+                    info.region_guards.append((iv, E.binary(E.LE, value, last)))
+            else:
+                clo = simplify(E.binary(E.Max, lo, zero), self.bounds)
+                chi = simplify(E.binary(E.Min, hi, last), self.bounds)
+                info.root_min[iv], info.root_ext[iv] = clo, simplify(chi - clo + 1, self.bounds)
+            offsets.append(info.root_min[iv] if st.attach_type == "scope" else E.IntImm(0))
+        for iv in op.reduce_axis:
+            info.root_min[iv], info.root_ext[iv] = iv.dom.min, iv.dom.extent
+        info.extents = pass_down_extents(info.root_ext, st.relations)
+        for iv in st.all_iter_vars:
+            if iv in info.extents:
+                lo_b, hi_b = const_int_bound(info.extents[iv], self.bounds)
+                self.bounds[iv.var] = (0, None if hi_b is None else max(hi_b - 1, 0))
+        info.offset = tuple(offsets)
+        # Storage: attached stages hold only their region, root ones the whole tensor.
+        if st.attach_type == "scope":
+            storage = []
+            for iv in op.axis:
+                ext = info.root_ext[iv]
+                _, hi_b = const_int_bound(ext, self.bounds)
+                storage.append(E.IntImm(hi_b) if hi_b is not None else ext)
+        else:
+            storage = list(shape)
+        info.buffers = [
+            info.buffers[i] if i < len(info.buffers) else
+            make_buffer(t.name, t.dtype, storage, st.scope)
+            for i, t in enumerate(op.outputs)
+        ]
+
+
+def cinfo_ext(infos: dict, iv: E.IterVar):
+    for info in infos.values():
+        if iv in info.extents:
+            return info.extents[iv]
+    raise LoweringError(f"no extent known for axis {iv.name}")
+
+
+# ---- 3. loop nests -----------------------------------------------------------------------------
+
+
+class _ToLoads(IRMutator):
+    """Replace tensor reads by loads from the buffers lowering assigned."""
+
+    def __init__(self, sch: Schedule, infos: dict, params: dict):
+        super().__init__()
+        self.sch = sch
+        self.infos = infos
+        self.params = params
+
+    def visit_ProducerLoad(self, e):
+        e = self.generic(e)
+        st = self.sch.stage_map.get(e.tensor.op)
+        if st is None:
+            raise LoweringError(f"tensor {e.tensor.name} is not part of the schedule")
+        if isinstance(st.op, PlaceholderOp):
+            buf = self.params.get(e.tensor)
+            if buf is None:
+                raise LoweringError(
+                    f"placeholder {e.tensor.name} is read but is not in the argument list"
+                )
+            return E.Load(buf, buf.flat_index(e.indices), e.dtype)
+        info = self.infos[st]
+        buf = info.buffers[e.tensor.value_index]
+        idx = [i if _is_zero(o) else i - o for i, o in zip(e.indices, info.offset)]
+        return E.Load(buf, buf.flat_index(idx), e.dtype)
+
+
+def _deepest(cond, positions: dict) -> int:
+    """Index of the innermost loop whose variable ``cond`` uses (-1 if none)."""
+    return max((positions.get(v, -1) for v in collect_vars(cond)), default=-1)
+
+
+def _guard(stmt, conds):
+    if not conds:
+        return stmt
+    c = conds[0]
+    for x in conds[1:]:
+        c = E.And(c, x)
+    return S.IfThenElse(c, stmt)
+
+
+def _loop(st: Stage, info: StageInfo, iv: E.IterVar, body):
+    kind = st.iter_var_attrs.get(iv, "serial")
+    tag = st.bind_threads[iv].thread_tag if kind == "thread_binding" else ""
+    return S.For(iv.var, E.IntImm(0, iv.var.dtype), info.extents[iv], kind, body, tag)
+
+
+class _Builder:
+    def __init__(self, sch, infos, to_loads, attached):
+        self.sch = sch
+        self.infos = infos
+        self.to_loads = to_loads
+        self.attached = attached  # (stage, leaf IterVar) -> [stages]
+
+    def stage_nest(self, st: Stage) -> S.Stmt:
+        info = self.infos[st]
+        op = st.op
+        root_vals, vals = _leaf_values(info)
+        vmap = {iv.var: v for iv, v in root_vals.items()}
+        guards = split_guards(st.relations, vals, info.extents)
+        guards += [substitute(g, {iv.var: vals[iv]}) for iv, g in info.region_guards]
+        leaves = st.leaf_iter_vars
+        pos = {iv.var: k for k, iv in enumerate(leaves)}
+        store_idx = [
+            root_vals[iv] - o if not _is_zero(o) else root_vals[iv]
+            for iv, o in zip(op.axis, info.offset)
+        ]
+        bodies = [self.to_loads.visit(substitute(b, vmap)) for b in info.body]
+        bufs = info.buffers
+        flat = [b.flat_index(store_idx) for b in bufs]
+        reduce_pos = next((k for k, iv in enumerate(leaves) if iv.iter_type == "reduce"), None)
+        if isinstance(bodies[0], E.Reduce):
+            update, init = self._reduction(bodies, bufs, flat)
+        else:
+            update = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, bodies, flat)])
+            init = None
+
+        by_level: dict = {}
+        for g in guards:
+            by_level.setdefault(_deepest(g, pos), []).append(g)
+        stmt = update
+        for level in range(len(leaves) - 1, -1, -1):
+            iv = leaves[level]
+            stmt = _guard(stmt, by_level.get(level, []))
+            stmt = self.wrap_attached(st, iv, stmt)
+            stmt = _loop(st, info, iv, stmt)
+            if level == reduce_pos:
+                stmt = S.seq(self._init_nest(st, info, leaves[level:], init, guards, pos), stmt)
+        return _guard(stmt, by_level.get(-1, []))
+
+    def _reduction(self, bodies, bufs, flat):
+        red = bodies[0]
+        comb = red.combiner
+        accs = [E.Load(b, f, b.dtype) for b, f in zip(bufs, flat)]
+        vmap = dict(zip(comb.lhs, accs))
+        vmap.update(zip(comb.rhs, red.source))
+        results = [substitute(r, vmap) for r in comb.result]
+        if len(bufs) == 1:
+            update = S.Store(bufs[0], results[0], flat[0])
+        else:
+            tmps = [E.Var(f"{b.name}_v{i}", b.dtype) for i, b in enumerate(bufs)]
+            update = S.seq(*[S.Store(b, t, f) for b, t, f in zip(bufs, tmps, flat)])
+            for t, r in reversed(list(zip(tmps, results))):
+                update = S.LetStmt(t, r, update)
+        if not (isinstance(red.condition, E.IntImm) and red.condition.value == 1):
+            update = S.IfThenElse(red.condition, update)
+        init_vals = red.init if red.init else comb.identity
+        init = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, init_vals, flat)])
+        return update, init
+
+    def _init_nest(self, st, info, inner_leaves, init, guards, pos):
+        data = [iv for iv in inner_leaves if iv.iter_type != "reduce"]
+        rvars = {iv.var for iv in st.leaf_iter_vars if iv.iter_type == "reduce"}
+        first = pos[inner_leaves[0].var]
+        own = [g for g in guards if _deepest(g, pos) >= first
+               and not any(v in rvars for v in collect_vars(g))]
+        ipos = {iv.var: k for k, iv in enumerate(data)}
+        by_level: dict = {}
+        for g in own:
+            by_level.setdefault(_deepest(g, ipos), []).append(g)
+        stmt = init
+        for level in range(len(data) - 1, -1, -1):
+            stmt = _guard(stmt, by_level.get(level, []))
+            stmt = _loop(st, info, data[level], stmt)
+        return _guard(stmt, by_level.get(-1, []))
+
+    def wrap_attached(self, st: Stage, iv, stmt):
+        for child in reversed(self.attached.get((st, iv), [])):
+            stmt = self.allocate(child, S.seq(self.stage_nest(child), stmt))
+        return stmt
+
+    def allocate(self, st: Stage, stmt):
+        for buf in reversed(self.infos[st].buffers):
+            stmt = S.Allocate(buf, stmt)
+        return stmt
+
+
+# ---- the entry point ---------------------------------------------------------------------------
+
+
+def _check_args(sch: Schedule, args) -> list:
+    if isinstance(args, Tensor):
+        args = [args]
+    if not isinstance(args, (list, tuple)) or not args:
+        raise LoweringError("args must be a non-empty list of tensors (inputs and outputs)")
+    seen = set()
+    for a in args:
+        if not isinstance(a, Tensor):
+            raise LoweringError(f"args: {a!r} is not a tensor")
+        if a in seen:
+            raise LoweringError(f"args: tensor {a.name} is listed twice")
+        seen.add(a)
+        if a.op not in sch.stage_map:
+            raise LoweringError(f"args: tensor {a.name} is not part of the schedule")
+        st = sch.stage_map[a.op]
+        if st.attach_type == "inline":
+            raise LoweringError(f"args: tensor {a.name} is inlined, so it has no storage")
+        if st.attach_type == "scope":
+            raise LoweringError(
+                f"args: tensor {a.name} is computed at {st.attach_stage.name}."
+                f"{st.attach_ivar.name}, so only part of it exists; compute it at root"
+            )
+    return list(args)
+
+
+def _check_attach(sch: Schedule):
+    for st in sch.stages:
+        if st.attach_type != "scope":
+            continue
+        tgt = st.attach_stage
+        seen = {st}
+        while tgt.attach_type == "scope":
+            if tgt in seen:
+                raise LoweringError(f"stage {st.name}: compute_at forms a cycle")
+            seen.add(tgt)
+            tgt = tgt.attach_stage
+        if tgt.attach_type == "inline" or st.attach_stage.attach_type == "inline":
+            raise LoweringError(
+                f"stage {st.name} is computed at {st.attach_stage.name}, which is inlined"
+            )
+        if st.attach_ivar not in st.attach_stage.leaf_iter_vars:
+            raise LoweringError(
+                f"stage {st.name} is computed at {st.attach_stage.name}."
+                f"{st.attach_ivar.name}, which is no longer a loop (it was split or fused "
+                f"afterwards)"
+            )
+
+
+def lower(sch: Schedule, args, name: str = "default_function", target=None,
+          simple_mode: bool = False) -> S.PrimFunc:
+    """Lower ``sch`` to a ``PrimFunc`` whose parameters are ``args`` in order.
+
+    Parameters
+    ----------
+    sch : Schedule
+    args : list of Tensor
+        Inputs and outputs, in the order the compiled function takes them.
+    name : str
+        The function's name.
+    target : str or Target, optional
+        When given, target-specific checks run (``bind`` and "shared" need CUDA).
+
+    Raises
+    ------
+    LoweringError, ScheduleError
+        When the schedule cannot be lowered (the message names the stage).
+
+    Example
+    -------
+    >>> print(tecomp.lower(s, [A, B, C]))   # doctest: +SKIP
+    """
+    if not isinstance(sch, Schedule):
+        raise LoweringError(f"lower: sch={sch!r} is not a Schedule (use te.create_schedule)")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise LoweringError(f"lower: name={name!r} must be a valid identifier")
+    args = _check_args(sch, args)
+    _check_attach(sch)
+    if target is not None:
+        _check_target(sch, target)
+    expanded = expand_inline(sch)
+    arg_set = set(args)
+    params = {}
+    infos: dict = {}
+    for st in sch.stages:
+        if isinstance(st.op, PlaceholderOp) or st.attach_type == "inline":
+            continue
+        info = StageInfo(st, expanded[st])
+        for t in st.op.outputs:
+            origin = st.origin_op.outputs[t.value_index]
+            if origin in arg_set:
+                info.is_arg = True
+        if info.is_arg:
+            origin_outs = st.origin_op.outputs
+            info.buffers = [make_buffer(t.name, t.dtype, t.shape) for t in origin_outs]
+            for t, b in zip(origin_outs, info.buffers):
+                params[t] = b
+        infos[st] = info
+    for a in args:
+        if isinstance(a.op, PlaceholderOp):
+            params[a] = make_buffer(a.name, a.dtype, a.shape)
+
+    bounds = {}
+    for a in args:
+        for s in a.shape:
+            for v in collect_vars(s):
+                bounds[v] = (1, None)
+    inference = _BoundInference(sch, {}, bounds)
+    for st in reversed(sch.stages):
+        if st in infos:
+            inference.infos = {k: v for k, v in infos.items() if v.extents or k is st}
+            inference.infer(infos[st])
+
+    attached: dict = {}
+    roots = []
+    for st in sch.stages:
+        if st not in infos:
+            continue
+        if st.attach_type == "scope":
+            attached.setdefault((st.attach_stage, st.attach_ivar), []).append(st)
+        else:
+            roots.append(st)
+    builder = _Builder(sch, infos, _ToLoads(sch, infos, params), attached)
+    body = S.seq(*[builder.stage_nest(st) for st in roots])
+    for st in reversed(roots):
+        if not infos[st].is_arg:
+            body = builder.allocate(st, body)
+    func = S.PrimFunc(name, tuple(params[a] for a in args), body)
+    from ..ir.simplify import simplify_func
+
+    if os.environ.get("TECOMP_DUMP_IR"):
+        print(f"// {name}: after building loop nests\n{func}")
+    func = simplify_func(func)
+    if os.environ.get("TECOMP_DUMP_IR"):
+        print(f"// {name}: after simplify\n{func}")
+    return func
+
+
+def _check_target(sch: Schedule, target):
+    from ..errors import ScheduleError
+
+    kind = str(target).split()[0] if not hasattr(target, "kind") else target.kind
+    if kind == "cuda":
+        return
+    for st in sch.stages:
+        if st.bind_threads:
+            iv = next(iter(st.bind_threads))
+            raise ScheduleError(
+                f"bind on stage {st.name}, axis {iv.name}: thread binding needs a CUDA target, "
+                f"not {kind}"
+            )
+        if st.scope == "shared":
+            raise ScheduleError(
+                f"stage {st.name} uses the 'shared' scope, which needs a CUDA target, "
+                f"not {kind}; use 'local' or 'global'"
+            )
