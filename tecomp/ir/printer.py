@@ -40,10 +40,15 @@ _PRECEDENCE = {
 }
 
 
+# Var -> printed name while a function is printed: distinct variables that share a name
+# (the same axis name in two stages) get numbered suffixes so the text stays unambiguous.
+_NAMES: dict = {}
+
+
 def expr_str(e, parent_prec: int = 0) -> str:
     t = type(e)
     if t is E.Var:
-        return e.name
+        return _NAMES.get(e, e.name)
     if t is E.IntImm:
         if e.dtype == "bool":
             return "True" if e.value else "False"
@@ -99,7 +104,7 @@ def _for_header(s: S.For) -> str:
         rng = expr_str(s.extent)
     else:
         rng = f"{lo}, {expr_str(E.binary(E.Add, s.min, s.extent))}"
-    return f"for {s.loop_var.name} in range({rng}):{kind}"
+    return f"for {expr_str(s.loop_var)} in range({rng}):{kind}"
 
 
 def stmt_lines(s, indent: int, out: list) -> None:
@@ -118,7 +123,7 @@ def stmt_lines(s, indent: int, out: list) -> None:
         out.append(f"{pad}{s.buffer.name} = allocate({s.buffer.dtype}, [{shape}], {s.buffer.scope})")
         stmt_lines(s.body, indent, out)
     elif t is S.LetStmt:
-        out.append(f"{pad}{s.var.name} = {expr_str(s.value)}")
+        out.append(f"{pad}{expr_str(s.var)} = {expr_str(s.value)}")
         stmt_lines(s.body, indent, out)
     elif t is S.IfThenElse:
         out.append(f"{pad}if {expr_str(s.condition)}:")
@@ -138,7 +143,45 @@ def stmt_str(s) -> str:
     return "\n".join(out)
 
 
+def _unique_names(f) -> dict:
+    taken: dict = {}
+    names = {}
+
+    def name_of(v):
+        if v in names:
+            return
+        base = v.name
+        count = taken.get(base, 0)
+        taken[base] = count + 1
+        names[v] = base if count == 0 else f"{base}_{count}"
+
+    for v in f.size_vars:
+        name_of(v)
+
+    from .functor import children
+
+    stack = [f.body]  # pre-order, so outer loops keep the plain names
+    while stack:
+        n = stack.pop()
+        if isinstance(n, S.For):
+            name_of(n.loop_var)
+        elif isinstance(n, (S.LetStmt, E.Let)):
+            name_of(n.var)
+        if isinstance(n, S.Stmt):
+            stack.extend(reversed(children(n)))
+    return names
+
+
 def func_str(f) -> str:
+    global _NAMES
+    _NAMES = _unique_names(f)
+    try:
+        return _func_str(f)
+    finally:
+        _NAMES = {}
+
+
+def _func_str(f) -> str:
     params = ", ".join(
         f"{b.name}: {b.dtype}[{', '.join(expr_str(x) for x in b.shape)}]" for b in f.params
     )

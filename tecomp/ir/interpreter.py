@@ -1,0 +1,172 @@
+"""A slow, obviously-correct interpreter of the loop IR.
+
+It runs a PrimFunc on numpy arrays in Python, element by element, so lowering can be
+checked against numpy without any code generator (tests use tiny shapes). Loop kinds
+are ignored: every loop runs serially, which is what each kind must be equivalent to.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import TecompError
+from . import expr as E
+from . import stmt as S
+
+_CALLS = {
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "erf": lambda x: type(x)(math.erf(float(x))),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,
+    "trunc": np.trunc,
+    "fabs": np.abs,
+    "pow": np.power,
+    "sin": np.sin,
+    "cos": np.cos,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "log10": np.log10,
+}
+
+
+def _scalar(value, dtype):
+    if dtype == "bool":
+        return bool(value)
+    return np.dtype(dtype).type(value)
+
+
+class Interpreter:
+    def __init__(self):
+        self.env: dict = {}
+        self.mem: dict = {}
+
+    def expr(self, e):
+        t = type(e)
+        if t is E.Var:
+            return self.env[e]
+        if t is E.IntImm or t is E.FloatImm:
+            return _scalar(e.value, e.dtype)
+        if t is E.Load:
+            return self.mem[e.buffer][int(self.expr(e.index))]
+        if t is E.Cast:
+            v = self.expr(e.value)
+            if e.dtype != "bool" and np.dtype(e.dtype).kind in "iu" and isinstance(v, np.floating):
+                v = np.trunc(v)
+            with np.errstate(over="ignore", invalid="ignore"):
+                return _scalar(v, e.dtype) if e.dtype == "bool" else np.array(v).astype(e.dtype)[()]
+        if t is E.Select:
+            return self.expr(e.true_value) if self.expr(e.cond) else self.expr(e.false_value)
+        if t is E.And:
+            return bool(self.expr(e.a)) and bool(self.expr(e.b))
+        if t is E.Or:
+            return bool(self.expr(e.a)) or bool(self.expr(e.b))
+        if t is E.Not:
+            return not self.expr(e.a)
+        if t is E.Let:
+            self.env[e.var] = self.expr(e.value)
+            return self.expr(e.body)
+        if t is E.Call:
+            with np.errstate(all="ignore"):
+                return _scalar(_CALLS[e.name](*[self.expr(a) for a in e.args]), e.dtype)
+        op = _BINARY.get(t)
+        if op is None:
+            raise TecompError(f"interpreter: cannot evaluate {t.__name__}")
+        with np.errstate(all="ignore"):
+            r = op(self.expr(e.a), self.expr(e.b))
+        return r if isinstance(e, E.CmpOp) else _scalar(r, e.dtype)
+
+    def stmt(self, s):
+        t = type(s)
+        if t is S.SeqStmt:
+            for c in s.seq:
+                self.stmt(c)
+        elif t is S.For:
+            lo = int(self.expr(s.min))
+            for v in range(lo, lo + int(self.expr(s.extent))):
+                self.env[s.loop_var] = _scalar(v, s.loop_var.dtype)
+                self.stmt(s.body)
+        elif t is S.Store:
+            buf = self.mem[s.buffer]
+            idx = int(self.expr(s.index))
+            if not 0 <= idx < buf.size:
+                raise TecompError(f"interpreter: store to {s.buffer.name}[{idx}] out of bounds")
+            buf[idx] = self.expr(s.value)
+        elif t is S.Allocate:
+            size = 1
+            for d in s.buffer.shape:
+                size *= int(self.expr(d))
+            # Fill with NaN / a pattern so a read before write shows up in results.
+            arr = np.empty(size, dtype=np.dtype(s.buffer.dtype if s.buffer.dtype != "bool" else "bool"))
+            if arr.dtype.kind == "f":
+                arr.fill(np.nan)
+            self.mem[s.buffer] = _CheckedArray(arr, s.buffer.name)
+            self.stmt(s.body)
+            del self.mem[s.buffer]
+        elif t is S.LetStmt:
+            self.env[s.var] = self.expr(s.value)
+            self.stmt(s.body)
+        elif t is S.IfThenElse:
+            if self.expr(s.condition):
+                self.stmt(s.then_case)
+            elif s.else_case is not None:
+                self.stmt(s.else_case)
+        elif t is S.Evaluate:
+            self.expr(s.value)
+        else:
+            raise TecompError(f"interpreter: cannot run {t.__name__}")
+
+
+class _CheckedArray:
+    """A flat view whose reads are bounds-checked (numpy would wrap negative indices)."""
+
+    def __init__(self, arr, name):
+        self.arr = arr
+        self.name = name
+        self.size = arr.size
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.size:
+            raise TecompError(f"interpreter: load from {self.name}[{i}] out of bounds")
+        return self.arr[i]
+
+    def __setitem__(self, i, v):
+        self.arr[i] = v
+
+
+def run(func: S.PrimFunc, *arrays) -> None:
+    """Run ``func`` on ``arrays`` (one per parameter, C-contiguous), writing outputs in place."""
+    interp = Interpreter()
+    if len(arrays) != len(func.params):
+        raise TecompError(f"interpreter: {func.name} takes {len(func.params)} arrays")
+    for buf, arr in zip(func.params, arrays):
+        for d, size in zip(buf.shape, arr.shape):
+            if isinstance(d, E.Var):
+                interp.env[d] = np.int32(size)
+        interp.mem[buf] = _CheckedArray(arr.reshape(-1), buf.name)
+    interp.stmt(func.body)
+
+
+_BINARY = {
+    E.Add: lambda a, b: a + b,
+    E.Sub: lambda a, b: a - b,
+    E.Mul: lambda a, b: a * b,
+    E.Div: lambda a, b: a / b,
+    E.FloorDiv: lambda a, b: a // b,
+    E.FloorMod: lambda a, b: a % b,
+    E.Min: lambda a, b: a if a <= b else b,
+    E.Max: lambda a, b: a if a >= b else b,
+    E.EQ: lambda a, b: a == b,
+    E.NE: lambda a, b: a != b,
+    E.LT: lambda a, b: a < b,
+    E.LE: lambda a, b: a <= b,
+    E.GT: lambda a, b: a > b,
+    E.GE: lambda a, b: a >= b,
+}
