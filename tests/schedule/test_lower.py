@@ -1,0 +1,226 @@
+"""Lowering: bound inference, tails, attach points and the shape of the loop nest.
+
+These tests need no code generator: the loop IR runs in the reference interpreter.
+"""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp import te
+from tecomp.ir import expr as E
+from tecomp.ir import stmt as S
+from tecomp.ir.functor import post_order_visit
+from tecomp.ir.interpreter import run
+
+
+def nodes(func, cls):
+    out = []
+    post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, cls) else None)
+    return out
+
+
+def matmul_relu(n=None):
+    n = n if n is not None else te.var("n")
+    A = te.placeholder((n, 64), name="A")
+    B = te.placeholder((64, 32), name="B")
+    k = te.reduce_axis((0, 64), name="k")
+    C = te.compute((n, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((n, 32), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    return A, B, C, D
+
+
+def design_schedule(A, B, C, D):
+    s = te.create_schedule(D.op)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[D].tile(D.op.axis[0], D.op.axis[1], 8, 16)
+    s[C].compute_inline()
+    s[CL].compute_at(s[D], jo)
+    ci, cj = s[CL].op.axis
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=4)
+    s[CL].reorder(ko, ci, ki, cj)
+    s[CL].vectorize(cj)
+    s[CL].unroll(ki)
+    s[D].vectorize(ji)
+    s[D].parallel(io)
+    return s
+
+
+@pytest.mark.parametrize("rows", [8, 13, 1])
+def test_design_example_matches_numpy(rows):
+    A, B, C, D = matmul_relu()
+    f = tecomp.lower(design_schedule(A, B, C, D), [A, B, D])
+    a = np.random.rand(rows, 64).astype("float32")
+    b = np.random.rand(64, 32).astype("float32")
+    d = np.zeros((rows, 32), "float32")
+    run(f, a, b, d)
+    np.testing.assert_allclose(d, np.maximum(a @ b, 0), rtol=1e-5)
+
+
+def test_compute_at_region_is_the_tile():
+    A, B, C, D = matmul_relu()
+    f = tecomp.lower(design_schedule(A, B, C, D), [A, B, D])
+    (alloc,) = nodes(f, S.Allocate)
+    assert [s.value for s in alloc.buffer.shape] == [8, 16]
+    assert alloc.buffer.scope == "local"
+
+
+def test_divisible_constant_loops_have_no_guard():
+    A, B, C, D = matmul_relu(n=64)
+    f = tecomp.lower(design_schedule(A, B, C, D), [A, B, D])
+    assert nodes(f, S.IfThenElse) == []
+
+
+def test_non_dividing_split_is_guarded_once_per_tail_axis():
+    A = te.placeholder((10,), name="A")
+    B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].split(B.op.axis[0], factor=4)
+    f = tecomp.lower(s, [A, B])
+    (guard,) = nodes(f, S.IfThenElse)
+    assert "< 10" in str(guard.condition)
+    a = np.arange(10, dtype="float32")
+    b = np.zeros(10, "float32")
+    run(f, a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+def innermost_store(func):
+    stores = nodes(func, S.Store)
+    return stores[-1]
+
+
+def test_split_and_fused_indices_reduce_to_affine_strides():
+    A = te.placeholder((64, 64), name="A")
+    B = te.compute((64, 64), lambda i, j: A[i, j] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    io, jo, ii, ji = s[B].tile(B.op.axis[0], B.op.axis[1], 8, 16)
+    s[B].fuse(io, jo)
+    f = tecomp.lower(s, [A, B])
+    store = innermost_store(f)
+    text = str(store.index)
+    # The inner loops contribute plain strides; only the fused outer axis needs // and %.
+    assert "i.inner * 64" in text and "j.inner" in text
+    assert "i.inner //" not in text and "j.inner %" not in text
+
+
+def test_symbolic_size_binds_at_run_time():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].vectorize(xi)
+    f = tecomp.lower(s, [A, B])
+    assert f.size_vars == (n,)
+    for size in (1, 4, 7):
+        a = np.random.rand(size).astype("float32")
+        b = np.zeros(size, "float32")
+        run(f, a, b)
+        np.testing.assert_allclose(b, a + 1)
+
+
+def test_reduction_init_is_placed_before_the_first_reduce_loop():
+    A = te.placeholder((4, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=3)
+    s[B].reorder(ko, B.op.axis[0], ki)
+    f = tecomp.lower(s, [A, B])
+    text = str(f)
+    assert text.index("B[i] = 0.0") < text.index("for k.outer")
+    a = np.random.rand(4, 6).astype("float32")
+    b = np.zeros(4, "float32")
+    run(f, a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+
+
+def test_rfactor_gives_the_same_sum():
+    A = te.placeholder((3, 20), name="A")
+    k = te.reduce_axis((0, 20), name="k")
+    B = te.compute((3,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=8)
+    BF = s.rfactor(B, ki)
+    assert BF.shape[0].value == 8
+    s[BF].vectorize(s[BF].op.axis[0])
+    f = tecomp.lower(s, [A, B])
+    a = np.random.rand(3, 20).astype("float32")
+    b = np.zeros(3, "float32")
+    run(f, a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+
+
+def test_cache_read_copies_into_local_buffer():
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    AL = s.cache_read(A, "local", [B])
+    io, ii = s[B].split(B.op.axis[0], factor=2)
+    s[AL].compute_at(s[B], io)
+    f = tecomp.lower(s, [A, B])
+    (alloc,) = nodes(f, S.Allocate)
+    assert [x.value for x in alloc.buffer.shape] == [2, 8]
+    a = np.random.rand(8, 8).astype("float32")
+    b = np.zeros((8, 8), "float32")
+    run(f, a, b)
+    np.testing.assert_allclose(b, a * 3, rtol=1e-6)
+
+
+def test_padding_stage_computed_inside_split_loop():
+    X = te.placeholder((2, 7, 7), name="X")
+    P = te.compute(
+        (2, 9, 9),
+        lambda c, h, w: te.if_then_else(
+            te.all(h >= 1, h < 8, w >= 1, w < 8), X[c, h - 1, w - 1], 0.0
+        ),
+        name="P",
+    )
+    rh = te.reduce_axis((0, 3), name="rh")
+    rw = te.reduce_axis((0, 3), name="rw")
+    Y = te.compute(
+        (2, 4, 4),
+        lambda c, h, w: te.max(P[c, h * 2 + rh, w * 2 + rw], axis=[rh, rw]),
+        name="Y",
+    )
+    s = te.create_schedule(Y.op)
+    ho, hi = s[Y].split(Y.op.axis[1], factor=3)
+    s[P].compute_at(s[Y], ho)
+    f = tecomp.lower(s, [X, Y])
+    x = np.random.rand(2, 7, 7).astype("float32")
+    y = np.zeros((2, 4, 4), "float32")
+    run(f, x, y)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    ref = np.array(
+        [[[xp[c, h * 2 : h * 2 + 3, w * 2 : w * 2 + 3].max() for w in range(4)]
+          for h in range(4)] for c in range(2)]
+    )
+    np.testing.assert_allclose(y, ref)
+
+
+def test_tuple_reduction_argmax():
+    def fcombine(x, y):
+        keep = x[1] >= y[1]
+        return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+
+    argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)))
+    A = te.placeholder((3, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    idx, val = te.compute((3,), lambda i: argmax((k.var, A[i, k]), axis=k), name="T")
+    s = te.create_schedule(idx.op)
+    f = tecomp.lower(s, [A, idx, val])
+    a = np.random.rand(3, 5).astype("float32")
+    ri = np.zeros(3, "int32")
+    rv = np.zeros(3, "float32")
+    run(f, a, ri, rv)
+    np.testing.assert_array_equal(ri, a.argmax(1))
+    np.testing.assert_array_equal(rv, a.max(1))
+
+
+def test_lowered_function_prints_a_readable_loop_nest():
+    A, B, C, D = matmul_relu()
+    text = str(tecomp.lower(design_schedule(A, B, C, D), [A, B, D]))
+    assert text.startswith("def default_function(A: float32[n, 64], B: float32[64, 32], D: float32[n, 32]):")
+    assert "# parallel" in text and "# vectorized" in text and "# unrolled" in text
+    assert "C.local = allocate(float32, [8, 16], local)" in text
