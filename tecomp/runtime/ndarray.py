@@ -1,0 +1,162 @@
+"""Argument checking: every array is validated before generated code touches it.
+
+Generated code trusts its arguments completely (no bounds checks in the hot loops), so
+this is the one place that keeps it inside its arrays. Each check names the argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TecompError
+
+
+class ArgumentError(TecompError, ValueError):
+    """An argument has the wrong shape, layout or writability for the function."""
+
+
+class ArgumentTypeError(TecompError, TypeError):
+    """An argument has the wrong type or dtype for the function."""
+
+
+def eval_size(spec, env: dict):
+    """Evaluate a shape entry from the metadata: int, size-variable name or [op, a, b]."""
+    if isinstance(spec, int):
+        return spec
+    if isinstance(spec, str):
+        return env.get(spec)
+    op, a, b = spec
+    a, b = eval_size(a, env), eval_size(b, env)
+    if a is None or b is None:
+        return None
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        return a // b if b else None
+    if op == "%":
+        return a % b if b else None
+    if op == "min":
+        return min(a, b)
+    if op == "max":
+        return max(a, b)
+    return None
+
+
+def spec_str(spec) -> str:
+    if isinstance(spec, (int, str)):
+        return str(spec)
+    op, a, b = spec
+    if op in ("min", "max"):
+        return f"{op}({spec_str(a)}, {spec_str(b)})"
+    return f"({spec_str(a)} {op} {spec_str(b)})"
+
+
+class ArgChecker:
+    """Validates a call's arguments against one function's metadata and produces the
+    pointer and size arrays of the packed calling convention."""
+
+    def __init__(self, meta: dict):
+        self.meta = meta
+        self.func = meta["name"]
+        self.params = meta["params"]
+        self.size_vars = meta["size_vars"]
+        self.dtypes = [np.dtype(p["dtype"]) for p in self.params]
+        self.sig = ", ".join(
+            f"{p['name']}: {p['dtype']}[{', '.join(spec_str(s) for s in p['shape'])}]"
+            for p in self.params
+        )
+
+    def _what(self, i: int) -> str:
+        return f"argument {i} ({self.params[i]['name']!r}) of {self.func}"
+
+    def check(self, args) -> tuple:
+        """Return (list of data pointers, list of size values) or raise naming the argument."""
+        n = len(self.params)
+        if len(args) != n:
+            raise ArgumentTypeError(
+                f"{self.func} takes {n} arguments ({self.sig}), got {len(args)}"
+            )
+        env: dict = {}
+        origin: dict = {}
+        ptrs = []
+        for i, (a, p, want) in enumerate(zip(args, self.params, self.dtypes)):
+            what = self._what(i)
+            if not isinstance(a, np.ndarray):
+                raise ArgumentTypeError(
+                    f"{what} must be a numpy.ndarray, got {type(a).__name__}"
+                )
+            if a.dtype != want:
+                raise ArgumentTypeError(
+                    f"{what} must have dtype {p['dtype']}, got {a.dtype}"
+                    + (" (convert with .astype(...))" if a.dtype.kind != "O" else "")
+                )
+            shape = p["shape"]
+            if a.ndim != len(shape):
+                raise ArgumentError(
+                    f"{what} must have {len(shape)} dimensions "
+                    f"[{', '.join(spec_str(s) for s in shape)}], got {a.ndim} (shape {a.shape})"
+                )
+            for d, (s, got) in enumerate(zip(shape, a.shape)):
+                if isinstance(s, int):
+                    if got != s:
+                        raise ArgumentError(
+                            f"{what} must have size {s} in dimension {d}, got {got} "
+                            f"(shape {a.shape})"
+                        )
+                elif isinstance(s, str):
+                    if s in env:
+                        if env[s] != got:
+                            j, dj = origin[s]
+                            raise ArgumentError(
+                                f"{what} has size {got} in dimension {d}, but symbolic size "
+                                f"{s!r} is already {env[s]} from {self._what(j)} dimension {dj}"
+                            )
+                    else:
+                        env[s] = got
+                        origin[s] = (i, d)
+            if not a.flags.c_contiguous:
+                raise ArgumentError(
+                    f"{what} must be C-contiguous (use numpy.ascontiguousarray)"
+                )
+            if not a.flags.aligned:
+                raise ArgumentError(f"{what} must be aligned to its element size")
+            if p["output"] and not a.flags.writeable:
+                raise ArgumentError(f"{what} is written by the function but is read-only")
+            ptrs.append(a.ctypes.data)
+        # Shapes that are expressions of the sizes (e.g. n + 2) are checked once all are bound.
+        for i, (a, p) in enumerate(zip(args, self.params)):
+            for d, s in enumerate(p["shape"]):
+                if isinstance(s, list):
+                    want_n = eval_size(s, env)
+                    if want_n is None or want_n != a.shape[d]:
+                        raise ArgumentError(
+                            f"{self._what(i)} must have size {spec_str(s)} = {want_n} in "
+                            f"dimension {d}, got {a.shape[d]}"
+                        )
+        for s, v in env.items():
+            if v < 0:  # pragma: no cover - numpy shapes are never negative
+                raise ArgumentError(f"symbolic size {s!r} is negative")
+        self._check_overlap(args)
+        sizes = [env[s] for s in self.size_vars]
+        return ptrs, sizes
+
+    def _check_overlap(self, args) -> None:
+        # Generated code assumes parameters do not alias (noalias metadata); an output
+        # sharing memory with another argument would give wrong results.
+        spans = []
+        for i, a in enumerate(args):
+            if a.nbytes:
+                spans.append((a.ctypes.data, a.ctypes.data + a.nbytes, i))
+        for x in range(len(spans)):
+            for y in range(x + 1, len(spans)):
+                s0, e0, i = spans[x]
+                s1, e1, j = spans[y]
+                if s0 < e1 and s1 < e0 and (self.params[i]["output"] or self.params[j]["output"]):
+                    raise ArgumentError(
+                        f"{self._what(i)} and {self._what(j)} share memory, but one of them "
+                        f"is written; pass a separate output array"
+                    )
