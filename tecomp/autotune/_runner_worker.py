@@ -1,0 +1,180 @@
+"""The measuring process of ``LocalRunner``: loads built candidates and times them.
+
+It runs as ``python -m tecomp.autotune._runner_worker`` and speaks JSON lines: one request
+per line on stdin, one reply per line on a private copy of stdout (the real stdout is
+pointed at stderr so nothing a candidate prints can corrupt the protocol). A candidate
+that crashes kills only this process; the parent notices and starts a new one.
+
+Timing follows ``shared/MEASURING.md``: an untimed warm-up before each timed batch (so the
+previous candidate's spinning threads have gone quiet), then ``repeat`` batches of
+``number`` calls; the parent ranks by the median batch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+_MODULES: dict = {}      # path -> loaded module (a candidate is loaded once)
+_INPUTS: dict = {}       # arg-spec key -> arrays (inputs random, outputs scratch)
+_REFERENCE: dict = {}    # reference path -> expected outputs
+_FLUSH = None
+
+
+def _load(path):
+    mod = _MODULES.get(path)
+    if mod is None:
+        from tecomp.runtime import load_module
+
+        mod = _MODULES[path] = load_module(path)
+    return mod
+
+
+def _arrays(specs, seed=0):
+    key = json.dumps(specs)
+    arrs = _INPUTS.get(key)
+    if arrs is None:
+        rng = np.random.default_rng(seed)
+        arrs = []
+        for shape, dtype, is_output in specs:
+            dt = np.dtype(dtype)
+            if is_output:
+                a = np.zeros(shape, dt)
+            elif dt.kind == "f":
+                a = rng.uniform(-1.0, 1.0, size=shape).astype(dt)
+            elif dt.kind == "b":
+                a = rng.integers(0, 2, size=shape).astype(dt)
+            else:
+                a = rng.integers(-4 if dt.kind == "i" else 0, 5, size=shape).astype(dt)
+            arrs.append(a)
+        _INPUTS[key] = arrs
+    return arrs
+
+
+def _flush_cache():
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = np.zeros(64 << 20 >> 3)  # 64 MiB: larger than any last-level cache here
+    _FLUSH += 1.0
+
+
+def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
+    # Warm-up: at least one call, and calls until warmup_ms have passed.
+    t_start = time.perf_counter()
+    t0 = time.perf_counter()
+    fn(*args)
+    one = time.perf_counter() - t0
+    while time.perf_counter() - t_start < warmup_ms / 1000.0:
+        t0 = time.perf_counter()
+        fn(*args)
+        one = min(one, time.perf_counter() - t0)
+    if min_repeat_ms > 0 and one > 0:
+        number = max(number, math.ceil(min_repeat_ms / 1000.0 / one))
+    # A slow candidate gets fewer repeats rather than eating the session's time: it will
+    # not win, and its rank among the slow ones matters little.
+    while repeat > 1 and one * number * repeat > budget_s:
+        if number > 1:
+            number = max(1, number // 2)
+        else:
+            repeat -= 1
+    costs = []
+    for _ in range(repeat):
+        if flush:
+            _flush_cache()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(*args)
+        costs.append((time.perf_counter() - t0) / number)
+    return costs
+
+
+def _check(fn, args, specs, ref_path):
+    expected = _REFERENCE.get(ref_path)
+    if expected is None:
+        ref = _load(ref_path)
+        ref_args = [a.copy() for a in args]
+        ref(*ref_args)
+        expected = _REFERENCE[ref_path] = [
+            a for a, s in zip(ref_args, specs) if s[2]
+        ]
+    got_args = [a.copy() for a in args]
+    for a, s in zip(got_args, specs):
+        if s[2] and a.dtype.kind == "f":
+            a.fill(np.nan)
+    fn(*got_args)
+    outs = [a for a, s in zip(got_args, specs) if s[2]]
+    for i, (g, e) in enumerate(zip(outs, expected)):
+        if e.dtype.kind == "f":
+            scale = max(1.0, float(np.max(np.abs(e))) if e.size else 1.0)
+            bad = ~np.isclose(g, e, rtol=1e-3, atol=1e-4 * scale, equal_nan=False)
+        else:
+            bad = g != e
+        if bad.any():
+            where = tuple(int(x) for x in np.argwhere(bad)[0])
+            return (f"output {i} differs from the reference at {list(where)}: "
+                    f"got {g[where]!r}, expected {e[where]!r} "
+                    f"({int(bad.sum())} of {bad.size} elements)")
+    return None
+
+
+def _handle(req):
+    cmd = req["cmd"]
+    if cmd == "ping":
+        return {"ok": True}
+    if cmd == "run":
+        specs = req["specs"]
+        try:
+            fn = _load(req["path"])
+        except Exception as err:  # noqa: BLE001 - reported as a runtime error
+            return {"ok": False, "kind": "runtime", "msg": f"load: {type(err).__name__}: {err}"}
+        args = _arrays(specs)
+        try:
+            if req.get("ref"):
+                msg = _check(fn, args, specs, req["ref"])
+                if msg:
+                    return {"ok": False, "kind": "wrong", "msg": msg}
+            costs = _time(fn, args, req["number"], req["repeat"], req["min_repeat_ms"],
+                          req["warmup_ms"], req["flush"], req["budget_s"])
+        except Exception as err:  # noqa: BLE001
+            return {"ok": False, "kind": "runtime", "msg": f"{type(err).__name__}: {err}"}
+        _MODULES.pop(req["path"], None)  # tuning loads each candidate once
+        return {"ok": True, "costs": costs}
+    if cmd == "interleave":
+        # Re-measure the final candidates A, B, C, A, B, C, ... so drift hits all alike.
+        fns = [_load(p) for p in req["paths"]]
+        arg_sets = [_arrays(s) for s in req["specs"]]
+        samples = [[] for _ in fns]
+        for _ in range(req["rounds"]):
+            for i, (fn, args) in enumerate(zip(fns, arg_sets)):
+                samples[i].extend(
+                    _time(fn, args, req["number"], 1, req["min_repeat_ms"],
+                          req["warmup_ms"], req["flush"], req["budget_s"])
+                )
+        return {"ok": True, "samples": samples}
+    return {"ok": False, "kind": "runtime", "msg": f"unknown command {cmd!r}"}
+
+
+def main():
+    # Ctrl-C goes to the whole process group; the parent decides when this worker stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import tecomp.runtime  # noqa: F401 - import before the first request, not during it
+
+    out.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = _handle(json.loads(line))
+        out.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,595 @@
+"""Measuring candidates: build in parallel worker processes, time in an isolated one.
+
+``LocalBuilder`` instantiates and compiles candidates in forked worker processes (a
+hang past ``timeout`` kills and replaces the worker). ``LocalRunner`` times built
+candidates in a separate Python process (``_runner_worker``); a candidate that
+segfaults or hangs costs that process, which is restarted, and one trial.
+
+Every outcome is a ``MeasureResult`` with an error code from the closed enum
+``MeasureErrorNo``; nothing here raises for a bad candidate.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import multiprocessing
+import multiprocessing.connection
+import os
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+
+
+class MeasureErrorNo(enum.IntEnum):
+    """Outcome of measuring one candidate (written to logs by value and name)."""
+
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1   # the template raised for this config
+    COMPILE_ERROR = 2         # lowering or code generation failed
+    RUNTIME_ERROR = 3         # the candidate crashed (e.g. segfault) or raised when run
+    WRONG_ANSWER = 4          # check_correctness: output differs from the reference
+    TIMEOUT = 5               # build or run exceeded its timeout (message says which)
+    UNKNOWN_ERROR = 6
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """What to measure: a task and one config of its space."""
+
+    task: object
+    config: object
+
+    @property
+    def target(self) -> str:
+        return self.task.target
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """How it went. ``costs`` are seconds per run, one per timed batch (empty on error);
+    ``all_cost`` is the wall time of building and measuring; ``stage`` is "trial" or
+    "final" (the interleaved re-measurement at the end of tuning)."""
+
+    costs: tuple
+    error_no: MeasureErrorNo
+    error_msg: str = ""
+    all_cost: float = 0.0
+    timestamp: float = 0.0
+    stage: str = "trial"
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def cost(self) -> float:
+        """Median cost in seconds (inf when the candidate failed)."""
+        if not self.ok or not self.costs:
+            return float("inf")
+        return statistics.median(self.costs)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A built candidate: the shared object, its argument specs (shape, dtype, is_output)
+    and the time the build took; or an error."""
+
+    filename: str | None
+    specs: tuple = ()
+    error_no: MeasureErrorNo = MeasureErrorNo.NO_ERROR
+    error_msg: str = ""
+    time_cost: float = 0.0
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+def _short(err: BaseException, limit: int = 400) -> str:
+    text = f"{type(err).__name__}: {err}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---- a pool of forked workers that survives hangs and crashes -----------------------------
+
+
+def _worker_loop(conn):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        fn, args = msg
+        try:
+            reply = ("ok", fn(*args))
+        except BaseException as err:  # noqa: BLE001 - everything goes back to the parent
+            reply = ("err", _short(err), traceback.format_exc(limit=6))
+        try:
+            conn.send(reply)
+        except Exception:  # noqa: BLE001 - e.g. an unpicklable result
+            conn.send(("err", "worker could not send its result", ""))
+
+
+class _Worker:
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self._start()
+
+    def _start(self):
+        self.conn, child = self._ctx.Pipe()
+        self.proc = self._ctx.Process(target=_worker_loop, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def restart(self):
+        self.kill()
+        self._start()
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class ForkPool:
+    """``n`` forked workers running module-level functions with a per-job timeout.
+
+    Forking (not spawning) lets a worker use any template registered in the parent,
+    including ones defined in a script or a test. A worker that hangs past the timeout
+    or dies is replaced; its job reports ``("timeout", msg)`` / ``("crash", msg)``.
+    """
+
+    def __init__(self, n: int):
+        self._ctx = multiprocessing.get_context("fork")
+        self.n = max(1, int(n))
+        self._workers = [_Worker(self._ctx) for _ in range(self.n)]
+
+    def map(self, fn, arg_list, timeout: float):
+        """Run ``fn(*args)`` for each args; returns one ``(status, value)`` per job in
+        order, status "ok", "err", "timeout" or "crash"."""
+        results = [None] * len(arg_list)
+        pending = list(range(len(arg_list)))[::-1]
+        busy = {}  # worker index -> (job index, deadline)
+        while pending or busy:
+            for w_i, w in enumerate(self._workers):
+                if w_i not in busy and pending:
+                    j = pending.pop()
+                    try:
+                        w.conn.send((fn, arg_list[j]))
+                    except (BrokenPipeError, OSError):
+                        w.restart()
+                        w.conn.send((fn, arg_list[j]))
+                    busy[w_i] = (j, time.monotonic() + timeout)
+            now = time.monotonic()
+            wait_s = max(0.0, min(d for _, d in busy.values()) - now)
+            handles = {}
+            for w_i in busy:
+                w = self._workers[w_i]
+                handles[w.conn] = w_i
+                handles[w.proc.sentinel] = w_i
+            ready = multiprocessing.connection.wait(list(handles), timeout=wait_s)
+            done = set()
+            for h in ready:
+                w_i = handles[h]
+                if w_i in done:
+                    continue
+                w = self._workers[w_i]
+                j, _ = busy[w_i]
+                try:
+                    if w.conn.poll():
+                        reply = w.conn.recv()
+                        results[j] = (reply[0], reply[1:] if reply[0] == "err" else reply[1])
+                    else:
+                        raise EOFError
+                except (EOFError, OSError):
+                    code = w.proc.exitcode
+                    results[j] = ("crash", _exit_text(code))
+                    w.restart()
+                done.add(w_i)
+            now = time.monotonic()
+            for w_i, (j, deadline) in list(busy.items()):
+                if w_i in done:
+                    del busy[w_i]
+                elif now >= deadline:
+                    self._workers[w_i].restart()
+                    results[j] = ("timeout", f"exceeded {timeout:g} s")
+                    del busy[w_i]
+        return results
+
+    def close(self):
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for w in self._workers:
+            w.proc.join(timeout=1)
+            w.kill()
+
+
+def _exit_text(code) -> str:
+    if code is None:
+        return "worker exited"
+    if code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with status {code}"
+
+
+# ---- building ---------------------------------------------------------------------------------
+
+# Tasks seen by this (worker) process, so each task's space is collected once.
+_WORKER_TASKS: dict = {}
+
+
+def _worker_task(name, args, target):
+    from .task import Task
+
+    key = (name, args, target)
+    t = _WORKER_TASKS.get(key)
+    if t is None:
+        t = _WORKER_TASKS[key] = Task(name, args, target)
+    return t
+
+
+def arg_specs(tensors) -> tuple:
+    """(shape, dtype, is_output) of each argument tensor, with concrete int shapes."""
+    from ..ir import expr as E
+
+    specs = []
+    for t in tensors:
+        shape = []
+        for s in t.shape:
+            if not isinstance(s, E.IntImm):
+                raise ValueError(f"argument {t.name} has a symbolic shape; tuning needs ints")
+            shape.append(int(s.value))
+        specs.append((tuple(shape), t.dtype, bool(getattr(t.op, "body", None))))
+    return tuple(specs)
+
+
+def _build_candidate(name, args, target, index, out_dir, build_func):
+    """Runs in a builder worker: instantiate config ``index``, compile, export."""
+    import tecomp
+
+    t0 = time.perf_counter()
+    task = _worker_task(name, args, target)
+    try:
+        cfg = task.config_space.get(index)
+        s, tensors = task.instantiate(cfg)
+        specs = arg_specs(tensors)
+    except Exception as err:  # noqa: BLE001
+        return (None, (), int(MeasureErrorNo.INSTANTIATION_ERROR), _short(err),
+                time.perf_counter() - t0)
+    try:
+        if build_func is not None:
+            path = build_func(s, tensors, target, out_dir, index)
+        else:
+            mod = tecomp.build(s, tensors, target=target, name="default_function")
+            path = os.path.join(out_dir, f"cand_{index}_{os.getpid()}_{time.time_ns()}.so")
+            mod.export_library(path)
+    except Exception as err:  # noqa: BLE001
+        return (None, specs, int(MeasureErrorNo.COMPILE_ERROR), _short(err),
+                time.perf_counter() - t0)
+    return (path, specs, 0, "", time.perf_counter() - t0)
+
+
+class LocalBuilder:
+    """Builds candidates in ``n_parallel`` forked worker processes.
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds one build may take; past it the worker is killed and the candidate
+        recorded as TIMEOUT.
+    n_parallel : int, optional
+        Number of build workers (default: the number of CPU cores).
+    build_func : callable, optional
+        ``f(sch, tensors, target, out_dir, index) -> path`` replacing
+        ``tecomp.build(...).export_library(path)``.
+    """
+
+    def __init__(self, timeout: float = 10.0, n_parallel: int | None = None, build_func=None):
+        self.timeout = float(timeout)
+        self.n_parallel = n_parallel or os.cpu_count() or 1
+        self.build_func = build_func
+        self._pool = None
+        self._dir = None
+
+    def _ensure(self):
+        if self._pool is None:
+            self._pool = ForkPool(self.n_parallel)
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="tecomp_build_")
+
+    def build(self, inputs: list[MeasureInput]) -> list[BuildResult]:
+        self._ensure()
+        jobs = [
+            (inp.task.name, inp.task.args, inp.task.target, int(inp.config.index), self._dir,
+             self.build_func)
+            for inp in inputs
+        ]
+        out = []
+        for status, value in self._pool.map(_build_candidate, jobs, self.timeout):
+            if status == "ok":
+                path, specs, err, msg, cost = value
+                out.append(BuildResult(path, tuple(specs), MeasureErrorNo(err), msg, cost))
+            elif status == "timeout":
+                out.append(BuildResult(None, (), MeasureErrorNo.TIMEOUT, f"build {value}",
+                                       self.timeout))
+            elif status == "crash":
+                out.append(BuildResult(None, (), MeasureErrorNo.COMPILE_ERROR,
+                                       f"build {value}"))
+            else:
+                out.append(BuildResult(None, (), MeasureErrorNo.UNKNOWN_ERROR, value[0]))
+        return out
+
+    def map(self, fn, arg_list, timeout=None):
+        """Run other per-candidate work (e.g. feature extraction) on the build workers."""
+        self._ensure()
+        return self._pool.map(fn, arg_list, timeout or self.timeout)
+
+    def remove(self, path):
+        if path and self._dir and path.startswith(self._dir):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+# ---- running ------------------------------------------------------------------------------------
+
+
+class _RunnerProcess:
+    """The measuring process and its JSON-lines pipe."""
+
+    def __init__(self):
+        self._err = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        # One source of threads per measurement: the candidate's own parallel loops.
+        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tecomp.autotune._runner_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+            env=env, start_new_session=True,
+        )
+        self._buf = b""
+        ready = self.read(timeout=60.0)
+        if not ready or not ready.get("ok"):
+            raise RuntimeError(f"the measuring process did not start: {self.stderr_tail()}")
+
+    def send(self, obj):
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def read(self, timeout):
+        """The next reply, or None if the process died or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def stderr_tail(self, n=300) -> str:
+        try:
+            self._err.seek(0, os.SEEK_END)
+            size = self._err.tell()
+            self._err.seek(max(0, size - n))
+            return self._err.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def death_text(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return ""
+        return _exit_text(code)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._err.close()
+
+
+class LocalRunner:
+    """Times built candidates in a separate process, one at a time.
+
+    Parameters
+    ----------
+    number : int
+        Calls per timed batch (raised to reach ``min_repeat_ms``).
+    repeat : int
+        Timed batches; the candidate's cost is their median.
+    min_repeat_ms : float
+        Minimum duration of one batch, so short kernels are timed over many calls.
+    timeout : float
+        Seconds one candidate may take in all (warm-up, check, batches); past it the
+        measuring process is killed and restarted and the candidate is a TIMEOUT.
+    warmup_ms : float
+        Untimed calls before the batches (see shared/MEASURING.md).
+    enable_cpu_cache_flush : bool
+        Flush the caches (write 64 MiB) before each timed batch.
+    check_correctness : bool
+        Compare each candidate's outputs with a reference build (the untransformed
+        schedule of the task's compute) and record WRONG_ANSWER when they differ.
+    """
+
+    def __init__(self, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0.0,
+                 timeout: float = 10.0, warmup_ms: float = 100.0,
+                 enable_cpu_cache_flush: bool = False, check_correctness: bool = False):
+        self.number = int(number)
+        self.repeat = int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.timeout = float(timeout)
+        self.warmup_ms = float(warmup_ms)
+        self.flush = bool(enable_cpu_cache_flush)
+        self.check_correctness = bool(check_correctness)
+        self._proc = None
+        self._refs: dict = {}
+        self._ref_dir = None
+
+    def _process(self) -> _RunnerProcess:
+        if self._proc is None or self._proc.proc.poll() is not None:
+            if self._proc is not None:
+                self._proc.kill()
+            self._proc = _RunnerProcess()
+        return self._proc
+
+    def _request(self, req, timeout):
+        """Send one request; returns (reply or None, failure text)."""
+        proc = self._process()
+        try:
+            proc.send(req)
+        except (BrokenPipeError, OSError):
+            self._restart()
+            proc = self._process()
+            proc.send(req)
+        reply = proc.read(timeout)
+        if reply is not None:
+            return reply, ""
+        dead = proc.death_text()
+        tail = proc.stderr_tail()
+        self._restart()
+        if dead:
+            return None, f"measuring process crashed ({dead})" + (f": {tail}" if tail else "")
+        return None, f"timeout: run exceeded {timeout:g} s"
+
+    def _restart(self):
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc = None
+
+    def _reference(self, task):
+        """Path of the reference build of ``task`` (naive schedule of its compute)."""
+        key = (task.name, task.args, task.target)
+        if key not in self._refs:
+            import tecomp
+            from tecomp import te
+
+            from .space import FallbackConfigEntity
+            from .task import _run_with_config
+
+            _, tensors = _run_with_config(task.template.func, task.args, FallbackConfigEntity())
+            outs = [t for t in tensors if getattr(t.op, "body", None)]
+            s = te.create_schedule([t.op for t in outs])
+            mod = tecomp.build(s, list(tensors), target=task.target, name="reference")
+            if self._ref_dir is None:
+                self._ref_dir = tempfile.mkdtemp(prefix="tecomp_ref_")
+            path = os.path.join(self._ref_dir, f"ref_{len(self._refs)}.so")
+            mod.export_library(path)
+            self._refs[key] = path
+        return self._refs[key]
+
+    def _base_request(self):
+        return {
+            "number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
+            "warmup_ms": self.warmup_ms, "flush": self.flush,
+            "budget_s": max(0.5, self.timeout / 3.0),
+        }
+
+    def run(self, inputs: list[MeasureInput], builds: list[BuildResult]) -> list[MeasureResult]:
+        out = []
+        for inp, b in zip(inputs, builds):
+            t0 = time.perf_counter()
+            now = time.time()
+            if b.error_no != MeasureErrorNo.NO_ERROR:
+                out.append(MeasureResult((), b.error_no, b.error_msg, b.time_cost, now))
+                continue
+            req = {"cmd": "run", "path": b.filename, "specs": [list(s) for s in b.specs]}
+            req.update(self._base_request())
+            if self.check_correctness:
+                try:
+                    req["ref"] = self._reference(inp.task)
+                except Exception as err:  # noqa: BLE001 - no oracle: say so, don't guess
+                    out.append(MeasureResult((), MeasureErrorNo.UNKNOWN_ERROR,
+                                             f"reference build failed: {_short(err)}",
+                                             b.time_cost, now))
+                    continue
+            reply, failure = self._request(req, self.timeout)
+            cost = b.time_cost + time.perf_counter() - t0
+            if reply is None:
+                code = (MeasureErrorNo.TIMEOUT if failure.startswith("timeout")
+                        else MeasureErrorNo.RUNTIME_ERROR)
+                out.append(MeasureResult((), code, failure, cost, now))
+            elif reply.get("ok"):
+                out.append(MeasureResult(tuple(reply["costs"]), MeasureErrorNo.NO_ERROR, "",
+                                         cost, now))
+            else:
+                code = (MeasureErrorNo.WRONG_ANSWER if reply.get("kind") == "wrong"
+                        else MeasureErrorNo.RUNTIME_ERROR)
+                out.append(MeasureResult((), code, reply.get("msg", ""), cost, now))
+        return out
+
+    def remeasure(self, builds: list[BuildResult], rounds: int = 5) -> list[list[float]] | None:
+        """Time the built candidates interleaved, ``rounds`` times each; one list of
+        per-run seconds per candidate, or None if the process failed."""
+        req = {"cmd": "interleave", "paths": [b.filename for b in builds],
+               "specs": [[list(s) for s in b.specs] for b in builds], "rounds": int(rounds)}
+        req.update(self._base_request())
+        req["warmup_ms"] = max(50.0, self.warmup_ms / 2)
+        reply, _ = self._request(req, self.timeout * max(1, len(builds)) * 2)
+        if reply is None or not reply.get("ok"):
+            return None
+        return reply["samples"]
+
+    def close(self):
+        self._restart()
+        if self._ref_dir is not None:
+            shutil.rmtree(self._ref_dir, ignore_errors=True)
+            self._ref_dir = None
+        self._refs.clear()
+
+
+def measure_option(builder=None, runner=None) -> dict:
+    """The builder and runner a tuner measures with (defaults: ``LocalBuilder()`` and
+    ``LocalRunner()``)."""
+    if isinstance(builder, str) or isinstance(runner, str):
+        raise TypeError("measure_option takes LocalBuilder / LocalRunner objects")
+    return {"builder": builder or LocalBuilder(), "runner": runner or LocalRunner()}
+
+
+def gflops(flop: float, cost: float) -> float:
+    if not cost or math.isinf(cost):
+        return 0.0
+    return flop / cost / 1e9

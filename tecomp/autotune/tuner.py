@@ -1,0 +1,492 @@
+"""Tuners: which configs to measure next, and the loop that measures them.
+
+Every tuner proposes batches of configs it has not proposed before (``next_batch``) and
+learns from results (``update``); ``Tuner.tune`` runs the loop:
+
+1. load earlier records (``resume_from``): their configs count as measured, never again;
+2. measure the task's default (fallback) config first, so tuning never returns
+   something slower than no tuning;
+3. build each batch in parallel, time it, pass the results to the tuner and callbacks;
+4. stop after ``n_trial`` measurements, when the space is exhausted, or when
+   ``early_stopping`` trials brought no improvement;
+5. re-measure the best few candidates interleaved (``shared/MEASURING.md``) and declare
+   the best from those measurements; they are logged with ``stage = "final"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from . import features as F
+from .measure import MeasureErrorNo, MeasureInput, MeasureResult, gflops
+from .measure import measure_option as _default_option
+from .records import _as_records, target_key
+from .sa import anneal, neighbour
+
+logger = logging.getLogger("tecomp.autotune")
+
+
+class Tuner:
+    """Base class: bookkeeping and the measurement loop.
+
+    Parameters
+    ----------
+    task : Task
+    seed : int, optional
+        Seed of the tuner's random choices.
+    batch_size : int, optional
+        Configs measured per round (default 8).
+    """
+
+    def __init__(self, task, seed: int | None = None, batch_size: int = 8):
+        self.task = task
+        self.space = task.config_space
+        self.rng = np.random.default_rng(seed)
+        self.batch_size = max(1, int(batch_size))
+        self.visited: set[int] = set()  # proposed or measured: never proposed again
+        self.measured: set[int] = set()
+        self.best_config = None
+        self.best_flops = 0.0
+        self.best_result = None
+        self.history: list = []  # (config, result) measured by this tuner (all sessions)
+        self.n_resumed = 0
+        self.stop_reason = ""
+
+    # -- to override -------------------------------------------------------------------------
+
+    def next_batch(self, n: int) -> list:
+        """Up to ``n`` configs not measured before."""
+        raise NotImplementedError
+
+    def update(self, inputs, results) -> None:
+        """Learn from measured ``inputs`` / ``results``."""
+
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    # -- shared helpers ----------------------------------------------------------------------
+
+    def _random_unvisited(self, n: int, taken: set) -> list[int]:
+        size = len(self.space)
+        out: list[int] = []
+        blocked = self.visited | taken
+        if size - len(blocked) <= 4 * n or size <= 4096:
+            free = [i for i in range(size) if i not in blocked] if size <= 1 << 20 else []
+            if free:
+                pick = self.rng.choice(len(free), size=min(n, len(free)), replace=False)
+                return [free[int(i)] for i in pick]
+        tries = 0
+        while len(out) < n and tries < 100 * n:
+            i = int(self.rng.integers(size))
+            tries += 1
+            if i not in blocked:
+                blocked.add(i)
+                out.append(i)
+        return out
+
+    def _record(self, config, result) -> None:
+        self.visited.add(config.index)
+        if result.stage == "trial":
+            self.measured.add(config.index)
+        self.history.append((config, result))
+        if result.ok:
+            fl = gflops(self.task.flop, result.cost)
+            if fl > self.best_flops:
+                self.best_flops, self.best_config, self.best_result = fl, config, result
+
+    def load_history(self, records) -> int:
+        """Take in earlier records of this task (a log path or Records): their configs
+        count as measured and feed ``update``. Returns how many were taken."""
+        mine = self._records_of_task(_as_records(records))
+        inputs, results = [], []
+        for r in mine:
+            try:
+                cfg = self.space.from_json(r.knobs, r.config_index)
+            except Exception:  # noqa: BLE001 - a record of an older space
+                continue
+            if r.result.stage != "trial" or cfg.index in self.measured:
+                continue
+            self._record(cfg, r.result)
+            inputs.append(MeasureInput(self.task, cfg))
+            results.append(r.result)
+        if inputs:
+            self.update(inputs, results)
+        self.n_resumed += len(inputs)
+        return len(inputs)
+
+    def _records_of_task(self, records) -> list:
+        key = target_key(self.task.target)
+        return [
+            r for r in records
+            if r.name == self.task.name and r.args == self.task.args
+            and r.workload_hash == self.task.workload_hash and r.target_key == key
+        ]
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def tune(self, n_trial: int, measure_option: dict | None = None,
+             early_stopping: int | None = None, callbacks=(), resume_from=None,
+             remeasure_top: int = 3, remeasure_rounds: int = 5):
+        """Measure up to ``n_trial`` configs; see the module docstring for the steps.
+
+        With ``resume_from`` (a log), records of this task in it count toward
+        ``n_trial`` and are never measured again. ``callbacks`` are called as
+        ``cb(tuner, inputs, results)`` after each batch (and for the final
+        re-measurement). Returns ``self``; the winner is ``best_config`` /
+        ``best_flops``. Ctrl-C stops the loop; records written so far stay.
+        """
+        option = measure_option or _default_option()
+        builder, runner = option["builder"], option["runner"]
+        self._builder = builder
+        if resume_from is not None:
+            try:
+                self.load_history(resume_from)
+            except FileNotFoundError:
+                pass
+        n_trial = int(n_trial)
+        done = self.n_resumed
+        best_at = done
+        last_best = self.best_flops
+        self.stop_reason = "budget"
+        try:
+            default = self.task.default_config
+            pending_default = default.index not in self.measured
+            while done < n_trial:
+                if not self.has_next() and not pending_default:
+                    self.stop_reason = "space exhausted"
+                    break
+                n = min(self.batch_size, n_trial - done)
+                configs = []
+                if pending_default:
+                    configs.append(default)
+                    self.visited.add(default.index)
+                    pending_default = False
+                seen = {c.index for c in configs}
+                for c in self.next_batch(n - len(configs)):
+                    c = self.space.get(c) if isinstance(c, (int, np.integer)) else c
+                    if c.index in seen or c.index in self.measured:
+                        continue  # defensive: a tuner must not propose a config twice
+                    seen.add(c.index)
+                    configs.append(c)
+                if not configs:
+                    self.stop_reason = "space exhausted"
+                    break
+                inputs = [MeasureInput(self.task, c) for c in configs]
+                results = self._measure(builder, runner, inputs)
+                for inp, res in zip(inputs, results):
+                    self._record(inp.config, res)
+                done += len(inputs)
+                self.update(inputs, results)
+                for cb in callbacks:
+                    cb(self, inputs, results)
+                if self.best_flops > last_best:
+                    last_best, best_at = self.best_flops, done
+                if early_stopping is not None and done - best_at >= early_stopping:
+                    self.stop_reason = f"no improvement in {early_stopping} trials"
+                    break
+            if remeasure_top and remeasure_top > 1:
+                self._remeasure(builder, runner, remeasure_top, remeasure_rounds, callbacks)
+        finally:
+            builder.close()
+            runner.close()
+        return self
+
+    def _measure(self, builder, runner, inputs) -> list:
+        builds = builder.build(inputs)
+        try:
+            return runner.run(inputs, builds)
+        finally:
+            for b in builds:
+                builder.remove(b.filename)
+
+    def _remeasure(self, builder, runner, top: int, rounds: int, callbacks):
+        """Re-time the best ``top`` candidates interleaved; the median of those samples
+        decides the winner (a lucky trial sample never wins)."""
+        ok = [(c, r) for c, r in self.history if r.ok and r.stage == "trial"]
+        ok.sort(key=lambda cr: cr[1].cost)
+        picked, seen = [], set()
+        for c, r in ok:
+            if c.index not in seen:
+                seen.add(c.index)
+                picked.append(c)
+            if len(picked) == top:
+                break
+        if len(picked) < 2:
+            return
+        inputs = [MeasureInput(self.task, c) for c in picked]
+        builds = builder.build(inputs)
+        good = [(i, b) for i, b in zip(inputs, builds) if b.filename]
+        try:
+            samples = runner.remeasure([b for _, b in good], rounds=rounds) if good else None
+        finally:
+            for b in builds:
+                builder.remove(b.filename)
+        if not samples:
+            return
+        now = time.time()
+        final_inputs, final_results = [], []
+        for (inp, b), costs in zip(good, samples):
+            final_inputs.append(inp)
+            final_results.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
+                                               b.time_cost, now, stage="final"))
+        best = min(zip(final_inputs, final_results), key=lambda ir: ir[1].cost)
+        self.best_config, self.best_result = best[0].config, best[1]
+        self.best_flops = gflops(self.task.flop, best[1].cost)
+        self.history.extend((i.config, r) for i, r in zip(final_inputs, final_results))
+        for cb in callbacks:
+            cb(self, final_inputs, final_results)
+
+
+class RandomTuner(Tuner):
+    """Configs in random order, without repetition."""
+
+    def next_batch(self, n):
+        picks = self._random_unvisited(n, set())
+        for i in picks:
+            self.visited.add(i)
+        return [self.space.get(i) for i in picks]
+
+
+class GridSearchTuner(Tuner):
+    """Configs in index order, skipping measured ones."""
+
+    def __init__(self, task, **kw):
+        super().__init__(task, **kw)
+        self._next = 0
+
+    def next_batch(self, n):
+        out = []
+        while len(out) < n and self._next < len(self.space):
+            if self._next not in self.visited:
+                self.visited.add(self._next)
+                out.append(self.space.get(self._next))
+            self._next += 1
+        return out
+
+    def has_next(self):
+        return self._next < len(self.space) and len(self.visited) < len(self.space)
+
+
+class GATuner(Tuner):
+    """A genetic algorithm over knob choices: fitness-proportional selection of parents,
+    one-point crossover of their knob digits, per-knob mutation, elitism.
+
+    Parameters
+    ----------
+    pop_size : int
+    elite_num : int
+        Best genes carried into the next generation's parents unchanged.
+    mutation_prob : float
+    """
+
+    def __init__(self, task, pop_size: int = 32, elite_num: int = 3,
+                 mutation_prob: float = 0.1, **kw):
+        super().__init__(task, **kw)
+        self.pop_size = min(pop_size, len(self.space))
+        self.elite_num = min(elite_num, self.pop_size)
+        self.mutation_prob = mutation_prob
+        self._queue: list[int] = []
+        self._fitness: dict[int, float] = {}
+
+    def update(self, inputs, results):
+        for inp, res in zip(inputs, results):
+            self._fitness[inp.config.index] = gflops(self.task.flop, res.cost)
+
+    def _breed(self, n):
+        scored = sorted(self._fitness.items(), key=lambda kv: -kv[1])
+        parents = [i for i, _ in scored[: max(self.pop_size, 2)]]
+        if len(parents) < 2:
+            return self._random_unvisited(n, set(self._queue))
+        fit = np.array([self._fitness[i] for i in parents], dtype=np.float64)
+        prob = fit / fit.sum() if fit.sum() > 0 else np.full(len(fit), 1.0 / len(fit))
+        sizes = [len(s) for s in self.space.space_map.values()]
+        out, taken = [], set(self._queue)
+        tries = 0
+        while len(out) < n and tries < 50 * n:
+            tries += 1
+            a, b = self.rng.choice(len(parents), size=2, replace=True, p=prob)
+            da = self.space.digits_of(parents[a])
+            db = self.space.digits_of(parents[b])
+            cut = int(self.rng.integers(len(sizes) + 1))
+            child = da[:cut] + db[cut:]
+            for k, size in enumerate(sizes):
+                if size > 1 and self.rng.random() < self.mutation_prob:
+                    child[k] = int(self.rng.integers(size))
+            idx = self.space.index_of(child)
+            if idx not in self.visited and idx not in taken:
+                taken.add(idx)
+                out.append(idx)
+        if len(out) < n:
+            out += self._random_unvisited(n - len(out), taken)
+        return out
+
+    def next_batch(self, n):
+        while len(self._queue) < n:
+            more = self._breed(max(n, self.pop_size) - len(self._queue))
+            if not more:
+                break
+            self._queue.extend(more)
+        out = []
+        while self._queue and len(out) < n:
+            i = self._queue.pop(0)
+            if i not in self.visited:
+                self.visited.add(i)
+                out.append(self.space.get(i))
+        return out
+
+
+class XGBTuner(Tuner):
+    """Model-based tuning: an XGBoost ranking model on loop-IR features proposes, by
+    simulated annealing over the space, the configs it predicts fastest; with
+    probability ``epsilon`` a slot is filled at random instead (exploration).
+
+    Parameters
+    ----------
+    plan_size : int
+        Trials between refits of the model (and fresh annealing plans).
+    epsilon : float
+        Probability that a proposed config is random rather than the model's pick.
+    min_train : int
+        Measurements before the first fit (unless earlier records warm-start it).
+    sa_chains, sa_steps : int
+        Size of the annealing search per plan.
+    """
+
+    def __init__(self, task, plan_size: int = 32, epsilon: float = 0.05,
+                 min_train: int = 16, sa_chains: int = 32, sa_steps: int = 24,
+                 num_boost_round: int = 60, **kw):
+        super().__init__(task, **kw)
+        from .cost_model import XGBoostCostModel
+
+        self.model = XGBoostCostModel(num_boost_round=num_boost_round,
+                                      seed=int(self.rng.integers(1 << 30)))
+        self.plan_size = plan_size
+        self.epsilon = epsilon
+        self.min_train = min_train
+        self.sa_chains, self.sa_steps = sa_chains, sa_steps
+        self._feat: dict[int, np.ndarray] = {}
+        self._ys: dict[int, float] = {}
+        self._plan: list[int] = []
+        self._fitted_at = -1
+        self._builder = None
+        self.fit_seconds = 0.0
+        self.plan_seconds = 0.0
+
+    # features ------------------------------------------------------------------------------
+
+    def features(self, indices) -> np.ndarray:
+        """Feature rows of configs ``indices`` (cached; computed on the build workers
+        when there are many)."""
+        missing = [i for i in dict.fromkeys(int(i) for i in indices) if i not in self._feat]
+        if missing:
+            pool = self._builder
+            if pool is not None and len(missing) >= 8 and getattr(pool, "n_parallel", 1) > 1:
+                chunks = np.array_split(np.array(missing), pool.n_parallel * 2)
+                jobs = [(self.task.name, self.task.args, self.task.target,
+                         [int(x) for x in c]) for c in chunks if len(c)]
+                res = pool.map(F._features_job, jobs, timeout=120)
+                for (_, _, _, idx), (status, value) in zip(jobs, res):
+                    for i, row in zip(idx, value if status == "ok" else []):
+                        self._feat[i] = np.asarray(row, dtype=np.float32)
+            for i in missing:
+                if i not in self._feat:
+                    self._feat[i] = F.candidate_features(self.task, self.space.get(i))
+        return np.stack([self._feat[int(i)] for i in indices]) if len(indices) else \
+            np.zeros((0, F.FEATURE_LENGTH), np.float32)
+
+    # learning ------------------------------------------------------------------------------
+
+    def update(self, inputs, results):
+        for inp, res in zip(inputs, results):
+            self._ys[inp.config.index] = gflops(self.task.flop, res.cost)
+        n = len(self._ys)
+        ready = n >= self.min_train or (self.model._base_xs and n >= 2)
+        if ready and (self._fitted_at < 0 or n - self._fitted_at >= self.plan_size
+                      or not self._plan):
+            self._refit()
+
+    def _refit(self):
+        idx = list(self._ys)
+        t0 = time.perf_counter()
+        self.model.fit(self.features(idx), np.array([self._ys[i] for i in idx]))
+        self.fit_seconds += time.perf_counter() - t0
+        self._fitted_at = len(self._ys)
+        self._make_plan()
+
+    def _make_plan(self):
+        if not self.model.trained:
+            return
+        t0 = time.perf_counter()
+        best = sorted(self._ys, key=lambda i: -self._ys[i])[: self.sa_chains // 4]
+        seeds = best + [neighbour(self.space, b, self.rng) for b in best]
+
+        def score(points):
+            return self.model.predict(self.features(points))
+
+        self._plan = anneal(self.space, score, self.plan_size, self.visited, self.rng,
+                            n_chains=self.sa_chains, n_steps=self.sa_steps, seeds=seeds)
+        self.plan_seconds += time.perf_counter() - t0
+
+    def next_batch(self, n):
+        out: list[int] = []
+        taken: set = set()
+        while len(out) < n:
+            pick = None
+            if self.model.trained and self.rng.random() >= self.epsilon:
+                while self._plan:
+                    cand = self._plan.pop(0)
+                    if cand not in self.visited and cand not in taken:
+                        pick = cand
+                        break
+            if pick is None:
+                r = self._random_unvisited(1, taken)
+                if not r:
+                    break
+                pick = r[0]
+            taken.add(pick)
+            out.append(pick)
+        for i in out:
+            self.visited.add(i)
+        return [self.space.get(i) for i in out]
+
+    # transfer learning ---------------------------------------------------------------------
+
+    def load_history(self, records, max_per_task: int = 200) -> int:
+        """Records of this task resume it (see ``Tuner.load_history``); records of other
+        tasks of the same template warm-start the cost model (transfer learning)."""
+        from .task import Task
+
+        records = _as_records(records)
+        taken = super().load_history(records)
+        others: dict = {}
+        for r in records:
+            if r.name == self.task.name and r.args != self.task.args and r.result.stage == "trial":
+                others.setdefault((r.args, r.target), []).append(r)
+        groups = []
+        for (args, target), recs in others.items():
+            try:
+                other = Task(self.task.name, args, target)
+                space = other.config_space
+            except Exception:  # noqa: BLE001 - a task that no longer instantiates
+                continue
+            recs = recs[-max_per_task:]
+            xs, ys = [], []
+            for r in recs:
+                try:
+                    cfg = space.from_json(r.knobs)
+                except Exception:  # noqa: BLE001
+                    continue
+                xs.append(F.candidate_features(other, cfg))
+                ys.append(gflops(other.flop, r.cost) if r.ok else 0.0)
+            if len(xs) >= 2:
+                groups.append((np.stack(xs), np.array(ys)))
+        if groups:
+            self.model.fit_log(groups)
+            if self._ys:
+                self._refit()
+            else:
+                self._make_plan()
+        return taken
