@@ -1,0 +1,156 @@
+"""Helpers to run a schedule on numpy arrays and compare with a numpy reference.
+
+``run_schedule`` builds with ``tecomp.build(..., target="llvm")`` when the code generator
+is available and runs the loop-IR interpreter (``tecomp.ir.interpreter``) otherwise, so
+the same tests check lowering before codegen exists and the whole pipeline after.
+``TECOMP_TEST_BACKEND=llvm|interp`` forces one backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+import numpy as np
+
+import tecomp
+from tecomp import te
+
+BACKENDS = ("llvm", "interp")
+
+# Built modules are kept for the whole session: freeing a JIT module currently breaks
+# later builds (codegen bug 1; tests/schedule/test_build_smoke.py checks it in a
+# subprocess). Remove this once that test passes.
+_KEEP_ALIVE: list = []
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm_status() -> tuple[bool, str]:
+    """Whether ``tecomp.build`` exists and compiles and runs a trivial kernel correctly."""
+    try:
+        build = tecomp.build
+    except (ImportError, AttributeError) as err:
+        return False, f"tecomp.build is not importable ({err})"
+    try:
+        a = te.placeholder((5,), name="a")
+        b = te.compute((5,), lambda i: a[i] + 1.0, name="b")
+        mod = build(te.create_schedule(b.op), [a, b], target="llvm")
+        _KEEP_ALIVE.append(mod)
+        x = np.arange(5, dtype="float32")
+        y = np.zeros(5, "float32")
+        mod(x, y)
+        if not np.array_equal(y, x + 1):
+            return False, f"tecomp.build gave {y} for {x} + 1"
+    except Exception as err:  # noqa: BLE001 - any failure means the backend is unusable
+        return False, f"tecomp.build fails on a trivial kernel: {type(err).__name__}: {err}"
+    return True, ""
+
+
+def llvm_available() -> bool:
+    return _llvm_status()[0]
+
+
+def llvm_status_message() -> str:
+    return _llvm_status()[1]
+
+
+def default_backend() -> str:
+    forced = os.environ.get("TECOMP_TEST_BACKEND")
+    if forced:
+        if forced not in BACKENDS:
+            raise ValueError(f"TECOMP_TEST_BACKEND={forced!r} must be one of {BACKENDS}")
+        return forced
+    if llvm_available():
+        return "llvm"
+    warnings.warn(f"running tests through the loop-IR interpreter: {llvm_status_message()}",
+                  stacklevel=2)
+    return "interp"
+
+
+def compile_schedule(s, args, backend: str | None = None, name: str = "default_function"):
+    """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``."""
+    backend = backend or default_backend()
+    if backend == "llvm":
+        mod = tecomp.build(s, args, target="llvm", name=name)
+        _KEEP_ALIVE.append(mod)
+        return mod
+    from tecomp.ir.interpreter import run
+
+    func = tecomp.lower(s, args, name=name)
+
+    def call(*arrays):
+        run(func, *arrays)
+
+    call.func = func
+    return call
+
+
+def _sentinel_like(ref: np.ndarray) -> np.ndarray:
+    """An output buffer prefilled with a value no kernel produces, so that elements the
+    kernel forgets to write show up as mismatches."""
+    ref = np.asarray(ref)
+    if ref.dtype.kind == "f":
+        return np.full(ref.shape, np.nan, ref.dtype)
+    if ref.dtype.kind == "b":
+        return np.array(~ref)
+    info = np.iinfo(ref.dtype)
+    return np.full(ref.shape, info.min + 3, ref.dtype)
+
+
+def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what="output"):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if expected.dtype.kind in "iub":
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+    else:
+        np.testing.assert_allclose(
+            actual.astype("float64"), expected.astype("float64"), rtol=rtol, atol=atol,
+            err_msg=what,
+        )
+
+
+def check_schedule(s, args, inputs, expected, rtol=1e-5, atol=1e-6, backend=None):
+    """Run ``s`` with ``args`` = inputs followed by outputs and compare with numpy.
+
+    ``inputs`` are arrays for the first ``len(inputs)`` args; ``expected`` the reference
+    values of the remaining args (their shapes and dtypes size the output buffers, which
+    also binds symbolic sizes). Returns the computed outputs.
+    """
+    f = compile_schedule(s, args, backend)
+    return run_and_check(f, args, inputs, expected, rtol, atol)
+
+
+def run_and_check(f, args, inputs, expected, rtol=1e-5, atol=1e-6):
+    """Call a compiled schedule ``f`` (see ``compile_schedule``) and compare with numpy.
+
+    Lets one build be checked at several values of its symbolic sizes."""
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    expected = [np.asarray(e) for e in expected]
+    assert len(inputs) + len(expected) == len(args), "one array per argument"
+    outs = [_sentinel_like(e) for e in expected]
+    f(*inputs, *outs)
+    for t, o, e in zip(args[len(inputs):], outs, expected):
+        assert_close(o, e, rtol, atol, what=f"tensor {t.name}")
+    return outs
+
+
+def rand(rng, shape, dtype="float32", lo=-1.0, hi=1.0):
+    """Random test data: uniform floats in [lo, hi), or small integers for int dtypes."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.uniform(lo, hi, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100) + 1, size=shape).astype(dtype)
+
+
+def known_bug(number: int, where: str, what: str):
+    """A strict xfail mark for a bug reported to the owners of ``where`` (lowering or
+    codegen); strict, so the test starts failing the day the bug is fixed and the mark
+    must go."""
+    import pytest
+
+    return pytest.mark.xfail(reason=f"bug {number} in {where}: {what}", strict=True)
