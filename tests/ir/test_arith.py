@@ -1,0 +1,182 @@
+"""Tests of tecomp.ir.arith: bounds, proofs, symbolic intervals, linear forms, equality."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ir_eval import evaluate
+
+from tecomp.ir.arith import (
+    const_int_bound,
+    eval_interval,
+    linear_coeff,
+    prove,
+    structural_equal,
+    structural_hash,
+)
+from tecomp.ir.expr import EQ, FloatImm, IntImm, Max, Min, Select, Var, binary
+
+io, ii, j, n, x, y = (Var(s) for s in ("io", "ii", "j", "n", "x", "y"))
+
+
+def c(v):
+    return IntImm(v)
+
+
+def test_const_int_bound_affine():
+    b = {io: (0, 11), ii: (0, 7)}
+    assert const_int_bound(io * 8 + ii, b) == (0, 95)
+    assert const_int_bound(io * 8 + ii - io * 8, b) == (0, 7)  # exact through cancelling
+    assert const_int_bound(io * -2 + 1, b) == (-21, 1)
+
+
+def test_const_int_bound_div_mod_minmax():
+    b = {x: (-5, 17)}
+    assert const_int_bound(x // 4, b) == (-2, 4)
+    assert const_int_bound(x % 4, b) == (0, 3)
+    assert const_int_bound(x % 4, {x: (0, 2)}) == (0, 2)
+    assert const_int_bound(binary(Min, x, c(3)), b) == (-5, 3)
+    assert const_int_bound(binary(Max, x, c(3)), b) == (3, 17)
+    assert const_int_bound(x, None) == (None, None)
+    assert const_int_bound(x * 2 + 1, {x: (0, None)}) == (1, None)
+
+
+def test_prove():
+    b = {io: (0, 11), ii: (0, 7)}
+    assert prove(io * 8 + ii < 96, b)
+    assert not prove(io * 8 + ii < 95, b)  # not provable (false at io=11, ii=7)
+    assert prove(EQ((x * 4 + 3) // 4, x))
+    assert not prove(x < y)
+
+
+def test_eval_interval_affine_exact():
+    lo, hi = eval_interval(io * 8 + ii, {ii: (c(0), c(7))})
+    assert str(lo) == "io * 8" and str(hi) == "io * 8 + 7"
+    lo, hi = eval_interval(io * 8 + ii, {io: (c(0), c(11)), ii: (c(0), c(7))})
+    assert (str(lo), str(hi)) == ("0", "95")
+    # symbolic range ends, negative coefficient
+    lo, hi = eval_interval(j * 2 - ii * 3, {ii: (c(1), n - 1)})
+    assert (str(lo), str(hi)) == ("j * 2 - n * 3 + 3", "j * 2 - 3")
+
+
+def test_eval_interval_nonlinear_sound():
+    lo, hi = eval_interval((io * 8 + ii) // 4, {ii: (c(0), c(7))})
+    assert (str(lo), str(hi)) == ("io * 2", "io * 2 + 1")
+    lo, hi = eval_interval((io * 8 + ii) % 8, {ii: (c(2), c(5))})
+    assert (str(lo), str(hi)) == ("2", "5")
+    lo, hi = eval_interval(binary(Min, ii, c(5)), {ii: (c(0), c(7))})
+    assert (str(lo), str(hi)) == ("0", "5")
+    lo, hi = eval_interval(ii * n, {ii: (c(0), c(7))}, {n: (1, None)})
+    assert (str(lo), str(hi)) == ("0", "ii * 0 + n * 7".replace("ii * 0 + ", ""))
+    # unknown sign of n: no symbolic bound
+    assert eval_interval(ii * n, {ii: (c(0), c(7))}) == (None, None)
+
+
+def test_linear_coeff():
+    coeff, base = linear_coeff(io * 8 + ii * 3 + ii, ii)
+    assert (str(coeff), str(base)) == ("4", "io * 8")
+    coeff, base = linear_coeff(io * ii * 2 + 3, ii)
+    assert (str(coeff), str(base)) == ("io * 2", "3")
+    coeff, base = linear_coeff(io * 8 + j, ii)
+    assert (str(coeff), str(base)) == ("0", "io * 8 + j")
+    assert linear_coeff((ii + 1) // 2, ii) is None
+    assert linear_coeff(ii * ii, ii) is None
+    assert linear_coeff(binary(Min, ii, c(3)), ii) is None
+
+
+def test_structural_equal_and_hash():
+    a, b = x * 4 + y, x * 4 + y
+    assert a is not b and structural_equal(a, b)
+    assert structural_hash(a) == structural_hash(b)
+    assert not structural_equal(x * 4 + y, y * 4 + x)
+    assert not structural_equal(Var("x") + 1, Var("x") + 1)  # distinct vars
+    assert structural_equal(FloatImm(0.0), FloatImm(0.0))
+    assert not structural_equal(FloatImm(0.0), FloatImm(-0.0))
+    assert not structural_equal(IntImm(1, "int32"), IntImm(1, "int64"))
+    s1 = Select(x < 3, x, y, "int32")
+    s2 = Select(x < 3, x, y, "int32")
+    assert structural_equal(s1, s2)
+
+
+# ---- property tests ------------------------------------------------------------------------
+
+VARS = (x, y, j)
+
+
+@st.composite
+def int_exprs(draw, depth=3):
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        if draw(st.booleans()):
+            return draw(st.sampled_from(VARS))
+        return c(draw(st.integers(-10, 10)))
+    op = draw(st.sampled_from(["add", "sub", "mul", "div", "mod", "min", "max", "sel"]))
+    a = draw(int_exprs(depth=depth - 1))
+    if op in ("div", "mod"):
+        d = c(draw(st.sampled_from([-8, -3, -1, 1, 2, 3, 4, 8, 16])))
+        return a // d if op == "div" else a % d
+    if op == "mul":
+        return a * draw(st.one_of(st.integers(-5, 5).map(c), st.sampled_from(VARS)))
+    b = draw(int_exprs(depth=depth - 1))
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "sel":
+        return Select(a < b, a, b, "int32")
+    return binary(Min if op == "min" else Max, a, b)
+
+
+@st.composite
+def bounded_env(draw):
+    bounds, env = {}, {}
+    for v in VARS:
+        lo = draw(st.integers(-20, 20))
+        hi = lo + draw(st.integers(0, 30))
+        if draw(st.integers(0, 4)) == 0:
+            bounds[v] = (None, None)
+        else:
+            bounds[v] = (lo, hi)
+        env[v] = draw(st.integers(lo, hi))
+    return bounds, env
+
+
+@settings(max_examples=300, deadline=None)
+@given(int_exprs(), bounded_env())
+def test_const_int_bound_is_sound(e, be):
+    bounds, env = be
+    lo, hi = const_int_bound(e, bounds)
+    v = evaluate(e, env)
+    assert lo is None or lo <= v
+    assert hi is None or v <= hi
+
+
+@settings(max_examples=200, deadline=None)
+@given(int_exprs(), bounded_env(), st.integers(0, 5), st.integers(0, 9))
+def test_eval_interval_is_sound(e, be, width, shift):
+    bounds, env = be
+    # x varies over [y + shift, y + shift + width] (symbolic in y); j over constants.
+    ranges = {x: (y + shift, y + shift + width), j: (c(-3), c(4))}
+    fixed = {y: bounds[y]}
+    lo, hi = eval_interval(e, ranges, fixed)
+    for xv in range(env[y] + shift, env[y] + shift + width + 1):
+        for jv in (-3, 0, 4):
+            point = {x: xv, y: env[y], j: jv}
+            v = evaluate(e, point)
+            assert lo is None or evaluate(lo, point) <= v, (str(lo), v)
+            assert hi is None or v <= evaluate(hi, point), (str(hi), v)
+
+
+@settings(max_examples=200, deadline=None)
+@given(int_exprs(), bounded_env())
+def test_linear_coeff_is_exact(e, be):
+    _, env = be
+    res = linear_coeff(e, x)
+    if res is None:
+        return
+    coeff, base = res
+    assert x not in _vars(coeff) and x not in _vars(base)
+    assert evaluate(e, env) == evaluate(coeff, env) * env[x] + evaluate(base, env)
+
+
+def _vars(e):
+    from tecomp.ir.functor import collect_vars
+
+    return set(collect_vars(e))
