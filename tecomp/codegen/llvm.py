@@ -414,7 +414,9 @@ class _Emitter:
         if dt.is_float(d):
             op = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}.get(t)
             if op is not None:
-                return self.val(f"{op} {vt} {a.ref}, {b.ref}", a.ty, n)
+                # `contract` only permits fusing a*b+c into one FMA (as C compilers do by
+                # default); no other fast-math reassociation is allowed.
+                return self.val(f"{op} contract {vt} {a.ref}, {b.ref}", a.ty, n)
             if t in (E.Min, E.Max):
                 pred = "olt" if t is E.Min else "ogt"
                 c = self.val(f"fcmp {pred} {vt} {a.ref}, {b.ref}", "i1", n)
@@ -467,7 +469,11 @@ class _Emitter:
         if t in (E.And, E.Or):
             return self.logical(e)
         if d in _SIGNED_INT:
-            a, b = self.unify(self.ev_idx(e.a), self.ev_idx(e.b))
+            a, b = self.ev_idx(e.a), self.ev_idx(e.b)
+            if (a.ramp is not None) != (b.ramp is not None) and max(a.lanes, b.lanes) > 1:
+                if (a.ramp is None and a.lanes == 1) or (b.ramp is None and b.lanes == 1):
+                    return self.ramp_cmp(t.__name__, a, b)
+            a, b = self.unify(a, b)
             d = "int64"
         else:
             a, b = self.unify(self.ev(e.a), self.ev(e.b))
@@ -479,6 +485,26 @@ class _Emitter:
         pred = {"EQ": "eq", "NE": "ne", "LT": sign + "lt", "LE": sign + "le",
                 "GT": sign + "gt", "GE": sign + "ge"}
         return self.val(f"icmp {pred[name]} {a.vty} {a.ref}, {b.ref}", "i1", a.lanes)
+
+    _FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+
+    def ramp_cmp(self, name: str, a: Val, b: Val) -> Val:
+        """Compare a ramp with a scalar lane-wise in i32: base + s*lane OP x  <=>
+        s*lane OP x - base. A tail guard then costs one 32-bit vector compare."""
+        if a.ramp is None:
+            a, b, name = b, a, self._FLIP[name]
+        base, stride = a.ramp
+        n = a.lanes
+        d = self.add_i64("sub", b, base)
+        self.declare("@llvm.smin.i64", "declare i64 @llvm.smin.i64(i64, i64)")
+        self.declare("@llvm.smax.i64", "declare i64 @llvm.smax.i64(i64, i64)")
+        d = self.val(f"call i64 @llvm.smax.i64(i64 {d.ref}, i64 -2147483648)", "i64")
+        d = self.val(f"call i64 @llvm.smin.i64(i64 {d.ref}, i64 2147483647)", "i64")
+        d = self.val(f"trunc i64 {d.ref} to i32", "i32")
+        d = self.bcast(d, n)
+        steps = "<" + ", ".join(f"i32 {k * stride}" for k in range(n)) + ">"
+        pred = {"EQ": "eq", "NE": "ne", "LT": "slt", "LE": "sle", "GT": "sgt", "GE": "sge"}
+        return self.val(f"icmp {pred[name]} <{n} x i32> {steps}, {d.ref}", "i1", n)
 
     ev_EQ = ev_NE = ev_LT = ev_LE = ev_GT = ev_GE = ev_And = ev_Or = _cmp
 
@@ -897,6 +923,23 @@ class _Emitter:
 
     def st_IfThenElse(self, s):
         c = self.ev(s.condition)
+        if c.lanes > 1 and s.else_case is None and self.mask is None:
+            # Tail guard: run the body unmasked when every lane is on (all but the last
+            # vector of a split loop), masked otherwise. Masked accesses are cheap on
+            # AVX-512 but scalarized on NEON/AVX2, and the mask itself costs work.
+            fn = f"@llvm.vector.reduce.and.v{c.lanes}i1"
+            self.declare(fn, f"declare i1 {fn}(<{c.lanes} x i1>)")
+            allon = self.val(f"call i1 {fn}(<{c.lanes} x i1> {c.ref})", "i1")
+            lf, lm, lj = self.new_label("full"), self.new_label("masked"), self.new_label("join")
+            self.emit(f"br i1 {allon.ref}, label %{lf}, label %{lm}")
+            self.start_block(lf)
+            self.stmt(s.then_case)
+            self.emit(f"br label %{lj}")
+            self.start_block(lm)
+            self.with_mask(c, lambda: self.stmt(s.then_case))
+            self.emit(f"br label %{lj}")
+            self.start_block(lj)
+            return
         if c.lanes > 1:
             self.with_mask(c, lambda: self.stmt(s.then_case))
             if s.else_case is not None:
@@ -1337,6 +1380,10 @@ def target_machine(target: Target, pic: bool = False):
     return _target_machine(target.mtriple, target.mcpu, ",".join(target.mattr), pic)
 
 
+def _new_target_machine(target: Target, pic: bool):
+    return _target_machine.__wrapped__(target.mtriple, target.mcpu, ",".join(target.mattr), pic)
+
+
 @functools.lru_cache(maxsize=64)
 def _target_machine(triple: str, cpu: str, features: str, pic: bool):
     llvm = _llvm()
@@ -1506,7 +1553,8 @@ def build_llvm(funcs, target="llvm") -> LLVMArtifact:
         art = LLVMArtifact(target, ir_text, metas)
         if target.is_host:
             _load_runtime_libs()
-            engine = llvm.create_mcjit_compiler(mod, tm)
+            # The engine takes ownership of (and frees) its TargetMachine: never a cached one.
+            engine = llvm.create_mcjit_compiler(mod, _new_target_machine(target, False))
             engine.finalize_object()
             art.engine = engine
             art.addresses = {m["name"]: engine.get_function_address(m["symbol"]) for m in metas}

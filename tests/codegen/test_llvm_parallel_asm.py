@@ -1,0 +1,97 @@
+"""Parallel loops (libgomp) and the machine code of vectorized loops."""
+
+import numpy as np
+import pytest
+from cg_helpers import F32, buf, build, ld, loop, split_vectorized
+
+import tecomp
+from tecomp.ir import Allocate, FloatImm, PrimFunc, Store, Var, seq
+from tecomp.target import Target
+
+
+def _matmul(kind_i, kind_k="serial", n=None):
+    n = n or Var("n")
+    A, B, C = buf("A", (n, 32)), buf("B", (32, 16)), buf("C", (n, 16))
+    i, j, k = Var("i"), Var("j"), Var("k")
+    body = loop(i, n, seq(
+        loop(j, 16, Store(C, FloatImm(0.0), i * 16 + j), "vectorized"),
+        loop(k, 32, loop(j, 16, Store(C, ld(C, i * 16 + j) + ld(A, i * 32 + k) * ld(B, k * 16 + j),
+                                      i * 16 + j), "vectorized"), kind_k)), kind_i)
+    return PrimFunc("mm", (A, B, C), body)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 57])
+def test_parallel_loop_results(rng, rows):
+    mod = build(_matmul("parallel"))
+    a, b = rng.random((rows, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)
+    c = np.empty((rows, 16), np.float32)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_parallel_loop_calls_libgomp():
+    ll = build(_matmul("parallel")).get_source("ll")
+    assert "@GOMP_parallel" in ll
+    assert "omp_get_thread_num" in ll
+
+
+def test_parallel_inside_parallel_runs_serially(rng):
+    mod = build(_matmul("parallel", kind_k="parallel"))
+    assert mod.get_source("ll").count("call void @GOMP_parallel") == 1
+    a, b = rng.random((9, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)
+    c = np.empty((9, 16), np.float32)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_parallel_loop_with_heap_temporary(rng):
+    n = Var("n")
+    A, C = buf("A", (n, 8)), buf("C", (n,))
+    T = buf("T", (n,), scope="global")  # symbolic size: heap, allocated per thread/iteration
+    i, j = Var("i"), Var("j")
+    body = loop(i, 6, Allocate(T, seq(
+        loop(j, 8, Store(T, ld(A, i * 8 + j) * 2.0, j)),
+        Store(C, ld(T, Var_const(0)) + ld(T, Var_const(7)), i))), "parallel")
+    mod = build(PrimFunc("p", (A, C), body))
+    a = rng.random((8, 8), dtype=np.float32)
+    c = np.zeros(8, np.float32)
+    mod(a, c)
+    np.testing.assert_allclose(c[:6], 2 * (a[:6, 0] + a[:6, 7]), rtol=1e-6)
+
+
+def Var_const(v):
+    from tecomp.ir import IntImm
+
+    return IntImm(v)
+
+
+def test_avx512_vector_loop_uses_zmm():
+    if "avx512f" not in Target("llvm").features:
+        pytest.skip("host has no AVX-512")
+    asm = build(split_vectorized(lambda a, b: a * b + a)).get_source("asm")
+    assert "zmm" in asm
+    assert "vfmadd" in asm  # a*b+a contracts into one FMA
+
+
+def test_explicit_mattr_avx2_uses_ymm_only():
+    asm = build(split_vectorized(lambda a, b: a * b, lanes=8),
+                target="llvm -mcpu=haswell -mattr=+avx2,+fma").get_source("asm")
+    assert "ymm" in asm and "zmm" not in asm
+
+
+def test_aarch64_cross_build_shows_neon_and_cannot_run(tmp_path):
+    mod = build(split_vectorized(lambda a, b: a * b + a, lanes=4),
+                target="llvm -mtriple=aarch64-linux-gnu")
+    asm = mod.get_source("asm")
+    assert "fmla" in asm and ".4s" in asm
+    with pytest.raises(tecomp.TecompError, match="cannot run on this machine"):
+        mod(np.zeros(3, np.float32), np.zeros(3, np.float32), np.zeros(3, np.float32))
+    out = mod.export_library(str(tmp_path / "k.so"))
+    with open(out, "rb") as fh:
+        head = fh.read(20)
+    assert head[:4] == b"\x7fELF" and head[18] == 183  # EM_AARCH64
+
+
+def test_aarch64_parallel_builds():
+    mod = build(_matmul("parallel"), target="llvm -mtriple=aarch64-linux-gnu")
+    assert "GOMP_parallel" in mod.get_source("asm")

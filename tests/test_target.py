@@ -1,0 +1,91 @@
+"""Target strings: parsing, printing, attributes and errors."""
+
+import pytest
+
+import tecomp
+from tecomp.target import Target
+
+
+def test_host_llvm():
+    t = Target("llvm")
+    assert t.kind == "llvm" and t.is_host
+    assert t.mcpu and t.mtriple
+    assert t.num_cores >= 1
+    assert t.keys[0] == "cpu"
+    assert t.vector_width_bits in (128, 256, 512)
+    if "avx512f" in t.features:
+        assert t.vector_width_bits == 512
+    assert str(t) == "llvm"
+    assert Target(str(t)) == t
+
+
+def test_mcpu_mattr():
+    t = Target("llvm -mcpu=haswell -mattr=+avx2,+fma")
+    assert t.mcpu == "haswell"
+    assert t.mattr == ("+avx2", "+fma")
+    assert t.vector_width_bits == 256
+    assert str(t) == "llvm -mcpu=haswell -mattr=+avx2,+fma"
+    assert "+avx2" in t.canonical_key() and "haswell" in t.canonical_key()
+
+
+def test_cpu_model_implies_width():
+    assert Target("llvm -mcpu=skylake-avx512").vector_width_bits == 512
+    assert Target("llvm -mcpu=x86-64").vector_width_bits == 128
+
+
+def test_aarch64_cross():
+    t = Target("llvm -mtriple=aarch64-linux-gnu")
+    assert t.mtriple == "aarch64-linux-gnu"
+    assert t.keys == ("cpu", "arm")
+    assert t.vector_width_bits == 128
+    assert not t.is_host
+    assert "+neon" in t.mattr
+
+
+@pytest.mark.parametrize("s,arch", [("cuda", None), ("cuda -arch=sm_90", "sm_90")])
+def test_cuda(s, arch):
+    t = Target(s)
+    assert t.kind == "cuda" and t.arch == arch
+    assert t.keys == ("cuda", "gpu")
+    assert str(t) == s
+    assert t.max_threads_per_block == 1024
+
+
+def test_canonical_key_ignores_spelling_and_core_count():
+    a = Target("llvm -mcpu=haswell -mattr=+fma,+avx2")
+    b = Target("llvm -mattr=+avx2,+fma -mcpu=haswell -num-cores=7")
+    assert a.canonical_key() == b.canonical_key()
+    assert a == b and hash(a) == hash(b)
+    assert Target("llvm").canonical_key() != Target("llvm -mtriple=aarch64-linux-gnu").canonical_key()
+
+
+def test_lazy_export_from_package():
+    assert tecomp.Target is Target
+
+
+@pytest.mark.parametrize(
+    "s,match",
+    [
+        ("", "empty target"),
+        ("rocm", "unknown target kind 'rocm'.*llvm, cuda"),
+        ("llvm -mcpu", "malformed option '-mcpu'.*-mcpu="),
+        ("llvm mcpu=x", "malformed option 'mcpu=x'"),
+        ("llvm -arch=sm_80", "unknown option -arch.*-mattr="),
+        ("cuda -mcpu=x", "unknown option -mcpu.*-arch="),
+        ("cuda -arch=80", "-arch='80'.*sm_XY"),
+        ("llvm -mattr=avx2", "must start with \\+ or -"),
+        ("llvm -num-cores=x", "positive integer"),
+        ("llvm -mcpu=a -mcpu=b", "given twice"),
+        ("llvm -mtriple=x", "not a target triple"),
+    ],
+)
+def test_bad_target_strings(s, match):
+    with pytest.raises(tecomp.TargetError, match=match):
+        Target(s)
+
+
+def test_target_error_is_value_error():
+    with pytest.raises(ValueError):
+        Target("nope")
+    with pytest.raises(tecomp.TargetError, match="string"):
+        Target(42)
