@@ -201,3 +201,19 @@ def test_select_and_comparisons(rng):
     x = np.linspace(-1, 1, 9).astype("float32")
     ref = np.where((x > -0.5) & (x < 0.5), x * 2, np.where(x >= 0.5, 1.0, -1.0)).astype("float32")
     check_schedule(s, [a, out], [x], [ref])
+
+
+@known_bug(2, "codegen", "vector select with scalar operands under a symbolic fused axis")
+def test_vectorize_under_symbolic_fused_axis(rng):
+    b, n, m = te.var("b"), te.var("n"), te.var("m")
+    x = te.placeholder((b, n, m), name="x")
+    out = te.compute((b, n, m), lambda p, i, j: x[p, i, j] * 2.0, name="out")
+    s = te.create_schedule(out.op)
+    p, i, j = out.op.axis
+    s[out].parallel(s[out].fuse(p, i))
+    jo, ji = s[out].split(j, factor=8)
+    s[out].vectorize(ji)
+    f = compile_schedule(s, [x, out])
+    for shape in [(2, 3, 5), (1, 1, 17)]:
+        xv = rand(rng, shape)
+        run_and_check(f, [x, out], [xv], [xv * 2])
