@@ -111,6 +111,7 @@ class Stage:
         rel = Split(parent, outer, inner, amount if factor is not None else None,
                     amount if nparts is not None else None)
         self._replace_leaf(parent, [outer, inner])
+        self._move_attached({parent}, inner)
         self.relations.append(rel)
         self.all_iter_vars += [outer, inner]
         return outer, inner
@@ -149,6 +150,7 @@ class Stage:
         for inner in args[1:]:
             new = E.IterVar(None, E.Var(f"{fused.name}.{inner.name}.fused"), inner.iter_type)
             self.relations.append(Fuse(fused, inner, new))
+            self._move_attached({fused, inner}, new)
             self.all_iter_vars.append(new)
             i = self.leaf_iter_vars.index(fused)
             self.leaf_iter_vars[i : i + 2] = [new]
@@ -167,6 +169,13 @@ class Stage:
         pos = sorted(self.leaf_iter_vars.index(a) for a in args)
         for p, a in zip(pos, args):
             self.leaf_iter_vars[p] = a
+
+    def _move_attached(self, old: set, new: E.IterVar):
+        # A stage computed inside a loop that is split or fused moves to the innermost loop
+        # that now covers it, so it still sees one iteration of the old loop at a time.
+        for st in self.schedule.stages:
+            if st.attach_stage is self and st.attach_ivar in old:
+                st.attach_ivar = new
 
     def _replace_leaf(self, old, new: list):
         i = self.leaf_iter_vars.index(old)
