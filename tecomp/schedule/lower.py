@@ -147,7 +147,8 @@ class _BoundInference:
         from ..ir.arith import eval_interval
         from ..ir.simplify import simplify
 
-        ndim = len(producer.op.axis) if isinstance(producer.op, ComputeOp) else 0
+        shape = producer.op.outputs[0].shape
+        ndim = len(shape)
         lo = [None] * ndim
         hi = [None] * ndim
         for cst, cinfo in self.infos.items():
@@ -167,6 +168,9 @@ class _BoundInference:
                 for d, idx in enumerate(r.indices):
                     e = substitute(idx, vmap)
                     a, b = eval_interval(e, ranges, self.bounds)
+                    # No symbolic bound (e.g. % by a symbolic size): the whole dimension.
+                    a = E.IntImm(0, shape[d].dtype) if a is None else a
+                    b = simplify(shape[d] - 1, self.bounds) if b is None else b
                     lo[d] = a if lo[d] is None else simplify(E.binary(E.Min, lo[d], a), self.bounds)
                     hi[d] = b if hi[d] is None else simplify(E.binary(E.Max, hi[d], b), self.bounds)
         return list(zip(lo, hi))
@@ -205,7 +209,9 @@ class _BoundInference:
             else:
                 clo = simplify(E.binary(E.Max, lo, zero), self.bounds)
                 chi = simplify(E.binary(E.Min, hi, last), self.bounds)
-                info.root_min[iv], info.root_ext[iv] = clo, simplify(chi - clo + 1, self.bounds)
+                # An iteration of the attach loop that lies wholly in a tail needs nothing.
+                ext = E.binary(E.Max, chi - clo + 1, E.IntImm(0, clo.dtype))
+                info.root_min[iv], info.root_ext[iv] = clo, simplify(ext, self.bounds)
             offsets.append(info.root_min[iv] if st.attach_type == "scope" else E.IntImm(0))
         for iv in op.reduce_axis:
             info.root_min[iv], info.root_ext[iv] = iv.dom.min, iv.dom.extent
