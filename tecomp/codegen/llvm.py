@@ -435,7 +435,7 @@ class _Emitter:
     def floordivmod(self, is_div: bool, a: Val, b: Val, d: str, e) -> Val:
         vt, n, ty = a.vty, a.lanes, a.ty
         bc = E.const_value(e.b) if e is not None else None
-        if self.mask is not None and bc is None:
+        if self.mask is not None and bc is None and b.lanes == self.mask.lanes:
             # Masked-off lanes may hold garbage divisors; make them 1 so nothing traps.
             one = self.const(1, d, n)
             b = self.val(f"select {self.mask.vty} {self.mask.ref}, {vt} {b.ref}, {vt} {one.ref}", ty, n)
