@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import tecomp
-from common import median_ratio, paired
+from tecomp.timing import median_ratio, paired
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -11,12 +11,14 @@ Run it:  python tutorials/01_optimize_matmul_cpu.py            (n = 1024)
 """
 
 import os
+import statistics
 import time
 
 import numpy as np
 
 import tecomp
 from tecomp import te
+from tecomp.timing import median_ratio, paired
 
 N = int(os.environ.get("TECOMP_TUTORIAL_N", "1024"))
 # Width of the vector lanes we block for: 16 float32 lanes fill a 512-bit register.
@@ -148,16 +150,6 @@ def gflops(n, seconds):
     return 2.0 * n**3 / seconds / 1e9
 
 
-def numpy_seconds(a, b, repeat=10):
-    a @ b  # warm up the thread pool
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main():
     rng = np.random.default_rng(0)
     a = rng.random((N, N), dtype=np.float32)
@@ -174,14 +166,16 @@ def main():
         c = np.empty((N, N), "float32")
         mod(a, b, c)
         np.testing.assert_allclose(c, expected, rtol=1e-3)
-        # Slow steps are timed once; fast ones get more repeats for a stable median.
+        # The machine's speed drifts, so numpy and our kernel are timed in alternation and
+        # compared round by round (tecomp.timing); slow steps get a single round.
         first = mod.time_evaluator(number=1, repeat=1)(a, b, c).median
-        repeat = 1 if first > 0.5 else 7
-        ours = mod.time_evaluator(number=1, repeat=repeat)(a, b, c).median if repeat > 1 else first
-        ref = numpy_seconds(a, b)
+        times = paired({"numpy": lambda: a @ b, "ours": lambda: mod(a, b, c)},
+                       rounds=1 if first > 0.5 else 5)
+        ours, ref = statistics.median(times["ours"]), statistics.median(times["numpy"])
         print(
             f"--> {title}: {gflops(N, ours):7.1f} GFLOPS   numpy {gflops(N, ref):7.1f} GFLOPS"
-            f"   ratio {ref / ours:5.2f}x   (lower+build {build_s * 1e3:.0f} ms)"
+            f"   ratio {median_ratio(times['numpy'], times['ours']):5.2f}x"
+            f"   (lower+build {build_s * 1e3:.0f} ms)"
         )
     print("\nThe final schedule's inner loop, in x86 assembly (look for zmm and vfmadd):")
     asm = mod.get_source("asm")

@@ -1,4 +1,4 @@
-"""Paired, interleaved timing for side-by-side benchmarks (see MEASURING.md).
+"""Paired, interleaved timing for side-by-side comparisons (benchmarks, tutorials, tuning).
 
 The machine drifts by ±20% over seconds and thread pools keep spinning after a call, so
 a benchmark never compares two numbers taken at different times: it alternates the
