@@ -8,7 +8,7 @@ takes the dtype of the other operand.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DTypeError, TecompError
@@ -476,14 +476,11 @@ def match_dtypes(a, b, op: str):
 
 
 def _const_like(value, dtype: str, op: str) -> PrimExpr:
-    if isinstance(value, float) or _is_numpy_float(value):
-        if not dt.is_float(dtype):
-            if float(value).is_integer():
-                return make_const(int(value), dtype)
-            raise DTypeError(
-                f"'{op}' mixes the float constant {value} with a {dtype} expression, which "
-                f"would truncate it; convert the expression with .astype('float32') first"
-            )
+    if (isinstance(value, float) or _is_numpy_float(value)) and not dt.is_float(dtype):
+        raise DTypeError(
+            f"'{op}' mixes the float constant {value} with a {dtype} expression, which "
+            f"would truncate it; convert the expression with .astype('float32') first"
+        )
     if dtype == "bool" and not isinstance(value, bool):
         raise DTypeError(f"'{op}' mixes the number {value} with a bool expression")
     return make_const(value, dtype)

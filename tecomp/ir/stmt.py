@@ -132,7 +132,7 @@ class PrimFunc:
                     seen.setdefault(v, None)
         return tuple(seen)
 
-    def with_body(self, body: Stmt) -> "PrimFunc":
+    def with_body(self, body: Stmt) -> PrimFunc:
         return PrimFunc(self.name, self.params, body, dict(self.attrs))
 
     def __str__(self):

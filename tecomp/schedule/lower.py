@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
-from ..ir.buffer import Buffer, make_buffer
+from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .relations import pass_down_extents, pass_up_values, split_guards
@@ -218,7 +218,7 @@ class _BoundInference:
         info.extents = pass_down_extents(info.root_ext, st.relations)
         for iv in st.all_iter_vars:
             if iv in info.extents:
-                lo_b, hi_b = const_int_bound(info.extents[iv], self.bounds)
+                _, hi_b = const_int_bound(info.extents[iv], self.bounds)
                 self.bounds[iv.var] = (0, None if hi_b is None else max(hi_b - 1, 0))
         info.offset = tuple(offsets)
         # Storage: attached stages hold only their region, root ones the whole tensor.

@@ -26,7 +26,7 @@ class Stage:
     still read it.
     """
 
-    def __init__(self, op: Operation, schedule: "Schedule"):
+    def __init__(self, op: Operation, schedule: Schedule):
         self.op = op
         self.origin_op = op
         self.schedule = schedule
@@ -224,7 +224,7 @@ class Stage:
 
     # -- placement --------------------------------------------------------------------------
 
-    def compute_at(self, parent: "Stage", scope):
+    def compute_at(self, parent: Stage, scope):
         """Compute this stage inside ``parent``'s loop ``scope``, just what that iteration
         of the loop needs (bound inference decides the region)."""
         self._check_schedulable("compute_at")

@@ -62,10 +62,10 @@ def _rounding(name):
 
 floor = _rounding("floor")
 ceil = _rounding("ceil")
-round = _rounding("round")  # noqa: A001
+round = _rounding("round")
 
 
-def abs(x):  # noqa: A001
+def abs(x):
     """Absolute value (integers and floats)."""
     e = E.as_expr(x)
     if dt.is_float(e.dtype):
@@ -108,7 +108,7 @@ def not_equal(a, b):
     return E.binary(E.NE, a, b)
 
 
-def max(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+def max(a, b=None, axis=None, where=None, init=None):
     """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction."""
     from .reduction import _max_reducer
 
@@ -119,7 +119,7 @@ def max(a, b=None, axis=None, where=None, init=None):  # noqa: A001
     return E.binary(E.Max, a, b)
 
 
-def min(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+def min(a, b=None, axis=None, where=None, init=None):
     """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction."""
     from .reduction import _min_reducer
 
@@ -139,7 +139,7 @@ def if_then_else(cond, t, f):
     return E.Select(c, a, b, a.dtype)
 
 
-def all(*conds):  # noqa: A001
+def all(*conds):
     """Logical and of bool expressions."""
     out = E.as_expr(conds[0])
     for c in conds[1:]:
@@ -147,7 +147,7 @@ def all(*conds):  # noqa: A001
     return out
 
 
-def any(*conds):  # noqa: A001
+def any(*conds):
     out = E.as_expr(conds[0])
     for c in conds[1:]:
         out = E.logical(E.Or, out, c)

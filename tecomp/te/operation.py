@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..errors import DTypeError, ShapeError, TecompError
+from ..errors import ShapeError, TecompError
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.functor import post_order_visit
@@ -36,7 +36,7 @@ def _shape(shape, what: str) -> tuple:
         raise ShapeError(f"{what}: shape={shape!r} must be a tuple of sizes") from err
     out = []
     for i, s in enumerate(items):
-        if isinstance(s, bool) or isinstance(s, float):
+        if isinstance(s, (bool, float)):
             raise ShapeError(f"{what}: shape[{i}]={s!r} must be an integer or te.var")
         try:
             e = E.as_expr(s)
@@ -98,40 +98,17 @@ def thread_axis(tag: str = "", name: str = "", dom=None) -> E.IterVar:
     return E.IterVar(r, E.Var(name or tag), "thread", tag)
 
 
-class _ReduceCheck:
-    """Checks that a compute body uses Reduce only at its top and reduce axes only inside."""
+def _check_no_nested_reduce(name: str, e) -> None:
+    """A Reduce may only be the whole body of a compute, never part of an expression."""
 
-    def __init__(self, name):
-        self.name = name
+    def fn(n):
+        if isinstance(n, E.Reduce):
+            raise TecompError(
+                f"compute {name}: a reduction ({n.combiner.name}) must be the whole "
+                f"body, not part of a larger expression; compute it in its own stage"
+            )
 
-    def check(self, body: E.PrimExpr, data_axes):
-        top_axes = set()
-        if isinstance(body, E.Reduce):
-            top_axes = {a.var for a in body.axis}
-            for s in body.source:
-                self._no_reduce(s)
-            self._no_reduce(body.condition)
-        else:
-            self._no_reduce(body)
-        allowed = top_axes | {a.var for a in data_axes}
-        reduce_vars = set()
-
-        def fn(n):
-            if isinstance(n, E.Var):
-                reduce_vars.add(n)
-
-        post_order_visit(body, fn)
-        return reduce_vars, allowed
-
-    def _no_reduce(self, e):
-        def fn(n):
-            if isinstance(n, E.Reduce):
-                raise TecompError(
-                    f"compute {self.name}: a reduction ({n.combiner.name}) must be the whole "
-                    f"body, not part of a larger expression; compute it in its own stage"
-                )
-
-        post_order_visit(e, fn)
+    post_order_visit(e, fn)
 
 
 def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None):
@@ -174,13 +151,15 @@ def _check_body(name, axis, body):
         for r in reductions
     ):
         raise TecompError(f"compute {name}: outputs must come from one tuple reduction")
-    checker = _ReduceCheck(name)
     data_vars = {a.var for a in axis}
     for b in body:
-        checker.check(b, axis)
         allowed = set(data_vars)
         if isinstance(b, E.Reduce):
+            for part in b.source + (b.condition,):
+                _check_no_nested_reduce(name, part)
             allowed |= {a.var for a in b.axis}
+        else:
+            _check_no_nested_reduce(name, b)
         _check_reduce_vars(name, b, allowed)
 
 
@@ -198,12 +177,3 @@ def _check_reduce_vars(name, body, allowed):
             f"compute {name}: reduce axis {stray[0].name} is used outside a reduction over it; "
             f"wrap the expression in te.sum(..., axis={stray[0].name}) (or another reducer)"
         )
-
-
-def _float_check(name: str, x) -> E.PrimExpr:
-    e = E.as_expr(x)
-    if not dt.is_float(e.dtype):
-        raise DTypeError(
-            f"te.{name} needs a float expression, got {e.dtype} ({e}); use .astype('float32')"
-        )
-    return e

@@ -120,7 +120,7 @@ def _identity_min(d):
     return E.make_const(float("inf") if dt.is_float(d) else dt.max_value(d), d)
 
 
-sum = comm_reducer(lambda x, y: x + y, lambda d: E.make_const(0, d), name="sum")  # noqa: A001
+sum = comm_reducer(lambda x, y: x + y, lambda d: E.make_const(0, d), name="sum")
 prod = comm_reducer(lambda x, y: x * y, lambda d: E.make_const(1, d), name="prod")
 
 

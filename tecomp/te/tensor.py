@@ -15,7 +15,7 @@ class Tensor(E.ExprOp):
     each operation creates its output tensors once.
     """
 
-    __slots__ = ("op", "value_index", "shape", "dtype", "name")
+    __slots__ = ("dtype", "name", "op", "shape", "value_index")
 
     def __init__(self, op, value_index: int, shape: tuple, dtype: str, name: str):
         self.op = op
