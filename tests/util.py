@@ -19,11 +19,6 @@ from tecomp import te
 
 BACKENDS = ("llvm", "interp")
 
-# Built modules are kept for the whole session: freeing a JIT module currently breaks
-# later builds (codegen bug 1; tests/schedule/test_build_smoke.py checks it in a
-# subprocess). Remove this once that test passes.
-_KEEP_ALIVE: list = []
-
 
 @functools.lru_cache(maxsize=None)
 def _llvm_status() -> tuple[bool, str]:
@@ -36,7 +31,6 @@ def _llvm_status() -> tuple[bool, str]:
         a = te.placeholder((5,), name="a")
         b = te.compute((5,), lambda i: a[i] + 1.0, name="b")
         mod = build(te.create_schedule(b.op), [a, b], target="llvm")
-        _KEEP_ALIVE.append(mod)
         x = np.arange(5, dtype="float32")
         y = np.zeros(5, "float32")
         mod(x, y)
@@ -72,9 +66,7 @@ def compile_schedule(s, args, backend: str | None = None, name: str = "default_f
     """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``."""
     backend = backend or default_backend()
     if backend == "llvm":
-        mod = tecomp.build(s, args, target="llvm", name=name)
-        _KEEP_ALIVE.append(mod)
-        return mod
+        return tecomp.build(s, args, target="llvm", name=name)
     from tecomp.ir.interpreter import run
 
     func = tecomp.lower(s, args, name=name)

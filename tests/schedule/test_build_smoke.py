@@ -25,9 +25,8 @@ def _run(code: str):
                           text=True, timeout=120)
 
 
-@pytest.mark.xfail(reason="bug 1 in codegen: a build after a module was freed crashes",
-                   strict=True)
 def test_build_after_module_freed(needs_llvm):
+    """Codegen bug 1 (fixed): a freed JIT engine destroyed a shared TargetMachine."""
     r = _run("""
         import gc
         import numpy as np
