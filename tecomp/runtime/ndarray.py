@@ -55,6 +55,20 @@ def spec_str(spec) -> str:
     return f"({spec_str(a)} {op} {spec_str(b)})"
 
 
+class _Lazy:
+    """Formats an argument's description only when an error message needs it."""
+
+    __slots__ = ("fn", "i")
+
+    def __init__(self, fn, i):
+        self.fn, self.i = fn, i
+
+    def __str__(self):
+        return self.fn(self.i)
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 class ArgChecker:
     """Validates a call's arguments against one function's metadata and produces the
     pointer and size arrays of the packed calling convention."""
@@ -65,6 +79,12 @@ class ArgChecker:
         self.params = meta["params"]
         self.size_vars = meta["size_vars"]
         self.dtypes = [np.dtype(p["dtype"]) for p in self.params]
+        self.compound = [
+            (i, d, s)
+            for i, p in enumerate(self.params)
+            for d, s in enumerate(p["shape"])
+            if isinstance(s, list)
+        ]
         self.sig = ", ".join(
             f"{p['name']}: {p['dtype']}[{', '.join(spec_str(s) for s in p['shape'])}]"
             for p in self.params
@@ -84,7 +104,7 @@ class ArgChecker:
         origin: dict = {}
         ptrs = []
         for i, (a, p, want) in enumerate(zip(args, self.params, self.dtypes)):
-            what = self._what(i)
+            what = _Lazy(self._what, i)
             if not isinstance(a, np.ndarray):
                 raise ArgumentTypeError(
                     f"{what} must be a numpy.ndarray, got {type(a).__name__}"
@@ -118,39 +138,37 @@ class ArgChecker:
                     else:
                         env[s] = got
                         origin[s] = (i, d)
-            if not a.flags.c_contiguous:
+            flags = a.flags
+            if not flags.c_contiguous:
                 raise ArgumentError(
                     f"{what} must be C-contiguous (use numpy.ascontiguousarray)"
                 )
-            if not a.flags.aligned:
+            if not flags.aligned:
                 raise ArgumentError(f"{what} must be aligned to its element size")
-            if p["output"] and not a.flags.writeable:
+            if p["output"] and not flags.writeable:
                 raise ArgumentError(f"{what} is written by the function but is read-only")
             ptrs.append(a.ctypes.data)
         # Shapes that are expressions of the sizes (e.g. n + 2) are checked once all are bound.
-        for i, (a, p) in enumerate(zip(args, self.params)):
-            for d, s in enumerate(p["shape"]):
-                if isinstance(s, list):
-                    want_n = eval_size(s, env)
-                    if want_n is None or want_n != a.shape[d]:
-                        raise ArgumentError(
-                            f"{self._what(i)} must have size {spec_str(s)} = {want_n} in "
-                            f"dimension {d}, got {a.shape[d]}"
-                        )
-        for s, v in env.items():
-            if v < 0:  # pragma: no cover - numpy shapes are never negative
-                raise ArgumentError(f"symbolic size {s!r} is negative")
-        self._check_overlap(args)
+        for i, d, s in self.compound:
+            got = args[i].shape[d]
+            want_n = eval_size(s, env)
+            if want_n is None or want_n != got:
+                raise ArgumentError(
+                    f"{self._what(i)} must have size {spec_str(s)} = {want_n} in "
+                    f"dimension {d}, got {got}"
+                )
+        self._check_overlap(args, ptrs)
         sizes = [env[s] for s in self.size_vars]
         return ptrs, sizes
 
-    def _check_overlap(self, args) -> None:
+    def _check_overlap(self, args, ptrs) -> None:
         # Generated code assumes parameters do not alias (noalias metadata); an output
         # sharing memory with another argument would give wrong results.
         spans = []
-        for i, a in enumerate(args):
-            if a.nbytes:
-                spans.append((a.ctypes.data, a.ctypes.data + a.nbytes, i))
+        for i, (a, p) in enumerate(zip(args, ptrs)):
+            nb = a.nbytes
+            if nb:
+                spans.append((p, p + nb, i))
         for x in range(len(spans)):
             for y in range(x + 1, len(spans)):
                 s0, e0, i = spans[x]
