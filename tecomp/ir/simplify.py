@@ -6,8 +6,9 @@ Integer index expressions (int32/int64) are put into a canonical *sum of product
 
 over *atoms*: variables and the nodes that are not sums (floordiv/floormod that did not
 dissolve, min, max, select, loads, casts, calls). Like terms are collected, constants
-folded, and the result is rebuilt compactly: terms by decreasing coefficient, then by atom
-order (loop variables outermost first, other variables by name), so ``io*512 + ii*64 + j``.
+folded, and the result is rebuilt compactly with terms in atom order: loop variables
+outermost first (as :func:`simplify_stmt` declares them), then other atoms by first
+appearance, so ``io*512 + ii*64 + j``.
 
 Floor division and modulo by a positive constant ``c`` split the sum into a part whose
 coefficients are multiples of ``c`` (which leaves the division exactly) and a remainder
@@ -244,9 +245,9 @@ class Simplifier:
             self.bounds[v.var if isinstance(v, E.IterVar) else v] = tuple(iv)
         self._intern: dict = {}  # structural key -> representative node
         self._rep: dict = {}  # id(node) -> (node, representative)
-        # atom -> sort key. Declared variables (loops, outermost first) come first, then
-        # other variables by name, then compound atoms in order of creation; naming rather
-        # than first appearance for free variables keeps simplify idempotent.
+        # atom -> sort key: declared variables (loops, outermost first), then every other
+        # atom in order of first appearance. Deterministic for a given input; re-simplifying
+        # with the same Simplifier is a fixed point.
         self._order: dict = {}
         self._declared = 0
         self._div_info: dict = {}  # floordiv/floormod atom -> _DivInfo
@@ -254,6 +255,9 @@ class Simplifier:
         self._vars_of: dict = {}  # atom -> frozenset of Vars it uses
         self._children = _ChildMutator(self)
         self._ranges = None
+        #: Loop variables with symbolic ranges [lo, hi] (expressions), used to decide
+        #: comparisons that constant bounds cannot (``i < n`` inside ``for i in range(n)``).
+        self.sym_ranges: dict = {}
         self._reset()
 
     # -- scope -----------------------------------------------------------------------------
@@ -332,7 +336,7 @@ class Simplifier:
     def _order_atom(self, a) -> None:
         if a not in self._order:
             n = len(self._order)
-            self._order[a] = (1, a.name, n) if type(a) is Var else (2, n)
+            self._order[a] = (1, n)
 
     def _vars(self, atom) -> frozenset:
         hit = self._vars_of.get(atom)
@@ -435,12 +439,12 @@ class Simplifier:
         if lo is not None and lo >= 0:
             return sb if is_min else sa
         a, b = self.rebuild(sa, e.dtype), self.rebuild(sb, e.dtype)
-        # min(min(x, c1), c2) -> min(x, min(c1, c2)): constants gather on the right.
+        if type(a) is IntImm:
+            a, b = b, a  # constants go to the right
+        # min(min(x, c1), c2) -> min(x, min(c1, c2))
         if type(b) is IntImm and type(a) is type(e) and type(a.b) is IntImm:
             c = min(a.b.value, b.value) if is_min else max(a.b.value, b.value)
             return self._atom(type(e)(a.a, IntImm(c, e.dtype), e.dtype))
-        if type(a) is IntImm and type(b) is not IntImm:
-            a, b = b, a
         return self._atom(type(e)(a, b, e.dtype))
 
     def _canon_other(self, e) -> _Sum:
@@ -468,22 +472,35 @@ class Simplifier:
         return _Sum({m: k for m, k in terms.items() if k}, const)
 
     def _merge_divmod(self, s: _Sum) -> _Sum:
-        """(x // c) * c * k + (x % c) * k -> x * k."""
+        """Recombine floordiv/floormod pairs: ``(x//c)*c*k + (x%c)*k -> x*k``, and more
+        generally use ``(x//c)*c == x - x%c`` whenever that makes the sum shorter (e.g.
+        ``(n//8)*8 - n -> -(n%8)``, which then has tight bounds)."""
         if len(s.terms) < 2:
             return s
         for m, k in s.terms.items():
             if len(m) != 1:
                 continue
             info = self._div_info.get(m[0])
-            if info is None or not info.is_mod:
+            if info is None:
                 continue
-            d = self._div_atom.get((info.num_rep, info.c))
-            if d is None or s.terms.get((d,)) != k * info.c:
+            if info.is_mod:
+                d = self._div_atom.get((info.num_rep, info.c))
+                if d is None or s.terms.get((d,)) != k * info.c:
+                    continue
+                terms = dict(s.terms)
+                del terms[m]
+                del terms[(d,)]
+                return self._merge_divmod(_add(_Sum(terms, s.const), _scale(info.num, k)))
+            if k % info.c:
                 continue
+            # k*(x//c) == (k/c)*(x - x%c)
+            kc = k // info.c
             terms = dict(s.terms)
             del terms[m]
-            del terms[(d,)]
-            return self._merge_divmod(_add(_Sum(terms, s.const), _scale(info.num, k)))
+            dtype = m[0].dtype
+            alt = _add(_add(_Sum(terms, s.const), info.num, kc), self.mod_const(info.num, info.c, dtype), -kc)
+            if len(alt.terms) < len(s.terms):
+                return self._merge_divmod(alt)
         return s
 
     def div_const(self, s: _Sum, c: int, dtype: str) -> _Sum:
@@ -577,9 +594,7 @@ class Simplifier:
         if not s.terms:
             return IntImm(s.const, dtype)
         order = self._order
-        # Larger strides first (the usual reading of an index: io*512 + ii*64 + j), then
-        # by atom order; a pure function of the sum, so rebuilding is idempotent.
-        items = sorted(s.terms.items(), key=lambda mk: (-abs(mk[1]), [order[a] for a in mk[0]]))
+        items = sorted(s.terms.items(), key=lambda mk: [order[a] for a in mk[0]])
         pos = [(m, k) for m, k in items if k > 0]
         neg = [(m, -k) for m, k in items if k < 0]
         const = s.const
@@ -741,7 +756,10 @@ class Simplifier:
         t = type(e)
         if e.a.dtype in CANONICAL_DTYPES:
             sa, sb = self.canon(e.a), self.canon(e.b)
-            decided = _decide_cmp(t, self.sum_bound(_add(sa, sb, -1)))
+            diff = _add(sa, sb, -1)
+            decided = _decide_cmp(t, self.sum_bound(diff))
+            if decided is None and self.sym_ranges:
+                decided = self._decide_symbolic(t, diff, e.a.dtype)
             if decided is not None:
                 return _bool(decided)
             a, b = self.rebuild(sa, e.a.dtype), self.rebuild(sb, e.b.dtype)
@@ -758,6 +776,21 @@ class Simplifier:
         if a is e.a and b is e.b:
             return e
         return t(a, b, e.dtype)
+
+    def _decide_symbolic(self, t, diff: _Sum, dtype: str):
+        """Decide ``diff OP 0`` over the symbolic ranges of the loop variables it uses."""
+        used = set()
+        for m in diff.terms:
+            for a in m:
+                used |= self._vars(a)
+        if not used & self.sym_ranges.keys():
+            return None
+        sub = Simplifier(self.bounds)
+        sub._order = self._order  # same term order; the table is only ever extended
+        lo, hi = sub.interval(self.rebuild(diff, dtype), self.sym_ranges)
+        lo_c = None if lo is None else sub.bound(lo)[0]
+        hi_c = None if hi is None else sub.bound(hi)[1]
+        return _decide_cmp(t, (lo_c, hi_c))
 
     def _visit_and_or(self, e):
         is_and = type(e) is E.And
@@ -1157,10 +1190,15 @@ class _StmtSimplifier:
         else:
             lo, hi = an.bound(mn)[0], None
         token = an.push_bound(v, (lo, hi))
+        symbolic = smin is not None and not (type(mn) is IntImm and type(ext) is IntImm)
+        if symbolic:
+            an.sym_ranges[v] = (mn, an.rebuild(_add_const(_add(smin, an.canon(ext)), -1), mn.dtype))
         try:
             body = self.stmt(s.body)
         finally:
             an.pop_bound(v, token)
+            if symbolic:
+                del an.sym_ranges[v]
         if _is_noop(body):
             return NOOP
         if mn is s.min and ext is s.extent and body is s.body:

@@ -37,3 +37,30 @@ def evaluate(e, env: dict) -> int:
     if t is E.Cast:
         return evaluate(e.value, env)
     raise TypeError(f"cannot evaluate {t.__name__}")
+
+
+def run_stmt(s, env: dict, mem: dict) -> None:
+    """Interpret a statement: stores go to ``mem[(buffer name, index)]``."""
+    from tecomp.ir import stmt as S
+
+    t = type(s)
+    if t is S.For:
+        lo = evaluate(s.min, env)
+        for v in range(lo, lo + evaluate(s.extent, env)):
+            run_stmt(s.body, {**env, s.loop_var: v}, mem)
+    elif t is S.Store:
+        mem[(s.buffer.name, evaluate(s.index, env))] = evaluate(s.value, env)
+    elif t is S.IfThenElse:
+        if evaluate(s.condition, env):
+            run_stmt(s.then_case, env, mem)
+        elif s.else_case is not None:
+            run_stmt(s.else_case, env, mem)
+    elif t is S.LetStmt:
+        run_stmt(s.body, {**env, s.var: evaluate(s.value, env)}, mem)
+    elif t is S.SeqStmt:
+        for c in s.seq:
+            run_stmt(c, env, mem)
+    elif t is S.Evaluate:
+        pass
+    else:
+        raise TypeError(f"cannot run {t.__name__}")

@@ -99,6 +99,8 @@ def test_structural_equal_and_hash():
 # ---- property tests ------------------------------------------------------------------------
 
 VARS = (x, y, j)
+DIVISORS = [-8, -3, -1, 1, 2, 3, 4, 8, 16]
+COEFFS = [-8, -5, -3, -2, -1, 0, 1, 2, 3, 4, 8, 16]
 
 
 @st.composite
@@ -107,13 +109,18 @@ def int_exprs(draw, depth=3):
         if draw(st.booleans()):
             return draw(st.sampled_from(VARS))
         return c(draw(st.integers(-10, 10)))
-    op = draw(st.sampled_from(["add", "sub", "mul", "div", "mod", "min", "max", "sel"]))
+    op = draw(st.sampled_from(["add", "sub", "mul", "div", "mod", "min", "max", "sel", "split"]))
     a = draw(int_exprs(depth=depth - 1))
     if op in ("div", "mod"):
-        d = c(draw(st.sampled_from([-8, -3, -1, 1, 2, 3, 4, 8, 16])))
+        d = c(draw(st.sampled_from(DIVISORS)))
         return a // d if op == "div" else a % d
+    if op == "split":
+        # the shape split/fuse leave behind: (a // d) * d * k + (a % d') * k'
+        d, d2 = draw(st.sampled_from(DIVISORS)), draw(st.sampled_from(DIVISORS))
+        k = draw(st.sampled_from([1, 1, 2, -1]))
+        return (a // d) * (d * k) + (a % d2) * draw(st.sampled_from([k, 1, 2]))
     if op == "mul":
-        return a * draw(st.one_of(st.integers(-5, 5).map(c), st.sampled_from(VARS)))
+        return a * draw(st.one_of(st.sampled_from(COEFFS).map(c), st.sampled_from(VARS)))
     b = draw(int_exprs(depth=depth - 1))
     if op == "add":
         return a + b

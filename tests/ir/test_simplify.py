@@ -4,8 +4,8 @@ import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ir_eval import evaluate
-from test_arith import bounded_env, int_exprs
+from ir_eval import evaluate, run_stmt
+from test_arith import VARS, bounded_env, int_exprs
 
 from tecomp.ir import stmt as S
 from tecomp.ir.arith import structural_equal
@@ -26,7 +26,7 @@ from tecomp.ir.expr import (
     Var,
     binary,
 )
-from tecomp.ir.simplify import NOOP, simplify, simplify_func, simplify_stmt
+from tecomp.ir.simplify import NOOP, Simplifier, simplify, simplify_func, simplify_stmt
 
 io, ii, j, k, n, x, y, fused = (Var(s) for s in ("io", "ii", "j", "k", "n", "x", "y", "fused"))
 
@@ -55,11 +55,17 @@ def test_collect_like_terms():
     assert s((x + 1) * (y + 2)) == "x * 2 + x * y + y + 2"
 
 
-def test_term_order_by_stride_then_name():
-    # larger coefficients first, ties by variable name; independent of input order
-    assert s(j + (ii + io * 8) * 64 - j * 0) == "io * 512 + ii * 64 + j"
-    assert s(y + x) == s(x + y) == "x + y"
-    assert s(binary(Min, c(0), y + x) + x) == "x + min(x + y, 0)"
+def test_term_order_is_first_appearance():
+    assert s(j + (ii + io * 8) * 64 - j * 0) == "j + ii * 64 + io * 512"
+    assert s(io * 8 + ii) == "io * 8 + ii"
+    assert s(y + x + y) == "y * 2 + x"
+
+
+def test_declared_loop_vars_order_terms():
+    A = _buf("A")
+    body = S.Store(A, FloatImm(1.0), ii + j * 0 + io * 8)
+    nest = S.For(io, c(0), c(4), "serial", S.For(ii, c(0), c(8), "serial", body))
+    assert str(simplify_stmt(nest)).endswith("A[io * 8 + ii] = 1.0")
 
 
 def test_nothing_to_do_returns_same_object():
@@ -244,10 +250,12 @@ def test_simplify_preserves_comparisons(a, b, be, op):
 
 
 @settings(max_examples=150, deadline=None)
-@given(int_exprs(depth=4))
-def test_simplify_is_idempotent(e):
-    once = simplify(e)
-    assert structural_equal(simplify(once), once), (str(e), str(once))
+@given(int_exprs(depth=4), bounded_env())
+def test_simplify_is_a_fixed_point(e, be):
+    bounds, _ = be
+    an = Simplifier(bounds)
+    once = an.simplify(e)
+    assert structural_equal(an.simplify(once), once), (str(e), str(once))
 
 
 # ---- speed ---------------------------------------------------------------------------------
@@ -281,3 +289,52 @@ def test_loop_nest_is_fast():
     dt = time.perf_counter() - t0
     assert "if" not in str(out)
     assert dt < 0.25, f"simplify_stmt took {dt * 1e3:.1f} ms"
+
+
+def test_symbolic_loop_ranges_decide_guards():
+    A = make_buffer("A", "float32", (n,))
+    st_ = S.Store(A, FloatImm(1.0), x)
+    loop = S.For(x, c(0), n, "serial", S.IfThenElse(x < n, st_))
+    assert str(simplify_stmt(loop, {n: (1, None)})) == "for x in range(n):\n  A[x] = 1.0"
+    body = S.IfThenElse(io * 8 + ii < n, S.Store(A, FloatImm(1.0), io * 8 + ii))
+    main = S.For(io, c(0), n // 8, "serial", S.For(ii, c(0), c(8), "serial", body))
+    assert "if" not in str(simplify_stmt(main, {n: (1, None)}))
+    tail = S.For(io, c(0), (n + 7) // 8, "serial", S.For(ii, c(0), c(8), "serial", body))
+    assert "if io * 8 + ii < n:" in str(simplify_stmt(tail, {n: (1, None)}))
+
+
+def test_div_times_divisor_recombines():
+    assert s((n // 8) * 8 - n) == "n % 8 * -1"
+    assert s(n - (n // 8) * 8) == "n % 8"
+    assert s((x // 4) * 4 + x % 4 - x) == "0"
+    assert s((n // 8) * 8 - n < 1) == "True"
+
+
+@st.composite
+def loop_nests(draw):
+    """Two nested loops over x and y (constant or symbolic extent ``j``), a guarded store
+    whose condition, index and value are random integer expressions."""
+    x, y, j = VARS  # the variables int_exprs draws from
+    A = make_buffer("M", "int32", (1 << 16,))
+    cond = draw(int_exprs(depth=2)) < draw(int_exprs(depth=2))
+    if draw(st.booleans()):
+        cond = And(cond, draw(int_exprs(depth=1)) >= draw(int_exprs(depth=1)))
+    store = S.Store(A, draw(int_exprs(depth=3)), draw(int_exprs(depth=3)))
+    other = S.Store(A, draw(int_exprs(depth=2)), draw(int_exprs(depth=2)) + 1000)
+    body = S.IfThenElse(cond, store, other if draw(st.booleans()) else None)
+    t = Var("t")
+    body = S.LetStmt(t, x * 2 + y, S.SeqStmt((body, S.Store(A, t, t - 5000))))
+    ext_y = c(draw(st.integers(1, 4))) if draw(st.booleans()) else j
+    inner = S.For(y, c(draw(st.integers(-3, 3))), ext_y, "serial", body)
+    return S.For(x, c(draw(st.integers(-5, 5))), c(draw(st.integers(1, 6))), "serial", inner)
+
+
+@settings(max_examples=300, deadline=None)
+@given(loop_nests(), st.integers(1, 5))
+def test_simplify_stmt_preserves_stores(nest, jv):
+    x, y, j = VARS
+    out = simplify_stmt(nest, {j: (1, None)})
+    want, got = {}, {}
+    run_stmt(nest, {j: jv}, want)
+    run_stmt(out, {j: jv}, got)
+    assert got == want, str(out)
