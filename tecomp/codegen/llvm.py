@@ -43,6 +43,7 @@ import functools
 import itertools
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -1420,6 +1421,34 @@ def symbol_name(func_name: str) -> str:
 METADATA_SYMBOL = "tecomp_module_metadata"
 
 
+class _JitHandle:
+    """Owns a JIT engine and the LLVM context its module lives in.
+
+    The context must be disposed after the engine. Both are often freed by the cyclic
+    garbage collector (modules and their functions reference each other), which runs
+    finalizers in no particular order, so the context's own finalizer is disabled and the
+    context is disposed here, after closing the engine (closing twice is a no-op)."""
+
+    def __init__(self, engine, context):
+        self.engine = engine
+        self.context = context
+        self._ctx_ptr = context._ptr
+        context._owned = True  # its __del__ must not dispose it
+
+    def __del__(self):
+        if sys.is_finalizing():
+            return
+        engine = self.__dict__.pop("engine", None)
+        ptr = self.__dict__.pop("_ctx_ptr", None)
+        try:
+            if engine is not None:
+                engine.close()
+            if ptr is not None:
+                _llvm().ffi.lib.LLVMPY_ContextDispose(ptr)
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
 @dataclass
 class LLVMArtifact:
     """What ``build_llvm`` produces: optimized IR, function metadata and, for the host, a
@@ -1428,7 +1457,7 @@ class LLVMArtifact:
     target: Target
     ir_text: str  # optimized
     funcs: list  # per-function metadata dicts (see function_metadata)
-    engine: object = None
+    engine: object = None  # _JitHandle
     addresses: dict = None
     compile_seconds: float = 0.0
 
@@ -1538,8 +1567,11 @@ def build_llvm(funcs, target="llvm") -> LLVMArtifact:
     tm = target_machine(target)
     text = em.module_text(target.mtriple, str(tm.target_data))
     with _LOCK:
+        # A context per build: LLVM never frees constants uniqued in a context, so a
+        # shared one would grow with every candidate the autotuner compiles.
+        ctx = llvm.create_context()
         try:
-            mod = llvm.parse_assembly(text)
+            mod = llvm.parse_assembly(text, context=ctx)
             mod.verify()
         except RuntimeError as err:
             if os.environ.get("TECOMP_DUMP_LL"):
@@ -1556,7 +1588,10 @@ def build_llvm(funcs, target="llvm") -> LLVMArtifact:
             # The engine takes ownership of (and frees) its TargetMachine: never a cached one.
             engine = llvm.create_mcjit_compiler(mod, _new_target_machine(target, False))
             engine.finalize_object()
-            art.engine = engine
+            art.engine = _JitHandle(engine, ctx)
             art.addresses = {m["name"]: engine.get_function_address(m["symbol"]) for m in metas}
+        else:
+            mod.close()
+            ctx.close()
     art.compile_seconds = time.perf_counter() - t0
     return art
