@@ -99,8 +99,19 @@ def _short(err: BaseException, limit: int = 400) -> str:
 # ---- a pool of forked workers that survives hangs and crashes -----------------------------
 
 
+def _after_fork_in_worker():
+    """Drop LLVM objects inherited from the parent: an LLVM TargetMachine created before
+    the fork crashes the child's next compile (seen as SIGSEGV / "LLVM ERROR: out of
+    memory"), so the worker makes its own."""
+    codegen = sys.modules.get("tecomp.codegen.llvm")
+    cached = getattr(codegen, "_target_machine", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()
+
+
 def _worker_loop(conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _after_fork_in_worker()
     while True:
         try:
             msg = conn.recv()
@@ -192,6 +203,7 @@ class ForkPool:
                     else:
                         raise EOFError
                 except (EOFError, OSError):
+                    w.proc.join(timeout=1)
                     code = w.proc.exitcode
                     results[j] = ("crash", _exit_text(code))
                     w.restart()

@@ -16,7 +16,6 @@ of its compute that keys tuning records.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import threading
@@ -39,7 +38,6 @@ _local = threading.local()
 def _state():
     if not hasattr(_local, "cfg"):
         _local.cfg = None        # config of the template call in progress
-        _local.pinned = None     # config forced by Task.instantiate(config)
         _local.contexts = []     # active apply_history_best contexts, innermost last
     return _local
 
@@ -54,17 +52,40 @@ class Template:
         self.__name__ = getattr(func, "__name__", name)
         self.__wrapped__ = func
 
-    def __call__(self, *args):
-        st = _state()
-        args = canonical_args(args)
-        if st.pinned is not None:
-            cfg, st.pinned = st.pinned, None
-        else:
-            cfg = dispatch(self.name, args)
-        return _run_with_config(self.func, args, cfg)
+    def __call__(self, *args, **kwargs):
+        args = self.full_args(args, kwargs)
+        return _run_with_config(self.func, args, dispatch(self.name, args))
+
+    def full_args(self, args, kwargs=None) -> tuple:
+        """All arguments in order with defaults filled in, so ``matmul(64, 64, 64)`` and
+        ``matmul(64, 64, 64, "float32")`` are the same workload."""
+        import inspect
+
+        try:
+            sig = inspect.signature(self.func)
+            bound = sig.bind(*args, **(kwargs or {}))
+            bound.apply_defaults()
+            values = tuple(bound.arguments.values())
+        except TypeError as err:
+            raise TemplateError(
+                f"template {self.name!r}{_sig_text(self.func)}: bad arguments {tuple(args)}: "
+                f"{err}"
+            ) from None
+        except ValueError:  # no signature (a C function): take the args as given
+            values = tuple(args)
+        return canonical_args(values)
 
     def __repr__(self):
         return f"Template({self.name!r})"
+
+
+def _sig_text(func) -> str:
+    import inspect
+
+    try:
+        return str(inspect.signature(func))
+    except (TypeError, ValueError):
+        return "(...)"
 
 
 def _run_with_config(func, args, cfg):
@@ -101,6 +122,13 @@ def template(name: str):
         return t
 
     return deco
+
+
+def _load_builtin_templates():
+    """Register the operator library's templates (matmul, conv2d, ...) on first use."""
+    import importlib
+
+    importlib.import_module("tecomp.topi")
 
 
 def get_config():
@@ -208,12 +236,15 @@ class Task:
 
     def __init__(self, name: str, args, target="llvm"):
         if name not in TEMPLATES:
+            _load_builtin_templates()
+        if name not in TEMPLATES:
             known = ", ".join(sorted(TEMPLATES)) or "(none registered)"
             raise TemplateError(f"no template named {name!r}; registered: {known}")
         self.name = name
-        self.args = canonical_args(args)
-        self.target = str(target)
         self.template = TEMPLATES[name]
+        self.args = self.template.full_args(tuple(args) if isinstance(args, (list, tuple))
+                                            else (args,))
+        self.target = str(target)
         self._space = None
         self._fallback = None
         self._flop = None
@@ -418,14 +449,3 @@ def _expr_key(e, var_name, op_id) -> str:
         if isinstance(sub, E.PrimExpr):
             fields.append(_expr_key(sub, var_name, op_id))
     return f"{type(e).__name__}:{e.dtype}(" + ",".join(fields) + ")"
-
-
-@contextlib.contextmanager
-def _pinned(config):
-    st = _state()
-    saved = st.pinned
-    st.pinned = config
-    try:
-        yield
-    finally:
-        st.pinned = saved
