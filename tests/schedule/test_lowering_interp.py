@@ -7,16 +7,16 @@ import pytest
 import tecomp
 from tecomp import te
 from tecomp.ir.interpreter import run
-from util import check_schedule, known_bug, rand
+import util
+from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
 
 
 def _interp(s, args, inputs, expected, **kw):
     return check_schedule(s, args, inputs, expected, backend="interp", **kw)
 
 
-@known_bug(1, "lowering", "compute_at into an nparts split with a symbolic extent allocates "
-           "a negative size")
 def test_compute_at_nparts_symbolic_tail_iterations():
+    """Lowering bug 1 (fixed): a negative allocation size for outer iterations in the tail."""
     m = te.var("m")
     a = te.placeholder((m,), name="a")
     t = te.compute((m,), lambda j: a[j] * 2.0, name="t")
@@ -91,3 +91,23 @@ def test_non_dividing_split_has_guard():
     s[b].split(b.op.axis[0], factor=4)
     text = str(tecomp.lower(s, [a, b]))
     assert "if " in text or "min(" in text, text
+
+
+@known_bug(4, "lowering", "the variable of a removed extent-1 loop stays in an allocation size")
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_compute_at_extent_one_loop_symbolic(backend, rng):
+    n = te.var("n")
+    a = te.placeholder((n,), name="a")
+    out = te.compute((n,), lambda i: a[i] * 2.0, name="out")
+    s = te.create_schedule(out.op)
+    cl = s.cache_write(out, "local")
+    xo, xi = s[out].split(out.op.axis[0], factor=2)
+    xoo, xoi = s[out].split(xo, factor=1)
+    s[out].reorder(xoi, xoo, xi)
+    s[cl].compute_at(s[out], xoi)
+    if backend == "llvm" and not util.llvm_available():
+        pytest.skip(util.llvm_status_message())
+    f = compile_schedule(s, [a, out], backend)
+    for size in (1, 5):
+        x = rand(rng, (size,))
+        run_and_check(f, [a, out], [x], [x * 2])

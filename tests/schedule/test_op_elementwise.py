@@ -103,8 +103,7 @@ def test_broadcast(name, rng):
 @pytest.mark.parametrize("name", [
     "default",
     "split_vectorize_tail",
-    pytest.param("fuse_split_parallel", marks=known_bug(
-        2, "lowering", "compute_at into split(fuse) with symbolic sizes: TypeError")),
+    "fuse_split_parallel",  # lowering bug 2 (fixed): TypeError in bound inference
     "compute_at_split",
     "cache_write",
 ])
@@ -203,8 +202,8 @@ def test_select_and_comparisons(rng):
     check_schedule(s, [a, out], [x], [ref])
 
 
-@known_bug(2, "codegen", "vector select with scalar operands under a symbolic fused axis")
 def test_vectorize_under_symbolic_fused_axis(rng):
+    """Codegen bug 2 (fixed): a vector select with scalar operands."""
     b, n, m = te.var("b"), te.var("n"), te.var("m")
     x = te.placeholder((b, n, m), name="x")
     out = te.compute((b, n, m), lambda p, i, j: x[p, i, j] * 2.0, name="out")

@@ -107,8 +107,7 @@ def test_softmax_large_inputs_are_stable(rng):
 @pytest.mark.parametrize("sched", [
     sm_default,
     sm_compute_at_row,
-    pytest.param(sm_inline_exp_parallel_fused, marks=known_bug(
-        2, "codegen", "vector select with scalar operands under a symbolic fused axis")),
+    sm_inline_exp_parallel_fused,  # codegen bug 2 (fixed)
 ])
 def test_softmax_symbolic(sched, rng):
     b, n, m = te.var("b"), te.var("n"), te.var("m")
