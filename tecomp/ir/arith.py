@@ -288,9 +288,7 @@ def prove(cond: PrimExpr, bounds: Bounds | None = None) -> bool:
     return type(res) is IntImm and res.value != 0
 
 
-def eval_interval(
-    e: PrimExpr, ranges: dict, bounds: Bounds | None = None
-) -> tuple:
+def eval_interval(e: PrimExpr, ranges: dict, bounds: Bounds | None = None) -> tuple:
     """Symbolic interval of ``e`` while the variables of ``ranges`` vary.
 
     Parameters
@@ -326,18 +324,18 @@ def linear_coeff(e: PrimExpr, v: Var) -> tuple | None:
 __all__ = [
     "Bounds",
     "const_int_bound",
-    "prove",
+    "dtype_interval",
     "eval_interval",
-    "linear_coeff",
-    "structural_equal",
-    "structural_hash",
     "iv_add",
-    "iv_scale",
-    "iv_mul",
-    "iv_min",
-    "iv_max",
-    "iv_union",
     "iv_floordiv",
     "iv_floormod",
-    "dtype_interval",
+    "iv_max",
+    "iv_min",
+    "iv_mul",
+    "iv_scale",
+    "iv_union",
+    "linear_coeff",
+    "prove",
+    "structural_equal",
+    "structural_hash",
 ]

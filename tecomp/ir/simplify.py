@@ -28,6 +28,7 @@ Integer arithmetic is assumed not to overflow (as in TVM and Halide).
 
 from __future__ import annotations
 
+import math
 from math import gcd
 
 from . import dtype as dt
@@ -61,7 +62,7 @@ class _Sum:
     """``const + Σ coeff * Π monomial``: ``terms`` maps a monomial (a tuple of atoms sorted
     by first appearance) to its non-zero integer coefficient. Never mutated once built."""
 
-    __slots__ = ("terms", "const")
+    __slots__ = ("const", "terms")
 
     def __init__(self, terms: dict, const: int):
         self.terms = terms
@@ -110,7 +111,7 @@ class _DivInfo:
     """What a floordiv/floormod-by-constant atom means: ``num // c`` or ``num % c`` with
     ``num`` the canonical numerator (``num_rep`` its interned expression)."""
 
-    __slots__ = ("num", "c", "num_rep", "is_mod")
+    __slots__ = ("c", "is_mod", "num", "num_rep")
 
     def __init__(self, num: _Sum, c: int, num_rep, is_mod: bool):
         self.num, self.c, self.num_rep, self.is_mod = num, c, num_rep, is_mod
@@ -155,7 +156,9 @@ def _fold_float(cls, x: float, y: float):
     if cls is E.Div:
         return None if y == 0.0 else x / y
     if cls in (E.Min, E.Max):
-        if x != x or y != y:  # NaN: target min/max semantics differ, leave it to runtime
+        if math.isnan(x) or math.isnan(
+            y
+        ):  # NaN: target min/max semantics differ, leave it to runtime
             return None
         if x == y:  # min(0.0, -0.0) is target-defined too
             return x if str(x) == str(y) else None
@@ -217,7 +220,7 @@ def _float_is(e, value: float, negative_zero: bool | None = None) -> bool:
 class _ChildMutator(IRMutator):
     """Rebuilds a node whose children are simplified by the owning Simplifier."""
 
-    def __init__(self, owner: "Simplifier"):
+    def __init__(self, owner: Simplifier):
         super().__init__()
         self.owner = owner
 
@@ -242,7 +245,7 @@ class Simplifier:
     def __init__(self, bounds=None):
         self.bounds: dict = {}
         for v, iv in (bounds or {}).items():
-            self.bounds[v.var if isinstance(v, E.IterVar) else v] = tuple(iv)
+            self.bounds[v if type(v) is Var else v.var] = iv
         self._intern: dict = {}  # structural key -> representative node
         self._rep: dict = {}  # id(node) -> (node, representative)
         # atom -> sort key: declared variables (loops, outermost first), then every other
@@ -498,7 +501,11 @@ class Simplifier:
             terms = dict(s.terms)
             del terms[m]
             dtype = m[0].dtype
-            alt = _add(_add(_Sum(terms, s.const), info.num, kc), self.mod_const(info.num, info.c, dtype), -kc)
+            alt = _add(
+                _add(_Sum(terms, s.const), info.num, kc),
+                self.mod_const(info.num, info.c, dtype),
+                -kc,
+            )
             if len(alt.terms) < len(s.terms):
                 return self._merge_divmod(alt)
         return s
@@ -968,7 +975,10 @@ class Simplifier:
                 return self._sym_minmax(E.Min, al, bl, True), self._sym_minmax(E.Min, ah, bh, False)
             return self._sym_minmax(E.Max, al, bl, True), self._sym_minmax(E.Max, ah, bh, False)
         if t is E.Select:
-            (tl, th), (fl, fh) = self._expr_interval(a.true_value), self._expr_interval(a.false_value)
+            (tl, th), (fl, fh) = (
+                self._expr_interval(a.true_value),
+                self._expr_interval(a.false_value),
+            )
             return self._sym_minmax(E.Min, tl, fl, True), self._sym_minmax(E.Max, th, fh, False)
         if t is E.Mul:
             return self._iv_mul_sym(self._expr_interval(a.a), self._expr_interval(a.b))
@@ -983,9 +993,11 @@ class Simplifier:
             if not keep_other:
                 return None
             return y if x is None else x
-        d = "int64" if any(
-            getattr(a, "dtype", "int32") == "int64" for m in x.terms for a in m
-        ) else "int32"
+        d = (
+            "int64"
+            if any(getattr(a, "dtype", "int32") == "int64" for m in x.terms for a in m)
+            else "int32"
+        )
         return self.canon(cls(self.rebuild(x, d), self.rebuild(y, d), d))
 
     def _sign(self, s) -> int:
@@ -1068,13 +1080,21 @@ def _decide_cmp(t, diff: tuple):
     """Decide ``a OP b`` from the bounds of ``a - b``; None if undecided."""
     lo, hi = diff
     if t is E.LT:
-        return True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0 else None)
+        return (
+            True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0 else None)
+        )
     if t is E.LE:
-        return True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0 else None)
+        return (
+            True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0 else None)
+        )
     if t is E.GT:
-        return True if lo is not None and lo > 0 else (False if hi is not None and hi <= 0 else None)
+        return (
+            True if lo is not None and lo > 0 else (False if hi is not None and hi <= 0 else None)
+        )
     if t is E.GE:
-        return True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
+        return (
+            True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
+        )
     if t is E.EQ or t is E.NE:
         if lo == 0 and hi == 0:
             return t is E.EQ
@@ -1088,14 +1108,21 @@ def _fold_cast(v, d: str):
     if type(v) is IntImm:
         if dt.is_float(d):
             return E.FloatImm(_round_float(float(v.value), d), d)
-        return IntImm(_wrap_int(v.value, d) if d != "bool" else int(v.value != 0), d)
+        if d == "bool":
+            return IntImm(int(v.value != 0), d)
+        # A cast really narrows (even between index dtypes): wrap to the target's bits.
+        b = dt.bits(d)
+        n = v.value & ((1 << b) - 1)
+        if dt.is_signed(d) and n >= 1 << (b - 1):
+            n -= 1 << b
+        return IntImm(n, d)
     if type(v) is E.FloatImm:
         x = v.value
         if dt.is_float(d):
             return E.FloatImm(_round_float(x, d), d)
         if d == "bool":
             return IntImm(int(x != 0.0), d)
-        if x != x or x in (float("inf"), float("-inf")):
+        if not math.isfinite(x):
             return None
         n = int(x)  # truncates toward zero, as the cast does
         if dt.min_value(d) <= n <= dt.max_value(d):
@@ -1368,4 +1395,4 @@ def simplify_func(f: S.PrimFunc) -> S.PrimFunc:
     return f if body is f.body else f.with_body(body)
 
 
-__all__ = ["simplify", "simplify_stmt", "simplify_func", "Simplifier", "NOOP"]
+__all__ = ["NOOP", "Simplifier", "simplify", "simplify_func", "simplify_stmt"]
