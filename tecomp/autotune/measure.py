@@ -385,7 +385,10 @@ class _RunnerProcess:
             env=env, start_new_session=True,
         )
         self._buf = b""
-        ready = self.read(timeout=60.0)
+        try:
+            ready = self.read(timeout=60.0)
+        except EOFError:
+            ready = None
         if not ready or not ready.get("ok"):
             raise RuntimeError(f"the measuring process did not start: {self.stderr_tail()}")
 
@@ -394,7 +397,7 @@ class _RunnerProcess:
         self.proc.stdin.flush()
 
     def read(self, timeout):
-        """The next reply, or None if the process died or ``timeout`` passed."""
+        """The next reply; None if ``timeout`` passed; EOFError if the process died."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
@@ -406,7 +409,7 @@ class _RunnerProcess:
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                return None
+                raise EOFError("the measuring process closed its pipe")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
@@ -497,7 +500,14 @@ class LocalRunner:
             self._restart()
             proc = self._process()
             proc.send(req)
-        reply = proc.read(timeout)
+        try:
+            reply = proc.read(timeout)
+        except EOFError:
+            reply = None
+            try:
+                proc.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         if reply is not None:
             return reply, ""
         dead = proc.death_text()

@@ -1,0 +1,110 @@
+import pytest
+
+from tecomp import autotune
+
+from conftest import FakeBuilder, FakeRunner
+
+TUNERS = [autotune.RandomTuner, autotune.GridSearchTuner, autotune.GATuner, autotune.XGBTuner]
+
+
+@pytest.mark.parametrize("cls", TUNERS)
+def test_never_repeats_and_respects_budget(cls, mm_task):
+    option = {"builder": FakeBuilder(), "runner": FakeRunner()}
+    kw = {"min_train": 8, "plan_size": 8} if cls is autotune.XGBTuner else {}
+    tuner = cls(mm_task, seed=1, **kw)
+    tuner.tune(30, option)
+    built = option["builder"].built
+    trials = built[:30]
+    assert len(trials) == 30
+    assert len(set(trials)) == 30, "a config was measured twice"
+    assert trials[0] == mm_task.default_config.index, "the default config goes first"
+    assert tuner.best_config is not None
+
+
+@pytest.mark.parametrize("cls", TUNERS)
+def test_exhausts_a_small_space_without_repeats(cls):
+    task = autotune.create_task("test/mm", (4, 2, 2, "float32"))
+    n = len(task.config_space)
+    option = {"builder": FakeBuilder(), "runner": FakeRunner()}
+    kw = {"min_train": 4, "plan_size": 4} if cls is autotune.XGBTuner else {}
+    tuner = cls(task, seed=0, **kw)
+    tuner.tune(n + 10, option, remeasure_top=0)
+    assert sorted(option["builder"].built) == list(range(n))
+
+
+def test_early_stopping_stops(mm_task):
+    option = {"builder": FakeBuilder(), "runner": FakeRunner(cost=lambda cfg: 1e-3)}
+    tuner = autotune.RandomTuner(mm_task, seed=0, batch_size=4)
+    tuner.tune(60, option, early_stopping=8, remeasure_top=0)
+    assert len(option["builder"].built) <= 12
+    assert "no improvement" in tuner.stop_reason
+
+
+def test_failed_configs_count_and_default_is_measured(mm_task):
+    bad = set(range(0, 72, 2))
+    option = {"builder": FakeBuilder(fail=bad), "runner": FakeRunner()}
+    tuner = autotune.XGBTuner(mm_task, seed=0, min_train=8, plan_size=8)
+    tuner.tune(20, option, remeasure_top=0)
+    assert sum(1 for _, r in tuner.history if not r.ok) > 0
+    assert tuner.best_result.ok
+    # failed configs are in the model's training data with zero throughput
+    assert any(v == 0.0 for v in tuner._ys.values())
+
+
+def test_final_remeasure_decides_best(mm_task):
+    runner = FakeRunner()
+    option = {"builder": FakeBuilder(), "runner": runner}
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    recorded = []
+    tuner.tune(16, option, callbacks=[lambda t, i, r: recorded.extend(r)], remeasure_top=3)
+    assert len(runner.remeasured) == 1 and len(runner.remeasured[0]) == 3
+    finals = [r for r in recorded if r.stage == "final"]
+    assert len(finals) == 3
+    assert tuner.best_result.stage == "final"
+
+
+def test_resume_measures_nothing_twice(tmp_path, mm_task):
+    log = tmp_path / "log.json"
+    b1 = FakeBuilder()
+    autotune.RandomTuner(mm_task, seed=0).tune(
+        12, {"builder": b1, "runner": FakeRunner()},
+        callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    b2 = FakeBuilder()
+    t2 = autotune.XGBTuner(mm_task, seed=5, min_train=4, plan_size=4)
+    t2.tune(30, {"builder": b2, "runner": FakeRunner()},
+            callbacks=[autotune.log_to_file(str(log))], resume_from=str(log),
+            remeasure_top=0)
+    assert len(b2.built) == 30 - 12, "the resumed trials count toward the budget"
+    assert not set(b1.built) & set(b2.built)
+    trials = [r for r in autotune.load_from_file(log) if r.result.stage == "trial"]
+    idx = [r.config_index for r in trials]
+    assert len(idx) == len(set(idx)) == 30
+
+
+def test_transfer_learning_warm_starts_model(tmp_path):
+    small = autotune.create_task("test/mm", (16, 16, 8, "float32"))
+    log = tmp_path / "log.json"
+    autotune.RandomTuner(small, seed=0).tune(
+        24, {"builder": FakeBuilder(), "runner": FakeRunner()},
+        callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    big = autotune.create_task("test/mm", (32, 32, 16, "float32"))
+    tuner = autotune.XGBTuner(big, seed=0)
+    assert tuner.load_history(str(log)) == 0  # none of them is this task's
+    assert tuner.model.trained, "records of another task warm-start the model"
+    assert tuner._plan, "and the warm model already has a plan"
+
+
+def test_features_have_fixed_length_and_version(mm_task):
+    import numpy as np
+
+    from tecomp.autotune import features as F
+
+    rows = [F.candidate_features(mm_task, mm_task.config_space.get(i)) for i in (0, 5, 40, 71)]
+    assert all(r.shape == (F.FEATURE_LENGTH,) for r in rows)
+    assert F.FEATURE_VERSION >= 1
+    assert len({r.tobytes() for r in rows}) == 4, "different configs, different features"
+    assert np.isfinite(np.stack(rows)).all()
+    from tecomp.autotune.cost_model import XGBoostCostModel
+
+    with pytest.raises(ValueError, match="feature schema"):
+        XGBoostCostModel().fit(np.zeros((3, 5)), np.zeros(3))

@@ -1,0 +1,99 @@
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp import autotune
+
+
+def _run(task, index):
+    s, args = task.instantiate(task.config_space.get(index))
+    mod = tecomp.build(s, args)
+    rng = np.random.default_rng(index)
+    arrs = [rng.uniform(-1, 1, [int(x.value) for x in t.shape]).astype("float32") for t in args]
+    arrs[-1][...] = np.nan
+    mod(*arrs)
+    return arrs
+
+
+def _indices(task):
+    n = len(task.config_space)
+    return sorted({task.default_config.index, 0, n - 1, n // 3})
+
+
+def conv_ref(x, w, stride, pad, groups=1):
+    N, C, H, W = x.shape
+    K, Cg, R, S = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    OH = (H + 2 * pad[0] - R) // stride[0] + 1
+    OW = (W + 2 * pad[1] - S) // stride[1] + 1
+    out = np.zeros((N, K, OH, OW), np.float64)
+    per = K // groups
+    for k in range(K):
+        g = k // per
+        for r in range(R):
+            for s_ in range(S):
+                patch = xp[:, g * Cg:(g + 1) * Cg, r:r + stride[0] * OH:stride[0],
+                           s_:s_ + stride[1] * OW:stride[1]]
+                out[:, k] += np.einsum("nchw,c->nhw", patch, w[k, :, r, s_])
+    return out
+
+
+@pytest.mark.parametrize("args", [(33, 40, 50, "float32"), (8, 16, 64, "float32")])
+def test_matmul(args):
+    task = autotune.create_task("matmul", args)
+    assert task.flop == 2 * args[0] * args[1] * args[2]
+    for i in _indices(task):
+        a, b, c = _run(task, i)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias, act", [(True, "relu"), (False, "none"), (True, "sigmoid")])
+def test_dense(bias, act):
+    task = autotune.create_task("dense", (7, 24, 40, "float32", bias, act))
+    for i in _indices(task):
+        arrs = _run(task, i)
+        ref = arrs[0] @ arrs[1].T + (arrs[2] if bias else 0)
+        ref = {"relu": np.maximum(ref, 0), "none": ref,
+               "sigmoid": 1 / (1 + np.exp(-ref))}[act]
+        np.testing.assert_allclose(arrs[-1], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_matmul():
+    task = autotune.create_task("batch_matmul", (2, 9, 16, 35, "float32"))
+    for i in _indices(task):
+        a, b, c = _run(task, i)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("args", [
+    ((1, 5, 9, 11), (6, 5, 3, 3), (1, 1), (1, 1), (1, 1), "float32"),
+    ((2, 4, 10, 10), (8, 4, 3, 3), (2, 2), (0, 0), (1, 1), "float32"),
+    ((1, 3, 7, 7), (4, 3, 1, 1), (1, 1), (0, 0), (1, 1), "float32"),
+])
+def test_conv2d(args):
+    task = autotune.create_task("conv2d", args)
+    for i in _indices(task):
+        x, w, y = _run(task, i)
+        np.testing.assert_allclose(y, conv_ref(x, w, args[2], args[3]), rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_conv2d():
+    args = ((1, 6, 9, 11), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1), "float32")
+    task = autotune.create_task("depthwise_conv2d", args)
+    for i in _indices(task):
+        x, w, y = _run(task, i)
+        np.testing.assert_allclose(y, conv_ref(x, w, (1, 1), (1, 1), groups=6),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_fallback_schedule_is_tiled_and_vectorized():
+    task = autotune.create_task("matmul", (64, 64, 64, "float32"))
+    s, args = task.instantiate()  # no records: fallback
+    text = str(tecomp.lower(s, args))
+    assert "vectorized" in text and "parallel" in text and "local" in text
+
+
+def test_workload_keys_fill_defaults():
+    a = autotune.create_task("matmul", (16, 16, 16))
+    b = autotune.create_task("matmul", (16, 16, 16, "float32"))
+    assert a.args == b.args and a.workload_hash == b.workload_hash
