@@ -45,6 +45,7 @@ from .arith import (
     iv_mul,
     iv_scale,
     iv_union,
+    structural_equal,
 )
 from .expr import IntImm, PrimExpr, Var
 from .functor import IRMutator, collect_vars, substitute
@@ -362,7 +363,10 @@ class Simplifier:
             res = self.rebuild(self.canon(e), e.dtype)
         else:
             res = _VISIT.get(t, Simplifier._visit_generic)(self, e)
-        if res is not e and self.same(res, e):
+        # Return the input object when the result is the same tree (callers test identity
+        # to see whether anything changed). A direct comparison exits at the first
+        # difference, which is cheaper than interning both trees.
+        if res is not e and structural_equal(res, e):
             res = e
         self._simp_memo[id(e)] = (e, res)
         return res
