@@ -101,7 +101,7 @@ class Record:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_json(cls, obj: dict) -> "Record":
+    def from_json(cls, obj: dict) -> Record:
         if obj.get("format") != FORMAT_VERSION:
             raise ValueError(f"unsupported record format {obj.get('format')!r}")
         wl, tg, cf, rs = obj["workload"], obj["target"], obj["config"], obj["result"]

@@ -51,7 +51,7 @@ def _extent_of(axis, what: str) -> int:
 
 
 def _factors(n: int) -> list[int]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 
 
@@ -109,7 +109,7 @@ class SplitSpace:
         if policy == "factors":
             sizes = self._factor_sizes(extent, num_outputs, max_factor)
         elif policy == "power2":
-            p2 = [1 << k for k in range(0, 31) if (1 << k) <= min(max_factor, extent)]
+            p2 = [1 << k for k in range(31) if (1 << k) <= min(max_factor, extent)]
             sizes = [
                 (-1,) + inner for inner in itertools.product(p2, repeat=num_outputs - 1)
                 if math.prod(inner) <= extent
@@ -422,7 +422,7 @@ class ConfigSpace(_ConfigBase):
     def knob_names(self):
         return list(self.space_map)
 
-    def get(self, index: int) -> "ConfigEntity":
+    def get(self, index: int) -> ConfigEntity:
         """Config number ``index`` (mixed radix, first knob least significant)."""
         index = int(index)
         if not 0 <= index < len(self):
@@ -449,7 +449,7 @@ class ConfigSpace(_ConfigBase):
             index //= len(space)
         return out
 
-    def from_json(self, knobs: dict, index: int | None = None) -> "ConfigEntity":
+    def from_json(self, knobs: dict, index: int | None = None) -> ConfigEntity:
         """The config whose knob values are ``knobs`` (as written by ``to_json``). The
         index is recomputed from the values, so a log survives a reordered space."""
         digits = []

@@ -30,7 +30,7 @@ class TemplateError(TecompError, ValueError):
 
 
 #: name -> Template. An explicit registry: the only global state of the autotuner.
-TEMPLATES: dict[str, "Template"] = {}
+TEMPLATES: dict[str, Template] = {}
 
 _local = threading.local()
 
@@ -212,7 +212,7 @@ def _pop_context(ctx):
 _TASK_CACHE: dict = {}
 
 
-def _cached_task(name, args, target) -> "Task":
+def _cached_task(name, args, target) -> Task:
     key = (name, args, target)
     t = _TASK_CACHE.get(key)
     if t is None:

@@ -8,8 +8,6 @@ import sys
 import textwrap
 import time
 
-import pytest
-
 from tecomp import autotune, te
 from tecomp.autotune import MeasureErrorNo
 from tecomp.ir import expr as E

@@ -1,8 +1,7 @@
 import pytest
+from conftest import FakeBuilder, FakeRunner
 
 from tecomp import autotune
-
-from conftest import FakeBuilder, FakeRunner
 
 TUNERS = [autotune.RandomTuner, autotune.GridSearchTuner, autotune.GATuner, autotune.XGBTuner]
 
