@@ -20,7 +20,8 @@ from tecomp import autotune, te
 from tecomp.timing import median_ratio, paired
 
 N = int(os.environ.get("TECOMP_TUTORIAL_N", "1024"))
-TRIALS = int(os.environ.get("TECOMP_TUTORIAL_TRIALS", "100"))
+QUICK = os.environ.get("TECOMP_TUTORIAL_QUICK", "") not in ("", "0")  # CI: a smoke run
+TRIALS = int(os.environ.get("TECOMP_TUTORIAL_TRIALS", "8" if QUICK else "100"))
 
 
 # 1. A template. The compute is the algorithm; each `cfg.define_*` declares a knob, and
