@@ -109,11 +109,16 @@ def _after_fork_in_worker():
         cached.cache_clear()
 
 
-def _worker_loop(conn):
+def _worker_loop(conn, parent_pid):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _after_fork_in_worker()
     while True:
         try:
+            # Siblings forked later hold copies of this pipe's parent end, so EOF alone
+            # does not tell that the parent died: check who the parent is, too.
+            while not conn.poll(1.0):
+                if os.getppid() != parent_pid:
+                    return
             msg = conn.recv()
         except (EOFError, OSError):
             return
@@ -137,7 +142,8 @@ class _Worker:
 
     def _start(self):
         self.conn, child = self._ctx.Pipe()
-        self.proc = self._ctx.Process(target=_worker_loop, args=(child,), daemon=True)
+        self.proc = self._ctx.Process(target=_worker_loop, args=(child, os.getpid()),
+                                      daemon=True)
         self.proc.start()
         child.close()
 
