@@ -79,12 +79,6 @@ def rfactor(sch, tensor, axis, factor_axis: int = 0):
     final = E.Reduce(red.combiner, (tf(*idx),), (rk,), E.IntImm(1, "bool"), 0, red.dtype)
     new_op = ComputeOp(op.name, op.axis, (final,), op.tag, op.attrs,
                        output_names=[op.outputs[0].name])
-    from .schedule import Stage
-
-    tf_stage = Stage(tf_op, sch)
-    sch._insert_before(st, tf_stage)
-    sch.stage_map[tf_op] = tf_stage
-    st.op = new_op
-    st._reset_axes()
-    sch.stage_map[new_op] = st
+    sch._add_stage_before(st, tf_op)
+    sch._replace_op(st, new_op)
     return tf

@@ -359,8 +359,19 @@ class Schedule:
                     stack.append(dep)
         return False
 
-    def _insert_before(self, anchor: Stage, new: Stage):
-        self.stages.insert(self.stages.index(anchor), new)
+    def _add_stage_before(self, anchor: Stage, op, scope: str = "global") -> Stage:
+        """A new stage for ``op``, placed just before ``anchor`` (its first consumer)."""
+        st = Stage(op, self)
+        st.scope = scope
+        self.stages.insert(self.stages.index(anchor), st)
+        self.stage_map[op] = st
+        return st
+
+    def _replace_op(self, st: Stage, op) -> None:
+        """Make ``st`` compute ``op`` from now on, with fresh (unscheduled) loops."""
+        st.op = op
+        st._reset_axes()
+        self.stage_map[op] = st
 
     def cache_write(self, tensor, scope: str):
         """Compute ``tensor`` into a new cache stage in ``scope``; ``s[tensor]`` becomes a
@@ -392,13 +403,8 @@ class Schedule:
         cache = cache_op.output(0)
         copy_op = ComputeOp(op.name, op.axis, (cache(*[a.var for a in op.axis]),), op.tag,
                             op.attrs, output_names=[op.outputs[0].name])
-        cst = Stage(cache_op, self)
-        cst.scope = scope
-        self._insert_before(st, cst)
-        self.stage_map[cache_op] = cst
-        st.op = copy_op
-        st._reset_axes()
-        self.stage_map[copy_op] = st
+        self._add_stage_before(st, cache_op, scope)
+        self._replace_op(st, copy_op)
         return cache
 
     def cache_read(self, tensor, scope: str, readers):
@@ -424,11 +430,7 @@ class Schedule:
         copy_op = ComputeOp(f"{tensor.name}.{scope}", axis,
                             (tensor(*[a.var for a in axis]),))
         copy = copy_op.output(0)
-        cst = Stage(copy_op, self)
-        cst.scope = scope
-        first = min(reader_stages, key=self.stages.index)
-        self._insert_before(first, cst)
-        self.stage_map[copy_op] = cst
+        self._add_stage_before(min(reader_stages, key=self.stages.index), copy_op, scope)
         mut = _ReplaceTensor({tensor: copy})
         for r in reader_stages:
             new_op = _rebuild_op(r.op, tuple(mut.visit(b) for b in r.op.body))

@@ -108,26 +108,24 @@ def not_equal(a, b):
     return E.binary(E.NE, a, b)
 
 
-def max(a, b=None, axis=None, where=None, init=None):
+def _binary_or_reduce(name: str, node, a, b, axis, where, init):
+    from . import reduction
+
+    if axis is not None:
+        return getattr(reduction, f"_{name}_reducer")(a, axis, where, init)
+    if b is None:
+        raise TypeError(f"te.{name} takes two expressions, or one expression and axis=")
+    return E.binary(node, a, b)
+
+
+def max(a, b=None, axis=None, where=None, init=None):  # noqa: A001
     """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction."""
-    from .reduction import _max_reducer
-
-    if axis is not None:
-        return _max_reducer(a, axis, where, init)
-    if b is None:
-        raise TypeError("te.max takes two expressions, or one expression and axis=")
-    return E.binary(E.Max, a, b)
+    return _binary_or_reduce("max", E.Max, a, b, axis, where, init)
 
 
-def min(a, b=None, axis=None, where=None, init=None):
+def min(a, b=None, axis=None, where=None, init=None):  # noqa: A001
     """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction."""
-    from .reduction import _min_reducer
-
-    if axis is not None:
-        return _min_reducer(a, axis, where, init)
-    if b is None:
-        raise TypeError("te.min takes two expressions, or one expression and axis=")
-    return E.binary(E.Min, a, b)
+    return _binary_or_reduce("min", E.Min, a, b, axis, where, init)
 
 
 def if_then_else(cond, t, f):
