@@ -93,7 +93,9 @@ def _ensure(draw, tree, leaf, leaves):
 
 
 def _contains(tree, leaf):
-    if tree == leaf:
+    """Whether ``leaf`` occurs in ``tree``; ("P",) / ("R",) match loads of P / R with any
+    index pattern."""
+    if tree == leaf or (len(leaf) == 1 and tree[0] == leaf[0]):
         return True
     return isinstance(tree, tuple) and tree[0] in OPS and (
         _contains(tree[1], leaf) or _contains(tree[2], leaf))
@@ -118,7 +120,9 @@ def programs(draw, max_size=7):
     plain = [("in", i) for i, s in enumerate(inputs) if not s.has_k]
     with_k = [("in", i) for i, s in enumerate(inputs) if s.has_k]
     p_tree = _tree(draw, plain + consts[:1], 2) if has_p else None
-    p_leaf = [("P",)] if has_p else []
+    # P is read at the same point or mirrored along some axes (P[n - 1 - i]), so the
+    # region of P a consumer's loop needs is not always the loop's own tile.
+    p_leaf = [("P", tuple(draw(st.booleans()) for _ in range(rank)))] if has_p else []
     r_tree = None
     if has_r or out_is_reduce:
         r_tree = _tree(draw, plain + with_k + p_leaf + consts, 2)
@@ -132,9 +136,9 @@ def programs(draw, max_size=7):
         if has_r:
             out_tree = _ensure(draw, out_tree, ("R",), None)
         if has_p and not (has_r and _contains(r_tree, ("P",))):
-            out_tree = _ensure(draw, out_tree, ("P",), None)
+            out_tree = _ensure(draw, out_tree, p_leaf[0], None)
     if has_p and r_tree is not None and not has_r and not _contains(r_tree, ("P",)):
-        r_tree = _ensure(draw, r_tree, ("P",), None)
+        r_tree = _ensure(draw, r_tree, p_leaf[0], None)
     return Program(dtype, sizes, sizes2, symbolic, k, inputs, p_tree, r_tree, r_kind,
                    out_tree, out_is_reduce)
 
@@ -201,7 +205,7 @@ class Built:
                 idx.append(kax)
             return self.inputs[tree[1]][tuple(idx)]
         if kind == "P":
-            return self.P[tuple(iv)]
+            return self.P[tuple(self._index(a, rev, iv) for a, rev in enumerate(tree[1]))]
         if kind == "R":
             return self.R[tuple(iv)]
         return _te_binary(kind, self._expr(tree[1], iv, kax), self._expr(tree[2], iv, kax))
@@ -233,7 +237,8 @@ def reference(prog: Program, sizes, arrays):
                 idx.append(k_grid)
             return arrays[tree[1]][tuple(idx)]
         if kind == "P":
-            return P[tuple(grids[:rank])]
+            return P[tuple(sizes[a] - 1 - grids[a] if rev else grids[a]
+                           for a, rev in enumerate(tree[1]))]
         if kind == "R":
             return R[tuple(grids[:rank])]
         with np.errstate(over="ignore"):
@@ -422,13 +427,13 @@ def _check(data, backend, max_size):
         run_and_check(f, b.args, used, [ref], rtol=1e-4, atol=1e-4)
 
 
-@_settings(150)
+@_settings(250)
 @given(st.data())
 def test_random_programs_llvm(data):
     _check(data, None, max_size=7)
 
 
-@_settings(25)
+@_settings(80)
 @given(st.data())
 def test_random_programs_interpreter(data):
     """The interpreter bounds-checks every access and rejects negative allocations, which
