@@ -99,19 +99,8 @@ def _short(err: BaseException, limit: int = 400) -> str:
 # ---- a pool of forked workers that survives hangs and crashes -----------------------------
 
 
-def _after_fork_in_worker():
-    """Drop LLVM objects inherited from the parent: an LLVM TargetMachine created before
-    the fork crashes the child's next compile (seen as SIGSEGV / "LLVM ERROR: out of
-    memory"), so the worker makes its own."""
-    codegen = sys.modules.get("tecomp.codegen.llvm")
-    cached = getattr(codegen, "_target_machine", None)
-    if cached is not None and hasattr(cached, "cache_clear"):
-        cached.cache_clear()
-
-
 def _worker_loop(conn, parent_pid):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _after_fork_in_worker()
     while True:
         try:
             # Siblings forked later hold copies of this pipe's parent end, so EOF alone

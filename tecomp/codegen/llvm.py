@@ -1401,6 +1401,11 @@ def _target_machine(triple: str, cpu: str, features: str, pic: bool):
     )
 
 
+# A TargetMachine made before a fork crashes the child's next compile (SIGSEGV or "LLVM
+# ERROR: out of memory" in forked build workers), so each process makes its own.
+os.register_at_fork(after_in_child=_target_machine.cache_clear)
+
+
 def function_attributes(target: Target) -> str:
     attrs = ["nounwind", f'"target-cpu"="{target.mcpu}"']
     if target.mattr:
