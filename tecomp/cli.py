@@ -199,16 +199,9 @@ def _tune(ns, out, err) -> int:
 
 
 def _doctor(ns, out, err) -> int:
-    import importlib
+    from .doctor import report
 
-    try:
-        doctor = importlib.import_module("tecomp.doctor")
-    except ImportError as e:
-        print(f"tecomp: error: the doctor module is not available ({e})", file=err)
-        return 1
-    report = doctor.report()
-    if report is not None:
-        print(report, file=out)
+    print(report(), file=out)
     return 0
 
 
@@ -236,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare every candidate's output with a reference build")
     t.add_argument("--seed", type=int, default=None)
     sub.add_parser("doctor", help="report versions, CPU features and toolchain status")
+    from .demo import add_parser as add_demo_parser
+
+    add_demo_parser(sub)
     return p
 
 
@@ -251,6 +247,8 @@ def main(argv=None) -> int:
             return _tune(ns, out, err)
         if ns.command == "doctor":
             return _doctor(ns, out, err)
+        if ns.command == "demo":
+            return ns.func(ns)
     except UsageError as e:
         print(f"tecomp: error: {e}", file=err)
         return 2
