@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import util  # noqa: E402
+import util
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tecomp import te
 BACKENDS = ("llvm", "interp")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _llvm_status() -> tuple[bool, str]:
     """Whether ``tecomp.build`` exists and compiles and runs a trivial kernel correctly."""
     try:

@@ -20,7 +20,7 @@ def mod():
     b = te.placeholder((4,), name="B")
     c = te.compute((n, 4), lambda i, j: a[i, j] + b[j], name="C")
     s = te.create_schedule(c.op)
-    jo, ji = s[c].split(c.op.axis[1], factor=4)
+    _jo, ji = s[c].split(c.op.axis[1], factor=4)
     s[c].vectorize(ji)
     return tecomp.build(s, [a, b, c], target="llvm", name="addrow")
 

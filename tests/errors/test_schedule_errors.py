@@ -85,7 +85,7 @@ def test_vectorize_reduction_axis(p):
 
 
 def test_vectorize_split_reduction_axis(p):
-    ko, ki = p.s[p.mm].split(p.mm.op.reduce_axis[0], factor=4)
+    _ko, ki = p.s[p.mm].split(p.mm.op.reduce_axis[0], factor=4)
     with pytest.raises(ScheduleError, match=r"vectorize.*prod_mm.*kred\.inner.*reduction"):
         p.s[p.mm].vectorize(ki)
 
@@ -126,7 +126,7 @@ def test_inline_a_stage_others_are_computed_at(p):
 
 def test_fuse_non_adjacent_axes(p):
     r, c = p.p1.op.axis
-    co, ci = p.s[p.p1].split(c, factor=2)
+    _co, ci = p.s[p.p1].split(c, factor=2)
     with pytest.raises(ScheduleError, match=r"fuse.*plus_one.*\br\b.*c\.inner.*adjacent"):
         p.s[p.p1].fuse(r, ci)
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from util import compile_schedule, run_and_check
 
 from tecomp import te
-from util import compile_schedule, run_and_check
 
 _RANDOM = bool(os.environ.get("TECOMP_FUZZ_RANDOM"))
 _EXAMPLES = int(os.environ.get("TECOMP_FUZZ_EXAMPLES", "0"))

@@ -3,12 +3,12 @@ load and store and rejects negative allocations, which compiled code would not n
 
 import numpy as np
 import pytest
+import util
+from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
 
 import tecomp
 from tecomp import te
 from tecomp.ir.interpreter import run
-import util
-from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
 
 
 def _interp(s, args, inputs, expected, **kw):
@@ -38,7 +38,7 @@ def test_split_tail_writes_every_element_once(factor, rng):
     a = te.placeholder((7,), name="a")
     b = te.compute((7,), lambda i: a[i] + 1.0, name="b")
     s = te.create_schedule(b.op)
-    xo, xi = s[b].split(b.op.axis[0], factor=factor)
+    _xo, xi = s[b].split(b.op.axis[0], factor=factor)
     s[b].vectorize(xi)
     x = rand(rng, (7,))
     _interp(s, [a, b], [x], [x + 1])
@@ -50,7 +50,7 @@ def test_compute_at_split_region_is_exact():
     t = te.compute((10,), lambda i: a[i] * 3.0, name="t")
     out = te.compute((10,), lambda i: t[i] - 1.0, name="out")
     s = te.create_schedule(out.op)
-    xo, xi = s[out].split(out.op.axis[0], factor=4)
+    xo, _xi = s[out].split(out.op.axis[0], factor=4)
     s[t].compute_at(s[out], xo)
     func = tecomp.lower(s, [a, out])
     text = str(func)
@@ -67,7 +67,7 @@ def test_stencil_compute_at_halo(rng):
     t = te.compute((12,), lambda i: a[i] * 2.0, name="t")
     out = te.compute((10,), lambda i: t[i] + t[i + 1] + t[i + 2], name="out")
     s = te.create_schedule(out.op)
-    xo, xi = s[out].split(out.op.axis[0], factor=3)
+    xo, _xi = s[out].split(out.op.axis[0], factor=3)
     s[t].compute_at(s[out], xo)
     x = rand(rng, (12,))
     t_ref = x * 2

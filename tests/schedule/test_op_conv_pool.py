@@ -4,9 +4,9 @@ kernel window."""
 
 import numpy as np
 import pytest
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 from tecomp import te
-from util import check_schedule, compile_schedule, rand, run_and_check
 
 
 def _out_size(size, k, pad, stride, dil):
@@ -46,7 +46,7 @@ def conv2d_nchw(n, c, h, w, k, kh, kw, pad, stride, dil):
 
 
 def ref_conv2d(x, wt, pad, stride, dil):
-    n, c, h, w = x.shape
+    n, _c, h, w = x.shape
     k, _, kh, kw = wt.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh, ow = _out_size(h, kh, pad, stride, dil), _out_size(w, kw, pad, stride, dil)
@@ -65,8 +65,8 @@ def conv_default(s, padded, conv):
 
 def conv_inline_pad_vectorize_tail(s, padded, conv):
     s[padded].compute_inline()
-    b, f, y, x = conv.op.axis
-    xo, xi = s[conv].split(x, factor=4)
+    _b, _f, _y, x = conv.op.axis
+    _xo, xi = s[conv].split(x, factor=4)
     s[conv].vectorize(xi)
 
 
@@ -79,7 +79,7 @@ def conv_pad_compute_at_split(s, padded, conv):
 
 def conv_cache_write_parallel_fused(s, padded, conv):
     cl = s.cache_write(conv, "local")
-    b, f, y, x = s[conv].op.axis
+    b, f, y, _x = s[conv].op.axis
     bf = s[conv].fuse(b, f)
     s[conv].parallel(bf)
     s[cl].compute_at(s[conv], y)
@@ -129,7 +129,7 @@ def test_conv2d_batch2_relu_fused(rng):
     out = te.compute(conv.shape, lambda *i: te.max(conv(*i), 0.0), name="relu")
     s = te.create_schedule(out.op)
     s[padded].compute_inline()
-    b, f, y, x = out.op.axis
+    b, f, y, _x = out.op.axis
     s[conv].compute_at(s[out], y)
     s[out].parallel(s[out].fuse(b, f))
     x_, wt = rand(rng, (2, 2, 6, 6)), rand(rng, (3, 2, 3, 3))
@@ -201,21 +201,21 @@ def dw_default(s, padded, out):
 
 def dw_inline_tile_vectorize(s, padded, out):
     s[padded].compute_inline()
-    b, ch, y, x = out.op.axis
-    yo, xo, yi, xi = s[out].tile(y, x, 2, 4)
+    _b, ch, y, x = out.op.axis
+    _yo, _xo, _yi, xi = s[out].tile(y, x, 2, 4)
     s[out].vectorize(xi)
     s[out].parallel(ch)
 
 
 def dw_cache_write(s, padded, out):
     ol = s.cache_write(out, "local")
-    b, ch, y, x = s[out].op.axis
+    _b, ch, y, _x = s[out].op.axis
     f = s[out].fuse(ch, y)
     fo, fi = s[out].split(f, factor=3)
     s[out].parallel(fo)
     s[ol].compute_at(s[out], fi)
     s[padded].compute_at(s[out], fo)
-    ry, rx = s[ol].op.reduce_axis
+    _ry, rx = s[ol].op.reduce_axis
     s[ol].unroll(rx)
 
 
@@ -288,12 +288,12 @@ def pool_inline_vectorize_tail(s, padded, out, total):
     s[padded].compute_inline()
     if total is not None:
         s[total].compute_at(s[out], out.op.axis[2])
-    xo, xi = s[out].split(out.op.axis[3], factor=3)
+    _xo, xi = s[out].split(out.op.axis[3], factor=3)
     s[out].vectorize(xi)
 
 
 def pool_fuse_parallel_compute_at(s, padded, out, total):
-    b, ch, y, x = out.op.axis
+    _b, ch, y, _x = out.op.axis
     f = s[out].fuse(ch, y)
     fo, fi = s[out].split(f, factor=2)
     s[out].parallel(fo)
@@ -305,8 +305,8 @@ def pool_fuse_parallel_compute_at(s, padded, out, total):
 def pool_cache_write(s, padded, out, total):
     target = total if total is not None else out
     cl = s.cache_write(target, "local")
-    b, ch, y, x = s[out].op.axis
-    yo, yi = s[out].split(y, factor=2)
+    _b, _ch, y, _x = s[out].op.axis
+    yo, _yi = s[out].split(y, factor=2)
     if total is not None:
         s[target].compute_inline()
     s[cl].compute_at(s[out], yo)

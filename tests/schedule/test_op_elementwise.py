@@ -3,9 +3,9 @@ schedules, checked against numpy."""
 
 import numpy as np
 import pytest
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 from tecomp import te
-from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
 
 N, M = 7, 10  # neither divides by the split factors used below
 
@@ -29,11 +29,11 @@ def _default(s, t, out):
 
 
 def _split_vectorize_tail(s, t, out):
-    i, j = out.op.axis
-    jo, ji = s[out].split(j, factor=4)  # 10 = 2 * 4 + 2: a tail
+    _i, j = out.op.axis
+    _jo, ji = s[out].split(j, factor=4)  # 10 = 2 * 4 + 2: a tail
     s[out].vectorize(ji)
-    ti, tj = t.op.axis
-    tjo, tji = s[t].split(tj, factor=3)
+    _ti, tj = t.op.axis
+    _tjo, tji = s[t].split(tj, factor=3)
     s[t].vectorize(tji)
 
 
@@ -52,8 +52,8 @@ def _fuse_split_parallel(s, t, out):
 
 
 def _compute_at_split(s, t, out):
-    i, j = out.op.axis
-    jo, ji = s[out].split(j, nparts=3)
+    _i, j = out.op.axis
+    jo, _ji = s[out].split(j, nparts=3)
     s[t].compute_at(s[out], jo)
 
 
@@ -72,7 +72,7 @@ def _inline(s, t, out):
 
 def _cache_write(s, t, out):
     oc = s.cache_write(out, "local")
-    io, ii = s[out].split(out.op.axis[0], factor=2)
+    io, _ii = s[out].split(out.op.axis[0], factor=2)
     s[oc].compute_at(s[out], io)
     s[t].compute_at(s[oc], s[oc].op.axis[0])
     s[out].vectorize(s[out].op.axis[1])
@@ -127,9 +127,9 @@ def test_broadcast_outer_product_3d(rng):
     s = te.create_schedule(out.op)
     b, i, j = out.op.axis
     f = s[out].fuse(b, i)
-    fo, fi = s[out].split(f, factor=4)
+    fo, _fi = s[out].split(f, factor=4)
     s[out].parallel(fo)
-    jo, ji = s[out].split(j, factor=4)
+    _jo, ji = s[out].split(j, factor=4)
     s[out].vectorize(ji)
     xa, ya = rand(rng, (3, 5)), rand(rng, (6,))
     check_schedule(s, [x, y, out], [xa, ya], [xa[:, :, None] - ya[None, None, :]])
@@ -140,7 +140,7 @@ def test_index_arithmetic_transpose_and_flip(rng):
     a = te.placeholder((4, 6), name="a")
     out = te.compute((6, 4), lambda i, j: a[3 - j, i] * 2.0, name="out")
     s = te.create_schedule(out.op)
-    io, ii = s[out].split(out.op.axis[0], factor=4)
+    _io, ii = s[out].split(out.op.axis[0], factor=4)
     s[out].vectorize(ii)
     x = rand(rng, (4, 6))
     check_schedule(s, [a, out], [x], [(x[::-1, :].T * 2).astype("float32")])
@@ -152,7 +152,7 @@ def test_floordiv_floormod_indices(rng):
     out = te.compute((3, 8), lambda i, j: a[(i * 8 + j) // 6, (i * 8 + j) % 6], name="out")
     s = te.create_schedule(out.op)
     f = s[out].fuse(*out.op.axis)
-    fo, fi = s[out].split(f, factor=5)
+    _fo, fi = s[out].split(f, factor=5)
     s[out].unroll(fi)
     x = rand(rng, (4, 6))
     check_schedule(s, [a, out], [x], [x.reshape(3, 8)])
@@ -165,7 +165,7 @@ def test_integer_floordiv_mod_negative_values(rng):
     q = te.compute((12,), lambda i: a[i] // b[i], name="q")
     r = te.compute((12,), lambda i: a[i] % b[i], name="r")
     s = te.create_schedule([q.op, r.op])
-    xo, xi = s[q].split(q.op.axis[0], factor=5)
+    _xo, xi = s[q].split(q.op.axis[0], factor=5)
     s[q].vectorize(xi)
     x = np.array([7, -7, 7, -7, 0, 1, -1, 13, -13, 5, -5, 100], "int32")
     y = np.array([2, 2, -2, -2, 3, -3, 3, 4, 4, -6, 6, -7], "int32")
@@ -178,7 +178,7 @@ def test_multiple_outputs_share_input(rng):
     p = te.compute((5, 7), lambda i, j: a[i, j] + 1.0, name="p")
     q = te.compute((5, 7), lambda i, j: a[i, j] * p[i, j], name="q")
     s = te.create_schedule([p.op, q.op])
-    jo, ji = s[q].split(q.op.axis[1], factor=3)
+    _jo, ji = s[q].split(q.op.axis[1], factor=3)
     s[q].vectorize(ji)
     s[q].parallel(q.op.axis[0])
     x = rand(rng, (5, 7))
@@ -195,7 +195,7 @@ def test_select_and_comparisons(rng):
         name="out",
     )
     s = te.create_schedule(out.op)
-    xo, xi = s[out].split(out.op.axis[0], factor=4)
+    _xo, xi = s[out].split(out.op.axis[0], factor=4)
     s[out].vectorize(xi)
     x = np.linspace(-1, 1, 9).astype("float32")
     ref = np.where((x > -0.5) & (x < 0.5), x * 2, np.where(x >= 0.5, 1.0, -1.0)).astype("float32")
@@ -210,7 +210,7 @@ def test_vectorize_under_symbolic_fused_axis(rng):
     s = te.create_schedule(out.op)
     p, i, j = out.op.axis
     s[out].parallel(s[out].fuse(p, i))
-    jo, ji = s[out].split(j, factor=8)
+    _jo, ji = s[out].split(j, factor=8)
     s[out].vectorize(ji)
     f = compile_schedule(s, [x, out])
     for shape in [(2, 3, 5), (1, 1, 17)]:

@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
+from util import check_schedule, rand
 
 from tecomp import te
-from util import check_schedule, rand
 
 N = 19  # vectorized by 8: two full vectors and a tail of 3
 
@@ -139,7 +139,7 @@ def test_cast(src, dst, values):
     x = te.placeholder((8,), dtype=src, name="x")
     out = te.compute((8,), lambda i: x[i].astype(dst), name="out")
     s = te.create_schedule(out.op)
-    xo, xi = s[out].split(out.op.axis[0], factor=4)
+    _xo, xi = s[out].split(out.op.axis[0], factor=4)
     s[out].vectorize(xi)
     xv = np.array(values, dtype=src)
     with np.errstate(all="ignore"):

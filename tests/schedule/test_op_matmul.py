@@ -3,9 +3,9 @@ schedules, checked against numpy."""
 
 import numpy as np
 import pytest
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 from tecomp import te
-from util import check_schedule, compile_schedule, rand, run_and_check
 
 # Odd sizes, so every split below leaves a tail.
 N, K, M = 13, 11, 9
@@ -38,7 +38,7 @@ def mm_tile_tails(s, c):
 
 def mm_cache_write_compute_at(s, c):
     cl = s.cache_write(c, "local")
-    io, jo, ii, ji = s[c].tile(*c.op.axis, 4, 8)
+    io, jo, _ii, ji = s[c].tile(*c.op.axis, 4, 8)
     s[cl].compute_at(s[c], jo)
     ci, cj = s[cl].op.axis
     ko, ki = s[cl].split(s[cl].op.reduce_axis[0], factor=3)
@@ -52,7 +52,7 @@ def mm_cache_write_compute_at(s, c):
 def mm_fuse_parallel(s, c):
     i, j = c.op.axis
     f = s[c].fuse(i, j)
-    fo, fi = s[c].split(f, factor=16)
+    fo, _fi = s[c].split(f, factor=16)
     s[c].parallel(fo)
 
 
@@ -77,7 +77,7 @@ def mm_cache_read(s, c):
 
 
 def mm_rfactor(s, c):
-    ko, ki = s[c].split(c.op.reduce_axis[0], factor=4)
+    _ko, ki = s[c].split(c.op.reduce_axis[0], factor=4)
     cf = s.rfactor(c, ki)
     s[cf].vectorize(s[cf].op.axis[0])  # the factored axis is data-parallel now
     s[c].parallel(c.op.axis[0])
@@ -139,7 +139,7 @@ def test_matmul_float16_storage_float32_accumulation(name, rng):
     c = te.compute(c32.shape, lambda i, j: c32[i, j].astype("float16"), name="C16")
     s = te.create_schedule(c.op)
     MM_SCHEDULES[name](s, c32)
-    io, ii = s[c].split(c.op.axis[1], factor=4)
+    _io, ii = s[c].split(c.op.axis[1], factor=4)
     s[c].vectorize(ii)
     x, y = rand(rng, (N, K), "float16"), rand(rng, (K, M), "float16")
     ref = (x.astype("float32") @ y.astype("float32")).astype("float16")
@@ -160,14 +160,14 @@ def bmm_fuse_parallel(s, c):
     bb, i, j = c.op.axis
     f = s[c].fuse(bb, i)
     s[c].parallel(f)
-    jo, ji = s[c].split(j, factor=4)
+    _jo, ji = s[c].split(j, factor=4)
     s[c].vectorize(ji)
 
 
 def bmm_cache_write(s, c):
     cl = s.cache_write(c, "local")
-    bb, i, j = s[c].op.axis
-    io, ii = s[c].split(i, factor=2)
+    _bb, i, _j = s[c].op.axis
+    io, _ii = s[c].split(i, factor=2)
     s[cl].compute_at(s[c], io)
     _, _, cj = s[cl].op.axis
     ko, ki = s[cl].split(s[cl].op.reduce_axis[0], factor=4)
@@ -219,7 +219,7 @@ def dense_bias_relu(batch=6, cin=10, cout=9):
 
 def dbr_inline_compute_at(s, d, bb, out):
     s[bb].compute_inline()
-    i, j = out.op.axis
+    _i, j = out.op.axis
     jo, ji = s[out].split(j, factor=4)
     s[d].compute_at(s[out], jo)
     s[out].vectorize(ji)
@@ -229,7 +229,7 @@ def dbr_cache_write(s, d, bb, out):
     s[bb].compute_inline()
     dl = s.cache_write(d, "local")
     s[d].compute_inline()
-    io, jo, ii, ji = s[out].tile(*out.op.axis, 4, 4)
+    io, jo, _ii, ji = s[out].tile(*out.op.axis, 4, 4)
     s[dl].compute_at(s[out], jo)
     s[out].parallel(io)
     s[out].vectorize(ji)
@@ -240,7 +240,7 @@ def dbr_cache_write(s, d, bb, out):
 def dbr_compute_at_all(s, d, bb, out):
     i, j = out.op.axis
     f = s[out].fuse(i, j)
-    fo, fi = s[out].split(f, factor=5)
+    fo, _fi = s[out].split(f, factor=5)
     s[out].parallel(fo)
     s[bb].compute_at(s[out], fo)
     s[d].compute_at(s[bb], s[bb].op.axis[1])

@@ -3,9 +3,9 @@ several schedules, checked against numpy."""
 
 import numpy as np
 import pytest
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 from tecomp import te
-from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
 
 
 def softmax(b, n, m):
@@ -31,10 +31,10 @@ def sm_default(s, stages, out):
 
 def sm_compute_at_row(s, stages, out):
     mx, e, sm = stages
-    p, i, j = out.op.axis
+    _p, i, j = out.op.axis
     for st in (mx, e, sm):
         s[st].compute_at(s[out], i)
-    jo, ji = s[out].split(j, factor=4)
+    _jo, ji = s[out].split(j, factor=4)
     s[out].vectorize(ji)
 
 
@@ -46,36 +46,36 @@ def sm_inline_exp_parallel_fused(s, stages, out):
     s[out].parallel(f)
     s[mx].compute_at(s[out], f)
     s[sm].compute_at(s[out], f)
-    jo, ji = s[out].split(j, factor=8)  # wider than m: a loop of only a tail
+    _jo, ji = s[out].split(j, factor=8)  # wider than m: a loop of only a tail
     s[out].vectorize(ji)
 
 
 def sm_split_reductions(s, stages, out):
     mx, e, sm = stages
     (k1,) = mx.op.reduce_axis
-    ko, ki = s[mx].split(k1, factor=3)
+    _ko, _ki = s[mx].split(k1, factor=3)
     (k2,) = sm.op.reduce_axis
-    ko2, ki2 = s[sm].split(k2, nparts=2)
+    _ko2, ki2 = s[sm].split(k2, nparts=2)
     s[sm].unroll(ki2)
-    p, i, j = e.op.axis
-    jo, ji = s[e].split(j, factor=3)
+    _p, _i, j = e.op.axis
+    _jo, ji = s[e].split(j, factor=3)
     s[e].vectorize(ji)
 
 
 def sm_rfactor_sum(s, stages, out):
-    mx, e, sm = stages
+    _mx, e, sm = stages
     (k2,) = sm.op.reduce_axis
-    ko, ki = s[sm].split(k2, factor=2)
-    smf = s.rfactor(sm, ki)
+    _ko, ki = s[sm].split(k2, factor=2)
+    s.rfactor(sm, ki)
     s[e].compute_inline()
     s[out].parallel(out.op.axis[0])
 
 
 def sm_cache_write(s, stages, out):
-    mx, e, sm = stages
+    _mx, e, sm = stages
     ol = s.cache_write(out, "local")
-    p, i, j = s[out].op.axis
-    io, ii = s[out].split(i, factor=2)
+    _p, i, _j = s[out].op.axis
+    io, _ii = s[out].split(i, factor=2)
     s[ol].compute_at(s[out], io)
     s[sm].compute_at(s[out], io)
     s[e].compute_at(s[out], io)
@@ -158,7 +158,7 @@ def ln_compute_at_row_vectorize(s, stages, out):
     i, j = out.op.axis
     for st in (s1, mean, var):
         s[st].compute_at(s[out], i)
-    jo, ji = s[out].split(j, factor=4)
+    _jo, ji = s[out].split(j, factor=4)
     s[out].vectorize(ji)
     s[out].parallel(i)
 
@@ -166,21 +166,21 @@ def ln_compute_at_row_vectorize(s, stages, out):
 def ln_inline_mean_split_rows(s, stages, out):
     s1, mean, var = stages
     s[mean].compute_inline()
-    i, j = out.op.axis
-    io, ii = s[out].split(i, factor=3)
+    i, _j = out.op.axis
+    io, _ii = s[out].split(i, factor=3)
     s[s1].compute_at(s[out], io)
     s[var].compute_at(s[out], io)
     (k2,) = var.op.reduce_axis
-    ko, ki = s[var].split(k2, factor=4)
+    _ko, ki = s[var].split(k2, factor=4)
     s[var].unroll(ki)
 
 
 def ln_cache_write_fused_parallel(s, stages, out):
-    s1, mean, var = stages
+    _s1, _mean, _var = stages
     ol = s.cache_write(out, "local")
     i, j = s[out].op.axis
     f = s[out].fuse(i, j)
-    fo, fi = s[out].split(f, factor=6)
+    fo, _fi = s[out].split(f, factor=6)
     s[out].parallel(fo)
     s[ol].compute_at(s[out], fo)
 

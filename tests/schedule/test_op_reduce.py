@@ -3,9 +3,9 @@ argmax tuple reducer), rfactor and cache_read, checked against numpy."""
 
 import numpy as np
 import pytest
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 from tecomp import te
-from util import check_schedule, compile_schedule, rand, run_and_check
 
 R, C = 6, 13
 
@@ -27,7 +27,7 @@ def red_default(s, out):
 
 def red_split_k_tail_unroll(s, out):
     (k,) = out.op.reduce_axis
-    ko, ki = s[out].split(k, factor=4)
+    _ko, ki = s[out].split(k, factor=4)
     s[out].unroll(ki)
 
 
@@ -41,7 +41,7 @@ def red_split_k_reorder_vectorize_data(s, out):
 
 def red_rfactor_parallel(s, out):
     (k,) = out.op.reduce_axis
-    ko, ki = s[out].split(k, nparts=4)
+    ko, _ki = s[out].split(k, nparts=4)
     rf = s.rfactor(out, ko)
     s[rf].parallel(s[rf].op.axis[0])
     s[out].vectorize(out.op.axis[0])
@@ -49,7 +49,7 @@ def red_rfactor_parallel(s, out):
 
 def red_rfactor_compute_at(s, out):
     (k,) = out.op.reduce_axis
-    ko, ki = s[out].split(k, factor=4)
+    _ko, ki = s[out].split(k, factor=4)
     rf = s.rfactor(out, ki, factor_axis=1)
     s[rf].compute_at(s[out], out.op.axis[0])
     s[rf].vectorize(s[rf].op.axis[1])
@@ -119,7 +119,7 @@ def ma_default(s, out):
 def ma_fuse_reduce_axes_split(s, out):
     ka, kb = out.op.reduce_axis
     f = s[out].fuse(ka, kb)
-    fo, fi = s[out].split(f, factor=5)  # 24 = 4 * 5 + 4
+    _fo, fi = s[out].split(f, factor=5)  # 24 = 4 * 5 + 4
     s[out].unroll(fi)
 
 
@@ -133,7 +133,7 @@ def ma_reorder_reduce_outer(s, out):
 def ma_rfactor_fused(s, out):
     ka, kb = out.op.reduce_axis
     f = s[out].fuse(ka, kb)
-    fo, fi = s[out].split(f, factor=8)
+    _fo, fi = s[out].split(f, factor=8)
     rf = s.rfactor(out, fi)
     s[rf].vectorize(s[rf].op.axis[0])
 
@@ -155,7 +155,7 @@ def test_reduce_all_axes_to_scalar_shape_1(rng):
     b = te.reduce_axis((0, 7), name="b")
     out = te.compute((1,), lambda i: te.sum(x[a, b], axis=[a, b]), name="total")
     s = te.create_schedule(out.op)
-    bo, bi = s[out].split(b, factor=3)
+    _bo, _bi = s[out].split(b, factor=3)
     xv = rand(rng, (3, 7))
     check_schedule(s, [x, out], [xv], [np.array([xv.sum()], "float32")], rtol=1e-5)
 
@@ -166,7 +166,7 @@ def test_reduce_with_where_condition(rng):
     k = te.reduce_axis((0, 5), name="k")
     out = te.compute((5,), lambda i: te.sum(x[i, k], axis=k, where=k <= i), name="out")
     s = te.create_schedule(out.op)
-    ko, ki = s[out].split(k, factor=2)
+    _ko, _ki = s[out].split(k, factor=2)
     xv = rand(rng, (5, 5))
     check_schedule(s, [x, out], [xv], [np.tril(xv).sum(axis=1)], rtol=1e-5, atol=1e-6)
 
@@ -177,7 +177,7 @@ def test_user_comm_reducer_sum_of_squares(rng):
     k = te.reduce_axis((0, 9), name="k")
     out = te.compute((4,), lambda i: ssq(x[i, k], axis=k), name="out")
     s = te.create_schedule(out.op)
-    ko, ki = s[out].split(k, factor=4)
+    _ko, _ki = s[out].split(k, factor=4)
     xv = rand(rng, (4, 9))
     check_schedule(s, [x, out], [xv], [(xv * xv).sum(axis=1)], rtol=1e-5, atol=1e-6)
 
@@ -218,7 +218,7 @@ def test_argmax_tuple_reducer(split, rng):
     x, idx, val = _argmax(5, 7)
     s = te.create_schedule(idx.op)
     if split:
-        ko, ki = s[idx].split(idx.op.reduce_axis[0], factor=split)
+        _ko, ki = s[idx].split(idx.op.reduce_axis[0], factor=split)
         s[idx].unroll(ki)
     s[idx].parallel(idx.op.axis[0])
     xv = rand(rng, (5, 7))
@@ -249,7 +249,7 @@ def test_cache_read_shared_by_two_readers(rng):
     b = te.compute((6, 7), lambda i, j: x[i, j] + a[i, j], name="b")
     s = te.create_schedule(b.op)
     xl = s.cache_read(x, "local", [a, b])
-    io, ii = s[b].split(b.op.axis[0], factor=4)
+    io, _ii = s[b].split(b.op.axis[0], factor=4)
     s[xl].compute_at(s[b], io)
     s[a].compute_at(s[b], io)
     xv = rand(rng, (6, 7))
@@ -264,7 +264,7 @@ def test_cache_read_and_cache_write_matmul_rows(rng):
     s = te.create_schedule(out.op)
     wl = s.cache_read(w, "local", [out])
     ol = s.cache_write(out, "local")
-    io, ii = s[out].split(out.op.axis[0], factor=3)
+    io, _ii = s[out].split(out.op.axis[0], factor=3)
     s[ol].compute_at(s[out], io)
     s[wl].compute_at(s[ol], s[ol].op.reduce_axis[0])
     av, wv = rand(rng, (7, 9)), rand(rng, (9,))
