@@ -139,10 +139,3 @@ def rand(rng, shape, dtype="float32", lo=-1.0, hi=1.0):
     return rng.integers(max(info.min, -100), min(info.max, 100) + 1, size=shape).astype(dtype)
 
 
-def known_bug(number: int, where: str, what: str):
-    """A strict xfail mark for a bug reported to the owners of ``where`` (lowering or
-    codegen); strict, so the test starts failing the day the bug is fixed and the mark
-    must go."""
-    import pytest
-
-    return pytest.mark.xfail(reason=f"bug {number} in {where}: {what}", strict=True)

@@ -487,6 +487,9 @@ class Simplifier:
         for m, k in s.terms.items():
             if len(m) != 1:
                 continue
+            merged = self._merge_symbolic_divmod(s, m, k)
+            if merged is not None:
+                return self._merge_divmod(merged)
             info = self._div_info.get(m[0])
             if info is None:
                 continue
@@ -513,6 +516,23 @@ class Simplifier:
             if len(alt.terms) < len(s.terms):
                 return self._merge_divmod(alt)
         return s
+
+    def _merge_symbolic_divmod(self, s: _Sum, m: tuple, k: int) -> _Sum | None:
+        """``k*(x % y) + k*y*(x // y) -> k*x`` for a variable divisor ``y`` (what fusing
+        axes of symbolic extent leaves in an index), or None if ``s`` has no such pair."""
+        mod = m[0]
+        if type(mod) is not E.FloorMod or type(mod.b) is not Var:
+            return None
+        div = self.rep(E.FloorDiv(mod.a, mod.b, mod.dtype))
+        if div not in self._order or mod.b not in self._order:
+            return None
+        mono = tuple(sorted((div, mod.b), key=self._order.__getitem__))
+        if s.terms.get(mono) != k:
+            return None
+        terms = dict(s.terms)
+        del terms[m]
+        del terms[mono]
+        return _add(_Sum(terms, s.const), _scale(self.canon(mod.a), k))
 
     def div_const(self, s: _Sum, c: int, dtype: str) -> _Sum:
         """Canonical ``s // c`` for a non-zero constant ``c`` (floor division)."""

@@ -122,6 +122,7 @@ class _BoundInference:
         self.sch = sch
         self.infos = infos
         self.bounds = bounds  # Var -> (lo, hi) constant bounds, for the prover
+        self.size_vars = set(bounds)  # the symbolic sizes of the arguments
 
     def varying_leaves(self, producer: Stage, consumer: Stage) -> list:
         """Leaf IterVars whose whole range is computed by one instance of ``producer``."""
@@ -224,10 +225,17 @@ class _BoundInference:
         # Storage: attached stages hold only their region, root ones the whole tensor.
         if st.attach_type == "scope":
             storage = []
-            for iv in op.axis:
+            for d, iv in enumerate(op.axis):
                 ext = info.root_ext[iv]
                 _, hi_b = const_int_bound(ext, self.bounds)
-                storage.append(E.IntImm(hi_b) if hi_b is not None else ext)
+                if hi_b is not None:
+                    storage.append(E.IntImm(hi_b))
+                elif set(collect_vars(ext)) <= self.size_vars:
+                    storage.append(ext)
+                else:
+                    # The extent changes from one iteration of the attach loop to the next;
+                    # the whole dimension is an upper bound that needs no loop variable.
+                    storage.append(shape[d])
         else:
             storage = list(shape)
         info.buffers = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from ..errors import DTypeError, TecompError
 from ..ir import dtype as dt
 from ..ir import expr as E
@@ -95,6 +97,10 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce") -> E.CommReducer:
         _GENERIC[r] = build
         return r
 
+    # The identity function takes one dtype per reduced value, which gives the arity.
+    params = inspect.signature(fidentity).parameters.values()
+    arity = None if any(p.kind == p.VAR_POSITIONAL for p in params) else len(params)
+
     class _Generic:
         """Called with the reduced expression(s); picks the reducer for their dtypes."""
 
@@ -103,6 +109,10 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce") -> E.CommReducer:
 
         def __call__(self, expr, axis, where=None, init=None):
             srcs = expr if isinstance(expr, (tuple, list)) else (expr,)
+            if arity is not None and len(srcs) != arity:
+                raise TecompError(
+                    f"reducer {name} combines {arity} value(s) but was given {len(srcs)}"
+                )
             dtypes = tuple(E.as_expr(s).dtype for s in srcs)
             return make_reduce(build(dtypes), expr, axis, where, init)
 

@@ -164,8 +164,6 @@ def test_unknown_dtype():
         te.placeholder((4,), dtype="float31", name="Pdt")
 
 
-@pytest.mark.xfail(reason="bug 3 in lowering (te): a reducer called with the wrong number of "
-                   "values raises an unrelated TypeError", strict=True)
 def test_comm_reducer_arity_mismatch(mat):
     red = te.comm_reducer(lambda x, y: (x[0] + y[0], x[1] + y[1]),
                           lambda a, b: (te.const(0, a), te.const(0, b)), name="pairsum")

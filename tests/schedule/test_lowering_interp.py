@@ -4,7 +4,7 @@ load and store and rejects negative allocations, which compiled code would not n
 import numpy as np
 import pytest
 import util
-from util import check_schedule, compile_schedule, known_bug, rand, run_and_check
+from util import check_schedule, compile_schedule, rand, run_and_check
 
 import tecomp
 from tecomp import te
@@ -93,7 +93,6 @@ def test_non_dividing_split_has_guard():
     assert "if " in text or "min(" in text, text
 
 
-@known_bug(4, "lowering", "the variable of a removed extent-1 loop stays in an allocation size")
 @pytest.mark.parametrize("backend", ["interp", "llvm"])
 def test_compute_at_extent_one_loop_symbolic(backend, rng):
     n = te.var("n")
