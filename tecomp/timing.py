@@ -26,10 +26,11 @@ def _warm_up(fn, seconds: float) -> None:
         fn()
 
 
-def calls_per_batch(fn, target_s: float = 0.05) -> int:
-    """How many calls make a batch of about ``target_s`` seconds (at least one)."""
+def calls_per_batch(fn, target_s: float = 0.05) -> tuple[int, float]:
+    """How many calls make a batch of about ``target_s`` seconds (at least one), and the
+    seconds one call took."""
     t = _batch_seconds(fn, 1)
-    return max(1, int(target_s / max(t, 1e-9)))
+    return max(1, int(target_s / max(t, 1e-9))), t
 
 
 def paired(contenders: dict, rounds: int = 7, warmup_s: float = 0.2, batch_s: float = 0.05):
@@ -38,12 +39,14 @@ def paired(contenders: dict, rounds: int = 7, warmup_s: float = 0.2, batch_s: fl
     Returns name -> list of per-round seconds per call. A contender slower than a second
     per call runs one call per round and no warm-up beyond that call.
     """
-    numbers = {name: calls_per_batch(fn, batch_s) for name, fn in contenders.items()}
+    numbers, slow = {}, {}
+    for name, fn in contenders.items():
+        numbers[name], one_call = calls_per_batch(fn, batch_s)
+        slow[name] = one_call > 1.0
     times = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            slow = numbers[name] == 1 and _batch_seconds(fn, 1) > 1.0
-            if not slow:
+            if not slow[name]:
                 _warm_up(fn, warmup_s)
             times[name].append(_batch_seconds(fn, numbers[name]))
     return times

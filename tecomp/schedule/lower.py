@@ -118,9 +118,12 @@ def _chain(st: Stage) -> list:
 
 
 class _BoundInference:
-    def __init__(self, sch: Schedule, infos: dict, bounds: dict):
+    """Runs consumers first: when a stage is inferred, every stage that reads it is done."""
+
+    def __init__(self, sch: Schedule, bounds: dict):
         self.sch = sch
-        self.infos = infos
+        self.done: dict = {}  # Stage -> StageInfo, for the stages inferred so far
+        self.extent_of: dict = {}  # IterVar -> extent, over the stages inferred so far
         self.bounds = bounds  # Var -> (lo, hi) constant bounds, for the prover
         self.size_vars = set(bounds)  # the symbolic sizes of the arguments
 
@@ -152,9 +155,7 @@ class _BoundInference:
         ndim = len(shape)
         lo = [None] * ndim
         hi = [None] * ndim
-        for cst, cinfo in self.infos.items():
-            if cst is producer or cst.attach_type == "inline":
-                continue
+        for cst, cinfo in self.done.items():
             reads = [r for r in _reads(cinfo.body) if self.sch.stage_map.get(r.tensor.op) is producer]
             if not reads:
                 continue
@@ -163,7 +164,7 @@ class _BoundInference:
             varying = self.varying_leaves(producer, cst)
             ranges = {}
             for iv in varying:
-                ext = cinfo_ext(self.infos, iv)
+                ext = self.extent_of[iv]
                 ranges[iv.var] = (E.IntImm(0, iv.var.dtype), simplify(ext - 1, self.bounds))
             for r in reads:
                 for d, idx in enumerate(r.indices):
@@ -243,13 +244,8 @@ class _BoundInference:
             make_buffer(t.name, t.dtype, storage, st.scope)
             for i, t in enumerate(op.outputs)
         ]
-
-
-def cinfo_ext(infos: dict, iv: E.IterVar):
-    for info in infos.values():
-        if iv in info.extents:
-            return info.extents[iv]
-    raise LoweringError(f"no extent known for axis {iv.name}")
+        self.done[st] = info
+        self.extent_of.update(info.extents)
 
 
 # ---- 3. loop nests -----------------------------------------------------------------------------
@@ -501,10 +497,9 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
         for s in a.shape:
             for v in collect_vars(s):
                 bounds[v] = (1, None)
-    inference = _BoundInference(sch, {}, bounds)
+    inference = _BoundInference(sch, bounds)
     for st in reversed(sch.stages):
         if st in infos:
-            inference.infos = {k: v for k, v in infos.items() if v.extents or k is st}
             inference.infer(infos[st])
 
     attached: dict = {}

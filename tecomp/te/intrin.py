@@ -118,12 +118,12 @@ def _binary_or_reduce(name: str, node, a, b, axis, where, init):
     return E.binary(node, a, b)
 
 
-def max(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+def max(a, b=None, axis=None, where=None, init=None):
     """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction."""
     return _binary_or_reduce("max", E.Max, a, b, axis, where, init)
 
 
-def min(a, b=None, axis=None, where=None, init=None):  # noqa: A001
+def min(a, b=None, axis=None, where=None, init=None):
     """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction."""
     return _binary_or_reduce("min", E.Min, a, b, axis, where, init)
 
