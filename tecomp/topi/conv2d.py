@@ -1,11 +1,32 @@
 """2-D convolutions in NCHW for x86: ``conv2d`` and ``depthwise_conv2d``.
 
-Inputs and outputs stay NCHW. The micro-kernel computes a tile of ``bk`` output
-channels by ``bw`` output columns in a local accumulator (vectors along the output
-width, so a stride-1 convolution reads contiguous input rows and broadcasts one kernel
-value per output channel), reducing over input channels and the kernel window; the
-tiles over (batch, channel blocks, rows) are fused and run in parallel. The padded
-input is materialised once, in parallel, so the hot loop has no bounds checks.
+Inputs and outputs stay NCHW; inside, both work on channel-blocked (NCHW[x]c) copies,
+the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
+
+- ``data_vec[n, C/ic_bn, Hp, Wp, ic_bn]``: the padded input with ``ic_bn`` channels
+  innermost (one packing pass, in parallel, so the hot loop has no bounds checks);
+- ``kernel_vec[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]``: the kernel with ``oc_bn`` output
+  channels innermost, so one vector load gives ``oc_bn`` weights;
+- ``conv[n, K/oc_bn, OH, OW, oc_bn]``: the micro-kernel accumulates a tile of
+  ``oh_bn x reg_n`` output points by ``oc_bn`` channels in a local buffer (``cache_write``)
+  that LLVM keeps in vector registers: per step of the reduction it loads the ``oc_bn``
+  weights once and does one fused multiply-add per output point with the input value
+  broadcast from memory. The reduction runs over input-channel blocks, kernel rows and
+  columns and the ``ic_bn`` channels of a block (optionally with the kernel columns
+  unrolled); the loops over (batch, output-channel block, output rows) are fused and
+  run in parallel;
+- the unpack to NCHW happens at the tile, straight from the accumulators (the blocked
+  ``conv`` tensor is never written to memory).
+
+Knobs: ``tile_ic`` (ic_bn, a divisor of C), ``tile_oc`` (oc_bn, a divisor of K),
+``tile_ow`` (reg_n; a divisor of OW, or, when OW has none that fits a register tile, a
+value that pads the output width with columns that are computed and dropped),
+``tile_oh`` (rows per tile), ``unroll_kw`` and ``order`` (which of output-channel block and
+output row is the outer parallel loop). The fallback config picks a register tile of
+about 16-28 accumulators (see :func:`_conv_fallback`).
+
+Depthwise conv2d blocks channels the same way (``cb`` channels per vector) with a
+``reg_n x cb`` accumulator tile.
 
 Workload keys (what a graph produces):
 
@@ -21,6 +42,10 @@ from __future__ import annotations
 from .. import te
 from ..autotune import get_config, template
 
+# float32 lanes of one vector register and the number of vector registers (AVX-512).
+LANES = 16
+NUM_REGS = 32
+
 
 def _pads(padding):
     padding = tuple(int(p) for p in padding)
@@ -33,6 +58,14 @@ def _pads(padding):
 
 def _out_size(size, k, stride, lo, hi, dil):
     return (size + lo + hi - dil * (k - 1) - 1) // stride + 1
+
+
+def _ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+def _divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def pad_nchw(data, pads, name="data.pad"):
@@ -52,7 +85,8 @@ def pad_nchw(data, pads, name="data.pad"):
 
 
 def conv2d_compute(data, kernel, strides, padding, dilation):
-    """Direct NCHW convolution (returns output and the padded input)."""
+    """Direct NCHW convolution (returns output and the padded input): the reference
+    definition, not what the template schedules."""
     N, C, H, W = (int(s.value) for s in data.shape)
     K, _, R, S = (int(s.value) for s in kernel.shape)
     sh, sw = strides
@@ -75,76 +109,236 @@ def conv2d_compute(data, kernel, strides, padding, dilation):
     return out, P
 
 
-def _candidates(n, options):
-    return [[-1, r] for r in options if r <= n] or [[-1, 1]]
+def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
+    N, C, H, W = (int(s) for s in data_shape)
+    K, KC, R, S = (int(s) for s in kernel_shape)
+    sh, sw = (int(s) for s in strides)
+    dh, dw = (int(d) for d in dilation)
+    pads = _pads(padding)
+    OH = _out_size(H, R, sh, pads[0], pads[2], dh)
+    OW = _out_size(W, S, sw, pads[1], pads[3], dw)
+    if min(N, C, H, W, K, KC, R, S, sh, sw, dh, dw) < 1 or min(pads) < 0:
+        raise ValueError(f"{what}: shapes, strides and dilation must be positive, padding >= 0 "
+                         f"(data {tuple(data_shape)}, kernel {tuple(kernel_shape)}, "
+                         f"strides {tuple(strides)}, padding {pads}, dilation {tuple(dilation)})")
+    if OH < 1 or OW < 1:
+        raise ValueError(f"{what}: the kernel {R}x{S} (dilation {dh}x{dw}) does not fit the "
+                         f"padded input {H}x{W} (padding {pads}): empty output")
+    return N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW
+
+
+def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
+    """``data`` [N, C, H, W] as [N, ceil(C'/bn), Hp, Wp, bn]: zero padding of ``pads`` (top,
+    left) and up to Hp x Wp; channel ``j`` of the blocked tensor is input channel
+    ``channel_of(j)`` (identity by default; C' = C); channels past C' are zero."""
+    N, C, H, W = (int(s.value) for s in data.shape)
+    top, left = pads[0], pads[1]
+    chans = C if channel_of is None else channel_of[1]
+    of = (lambda j: j) if channel_of is None else channel_of[0]
+
+    def f(n, c, y, x, cb):
+        j = c * bn + cb
+        conds = []
+        if top:
+            conds.append(y >= top)
+        if Hp > H + top:
+            conds.append(y < H + top)
+        if left:
+            conds.append(x >= left)
+        if Wp > W + left:
+            conds.append(x < W + left)
+        if chans % bn:
+            conds.append(j < chans)
+        # No clamping: the code generator evaluates a load under if_then_else only where
+        # the condition holds (a branch, or a masked load for vector lanes).
+        value = data[n, of(j), y - top, x - left]
+        return te.if_then_else(te.all(*conds), value, 0.0) if conds else value
+
+    return te.compute((N, _ceil_div(chans, bn), Hp, Wp, bn), f, name=name)
+
+
+def _pad_plain(data, Hp, Wp, pads, name="data_pad"):
+    """``data`` zero-padded to [N, C, Hp, Wp] (top/left by ``pads``); ``data`` itself when
+    that is a no-op."""
+    N, C, H, W = (int(s.value) for s in data.shape)
+    top, left = pads[0], pads[1]
+    if not top and not left and Hp <= H and Wp <= W:
+        return data
+
+    def f(n, c, y, x):
+        conds = []
+        if top:
+            conds.append(y >= top)
+        if Hp > H + top:
+            conds.append(y < H + top)
+        if left:
+            conds.append(x >= left)
+        if Wp > W + left:
+            conds.append(x < W + left)
+        value = data[n, c, y - top, x - left]
+        return te.if_then_else(te.all(*conds), value, 0.0) if conds else value
+
+    return te.compute((N, C, Hp, Wp), f, name=name)
+
+
+# ---- conv2d -------------------------------------------------------------------------------------
+
+
+def _conv_candidates(C, K, OH, OW):
+    ic = [d for d in _divisors(C) if d <= 64]
+    ic = [d for d in ic if d >= min(4, ic[-1])]
+    oc = [d for d in _divisors(K) if d <= 64]
+    oc = [d for d in oc if d >= min(8, oc[-1])]
+    ow = [d for d in _divisors(OW) if d <= 32]
+    ow = [d for d in ow if d >= min(4, ow[-1])]
+    if max(ow) < 7 and OW > 7:
+        # No divisor gives a register tile: also offer tiles that pad the width.
+        ow = sorted(set(ow) | {r for r in (8, 14, 16) if r < OW})
+    oh = [1, 2] if OH >= 2 else [1]
+    return ic, oc, ow, oh
+
+
+def _conv_fallback(C, K, OH, OW, ic, oc, ow):
+    """The measured sweet spot on AVX-512 (Zen 5, ResNet-50 3x3 layers): oc_bn = 32 (two
+    vectors) by reg_n near 7 output columns (about 14 accumulators), the input-channel
+    block as large as possible up to 32; a width that divides OW before one that pads."""
+    def near(cands, want):
+        return min(cands, key=lambda d: (abs(d - want), -d))
+
+    oc_bn = 32 if 32 in oc else near(oc, LANES)
+    vecs = _ceil_div(oc_bn, LANES)
+    want = max(1, 14 // vecs)
+
+    def score(r):
+        pads = _ceil_div(OW, r) * r - OW
+        return (r * vecs > 28, pads > 0, abs(r - want), -r)
+
+    reg_n = min(ow, key=score)
+    ic_bn = max([d for d in ic if d <= 32] or [min(ic)])
+    return ic_bn, oc_bn, reg_n
 
 
 @template("conv2d")
 def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
            dtype="float32"):
     """Tunable NCHW conv2d for x86 (see the module docstring)."""
-    data = te.placeholder(tuple(data_shape), dtype, name="data")
-    kernel = te.placeholder(tuple(kernel_shape), dtype, name="kernel")
-    out, P = conv2d_compute(data, kernel, strides, padding, dilation)
-    N, K, OH, OW = (int(s.value) for s in out.shape)
-    C = int(data.shape[1].value)
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data_shape, kernel_shape, strides, padding, dilation, "conv2d")
+    if KC != C:
+        raise ValueError(f"conv2d: kernel {tuple(kernel_shape)} has {KC} input channels, data "
+                         f"{tuple(data_shape)} has {C} (grouped convolution is not supported; "
+                         f"use depthwise_conv2d for groups == channels)")
 
     cfg = get_config()
-    cfg.define_split("tile_k", K, num_outputs=2, policy="candidate",
-                     candidate=_candidates(K, (1, 2, 4, 6, 8, 12, 16)))
-    cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
-                     candidate=_candidates(OW, (4, 7, 8, 14, 16, 28, 32, 56, 64)))
-    cfg.define_split("tile_h", OH, num_outputs=2, policy="candidate",
-                     candidate=_candidates(OH, (1, 2, 4)))
-    cfg.define_split("tile_c", C, num_outputs=2, policy="candidate",
-                     candidate=_candidates(C, (1, 2, 4, 8)))
-    cfg.define_knob("unroll_kw", [True, False])
+    ic, oc, ow, oh = _conv_candidates(C, K, OH, OW)
+    cfg.define_split("tile_ic", C, num_outputs=2, policy="candidate",
+                     candidate=[[-1, d] for d in ic])
+    cfg.define_split("tile_oc", K, num_outputs=2, policy="candidate",
+                     candidate=[[-1, d] for d in oc])
+    cfg.define_split("tile_ow", OW, num_outputs=2, policy="candidate",
+                     candidate=[[-1, d] for d in ow])
+    cfg.define_split("tile_oh", OH, num_outputs=2, policy="candidate",
+                     candidate=[[-1, d] for d in oh])
+    cfg.define_knob("unroll_kw", [False, True])
+    cfg.define_knob("order", ["oc_oh", "oh_oc"])
     if cfg.is_fallback:
-        cfg.fallback_split("tile_k", [-1, 8])
-        cfg.fallback_split("tile_w", [-1, 16])
-        cfg.fallback_split("tile_h", [-1, 1])
-        cfg.fallback_split("tile_c", [-1, 1])
+        ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow)
+        cfg.fallback_split("tile_ic", [-1, ic_bn])
+        cfg.fallback_split("tile_oc", [-1, oc_bn])
+        cfg.fallback_split("tile_ow", [-1, reg_n])
+        cfg.fallback_split("tile_oh", [-1, 1])
+        cfg.fallback_knob("unroll_kw", False)
+        cfg.fallback_knob("order", "oc_oh")
+    ic_bn = cfg["tile_ic"].size[-1]
+    oc_bn = cfg["tile_oc"].size[-1]
+    reg_n = cfg["tile_ow"].size[-1]
+    oh_bn = cfg["tile_oh"].size[-1]
+
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    kernel = te.placeholder((K, C, R, S), dtype, name="kernel")
+    # The blocked output covers whole tiles; columns and rows past OW / OH are computed
+    # from zero padding and dropped by the unpack.
+    OWp = _ceil_div(OW, reg_n) * reg_n
+    OHp = _ceil_div(OH, oh_bn) * oh_bn
+    Hp = (OHp - 1) * sh + (R - 1) * dh + 1
+    Wp = (OWp - 1) * sw + (S - 1) * dw + 1
+    ICc, OCc = C // ic_bn, K // oc_bn
+    data_vec = _pack_data(data, ic_bn, Hp, Wp, pads)
+    kernel_vec = te.compute(
+        (OCc, ICc, R, S, ic_bn, oc_bn),
+        lambda o, c, r, s, cb, ob: kernel[o * oc_bn + ob, c * ic_bn + cb, r, s],
+        name="kernel_vec",
+    )
+    ico = te.reduce_axis((0, ICc), name="ico")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+    ici = te.reduce_axis((0, ic_bn), name="ici")
+    conv = te.compute(
+        (N, OCc, OHp, OWp, oc_bn),
+        lambda n, o, y, x, ob: te.sum(
+            data_vec[n, ico, y * sh + ry * dh, x * sw + rx * dw, ici]
+            * kernel_vec[o, ico, ry, rx, ici, ob],
+            axis=[ico, ry, rx, ici],
+        ),
+        name="conv",
+    )
+    out = te.compute(
+        (N, K, OH, OW), lambda n, k, y, x: conv[n, k // oc_bn, y, x, k % oc_bn], name="out")
 
     s = te.create_schedule(out.op)
-    if P is not data:
-        n, c, y, x = s[P].op.axis
-        s[P].parallel(s[P].fuse(n, c))
-        s[P].vectorize(x) if int(P.shape[3].value) <= 64 else None
-    OL = s.cache_write(out, "local")
+    # Packing stages: parallel over (batch, channel block, row) / kernel blocks.
+    n, c, y, x, cb = s[data_vec].op.axis
+    s[data_vec].parallel(s[data_vec].fuse(n, c, y))
+    o, c, r, s_, cb, ob = s[kernel_vec].op.axis
+    s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))
+    s[kernel_vec].unroll(s_)
+    s[kernel_vec].unroll(ob)
+
+    # The micro-kernel's accumulators live at the output tile; the unpack to NCHW reads
+    # them there (the blocked ``conv`` tensor is never materialised).
+    CL = s.cache_write(conv, "local")
+    s[conv].compute_inline()
     n, k, y, x = s[out].op.axis
-    ko, ki = s[out].split(k, factor=cfg["tile_k"].size[-1])
-    yo, yi = s[out].split(y, factor=cfg["tile_h"].size[-1])
-    xo, xi = s[out].split(x, factor=cfg["tile_w"].size[-1])
-    s[out].reorder(n, ko, yo, xo, ki, yi, xi)
-    fused = s[out].fuse(n, ko, yo)
+    ko, ki = s[out].split(k, factor=oc_bn)
+    yo, yi = s[out].split(y, factor=oh_bn)
+    xo, xi = s[out].split(x, factor=reg_n)
+    if cfg["order"].val == "oc_oh":
+        s[out].reorder(n, ko, yo, xo, yi, ki, xi)
+        fused = s[out].fuse(n, ko, yo)
+    else:
+        s[out].reorder(n, yo, ko, xo, yi, ki, xi)
+        fused = s[out].fuse(n, yo, ko)
     s[out].parallel(fused)
-    s[out].vectorize(xi)
-    s[OL].compute_at(s[out], xo)
-    _, lk, ly, lx = s[OL].op.axis
-    rc, ry, rx = s[OL].op.reduce_axis
-    rco, rci = s[OL].split(rc, factor=cfg["tile_c"].size[-1])
-    s[OL].reorder(rco, ry, rx, rci, lk, ly, lx)
-    s[OL].vectorize(lx)
-    s[OL].unroll(lk)
+    s[CL].compute_at(s[out], xo)
+
+    _, _, ly, lx, lob = s[CL].op.axis
+    rco, rr, rs, rci = s[CL].op.reduce_axis
     if cfg["unroll_kw"].val:
-        s[OL].unroll(rx)
+        s[CL].reorder(rco, rr, rci, rs, ly, lx, lob)
+        s[CL].unroll(rs)
+    else:
+        s[CL].reorder(rco, rr, rs, rci, ly, lx, lob)
+    s[CL].unroll(ly)
+    s[CL].unroll(lx)
+    s[CL].vectorize(lob)
     return s, [data, kernel, out]
+
+
+# ---- depthwise conv2d ---------------------------------------------------------------------------
 
 
 @template("depthwise_conv2d")
 def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
                      dilation=(1, 1), dtype="float32"):
     """Tunable NCHW depthwise conv2d for x86 (channel multiplier = K / C)."""
-    data = te.placeholder(tuple(data_shape), dtype, name="data")
-    kernel = te.placeholder(tuple(kernel_shape), dtype, name="kernel")
-    N, C, H, W = (int(s) for s in data_shape)
-    K, _, R, S = (int(s) for s in kernel_shape)
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data_shape, kernel_shape, strides, padding, dilation, "depthwise_conv2d")
+    if KC != 1 or K % C:
+        raise ValueError(f"depthwise_conv2d: kernel {tuple(kernel_shape)} must be "
+                         f"(C * multiplier, 1, R, S) for data {tuple(data_shape)}")
     mult = K // C
-    sh, sw = strides
-    dh, dw = dilation
-    pads = _pads(padding)
-    OH = _out_size(H, R, sh, pads[0], pads[2], dh)
-    OW = _out_size(W, S, sw, pads[1], pads[3], dw)
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    kernel = te.placeholder((K, 1, R, S), dtype, name="kernel")
     P = pad_nchw(data, pads)
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
@@ -158,9 +352,10 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
     )
     cfg = get_config()
     cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
-                     candidate=_candidates(OW, (4, 7, 8, 14, 16, 28, 32, 56, 64)))
+                     candidate=[[-1, r] for r in (4, 7, 8, 14, 16, 28, 32, 56, 64) if r <= OW]
+                     or [[-1, 1]])
     cfg.define_split("tile_h", OH, num_outputs=2, policy="candidate",
-                     candidate=_candidates(OH, (1, 2, 4, 8)))
+                     candidate=[[-1, r] for r in (1, 2, 4, 8) if r <= OH] or [[-1, 1]])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
         cfg.fallback_split("tile_w", [-1, 16])

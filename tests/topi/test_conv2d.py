@@ -1,0 +1,112 @@
+"""conv2d / depthwise_conv2d templates against a numpy reference on odd shapes: strides,
+asymmetric padding, dilation, channel counts that no vector block divides, widths that
+need padded register tiles; the fallback config and sampled points of each space."""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp import autotune
+
+
+def ref_conv(x, w, stride, pads, dil=(1, 1), groups=1):
+    top, left, bottom, right = pads if len(pads) == 4 else (pads[0], pads[1], pads[0], pads[1])
+    N, C, H, W = x.shape
+    K, Cg, R, S = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    OH = (H + top + bottom - dil[0] * (R - 1) - 1) // stride[0] + 1
+    OW = (W + left + right - dil[1] * (S - 1) - 1) // stride[1] + 1
+    out = np.zeros((N, K, OH, OW))
+    per = K // groups
+    for r in range(R):
+        for s in range(S):
+            y0, x0 = r * dil[0], s * dil[1]
+            patch = xp[:, :, y0:y0 + stride[0] * (OH - 1) + 1:stride[0],
+                       x0:x0 + stride[1] * (OW - 1) + 1:stride[1]]
+            for g in range(groups):
+                out[:, g * per:(g + 1) * per] += np.einsum(
+                    "nchw,kc->nkhw", patch[:, g * Cg:(g + 1) * Cg], w[g * per:(g + 1) * per, :, r, s])
+    return out
+
+
+def _check(task, cfg, groups=1):
+    s, tensors = task.instantiate(cfg)
+    mod = tecomp.build(s, tensors)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, task.args[0]).astype("float32")
+    w = rng.uniform(-1, 1, task.args[1]).astype("float32")
+    y = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
+    mod(x, w, y)
+    ref = ref_conv(x, w, task.args[2], task.args[3], task.args[4], groups)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def _sample(task, k=4):
+    n = len(task.config_space)
+    idx = {task.default_config.index, 0, n - 1}
+    idx |= set(np.random.default_rng(n).choice(n, size=min(k, n), replace=False).tolist())
+    return sorted(idx)
+
+
+CONV_CASES = [
+    # (data, kernel, strides, padding, dilation)
+    ((1, 5, 9, 11), (6, 5, 3, 3), (1, 1), (1, 1), (1, 1)),          # nothing divides 16
+    ((2, 4, 10, 10), (8, 4, 3, 3), (2, 2), (0, 0), (1, 1)),         # batch 2, stride 2
+    ((1, 3, 7, 7), (4, 3, 1, 1), (1, 1), (0, 0), (1, 1)),           # 1x1
+    ((1, 24, 13, 13), (40, 24, 3, 3), (1, 1), (2, 2), (1, 1)),      # pad 2, prime width
+    ((1, 16, 17, 15), (32, 16, 3, 3), (2, 2), (1, 1), (1, 1)),      # stride 2, odd sizes
+    ((1, 8, 12, 12), (16, 8, 3, 3), (1, 1), (0, 1, 2, 1), (1, 1)),  # asymmetric padding
+    ((1, 8, 12, 12), (16, 8, 3, 3), (1, 1), (2, 2), (2, 2)),        # dilation 2
+    ((1, 3, 23, 23), (16, 3, 7, 7), (2, 2), (3, 3), (1, 1)),        # stem-like 7x7 / 2
+    ((1, 32, 37, 37), (64, 32, 3, 3), (1, 1), (1, 1), (1, 1)),      # width 37: padded tiles
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_conv2d_matches_numpy(case):
+    task = autotune.create_task("conv2d", case + ("float32",))
+    for i in _sample(task):
+        _check(task, task.config_space.get(i))
+
+
+def test_conv2d_fallback_is_a_register_tile():
+    task = autotune.create_task("conv2d", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1),
+                                           (1, 1), "float32"))
+    cfg = task.default_config
+    assert cfg["tile_oc"].size[-1] == 32 and cfg["tile_ow"].size[-1] == 7
+    s, args = task.instantiate(cfg)
+    text = str(tecomp.lower(s, args))
+    assert "parallel" in text and "vectorized" in text and "unrolled" in text
+    assert "local" in text
+
+
+def test_conv2d_padded_width_candidates():
+    # OW = 37 is prime: the space offers widths that pad the blocked output.
+    task = autotune.create_task("conv2d", CONV_CASES[-1] + ("float32",))
+    widths = [e.size[-1] for e in task.config_space.space_map["tile_ow"].entities]
+    assert any(37 % w for w in widths)
+    for w in widths:
+        cfg = task.config_space.from_json({**task.default_config.to_json(), "tile_ow": [-1, w]})
+        _check(task, cfg)
+
+
+def test_conv2d_rejects_grouped_kernel():
+    with pytest.raises(Exception, match="input channels"):
+        autotune.create_task("conv2d", ((1, 8, 8, 8), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1),
+                                        "float32")).config_space
+
+
+DW_CASES = [
+    ((1, 6, 9, 11), (6, 1, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((1, 32, 14, 14), (32, 1, 3, 3), (2, 2), (1, 1), (1, 1)),
+    ((2, 20, 15, 15), (40, 1, 3, 3), (1, 1), (0, 0), (1, 1)),       # multiplier 2
+    ((1, 24, 16, 16), (24, 1, 5, 5), (1, 1), (2, 2), (2, 2)),       # 5x5, dilation 2
+]
+
+
+@pytest.mark.parametrize("case", DW_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_depthwise_conv2d_matches_numpy(case):
+    task = autotune.create_task("depthwise_conv2d", case + ("float32",))
+    groups = case[0][1]
+    for i in _sample(task):
+        _check(task, task.config_space.get(i), groups=groups)
