@@ -1,0 +1,167 @@
+"""Questions the LLVM emitter asks of loop IR before emitting it: which expressions are
+index arithmetic, which could fault when evaluated speculatively, whether a vectorized
+loop body can run lane-parallel, and what an outlined parallel loop refers to."""
+
+from __future__ import annotations
+
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.functor import post_order_visit
+
+#: Unrolled loops longer than this become loops with llvm.loop.unroll.full metadata (so
+#: a vectorized body may hold only shorter ones: those are unrolled for real).
+MAX_UNROLL = 512
+
+SIGNED_INT = ("int8", "int16", "int32", "int64")
+
+
+def is_pure_int(e, cache) -> bool:
+    """Whether ``e`` is signed-integer arithmetic over variables and constants only (index
+    arithmetic), which we evaluate in i64."""
+    r = cache.get(id(e))
+    if r is not None:
+        return r
+    t = type(e)
+    if e.dtype not in SIGNED_INT:
+        r = False
+    elif t in (E.Var, E.IntImm):
+        r = True
+    elif t in (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max):
+        r = is_pure_int(e.a, cache) and is_pure_int(e.b, cache)
+    elif t is E.Cast:
+        r = e.value.dtype in SIGNED_INT and is_pure_int(e.value, cache)
+    else:
+        r = False
+    cache[id(e)] = r
+    return r
+
+
+def has_unsafe(e) -> bool:
+    """Whether evaluating ``e`` could fault when it should not have been evaluated."""
+    found = False
+
+    def fn(n):
+        nonlocal found
+        if isinstance(n, E.Load) or (
+            isinstance(n, (E.FloorDiv, E.FloorMod)) and not isinstance(n.b, E.IntImm)
+        ):
+            found = True
+
+    post_order_visit(e, fn)
+    return found
+
+
+def _skey(e):
+    """A structural key of an expression (variables by identity)."""
+    t = type(e)
+    if t is E.Var:
+        return ("v", id(e))
+    if t in (E.IntImm, E.FloatImm):
+        return ("c", e.value, e.dtype)
+    if t is E.Load:
+        return ("L", id(e.buffer), _skey(e.index))
+    parts = [t.__name__, getattr(e, "dtype", None)]
+    for f in ("a", "b", "value", "cond", "true_value", "false_value", "body", "var"):
+        if hasattr(e, f):
+            parts.append(_skey(getattr(e, f)))
+    if t is E.Call:
+        parts.append(e.name)
+        parts.extend(_skey(a) for a in e.args)
+    return tuple(parts)
+
+
+def buffer_key(buf):
+    return buf.data if buf.data is not None else buf
+
+
+def vectorizable(body, loop_var) -> bool:
+    """Whether a vectorized loop body can be emitted lane-parallel, preserving the serial
+    semantics: only stores/ifs/lets/unrolled loops, every store address varies with the
+    lane, and a stored buffer is only read at an address it is also stored to."""
+    varying = {loop_var}
+    ok = True
+    stores: dict = {}
+    loads: list = []
+
+    def uses_varying(e):
+        found = False
+
+        def fn(n):
+            nonlocal found
+            if isinstance(n, E.Var) and n in varying:
+                found = True
+
+        post_order_visit(e, fn)
+        return found
+
+    def collect_loads(e):
+        def fn(n):
+            if isinstance(n, E.Load):
+                loads.append(n)
+            elif isinstance(n, E.Let) and uses_varying(n.value):
+                varying.add(n.var)
+
+        post_order_visit(e, fn)
+
+    def walk(s):
+        nonlocal ok
+        if not ok:
+            return
+        t = type(s)
+        if t is S.SeqStmt:
+            for x in s.seq:
+                walk(x)
+        elif t is S.Store:
+            collect_loads(s.value)
+            collect_loads(s.index)
+            if not uses_varying(s.index):
+                ok = False
+                return
+            stores.setdefault(buffer_key(s.buffer), set()).add(_skey(s.index))
+        elif t is S.IfThenElse:
+            collect_loads(s.condition)
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif t is S.LetStmt:
+            collect_loads(s.value)
+            if uses_varying(s.value):
+                varying.add(s.var)
+            walk(s.body)
+        elif t is S.Evaluate:
+            pass
+        elif t is S.For:
+            ext = E.const_value(s.extent)
+            if s.kind != "unrolled" or ext is None or ext > MAX_UNROLL:
+                ok = False
+                return
+            collect_loads(s.min)
+            walk(s.body)
+        else:
+            ok = False
+
+    walk(body)
+    if not ok:
+        return False
+    for ld in loads:
+        keys = stores.get(buffer_key(ld.buffer))
+        if keys is not None and _skey(ld.index) not in keys:
+            return False
+    return True
+
+
+def free_refs(s):
+    """Variables and buffer keys a statement refers to (including allocation shapes)."""
+    vars_, bufs = {}, {}
+
+    def fn(n):
+        if isinstance(n, E.Var):
+            vars_.setdefault(n, None)
+        elif isinstance(n, (E.Load, S.Store)):
+            bufs.setdefault(buffer_key(n.buffer), None)
+        elif isinstance(n, S.Allocate):
+            for x in n.buffer.shape:
+                post_order_visit(x, fn)
+
+    post_order_visit(s, fn)
+    return list(vars_), list(bufs)

@@ -1,0 +1,84 @@
+"""Math calls for the LLVM emitter: LLVM intrinsics, the few functions composed from
+them, and libm calls lane by lane where LLVM has no intrinsic."""
+
+from __future__ import annotations
+
+from ..errors import UnsupportedOpError
+from ..ir import dtype as dt
+from . import llvm_types as T
+from .llvm_ir import Val
+
+#: Calls that are one LLVM intrinsic (``llvm.<name>.<type>``).
+_LLVM_MATH = {
+    "exp": "exp", "log": "log", "sqrt": "sqrt", "fabs": "fabs", "floor": "floor",
+    "ceil": "ceil", "round": "roundeven", "trunc": "trunc", "pow": "pow", "sin": "sin",
+    "cos": "cos", "exp2": "exp2", "log2": "log2", "log10": "log10", "tanh": "tanh",
+}
+#: Calls with no LLVM intrinsic: the libm functions (float, double) that compute them.
+_LIBM = {"erf": ("erff", "erf")}
+
+
+class MathMixin:
+    """``Call`` expressions and intrinsic calls; mixed into ``llvm_emit.Emitter``."""
+
+    def intrinsic(self, name: str, ty: str, lanes: int, args) -> Val:
+        sfx = T.suffix(ty, lanes)
+        fname = f"@llvm.{name}.{sfx}"
+        vt = T.vec(ty, lanes)
+        self.declare(fname, f"declare {vt} {fname}({', '.join([vt] * len(args))})")
+        argl = ", ".join(f"{vt} {a.ref}" for a in args)
+        return self.val(f"call {vt} {fname}({argl})", ty, lanes)
+
+    def ev_Call(self, e):
+        name = e.name
+        d = e.dtype
+        if not dt.is_float(d):
+            raise UnsupportedOpError(f"intrinsic {name} on {d} is not supported ({e})")
+        args = self.unify(*[self.ev(a) for a in e.args])
+        n = args[0].lanes
+        ty = args[0].ty
+        if name == "sigmoid":  # 1 / (1 + exp(-x)), IEEE (no fast-math)
+            x = args[0]
+            neg = self.val(f"fneg {x.vty} {x.ref}", ty, n)
+            ex = self.intrinsic("exp", ty, n, [neg])
+            one = self.const(1.0, d, n)
+            den = self.val(f"fadd {x.vty} {one.ref}, {ex.ref}", ty, n)
+            return self.val(f"fdiv {x.vty} {one.ref}, {den.ref}", ty, n)
+        if name == "rsqrt":
+            x = args[0]
+            s = self.intrinsic("sqrt", ty, n, [x])
+            one = self.const(1.0, d, n)
+            return self.val(f"fdiv {x.vty} {one.ref}, {s.ref}", ty, n)
+        if name in _LLVM_MATH:
+            return self.intrinsic(_LLVM_MATH[name], ty, n, list(args))
+        if name in _LIBM:
+            return self.libm_call(_LIBM[name], d, args)
+        raise UnsupportedOpError(
+            f"intrinsic {name!r} is not supported by the LLVM code generator; supported: "
+            f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt'}))}"
+        )
+
+    def libm_call(self, names, d: str, args) -> Val:
+        """Call a libm function lane by lane (float16 goes through float)."""
+        fname, dname = names
+        use = dname if d == "float64" else fname
+        cty = "double" if d == "float64" else "float"
+        self.declare(f"@{use}", f"declare {cty} @{use}({', '.join([cty] * len(args))}) nounwind readnone")
+        n = args[0].lanes
+        ty = args[0].ty
+        out = None
+        for k in range(n):
+            lane_args = []
+            for a in args:
+                x = a if n == 1 else self.val(f"extractelement {a.vty} {a.ref}, i64 {k}", ty)
+                if ty != cty:
+                    x = self.val(f"fpext {ty} {x.ref} to {cty}", cty)
+                lane_args.append(x)
+            r = self.val(f"call {cty} @{use}({', '.join(f'{cty} {x.ref}' for x in lane_args)})", cty)
+            if ty != cty:
+                r = self.val(f"fptrunc {cty} {r.ref} to {ty}", ty)
+            if n == 1:
+                return r
+            base = "poison" if out is None else out.ref
+            out = self.val(f"insertelement {T.vec(ty, n)} {base}, {ty} {r.ref}, i64 {k}", ty, n)
+        return out

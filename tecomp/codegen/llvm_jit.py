@@ -1,0 +1,179 @@
+"""LLVM itself: target machines, the optimization pipeline, the JIT and the runtime
+libraries generated code calls (libgomp, libm)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+from ..errors import CodegenError, TargetError
+from ..target import Target, _llvm
+
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def libgomp_path() -> str | None:
+    """Where libgomp lives (found through ctypes.util or the C compiler), or None."""
+    import ctypes.util
+    import subprocess
+
+    cands = []
+    try:
+        out = subprocess.run(
+            ["cc", "-print-file-name=libgomp.so.1"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
+        if out and os.path.isabs(out):
+            cands.append(out)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = ctypes.util.find_library("gomp")
+    if found:
+        cands.append(found)
+    cands.append("libgomp.so.1")
+    import ctypes
+
+    for c in cands:
+        try:
+            ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
+            return c
+        except OSError:
+            continue
+    return None
+
+
+@functools.cache
+def _load_runtime_libs() -> None:
+    llvm = _llvm()
+    path = libgomp_path()
+    if path is not None:
+        llvm.load_library_permanently(path)
+    import ctypes.util
+
+    libm = ctypes.util.find_library("m")
+    if libm:
+        try:
+            llvm.load_library_permanently(libm)
+        except RuntimeError:
+            pass
+
+
+def target_machine(target: Target, pic: bool = False):
+    return _target_machine(target.mtriple, target.mcpu, ",".join(target.mattr), pic)
+
+
+def _new_target_machine(target: Target, pic: bool):
+    return _target_machine.__wrapped__(target.mtriple, target.mcpu, ",".join(target.mattr), pic)
+
+
+@functools.lru_cache(maxsize=64)
+def _target_machine(triple: str, cpu: str, features: str, pic: bool):
+    llvm = _llvm()
+    try:
+        t = llvm.Target.from_triple(triple)
+    except RuntimeError as err:
+        raise TargetError(f"LLVM has no backend for triple {triple!r}: {err}") from None
+    return t.create_target_machine(
+        cpu=cpu,
+        features=features,
+        opt=3,
+        reloc="pic" if pic else "default",
+        codemodel="default" if pic else "jitdefault",
+    )
+
+
+# A TargetMachine made before a fork crashes the child's next compile (SIGSEGV or "LLVM
+# ERROR: out of memory" in forked build workers), so each process makes its own.
+os.register_at_fork(after_in_child=_target_machine.cache_clear)
+
+
+class _JitHandle:
+    """Owns a JIT engine and the LLVM context its module lives in.
+
+    The context must be disposed after the engine. Both are often freed by the cyclic
+    garbage collector (modules and their functions reference each other), which runs
+    finalizers in no particular order, so the context's own finalizer is disabled and the
+    context is disposed here, after closing the engine (closing twice is a no-op)."""
+
+    def __init__(self, engine, context):
+        self.engine = engine
+        self.context = context
+        self._ctx_ptr = context._ptr
+        context._owned = True  # its __del__ must not dispose it
+
+    def __del__(self):
+        if sys.is_finalizing():
+            return
+        engine = self.__dict__.pop("engine", None)
+        ptr = self.__dict__.pop("_ctx_ptr", None)
+        try:
+            if engine is not None:
+                engine.close()
+            if ptr is not None:
+                _llvm().ffi.lib.LLVMPY_ContextDispose(ptr)
+        except Exception:  # noqa: BLE001, S110 - never raise from a finalizer
+            pass
+
+
+@dataclass
+class LLVMArtifact:
+    """What ``build_llvm`` produces: optimized IR, function metadata and, for the host, a
+    JIT engine with the entry points' addresses."""
+
+    target: Target
+    ir_text: str  # optimized
+    funcs: list  # per-function metadata dicts (see function_metadata)
+    engine: object = None  # _JitHandle
+    addresses: dict = None
+    compile_seconds: float = 0.0
+
+    def asm(self) -> str:
+        llvm = _llvm()
+        mod = llvm.parse_assembly(self.ir_text)
+        return target_machine(self.target, pic=True).emit_assembly(mod)
+
+    def object_code(self) -> bytes:
+        llvm = _llvm()
+        mod = llvm.parse_assembly(self.ir_text)
+        return target_machine(self.target, pic=True).emit_object(mod)
+
+
+def compile_module(text: str, target: Target, tm, metas: list) -> LLVMArtifact:
+    """Parse and verify module text, optimize it at -O3 for ``tm`` and, when the target is
+    this machine, load it into a JIT engine (``metas``: see ``function_metadata``)."""
+    llvm = _llvm()
+    with _LOCK:
+        # A context per build: LLVM never frees constants uniqued in a context, so a
+        # shared one would grow with every candidate the autotuner compiles.
+        ctx = llvm.create_context()
+        try:
+            mod = llvm.parse_assembly(text, context=ctx)
+            mod.verify()
+        except RuntimeError as err:
+            if os.environ.get("TECOMP_DUMP_LL"):
+                with open(os.environ["TECOMP_DUMP_LL"], "w") as fh:
+                    fh.write(text)
+            raise CodegenError(f"internal error: generated LLVM IR is invalid: {err}") from None
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        ir_text = str(mod)
+        art = LLVMArtifact(target, ir_text, metas)
+        if target.is_host:
+            _load_runtime_libs()
+            # The engine takes ownership of (and frees) its TargetMachine: never a cached one.
+            engine = llvm.create_mcjit_compiler(mod, _new_target_machine(target, False))
+            engine.finalize_object()
+            art.engine = _JitHandle(engine, ctx)
+            art.addresses = {m["name"]: engine.get_function_address(m["symbol"]) for m in metas}
+        else:
+            mod.close()
+            ctx.close()
+    return art

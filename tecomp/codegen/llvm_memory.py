@@ -1,0 +1,220 @@
+"""Buffers for the LLVM emitter: their pointers and alias scopes, loads and stores
+(contiguous, masked, gather/scatter), and allocations on the stack or the heap."""
+
+from __future__ import annotations
+
+from ..errors import CodegenError
+from ..ir import expr as E
+from ..ir import stmt as S
+from . import llvm_types as T
+from .llvm_analysis import buffer_key
+from .llvm_ir import Val, ident
+
+#: Largest constant-size allocation (bytes) placed on the stack; bigger ones use the heap.
+STACK_LIMIT_BYTES = 32 * 1024
+
+
+class MemoryMixin:
+    """Memory access and allocation; mixed into ``llvm_emit.Emitter``."""
+
+    def buf(self, buffer):
+        key = buffer_key(buffer)
+        try:
+            return self.bufs[key]
+        except KeyError:
+            raise CodegenError(
+                f"buffer {buffer.name!r} is accessed outside the region where it is allocated "
+                f"(not a parameter of the function, nor inside its Allocate)"
+            ) from None
+
+    def alias_md(self, buffer) -> str:
+        info = self.alias.get(buffer_key(buffer))
+        if info is None:
+            return ""
+        return f", !alias.scope {info[0]}, !noalias {info[1]}"
+
+    def ev_Load(self, e):
+        ptr = self.buf(e.buffer)
+        d = e.dtype
+        mt = T.mem_type(d)
+        eb = T.elem_bytes(d)
+        md = self.alias_md(e.buffer)
+        idx = self.ev_idx(e.index)
+        if idx.lanes == 1:
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ref}", "ptr")
+            if self.mask is not None:
+                # A lane-invariant load under a lane mask: only load if some lane is on.
+                v = self.gather(mt, Val(p.ref, "ptr"), self.mask, md, eb)
+            else:
+                v = self.val(f"load {mt}, ptr {p.ref}, align {eb}{md}", mt)
+        elif idx.ramp is not None and idx.ramp[1] == 1:
+            n = idx.lanes
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ramp[0].ref}", "ptr")
+            vt = T.vec(mt, n)
+            if self.mask is None:
+                v = self.val(f"load {vt}, ptr {p.ref}, align {eb}{md}", mt, n)
+            else:
+                fn = f"@llvm.masked.load.{T.suffix(mt, n)}.p0"
+                self.declare(fn, f"declare {vt} {fn}(ptr, <{n} x i1>, {vt})")
+                v = self.val(
+                    f"call {vt} {fn}(ptr align {eb} {p.ref}, <{n} x i1> {self.mask.ref}, "
+                    f"{vt} zeroinitializer){md}",
+                    mt,
+                    n,
+                )
+        else:
+            idx = self.mat(idx)
+            n = idx.lanes
+            ps = self.val(
+                f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i64> {idx.ref}", "ptr", n
+            )
+            m = self.mask if self.mask is not None else self.true_mask(n)
+            v = self.gather(mt, ps, m, md, eb)
+        if d == "bool":
+            z = self.const(0, "int8", v.lanes)
+            return self.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
+        return v
+
+    def gather(self, mt, ptrs: Val, mask: Val, md: str, eb: int) -> Val:
+        n = mask.lanes
+        ptrs = self.bcast(ptrs, n)
+        vt = T.vec(mt, n)
+        fn = f"@llvm.masked.gather.{T.suffix(mt, n)}.v{n}p0"
+        self.declare(fn, f"declare {vt} {fn}(<{n} x ptr>, <{n} x i1>, {vt})")
+        return self.val(
+            f"call {vt} {fn}(<{n} x ptr> align {eb} {ptrs.ref}, <{n} x i1> {mask.ref}, "
+            f"{vt} zeroinitializer){md}",
+            mt,
+            n,
+        )
+
+    def store(self, s: S.Store) -> None:
+        ptr = self.buf(s.buffer)
+        d = s.buffer.dtype
+        mt = T.mem_type(d)
+        eb = T.elem_bytes(d)
+        md = self.alias_md(s.buffer)
+        v = self.mat(self.ev(s.value))
+        if s.value.dtype != d:
+            raise CodegenError(
+                f"store of a {s.value.dtype} value into {d} buffer {s.buffer.name!r}"
+            )
+        idx = self.ev_idx(s.index)
+        if idx.lanes == 1 and v.lanes == 1:
+            if d == "bool":
+                v = self.val(f"zext i1 {v.ref} to i8", "i8")
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ref}", "ptr")
+            if self.mask is not None:
+                raise CodegenError("internal: lane-invariant store in a masked region")
+            self.emit(f"store {mt} {v.ref}, ptr {p.ref}, align {eb}{md}")
+            return
+        n = max(idx.lanes, v.lanes)
+        v = self.bcast(v, n)
+        if d == "bool":
+            v = self.val(f"zext <{n} x i1> {v.ref} to <{n} x i8>", "i8", n)
+        vt = T.vec(mt, n)
+        if idx.ramp is not None and idx.ramp[1] == 1:
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ramp[0].ref}", "ptr")
+            if self.mask is None:
+                self.emit(f"store {vt} {v.ref}, ptr {p.ref}, align {eb}{md}")
+            else:
+                fn = f"@llvm.masked.store.{T.suffix(mt, n)}.p0"
+                self.declare(fn, f"declare void {fn}({vt}, ptr, <{n} x i1>)")
+                self.emit(
+                    f"call void {fn}({vt} {v.ref}, ptr align {eb} {p.ref}, "
+                    f"<{n} x i1> {self.mask.ref}){md}"
+                )
+            return
+        idx = self.bcast(self.mat(idx), n)
+        ps = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i64> {idx.ref}", "ptr", n)
+        m = self.mask if self.mask is not None else self.true_mask(n)
+        fn = f"@llvm.masked.scatter.{T.suffix(mt, n)}.v{n}p0"
+        self.declare(fn, f"declare void {fn}({vt}, <{n} x ptr>, <{n} x i1>)")
+        self.emit(
+            f"call void {fn}({vt} {v.ref}, <{n} x ptr> align {eb} {ps.ref}, "
+            f"<{n} x i1> {m.ref}){md}"
+        )
+
+    def st_Allocate(self, s):
+        b = s.buffer
+        if b.scope == "shared":
+            raise CodegenError(
+                f"buffer {b.name!r} has scope 'shared', which only CUDA targets support; "
+                f"allowed on llvm: 'global', 'local'"
+            )
+        mt = T.mem_type(b.dtype)
+        eb = T.elem_bytes(b.dtype)
+        const_elems = 1
+        for x in b.shape:
+            c = E.const_value(x)
+            if c is None:
+                const_elems = None
+                break
+            const_elems *= int(c)
+        key = buffer_key(b)
+        self.alias_scope(b)
+        if const_elems is not None and const_elems * eb <= STACK_LIMIT_BYTES:
+            name = f"%buf.{ident(b.name)}.{next(self.tmp)}"
+            self.fn.allocas.append(f"{name} = alloca {mt}, i64 {max(const_elems, 1)}, align 64")
+            self.bufs[key] = name
+            self.stmt(s.body)
+            return
+        # Heap: symbolic or large. aligned_alloc needs a size that is a multiple of 64.
+        nbytes = self.i64(eb)
+        for x in b.shape:
+            nbytes = self.add_i64("mul", nbytes, self.mat(self.ev_idx(x)))
+        r = self.add_i64("add", nbytes, self.i64(63))
+        r = self.val(f"and i64 {r.ref}, -64", "i64")
+        r = self.val(f"call i64 @llvm.umax.i64(i64 {r.ref}, i64 64)", "i64")
+        self.declare("@llvm.umax.i64", "declare i64 @llvm.umax.i64(i64, i64)")
+        self.declare("@aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
+        self.declare("@free", "declare void @free(ptr) nounwind")
+        p = self.val(f"call noalias ptr @aligned_alloc(i64 64, i64 {r.ref})", "ptr")
+        isnull = self.val(f"icmp eq ptr {p.ref}, null", "i1")
+        self.fail_if(isnull, "alloc")
+        self.bufs[key] = p.ref
+        self.fn.heap.append(p.ref)
+        self.stmt(s.body)
+        self.fn.heap.pop()
+        self.emit(f"call void @free(ptr {p.ref})")
+        del self.bufs[key]
+
+    def fail_if(self, cond: Val, hint: str) -> None:
+        """Take the failure path when ``cond`` (a scalar i1) holds; go on otherwise."""
+        lfail, lok = self.new_label(f"{hint}.fail"), self.new_label(f"{hint}.ok")
+        self.emit(f"br i1 {cond.ref}, label %{lfail}, label %{lok}")
+        self.start_block(lfail)
+        self.fail_path()
+        self.start_block(lok)
+
+    def fail_path(self) -> None:
+        """Free live heap buffers of this function and report failure."""
+        for p in reversed(self.fn.heap):
+            self.emit(f"call void @free(ptr {p})")
+        if self.fn.is_entry:
+            self.emit("ret i32 -1")
+        else:
+            self.emit(f"store atomic i32 1, ptr {self.fn.err_ptr} monotonic, align 4")
+            self.emit("ret void")
+
+    def alias_scope(self, b) -> None:
+        key = buffer_key(b)
+        if key in self.alias:
+            return
+        scope = self._new_md(f'distinct !{{{{!{{id}}, {self.domain}, !"{ident(b.name)}"}}}}')
+        self.scopes.append(scope)
+        slist = self._new_md(f"!{{{{{scope}}}}}")
+        # The noalias list is filled in when the whole function is known.
+        idx = len(self.md)
+        i = next(self.md_count)
+        self.md.append(None)
+        self.alias[key] = (slist, f"!{i}")
+        self.pending_noalias.append((idx, i, scope))
+
+    def _align_md(self, n: int) -> str:
+        key = f"align{n}"
+        if not hasattr(self, "_align_nodes"):
+            self._align_nodes = {}
+        if key not in self._align_nodes:
+            self._align_nodes[key] = self._new_md(f"!{{{{i64 {n}}}}}")[1:]
+        return self._align_nodes[key]
