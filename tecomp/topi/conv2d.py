@@ -69,19 +69,13 @@ def _divisors(n):
 
 
 def pad_nchw(data, pads, name="data.pad"):
+    """``data`` [N, C, H, W] zero-padded by ``pads`` (top, left, bottom, right); ``data``
+    itself when every pad is 0."""
     top, left, bottom, right = pads
     N, C, H, W = (int(s.value) for s in data.shape)
     if not any(pads):
         return data
-    return te.compute(
-        (N, C, H + top + bottom, W + left + right),
-        lambda n, c, y, x: te.if_then_else(
-            te.all(y >= top, y < H + top, x >= left, x < W + left),
-            data[n, c, te.min(te.max(y - top, 0), H - 1), te.min(te.max(x - left, 0), W - 1)],
-            0.0,
-        ),
-        name=name,
-    )
+    return _pad_plain(data, H + top + bottom, W + left + right, pads, name=name)
 
 
 def conv2d_compute(data, kernel, strides, padding, dilation):
@@ -358,13 +352,18 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
                      candidate=[[-1, r] for r in (1, 2, 4, 8) if r <= OH] or [[-1, 1]])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
-        cfg.fallback_split("tile_w", [-1, 16])
+        # A vector of output columns that divides the width (no masked tail), near 16.
+        import math
+        widths = [e.size[-1] for e in cfg.space_map["tile_w"].entities]
+        cfg.fallback_split("tile_w", [-1, min(
+            widths, key=lambda w: (OW % w != 0, abs(math.log2(w / LANES)), -w))])
         cfg.fallback_split("tile_h", [-1, 2])
 
     s = te.create_schedule(out.op)
     if P is not data:
         n, c, y, x = s[P].op.axis
         s[P].parallel(s[P].fuse(n, c))
+        s[P].vectorize(s[P].split(x, factor=LANES)[1])
     OL = s.cache_write(out, "local")
     n, k, y, x = s[out].op.axis
     yo, yi = s[out].split(y, factor=cfg["tile_h"].size[-1])
