@@ -3,7 +3,8 @@ from setuptools import find_packages, setup
 setup(
     name="tecomp",
     version="0.1.0",
-    description="A tensor-expression compiler with an autotuner (te -> schedule -> loop IR -> LLVM/CUDA)",
+    description="A tensor-expression compiler with an autotuner "
+    "(te -> schedule -> loop IR -> LLVM/CUDA)",
     packages=find_packages(include=["tecomp", "tecomp.*"]),
     package_data={"tecomp": ["tuning_logs/*.json"]},
     python_requires=">=3.10",

@@ -128,7 +128,8 @@ def _cuda_driver_and_gpus() -> tuple:
             cc_major, cc_minor = ctypes.c_int(), ctypes.c_int()
             h.cuDeviceGetAttribute(ctypes.byref(cc_major), 75, dev)  # COMPUTE_CAPABILITY_MAJOR
             h.cuDeviceGetAttribute(ctypes.byref(cc_minor), 76, dev)  # COMPUTE_CAPABILITY_MINOR
-            names.append(f"{buf.value.decode(errors='replace')} (sm_{cc_major.value}{cc_minor.value})")
+            name = buf.value.decode(errors="replace")
+            names.append(f"{name} (sm_{cc_major.value}{cc_minor.value})")
         driver = f"{lib} (CUDA {ver.value // 1000}.{ver.value % 1000 // 10})"
         return driver, ", ".join(names) if names else "none"
     except Exception as err:  # noqa: BLE001

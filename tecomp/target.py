@@ -91,7 +91,7 @@ _X86_256 = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _llvm():
     import llvmlite.binding as llvm
 
@@ -102,17 +102,17 @@ def _llvm():
     return llvm
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_triple() -> str:
     return _llvm().get_process_triple()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_cpu() -> str:
     return _llvm().get_host_cpu_name()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_features() -> tuple:
     """The host CPU's enabled features as ``("+avx2", "+fma", ...)`` (disabled ones dropped)."""
     try:

@@ -27,6 +27,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
+import contextlib
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -215,10 +216,8 @@ class ForkPool:
 
     def close(self):
         for w in self._workers:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 w.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
         for w in self._workers:
             w.proc.join(timeout=1)
             w.kill()
@@ -349,10 +348,8 @@ class LocalBuilder:
 
     def remove(self, path):
         if path and self._dir and path.startswith(self._dir):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
     def close(self):
         if self._pool is not None:
@@ -370,7 +367,7 @@ class _RunnerProcess:
     """The measuring process and its JSON-lines pipe."""
 
     def __init__(self):
-        self._err = tempfile.TemporaryFile()
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
         env = dict(os.environ)
         # One source of threads per measurement: the candidate's own parallel loops.
         env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
@@ -430,15 +427,11 @@ class _RunnerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         for f in (self.proc.stdin, self.proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:
-                pass
         self._err.close()
 
 
@@ -499,10 +492,8 @@ class LocalRunner:
             reply = proc.read(timeout)
         except EOFError:
             reply = None
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         if reply is not None:
             return reply, ""
         dead = proc.death_text()

@@ -171,7 +171,7 @@ def target_matches(record_key: str, wanted_key: str, any_cpu: bool = False) -> b
     return any_cpu and _kind_arch(record_key) == _kind_arch(wanted_key)
 
 
-# ---- reading and writing ------------------------------------------------------------------------
+# ---- reading and writing -----------------------------------------------------------------
 
 
 def load_from_file(path) -> list[Record]:
@@ -233,7 +233,7 @@ class LogWriter:
         self._file.close()
 
 
-# ---- choosing the best ----------------------------------------------------------------------------
+# ---- choosing the best -------------------------------------------------------------------
 
 
 def _rank(records: list[Record]) -> list[Record]:
@@ -343,7 +343,7 @@ def apply_history_best(records, any_cpu: bool = False) -> ApplyHistoryBest:
     return ApplyHistoryBest(records, any_cpu=any_cpu)
 
 
-# ---- shipped logs ------------------------------------------------------------------------------------
+# ---- shipped logs ------------------------------------------------------------------------
 
 _SHIPPED = {"loaded": False, "ctx": None, "enabled": None}
 

@@ -157,7 +157,8 @@ class SplitSpace:
         return len(self.entities)
 
     def __repr__(self):
-        return f"Split(policy={self.policy}, extent={self.extent}, n={self.num_outputs}) len={len(self)}"
+        return (f"Split(policy={self.policy}, extent={self.extent}, n={self.num_outputs}) "
+                f"len={len(self)}")
 
 
 class ReorderEntity:

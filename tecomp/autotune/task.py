@@ -348,7 +348,7 @@ _ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max, E.Ca
 def _arith_count(expr) -> int:
     """Arithmetic operations computing a value: index expressions of tensor reads and the
     conditions of selects (padding, bounds) are addressing, not work."""
-    if isinstance(expr, E.ProducerLoad) or isinstance(expr, (E.IntImm, E.FloatImm, E.Var)):
+    if isinstance(expr, (E.ProducerLoad, E.IntImm, E.FloatImm, E.Var)):
         return 0
     if isinstance(expr, E.Select):
         return max(_arith_count(expr.true_value), _arith_count(expr.false_value))

@@ -25,6 +25,7 @@ from .measure import MeasureErrorNo, MeasureInput, MeasureResult, gflops
 from .measure import measure_option as _default_option
 from .records import _as_records, target_key
 from .sa import anneal, neighbour
+import contextlib
 
 logger = logging.getLogger("tecomp.autotune")
 
@@ -142,10 +143,8 @@ class Tuner:
         builder, runner = option["builder"], option["runner"]
         self._builder = builder
         if resume_from is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.load_history(resume_from)
-            except FileNotFoundError:
-                pass
         n_trial = int(n_trial)
         done = self.n_resumed
         best_at = done
@@ -208,7 +207,7 @@ class Tuner:
         ok = [(c, r) for c, r in self.history if r.ok and r.stage == "trial"]
         ok.sort(key=lambda cr: cr[1].cost)
         picked, seen = [], set()
-        for c, r in ok:
+        for c, _r in ok:
             if c.index not in seen:
                 seen.add(c.index)
                 picked.append(c)

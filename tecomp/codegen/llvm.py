@@ -122,7 +122,9 @@ def function_metadata(f: S.PrimFunc) -> dict:
     size_vars = f.size_vars
     names = [v.name for v in size_vars]
     if len(set(names)) != len(names):
-        raise CodegenError(f"function {f.name!r} has two different symbolic sizes named alike: {names}")
+        raise CodegenError(
+            f"function {f.name!r} has two different symbolic sizes named alike: {names}"
+        )
     bare = {s for b in f.params for s in b.shape if isinstance(s, E.Var)}
     for v in size_vars:
         if v not in bare:

@@ -193,7 +193,8 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin):
         if self.mask is not None and bc is None and b.lanes == self.mask.lanes:
             # Masked-off lanes may hold garbage divisors; make them 1 so nothing traps.
             one = self.const(1, d, n)
-            b = self.val(f"select {self.mask.vty} {self.mask.ref}, {vt} {b.ref}, {vt} {one.ref}", ty, n)
+            mask = self.mask
+            b = self.val(f"select {mask.vty} {mask.ref}, {vt} {b.ref}, {vt} {one.ref}", ty, n)
         if not dt.is_signed(d):
             return self.val(f"{'udiv' if is_div else 'urem'} {vt} {a.ref}, {b.ref}", ty, n)
         if bc is not None and bc > 0 and e is not None and self.nonneg(e.a):
@@ -283,7 +284,8 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin):
         end_f = self.fn.label
         self.emit(f"br label %{lj}")
         self.start_block(lj)
-        return self.val(f"phi {tv.vty} [ {tv.ref}, %{end_t} ], [ {fv.ref}, %{end_f} ]", tv.ty, lanes)
+        phi = f"phi {tv.vty} [ {tv.ref}, %{end_t} ], [ {fv.ref}, %{end_f} ]"
+        return self.val(phi, tv.ty, lanes)
 
     def ev_Select(self, e):
         c = self.ev(e.cond)

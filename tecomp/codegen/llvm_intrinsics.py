@@ -63,7 +63,8 @@ class MathMixin:
         fname, dname = names
         use = dname if d == "float64" else fname
         cty = "double" if d == "float64" else "float"
-        self.declare(f"@{use}", f"declare {cty} @{use}({', '.join([cty] * len(args))}) nounwind readnone")
+        params = ", ".join([cty] * len(args))
+        self.declare(f"@{use}", f"declare {cty} @{use}({params}) nounwind readnone")
         n = args[0].lanes
         ty = args[0].ty
         out = None
@@ -74,7 +75,8 @@ class MathMixin:
                 if ty != cty:
                     x = self.val(f"fpext {ty} {x.ref} to {cty}", cty)
                 lane_args.append(x)
-            r = self.val(f"call {cty} @{use}({', '.join(f'{cty} {x.ref}' for x in lane_args)})", cty)
+            call_args = ", ".join(f"{cty} {x.ref}" for x in lane_args)
+            r = self.val(f"call {cty} @{use}({call_args})", cty)
             if ty != cty:
                 r = self.val(f"fptrunc {cty} {r.ref} to {ty}", ty)
             if n == 1:

@@ -3,6 +3,7 @@ libraries generated code calls (libgomp, libm)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -59,10 +60,9 @@ def _load_runtime_libs() -> None:
 
     libm = ctypes.util.find_library("m")
     if libm:
-        try:
+        # Math calls resolve from the process anyway when libm cannot be loaded by name.
+        with contextlib.suppress(RuntimeError):
             llvm.load_library_permanently(libm)
-        except RuntimeError:
-            pass
 
 
 def target_machine(target: Target, pic: bool = False):

@@ -35,7 +35,9 @@ def scalar_type(dtype: str) -> str:
     try:
         return _SCALAR[dtype]
     except KeyError:
-        raise CodegenError(f"dtype {dtype!r} has no LLVM type; allowed: {', '.join(_SCALAR)}")
+        raise CodegenError(
+            f"dtype {dtype!r} has no LLVM type; allowed: {', '.join(_SCALAR)}"
+        ) from None
 
 
 def mem_type(dtype: str) -> str:

@@ -26,12 +26,13 @@ class Buffer:
         return self.name
 
     def __repr__(self):
-        return f"Buffer({self.name}, {self.dtype}, [{', '.join(map(str, self.shape))}], {self.scope})"
+        shape = ", ".join(map(str, self.shape))
+        return f"Buffer({self.name}, {self.dtype}, [{shape}], {self.scope})"
 
     def flat_index(self, indices) -> "PrimExpr":  # noqa: F821
         """Row-major element offset of ``indices``."""
         idx = None
-        for i, (ix, ext) in enumerate(zip(indices, self.shape)):
+        for _i, (ix, ext) in enumerate(zip(indices, self.shape)):
             idx = ix if idx is None else idx * ext + ix
         from .expr import IntImm
 

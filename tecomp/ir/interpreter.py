@@ -104,7 +104,7 @@ class Interpreter:
             for d in s.buffer.shape:
                 size *= int(self.expr(d))
             # Fill with NaN / a pattern so a read before write shows up in results.
-            arr = np.empty(size, dtype=np.dtype(s.buffer.dtype if s.buffer.dtype != "bool" else "bool"))
+            arr = np.empty(size, dtype=np.dtype(s.buffer.dtype))
             if arr.dtype.kind == "f":
                 arr.fill(np.nan)
             self.mem[s.buffer] = _CheckedArray(arr, s.buffer.name)

@@ -120,7 +120,8 @@ def stmt_lines(s, indent: int, out: list) -> None:
         out.append(f"{pad}{s.buffer.name}[{expr_str(s.index)}] = {expr_str(s.value)}")
     elif t is S.Allocate:
         shape = ", ".join(expr_str(x) for x in s.buffer.shape)
-        out.append(f"{pad}{s.buffer.name} = allocate({s.buffer.dtype}, [{shape}], {s.buffer.scope})")
+        buf = s.buffer
+        out.append(f"{pad}{buf.name} = allocate({buf.dtype}, [{shape}], {buf.scope})")
         stmt_lines(s.body, indent, out)
     elif t is S.LetStmt:
         out.append(f"{pad}{expr_str(s.var)} = {expr_str(s.value)}")

@@ -156,7 +156,8 @@ class _BoundInference:
         lo = [None] * ndim
         hi = [None] * ndim
         for cst, cinfo in self.done.items():
-            reads = [r for r in _reads(cinfo.body) if self.sch.stage_map.get(r.tensor.op) is producer]
+            stage_of = self.sch.stage_map.get
+            reads = [r for r in _reads(cinfo.body) if stage_of(r.tensor.op) is producer]
             if not reads:
                 continue
             root_vals, _ = _leaf_values(cinfo)

@@ -5,10 +5,7 @@ Importing this package registers the templates ``matmul``, ``dense``, ``batch_ma
 tuning gives the best shipped or ``apply_history_best`` record, else a fallback config.
 """
 
-try:
-    from .conv2d import conv2d, depthwise_conv2d
-except ImportError:  # pragma: no cover
-    pass
+from .conv2d import conv2d, depthwise_conv2d
 from .matmul import batch_matmul, dense, matmul, matmul_compute
 
 __all__ = ["batch_matmul", "conv2d", "dense", "depthwise_conv2d", "matmul", "matmul_compute"]

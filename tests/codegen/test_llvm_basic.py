@@ -69,14 +69,14 @@ def test_vectorized_constant_extent_no_tail(rng):
 
 def test_gather_by_index_buffer_and_stride(rng):
     n = Var("n")
-    A, I, C, D = buf("A", (n,)), buf("I", (n,), "int32"), buf("C", (n,)), buf("D", (n,))
+    A, Idx, C, D = buf("A", (n,)), buf("I", (n,), "int32"), buf("C", (n,)), buf("D", (n,))
     io, ii = Var("io"), Var("ii")
     idx = io * 8 + ii
     half = idx // 2
     body = loop(io, (n + 7) // 8, loop(ii, 8, IfThenElse(idx < n, seq(
-        Store(C, Load_(A, ld(I, idx)), idx),
+        Store(C, Load_(A, ld(Idx, idx)), idx),
         Store(D, ld(A, half * 2), idx))), "vectorized"))
-    mod = build(PrimFunc("g", (A, I, C, D), body))
+    mod = build(PrimFunc("g", (A, Idx, C, D), body))
     for size in (5, 8, 21):
         a = rng.random(size, dtype=np.float32)
         ix = rng.integers(0, size, size).astype(np.int32)

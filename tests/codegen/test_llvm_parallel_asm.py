@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from cg_helpers import F32, buf, build, ld, loop, split_vectorized
+from cg_helpers import buf, build, ld, loop, split_vectorized
 
 import tecomp
 from tecomp.ir import Allocate, FloatImm, PrimFunc, Store, Var, seq

@@ -405,7 +405,8 @@ def schedule(draw, b: Built):
 def describe(prog: Program) -> str:
     return (f"dtype={prog.dtype} sizes={prog.sizes} sizes2={prog.sizes2} "
             f"symbolic={prog.symbolic} k={prog.k}\n inputs={prog.inputs}\n P={prog.p_tree}\n"
-            f" R({prog.r_kind})={prog.r_tree}\n OUT={'<the reduction>' if prog.out_is_reduce else prog.out_tree}")
+            f" R({prog.r_kind})={prog.r_tree}\n"
+            f" OUT={'<the reduction>' if prog.out_is_reduce else prog.out_tree}")
 
 
 def _check(data, backend, max_size):

@@ -8,7 +8,6 @@ import pytest
 
 import tecomp
 from tecomp import te
-from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
 from tecomp.ir.interpreter import run
@@ -221,6 +220,8 @@ def test_tuple_reduction_argmax():
 def test_lowered_function_prints_a_readable_loop_nest():
     A, B, C, D = matmul_relu()
     text = str(tecomp.lower(design_schedule(A, B, C, D), [A, B, D]))
-    assert text.startswith("def default_function(A: float32[n, 64], B: float32[64, 32], D: float32[n, 32]):")
+    assert text.startswith(
+        "def default_function(A: float32[n, 64], B: float32[64, 32], D: float32[n, 32]):"
+    )
     assert "# parallel" in text and "# vectorized" in text and "# unrolled" in text
     assert "C.local = allocate(float32, [8, 16], local)" in text

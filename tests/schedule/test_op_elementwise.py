@@ -191,7 +191,8 @@ def test_select_and_comparisons(rng):
     out = te.compute(
         (9,),
         lambda i: te.if_then_else(te.all(a[i] > -0.5, a[i] < 0.5), a[i] * 2.0,
-                                  te.if_then_else(a[i] >= 0.5, 1.0 + 0.0 * a[i], -1.0 + 0.0 * a[i])),
+                                  te.if_then_else(a[i] >= 0.5, 1.0 + 0.0 * a[i],
+                                                  -1.0 + 0.0 * a[i])),
         name="out",
     )
     s = te.create_schedule(out.op)
