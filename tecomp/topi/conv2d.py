@@ -33,6 +33,13 @@ Workload keys (what a graph produces):
 - ``conv2d(data_shape, kernel_shape, strides, padding, dilation, dtype)`` with
   ``data_shape = (N, C, H, W)``, ``kernel_shape = (K, C, R, S)``, ``strides = (sh, sw)``,
   ``padding = (top, left, bottom, right)`` (or ``(ph, pw)``), ``dilation = (dh, dw)``;
+- ``conv2d_packed_kernel(...)``: the same arguments and knobs as ``conv2d`` (the logical
+  OIHW ``kernel_shape``), but the kernel *input* is ``kernel_vec`` itself, in the blocked
+  layout of the config (``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]``). A weight that does not
+  change between calls (an ONNX initializer) is packed once — ``pack_conv2d_kernel`` in
+  numpy, or ``conv2d_pack_kernel`` as a compute a graph can constant-fold — with the
+  blocking read off the template's kernel tensor (``kernel_blocking(tensors[1])``), as ONNX
+  Runtime prepacks initializers at session creation;
 - ``depthwise_conv2d(data_shape, kernel_shape, strides, padding, dilation, dtype)`` with
   ``kernel_shape = (C * multiplier, 1, R, S)``.
 """
@@ -216,10 +223,71 @@ def _conv_fallback(C, K, OH, OW, ic, oc, ow):
 def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
            dtype="float32"):
     """Tunable NCHW conv2d for x86 (see the module docstring)."""
+    return _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype,
+                         packed_kernel=False)
+
+
+@template("conv2d_packed_kernel")
+def conv2d_packed_kernel(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
+                         dilation=(1, 1), dtype="float32"):
+    """``conv2d`` whose kernel input is already blocked: the same workload arguments
+    (``kernel_shape`` is the logical OIHW shape) and the same knobs, but the kernel
+    placeholder is ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` for the config's blocking, so
+    no kernel repacking runs per call. Pack a weight once with :func:`pack_conv2d_kernel`
+    (numpy) or :func:`conv2d_pack_kernel` (a compute, for constant folding), taking the
+    blocking from the kernel tensor the template returns (:func:`kernel_blocking`)."""
+    return _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype,
+                         packed_kernel=True)
+
+
+def packed_kernel_shape(kernel_shape, ic_bn, oc_bn):
+    """The blocked shape ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` of an OIHW kernel."""
+    K, C, R, S = (int(s) for s in kernel_shape)
+    if K % oc_bn or C % ic_bn:
+        raise ValueError(f"kernel {tuple(kernel_shape)}: oc_bn={oc_bn} must divide {K} and "
+                         f"ic_bn={ic_bn} must divide {C}")
+    return (K // oc_bn, C // ic_bn, R, S, ic_bn, oc_bn)
+
+
+def kernel_blocking(kernel):
+    """``(ic_bn, oc_bn)`` of a packed kernel tensor (``conv2d_packed_kernel``'s second
+    argument) or of its shape."""
+    shape = kernel.shape if hasattr(kernel, "shape") else kernel
+    dims = [int(getattr(d, "value", d)) for d in shape]
+    if len(dims) != 6:
+        raise ValueError(f"kernel shape {tuple(dims)} is not a packed [K/oc_bn, C/ic_bn, R, S, "
+                         f"ic_bn, oc_bn] kernel")
+    return dims[4], dims[5]
+
+
+def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
+    """An OIHW numpy kernel in ``conv2d_packed_kernel``'s blocked layout (a contiguous
+    copy), e.g. ``pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))``."""
+    import numpy as np
+
+    K, C, R, S = kernel.shape
+    OCc, ICc = packed_kernel_shape(kernel.shape, ic_bn, oc_bn)[:2]
+    blocked = kernel.reshape(OCc, oc_bn, ICc, ic_bn, R, S)
+    return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))
+
+
+def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):
+    """The compute that packs an OIHW kernel tensor into the blocked layout (what a graph
+    constant-folds for an initializer)."""
+    shape = packed_kernel_shape([int(s.value) for s in kernel.shape], ic_bn, oc_bn)
+    return te.compute(
+        shape,
+        lambda o, c, r, s, cb, ob: kernel[o * oc_bn + ob, c * ic_bn + cb, r, s],
+        name=name,
+    )
+
+
+def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, packed_kernel):
+    what = "conv2d_packed_kernel" if packed_kernel else "conv2d"
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
-        data_shape, kernel_shape, strides, padding, dilation, "conv2d")
+        data_shape, kernel_shape, strides, padding, dilation, what)
     if KC != C:
-        raise ValueError(f"conv2d: kernel {tuple(kernel_shape)} has {KC} input channels, data "
+        raise ValueError(f"{what}: kernel {tuple(kernel_shape)} has {KC} input channels, data "
                          f"{tuple(data_shape)} has {C} (grouped convolution is not supported; "
                          f"use depthwise_conv2d for groups == channels)")
 
@@ -249,7 +317,11 @@ def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1
     oh_bn = cfg["tile_oh"].size[-1]
 
     data = te.placeholder((N, C, H, W), dtype, name="data")
-    kernel = te.placeholder((K, C, R, S), dtype, name="kernel")
+    if packed_kernel:
+        kernel = te.placeholder(packed_kernel_shape((K, C, R, S), ic_bn, oc_bn), dtype,
+                                name="kernel")
+    else:
+        kernel = te.placeholder((K, C, R, S), dtype, name="kernel")
     # The blocked output covers whole tiles; columns and rows past OW / OH are computed
     # from zero padding and dropped by the unpack.
     OWp = _ceil_div(OW, reg_n) * reg_n
@@ -258,11 +330,7 @@ def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1
     Wp = (OWp - 1) * sw + (S - 1) * dw + 1
     ICc, OCc = C // ic_bn, K // oc_bn
     data_vec = _pack_data(data, ic_bn, Hp, Wp, pads)
-    kernel_vec = te.compute(
-        (OCc, ICc, R, S, ic_bn, oc_bn),
-        lambda o, c, r, s, cb, ob: kernel[o * oc_bn + ob, c * ic_bn + cb, r, s],
-        name="kernel_vec",
-    )
+    kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
@@ -283,10 +351,11 @@ def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1
     # Packing stages: parallel over (batch, channel block, row) / kernel blocks.
     n, c, y, x, cb = s[data_vec].op.axis
     s[data_vec].parallel(s[data_vec].fuse(n, c, y))
-    o, c, r, s_, cb, ob = s[kernel_vec].op.axis
-    s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))
-    s[kernel_vec].unroll(s_)
-    s[kernel_vec].unroll(ob)
+    if not packed_kernel:
+        o, c, r, s_, cb, ob = s[kernel_vec].op.axis
+        s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))
+        s[kernel_vec].unroll(s_)
+        s[kernel_vec].unroll(ob)
 
     # The micro-kernel's accumulators live at the output tile; the unpack to NCHW reads
     # them there (the blocked ``conv`` tensor is never materialised).

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 import tecomp
-from tecomp import autotune
+from tecomp import autotune, te
+from tecomp.topi.conv2d import (
+    conv2d_pack_kernel,
+    kernel_blocking,
+    pack_conv2d_kernel,
+    packed_kernel_shape,
+)
 
 
 def ref_conv(x, w, stride, pads, dil=(1, 1), groups=1):
@@ -25,7 +31,8 @@ def ref_conv(x, w, stride, pads, dil=(1, 1), groups=1):
                        x0:x0 + stride[1] * (OW - 1) + 1:stride[1]]
             for g in range(groups):
                 out[:, g * per:(g + 1) * per] += np.einsum(
-                    "nchw,kc->nkhw", patch[:, g * Cg:(g + 1) * Cg], w[g * per:(g + 1) * per, :, r, s])
+                    "nchw,kc->nkhw", patch[:, g * Cg:(g + 1) * Cg],
+                    w[g * per:(g + 1) * per, :, r, s])
     return out
 
 
@@ -36,7 +43,10 @@ def _check(task, cfg, groups=1):
     x = rng.uniform(-1, 1, task.args[0]).astype("float32")
     w = rng.uniform(-1, 1, task.args[1]).astype("float32")
     y = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
-    mod(x, w, y)
+    wk = w
+    if task.name == "conv2d_packed_kernel":
+        wk = pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))
+    mod(x, wk, y)
     ref = ref_conv(x, w, task.args[2], task.args[3], task.args[4], groups)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
@@ -69,6 +79,48 @@ def test_conv2d_matches_numpy(case):
         _check(task, task.config_space.get(i))
 
 
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_conv2d_packed_kernel_matches_numpy(case):
+    # Same workload arguments and knobs as conv2d; the kernel comes in pre-blocked.
+    task = autotune.create_task("conv2d_packed_kernel", case + ("float32",))
+    plain = autotune.create_task("conv2d", case + ("float32",))
+    assert len(task.config_space) == len(plain.config_space)
+    assert task.flop == plain.flop
+    for i in _sample(task):
+        cfg = task.config_space.get(i)
+        _s, tensors = task.instantiate(cfg)
+        ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+        assert kernel_blocking(tensors[1]) == (ic_bn, oc_bn)
+        assert [int(d.value) for d in tensors[1].shape] == list(
+            packed_kernel_shape(case[1], ic_bn, oc_bn))
+        _check(task, cfg)
+
+
+def test_conv2d_packed_kernel_has_no_kernel_repacking():
+    args = ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), "float32")
+    s, tensors = autotune.create_task("conv2d_packed_kernel", args).instantiate()
+    assert "kernel_vec" not in str(tecomp.lower(s, tensors))
+    s, tensors = autotune.create_task("conv2d", args).instantiate()
+    assert "kernel_vec" in str(tecomp.lower(s, tensors))
+
+
+def test_conv2d_pack_kernel_compute_matches_numpy_helper():
+    w = np.random.default_rng(1).uniform(-1, 1, (24, 8, 3, 2)).astype("float32")
+    K = te.placeholder(w.shape, name="K")
+    P = conv2d_pack_kernel(K, 4, 6)
+    s = te.create_schedule(P.op)
+    out = np.empty(packed_kernel_shape(w.shape, 4, 6), "float32")
+    tecomp.build(s, [K, P])(w, out)
+    np.testing.assert_array_equal(out, pack_conv2d_kernel(w, 4, 6))
+    # Channel (k, c) of the OIHW kernel sits at [k // oc_bn, c // ic_bn, r, s, c % ic_bn,
+    # k % oc_bn].
+    assert out[17 // 6, 5 // 4, 2, 1, 5 % 4, 17 % 6] == w[17, 5, 2, 1]
+    with pytest.raises(ValueError, match="must divide"):
+        packed_kernel_shape(w.shape, 3, 6)
+    with pytest.raises(ValueError, match="packed"):
+        kernel_blocking((24, 8, 3, 2))
+
+
 def test_conv2d_fallback_is_a_register_tile():
     task = autotune.create_task("conv2d", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1),
                                            (1, 1), "float32"))
@@ -93,7 +145,7 @@ def test_conv2d_padded_width_candidates():
 def test_conv2d_rejects_grouped_kernel():
     with pytest.raises(Exception, match="input channels"):
         autotune.create_task("conv2d", ((1, 8, 8, 8), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1),
-                                        "float32")).config_space
+                                        "float32"))
 
 
 DW_CASES = [
