@@ -63,17 +63,45 @@ class MemoryMixin:
                     n,
                 )
         else:
-            idx = self.mat(idx)
             n = idx.lanes
-            ps = self.val(
-                f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i64> {idx.ref}", "ptr", n
-            )
+            ps = self.lane_ptrs(mt, ptr, idx, n, e.buffer)
             m = self.mask if self.mask is not None else self.true_mask(n)
             v = self.gather(mt, ps, m, md, eb)
         if d == "bool":
             z = self.const(0, "int8", v.lanes)
             return self.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
         return v
+
+    def lane_ptrs(self, mt: str, ptr: str, idx: Val, n: int, buffer) -> Val:
+        """The ``<n x ptr>`` of a gather or scatter at element indices ``idx``.
+
+        Where the lanes' offsets fit in 32 bits the vector is one base pointer plus
+        ``<n x i32>`` offsets, which x86 lowers to 16-lane ``vgatherdps``/``vscatterdps``
+        (64-bit offsets need two 8-lane ``...qps`` instructions per 16 lanes): a ramp with a
+        constant stride is the scalar base plus constant offsets ``stride * lane``; any
+        other index into a buffer of fewer than 2**31 elements is truncated (an index of
+        an enabled lane is in bounds; a disabled lane is never dereferenced)."""
+        if idx.ramp is not None and idx.lanes > 1:
+            base, stride = idx.ramp
+            if abs(stride) * (n - 1) < 2**31:
+                # No ``inbounds``: lane 0 may be a disabled lane whose address is outside
+                # the buffer, and the enabled lanes' addresses derive from it.
+                p = self.val(f"getelementptr {mt}, ptr {ptr}, i64 {base.ref}", "ptr")
+                offs = "<" + ", ".join(f"i32 {k * stride}" for k in range(n)) + ">"
+                return self.val(f"getelementptr {mt}, ptr {p.ref}, <{n} x i32> {offs}", "ptr", n)
+        idx = self.bcast(self.mat(idx), n)
+        elems = 1
+        for x in buffer.shape:
+            c = E.const_value(x)
+            if c is None:
+                elems = None
+                break
+            elems *= int(c)
+        if idx.lanes > 1 and elems is not None and elems <= 2**31:
+            i32 = self.val(f"trunc <{n} x i64> {idx.ref} to <{n} x i32>", "i32", n)
+            return self.val(
+                f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i32> {i32.ref}", "ptr", n)
+        return self.val(f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i64> {idx.ref}", "ptr", n)
 
     def gather(self, mt, ptrs: Val, mask: Val, md: str, eb: int) -> Val:
         n = mask.lanes
@@ -125,8 +153,7 @@ class MemoryMixin:
                     f"<{n} x i1> {self.mask.ref}){md}"
                 )
             return
-        idx = self.bcast(self.mat(idx), n)
-        ps = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, <{n} x i64> {idx.ref}", "ptr", n)
+        ps = self.lane_ptrs(mt, ptr, idx, n, s.buffer)
         m = self.mask if self.mask is not None else self.true_mask(n)
         fn = f"@llvm.masked.scatter.{T.suffix(mt, n)}.v{n}p0"
         self.declare(fn, f"declare void {fn}({vt}, <{n} x ptr>, <{n} x i1>)")

@@ -21,9 +21,13 @@ the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
 Knobs: ``tile_ic`` (ic_bn, a divisor of C), ``tile_oc`` (oc_bn, a divisor of K),
 ``tile_ow`` (reg_n; a divisor of OW, or, when OW has none that fits a register tile, a
 value that pads the output width with columns that are computed and dropped),
-``tile_oh`` (rows per tile), ``unroll_kw`` and ``order`` (which of output-channel block and
-output row is the outer parallel loop). The fallback config picks a register tile of
-about 16-28 accumulators (see :func:`_conv_fallback`).
+``tile_oh`` (rows per tile), ``unroll_kw``, ``order`` (which of output-channel block and
+output row is the outer parallel loop) and ``data_layout``: ``"nchwc"`` reads the input
+from the blocked ``data_vec`` above, ``"nchw"`` from a plain zero-padded NCHW copy (the
+micro-kernel broadcasts single input values, so any layout serves; the NCHW copy is a
+contiguous vectorized copy instead of a transpose, and the input channels of one step
+lie a plane apart instead of next to each other; neither wins everywhere). The fallback
+config picks a register tile of about 16-28 accumulators (see :func:`_conv_fallback`).
 
 Depthwise conv2d blocks channels the same way (``cb`` channels per vector) with a
 ``reg_n x cb`` accumulator tile.
@@ -303,6 +307,7 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
                      candidate=[[-1, d] for d in oh])
     cfg.define_knob("unroll_kw", [False, True])
     cfg.define_knob("order", ["oc_oh", "oh_oc"])
+    cfg.define_knob("data_layout", ["nchwc", "nchw"])
     if cfg.is_fallback:
         ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow)
         cfg.fallback_split("tile_ic", [-1, ic_bn])
@@ -311,6 +316,7 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
         cfg.fallback_split("tile_oh", [-1, 1])
         cfg.fallback_knob("unroll_kw", False)
         cfg.fallback_knob("order", "oc_oh")
+        cfg.fallback_knob("data_layout", "nchwc")
     ic_bn = cfg["tile_ic"].size[-1]
     oc_bn = cfg["tile_oc"].size[-1]
     reg_n = cfg["tile_ow"].size[-1]
@@ -329,7 +335,13 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
     Hp = (OHp - 1) * sh + (R - 1) * dh + 1
     Wp = (OWp - 1) * sw + (S - 1) * dw + 1
     ICc, OCc = C // ic_bn, K // oc_bn
-    data_vec = _pack_data(data, ic_bn, Hp, Wp, pads)
+    plain = cfg["data_layout"].val == "nchw"
+    if plain:
+        # The micro-kernel broadcasts single input values, so it can read them from a
+        # padded NCHW copy (a contiguous, vectorized copy; none without padding).
+        data_vec = _pad_plain(data, Hp, Wp, pads)
+    else:
+        data_vec = _pack_data(data, ic_bn, Hp, Wp, pads)
     kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
@@ -338,7 +350,8 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
     conv = te.compute(
         (N, OCc, OHp, OWp, oc_bn),
         lambda n, o, y, x, ob: te.sum(
-            data_vec[n, ico, y * sh + ry * dh, x * sw + rx * dw, ici]
+            (data_vec[n, ico * ic_bn + ici, y * sh + ry * dh, x * sw + rx * dw] if plain else
+             data_vec[n, ico, y * sh + ry * dh, x * sw + rx * dw, ici])
             * kernel_vec[o, ico, ry, rx, ici, ob],
             axis=[ico, ry, rx, ici],
         ),
@@ -349,8 +362,14 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
 
     s = te.create_schedule(out.op)
     # Packing stages: parallel over (batch, channel block, row) / kernel blocks.
-    n, c, y, x, cb = s[data_vec].op.axis
-    s[data_vec].parallel(s[data_vec].fuse(n, c, y))
+    if plain:
+        if data_vec is not data:
+            n, c, y, x = s[data_vec].op.axis
+            s[data_vec].parallel(s[data_vec].fuse(n, c))
+            s[data_vec].vectorize(s[data_vec].split(x, factor=LANES)[1])
+    else:
+        n, c, y, x, cb = s[data_vec].op.axis
+        s[data_vec].parallel(s[data_vec].fuse(n, c, y))
     if not packed_kernel:
         o, c, r, s_, cb, ob = s[kernel_vec].op.axis
         s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))

@@ -96,6 +96,19 @@ def test_conv2d_packed_kernel_matches_numpy(case):
         _check(task, cfg)
 
 
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_conv2d_plain_padded_input_layout(case):
+    # data_layout="nchw": the micro-kernel reads a zero-padded NCHW copy (or the input
+    # itself when there is no padding) instead of the channel-blocked one.
+    task = autotune.create_task("conv2d", case + ("float32",))
+    base = task.default_config.to_json()
+    for ow in (base["tile_ow"], task.config_space.space_map["tile_ow"].entities[0].size):
+        cfg = task.config_space.from_json({**base, "tile_ow": list(ow), "data_layout": "nchw"})
+        s, tensors = task.instantiate(cfg)
+        assert "data_vec" not in str(tecomp.lower(s, tensors))
+        _check(task, cfg)
+
+
 def test_conv2d_packed_kernel_has_no_kernel_repacking():
     args = ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), "float32")
     s, tensors = autotune.create_task("conv2d_packed_kernel", args).instantiate()
