@@ -453,6 +453,9 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
         The function's name.
     target : str or Target, optional
         When given, target-specific checks run (``bind`` and "shared" need CUDA).
+    simple_mode : bool
+        Accepted for compatibility with TVM's ``lower``; the result is always the
+        readable loop nest.
 
     Raises
     ------
