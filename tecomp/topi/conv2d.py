@@ -132,6 +132,21 @@ def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
     return N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW
 
 
+def _inside_padding(y, x, H, W, Hp, Wp, top, left) -> list:
+    """Conditions under which padded position (y, x) holds a real input element; only the
+    borders that exist are tested."""
+    conds = []
+    if top:
+        conds.append(y >= top)
+    if Hp > H + top:
+        conds.append(y < H + top)
+    if left:
+        conds.append(x >= left)
+    if Wp > W + left:
+        conds.append(x < W + left)
+    return conds
+
+
 def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
     """``data`` [N, C, H, W] as [N, ceil(C'/bn), Hp, Wp, bn]: zero padding of ``pads`` (top,
     left) and up to Hp x Wp; channel ``j`` of the blocked tensor is input channel
@@ -143,15 +158,7 @@ def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
 
     def f(n, c, y, x, cb):
         j = c * bn + cb
-        conds = []
-        if top:
-            conds.append(y >= top)
-        if Hp > H + top:
-            conds.append(y < H + top)
-        if left:
-            conds.append(x >= left)
-        if Wp > W + left:
-            conds.append(x < W + left)
+        conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
         if chans % bn:
             conds.append(j < chans)
         # No clamping: the code generator evaluates a load under if_then_else only where
@@ -171,15 +178,7 @@ def _pad_plain(data, Hp, Wp, pads, name="data_pad"):
         return data
 
     def f(n, c, y, x):
-        conds = []
-        if top:
-            conds.append(y >= top)
-        if Hp > H + top:
-            conds.append(y < H + top)
-        if left:
-            conds.append(x >= left)
-        if Wp > W + left:
-            conds.append(x < W + left)
+        conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
         value = data[n, c, y - top, x - left]
         return te.if_then_else(te.all(*conds), value, 0.0) if conds else value
 
