@@ -103,6 +103,40 @@ def _llvm():
 
 
 @functools.cache
+def _unknown_to_llvm(triple: str, cpu: str, features: str) -> str:
+    """What of ``cpu`` / ``features`` LLVM's backend for ``triple`` does not recognise, as
+    text ("" when all is known). LLVM only warns on stderr and then ignores them, which
+    later aborts the process (e.g. 64-bit code on a CPU without it), so the warning is
+    read here, where it can still become an error."""
+    import os
+    import tempfile
+
+    llvm = _llvm()
+    try:
+        backend = llvm.Target.from_triple(triple)
+    except RuntimeError:
+        return ""  # no backend for the triple: reported when code is generated
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            backend.create_target_machine(cpu=cpu, features=features)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    found = []
+    for line in text.splitlines():
+        if "is not a recognized" in line:
+            name = line.split("'")[1] if line.count("'") >= 2 else line
+            kind = "processor" if "processor" in line else "feature"
+            if f"{kind} {name!r}" not in found:
+                found.append(f"{kind} {name!r}")
+    return ", ".join(found)
+
+
+@functools.cache
 def host_triple() -> str:
     return _llvm().get_process_triple()
 
@@ -254,6 +288,13 @@ class Target:
         if self.target_arch == "aarch64" and not any(a.lstrip("+-") == "neon" for a in mattr):
             mattr = mattr + ("+neon",)
         self.mattr = mattr
+        unknown = _unknown_to_llvm(self.mtriple, self.mcpu, ",".join(mattr))
+        if unknown:
+            raise TargetError(
+                f"target {text!r}: LLVM does not know {unknown} for {self.target_arch}; "
+                "use a CPU name that clang's -mcpu accepts (e.g. skylake-avx512, znver4, "
+                "cortex-a72) and features such as +avx2"
+            )
         if "num-cores" in opts:
             try:
                 self.num_cores = int(opts["num-cores"])

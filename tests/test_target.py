@@ -1,8 +1,11 @@
 """Target strings: parsing, printing, attributes and errors."""
 
+import re
+
 import pytest
 
 import tecomp
+from tecomp.errors import TargetError
 from tecomp.target import Target
 
 
@@ -90,3 +93,14 @@ def test_target_error_is_value_error():
         Target("nope")
     with pytest.raises(tecomp.TargetError, match="string"):
         Target(42)
+
+
+@pytest.mark.parametrize("text, what", [
+    ("llvm -mcpu=notacpu", "processor 'notacpu'"),
+    ("llvm -mcpu=skylake -mattr=+notafeature", "feature '+notafeature'"),
+    ("llvm -mtriple=aarch64-linux-gnu -mcpu=notacpu", "processor 'notacpu'"),
+])
+def test_unknown_cpu_or_feature_is_a_target_error(text, what):
+    # LLVM itself only warns and later aborts the process on such names.
+    with pytest.raises(TargetError, match=re.escape(what)):
+        Target(text)
