@@ -405,7 +405,9 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin):
         if kind == "unrolled":
             if ext is not None and ext <= MAX_UNROLL:
                 return self.unrolled(s, int(ext))
-            return self.serial_loop(s, hint="unroll")
+            # A symbolic extent cannot be unrolled fully; forcing it only makes LLVM warn,
+            # so such a loop stays serial (LLVM may still unroll it by its own heuristics).
+            return self.serial_loop(s, hint="unroll" if ext is not None else None)
         if kind == "parallel" and self.par_depth == 0 and self.lanes == 1:
             return self.parallel_loop(s)
         return self.serial_loop(s)

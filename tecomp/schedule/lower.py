@@ -521,6 +521,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
         if not infos[st].is_arg:
             body = builder.allocate(st, body)
     func = S.PrimFunc(name, tuple(params[a] for a in args), body)
+    _check_free_vars(func)
     from ..ir.simplify import simplify_func
 
     if os.environ.get("TECOMP_DUMP_IR"):
@@ -529,6 +530,29 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     if os.environ.get("TECOMP_DUMP_IR"):
         print(f"// {name}: after simplify\n{func}")
     return func
+
+
+def _check_free_vars(func: S.PrimFunc) -> None:
+    """Every variable must be a loop or let variable, or a size of an argument, so that the
+    compiled function can bind it."""
+    used, bound = [], set(func.size_vars)
+
+    def fn(n):
+        if isinstance(n, E.Var):
+            used.append(n)
+        elif isinstance(n, S.For):
+            bound.add(n.loop_var)
+        elif isinstance(n, (S.LetStmt, E.Let)):
+            bound.add(n.var)
+
+    post_order_visit(func.body, fn)
+    free = [v for v in dict.fromkeys(used) if v not in bound]
+    if free:
+        raise LoweringError(
+            f"variable {free[0].name} is used (in a compute or as a split factor) but is "
+            f"neither a loop variable nor a size of an argument of {func.name}; pass a "
+            f"tensor with that size in args, or use a constant"
+        )
 
 
 def _check_target(sch: Schedule, target):

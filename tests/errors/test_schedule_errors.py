@@ -320,3 +320,9 @@ def test_compute_at_consumer_runs_outside_that_loop():
     s[tw].compute_at(s[c1], c1.op.axis[0])
     with pytest.raises(tecomp.TecompError, match=r"tw.*first_user.*second_user"):
         tecomp.lower(s, [a, c1, c2])
+
+
+def test_split_factor_variable_that_no_argument_binds(p):
+    p.s[p.out].split(p.out.op.axis[0], factor=te.var("f"))
+    with pytest.raises(tecomp.LoweringError, match=r"variable f .*size of an argument"):
+        tecomp.lower(p.s, p.args)
