@@ -9,6 +9,7 @@ from ..ir import stmt as S
 from . import llvm_types as T
 from .llvm_analysis import buffer_key
 from .llvm_ir import Val, ident
+from .llvm_vector import MAX_LANES
 
 #: Largest constant-size allocation (bytes) placed on the stack; bigger ones use the heap.
 STACK_LIMIT_BYTES = 32 * 1024
@@ -62,6 +63,8 @@ class MemoryMixin:
                     mt,
                     n,
                 )
+        elif self.stack_ramp(ptr, idx):
+            v = self.lanewise_load(mt, ptr, idx, md, eb)
         else:
             n = idx.lanes
             ps = self.lane_ptrs(mt, ptr, idx, n, e.buffer)
@@ -71,6 +74,57 @@ class MemoryMixin:
             z = self.const(0, "int8", v.lanes)
             return self.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
         return v
+
+    def stack_ramp(self, ptr: str, idx: Val) -> bool:
+        """Whether a constant-stride vector access at ``idx`` goes to a stack buffer (an
+        ``alloca`` of this function) and may be done lane by lane (see ``lanewise_load``):
+        without a lane mask always; under one only where the base is a constant and every
+        lane's element is inside the buffer (so no lane can fault)."""
+        if idx.ramp is None or not 1 < idx.lanes <= MAX_LANES:
+            return False
+        elems = getattr(self, "_stack_elems", {}).get(ptr)
+        if elems is None:
+            return False
+        if self.mask is None:
+            return True
+        base, stride = idx.ramp
+        if not base.ref.lstrip("-").isdigit():
+            return False
+        lo, hi = sorted((int(base.ref), int(base.ref) + stride * (idx.lanes - 1)))
+        return lo >= 0 and hi < elems
+
+    def lanewise_load(self, mt: str, ptr: str, idx: Val, md: str, eb: int) -> Val:
+        """A strided vector load from a stack buffer as scalar loads + ``insertelement``.
+
+        A gather intrinsic on an ``alloca`` keeps SROA from promoting it to registers (the
+        accumulator tile of a micro-kernel would be spilled to the stack); scalar loads at
+        offsets that are constant after unrolling are promoted, and LLVM turns the
+        extracts/inserts into register shuffles (e.g. an in-register transpose). Under a
+        lane mask (only with every lane in bounds, see ``stack_ramp``) the disabled lanes
+        read as 0, as from a masked gather."""
+        base, stride = idx.ramp
+        n = idx.lanes
+        vt = T.vec(mt, n)
+        v = Val("poison", mt, n)
+        for k in range(n):
+            off = self.add_i64("add", base, self.i64(k * stride))
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {off.ref}", "ptr")
+            x = self.val(f"load {mt}, ptr {p.ref}, align {eb}{md}", mt)
+            v = self.val(f"insertelement {vt} {v.ref}, {mt} {x.ref}, i64 {k}", mt, n)
+        if self.mask is not None:
+            v = self.val(f"select <{n} x i1> {self.mask.ref}, {vt} {v.ref}, {vt} "
+                         f"zeroinitializer", mt, n)
+        return v
+
+    def lanewise_store(self, mt: str, ptr: str, idx: Val, v: Val, md: str, eb: int) -> None:
+        """A strided vector store into a stack buffer as ``extractelement`` + scalar stores
+        (the counterpart of ``lanewise_load``)."""
+        base, stride = idx.ramp
+        for k in range(idx.lanes):
+            off = self.add_i64("add", base, self.i64(k * stride))
+            p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {off.ref}", "ptr")
+            x = self.val(f"extractelement {v.vty} {v.ref}, i64 {k}", mt)
+            self.emit(f"store {mt} {x.ref}, ptr {p.ref}, align {eb}{md}")
 
     def lane_ptrs(self, mt: str, ptr: str, idx: Val, n: int, buffer) -> Val:
         """The ``<n x ptr>`` of a gather or scatter at element indices ``idx``.
@@ -153,6 +207,9 @@ class MemoryMixin:
                     f"<{n} x i1> {self.mask.ref}){md}"
                 )
             return
+        if self.mask is None and self.stack_ramp(ptr, idx):
+            self.lanewise_store(mt, ptr, idx, v, md, eb)
+            return
         ps = self.lane_ptrs(mt, ptr, idx, n, s.buffer)
         m = self.mask if self.mask is not None else self.true_mask(n)
         fn = f"@llvm.masked.scatter.{T.suffix(mt, n)}.v{n}p0"
@@ -183,6 +240,9 @@ class MemoryMixin:
         if const_elems is not None and const_elems * eb <= STACK_LIMIT_BYTES:
             name = f"%buf.{ident(b.name)}.{next(self.tmp)}"
             self.fn.allocas.append(f"{name} = alloca {mt}, i64 {max(const_elems, 1)}, align 64")
+            if not hasattr(self, "_stack_elems"):
+                self._stack_elems = {}
+            self._stack_elems[name] = const_elems
             self.bufs[key] = name
             self.stmt(s.body)
             return

@@ -390,6 +390,13 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
         s[out].reorder(n, yo, ko, xo, yi, ki, xi)
         fused = s[out].fuse(n, yo, ko)
     s[out].parallel(fused)
+    # The write-back runs along output columns: one vector of reg_n columns per output
+    # channel, a contiguous NCHW store. Its lanes are reg_n different accumulators (the
+    # code generator reads a stack buffer lane by lane), which LLVM turns into an
+    # in-register transpose of the fully unrolled tile.
+    s[out].unroll(yi)
+    s[out].unroll(ki)
+    s[out].vectorize(xi)
     s[CL].compute_at(s[out], xo)
 
     _, _, ly, lx, lob = s[CL].op.axis
