@@ -15,6 +15,17 @@ from .llvm_vector import MAX_LANES
 STACK_LIMIT_BYTES = 32 * 1024
 
 
+
+def const_elems(buffer) -> int | None:
+    """The number of elements of ``buffer`` when its shape is constant, else None."""
+    n = 1
+    for x in buffer.shape:
+        c = E.const_value(x)
+        if c is None:
+            return None
+        n *= int(c)
+    return n
+
 class MemoryMixin:
     """Memory access and allocation; mixed into ``llvm_emit.Emitter``."""
 
@@ -144,13 +155,7 @@ class MemoryMixin:
                 offs = "<" + ", ".join(f"i32 {k * stride}" for k in range(n)) + ">"
                 return self.val(f"getelementptr {mt}, ptr {p.ref}, <{n} x i32> {offs}", "ptr", n)
         idx = self.bcast(self.mat(idx), n)
-        elems = 1
-        for x in buffer.shape:
-            c = E.const_value(x)
-            if c is None:
-                elems = None
-                break
-            elems *= int(c)
+        elems = const_elems(buffer)
         if idx.lanes > 1 and elems is not None and elems <= 2**31:
             i32 = self.val(f"trunc <{n} x i64> {idx.ref} to <{n} x i32>", "i32", n)
             return self.val(
@@ -228,21 +233,15 @@ class MemoryMixin:
             )
         mt = T.mem_type(b.dtype)
         eb = T.elem_bytes(b.dtype)
-        const_elems = 1
-        for x in b.shape:
-            c = E.const_value(x)
-            if c is None:
-                const_elems = None
-                break
-            const_elems *= int(c)
+        n_elems = const_elems(b)
         key = buffer_key(b)
         self.alias_scope(b)
-        if const_elems is not None and const_elems * eb <= STACK_LIMIT_BYTES:
+        if n_elems is not None and n_elems * eb <= STACK_LIMIT_BYTES:
             name = f"%buf.{ident(b.name)}.{next(self.tmp)}"
-            self.fn.allocas.append(f"{name} = alloca {mt}, i64 {max(const_elems, 1)}, align 64")
+            self.fn.allocas.append(f"{name} = alloca {mt}, i64 {max(n_elems, 1)}, align 64")
             if not hasattr(self, "_stack_elems"):
                 self._stack_elems = {}
-            self._stack_elems[name] = const_elems
+            self._stack_elems[name] = n_elems
             self.bufs[key] = name
             self.stmt(s.body)
             return
