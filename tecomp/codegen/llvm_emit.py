@@ -3,8 +3,8 @@
 ``Emitter`` holds the module and function being emitted, evaluates expressions and emits
 statements and loops; what belongs to one concern lives in a mixin of its own module:
 index arithmetic (``llvm_index``), vector values and vectorized loops (``llvm_vector``),
-memory access and allocation (``llvm_memory``), math calls (``llvm_intrinsics``) and
-parallel loops (``llvm_parallel``).
+memory access and allocation (``llvm_memory``), math calls (``llvm_intrinsics``),
+parallel loops (``llvm_parallel``) and block transposes (``llvm_transpose``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from .llvm_intrinsics import MathMixin
 from .llvm_ir import Fn, Val, ident, quote
 from .llvm_memory import MemoryMixin
 from .llvm_parallel import ParallelMixin
+from .llvm_transpose import TransposeMixin
 from .llvm_vector import VectorMixin
 
 
-class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin):
+class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, TransposeMixin):
     """Emits one LLVM module for a list of PrimFuncs."""
 
     def __init__(self, target: Target, fn_attrs: str):
@@ -420,6 +421,8 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin):
             self.bounds.pop(var, None)
 
     def unrolled(self, s, ext: int):
+        if self.transposed_copy(s, ext):
+            return
         mn = self.ev_idx(s.min)
         lo = self.lower_bound(s.min)
         for k in range(ext):
