@@ -1,17 +1,21 @@
 """Block transposes for the LLVM emitter.
 
 A micro-kernel that keeps its accumulators with output channels in the vector lanes
-writes them back to an NCHW tensor along output columns::
+writes them back to an NCHW tensor along output columns, and a channel-blocked copy of
+an NCHW input is the same nest the other way round::
 
     for k in range(E_k):                # unrolled
         for x in range(E_x):            # vectorized
-            dst[a + k * s_k + x] = src[b + k + x * s_x]
+            dst[a + k * s_k + x] = f(src[b + k + x * s_x], ...)
 
 Emitted as written, every stored vector collects one lane from each of ``E_x`` source
 rows, and LLVM builds each of the ``E_k`` vectors on its own (several hundred shuffles for
-an 8 x 32 tile). Recognised here, the nest becomes ``E_x`` contiguous row loads of
-``E_k`` lanes, a transpose network of ``log2(P)`` rounds of ``P`` two-source shuffles
-(``P`` = ``E_x`` rounded up to a power of two), and ``E_k`` contiguous row stores.
+an 8 x 32 tile; scalar loads for a copy from global memory). Recognised here, the nest
+is cut into blocks of at most 16 x 16 elements; in each, the value is evaluated once per
+row ``x`` as a vector along ``k`` (``src`` rows are contiguous loads; conditions such as
+padding become lane masks), the rows go through a transpose network of ``log2(P)``
+rounds of ``P`` two-source shuffles (``P`` = the rows rounded up to a power of two), and
+the block's ``k`` rows are stored contiguously.
 
 The network: the ``P x E_k`` rows, read as one flat array, are perfectly shuffled
 ``log2(P)`` times (row ``m`` zipped with row ``m + P/2``, low and high halves). One
@@ -25,9 +29,9 @@ from __future__ import annotations
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.arith import linear_coeff
-from ..ir.functor import substitute
+from ..ir.functor import post_order_visit
 from . import llvm_types as T
-from .llvm_analysis import buffer_key
+from .llvm_analysis import buffer_key, vectorizable
 from .llvm_ir import Val
 from .llvm_vector import MAX_LANES
 
@@ -45,75 +49,105 @@ def _coeff(index, var):
     return None if c is None else (int(c), lc[1])
 
 
+def _transposing_load(value, store, k, x) -> bool:
+    """Whether ``value`` reads some buffer contiguously along ``k`` and strided along
+    ``x`` (what makes the nest a transpose), and never reads the stored buffer."""
+    key = buffer_key(store.buffer)
+    found, clash = False, False
+
+    def fn(n):
+        nonlocal found, clash
+        if isinstance(n, E.Load):
+            if buffer_key(n.buffer) == key:
+                clash = True
+            lk = _coeff(n.index, k)
+            lx = lk and _coeff(lk[1], x)
+            if lk and lx and lk[0] == 1 and lx[0] != 0:
+                found = True
+
+    post_order_visit(value, fn)
+    return found and not clash
+
+
 def transpose_nest(s: S.For, ext: int):
-    """The ``(store, inner loop, s_k, s_x)`` of a transposing copy nest (module docstring)
-    rooted at the unrolled loop ``s`` of extent ``ext``, else None."""
+    """``(store, inner loop, s_k)`` of a transposing nest (module docstring) rooted at
+    the unrolled loop ``s`` of extent ``ext``, else None."""
     inner = s.body
     if not (isinstance(inner, S.For) and inner.kind == "vectorized"):
         return None
     ex = E.const_value(inner.extent)
     store = inner.body
-    if ex is None or not isinstance(store, S.Store) or not isinstance(store.value, E.Load):
+    if ex is None or not isinstance(store, S.Store):
         return None
-    load = store.value
-    p = 1 << (int(ex) - 1).bit_length()
     if (
         not 2 <= ex <= MAX_LANES
         or not 2 <= ext <= MAX_LANES
         or not _pow2(ext)
-        or p > 2 * ext
-        or load.dtype != store.buffer.dtype
-        or load.dtype == "bool"
-        or buffer_key(load.buffer) == buffer_key(store.buffer)
+        or store.value.dtype != store.buffer.dtype
+        or store.buffer.dtype == "bool"
+        or not vectorizable(store, inner.loop_var)
     ):
         return None
     k, x = s.loop_var, inner.loop_var
-    lk = _coeff(load.index, k)
-    lx = lk and _coeff(lk[1], x)
     sx = _coeff(store.index, x)
     sk = sx and _coeff(sx[1], k)
-    if not (lk and lx and sx and sk) or lk[0] != 1 or sx[0] != 1 or lx[0] == 0:
+    if not (sx and sk) or sx[0] != 1 or not _transposing_load(store.value, store, k, x):
         return None
-    return store, inner, sk[0], lx[0]
+    return store, inner, sk[0]
 
 
 class TransposeMixin:
-    """Transposing copy nests as row loads, a shuffle network and row stores; mixed into
-    ``llvm_emit.Emitter``."""
+    """Transposing nests as vector rows along ``k``, a shuffle network and row stores;
+    mixed into ``llvm_emit.Emitter``."""
 
     def transposed_copy(self, s: S.For, ext: int) -> bool:
         """Emit the unrolled loop ``s`` as a block transpose if it is one (see the module
-        docstring); False (nothing emitted) otherwise."""
+        docstring); False (nothing emitted) otherwise. The nest is cut into blocks of at
+        most one native vector along ``k`` by ``2 x`` that many rows (16 x 16 for float32
+        on AVX-512) so a block's rows stay in registers."""
         if self.lanes != 1 or self.mask is not None:
             return False
         nest = transpose_nest(s, ext)
         if nest is None:
             return False
-        store, inner, step_k, step_x = nest
-        load = store.value
+        store, inner, step_k = nest
         ex = int(E.const_value(inner.extent))
-        at_min = {s.loop_var: s.min, inner.loop_var: inner.min}
-        src_base = self.ev_idx(substitute(load.index, at_min))
-        dst_base = self.ev_idx(substitute(store.index, at_min))
-        mt = T.mem_type(load.dtype)
-        eb = T.elem_bytes(load.dtype)
-        src, dst = self.buf(load.buffer), self.buf(store.buffer)
-        rows = [
-            self._row_load(mt, src, self.add_i64("add", src_base, self.i64(j * step_x)), ext,
-                           self.alias_md(load.buffer), eb)
-            for j in range(ex)
-        ]
-        flat = self._transpose_rows(rows, mt, ext)
-        dst_md = self.alias_md(store.buffer)
-        for i in range(ext):
-            v = self._row_of(flat, mt, ext, i, ex)
-            off = self.add_i64("add", dst_base, self.i64(i * step_k))
-            self._row_store(mt, dst, off, v, ex, dst_md, eb)
+        bits = T.elem_bytes(store.buffer.dtype) * 8
+        kb = min(ext, max(2, self.target.vector_width_bits // bits))
+        xb = min(16, 2 * kb)
+        k_min, x_min = self.ev_idx(s.min), self.ev_idx(inner.min)
+        k_lo, x_lo = self.lower_bound(s.min), self.lower_bound(inner.min)
+        for k0 in range(0, ext, kb):
+            for x0 in range(0, ex, xb):
+                self._transpose_block(store, s.loop_var, inner.loop_var, step_k,
+                                      self.add_i64("add", k_min, self.i64(k0)), k_lo, kb,
+                                      self.add_i64("add", x_min, self.i64(x0)), x_lo,
+                                      min(xb, ex - x0))
         return True
 
-    def _row_load(self, mt: str, ptr: str, off: Val, n: int, md: str, eb: int) -> Val:
-        p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {off.ref}", "ptr")
-        return self.val(f"load {T.vec(mt, n)}, ptr {p.ref}, align {eb}{md}", mt, n)
+    def _transpose_block(self, store, k, x, step_k, k_at, k_lo, kb, x_at, x_lo, xb):
+        """Rows ``x_at + j`` (``j < xb``) of the value as vectors along ``k`` (``kb`` lanes
+        from ``k_at``), transposed, stored as ``kb`` rows of ``xb`` lanes."""
+        rows = []
+        self.lanes = kb
+        try:
+            self.bind_loop_var(k, Val(None, "i64", kb, (k_at, 1)), k_lo)
+            for j in range(xb):
+                self.bind_loop_var(x, self.add_i64("add", x_at, self.i64(j)), x_lo)
+                rows.append(self.bcast(self.mat(self.ev(store.value)), kb))
+        finally:
+            self.lanes = 1
+        mt = T.mem_type(store.buffer.dtype)
+        flat = self._transpose_rows(rows, mt, kb)
+        self.bind_loop_var(k, k_at, k_lo)
+        self.bind_loop_var(x, x_at, x_lo)
+        dst_base = self.ev_idx(store.index)
+        dst, md = self.buf(store.buffer), self.alias_md(store.buffer)
+        eb = T.elem_bytes(store.buffer.dtype)
+        for i in range(kb):
+            v = self._row_of(flat, mt, kb, i, xb)
+            off = self.add_i64("add", dst_base, self.i64(i * step_k))
+            self._row_store(mt, dst, off, v, xb, md, eb)
 
     def _shuffle(self, a: Val, b: Val, mt: str, mask: list) -> Val:
         vt = T.vec(mt, a.lanes)

@@ -340,7 +340,10 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
         # padded NCHW copy (a contiguous, vectorized copy; none without padding).
         data_vec = _pad_plain(data, Hp, Wp, pads)
     else:
-        data_vec = _pack_data(data, ic_bn, Hp, Wp, pads)
+        # Columns in blocks of LANES (zero columns past Wp, never read): the pack is then
+        # a transposing nest (LANES input columns by ic_bn channels) that the code
+        # generator turns into contiguous row loads and in-register transposes.
+        data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, LANES) * LANES, pads)
     kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
@@ -369,6 +372,8 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
     else:
         n, c, y, x, cb = s[data_vec].op.axis
         s[data_vec].parallel(s[data_vec].fuse(n, c, y))
+        s[data_vec].unroll(s[data_vec].split(x, factor=LANES)[1])
+        s[data_vec].vectorize(cb)
     if not packed_kernel:
         o, c, r, s_, cb, ob = s[kernel_vec].op.axis
         s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))

@@ -53,13 +53,35 @@ def _run(s, A, C, rows, cols, dtype="float32"):
 
 
 @pytest.mark.parametrize("cols", [2, 4, 8, 16, 32, 64])
-@pytest.mark.parametrize("rows", [2, 3, 7, 8, 14, 16, 28])
+@pytest.mark.parametrize("rows", [2, 3, 7, 8, 14, 16, 28, 40, 64])
 def test_transposing_copy_matches_numpy(rows, cols):
+    # Blocks of up to 16 x 16: partial blocks in both directions, rows spanning two
+    # vectors of the network (few columns, many rows).
     s, A, C = _transpose(rows, cols)
-    nests = _unrolled_nests(tecomp.lower(s, [A, C]).body)
-    expect = 1 << (rows - 1).bit_length() <= 2 * cols
-    assert bool(nests) == expect
+    assert _unrolled_nests(tecomp.lower(s, [A, C]).body)
     _run(s, A, C, rows, cols)
+
+
+def test_padding_copy_is_a_transposing_nest():
+    # What conv2d's input packing is: a zero-padded, channel-blocked copy. The padding
+    # condition depends on the unrolled column, so rows are masked loads.
+    C, H, W, bn = 8, 5, 5, 8
+    A = te.placeholder((C, H, W), name="A")
+    P = te.compute((H + 2, 16, bn), lambda y, x, c: te.if_then_else(
+        te.all(y >= 1, y < H + 1, x >= 1, x < W + 1), A[c, y - 1, x - 1] + 1.0, 0.0),
+        name="P")
+    s = te.create_schedule(P.op)
+    y, x, c = s[P].op.axis
+    s[P].unroll(x)
+    s[P].vectorize(c)
+    assert _unrolled_nests(tecomp.lower(s, [A, P]).body)
+    mod = tecomp.build(s, [A, P])
+    a = np.random.default_rng(4).random((C, H, W), dtype=np.float32)
+    p = np.full((H + 2, 16, bn), np.nan, np.float32)
+    mod(a, p)
+    ref = np.zeros((H + 2, 16, bn), np.float32)
+    ref[1:H + 1, 1:W + 1] = a.transpose(1, 2, 0) + 1
+    np.testing.assert_array_equal(p, ref)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "int8", "float16"])
