@@ -62,6 +62,8 @@ class PackedFunction:
         self.checker = ArgChecker(meta)
         self._module = module  # keeps the code alive as long as this function
         self._cfunc = _PACKED(address) if address else None
+        self._ptr_array = ctypes.c_void_p * max(len(meta["params"]), 1)
+        self._size_array = ctypes.c_int64 * max(len(meta["size_vars"]), 1)
 
     def _native(self):
         if self._cfunc is None:
@@ -74,9 +76,7 @@ class PackedFunction:
 
     def _pack(self, args):
         ptrs, sizes = self.checker.check(args)
-        pa = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
-        sa = (ctypes.c_int64 * max(len(sizes), 1))(*sizes)
-        return pa, sa
+        return self._ptr_array(*ptrs), self._size_array(*sizes)
 
     def __call__(self, *args) -> None:
         fn = self._native()
