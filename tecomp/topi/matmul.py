@@ -5,7 +5,8 @@ The schedule is the classic one for CPUs with wide vectors: B is packed into
 ``[ceil(M / bn), K, bn]`` so the ``bn`` output columns a micro-kernel computes read one
 contiguous vector per k; the product is accumulated in a ``rows x bn`` local tile
 (``cache_write``) that LLVM keeps in vector registers; k is split and its inner part
-unrolled; the tile loops over (rows, columns) are fused and run in parallel.
+unrolled; tiles are grouped into cache blocks (row tiles by column tiles, one after the
+other), and the block loops over (rows, columns) are fused and run in parallel.
 
 Workload keys (what a graph produces):
 
@@ -72,10 +73,20 @@ def matmul_compute(A, B, bn: int = 16):
     return C, PB
 
 
-def _define_knobs(cfg, N, M, K, vector_lanes=16):
+def _define_knobs(cfg, N, M, K):
+    """Register tile (``tile_y``'s last factor rows by ``bn`` lanes of accumulators),
+    cache block (``tile_y``'s middle factor row tiles by ``block_x`` column tiles, run
+    one after the other inside a parallel chunk), inner k unrolling (``tile_k``), which of
+    rows and columns is outer (``order``), and whether the tile's rows are unrolled.
+
+    Most of the space is slow (too few or too many accumulators for the registers,
+    blocks that overflow the caches, too few parallel chunks for the cores): what a
+    learned cost model is for."""
     cfg.define_knob("bn", [8, 16, 32, 48, 64])
-    cfg.define_split("tile_y", N, num_outputs=2, policy="candidate",
-                     candidate=[[-1, r] for r in (1, 2, 3, 4, 6, 8, 12, 16) if r <= N])
+    cfg.define_split("tile_y", N, num_outputs=3, policy="candidate",
+                     candidate=[[-1, m, r] for m in (1, 2, 4, 8)
+                                for r in (1, 2, 3, 4, 6, 8, 12, 16) if m * r <= N])
+    cfg.define_knob("block_x", [1, 2, 4, 8])
     cfg.define_split("tile_k", K, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in (1, 2, 4, 8, 16) if r <= K])
     cfg.define_knob("order", ["ij", "ji"])
@@ -87,26 +98,30 @@ def _define_knobs(cfg, N, M, K, vector_lanes=16):
         # the tutorial's schedule, 1.9-2x numpy.
         bn = 32 if M >= 32 else (16 if M >= 16 else 8)
         cfg.fallback_knob("bn", bn)
-        cfg.fallback_split("tile_y", [-1, 8 if N >= 8 else 1])
+        cfg.fallback_split("tile_y", [-1, 1, 8 if N >= 8 else 1])
+        cfg.fallback_knob("block_x", 1)
         cfg.fallback_split("tile_k", [-1, 4 if K >= 4 else 1])
         cfg.fallback_knob("order", "ji")
 
 
 def _schedule_product(s, cfg, C, CL, out, i_axis, j_axis, outer_axes=()):
-    """Tile ``out`` over (i, j), accumulate in ``CL`` at the tile, vectorize the lanes."""
+    """Tile ``out`` over (i, j) in blocks of register tiles, accumulate in ``CL`` at the
+    tile, vectorize the lanes; the blocks run in parallel."""
     bn = cfg["bn"].val
-    rows = cfg["tile_y"].size[-1]
+    _, rows_per_block, rows = cfg["tile_y"].size
     io, ii = s[out].split(i_axis, factor=rows)
+    io, im = s[out].split(io, factor=rows_per_block)
     jo, ji = s[out].split(j_axis, factor=bn)
+    jo, jm = s[out].split(jo, factor=cfg["block_x"].val)
     if cfg["order"].val == "ij":
-        s[out].reorder(*outer_axes, io, jo, ii, ji)
-        fused = s[out].fuse(*outer_axes, io, jo)
+        s[out].reorder(*outer_axes, io, jo, im, jm, ii, ji)
+        fused, tile = s[out].fuse(*outer_axes, io, jo), jm
     else:
-        s[out].reorder(*outer_axes, jo, io, ii, ji)
-        fused = s[out].fuse(*outer_axes, jo, io)
+        s[out].reorder(*outer_axes, jo, io, jm, im, ii, ji)
+        fused, tile = s[out].fuse(*outer_axes, jo, io), im
     s[out].parallel(fused)
     s[out].vectorize(ji)
-    s[CL].compute_at(s[out], fused)
+    s[CL].compute_at(s[out], tile)
     axes = s[CL].op.axis
     ci, cj = axes[-2], axes[-1]
     ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=cfg["tile_k"].size[-1])
