@@ -292,9 +292,9 @@ class ApplyHistoryBest:
                 f"ignoring them",
                 stacklevel=3,
             )
-        if not any(r.target_key == want for r in fresh):
-            pass  # any_cpu match: fine, the caller asked for it
-        ranked = _rank(fresh)
+        # A record whose knobs the template no longer offers (its space changed while
+        # the compute did not) does not apply; the best one that does is used.
+        ranked = [r for r in _rank(fresh) if _config_of(task, r) is not None]
         # Prefer an exact target match over one accepted only through any_cpu.
         exact = [r for r in ranked if r.target_key == want]
         return (exact or ranked or [None])[0]
@@ -302,12 +302,7 @@ class ApplyHistoryBest:
     def query(self, task, target=None):
         """The config of the best matching record, or None."""
         rec = self.best_record(task, target)
-        if rec is None:
-            return None
-        try:
-            return task.config_space.from_json(rec.knobs, rec.config_index)
-        except Exception:  # noqa: BLE001 - a record of an older space: not applicable
-            return None
+        return None if rec is None else _config_of(task, rec)
 
     def note_fallback(self, name, args):
         if (name, args) not in self.fallbacks:
@@ -324,6 +319,14 @@ class ApplyHistoryBest:
 
         _pop_context(self)
         return False
+
+
+def _config_of(task, record):
+    """``record``'s config in ``task``'s space, or None if the space has no such config."""
+    try:
+        return task.config_space.from_json(record.knobs, record.config_index)
+    except Exception:  # noqa: BLE001 - a record of an older space: not applicable
+        return None
 
 
 def apply_history_best(records, any_cpu: bool = False) -> ApplyHistoryBest:

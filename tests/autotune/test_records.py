@@ -100,6 +100,22 @@ def test_stale_records_of_a_changed_compute_are_ignored(mm_task):
         assert dispatch("test/mm", mm_task.args).is_fallback
 
 
+def test_a_record_of_an_older_space_gives_way_to_the_best_that_fits(mm_task):
+    # Same compute, but the template's knobs changed: the faster old record names a
+    # split the space no longer has, so the best record that fits is applied.
+    from dataclasses import replace
+
+    from tecomp.autotune.task import dispatch
+
+    knobs = dict(_rec(mm_task, 5, 1e-4).knobs, tile_i=[-1, 7, 3])
+    old = replace(_rec(mm_task, 5, 1e-4), knobs=knobs, config_index=10**9)
+    with autotune.apply_history_best([old, _rec(mm_task, 6, 1e-3)]) as ctx:
+        assert dispatch("test/mm", mm_task.args).index == 6
+        assert ctx.best_record(mm_task).config_index == 6
+    with autotune.apply_history_best([old]):
+        assert dispatch("test/mm", mm_task.args).is_fallback
+
+
 def test_other_workload_falls_back(mm_task):
     from tecomp.autotune.task import dispatch
 
