@@ -2,7 +2,7 @@
 
 The one command (run on an otherwise idle machine, see shared/MEASURING.md)::
 
-    python tuning_logs/regenerate.py --trials 200
+    python tuning_logs/regenerate.py --trials 300
 
 tunes every workload in ``WORKLOADS`` with the XGB tuner and writes the best record of
 each (its interleaved final re-measurement) to ``tuning_logs/<canonical cpu>.json``;
@@ -35,7 +35,7 @@ def main(argv=None):
     from tecomp.target import Target
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--trials", type=int, default=300)
     p.add_argument("--target", default="llvm")
     p.add_argument("--only", help="substring of the template names to tune")
     ns = p.parse_args(argv)
