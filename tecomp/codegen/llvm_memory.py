@@ -205,12 +205,7 @@ class MemoryMixin:
             if self.mask is None:
                 self.emit(f"store {vt} {v.ref}, ptr {p.ref}, align {eb}{md}")
             else:
-                fn = f"@llvm.masked.store.{T.suffix(mt, n)}.p0"
-                self.declare(fn, f"declare void {fn}({vt}, ptr, <{n} x i1>)")
-                self.emit(
-                    f"call void {fn}({vt} {v.ref}, ptr align {eb} {p.ref}, "
-                    f"<{n} x i1> {self.mask.ref}){md}"
-                )
+                self.masked_store(mt, p, v, self.mask.ref, eb, md)
             return
         if self.mask is None and self.stack_ramp(ptr, idx):
             self.lanewise_store(mt, ptr, idx, v, md, eb)
@@ -223,6 +218,15 @@ class MemoryMixin:
             f"call void {fn}({vt} {v.ref}, <{n} x ptr> align {eb} {ps.ref}, "
             f"<{n} x i1> {m.ref}){md}"
         )
+
+    def masked_store(self, mt: str, p: Val, v: Val, mask: str, eb: int, md: str) -> None:
+        """Store the lanes of ``v`` whose ``mask`` bit (an ``<n x i1>`` operand) is set
+        to consecutive elements from ``p``."""
+        n = v.lanes
+        vt = T.vec(mt, n)
+        fn = f"@llvm.masked.store.{T.suffix(mt, n)}.p0"
+        self.declare(fn, f"declare void {fn}({vt}, ptr, <{n} x i1>)")
+        self.emit(f"call void {fn}({vt} {v.ref}, ptr align {eb} {p.ref}, <{n} x i1> {mask}){md}")
 
     def st_Allocate(self, s):
         b = s.buffer

@@ -186,12 +186,8 @@ class TransposeMixin:
             self.emit(f"store {T.vec(mt, n)} {v.ref}, ptr {p.ref}, align {eb}{md}")
             return
         wide = self._shuffle(v, Val("poison", mt, n), mt, list(range(n)) + [n] * (w - n))
-        vt = T.vec(mt, w)
-        fn = f"@llvm.masked.store.{T.suffix(mt, w)}.p0"
-        self.declare(fn, f"declare void {fn}({vt}, ptr, <{w} x i1>)")
         mask = ", ".join("i1 true" if k < n else "i1 false" for k in range(w))
-        self.emit(f"call void {fn}({vt} {wide.ref}, ptr align {eb} {p.ref}, <{w} x i1> <{mask}>)"
-                  f"{md}")
+        self.masked_store(mt, p, wide, f"<{mask}>", eb, md)
 
     def cheap_masked_store(self) -> bool:
         """Whether a masked vector store is one instruction on the target (AVX-512)."""
