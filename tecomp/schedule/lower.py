@@ -522,6 +522,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
             body = builder.allocate(st, body)
     func = S.PrimFunc(name, tuple(params[a] for a in args), body)
     _check_free_vars(func)
+    from ..ir.partition import partition_loops
     from ..ir.simplify import simplify_func
 
     if os.environ.get("TECOMP_DUMP_IR"):
@@ -529,6 +530,11 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     func = simplify_func(func)
     if os.environ.get("TECOMP_DUMP_IR"):
         print(f"// {name}: after simplify\n{func}")
+    partitioned = partition_loops(func)
+    if partitioned is not func:
+        func = simplify_func(partitioned)
+        if os.environ.get("TECOMP_DUMP_IR"):
+            print(f"// {name}: after partitioning loops\n{func}")
     return func
 
 

@@ -9,8 +9,8 @@ A program has up to three stages over an output of rank 1-3 (sizes constant or
     OUT[i..] = tree over inputs, P, R                    (or OUT is itself the reduction)
 
 Trees combine loads, small constants and + - * max min. Inputs broadcast: each is
-indexed by a subset of the output axes (some reversed: X[n - 1 - i]) and possibly the
-reduce axis. The schedule is drawn step by step: inline, cache_write, splits (factor or
+indexed by a subset of the output axes (some reversed: X[n - 1 - i], some shifted with
+zero padding: X[i + d] where 0 <= i + d < n, else 0) and possibly the reduce axis. The schedule is drawn step by step: inline, cache_write, splits (factor or
 nparts, dividing or not), reorders, fuses of adjacent axes, compute_at of a producer into
 any loop of its consumer, and vectorize / unroll / parallel where they are legal.
 
@@ -48,7 +48,7 @@ def _settings(n):
 
 @dataclass
 class InputSpec:
-    access: tuple  # ((out_axis, reversed), ...)
+    access: tuple  # ((out_axis, reversed, shift), ...)
     has_k: bool  # a last dimension indexed by the reduce axis
 
 
@@ -82,7 +82,8 @@ def _tree(draw, leaves, depth):
 def _access(draw, rank):
     axes = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
     axes.sort()
-    return tuple((a, draw(st.booleans())) for a in axes)
+    return tuple((a, draw(st.booleans()), draw(st.sampled_from((0, 0, 0, -1, 1, -2, 2))))
+                 for a in axes)
 
 
 def _ensure(draw, tree, leaf, leaves):
@@ -171,7 +172,8 @@ class Built:
                      for a in range(rank)]
         self.inputs = []
         for i, spec in enumerate(prog.inputs):
-            shape = [self.dims[a] for a, _ in spec.access] + ([prog.k] if spec.has_k else [])
+            shape = [self.dims[a] for a, _, _ in spec.access] + (
+                [prog.k] if spec.has_k else [])
             self.inputs.append(te.placeholder(tuple(shape), dtype=prog.dtype, name=f"in{i}"))
         self.P = self.R = None
         if prog.p_tree is not None:
@@ -200,10 +202,15 @@ class Built:
             return te.const(tree[1], self.prog.dtype)
         if kind == "in":
             spec = self.prog.inputs[tree[1]]
-            idx = [self._index(a, rev, iv) for a, rev in spec.access]
+            idx = [self._index(a, rev, iv) + d for a, rev, d in spec.access]
+            conds = [c for (a, _, d), i in zip(spec.access, idx) if d
+                     for c in (i >= 0, i < self.dims[a])]
             if spec.has_k:
                 idx.append(kax)
-            return self.inputs[tree[1]][tuple(idx)]
+            value = self.inputs[tree[1]][tuple(idx)]
+            if not conds:
+                return value
+            return te.if_then_else(te.all(*conds), value, te.const(0, self.prog.dtype))
         if kind == "P":
             return self.P[tuple(self._index(a, rev, iv) for a, rev in enumerate(tree[1]))]
         if kind == "R":
@@ -232,10 +239,15 @@ def reference(prog: Program, sizes, arrays):
             return dt.type(tree[1])
         if kind == "in":
             spec = prog.inputs[tree[1]]
-            idx = [sizes[a] - 1 - grids[a] if rev else grids[a] for a, rev in spec.access]
+            idx = [(sizes[a] - 1 - grids[a] if rev else grids[a]) + d
+                   for a, rev, d in spec.access]
+            inside = True
+            for (a, _, _), i in zip(spec.access, idx):
+                inside = inside & (i >= 0) & (i < sizes[a])
+            idx = [np.clip(i, 0, sizes[a] - 1) for (a, _, _), i in zip(spec.access, idx)]
             if spec.has_k:
                 idx.append(k_grid)
-            return arrays[tree[1]][tuple(idx)]
+            return np.where(inside, arrays[tree[1]][tuple(idx)], dt.type(0)).astype(dt)
         if kind == "P":
             return P[tuple(sizes[a] - 1 - grids[a] if rev else grids[a]
                            for a, rev in enumerate(tree[1]))]
@@ -264,7 +276,7 @@ def reference(prog: Program, sizes, arrays):
 def make_inputs(prog: Program, sizes, rng):
     arrays = []
     for spec in prog.inputs:
-        shape = [sizes[a] for a, _ in spec.access] + ([prog.k] if spec.has_k else [])
+        shape = [sizes[a] for a, _, _ in spec.access] + ([prog.k] if spec.has_k else [])
         vals = rng.integers(-3, 4, size=shape)
         if prog.dtype == "float32":
             vals = vals + rng.uniform(-0.5, 0.5, size=shape)

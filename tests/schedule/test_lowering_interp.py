@@ -90,7 +90,8 @@ def test_non_dividing_split_has_guard():
     s = te.create_schedule(b.op)
     s[b].split(b.op.axis[0], factor=4)
     text = str(tecomp.lower(s, [a, b]))
-    assert "if " in text or "min(" in text, text
+    # Either a guard or a peeled tail loop keeps the last block inside the 10 elements.
+    assert "if " in text or "range(2)" in text, text
 
 
 @pytest.mark.parametrize("backend", ["interp", "llvm"])

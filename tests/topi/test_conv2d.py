@@ -7,6 +7,9 @@ import pytest
 
 import tecomp
 from tecomp import autotune, te
+from tecomp.ir import expr as E
+from tecomp.ir import stmt as S
+from tecomp.ir.functor import post_order_visit
 from tecomp.topi.conv2d import (
     conv2d_pack_kernel,
     kernel_blocking,
@@ -97,16 +100,43 @@ def test_conv2d_packed_kernel_matches_numpy(case):
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
-def test_conv2d_plain_padded_input_layout(case):
-    # data_layout="nchw": the micro-kernel reads a zero-padded NCHW copy (or the input
-    # itself when there is no padding) instead of the channel-blocked one.
+def test_conv2d_reads_nchw_input_in_place(case):
+    # data_layout="nchw": the micro-kernel reads the NCHW input itself, the padding as
+    # conditions on the reads (cut out of the interior by loop partitioning).
     task = autotune.create_task("conv2d", case + ("float32",))
     base = task.default_config.to_json()
     for ow in (base["tile_ow"], task.config_space.space_map["tile_ow"].entities[0].size):
-        cfg = task.config_space.from_json({**base, "tile_ow": list(ow), "data_layout": "nchw"})
-        s, tensors = task.instantiate(cfg)
-        assert "data_vec" not in str(tecomp.lower(s, tensors))
-        _check(task, cfg)
+        for order in ("oh_oc", "oc_oh"):
+            cfg = task.config_space.from_json(
+                {**base, "tile_ow": list(ow), "order": order, "data_layout": "nchw"})
+            s, tensors = task.instantiate(cfg)
+            allocs = {n.buffer.name for n in _nodes(tecomp.lower(s, tensors), S.Allocate)}
+            assert allocs <= {"conv.local", "kernel_vec"}, allocs
+            _check(task, cfg)
+
+
+def test_conv2d_in_place_interior_tiles_have_no_padding_conditions():
+    args = ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), "float32")
+    task = autotune.create_task("conv2d_packed_kernel", args)
+    cfg = task.config_space.from_json(
+        {"tile_ic": [-1, 64], "tile_oc": [-1, 32], "tile_ow": [-1, 8], "tile_oh": [-1, 1],
+         "unroll_kw": True, "order": "oh_oc", "data_layout": "nchw"})
+    func = tecomp.lower(*task.instantiate(cfg))
+    # Rows 1..54 (parallel iterations 2..109) by tiles 1..5: the micro-kernel's reads are
+    # plain loads; the border rows and tiles keep their own copies.
+    (par,) = [f for f in _nodes(func, S.For) if f.kind == "parallel"]
+    interior = [i for i in _nodes(par, S.IfThenElse) if "< 110" in str(i.condition)][0]
+    middle = [f for f in _nodes(interior.then_case, S.For) if f.loop_var.name == "x.outer"]
+    assert [(int(f.min.value), int(f.extent.value)) for f in middle] == [(1, 5)]
+    assert not _nodes(middle[0], E.Select)
+    assert len(_nodes(func, S.Allocate)) == 9  # 3 row parts x 3 tile parts
+
+
+def _nodes(node, cls):
+    out = []
+    post_order_visit(node.body if hasattr(node, "params") else node,
+                     lambda n: out.append(n) if isinstance(n, cls) else None)
+    return out
 
 
 def test_conv2d_packed_kernel_has_no_kernel_repacking():

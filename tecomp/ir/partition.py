@@ -1,0 +1,236 @@
+"""Loop partitioning: split a loop's range where the conditions in its body are decided.
+
+A padded read ``if_then_else(0 <= x - 1 && x - 1 < W, data[x - 1], 0)`` or the guard of a
+split that does not divide (``if (xo * 8 + xi < 100)``) is undecided over the whole loop
+but holds on most of it. This pass finds, for each serial or parallel loop with constant
+bounds, the range of its variable on which such conditions hold for every value of the
+inner loops, and cuts the loop there:
+
+- a serial loop becomes up to three loops ``[min, lo)``, ``[lo, hi)``, ``[hi, end)``;
+- a parallel loop keeps one parallel region (one fork/join) and dispatches on its variable,
+  ``if v < lo {body} else if v < hi {body} else {body}``.
+
+The simplifier then removes the conditions from the middle part (it knows the narrowed
+range from the loop bounds or the dispatch conditions) and folds them further in the
+border parts, where the loop variable has a few values. Correctness never rests on the
+analysis here: every copy of the body is the original body, and only the simplifier, which
+is sound, removes conditions. The analysis only picks the cut points.
+
+The conditions considered are the conjuncts of ``if_then_else`` conditions and of
+``IfThenElse`` statements that compare integers. For a conjunct ``c`` the pass asks the
+prover whether ``c`` holds for every value of the inner loops with the loop variable fixed
+at its first and last value; when it holds at exactly one end, a binary search finds where
+it stops holding, and keeps the cut only if the prover then sees the conjunct hold on that
+whole side at once (true of comparisons of expressions monotone in the variable, as
+indices are; a conjunct like ``v % 14 >= 1`` cuts nothing).
+
+Each loop is cut at most into three, and a body is copied at most ``MAX_COPIES`` times in
+all (copies multiply down a nest), so code size stays bounded.
+"""
+
+from __future__ import annotations
+
+from . import dtype as dt
+from . import expr as E
+from . import stmt as S
+from .arith import prove, structural_equal, structural_hash
+from .functor import post_order_visit, uses_var
+
+#: How many copies of one loop body partitioning may create, over a whole nest.
+MAX_COPIES = 9
+
+_PARTITIONED_KINDS = ("serial", "parallel")
+_CMP = (E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE)
+
+
+def partition_loops(func: S.PrimFunc) -> S.PrimFunc:
+    """``func`` with loops partitioned where their body's conditions are decided (see the
+    module docstring); ``func`` itself when no loop is cut. Simplify the result to remove
+    the decided conditions."""
+    body = _Partitioner({v: (1, None) for v in func.size_vars}).stmt(func.body, 1)
+    return func if body is func.body else func.with_body(body)
+
+
+def _const(e):
+    return e.value if type(e) is E.IntImm else None
+
+
+def _conjuncts(cond, out: list) -> None:
+    if type(cond) is E.And:
+        _conjuncts(cond.a, out)
+        _conjuncts(cond.b, out)
+    elif type(cond) in _CMP and dt.is_int(cond.a.dtype):
+        out.append(cond)
+
+
+class _Partitioner:
+    def __init__(self, bounds: dict):
+        #: Inclusive constant bounds of the loop variables in scope.
+        self.bounds = dict(bounds)
+
+    def stmt(self, s, copies: int):
+        t = type(s)
+        if t is S.For:
+            return self._for(s, copies)
+        if t is S.SeqStmt:
+            seq = tuple(self.stmt(c, copies) for c in s.seq)
+            return s if all(a is b for a, b in zip(seq, s.seq)) else S.SeqStmt(seq)
+        if t in (S.Allocate, S.LetStmt):
+            body = self.stmt(s.body, copies)
+            if body is s.body:
+                return s
+            if t is S.Allocate:
+                return S.Allocate(s.buffer, body)
+            return S.LetStmt(s.var, s.value, body)
+        if t is S.IfThenElse:
+            then = self.stmt(s.then_case, copies)
+            els = None if s.else_case is None else self.stmt(s.else_case, copies)
+            if then is s.then_case and els is s.else_case:
+                return s
+            return S.IfThenElse(s.condition, then, els)
+        return s
+
+    def _for(self, s: S.For, copies: int):
+        lo, ext = _const(s.min), _const(s.extent)
+        v = s.loop_var
+        if lo is None or ext is None or ext < 1:
+            # Symbolic range: not cut, but the inner loops may be.
+            self.bounds[v] = (lo, None)
+            try:
+                body = self.stmt(s.body, copies)
+            finally:
+                del self.bounds[v]
+            return s if body is s.body else S.For(v, s.min, s.extent, s.kind, body, s.thread_tag)
+        cut = None
+        if s.kind in _PARTITIONED_KINDS and ext > 1:
+            pieces = 3 if copies * 3 <= MAX_COPIES else 2 if copies * 2 <= MAX_COPIES else 1
+            if pieces > 1:
+                cut = self._cut(v, lo, lo + ext, s.body, pieces)
+        if cut is None:
+            return self._loop(s, v, lo, lo + ext, s.body, copies)
+        ranges = [(a, b) for a, b in ((lo, cut[0]), cut, (cut[1], lo + ext)) if a < b]
+        n = len(ranges)
+        if s.kind == "parallel":
+            return self._dispatch(s, v, lo, lo + ext, ranges, copies * n)
+        return S.seq(*[self._loop(s, v, a, b, s.body, copies * n) for a, b in ranges])
+
+    def _loop(self, s: S.For, v, a: int, b: int, body, copies: int):
+        """``s`` over ``[a, b)`` with its body partitioned in turn."""
+        self.bounds[v] = (a, b - 1)
+        try:
+            new = self.stmt(body, copies)
+        finally:
+            del self.bounds[v]
+        if a == _const(s.min) and b - a == _const(s.extent) and new is s.body:
+            return s
+        return S.For(v, E.IntImm(a, s.min.dtype), E.IntImm(b - a, s.extent.dtype), s.kind,
+                     new, s.thread_tag)
+
+    def _dispatch(self, s: S.For, v, a: int, b: int, ranges, copies: int):
+        """One loop over ``[a, b)`` whose body picks the copy for the range ``v`` is in."""
+        bodies = []
+        for lo, hi in ranges:
+            self.bounds[v] = (lo, hi - 1)
+            try:
+                bodies.append(self.stmt(s.body, copies))
+            finally:
+                del self.bounds[v]
+        body = bodies[-1]
+        for (_, hi), then in zip(reversed(ranges[:-1]), reversed(bodies[:-1])):
+            body = S.IfThenElse(E.LT(v, E.IntImm(hi, v.dtype)), then, body)
+        return S.For(v, s.min, s.extent, s.kind, body, s.thread_tag)
+
+    # -- analysis -------------------------------------------------------------------------
+
+    def _cut(self, v, a: int, b: int, body, pieces: int):
+        """``(lo, hi)``: the range of ``v`` in ``[a, b)`` on which the conditions of ``body``
+        that hold at one end of the range keep holding; None when there is no useful cut."""
+        starts, ends = [a], [b]
+        for cond, inner in _conditions(body, v):
+            bounds = {**self.bounds, **inner}
+
+            def holds(c, cond=cond, bounds=bounds):
+                return prove(cond, {**bounds, v: (c, c)})
+
+            first, last = holds(a), holds(b - 1)
+            if first == last:
+                continue
+            # Binary search for the first value where ``holds`` differs from ``first``.
+            lo, hi = a, b - 1
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if holds(mid) == first:
+                    lo = mid
+                else:
+                    hi = mid
+            # Keep the cut only if the prover sees the conjunct hold on the whole side at
+            # once (so the simplifier will remove it there); a conjunct that is not
+            # monotone in ``v`` (``v % 14 >= 1``) fails this and cuts nothing.
+            side = (a, lo) if first else (hi, b - 1)
+            if prove(cond, {**bounds, v: side}):
+                (ends if first else starts).append(hi)
+        lo, hi = max(starts), min(ends)
+        if lo >= hi or (lo, hi) == (a, b):
+            return None
+        if pieces == 2 and lo > a and hi < b:
+            # Room for one cut only: keep the larger of the two condition-free parts.
+            lo, hi = (lo, b) if b - lo >= hi - a else (a, hi)
+        return lo, hi
+
+
+def _conditions(body, v) -> list:
+    """``(conjunct, inner_bounds)`` for each distinct integer conjunct in ``body`` that uses
+    ``v``: from ``if_then_else`` and ``IfThenElse`` conditions; ``inner_bounds`` are the
+    constant ranges of the loops between ``v`` and the condition."""
+    found: dict = {}  # structural hash -> [(conjunct, inner_bounds)]
+
+    def visit_expr(e, inner):
+        def fn(n):
+            if type(n) is E.Select:
+                add(n.cond, inner)
+
+        post_order_visit(e, fn)
+
+    def add(cond, inner):
+        parts: list = []
+        _conjuncts(cond, parts)
+        for c in parts:
+            if not uses_var(c, v):
+                continue
+            same = found.setdefault(structural_hash(c), [])
+            if not any(structural_equal(c, d) and inner == i for d, i in same):
+                same.append((c, inner))
+
+    def walk(s, inner):
+        t = type(s)
+        if t is S.For:
+            lo, ext = _const(s.min), _const(s.extent)
+            visit_expr(s.extent, inner)
+            if lo is not None and ext is not None and ext >= 1:
+                inner = {**inner, s.loop_var: (lo, lo + ext - 1)}
+            walk(s.body, inner)
+        elif t is S.SeqStmt:
+            for c in s.seq:
+                walk(c, inner)
+        elif t is S.IfThenElse:
+            add(s.condition, inner)
+            visit_expr(s.condition, inner)
+            walk(s.then_case, inner)
+            if s.else_case is not None:
+                walk(s.else_case, inner)
+        elif t is S.LetStmt:
+            visit_expr(s.value, inner)
+            walk(s.body, inner)
+        elif t is S.Allocate:
+            walk(s.body, inner)
+        elif t is S.Store:
+            visit_expr(s.value, inner)
+            visit_expr(s.index, inner)
+        elif t is S.Evaluate:
+            visit_expr(s.value, inner)
+
+    walk(body, {})
+    return [x for same in found.values() for x in same]
+
+
+__all__ = ["MAX_COPIES", "partition_loops"]
