@@ -72,6 +72,7 @@ CONV_CASES = [
     ((1, 8, 12, 12), (16, 8, 3, 3), (1, 1), (2, 2), (2, 2)),        # dilation 2
     ((1, 3, 23, 23), (16, 3, 7, 7), (2, 2), (3, 3), (1, 1)),        # stem-like 7x7 / 2
     ((1, 32, 37, 37), (64, 32, 3, 3), (1, 1), (1, 1), (1, 1)),      # width 37: padded tiles
+    ((3, 8, 9, 9), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1)),          # batch 3, padded
 ]
 
 
@@ -177,7 +178,8 @@ def test_conv2d_fallback_is_a_register_tile():
 
 def test_conv2d_padded_width_candidates():
     # OW = 37 is prime: the space offers widths that pad the blocked output.
-    task = autotune.create_task("conv2d", CONV_CASES[-1] + ("float32",))
+    case = next(c for c in CONV_CASES if c[0][3] == 37)
+    task = autotune.create_task("conv2d", case + ("float32",))
     widths = [e.size[-1] for e in task.config_space.space_map["tile_ow"].entities]
     assert any(37 % w for w in widths)
     for w in widths:
