@@ -86,43 +86,6 @@ def _divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def pad_nchw(data, pads, name="data.pad"):
-    """``data`` [N, C, H, W] zero-padded by ``pads`` (top, left, bottom, right); ``data``
-    itself when every pad is 0."""
-    top, left, bottom, right = pads
-    N, C, H, W = (int(s.value) for s in data.shape)
-    if not any(pads):
-        return data
-    Hp, Wp = H + top + bottom, W + left + right
-    return te.compute((N, C, Hp, Wp),
-                      lambda n, c, y, x: _padded_read(data, pads, Hp, Wp, n, c, y, x), name=name)
-
-
-def conv2d_compute(data, kernel, strides, padding, dilation):
-    """Direct NCHW convolution (returns output and the padded input): the reference
-    definition, not what the template schedules."""
-    N, C, H, W = (int(s.value) for s in data.shape)
-    K, _, R, S = (int(s.value) for s in kernel.shape)
-    sh, sw = strides
-    dh, dw = dilation
-    pads = _pads(padding)
-    OH = _out_size(H, R, sh, pads[0], pads[2], dh)
-    OW = _out_size(W, S, sw, pads[1], pads[3], dw)
-    P = pad_nchw(data, pads)
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, R), name="ry")
-    rx = te.reduce_axis((0, S), name="rx")
-    out = te.compute(
-        (N, K, OH, OW),
-        lambda n, k, y, x: te.sum(
-            P[n, rc, y * sh + ry * dh, x * sw + rx * dw] * kernel[k, rc, ry, rx],
-            axis=[rc, ry, rx],
-        ),
-        name="conv",
-    )
-    return out, P
-
-
 def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
     N, C, H, W = (int(s) for s in data_shape)
     K, KC, R, S = (int(s) for s in kernel_shape)
@@ -435,13 +398,17 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
     mult = K // C
     data = te.placeholder((N, C, H, W), dtype, name="data")
     kernel = te.placeholder((K, 1, R, S), dtype, name="kernel")
-    P = pad_nchw(data, pads)
+    Hp = (OH - 1) * sh + (R - 1) * dh + 1
+    Wp = (OW - 1) * sw + (S - 1) * dw + 1
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
+    # The input is read in place: the padding is a condition on each read, which loop
+    # partitioning cuts out of the interior rows and column tiles.
     out = te.compute(
         (N, K, OH, OW),
         lambda n, k, y, x: te.sum(
-            P[n, k // mult, y * sh + ry * dh, x * sw + rx * dw] * kernel[k, 0, ry, rx],
+            _padded_read(data, pads, Hp, Wp, n, k // mult, y * sh + ry * dh, x * sw + rx * dw)
+            * kernel[k, 0, ry, rx],
             axis=[ry, rx],
         ),
         name="depthwise",
@@ -462,16 +429,14 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
         cfg.fallback_split("tile_h", [-1, 2])
 
     s = te.create_schedule(out.op)
-    if P is not data:
-        n, c, y, x = s[P].op.axis
-        s[P].parallel(s[P].fuse(n, c))
-        s[P].vectorize(s[P].split(x, factor=LANES)[1])
     OL = s.cache_write(out, "local")
     n, k, y, x = s[out].op.axis
     yo, yi = s[out].split(y, factor=cfg["tile_h"].size[-1])
     xo, xi = s[out].split(x, factor=cfg["tile_w"].size[-1])
     s[out].reorder(n, k, yo, xo, yi, xi)
-    fused = s[out].fuse(n, k, yo)
+    # Channels in parallel, rows serial inside: the row loop can then be cut at the
+    # padded borders (a fused (k, yo) loop would give the row as a modulo).
+    fused = s[out].fuse(n, k)
     s[out].parallel(fused)
     s[out].vectorize(xi)
     s[OL].compute_at(s[out], xo)

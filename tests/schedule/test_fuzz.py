@@ -10,8 +10,9 @@ A program has up to three stages over an output of rank 1-3 (sizes constant or
 
 Trees combine loads, small constants and + - * max min. Inputs broadcast: each is
 indexed by a subset of the output axes (some reversed: X[n - 1 - i], some shifted with
-zero padding: X[i + d] where 0 <= i + d < n, else 0) and possibly the reduce axis. The schedule is drawn step by step: inline, cache_write, splits (factor or
-nparts, dividing or not), reorders, fuses of adjacent axes, compute_at of a producer into
+zero padding: X[i + d] where 0 <= i + d < n, else 0) and possibly the reduce axis.
+The schedule is drawn step by step: inline, cache_write, splits (factor or nparts,
+dividing or not), reorders, fuses of adjacent axes, compute_at of a producer into
 any loop of its consumer, and vectorize / unroll / parallel where they are legal.
 
 Examples are deterministic (``derandomize``) so the suite is stable; set
