@@ -15,7 +15,8 @@ resolves, so no number in it comes from a single trial sample:
   seed (the only ones that could reach the level) is built again and re-measured in one
   interleaved pass (``tecomp.timing.paired``, median of rounds): the curves and the level
   use these consistent figures. A curve at trial t is the best re-measured GFLOPS among
-  the configs the tuner had measured by then; "XGB's best" is the best of XGB's;
+  the configs the tuner had measured by then ("-" while none was near the best);
+  "XGB's best" is the best of XGB's;
 - the curves count the configs each tuner's *search* proposed. Both tuners first
   measure the template's fallback config (the same hand-picked point for both; on a
   CPU it was tuned for it is itself within a few percent of the best), so counting it
@@ -138,6 +139,11 @@ def tune_in_turns(tuners: dict, trials: int) -> Turns:
     return turns
 
 
+def _cell(gf: float) -> str:
+    """A curve value; "-" while the tuner has measured no config near the best."""
+    return f"{gf:6.1f}" if gf else f"{'-':>6s}"
+
+
 def first_reaching(c, level):
     """The trial at which curve ``c`` reaches ``level``; len(c) + 1 (a lower bound) if it
     never does."""
@@ -170,7 +176,7 @@ def main(argv=None):
         for name, (trials, default) in runs.items():
             c = curves[name] = curve(trials, remeasured)
             rate = (len(trials) + 1) / (turns.busy[name] / 60)
-            print(f"{name:8s} {seed:4d} " + " ".join(f"{c[min(m, len(c)) - 1]:6.1f}"
+            print(f"{name:8s} {seed:4d} " + " ".join(_cell(c[min(m, len(c)) - 1])
                                                      for m in marks)
                   + f"  {rate:9.1f}   (default {remeasured[default[0].index]:.1f}, "
                     f"re-measured from {sum(i in remeasured for i in (x.index for x, _ in trials))}"

@@ -340,7 +340,9 @@ class GATuner(Tuner):
 class XGBTuner(Tuner):
     """Model-based tuning: an XGBoost ranking model on loop-IR features proposes, by
     simulated annealing over the space, the configs it predicts fastest; with
-    probability ``epsilon`` a slot is filled at random instead (exploration).
+    probability ``epsilon`` a slot is filled at random instead (exploration). Before the
+    model has its first ``min_train`` results, half the proposals are random and half
+    change one knob of the best config measured so far (the fallback config at first).
 
     Parameters
     ----------
@@ -440,6 +442,8 @@ class XGBTuner(Tuner):
                     if cand not in self.visited and cand not in taken:
                         pick = cand
                         break
+            if pick is None and not self.model.trained and self.rng.random() < 0.5:
+                pick = self._near_best(taken)
             if pick is None:
                 r = self._random_unvisited(1, taken)
                 if not r:
@@ -450,6 +454,19 @@ class XGBTuner(Tuner):
         for i in out:
             self.visited.add(i)
         return [self.space.get(i) for i in out]
+
+    def _near_best(self, taken: set, tries: int = 8) -> int | None:
+        """An unvisited config one knob away from the best measured one (the template's
+        fallback before any result: a hand-picked point that is usually good), or None.
+        Until the model is trained, half the proposals come from here: the model then
+        learns what separates good configs from better ones, not only bad from good."""
+        anchor = (max(self._ys, key=self._ys.get) if self._ys
+                  else self.task.default_config.index)
+        for _ in range(tries):
+            cand = neighbour(self.space, anchor, self.rng)
+            if cand not in self.visited and cand not in taken:
+                return cand
+        return None
 
     # transfer learning ---------------------------------------------------------------------
 

@@ -31,6 +31,20 @@ def test_exhausts_a_small_space_without_repeats(cls):
     assert sorted(option["builder"].built) == list(range(n))
 
 
+def test_xgb_explores_around_the_fallback_before_its_model_is_trained(mm_task):
+    option = {"builder": FakeBuilder(), "runner": FakeRunner()}
+    tuner = autotune.XGBTuner(mm_task, seed=0, min_train=16, plan_size=8)
+    tuner.tune(16, option, remeasure_top=0)
+    space = mm_task.config_space
+    default = space.digits_of(mm_task.default_config.index)
+    first = option["builder"].built[1:16]  # after the default config itself
+    one_knob_away = [i for i in first
+                     if sum(a != b for a, b in zip(space.digits_of(i), default)) == 1]
+    # Half the early proposals change one knob of the best config so far (the fallback
+    # before any result); random picks in a space of this size rarely do.
+    assert len(one_knob_away) >= 3, first
+
+
 def test_early_stopping_stops(mm_task):
     option = {"builder": FakeBuilder(), "runner": FakeRunner(cost=lambda cfg: 1e-3)}
     tuner = autotune.RandomTuner(mm_task, seed=0, batch_size=4)
