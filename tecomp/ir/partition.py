@@ -107,34 +107,33 @@ class _Partitioner:
             if pieces > 1:
                 cut = self._cut(v, lo, lo + ext, s.body, pieces)
         if cut is None:
-            return self._loop(s, v, lo, lo + ext, s.body, copies)
+            return self._loop(s, lo, lo + ext, copies)
         ranges = [(a, b) for a, b in ((lo, cut[0]), cut, (cut[1], lo + ext)) if a < b]
         n = len(ranges)
         if s.kind == "parallel":
-            return self._dispatch(s, v, lo, lo + ext, ranges, copies * n)
-        return S.seq(*[self._loop(s, v, a, b, s.body, copies * n) for a, b in ranges])
+            return self._dispatch(s, ranges, copies * n)
+        return S.seq(*[self._loop(s, a, b, copies * n) for a, b in ranges])
 
-    def _loop(self, s: S.For, v, a: int, b: int, body, copies: int):
-        """``s`` over ``[a, b)`` with its body partitioned in turn."""
-        self.bounds[v] = (a, b - 1)
+    def _body_over(self, s: S.For, a: int, b: int, copies: int):
+        """The body of ``s`` partitioned in turn, knowing its variable is in ``[a, b)``."""
+        self.bounds[s.loop_var] = (a, b - 1)
         try:
-            new = self.stmt(body, copies)
+            return self.stmt(s.body, copies)
         finally:
-            del self.bounds[v]
-        if a == _const(s.min) and b - a == _const(s.extent) and new is s.body:
-            return s
-        return S.For(v, E.IntImm(a, s.min.dtype), E.IntImm(b - a, s.extent.dtype), s.kind,
-                     new, s.thread_tag)
+            del self.bounds[s.loop_var]
 
-    def _dispatch(self, s: S.For, v, a: int, b: int, ranges, copies: int):
-        """One loop over ``[a, b)`` whose body picks the copy for the range ``v`` is in."""
-        bodies = []
-        for lo, hi in ranges:
-            self.bounds[v] = (lo, hi - 1)
-            try:
-                bodies.append(self.stmt(s.body, copies))
-            finally:
-                del self.bounds[v]
+    def _loop(self, s: S.For, a: int, b: int, copies: int):
+        """``s`` over ``[a, b)``."""
+        body = self._body_over(s, a, b, copies)
+        if a == _const(s.min) and b - a == _const(s.extent) and body is s.body:
+            return s
+        return S.For(s.loop_var, E.IntImm(a, s.min.dtype), E.IntImm(b - a, s.extent.dtype),
+                     s.kind, body, s.thread_tag)
+
+    def _dispatch(self, s: S.For, ranges, copies: int):
+        """``s`` whose body picks the copy for the range its variable is in."""
+        v = s.loop_var
+        bodies = [self._body_over(s, a, b, copies) for a, b in ranges]
         body = bodies[-1]
         for (_, hi), then in zip(reversed(ranges[:-1]), reversed(bodies[:-1])):
             body = S.IfThenElse(E.LT(v, E.IntImm(hi, v.dtype)), then, body)
