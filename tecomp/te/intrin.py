@@ -130,6 +130,11 @@ def min(a, b=None, axis=None, where=None, init=None):
 
 def if_then_else(cond, t, f):
     """``t`` where ``cond`` holds, else ``f``; only the chosen branch is evaluated."""
+    if isinstance(cond, bool):
+        # ``i % 2 == 0`` on expressions is Python's identity comparison, i.e. False.
+        raise DTypeError(
+            f"if_then_else: condition is the Python bool {cond}, not an expression; "
+            f"'==' / '!=' on expressions compare identity: use te.equal / te.not_equal")
     c = E.as_expr(cond)
     if c.dtype != "bool":
         raise DTypeError(f"if_then_else: condition {c} has dtype {c.dtype}, must be bool")

@@ -191,3 +191,9 @@ def test_invert_non_bool(mat):
 def test_and_of_non_bools(mat):
     with pytest.raises(TypeError, match=r"'&'.*bool"):
         te.compute((4,), lambda i: te.if_then_else(mat[i, 0] & mat[i, 1], 1.0, 0.0), name="C")
+
+
+def test_if_then_else_with_python_equality(mat):
+    # `i % 2 == 0` is Python's identity comparison (False), not an expression.
+    with pytest.raises(tecomp.errors.DTypeError, match="te.equal"):
+        te.compute((4, 5), lambda i, j: te.if_then_else(i % 2 == 0, mat[i, j], 0.0))
