@@ -1,7 +1,7 @@
 """2-D convolutions in NCHW for x86: ``conv2d`` and ``depthwise_conv2d``.
 
-Inputs and outputs stay NCHW; inside, both work on channel-blocked (NCHW[x]c) copies,
-the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
+Inputs and outputs stay NCHW. Inside, ``conv2d`` works on channel-blocked (NCHW[x]c)
+tensors, the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
 
 - ``data_vec[n, C/ic_bn, Hp, Wp, ic_bn]``: the padded input with ``ic_bn`` channels
   innermost (one packing pass, in parallel, so the hot loop has no bounds checks), or no
@@ -30,14 +30,15 @@ zero padding is a condition on each read, and loop partitioning
 (:mod:`tecomp.ir.partition`) cuts the parallel row loop and the tile loop so that only
 the border tiles keep it, each specialised to its border; the row cut needs the row to
 be monotone in the parallel loop, i.e. ``order="oh_oc"`` (a batch is then a serial outer
-loop). Reading in place
-saves the packing pass and its memory traffic (5-7% of a ResNet-50 3x3 layer), at the
-price of input channels a plane apart instead of next to each other. The fallback config
+loop). Reading in place saves the packing pass and its memory traffic (5-7% of a
+ResNet-50 3x3 layer), at the price of input channels a plane apart instead of next to
+each other. The fallback config
 reads in place and picks a register tile of about 16-28 accumulators (see
 :func:`_conv_fallback`).
 
-Depthwise conv2d blocks channels the same way (``cb`` channels per vector) with a
-``reg_n x cb`` accumulator tile.
+Depthwise conv2d reads its input in place as well: channels run in parallel, and each
+``tile_h x tile_w`` output tile accumulates in registers, vectorized along the output
+row, with the padded borders cut out of the row and tile loops.
 
 Workload keys (what a graph produces):
 
