@@ -179,8 +179,7 @@ def main(argv=None):
             print(f"{name:8s} {seed:4d} " + " ".join(_cell(c[min(m, len(c)) - 1])
                                                      for m in marks)
                   + f"  {rate:9.1f}   (default {remeasured[default[0].index]:.1f}, "
-                    f"re-measured from {sum(i in remeasured for i in (x.index for x, _ in trials))}"
-                    f" configs)")
+                    f"re-measured from {sum(x.index in remeasured for x, _ in trials)} configs)")
         level = 0.95 * curves["xgb"][-1]
         n_xgb = first_reaching(curves["xgb"], level)
         n_rand = first_reaching(curves["random"], level)

@@ -32,9 +32,8 @@ the border tiles keep it, each specialised to its border; the row cut needs the 
 be monotone in the parallel loop, i.e. ``order="oh_oc"`` (a batch is then a serial outer
 loop). Reading in place saves the packing pass and its memory traffic (5-7% of a
 ResNet-50 3x3 layer), at the price of input channels a plane apart instead of next to
-each other. The fallback config
-reads in place and picks a register tile of about 16-28 accumulators (see
-:func:`_conv_fallback`).
+each other. The fallback config reads in place and picks a register tile of about 16-28
+accumulators (see :func:`_conv_fallback`).
 
 Depthwise conv2d reads its input in place as well: channels run in parallel, and each
 ``tile_h x tile_w`` output tile accumulates in registers, vectorized along the output
@@ -124,30 +123,27 @@ def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
     """``data`` [N, C, H, W] as [N, ceil(C'/bn), Hp, Wp, bn]: zero padding of ``pads`` (top,
     left) and up to Hp x Wp; channel ``j`` of the blocked tensor is input channel
     ``channel_of(j)`` (identity by default; C' = C); channels past C' are zero."""
-    N, C, H, W = (int(s.value) for s in data.shape)
-    top, left = pads[0], pads[1]
+    N, C = (int(s.value) for s in data.shape[:2])
     chans = C if channel_of is None else channel_of[1]
     of = (lambda j: j) if channel_of is None else channel_of[0]
 
     def f(n, c, y, x, cb):
         j = c * bn + cb
-        conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
-        if chans % bn:
-            conds.append(j < chans)
-        # No clamping: the code generator evaluates a load under if_then_else only where
-        # the condition holds (a branch, or a masked load for vector lanes).
-        value = data[n, of(j), y - top, x - left]
-        return te.if_then_else(te.all(*conds), value, 0.0) if conds else value
+        return _padded_read(data, pads, Hp, Wp, n, of(j), y, x,
+                            also=[j < chans] if chans % bn else [])
 
     return te.compute((N, _ceil_div(chans, bn), Hp, Wp, bn), f, name=name)
 
 
-def _padded_read(data, pads, Hp, Wp, n, c, y, x):
-    """``data[n, c, y - top, x - left]`` where (y, x) is inside the input, else 0; (y, x)
-    ranges over ``Hp x Wp`` positions of the padded input."""
+def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
+    """``data[n, c, y - top, x - left]`` where (y, x) is inside the input and the extra
+    conditions ``also`` hold, else 0; (y, x) ranges over ``Hp x Wp`` positions of the
+    padded input."""
     _, _, H, W = (int(s.value) for s in data.shape)
     top, left = pads[0], pads[1]
-    conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
+    conds = _inside_padding(y, x, H, W, Hp, Wp, top, left) + list(also)
+    # No clamping: the code generator evaluates a load under if_then_else only where the
+    # condition holds (a branch, or a masked load for vector lanes).
     value = data[n, c, y - top, x - left]
     return te.if_then_else(te.all(*conds), value, 0.0) if conds else value
 
