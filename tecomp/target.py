@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import threading
 
 from .errors import TargetError
 
@@ -417,6 +418,48 @@ class Target:
 
     def __hash__(self):
         return hash(self.canonical_key())
+
+    # ---- the current-target scope ------------------------------------------------------
+
+    def __enter__(self) -> "Target":
+        _scope().append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack = _scope()
+        if stack and stack[-1] is self:
+            stack.pop()
+
+    @staticmethod
+    def current(allow_none: bool = True) -> "Target | None":
+        """The target of the innermost ``with Target(...):`` scope in this thread.
+
+        Parameters
+        ----------
+        allow_none : bool
+            When False and no scope is active, raise instead of returning None.
+
+        Raises
+        ------
+        TargetError
+            No scope is active and ``allow_none`` is False.
+        """
+        stack = _scope()
+        if stack:
+            return stack[-1]
+        if allow_none:
+            return None
+        raise TargetError("no target scope is active; use `with tecomp.Target('llvm'):`")
+
+
+_SCOPES = threading.local()
+
+
+def _scope() -> list:
+    # One stack per thread, so a scope opened in one thread never leaks into another.
+    if not hasattr(_SCOPES, "stack"):
+        _SCOPES.stack = []
+    return _SCOPES.stack
 
 
 def as_target(target) -> Target:

@@ -104,3 +104,19 @@ def test_unknown_cpu_or_feature_is_a_target_error(text, what):
     # LLVM itself only warns and later aborts the process on such names.
     with pytest.raises(TargetError, match=re.escape(what)):
         Target(text)
+
+
+def test_target_scope_nests_and_is_read_by_template_dispatch():
+    from tecomp.autotune.task import current_target
+
+    assert Target.current() is None
+    assert current_target() == "llvm"
+    with Target("llvm -mtriple=aarch64-linux-gnu") as outer:
+        assert Target.current() is outer
+        with Target("cuda -arch=sm_80") as inner:
+            assert Target.current() is inner
+            assert current_target() == "cuda -arch=sm_80"
+        assert current_target() == "llvm -mtriple=aarch64-linux-gnu"
+    assert Target.current() is None
+    with pytest.raises(TargetError, match="no target scope"):
+        Target.current(allow_none=False)

@@ -162,17 +162,11 @@ def canonical_args(args) -> tuple:
 
 
 def current_target() -> str:
-    """The target string of the innermost target scope, else "llvm" (the host)."""
-    try:
-        from ..target import Target
+    """The target string of the innermost ``with tecomp.Target(...)`` scope, else "llvm"."""
+    from ..target import Target
 
-        cur = getattr(Target, "current", None)
-        t = cur() if callable(cur) else None
-        if t is not None:
-            return str(t)
-    except Exception:  # noqa: BLE001 - the target module may not exist yet
-        pass
-    return "llvm"
+    cur = Target.current()
+    return "llvm" if cur is None else str(cur)
 
 
 def dispatch(name: str, args: tuple, target: str | None = None):
