@@ -1,0 +1,105 @@
+"""Operator strategies: which compute and which schedule implement an operator on a target.
+
+An operator of the library (``"dense"``, ``"conv2d"``, ``"softmax"``, ...) has, per target
+kind, one :class:`Implementation`: a ``compute`` that builds the operator's tensor
+expression from input tensors, and a ``schedule`` that schedules a *fused group* ending in
+that operator's output (the operator itself plus any elementwise epilogue computed from
+it). Compute and schedule are apart, as in TVM's ``compute_*`` / ``schedule_*`` strategy
+functions, so a graph compiler can append an arbitrary elementwise epilogue (bias, an
+activation, a residual add) and the operator's schedule fuses it into its output loop.
+
+A tunable implementation names its autotune ``template`` and says how its ``workload``
+arguments follow from the input shapes; the configuration it is scheduled with is the
+one ``autotune`` dispatch returns for that workload (a tuned record, else the fallback).
+
+Weights that a compute wants in a blocked layout (``dense``'s packed columns, ``conv2d``'s
+NCHW[x]c kernel) are described by ``prepack``: given the config and the constant arrays it
+returns them in the layout the compute expects, so a graph compiler packs them once at
+build time instead of on every call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import TecompError
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way to compute and schedule an operator on one target kind.
+
+    Attributes
+    ----------
+    op : str
+        The operator's name in the library (``"dense"``, ``"conv2d"``, ...).
+    kind : str
+        The target kind it is for (``"llvm"``, ``"cuda"``).
+    compute : callable
+        ``compute(cfg, *inputs, **attrs) -> Tensor``: the operator's output tensor from
+        its input tensors. ``cfg`` is the schedule configuration (a tuned or fallback
+        config entity); it matters only where the compute's layout depends on it.
+    schedule : callable
+        ``schedule(cfg, outs) -> Schedule``: a schedule for the group whose outputs are
+        ``outs`` (the operator and the elementwise stages computed from it, inlined or
+        fused into its output loop).
+    template : str or None
+        The autotune template that tunes this implementation, if it is tunable.
+    workload : callable or None
+        ``workload(*input_shapes, dtype=..., **attrs) -> tuple``: the template's
+        arguments for these inputs (what identifies the tuning task).
+    prepack : callable or None
+        ``prepack(cfg, *arrays, **attrs) -> tuple of numpy arrays``: constant inputs in
+        the layout ``compute`` reads them in, for inputs listed in ``packed_inputs``.
+    packed_inputs : tuple of int
+        Positions of the inputs ``compute`` expects in packed form (empty: none).
+    """
+
+    op: str
+    kind: str
+    compute: Callable
+    schedule: Callable
+    template: str | None = None
+    workload: Callable | None = None
+    prepack: Callable | None = None
+    packed_inputs: tuple = ()
+
+
+_REGISTRY: dict[tuple[str, str], Implementation] = {}
+
+
+def register_implementation(impl: Implementation) -> Implementation:
+    """Register ``impl`` for ``(impl.op, impl.kind)``; a second one for the same pair is
+    an error (two modules claiming one operator is a bug, not an override)."""
+    key = (impl.op, impl.kind)
+    if key in _REGISTRY and _REGISTRY[key] is not impl:
+        raise TecompError(f"operator {impl.op!r} already has an implementation for {impl.kind}")
+    _REGISTRY[key] = impl
+    return impl
+
+
+def get_implementation(op: str, target) -> Implementation:
+    """The implementation of ``op`` for ``target`` (a Target or its kind as a string).
+
+    Raises
+    ------
+    TecompError
+        No implementation is registered for that operator and target kind; the message
+        lists the kinds that have one.
+    """
+    kind = target if isinstance(target, str) else target.kind
+    kind = kind.split()[0]
+    impl = _REGISTRY.get((op, kind))
+    if impl is None:
+        kinds = sorted(k for (o, k) in _REGISTRY if o == op)
+        have = f"it has implementations for: {', '.join(kinds)}" if kinds else "it is unknown"
+        raise TecompError(f"operator {op!r} has no implementation for target kind {kind!r}; {have}")
+    return impl
+
+
+def registered_ops(target) -> list[str]:
+    """Names of the operators with an implementation for ``target``'s kind, sorted."""
+    kind = target if isinstance(target, str) else target.kind
+    kind = kind.split()[0]
+    return sorted(o for (o, k) in _REGISTRY if k == kind)
