@@ -61,7 +61,7 @@ def _cpu_lines() -> list:
 
 def _libgomp() -> str:
     try:
-        from .codegen.llvm import libgomp_path
+        from .runtime.system_libs import libgomp_path
 
         p = libgomp_path()
         return p if p else "NOT FOUND (parallel loops cannot run)"

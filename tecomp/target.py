@@ -15,10 +15,10 @@ made for one target are found again for an equal target written differently.
 
 from __future__ import annotations
 
-import functools
 import os
 import shlex
 import threading
+from dataclasses import dataclass, fields
 
 from .errors import TargetError
 
@@ -92,69 +92,12 @@ _X86_256 = (
 )
 
 
-@functools.cache
-def _llvm():
-    import llvmlite.binding as llvm
+def _llvm_host():
+    # LLVM answers questions about CPUs; imported on first use so that importing this
+    # module (or loading an exported library) never loads llvmlite.
+    from .codegen.llvm import host
 
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    return llvm
-
-
-@functools.cache
-def _unknown_to_llvm(triple: str, cpu: str, features: str) -> str:
-    """What of ``cpu`` / ``features`` LLVM's backend for ``triple`` does not recognise, as
-    text ("" when all is known). LLVM only warns on stderr and then ignores them, which
-    later aborts the process (e.g. 64-bit code on a CPU without it), so the warning is
-    read here, where it can still become an error."""
-    import os
-    import tempfile
-
-    llvm = _llvm()
-    try:
-        backend = llvm.Target.from_triple(triple)
-    except RuntimeError:
-        return ""  # no backend for the triple: reported when code is generated
-    with tempfile.TemporaryFile() as err:
-        saved = os.dup(2)
-        os.dup2(err.fileno(), 2)
-        try:
-            backend.create_target_machine(cpu=cpu, features=features)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        err.seek(0)
-        text = err.read().decode(errors="replace")
-    found = []
-    for line in text.splitlines():
-        if "is not a recognized" in line:
-            name = line.split("'")[1] if line.count("'") >= 2 else line
-            kind = "processor" if "processor" in line else "feature"
-            if f"{kind} {name!r}" not in found:
-                found.append(f"{kind} {name!r}")
-    return ", ".join(found)
-
-
-@functools.cache
-def host_triple() -> str:
-    return _llvm().get_process_triple()
-
-
-@functools.cache
-def host_cpu() -> str:
-    return _llvm().get_host_cpu_name()
-
-
-@functools.cache
-def host_features() -> tuple:
-    """The host CPU's enabled features as ``("+avx2", "+fma", ...)`` (disabled ones dropped)."""
-    try:
-        fmap = _llvm().get_host_cpu_features()
-    except RuntimeError:  # LLVM cannot query this host
-        return ()
-    return tuple(sorted(f"+{k}" for k, on in fmap.items() if on))
+    return host
 
 
 def host_num_cores() -> int:
@@ -164,9 +107,51 @@ def host_num_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _positive_int(opts: dict, key: str, text: str, default: int | None = None) -> int | None:
+    if key not in opts:
+        return default
+    try:
+        value = int(opts[key])
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise TargetError(f"-{key}={opts[key]!r} in target {text!r} must be a positive integer")
+    return value
+
+
 def _arch_of(triple: str) -> str:
     arch = triple.split("-", 1)[0]
     return {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
+
+
+@dataclass(frozen=True)
+class CPUCaps:
+    """What a CPU target offers generated code and the schedules written for it."""
+
+    vector_width_bits: int  # widest native vector register (512 for AVX-512, 128 for NEON)
+    num_vector_registers: int  # architectural vector registers (register blocking)
+    num_cores: int  # threads a parallel loop uses
+
+
+@dataclass(frozen=True)
+class CUDACaps:
+    """The per-block limits of a CUDA target, checked before a kernel is compiled."""
+
+    max_threads_per_block: int
+    max_shared_memory_per_block: int  # bytes
+    warp_size: int
+
+
+#: Attributes that only targets of one kind have, for the error on another kind.
+_KIND_ATTRIBUTES = {
+    "llvm": ("mcpu", "mattr", *(f.name for f in fields(CPUCaps))),
+    "cuda": ("arch", *(f.name for f in fields(CUDACaps))),
+}
+
+_CAPS_FIELDS = frozenset(f.name for caps in (CPUCaps, CUDACaps) for f in fields(caps))
+
+#: The architecture a "cuda" target without -arch generates code for (Hopper).
+DEFAULT_CUDA_ARCH = "sm_90"
 
 
 class Target:
@@ -177,33 +162,47 @@ class Target:
     target : str or Target
         ``"llvm"``, ``"llvm -mcpu=NAME -mattr=+f1,+f2 -mtriple=TRIPLE -num-cores=N"``,
         ``"cuda"`` or ``"cuda -arch=sm_XY"``.
+    host : str or Target, optional
+        For a device target (cuda): the CPU target its host code is for; "llvm" when not
+        given. A CPU target is its own host and takes none.
 
     Attributes
     ----------
     kind : "llvm" or "cuda"
-    mtriple, mcpu : str (llvm; resolved to the host's when not given)
-    mattr : tuple of "+feature" / "-feature" strings (llvm; the host's for plain "llvm")
-    arch : str or None (cuda, e.g. "sm_90")
     keys : tuple of str, e.g. ("cpu", "x86_64") or ("cuda", "gpu")
-    vector_width_bits : int, widest native vector register (512 for AVX-512, 128 for NEON)
-    num_cores : int, threads a parallel loop uses
+    mtriple : str (the host's for llvm when not given; "nvptx64-nvidia-cuda" for cuda)
     is_host : bool, whether code for this target runs on this machine
+    caps : CPUCaps or CUDACaps, the target's capabilities; their fields read as
+        attributes of the target too (``target.vector_width_bits``,
+        ``target.max_threads_per_block``)
+    host : Target or None, the CPU target of a device target's host code
+    mcpu : str (llvm only; the host's CPU when not given)
+    mattr : tuple of "+feature" / "-feature" strings (llvm only; the host's for "llvm")
+    arch : str (cuda only, e.g. "sm_90"; DEFAULT_CUDA_ARCH when not given)
+
+    Reading an attribute of another kind (``mcpu`` of a cuda target) is an
+    AttributeError that says which kind has it.
 
     Raises
     ------
     TargetError
-        When the string has an unknown kind or option or a malformed value; the message
-        names the bad part and lists what is allowed.
+        When the string has an unknown kind or option or a malformed value, or a host is
+        given that is not a CPU target; the message names the bad part and lists what is
+        allowed.
 
     Examples
     --------
     >>> t = Target("llvm -mtriple=aarch64-linux-gnu")
     >>> t.vector_width_bits, t.is_host
     (128, False)
+    >>> Target("cuda").canonical_key()
+    'cuda -arch=sm_90'
     """
 
-    def __init__(self, target: "str | Target" = "llvm"):
+    def __init__(self, target: "str | Target" = "llvm", host: "str | Target | None" = None):
         if isinstance(target, Target):
+            if host is None:
+                host = target.host
             target = target._text
         if not isinstance(target, str):
             raise TargetError(
@@ -242,9 +241,25 @@ class Target:
             opts[key] = value
         self._opts = opts
         if kind == "llvm":
+            if host is not None:
+                raise TargetError(
+                    f"target {target!r} runs on the CPU itself and takes no host; host= is "
+                    "for device targets such as 'cuda'"
+                )
+            self.host = None
             self._init_llvm(opts)
         else:
+            self.host = self._device_host(host)
             self._init_cuda(opts)
+
+    def _device_host(self, host) -> "Target":
+        host = Target("llvm") if host is None else as_target(host)
+        if host.kind != "llvm":
+            raise TargetError(
+                f"the host of target {self._text!r} must be a CPU target such as 'llvm', "
+                f"got {host}"
+            )
+        return host
 
     @staticmethod
     def _fmt_allowed(kind):
@@ -253,20 +268,34 @@ class Target:
     def _allowed(self):
         return self._fmt_allowed(self.kind)
 
+    def __getattr__(self, name):
+        # Reached only for attributes the instance lacks: first the capability record's
+        # fields, then a message for attributes of the other kind.
+        caps = self.__dict__.get("caps")
+        if caps is not None and name in _CAPS_FIELDS and hasattr(caps, name):
+            return getattr(caps, name)
+        kind = self.__dict__.get("kind")
+        for other, names in _KIND_ATTRIBUTES.items():
+            if name in names and kind is not None and other != kind:
+                raise AttributeError(
+                    f"{self!r} is of kind {kind!r}; {name!r} belongs to {other!r} targets "
+                    "(see target.caps)"
+                )
+        raise AttributeError(f"'Target' object has no attribute {name!r}")
+
     # ---- llvm -------------------------------------------------------------------------
 
     def _init_llvm(self, opts):
         text = self._text
-        self.arch = None
-        self.mtriple = opts.get("mtriple", host_triple())
+        host = _llvm_host()
+        self.mtriple = opts.get("mtriple", host.host_triple())
         if self.mtriple.count("-") < 1 or not self.mtriple.split("-")[0]:
             raise TargetError(
                 f"-mtriple={self.mtriple!r} in target {text!r} is not a target triple; "
                 "expected e.g. x86_64-linux-gnu or aarch64-linux-gnu"
             )
         self.target_arch = _arch_of(self.mtriple)
-        host_arch = _arch_of(host_triple())
-        same_arch = self.target_arch == host_arch
+        same_arch = self.target_arch == _arch_of(host.host_triple())
         mattr = ()
         if "mattr" in opts:
             items = [a.strip() for a in opts["mattr"].split(",") if a.strip()]
@@ -280,16 +309,16 @@ class Target:
         if "mcpu" in opts:
             self.mcpu = opts["mcpu"]
         elif same_arch:
-            self.mcpu = host_cpu()
+            self.mcpu = host.host_cpu()
         else:
             self.mcpu = "generic"
         # Plain "llvm" (or -mcpu naming the host CPU) means all the host's features.
-        if same_arch and "mattr" not in opts and self.mcpu == host_cpu():
-            mattr = host_features()
+        if same_arch and "mattr" not in opts and self.mcpu == host.host_cpu():
+            mattr = host.host_features()
         if self.target_arch == "aarch64" and not any(a.lstrip("+-") == "neon" for a in mattr):
             mattr = mattr + ("+neon",)
         self.mattr = mattr
-        unknown = _unknown_to_llvm(self.mtriple, self.mcpu, ",".join(mattr))
+        unknown = host.unknown_to_llvm(self.mtriple, self.mcpu, ",".join(mattr))
         if unknown:
             raise TargetError(
                 f"target {text!r}: LLVM does not know {unknown} for {self.target_arch}; "
@@ -297,17 +326,9 @@ class Target:
                 "cortex-a72) and features such as +avx2"
             )
         if "num-cores" in opts:
-            try:
-                self.num_cores = int(opts["num-cores"])
-                if self.num_cores < 1:
-                    raise ValueError
-            except ValueError:
-                raise TargetError(
-                    f"-num-cores={opts['num-cores']!r} in target {text!r} must be a "
-                    "positive integer"
-                ) from None
+            num_cores = _positive_int(opts, "num-cores", text)
         else:
-            self.num_cores = host_num_cores() if same_arch else 1
+            num_cores = host_num_cores() if same_arch else 1
         self.is_host = same_arch
         if self.target_arch in ("x86_64", "i386", "i686"):
             self.keys = ("cpu", "x86_64" if self.target_arch == "x86_64" else "x86")
@@ -315,7 +336,12 @@ class Target:
             self.keys = ("cpu", "arm")
         else:
             self.keys = ("cpu", self.target_arch)
-        self.vector_width_bits = self._llvm_vector_width()
+        width = self._llvm_vector_width()
+        self.caps = CPUCaps(
+            vector_width_bits=width,
+            num_vector_registers=self._llvm_vector_registers(width),
+            num_cores=num_cores,
+        )
 
     def _enabled(self, feature: str) -> bool:
         state = False
@@ -337,44 +363,38 @@ class Target:
             return 128
         return 128
 
+    def _llvm_vector_registers(self, width: int) -> int:
+        if self.target_arch == "aarch64":
+            return 32  # v0-v31
+        if self.target_arch == "x86_64":
+            return 32 if width == 512 else 16  # zmm0-31 with AVX-512, else xmm/ymm0-15
+        if self.target_arch in ("i386", "i686"):
+            return 8
+        return 16
+
     # ---- cuda -------------------------------------------------------------------------
 
     def _init_cuda(self, opts):
         text = self._text
-        arch = opts.get("arch")
-        if arch is not None:
-            digits = arch[3:] if arch.startswith("sm_") else ""
-            if not digits[:-1].isdigit() or not (digits.isdigit() or digits[-1] in "af"):
-                raise TargetError(
-                    f"-arch={arch!r} in target {text!r} is not a CUDA architecture; "
-                    "expected sm_XY such as sm_80 or sm_90"
-                )
+        arch = opts.get("arch", DEFAULT_CUDA_ARCH)
+        digits = arch[3:] if arch.startswith("sm_") else ""
+        if not digits[:-1].isdigit() or not (digits.isdigit() or digits[-1] in "af"):
+            raise TargetError(
+                f"-arch={arch!r} in target {text!r} is not a CUDA architecture; "
+                "expected sm_XY such as sm_80 or sm_90"
+            )
         self.arch = arch
         self.mtriple = "nvptx64-nvidia-cuda"
         self.target_arch = "nvptx64"
-        self.mcpu = arch or ""
-        self.mattr = ()
         self.keys = ("cuda", "gpu")
-        self.vector_width_bits = 128  # widest per-thread load (float4)
-        self.num_cores = 1
         self.is_host = False
-
-        def _int(key, default):
-            if key not in opts:
-                return default
-            try:
-                v = int(opts[key])
-                if v <= 0:
-                    raise ValueError
-                return v
-            except ValueError:
-                raise TargetError(
-                    f"-{key}={opts[key]!r} in target {text!r} must be a positive integer"
-                ) from None
-
-        self.max_threads_per_block = _int("max-threads-per-block", 1024)
-        self.max_shared_memory_per_block = _int("max-shared-memory-per-block", 49152)
-        self.warp_size = 32
+        self.caps = CUDACaps(
+            max_threads_per_block=_positive_int(opts, "max-threads-per-block", text, 1024),
+            max_shared_memory_per_block=_positive_int(
+                opts, "max-shared-memory-per-block", text, 49152
+            ),
+            warp_size=32,
+        )
 
     # ---- printing, identity ---------------------------------------------------------
 
@@ -384,18 +404,21 @@ class Target:
         return " ".join(parts)
 
     def __repr__(self) -> str:
+        if self.host is not None:
+            return f"Target({str(self)!r}, host={str(self.host)!r})"
         return f"Target({str(self)!r})"
 
     def canonical_key(self) -> str:
         """A string of only the attributes that change generated code.
 
         For llvm: triple (normalised to arch), CPU model, and the vector-relevant features
-        that are enabled; for cuda: the architecture. Thread count is left out: it changes
-        how fast a schedule runs, not the code, and tuning records stay shareable across
-        machines with the same CPU.
+        that are enabled; for cuda: the architecture, resolved (``DEFAULT_CUDA_ARCH`` when
+        the string names none). Thread count and per-block limits are left out: they
+        change how fast a schedule runs or whether it fits, not the code, and tuning
+        records stay shareable across machines with the same processor.
         """
         if self.kind == "cuda":
-            return f"cuda -arch={self.arch or 'default'}"
+            return f"cuda -arch={self.arch}"
         relevant = _ARM_VECTOR_FEATURES if self.keys[1] == "arm" else _X86_VECTOR_FEATURES
         feats = sorted(f for f in relevant if self._enabled(f))
         key = f"llvm -arch={self.target_arch} -mcpu={self.mcpu}"
@@ -405,7 +428,10 @@ class Target:
 
     @property
     def features(self) -> tuple:
-        """Enabled feature names without the sign (e.g. ("avx2", "avx512f", ...))."""
+        """Enabled CPU feature names without the sign (e.g. ("avx2", "avx512f", ...));
+        empty for a device target."""
+        if self.kind != "llvm":
+            return ()
         return tuple(sorted({a[1:] for a in self.mattr if self._enabled(a[1:])}))
 
     def __eq__(self, other):

@@ -1,12 +1,14 @@
 """Target strings: parsing, printing, attributes and errors."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 import tecomp
 from tecomp.errors import TargetError
-from tecomp.target import Target
+from tecomp.target import CPUCaps, CUDACaps, Target
 
 
 def test_host_llvm():
@@ -45,13 +47,74 @@ def test_aarch64_cross():
     assert "+neon" in t.mattr
 
 
-@pytest.mark.parametrize("s,arch", [("cuda", None), ("cuda -arch=sm_90", "sm_90")])
+@pytest.mark.parametrize("s,arch", [("cuda", "sm_90"), ("cuda -arch=sm_80", "sm_80")])
 def test_cuda(s, arch):
     t = Target(s)
     assert t.kind == "cuda" and t.arch == arch
     assert t.keys == ("cuda", "gpu")
     assert str(t) == s
-    assert t.max_threads_per_block == 1024
+    assert t.canonical_key() == f"cuda -arch={arch}"
+    assert isinstance(t.caps, CUDACaps)
+    assert t.max_threads_per_block == t.caps.max_threads_per_block == 1024
+    assert t.caps.max_shared_memory_per_block == 49152 and t.caps.warp_size == 32
+    assert not t.is_host
+
+
+def test_cuda_default_arch_is_resolved_in_the_key():
+    assert Target("cuda") == Target("cuda -arch=sm_90")
+    assert "default" not in Target("cuda").canonical_key()
+    assert Target("cuda") != Target("cuda -arch=sm_80")
+
+
+def test_cuda_limits_from_options():
+    t = Target("cuda -max-threads-per-block=512 -max-shared-memory-per-block=98304")
+    assert t.caps == CUDACaps(512, 98304, 32)
+
+
+@pytest.mark.parametrize("name", ["mcpu", "mattr", "vector_width_bits", "num_cores"])
+def test_cuda_has_no_cpu_attributes(name):
+    with pytest.raises(AttributeError, match=f"'{name}' belongs to 'llvm' targets"):
+        getattr(Target("cuda"), name)
+
+
+@pytest.mark.parametrize("name", ["arch", "warp_size", "max_threads_per_block"])
+def test_llvm_has_no_cuda_attributes(name):
+    with pytest.raises(AttributeError, match=f"'{name}' belongs to 'cuda' targets"):
+        getattr(Target("llvm"), name)
+
+
+def test_cpu_caps():
+    t = Target("llvm -mcpu=skylake-avx512 -num-cores=3")
+    assert t.caps == CPUCaps(vector_width_bits=512, num_vector_registers=32, num_cores=3)
+    assert t.vector_width_bits == 512 and t.num_cores == 3
+    assert Target("llvm -mcpu=haswell -num-cores=1").caps == CPUCaps(256, 16, 1)
+    arm = Target("llvm -mtriple=aarch64-linux-gnu")
+    assert arm.caps == CPUCaps(128, 32, 1)
+    assert Target("llvm").caps.num_cores >= 1
+
+
+def test_device_target_has_a_host():
+    t = Target("cuda")
+    assert t.host == Target("llvm") and t.host.kind == "llvm"
+    cross = Target("cuda -arch=sm_80", host="llvm -mtriple=aarch64-linux-gnu")
+    assert cross.host.keys == ("cpu", "arm")
+    assert repr(cross) == "Target('cuda -arch=sm_80', host='llvm -mtriple=aarch64-linux-gnu')"
+    assert Target(cross).host is cross.host
+    assert Target("llvm").host is None
+
+
+def test_bad_hosts():
+    with pytest.raises(TargetError, match="takes no host"):
+        Target("llvm", host="llvm")
+    with pytest.raises(TargetError, match="must be a CPU target"):
+        Target("cuda", host="cuda")
+
+
+def test_importing_target_does_not_load_llvm():
+    code = "import sys, tecomp.target; print('llvmlite' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_canonical_key_ignores_spelling_and_core_count():

@@ -1,13 +1,10 @@
-"""Code generators: loop IR (PrimFunc) -> machine code for a target.
+"""Code generators: loop IR (PrimFunc) -> a runnable ``runtime.Module`` for a target.
 
-``llvm.build_llvm`` handles CPU targets (x86-64, AArch64) through llvmlite.
+Backends are registered by target kind (``register_backend``); ``tecomp.build`` looks
+them up with ``get_backend``. Built in: ``llvm`` (x86-64, AArch64 through llvmlite).
 """
 
+from . import llvm
+from .registry import backend_kinds, get_backend, register_backend
 
-def build_llvm(funcs, target="llvm"):
-    from .llvm import build_llvm as _build
-
-    return _build(funcs, target)
-
-
-__all__ = ["build_llvm"]
+__all__ = ["backend_kinds", "get_backend", "llvm", "register_backend"]

@@ -1,11 +1,19 @@
-"""Runtime: compiled modules callable on numpy arrays, timing, export and load."""
+"""Runtime: compiled modules callable on numpy arrays, timing, export and load.
 
-from .module import Module, PackedFunction, TimingResult, load_module
-from .ndarray import ArgumentError, ArgumentTypeError
+This package is the bottom of the stack: it imports no code generator, so a library
+written by ``export_library`` loads and runs (``load_module``) without LLVM.
+"""
+
+from .abi import FunctionSignature, ParamSpec
+from .args import ArgumentError, ArgumentTypeError
+from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
 
 __all__ = [
+    "FunctionSignature",
+    "LibraryModule",
     "Module",
     "PackedFunction",
+    "ParamSpec",
     "TimingResult",
     "load_module",
     "ArgumentError",

@@ -1,25 +1,29 @@
 """Runtime modules: call compiled functions on numpy arrays, time them, export them.
 
 A ``Module`` holds one or more compiled functions, each reachable as ``mod[name]``;
-``mod(*arrays)`` calls the first. Functions use the packed convention of
-``tecomp.codegen.llvm`` (``i32 f(void **args, int64_t *sizes)``), so every call is one
+``mod(*arrays)`` calls the first. Functions use the packed calling convention of
+``tecomp.runtime.abi`` (``int32_t f(void **args, int64_t *sizes)``), so every call is one
 ctypes call after validation.
+
+Each code generator returns its own ``Module`` subclass (the LLVM JIT module lives with
+the LLVM code generator); ``LibraryModule`` is a library loaded by ``load_module``, which
+needs no code generator: this package imports none.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import statistics
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 from ..errors import TargetError, TecompError
-from .ndarray import ArgChecker
+from ..target import Target
+from .abi import METADATA_SYMBOL, FunctionSignature, decode_metadata
+from .args import ArgChecker, data_pointer
+from .system_libs import libgomp_path
 
 _PACKED = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -56,14 +60,15 @@ class TimingResult:
 class PackedFunction:
     """One compiled function: validates arguments, then calls the machine code."""
 
-    def __init__(self, meta: dict, address: int | None, module: "Module"):
-        self.name = meta["name"]
-        self.meta = meta
-        self.checker = ArgChecker(meta)
+    def __init__(self, signature: FunctionSignature, address: int | None, module: Module):
+        self.name = signature.name
+        self.signature = signature
+        self.checker = ArgChecker(signature)
         self._module = module  # keeps the code alive as long as this function
         self._cfunc = _PACKED(address) if address else None
-        self._ptr_array = ctypes.c_void_p * max(len(meta["params"]), 1)
-        self._size_array = ctypes.c_int64 * max(len(meta["size_vars"]), 1)
+        self._ptr_array = ctypes.c_void_p * max(len(signature.params), 1)
+        self._size_array = ctypes.c_int64 * max(len(signature.size_vars), 1)
+        self._size_sources = signature.size_sources()
 
     def _native(self):
         if self._cfunc is None:
@@ -78,12 +83,34 @@ class PackedFunction:
         ptrs, sizes = self.checker.check(args)
         return self._ptr_array(*ptrs), self._size_array(*sizes)
 
+    def _run(self, fn, ptrs, sizes) -> None:
+        if fn(ptrs, sizes) != 0:
+            raise MemoryError(f"{self.name}: a temporary buffer could not be allocated")
+
     def __call__(self, *args) -> None:
         fn = self._native()
-        pa, sa = self._pack(args)
-        rc = fn(pa, sa)
-        if rc != 0:
-            raise MemoryError(f"{self.name}: a temporary buffer could not be allocated")
+        self._run(fn, *self._pack(args))
+
+    def call_trusted(self, *arrays) -> None:
+        """Call without validating the arguments, for a caller that already has.
+
+        An executor that allocates its own arrays from this function's ``signature``
+        (dtypes, shapes, C-contiguous, aligned, outputs writable and not overlapping any
+        other argument) can skip the per-call checks of ``__call__``; symbolic sizes are
+        read from the arrays' shapes. Arguments that break the signature are not
+        detected: the generated code then reads or writes out of bounds.
+
+        Examples
+        --------
+        >>> f = mod.get_function("mm")        # doctest: +SKIP
+        >>> f(a, b, c)                         # checked once  # doctest: +SKIP
+        >>> for _ in range(1000):              # doctest: +SKIP
+        ...     f.call_trusted(a, b, c)
+        """
+        fn = self._native()
+        ptrs = self._ptr_array(*[data_pointer(a) for a in arrays])
+        sizes = self._size_array(*[arrays[i].shape[d] for i, d in self._size_sources])
+        self._run(fn, ptrs, sizes)
 
     def __repr__(self):
         return f"<PackedFunction {self.name}({self.checker.sig})>"
@@ -92,6 +119,16 @@ class PackedFunction:
 class Module:
     """Compiled functions for one target.
 
+    Parameters
+    ----------
+    target : Target or str
+        What the code was built for; a string is parsed when first read (parsing an llvm
+        target asks LLVM about CPUs, which calling the functions never needs).
+    signatures : list of FunctionSignature
+        The functions, the entry function first.
+    addresses : dict of name -> int, optional
+        Entry-point addresses of the functions that can run in this process.
+
     Examples
     --------
     >>> mod = tecomp.build(s, [A, B, C], name="mm")      # doctest: +SKIP
@@ -99,17 +136,19 @@ class Module:
     >>> mod.time_evaluator(number=10, repeat=3)(a, b, c).median   # doctest: +SKIP
     """
 
-    def __init__(self, target, funcs_meta, addresses=None, artifact=None, library=None,
-                 ir_text=None):
-        self.target = target
-        self._artifact = artifact  # LLVMArtifact (JIT) or None for a loaded library
-        self._library = library  # ctypes.CDLL for a loaded .so
-        self._ir_text = ir_text
+    def __init__(self, target, signatures, addresses=None):
+        self._target = target
         addresses = addresses or {}
         self._funcs = {}
-        for m in funcs_meta:
-            self._funcs[m["name"]] = PackedFunction(m, addresses.get(m["name"]), self)
-        self.entry_name = funcs_meta[0]["name"] if funcs_meta else None
+        for sig in signatures:
+            self._funcs[sig.name] = PackedFunction(sig, addresses.get(sig.name), self)
+        self.entry_name = signatures[0].name if signatures else None
+
+    @property
+    def target(self) -> Target:
+        if not isinstance(self._target, Target):
+            self._target = Target(self._target)
+        return self._target
 
     # ---- calling ----------------------------------------------------------------------
 
@@ -125,6 +164,10 @@ class Module:
                 f"module has no function {name!r}; it has: {', '.join(self._funcs)}"
             ) from None
 
+    def get_function(self, name: str) -> PackedFunction:
+        """The function ``name`` (as ``mod[name]``), e.g. for ``call_trusted``."""
+        return self[name]
+
     def __contains__(self, name) -> bool:
         return name in self._funcs
 
@@ -136,18 +179,9 @@ class Module:
     # ---- sources ----------------------------------------------------------------------
 
     def get_source(self, fmt: str = "ll") -> str:
-        """The optimized LLVM IR ("ll") or the target assembly ("asm", "s")."""
-        if fmt in ("ll", "llvm", "ir"):
-            if self._artifact is not None:
-                return self._artifact.ir_text
-            if self._ir_text is not None:
-                return self._ir_text
-            raise TecompError("this module was loaded from a shared library; it has no IR")
-        if fmt in ("asm", "s"):
-            if self._artifact is not None:
-                return self._artifact.asm()
-            raise TecompError("this module was loaded from a shared library; it has no asm")
-        raise ValueError(f"get_source format {fmt!r} is not supported; allowed: 'll', 'asm'")
+        """The module's source in format ``fmt``; each code generator's module says
+        which formats it has."""
+        raise TecompError(f"{type(self).__name__} has no source code")
 
     # ---- timing -----------------------------------------------------------------------
 
@@ -167,9 +201,7 @@ class Module:
         def evaluator(*args) -> TimingResult:
             fn = f._native()
             pa, sa = f._pack(args)
-            rc = fn(pa, sa)
-            if rc != 0:
-                raise MemoryError(f"{f.name}: a temporary buffer could not be allocated")
+            f._run(fn, pa, sa)
             t_end = time.perf_counter() + warmup_ms / 1e3
             while time.perf_counter() < t_end:
                 fn(pa, sa)
@@ -194,61 +226,45 @@ class Module:
 
     # ---- export -----------------------------------------------------------------------
 
-    def export_library(self, path: str, cc: str | None = None) -> str:
-        """Write a shared library (ELF ET_DYN) with the functions and their metadata.
-
-        The argument metadata (names, dtypes, shapes) is embedded as a string symbol, so
-        ``load_module(path)`` needs no side file. For a cross target the object is linked
-        with ``<triple>-gcc`` if one is installed; otherwise an object file is written
-        to ``path`` (and the path returned).
-        """
-        if self._artifact is None:
-            if self._library is not None and getattr(self, "_path", None):
-                shutil.copyfile(self._path, path)
-                return path
-            raise TecompError("this module has no code to export")
-        obj = self._artifact.object_code()
-        path = os.fspath(path)
-        with tempfile.TemporaryDirectory() as tmp:
-            o = os.path.join(tmp, "mod.o")
-            with open(o, "wb") as fh:
-                fh.write(obj)
-            compiler = cc or self._linker()
-            if compiler is None:
-                shutil.copyfile(o, path)
-                return path
-            cmd = [compiler, "-shared", "-o", path, o, "-lgomp", "-lm"]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise TecompError(
-                    f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr.strip()}"
-                )
-        return path
-
-    def _linker(self) -> str | None:
-        if self.target.is_host:
-            return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        arch = self.target.target_arch
-        for name in (f"{self.target.mtriple}-gcc", f"{arch}-linux-gnu-gcc"):
-            if shutil.which(name):
-                return name
-        return None
+    def export_library(self, path: str) -> str:
+        """Write the functions and their metadata to a shared library at ``path``."""
+        raise TecompError(f"{type(self).__name__} has no code to export")
 
     def __repr__(self):
-        return f"<tecomp.runtime.Module target={self.target} functions={self.function_names}>"
+        return f"<{type(self).__name__} target={self._target} functions={self.function_names}>"
+
+
+class LibraryModule(Module):
+    """A module loaded from a shared library that ``export_library`` wrote."""
+
+    def __init__(self, target: str, signatures, addresses, library: ctypes.CDLL, path: str):
+        super().__init__(target, signatures, addresses)
+        self._library = library  # dlclose'd when the last function is gone
+        self.path = path
+
+    def get_source(self, fmt: str = "ll") -> str:
+        raise TecompError(
+            f"this module was loaded from the shared library {self.path!r}, which holds "
+            f"machine code only; get_source({fmt!r}) works on the module tecomp.build returns"
+        )
+
+    def export_library(self, path: str) -> str:
+        """Copy the library this module was loaded from to ``path``."""
+        shutil.copyfile(self.path, path)
+        return os.fspath(path)
 
 
 def load_module(path: str) -> Module:
     """Load a library written by ``Module.export_library``.
+
+    Loading needs no code generator: it opens the library with the system loader and
+    reads the argument metadata (``tecomp.runtime.abi``) it embeds.
 
     Raises
     ------
     TecompError
         If the file is not a shared library tecomp wrote, or is for another machine.
     """
-    from ..codegen.llvm import METADATA_SYMBOL, libgomp_path
-    from ..target import Target
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no module file at {path!r}")
@@ -270,11 +286,9 @@ def load_module(path: str) -> Module:
         addr = ctypes.addressof(ctypes.c_char.in_dll(lib, METADATA_SYMBOL))
     except ValueError:
         raise TecompError(f"{path!r} was not written by tecomp (no {METADATA_SYMBOL})") from None
-    meta = json.loads(ctypes.string_at(addr).decode())
-    addresses = {}
-    for m in meta["funcs"]:
-        addresses[m["name"]] = ctypes.cast(getattr(lib, m["symbol"]), ctypes.c_void_p).value
-    target = Target(meta["target"])
-    mod = Module(target, meta["funcs"], addresses, library=lib)
-    mod._path = os.path.abspath(path)
-    return mod
+    target, signatures = decode_metadata(ctypes.string_at(addr))
+    addresses = {
+        sig.name: ctypes.cast(getattr(lib, sig.symbol), ctypes.c_void_p).value
+        for sig in signatures
+    }
+    return LibraryModule(target, signatures, addresses, lib, os.path.abspath(path))

@@ -571,7 +571,8 @@ def _check_target(sch: Schedule, target):
         if st.bind_threads:
             iv = next(iter(st.bind_threads))
             raise ScheduleError(
-                f"bind on stage {st.name}, axis {iv.name}: thread binding needs a CUDA target, "
+                f"bind on stage {st.name}, axis {iv.name} to "
+                f"{st.bind_threads[iv].thread_tag}: thread binding needs a CUDA target, "
                 f"not {kind}"
             )
         if st.scope == "shared":

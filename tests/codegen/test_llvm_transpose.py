@@ -9,7 +9,7 @@ import pytest
 
 import tecomp
 from tecomp import te
-from tecomp.codegen.llvm_transpose import transpose_nest
+from tecomp.codegen.llvm.transpose import transpose_nest
 from tecomp.ir import For
 from tecomp.ir.functor import post_order_visit
 

@@ -26,14 +26,14 @@ perfect shuffle rotates the bits of every element's flat address left by one, so
 
 from __future__ import annotations
 
-from ..ir import expr as E
-from ..ir import stmt as S
-from ..ir.arith import linear_coeff
-from ..ir.functor import post_order_visit
-from . import llvm_types as T
-from .llvm_analysis import buffer_key, vectorizable
-from .llvm_ir import Val
-from .llvm_vector import MAX_LANES
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.arith import linear_coeff
+from ...ir.functor import post_order_visit
+from . import types as T
+from .analysis import buffer_key, vectorizable
+from .ir import Val
+from .vector import MAX_LANES
 
 
 def _pow2(n: int) -> bool:
@@ -98,7 +98,7 @@ def transpose_nest(s: S.For, ext: int):
 
 class TransposeMixin:
     """Transposing nests as vector rows along ``k``, a shuffle network and row stores;
-    mixed into ``llvm_emit.Emitter``."""
+    mixed into ``emit.Emitter``."""
 
     def transposed_copy(self, s: S.For, ext: int) -> bool:
         """Emit the unrolled loop ``s`` as a block transpose if it is one (see the module

@@ -3,13 +3,13 @@ ramps (base + stride * lane) while they are affine in the lanes, and their lower
 
 from __future__ import annotations
 
-from ..ir import expr as E
-from .llvm_analysis import SIGNED_INT, is_pure_int
-from .llvm_ir import Val
+from ...ir import expr as E
+from .analysis import SIGNED_INT, is_pure_int
+from .ir import Val
 
 
 class IndexMixin:
-    """Index-mode evaluation; mixed into ``llvm_emit.Emitter``."""
+    """Index-mode evaluation; mixed into ``emit.Emitter``."""
 
     def ev_idx(self, e) -> Val:
         """A signed-integer expression evaluated in i64; affine lane dependence is kept as

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from ..errors import CodegenError
-from ..ir import expr as E
-from ..ir import stmt as S
-from . import llvm_types as T
-from .llvm_analysis import buffer_key
-from .llvm_ir import Val, ident
-from .llvm_vector import MAX_LANES
+from ...errors import CodegenError
+from ...ir import expr as E
+from ...ir import stmt as S
+from . import types as T
+from .analysis import buffer_key
+from .ir import Val, ident
+from .vector import MAX_LANES
 
 #: Largest constant-size allocation (bytes) placed on the stack; bigger ones use the heap.
 STACK_LIMIT_BYTES = 32 * 1024
@@ -27,7 +27,7 @@ def const_elems(buffer) -> int | None:
     return n
 
 class MemoryMixin:
-    """Memory access and allocation; mixed into ``llvm_emit.Emitter``."""
+    """Memory access and allocation; mixed into ``emit.Emitter``."""
 
     def buf(self, buffer):
         key = buffer_key(buffer)

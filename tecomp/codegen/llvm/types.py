@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import struct
 
-from ..errors import CodegenError
-from ..ir import dtype as dt
+from ...errors import CodegenError
+from ...ir import dtype as dt
 
 _SCALAR = {
     "bool": "i1",

@@ -1,5 +1,5 @@
-"""LLVM itself: target machines, the optimization pipeline, the JIT and the runtime
-libraries generated code calls (libgomp, libm)."""
+"""LLVM itself: target machines, the optimization pipeline, and the JIT (which loads the
+runtime libraries generated code calls, libgomp and libm, into LLVM's symbol table)."""
 
 from __future__ import annotations
 
@@ -10,55 +10,21 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from ..errors import CodegenError, TargetError
-from ..target import Target, _llvm
+from ...errors import CodegenError, TargetError
+from ...runtime.system_libs import libgomp_path, libm_path
+from ...target import Target
+from .host import llvm_binding
 
 _LOCK = threading.Lock()
 
 
 @functools.cache
-def libgomp_path() -> str | None:
-    """Where libgomp lives (found through ctypes.util or the C compiler), or None."""
-    import ctypes.util
-    import subprocess
-
-    cands = []
-    try:
-        out = subprocess.run(
-            ["cc", "-print-file-name=libgomp.so.1"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout.strip()
-        if out and os.path.isabs(out):
-            cands.append(out)
-    except (OSError, subprocess.SubprocessError):
-        pass
-    found = ctypes.util.find_library("gomp")
-    if found:
-        cands.append(found)
-    cands.append("libgomp.so.1")
-    import ctypes
-
-    for c in cands:
-        try:
-            ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
-            return c
-        except OSError:
-            continue
-    return None
-
-
-@functools.cache
 def _load_runtime_libs() -> None:
-    llvm = _llvm()
+    llvm = llvm_binding()
     path = libgomp_path()
     if path is not None:
         llvm.load_library_permanently(path)
-    import ctypes.util
-
-    libm = ctypes.util.find_library("m")
+    libm = libm_path()
     if libm:
         # Math calls resolve from the process anyway when libm cannot be loaded by name.
         with contextlib.suppress(RuntimeError):
@@ -75,7 +41,7 @@ def _new_target_machine(target: Target, pic: bool):
 
 @functools.lru_cache(maxsize=64)
 def _target_machine(triple: str, cpu: str, features: str, pic: bool):
-    llvm = _llvm()
+    llvm = llvm_binding()
     try:
         t = llvm.Target.from_triple(triple)
     except RuntimeError as err:
@@ -117,38 +83,36 @@ class _JitHandle:
             if engine is not None:
                 engine.close()
             if ptr is not None:
-                _llvm().ffi.lib.LLVMPY_ContextDispose(ptr)
+                llvm_binding().ffi.lib.LLVMPY_ContextDispose(ptr)
         except Exception:  # noqa: BLE001, S110 - never raise from a finalizer
             pass
 
 
 @dataclass
 class LLVMArtifact:
-    """What ``build_llvm`` produces: optimized IR, function metadata and, for the host, a
-    JIT engine with the entry points' addresses."""
+    """What compiling a module produces: optimized IR and, for the host, a JIT engine
+    with the entry points' addresses (by function name)."""
 
     target: Target
     ir_text: str  # optimized
-    funcs: list  # per-function metadata dicts (see function_metadata)
     engine: object = None  # _JitHandle
     addresses: dict = None
-    compile_seconds: float = 0.0
 
     def asm(self) -> str:
-        llvm = _llvm()
+        llvm = llvm_binding()
         mod = llvm.parse_assembly(self.ir_text)
         return target_machine(self.target, pic=True).emit_assembly(mod)
 
     def object_code(self) -> bytes:
-        llvm = _llvm()
+        llvm = llvm_binding()
         mod = llvm.parse_assembly(self.ir_text)
         return target_machine(self.target, pic=True).emit_object(mod)
 
 
-def compile_module(text: str, target: Target, tm, metas: list) -> LLVMArtifact:
+def compile_module(text: str, target: Target, tm, symbols: dict) -> LLVMArtifact:
     """Parse and verify module text, optimize it at -O3 for ``tm`` and, when the target is
-    this machine, load it into a JIT engine (``metas``: see ``function_metadata``)."""
-    llvm = _llvm()
+    this machine, load it into a JIT engine (``symbols``: function name -> entry symbol)."""
+    llvm = llvm_binding()
     with _LOCK:
         # A context per build: LLVM never frees constants uniqued in a context, so a
         # shared one would grow with every candidate the autotuner compiles.
@@ -165,14 +129,16 @@ def compile_module(text: str, target: Target, tm, metas: list) -> LLVMArtifact:
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
         ir_text = str(mod)
-        art = LLVMArtifact(target, ir_text, metas)
+        art = LLVMArtifact(target, ir_text)
         if target.is_host:
             _load_runtime_libs()
             # The engine takes ownership of (and frees) its TargetMachine: never a cached one.
             engine = llvm.create_mcjit_compiler(mod, _new_target_machine(target, False))
             engine.finalize_object()
             art.engine = _JitHandle(engine, ctx)
-            art.addresses = {m["name"]: engine.get_function_address(m["symbol"]) for m in metas}
+            art.addresses = {
+                name: engine.get_function_address(sym) for name, sym in symbols.items()
+            }
         else:
             mod.close()
             ctx.close()

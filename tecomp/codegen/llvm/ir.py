@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import llvm_types as T
+from . import types as T
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,22 @@
 
 ``Emitter`` holds the module and function being emitted, evaluates expressions and emits
 statements and loops; what belongs to one concern lives in a mixin of its own module:
-index arithmetic (``llvm_index``), vector values and vectorized loops (``llvm_vector``),
-memory access and allocation (``llvm_memory``), math calls (``llvm_intrinsics``),
-parallel loops (``llvm_parallel``) and block transposes (``llvm_transpose``).
+index arithmetic (``index``), vector values and vectorized loops (``vector``),
+memory access and allocation (``memory``), math calls (``intrinsics``),
+parallel loops (``parallel``) and block transposes (``transpose``).
 """
 
 from __future__ import annotations
 
 import itertools
 
-from ..errors import CodegenError, UnsupportedOpError
-from ..ir import dtype as dt
-from ..ir import expr as E
-from ..ir import stmt as S
-from ..target import Target
-from . import llvm_types as T
-from .llvm_analysis import (
+from ...errors import CodegenError, UnsupportedOpError
+from ...ir import dtype as dt
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...target import Target
+from . import types as T
+from .analysis import (
     MAX_UNROLL,
     SIGNED_INT,
     buffer_key,
@@ -25,13 +25,13 @@ from .llvm_analysis import (
     is_pure_int,
     vectorizable,
 )
-from .llvm_index import IndexMixin
-from .llvm_intrinsics import MathMixin
-from .llvm_ir import Fn, Val, ident, quote
-from .llvm_memory import MemoryMixin
-from .llvm_parallel import ParallelMixin
-from .llvm_transpose import TransposeMixin
-from .llvm_vector import VectorMixin
+from .index import IndexMixin
+from .intrinsics import MathMixin
+from .ir import Fn, Val, ident, quote
+from .memory import MemoryMixin
+from .parallel import ParallelMixin
+from .transpose import TransposeMixin
+from .vector import VectorMixin
 
 
 class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, TransposeMixin):

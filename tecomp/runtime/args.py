@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from ..errors import TecompError
+from .abi import FunctionSignature, eval_size, spec_str
 
 
 class ArgumentError(TecompError, ValueError):
@@ -19,42 +20,6 @@ class ArgumentError(TecompError, ValueError):
 
 class ArgumentTypeError(TecompError, TypeError):
     """An argument has the wrong type or dtype for the function."""
-
-
-def eval_size(spec, env: dict):
-    """Evaluate a shape entry from the metadata: int, size-variable name or [op, a, b]."""
-    if isinstance(spec, int):
-        return spec
-    if isinstance(spec, str):
-        return env.get(spec)
-    op, a, b = spec
-    a, b = eval_size(a, env), eval_size(b, env)
-    if a is None or b is None:
-        return None
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "//":
-        return a // b if b else None
-    if op == "%":
-        return a % b if b else None
-    if op == "min":
-        return min(a, b)
-    if op == "max":
-        return max(a, b)
-    return None
-
-
-def spec_str(spec) -> str:
-    if isinstance(spec, (int, str)):
-        return str(spec)
-    op, a, b = spec
-    if op in ("min", "max"):
-        return f"{op}({spec_str(a)}, {spec_str(b)})"
-    return f"({spec_str(a)} {op} {spec_str(b)})"
 
 
 class _Lazy:
@@ -81,34 +46,31 @@ def data_pointer(a: np.ndarray) -> int:
 
 
 class ArgChecker:
-    """Validates a call's arguments against one function's metadata and produces the
+    """Validates a call's arguments against one function's signature and produces the
     pointer and size arrays of the packed calling convention."""
 
-    def __init__(self, meta: dict):
-        self.meta = meta
-        self.func = meta["name"]
-        self.params = meta["params"]
-        self.size_vars = meta["size_vars"]
-        self.dtypes = [np.dtype(p["dtype"]) for p in self.params]
+    def __init__(self, signature: FunctionSignature):
+        self.signature = signature
+        self.func = signature.name
+        self.params = signature.params
+        self.size_vars = signature.size_vars
+        self.dtypes = [np.dtype(p.dtype) for p in self.params]
         self.compound = [
             (i, d, s)
             for i, p in enumerate(self.params)
-            for d, s in enumerate(p["shape"])
-            if isinstance(s, list)
+            for d, s in enumerate(p.shape)
+            if isinstance(s, tuple)
         ]
-        self._outputs = [i for i, p in enumerate(self.params) if p["output"]]
+        self._outputs = [i for i, p in enumerate(self.params) if p.output]
         constant = not self.size_vars and all(
-            isinstance(s, int) for p in self.params for s in p["shape"])
+            isinstance(s, int) for p in self.params for s in p.shape)
         self._fixed = [
-            (d, tuple(p["shape"]), bool(p["output"])) for p, d in zip(self.params, self.dtypes)
+            (d, p.shape, p.output) for p, d in zip(self.params, self.dtypes)
         ] if constant else None
-        self.sig = ", ".join(
-            f"{p['name']}: {p['dtype']}[{', '.join(spec_str(s) for s in p['shape'])}]"
-            for p in self.params
-        )
+        self.sig = str(signature)
 
     def _what(self, i: int) -> str:
-        return f"argument {i} ({self.params[i]['name']!r}) of {self.func}"
+        return f"argument {i} ({self.params[i].name!r}) of {self.func}"
 
     def check(self, args) -> tuple:
         """Return (list of data pointers, list of size values) or raise naming the argument.
@@ -148,10 +110,10 @@ class ArgChecker:
                 )
             if a.dtype != want:
                 raise ArgumentTypeError(
-                    f"{what} must have dtype {p['dtype']}, got {a.dtype}"
+                    f"{what} must have dtype {p.dtype}, got {a.dtype}"
                     + (" (convert with .astype(...))" if a.dtype.kind != "O" else "")
                 )
-            shape = p["shape"]
+            shape = p.shape
             if a.ndim != len(shape):
                 raise ArgumentError(
                     f"{what} must have {len(shape)} dimensions "
@@ -182,7 +144,7 @@ class ArgChecker:
                 )
             if not flags.aligned:
                 raise ArgumentError(f"{what} must be aligned to its element size")
-            if p["output"] and not flags.writeable:
+            if p.output and not flags.writeable:
                 raise ArgumentError(f"{what} is written by the function but is read-only")
             ptrs.append(data_pointer(a))
         # Shapes that are expressions of the sizes (e.g. n + 2) are checked once all are bound.

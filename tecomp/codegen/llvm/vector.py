@@ -2,18 +2,18 @@
 
 A vectorized loop with a constant extent is emitted once with LLVM vector types; every
 expression of its body is then a vector of ``lanes`` values, a lane-invariant scalar, or a
-ramp (an i64 base + stride * lane, see ``llvm_index``) whose vector is only built when
+ramp (an i64 base + stride * lane, see ``index``) whose vector is only built when
 needed. A lane-dependent condition becomes a mask that loads and stores honour
-(``llvm_memory``).
+(``memory``).
 """
 
 from __future__ import annotations
 
-from ..errors import CodegenError
-from ..ir import expr as E
-from ..ir.functor import post_order_visit
-from . import llvm_types as T
-from .llvm_ir import Val
+from ...errors import CodegenError
+from ...ir import expr as E
+from ...ir.functor import post_order_visit
+from . import types as T
+from .ir import Val
 
 #: Widest single vector emitted; wider constant vectorized loops are strip-mined.
 MAX_LANES = 64
@@ -24,7 +24,7 @@ _FLIP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 
 
 class VectorMixin:
-    """Ramps, broadcasts, masks and vector loop bodies; mixed into ``llvm_emit.Emitter``."""
+    """Ramps, broadcasts, masks and vector loop bodies; mixed into ``emit.Emitter``."""
 
     def mat(self, v: Val) -> Val:
         """The materialized vector of a ramp (other values are returned unchanged)."""

@@ -3,10 +3,10 @@ them, and libm calls lane by lane where LLVM has no intrinsic."""
 
 from __future__ import annotations
 
-from ..errors import UnsupportedOpError
-from ..ir import dtype as dt
-from . import llvm_types as T
-from .llvm_ir import Val
+from ...errors import UnsupportedOpError
+from ...ir import dtype as dt
+from . import types as T
+from .ir import Val
 
 #: Calls that are one LLVM intrinsic (``llvm.<name>.<type>``).
 _LLVM_MATH = {
@@ -19,7 +19,7 @@ _LIBM = {"erf": ("erff", "erf")}
 
 
 class MathMixin:
-    """``Call`` expressions and intrinsic calls; mixed into ``llvm_emit.Emitter``."""
+    """``Call`` expressions and intrinsic calls; mixed into ``emit.Emitter``."""
 
     def intrinsic(self, name: str, ty: str, lanes: int, args) -> Val:
         sfx = T.suffix(ty, lanes)

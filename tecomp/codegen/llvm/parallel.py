@@ -4,12 +4,12 @@ chunk. A parallel loop inside a parallel region runs serially."""
 
 from __future__ import annotations
 
-from .llvm_analysis import free_refs
-from .llvm_ir import Fn, Val, quote
+from .analysis import free_refs
+from .ir import Fn, Val, quote
 
 
 class ParallelMixin:
-    """Outlining and the GOMP calls; mixed into ``llvm_emit.Emitter``."""
+    """Outlining and the GOMP calls; mixed into ``emit.Emitter``."""
 
     def parallel_loop(self, s):
         """Outline the loop into ``void f.parN(ptr closure)`` and run it on libgomp."""

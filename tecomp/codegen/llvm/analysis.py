@@ -4,9 +4,9 @@ loop body can run lane-parallel, and what an outlined parallel loop refers to.""
 
 from __future__ import annotations
 
-from ..ir import expr as E
-from ..ir import stmt as S
-from ..ir.functor import post_order_visit
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.functor import post_order_visit
 
 #: Unrolled loops longer than this become loops with llvm.loop.unroll.full metadata (so
 #: a vectorized body may hold only shorter ones: those are unrolled for real).

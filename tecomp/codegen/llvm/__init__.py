@@ -1,0 +1,56 @@
+"""LLVM code generation: loop IR (PrimFunc) -> LLVM IR text -> optimized machine code.
+
+We write LLVM IR as text and hand it to llvmlite's parser. Text gives direct access to
+everything the generated code needs (function attributes, loop and alias metadata,
+masked/gather intrinsics with their current signatures) and is several times faster to
+produce than llvmlite's IR builder, which matters when the autotuner builds thousands
+of candidates.
+
+Calling convention. Every PrimFunc ``f`` becomes one exported entry point::
+
+    i32 @f(ptr %args, ptr %sizes)   ; args: one pointer per buffer param, in order
+                                    ; sizes: one i64 per symbolic size (PrimFunc.size_vars)
+
+returning 0, or -1 when a heap allocation failed (``tecomp.runtime.abi``). The runtime
+validates every argument before the call, so generated code never checks bounds.
+
+Aliasing assumption. Parameter buffers are distinct, non-overlapping arrays (the
+runtime rejects an output that overlaps another argument), so each access carries
+scoped-noalias metadata saying it aliases no other parameter. This survives outlining of
+parallel loops, where parameter pointers travel through a closure struct.
+
+Loop kinds:
+
+- ``vectorized`` with a constant extent: the body is emitted once with LLVM vector types
+  (``vector``). Integer index expressions are kept as
+  *ramps* (base + stride * lane) while they are affine in the loop variable, so a load
+  with stride 1 is one contiguous vector load, stride 0 a scalar (+ broadcast), anything
+  else a gather (stores: vector store / scatter). A lane-dependent condition becomes a
+  mask (``llvm.masked.load/store/gather/scatter``), which is how split tails stay
+  correct. A body that cannot be vectorized safely (inner serial loops, allocations,
+  stores to a lane-invariant address) is emitted as a scalar loop tagged with
+  ``llvm.loop.vectorize.enable``.
+- ``unrolled`` with a constant extent: the body is emitted ``extent`` times with the loop
+  variable a constant (register-blocked accumulators then become SSA values).
+- ``parallel``: the body is outlined into ``void f.parN(ptr closure)`` and run by libgomp
+  ``GOMP_parallel``; each thread takes a static contiguous chunk. A parallel loop inside
+  a parallel region runs serially.
+
+Modules. ``build`` builds a module (``build_llvm``) and describes its functions for the
+runtime (``function_signature``); ``emit`` writes the IR text, with one mixin per
+concern (``index``, ``vector``, ``memory``, ``intrinsics``, ``parallel``, ``transpose``)
+over the analyses of ``analysis``, the values of ``ir`` and the types of ``types``;
+``jit`` owns LLVM: target machines, the optimization pipeline and the JIT; ``module``
+is the runtime module it returns (``LLVMModule``); ``host`` is what LLVM says about
+this machine's CPU, which ``tecomp.target`` asks when it parses an llvm target.
+
+The backend is registered for target kind "llvm" (``tecomp.codegen.register_backend``).
+"""
+
+from ..registry import register_backend
+from .build import build_llvm, function_signature, symbol_name
+from .module import LLVMModule
+
+register_backend("llvm", build_llvm)
+
+__all__ = ["LLVMModule", "build_llvm", "function_signature", "symbol_name"]

@@ -1,0 +1,193 @@
+"""The calling convention of compiled functions and the metadata that describes them.
+
+Every compiled function has one entry point::
+
+    int32_t f(void **args, int64_t *sizes)   // args: one data pointer per buffer parameter
+                                             // sizes: one value per symbolic size
+                                             // returns 0, or -1 when an allocation failed
+
+A ``FunctionSignature`` says what the pointers must point at: each parameter's name,
+dtype and shape, whose dimensions are integers, names of symbolic sizes, or expressions
+of them. A module carries its signatures as metadata (``encode_metadata`` writes it, a
+NUL-terminated JSON string, which exported libraries hold under ``METADATA_SYMBOL``;
+``decode_metadata`` reads it back), so a loaded library checks its arguments exactly as
+the module it was exported from did.
+
+Metadata format (version 1)::
+
+    {"version": 1, "target": "llvm -mcpu=...",
+     "funcs": [{"name": "mm", "symbol": "tecomp_mm", "size_vars": ["n"],
+                "params": [{"name": "A", "dtype": "float32", "shape": ["n", 64],
+                            "output": false}, ...]}, ...]}
+
+A shape entry is an int, a size name, or ``[op, a, b]`` with op one of
+``+ - * // % min max`` (floor division and modulo, as in Python).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..errors import TecompError
+
+#: Name of the exported symbol holding a library's metadata string.
+METADATA_SYMBOL = "tecomp_module_metadata"
+
+METADATA_VERSION = 1
+
+_SIZE_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b if b else None,
+    "%": lambda a, b: a % b if b else None,
+    "min": min,
+    "max": max,
+}
+
+
+def eval_size(spec, env: dict) -> int | None:
+    """The value of a shape entry given the sizes bound so far (None if one is unbound).
+
+    Parameters
+    ----------
+    spec : int, str or (op, a, b)
+    env : dict of size name -> int
+    """
+    if isinstance(spec, int):
+        return spec
+    if isinstance(spec, str):
+        return env.get(spec)
+    op, a, b = spec
+    a, b = eval_size(a, env), eval_size(b, env)
+    if a is None or b is None:
+        return None
+    return _SIZE_OPS[op](a, b)
+
+
+def spec_str(spec) -> str:
+    """A shape entry as a user reads it: ``64``, ``n``, ``(n + 2)``, ``min(n, 8)``."""
+    if isinstance(spec, (int, str)):
+        return str(spec)
+    op, a, b = spec
+    if op in ("min", "max"):
+        return f"{op}({spec_str(a)}, {spec_str(b)})"
+    return f"({spec_str(a)} {op} {spec_str(b)})"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One buffer parameter: name, numpy dtype name, shape entries, and whether the
+    function writes it."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    output: bool
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}[{', '.join(spec_str(s) for s in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class FunctionSignature:
+    """A compiled function's entry point: its name, exported symbol, the symbolic sizes
+    in the order the ``sizes`` array holds them, and its buffer parameters in call order.
+
+    Every size variable appears alone as a dimension of some parameter, so the sizes of
+    a call are read off its arguments' shapes (``size_sources``)."""
+
+    name: str
+    symbol: str
+    size_vars: tuple
+    params: tuple
+
+    def __str__(self) -> str:
+        return ", ".join(str(p) for p in self.params)
+
+    def size_sources(self) -> tuple:
+        """For each size variable, the (parameter index, dimension) that first binds it."""
+        first: dict = {}
+        for i, p in enumerate(self.params):
+            for d, s in enumerate(p.shape):
+                if isinstance(s, str):
+                    first.setdefault(s, (i, d))
+        return tuple(first[v] for v in self.size_vars)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "symbol": self.symbol,
+            "size_vars": list(self.size_vars),
+            "params": [
+                {"name": p.name, "dtype": p.dtype, "shape": [_spec_json(s) for s in p.shape],
+                 "output": p.output}
+                for p in self.params
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict) -> FunctionSignature:
+        return cls(
+            name=obj["name"],
+            symbol=obj["symbol"],
+            size_vars=tuple(obj["size_vars"]),
+            params=tuple(
+                ParamSpec(p["name"], p["dtype"], tuple(_spec_tuple(s) for s in p["shape"]),
+                          bool(p["output"]))
+                for p in obj["params"]
+            ),
+        )
+
+
+def _spec_json(spec):
+    if isinstance(spec, (int, str)):
+        return spec
+    op, a, b = spec
+    return [op, _spec_json(a), _spec_json(b)]
+
+
+def _spec_tuple(spec):
+    if isinstance(spec, (int, str)):
+        return spec
+    op, a, b = spec
+    return (op, _spec_tuple(a), _spec_tuple(b))
+
+
+def encode_metadata(target: str, signatures) -> bytes:
+    """A module's metadata as the NUL-terminated UTF-8 JSON string libraries embed.
+
+    Parameters
+    ----------
+    target : str
+        The target string the code was built for.
+    signatures : iterable of FunctionSignature
+    """
+    doc = {
+        "version": METADATA_VERSION,
+        "target": target,
+        "funcs": [s.to_json() for s in signatures],
+    }
+    return json.dumps(doc).encode() + b"\0"
+
+
+def decode_metadata(data: bytes) -> tuple[str, list[FunctionSignature]]:
+    """The target string and signatures from ``encode_metadata``'s bytes.
+
+    Raises
+    ------
+    TecompError
+        If the bytes are not tecomp metadata of a version this runtime reads.
+    """
+    try:
+        doc = json.loads(data.rstrip(b"\0").decode())
+        version = doc["version"]
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        raise TecompError(f"module metadata is not readable: {err}") from None
+    if version != METADATA_VERSION:
+        raise TecompError(
+            f"module metadata has version {version!r}; this tecomp reads version "
+            f"{METADATA_VERSION} (re-export the module with this version)"
+        )
+    return doc["target"], [FunctionSignature.from_json(f) for f in doc["funcs"]]
