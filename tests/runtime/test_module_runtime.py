@@ -1,7 +1,9 @@
 """Runtime modules: argument validation, timing, export_library / load_module."""
 
 import os
+import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -189,3 +191,54 @@ def test_build_accepts_target_object_and_rejects_bad_target():
     assert "llvm" in str(mod.target)
     with pytest.raises(tecomp.TargetError, match="unknown target kind 'foo'"):
         tecomp.build(f, target="foo")
+
+
+def test_loading_an_exported_library_needs_no_llvm(mm, tmp_path):
+    path = str(tmp_path / "f.so")
+    mm.export_library(path)
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        import tecomp.runtime
+        mod = tecomp.runtime.load_module({path!r})
+        a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
+        c = np.zeros((3, 5), np.float32)
+        mod(a, b, c)
+        mod["f"].call_trusted(a, b, c)
+        try:
+            mod(a, b, c[:2])
+        except ValueError as err:
+            print("checked:", err)
+        print("sum", float(c.sum()), "llvmlite loaded", "llvmlite" in sys.modules)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=False, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "checked: argument 2 ('C')" in r.stdout
+    assert "sum 30.0 llvmlite loaded False" in r.stdout
+
+
+def test_loaded_module_parses_its_target_when_read(mm, tmp_path):
+    path = str(tmp_path / "f.so")
+    mm.export_library(path)
+    mod = tecomp.runtime.load_module(path)
+    assert isinstance(mod, tecomp.runtime.LibraryModule)
+    assert mod.target == mm.target
+    with pytest.raises(tecomp.TecompError, match="loaded from the shared library.*machine code"):
+        mod.get_source("ll")
+    copy = str(tmp_path / "g.so")
+    mod.export_library(copy)
+    a, b, c = _args(2, 2)
+    tecomp.runtime.load_module(copy)(a, b, c)
+    assert (c == 2).all()
+
+
+def test_call_trusted_gives_the_checked_result(mm, rng):
+    n, m = 6, 7
+    a = rng.random((n, 4), dtype=np.float32)
+    b = rng.random((4, m), dtype=np.float32)
+    checked, trusted = np.zeros((n, m), np.float32), np.zeros((n, m), np.float32)
+    mm(a, b, checked)
+    mm.get_function("f").call_trusted(a, b, trusted)
+    np.testing.assert_array_equal(trusted, checked)
+    np.testing.assert_allclose(checked, a[:, :1] + b[:1, :])  # C[i, j] = A[i*4] + B[j]
