@@ -1,6 +1,7 @@
 """A transposing copy nest (unrolled k, vectorized x: dst[a + k*s + x] = src[b + k + x*t])
-is emitted as row loads, a shuffle network and row stores (``llvm_transpose``); everything
-else keeps the general path. Results are compared with numpy for every shape."""
+is emitted as row loads, a shuffle network and row stores
+(``tecomp.codegen.llvm.transpose``); everything else keeps the general path. Results are
+compared with numpy for every shape."""
 
 import re
 

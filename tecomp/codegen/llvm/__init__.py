@@ -22,8 +22,8 @@ parallel loops, where parameter pointers travel through a closure struct.
 Loop kinds:
 
 - ``vectorized`` with a constant extent: the body is emitted once with LLVM vector types
-  (``vector``). Integer index expressions are kept as
-  *ramps* (base + stride * lane) while they are affine in the loop variable, so a load
+  (``vector``). Integer index expressions are kept as *ramps* (base + stride * lane)
+  while they are affine in the loop variable, so a load
   with stride 1 is one contiguous vector load, stride 0 a scalar (+ broadcast), anything
   else a gather (stores: vector store / scatter). A lane-dependent condition becomes a
   mask (``llvm.masked.load/store/gather/scatter``), which is how split tails stay

@@ -16,6 +16,7 @@ from .ir import ident
 from .jit import compile_module, target_machine
 from .module import LLVMModule
 
+
 def function_attributes(target: Target) -> str:
     attrs = ["nounwind", f'"target-cpu"="{target.mcpu}"']
     if target.mattr:
