@@ -210,12 +210,14 @@ def test_loading_an_exported_library_needs_no_llvm(mm, tmp_path):
         except ValueError as err:
             print("checked:", err)
         print("sum", float(c.sum()), "llvmlite loaded", "llvmlite" in sys.modules)
+        print("codegen loaded", any(m.startswith("tecomp.codegen") for m in sys.modules))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        check=False, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "checked: argument 2 ('C')" in r.stdout
     assert "sum 30.0 llvmlite loaded False" in r.stdout
+    assert "codegen loaded False" in r.stdout
 
 
 def test_loaded_module_parses_its_target_when_read(mm, tmp_path):
