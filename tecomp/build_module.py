@@ -11,7 +11,7 @@ def _simplify(func: PrimFunc) -> PrimFunc:
     if func.attrs.get("simplified"):
         return func
     try:
-        from .ir.simplify import simplify_func
+        from .ir.transform.simplify import simplify as simplify_func
     except ImportError:  # the simplifier is optional for codegen correctness
         return func
     return simplify_func(func)
