@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import DTypeError, TecompError
 from . import dtype as dt
+from . import semantics
 
 
 class ExprOp:
@@ -486,17 +487,9 @@ def _const_like(value, dtype: str, op: str) -> PrimExpr:
     return make_const(value, dtype)
 
 
-_FOLD = {
-    "Add": lambda x, y: x + y,
-    "Sub": lambda x, y: x - y,
-    "Mul": lambda x, y: x * y,
-    "Min": min,
-    "Max": max,
-}
-
-
 def binary(cls, a, b) -> PrimExpr:
-    """Build ``cls(a, b)`` with dtype checks and folding of integer constants."""
+    """Build ``cls(a, b)`` with dtype checks and folding of integer constants (to the value
+    the generated code computes, see :mod:`tecomp.ir.semantics`)."""
     name = cls.__name__
     a, b = match_dtypes(a, b, _OP_SYMBOL.get(name, name))
     d = a.dtype
@@ -516,10 +509,9 @@ def binary(cls, a, b) -> PrimExpr:
             raise DTypeError(f"'%' needs integer operands, got {d}")
         return Call(d, "floor", (Div(a, b, d),))
     if isinstance(a, IntImm) and isinstance(b, IntImm):
-        if name in _FOLD:
-            return make_const(_FOLD[name](a.value, b.value), d)
-        if cls in (FloorDiv, FloorMod) and b.value != 0:
-            return make_const(a.value // b.value if cls is FloorDiv else a.value % b.value, d)
+        folded = semantics.int_binary(_OP_SYMBOL[name], a.value, b.value, d)
+        if folded is not None:
+            return IntImm(folded, d)
     if dt.is_int(d):
         if cls is Add:
             if _is_const(a, 0):

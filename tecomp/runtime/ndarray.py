@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from ..errors import TecompError
+from ..ir import semantics
 
 
 class ArgumentError(TecompError, ValueError):
@@ -31,21 +32,7 @@ def eval_size(spec, env: dict):
     a, b = eval_size(a, env), eval_size(b, env)
     if a is None or b is None:
         return None
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "//":
-        return a // b if b else None
-    if op == "%":
-        return a % b if b else None
-    if op == "min":
-        return min(a, b)
-    if op == "max":
-        return max(a, b)
-    return None
+    return semantics.int_binary(op, a, b, "int64")
 
 
 def spec_str(spec) -> str:
