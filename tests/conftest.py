@@ -1,4 +1,5 @@
-"""Shared pytest setup: makes ``tests/util.py`` importable and offers common fixtures."""
+"""Shared pytest setup: makes the helpers in ``tests/`` (``util.py``, ``ir_eval.py``,
+``ir_strategies.py``) importable and offers common fixtures."""
 
 import os
 import sys

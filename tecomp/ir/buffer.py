@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .expr import Var
+from .expr import IntImm, PrimExpr, Var, as_expr
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -29,17 +29,13 @@ class Buffer:
         shape = ", ".join(map(str, self.shape))
         return f"Buffer({self.name}, {self.dtype}, [{shape}], {self.scope})"
 
-    def flat_index(self, indices) -> "PrimExpr":  # noqa: F821
+    def flat_index(self, indices) -> PrimExpr:
         """Row-major element offset of ``indices``."""
         idx = None
         for _i, (ix, ext) in enumerate(zip(indices, self.shape)):
             idx = ix if idx is None else idx * ext + ix
-        from .expr import IntImm
-
         return IntImm(0) if idx is None else idx
 
 
 def make_buffer(name: str, dtype: str, shape, scope: str = "global") -> Buffer:
-    from .expr import as_expr
-
     return Buffer(name, dtype, tuple(as_expr(s) for s in shape), scope, Var(name, "handle"))

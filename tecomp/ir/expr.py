@@ -13,10 +13,27 @@ from typing import Any
 
 from ..errors import DTypeError, TecompError
 from . import dtype as dt
+from . import semantics
+
+
+class Node:
+    """Base class of IR nodes (expressions and statements).
+
+    ``child_fields`` names, in order, the fields that hold the node's child expressions or
+    statements (or tuples of them); visitors and mutators walk exactly these. Other fields
+    (a loop's variable, a load's buffer, a reduction's axes) are not children.
+    """
+
+    __slots__ = ()
+    child_fields: tuple = ()
 
 
 class ExprOp:
-    """Operator overloads shared by expressions and iteration variables."""
+    """Operator overloads shared by expressions, iteration variables and tensors.
+
+    An operand that is not a :class:`PrimExpr` (an iteration variable, a tensor of ``te``)
+    defines ``_as_scalar()``: the scalar expression it stands for in arithmetic.
+    """
 
     __slots__ = ()
 
@@ -110,19 +127,21 @@ class ExprOp:
     __hash__ = object.__hash__
 
 
-class PrimExpr(ExprOp):
-    """Base class of scalar expressions. ``dtype`` names the value type."""
+class PrimExpr(ExprOp, Node):
+    """Base class of scalar expressions. ``dtype`` names the value type. Their text form
+    (``str``) comes from :mod:`tecomp.ir.printer`."""
 
     __slots__ = ()
     dtype: str
 
-    def __str__(self):
-        from .printer import expr_str
-
-        return expr_str(self)
-
     def __repr__(self):
         return f"<{type(self).__name__} {self}>"
+
+    def __int__(self):
+        raise TypeError(
+            f"int() of the expression {self} ({self.dtype}): only an integer constant has "
+            f"a Python value; a symbolic size is known when the function is called"
+        )
 
 
 def _node(cls):
@@ -143,18 +162,27 @@ class Var(PrimExpr):
 
 @_node
 class IntImm(PrimExpr):
-    """An integer or bool constant."""
+    """An integer or bool constant; ``int()`` and indexing take its value."""
 
     value: int
     dtype: str = "int32"
 
+    def __int__(self):
+        return int(self.value)
+
+    def __index__(self):
+        return int(self.value)
+
 
 @_node
 class FloatImm(PrimExpr):
-    """A floating point constant."""
+    """A floating point constant; ``float()`` takes its value."""
 
     value: float
     dtype: str = "float32"
+
+    def __float__(self):
+        return float(self.value)
 
 
 @_node
@@ -172,12 +200,18 @@ class StringImm(PrimExpr):
 class Cast(PrimExpr):
     """Convert ``value`` to ``dtype`` (float->int truncates toward zero, as in C)."""
 
+    child_fields = ("value",)
+
     dtype: str
     value: PrimExpr
 
 
 @_node
 class BinaryOp(PrimExpr):
+    """Base class of the arithmetic operators on ``a`` and ``b``."""
+
+    child_fields = ("a", "b")
+
     a: PrimExpr
     b: PrimExpr
     dtype: str
@@ -225,6 +259,10 @@ class Max(BinaryOp):
 
 @_node
 class CmpOp(PrimExpr):
+    """Base class of comparisons and logical operators on ``a`` and ``b``."""
+
+    child_fields = ("a", "b")
+
     a: PrimExpr
     b: PrimExpr
     dtype: str = "bool"
@@ -274,6 +312,8 @@ class Or(CmpOp):
 class Not(PrimExpr):
     """Logical not of a bool."""
 
+    child_fields = ("a",)
+
     a: PrimExpr
     dtype: str = "bool"
 
@@ -282,6 +322,8 @@ class Not(PrimExpr):
 class Select(PrimExpr):
     """``true_value`` if ``cond`` else ``false_value``; only the chosen branch is evaluated,
     so a branch may read memory that is only valid when it is chosen (padding)."""
+
+    child_fields = ("cond", "true_value", "false_value")
 
     cond: PrimExpr
     true_value: PrimExpr
@@ -292,6 +334,8 @@ class Select(PrimExpr):
 @_node
 class Let(PrimExpr):
     """``body`` with ``var`` bound to ``value``."""
+
+    child_fields = ("value", "body")
 
     var: Var
     value: PrimExpr
@@ -304,6 +348,8 @@ class Call(PrimExpr):
     """A pure math intrinsic by name: exp, log, sqrt, rsqrt, tanh, sigmoid, erf, fabs,
     floor, ceil, round, pow, trunc."""
 
+    child_fields = ("args",)
+
     dtype: str
     name: str
     args: tuple
@@ -315,6 +361,8 @@ class Call(PrimExpr):
 @_node
 class Load(PrimExpr):
     """Element ``index`` of the flat buffer ``buffer``."""
+
+    child_fields = ("index",)
 
     buffer: Any  # tecomp.ir.buffer.Buffer
     index: PrimExpr
@@ -354,6 +402,9 @@ class IterVar(ExprOp):
     def dtype(self):
         return self.var.dtype
 
+    def _as_scalar(self) -> Var:
+        return self.var
+
     def __str__(self):
         return self.var.name
 
@@ -372,16 +423,13 @@ class CommReducer:
     identity: tuple
     name: str = "reduce"
 
-    def __call__(self, expr, axis, where=None, init=None):
-        from ..te.reduction import make_reduce
-
-        return make_reduce(self, expr, axis, where, init)
-
 
 @_node
 class Reduce(PrimExpr):
     """Reduction of ``source`` over ``axis`` with ``combiner``; ``value_index`` picks the
     output of a multi-value (tuple) reduction. ``condition`` masks the reduced points."""
+
+    child_fields = ("source", "condition", "init")
 
     combiner: CommReducer
     source: tuple
@@ -396,7 +444,9 @@ class Reduce(PrimExpr):
 class ProducerLoad(PrimExpr):
     """Read of a tensor element ``tensor[indices]`` inside a te compute body."""
 
-    tensor: Any  # tecomp.te.tensor.Tensor
+    child_fields = ("indices",)
+
+    tensor: Any  # a producer's output with .name (te's Tensor)
     indices: tuple
     dtype: str
 
@@ -420,8 +470,8 @@ def as_expr(value, dtype: str | None = None) -> PrimExpr:
     """
     if isinstance(value, PrimExpr):
         return value
-    if isinstance(value, IterVar):
-        return value.var
+    if isinstance(value, ExprOp):
+        return value._as_scalar()
     if isinstance(value, bool):
         return IntImm(int(value), dtype or "bool")
     if isinstance(value, int) or _is_numpy_int(value):
@@ -431,10 +481,6 @@ def as_expr(value, dtype: str | None = None) -> PrimExpr:
         return make_const(value, dtype)
     if isinstance(value, float) or _is_numpy_float(value):
         return FloatImm(float(value), dtype or "float32")
-    from ..te.tensor import Tensor
-
-    if isinstance(value, Tensor):
-        return value._as_scalar()
     raise TypeError(f"cannot use {value!r} of type {type(value).__name__} as an expression")
 
 
@@ -486,17 +532,9 @@ def _const_like(value, dtype: str, op: str) -> PrimExpr:
     return make_const(value, dtype)
 
 
-_FOLD = {
-    "Add": lambda x, y: x + y,
-    "Sub": lambda x, y: x - y,
-    "Mul": lambda x, y: x * y,
-    "Min": min,
-    "Max": max,
-}
-
-
 def binary(cls, a, b) -> PrimExpr:
-    """Build ``cls(a, b)`` with dtype checks and folding of integer constants."""
+    """Build ``cls(a, b)`` with dtype checks and folding of integer constants (to the value
+    the generated code computes, see :mod:`tecomp.ir.semantics`)."""
     name = cls.__name__
     a, b = match_dtypes(a, b, _OP_SYMBOL.get(name, name))
     d = a.dtype
@@ -516,10 +554,9 @@ def binary(cls, a, b) -> PrimExpr:
             raise DTypeError(f"'%' needs integer operands, got {d}")
         return Call(d, "floor", (Div(a, b, d),))
     if isinstance(a, IntImm) and isinstance(b, IntImm):
-        if name in _FOLD:
-            return make_const(_FOLD[name](a.value, b.value), d)
-        if cls in (FloorDiv, FloorMod) and b.value != 0:
-            return make_const(a.value // b.value if cls is FloorDiv else a.value % b.value, d)
+        folded = semantics.int_binary(_OP_SYMBOL[name], a.value, b.value, d)
+        if folded is not None:
+            return IntImm(folded, d)
     if dt.is_int(d):
         if cls is Add:
             if _is_const(a, 0):
@@ -593,4 +630,8 @@ _OP_SYMBOL = {
 
 OP_SYMBOL = _OP_SYMBOL
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "field", "Any")]
+__all__ = [
+    n
+    for n in dir()
+    if not n.startswith("_") and n not in ("annotations", "field", "Any", "semantics")
+]

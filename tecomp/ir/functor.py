@@ -8,7 +8,6 @@ change nothing allocate nothing and identity checks tell whether a pass did any 
 from __future__ import annotations
 
 from . import expr as E
-from . import stmt as S
 
 
 def _method_name(cls) -> str:
@@ -45,7 +44,8 @@ class IRMutator:
         """Visit every child field; rebuild the node only if a child changed."""
         rebuild = _REBUILDERS.get(type(node))
         if rebuild is None:
-            return node
+            names = getattr(type(node), "child_fields", ())
+            rebuild = _REBUILDERS[type(node)] = _fields_rebuilder(type(node), names)
         return rebuild(self, node)
 
 
@@ -73,45 +73,18 @@ def _visit_child(m, value):
         if all(a is b for a, b in zip(new, value)):
             return value
         return new
-    if isinstance(value, (E.PrimExpr, S.Stmt)):
+    if isinstance(value, E.Node):
         return m.visit(value)
     return value
 
 
-_CHILDREN = {
-    E.Cast: ("value",),
-    E.Not: ("a",),
-    E.Select: ("cond", "true_value", "false_value"),
-    E.Let: ("value", "body"),
-    E.Call: ("args",),
-    E.Load: ("index",),
-    E.Reduce: ("source", "condition", "init"),
-    E.ProducerLoad: ("indices",),
-    S.For: ("min", "extent", "body"),
-    S.Store: ("value", "index"),
-    S.Allocate: ("body",),
-    S.LetStmt: ("value", "body"),
-    S.IfThenElse: ("condition", "then_case", "else_case"),
-    S.SeqStmt: ("seq",),
-    S.Evaluate: ("value",),
-}
-
-
-def _all_subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _all_subclasses(sub)
-
-
-for _cls in list(_all_subclasses(E.BinaryOp)) + list(_all_subclasses(E.CmpOp)):
-    _CHILDREN[_cls] = ("a", "b")
-
-_REBUILDERS = {cls: _fields_rebuilder(cls, names) for cls, names in _CHILDREN.items()}
+#: node class -> the function that rebuilds it from visited children (built on first use).
+_REBUILDERS: dict = {}
 
 
 def children(node) -> tuple:
     """The direct expression/statement children of ``node``, in field order."""
-    names = _CHILDREN.get(type(node), ())
+    names = getattr(type(node), "child_fields", ())
     out = []
     for n in names:
         v = getattr(node, n)

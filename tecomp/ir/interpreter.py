@@ -3,6 +3,9 @@
 It runs a PrimFunc on numpy arrays in Python, element by element, so lowering can be
 checked against numpy without any code generator (tests use tiny shapes). Loop kinds
 are ignored: every loop runs serially, which is what each kind must be equivalent to.
+Integer operators and casts compute what :mod:`tecomp.ir.semantics` says the generated
+code computes; a result it leaves undefined (division by zero, a float cast that does not
+fit) is an error here.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import math
 import numpy as np
 
 from ..errors import TecompError
+from . import dtype as dt
 from . import expr as E
+from . import semantics
 from . import stmt as S
 
 _CALLS = {
@@ -58,10 +63,10 @@ class Interpreter:
             return self.mem[e.buffer][int(self.expr(e.index))]
         if t is E.Cast:
             v = self.expr(e.value)
-            if e.dtype != "bool" and np.dtype(e.dtype).kind in "iu" and isinstance(v, np.floating):
-                v = np.trunc(v)
-            with np.errstate(over="ignore", invalid="ignore"):
-                return _scalar(v, e.dtype) if e.dtype == "bool" else np.array(v).astype(e.dtype)[()]
+            r = semantics.cast(float(v) if dt.is_float(e.value.dtype) else int(v), e.dtype)
+            if r is None:
+                raise TecompError(f"interpreter: {e} of the value {v} is undefined")
+            return _scalar(r, e.dtype)
         if t is E.Select:
             return self.expr(e.true_value) if self.expr(e.cond) else self.expr(e.false_value)
         if t is E.And:
@@ -76,6 +81,12 @@ class Interpreter:
         if t is E.Call:
             with np.errstate(all="ignore"):
                 return _scalar(_CALLS[e.name](*[self.expr(a) for a in e.args]), e.dtype)
+        if isinstance(e, E.BinaryOp) and dt.is_int(e.dtype):
+            a, b = int(self.expr(e.a)), int(self.expr(e.b))
+            r = semantics.int_binary(E.OP_SYMBOL[t.__name__], a, b, e.dtype)
+            if r is None:
+                raise TecompError(f"interpreter: {e} is undefined for {a} and {b}")
+            return _scalar(r, e.dtype)
         op = _BINARY.get(t)
         if op is None:
             raise TecompError(f"interpreter: cannot evaluate {t.__name__}")
@@ -159,8 +170,6 @@ _BINARY = {
     E.Sub: lambda a, b: a - b,
     E.Mul: lambda a, b: a * b,
     E.Div: lambda a, b: a / b,
-    E.FloorDiv: lambda a, b: a // b,
-    E.FloorMod: lambda a, b: a % b,
     E.Min: lambda a, b: min(a, b),
     E.Max: lambda a, b: max(a, b),
     E.EQ: lambda a, b: a == b,

@@ -1,9 +1,15 @@
-"""Readable text for expressions, statements and functions (what ``tecomp.lower`` prints)."""
+"""Readable text for expressions, statements and functions (what ``tecomp.lower`` prints).
+
+The node classes sit below this module (it reads them), so it is the printer that gives
+them their text form: importing :mod:`tecomp.ir` installs ``str`` of expressions and
+``str``/``repr`` of statements and functions.
+"""
 
 from __future__ import annotations
 
 from . import expr as E
 from . import stmt as S
+from .functor import children
 
 _INFIX = {
     E.Add: "+",
@@ -159,8 +165,6 @@ def _unique_names(f) -> dict:
     for v in f.size_vars:
         name_of(v)
 
-    from .functor import children
-
     stack = [f.body]  # pre-order, so outer loops keep the plain names
     while stack:
         n = stack.pop()
@@ -189,3 +193,8 @@ def _func_str(f) -> str:
     out = [f"def {f.name}({params}):"]
     stmt_lines(f.body, 1, out)
     return "\n".join(out)
+
+
+E.PrimExpr.__str__ = expr_str
+S.Stmt.__str__ = S.Stmt.__repr__ = stmt_str
+S.PrimFunc.__str__ = S.PrimFunc.__repr__ = func_str

@@ -5,20 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .buffer import Buffer
-from .expr import PrimExpr, Var
+from .expr import Node, PrimExpr, Var
+from .functor import collect_vars
 
 
-class Stmt:
-    """Base class of statements."""
+class Stmt(Node):
+    """Base class of statements. Their text form (``str``, ``repr``) comes from
+    :mod:`tecomp.ir.printer`."""
 
     __slots__ = ()
-
-    def __str__(self):
-        from .printer import stmt_str
-
-        return stmt_str(self)
-
-    __repr__ = __str__
 
 
 def _node(cls):
@@ -35,6 +30,8 @@ FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 class For(Stmt):
     """for (loop_var = min; loop_var < min + extent; ++loop_var) body."""
 
+    child_fields = ("min", "extent", "body")
+
     loop_var: Var
     min: PrimExpr
     extent: PrimExpr
@@ -47,6 +44,8 @@ class For(Stmt):
 class Store(Stmt):
     """buffer[index] = value."""
 
+    child_fields = ("value", "index")
+
     buffer: Buffer
     value: PrimExpr
     index: PrimExpr
@@ -56,6 +55,8 @@ class Store(Stmt):
 class Allocate(Stmt):
     """Storage for ``buffer`` that lives while ``body`` runs (stack or heap by size)."""
 
+    child_fields = ("body",)
+
     buffer: Buffer
     body: Stmt
 
@@ -63,6 +64,8 @@ class Allocate(Stmt):
 @_node
 class LetStmt(Stmt):
     """``body`` with ``var`` bound to ``value`` (evaluated once)."""
+
+    child_fields = ("value", "body")
 
     var: Var
     value: PrimExpr
@@ -73,6 +76,8 @@ class LetStmt(Stmt):
 class IfThenElse(Stmt):
     """if (condition) then_case else else_case (else_case may be None)."""
 
+    child_fields = ("condition", "then_case", "else_case")
+
     condition: PrimExpr
     then_case: Stmt
     else_case: Stmt | None = None
@@ -82,12 +87,16 @@ class IfThenElse(Stmt):
 class SeqStmt(Stmt):
     """The statements of ``seq`` in order."""
 
+    child_fields = ("seq",)
+
     seq: tuple
 
 
 @_node
 class Evaluate(Stmt):
     """Evaluate ``value`` for its side effects (a no-op for pure expressions)."""
+
+    child_fields = ("value",)
 
     value: PrimExpr
 
@@ -113,7 +122,8 @@ class PrimFunc:
 
     ``params`` are the argument buffers in call order. Symbolic sizes are the free ``Var``s
     of the parameter shapes (``size_vars``, in order of first appearance); the runtime binds
-    them from the shapes of the arrays it is called with.
+    them from the shapes of the arrays it is called with. Its text form comes from
+    :mod:`tecomp.ir.printer`.
     """
 
     name: str
@@ -124,8 +134,6 @@ class PrimFunc:
     @property
     def size_vars(self) -> tuple:
         seen = {}
-        from .functor import collect_vars
-
         for b in self.params:
             for s in b.shape:
                 for v in collect_vars(s):
@@ -135,9 +143,3 @@ class PrimFunc:
     def with_body(self, body: Stmt) -> PrimFunc:
         return PrimFunc(self.name, self.params, body, dict(self.attrs))
 
-    def __str__(self):
-        from .printer import func_str
-
-        return func_str(self)
-
-    __repr__ = __str__

@@ -30,22 +30,12 @@ import json
 from dataclasses import dataclass
 
 from ..errors import TecompError
+from ..ir import semantics
 
 #: Name of the exported symbol holding a library's metadata string.
 METADATA_SYMBOL = "tecomp_module_metadata"
 
 METADATA_VERSION = 1
-
-_SIZE_OPS = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b if b else None,
-    "%": lambda a, b: a % b if b else None,
-    "min": min,
-    "max": max,
-}
-
 
 def eval_size(spec, env: dict) -> int | None:
     """The value of a shape entry given the sizes bound so far (None if one is unbound).
@@ -63,7 +53,7 @@ def eval_size(spec, env: dict) -> int | None:
     a, b = eval_size(a, env), eval_size(b, env)
     if a is None or b is None:
         return None
-    return _SIZE_OPS[op](a, b)
+    return semantics.int_binary(op, a, b, "int64")
 
 
 def spec_str(spec) -> str:

@@ -148,8 +148,7 @@ class _BoundInference:
 
     def region(self, producer: Stage) -> list:
         """Per dimension, the (lo, hi) inclusive region consumers read, or None if unread."""
-        from ..ir.arith import eval_interval
-        from ..ir.simplify import simplify
+        from ..ir.arith import eval_interval, simplify
 
         shape = producer.op.outputs[0].shape
         ndim = len(shape)
@@ -179,8 +178,7 @@ class _BoundInference:
         return list(zip(lo, hi))
 
     def infer(self, info: StageInfo):
-        from ..ir.arith import const_int_bound, prove
-        from ..ir.simplify import simplify
+        from ..ir.arith import const_int_bound, prove, simplify
 
         st = info.stage
         op = st.op
@@ -522,8 +520,8 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
             body = builder.allocate(st, body)
     func = S.PrimFunc(name, tuple(params[a] for a in args), body)
     _check_free_vars(func)
-    from ..ir.partition import partition_loops
-    from ..ir.simplify import simplify_func
+    from ..ir.transform import partition_loops
+    from ..ir.transform.simplify import simplify as simplify_func
 
     if os.environ.get("TECOMP_DUMP_IR"):
         print(f"// {name}: after building loop nests\n{func}")

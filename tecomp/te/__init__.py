@@ -1,6 +1,7 @@
 """Tensor expressions: declare *what* to compute (placeholders, computes, reductions)."""
 
 from ..ir.expr import CommReducer, IterVar, PrimExpr, Range, Var
+from ..schedule import create_schedule
 from .intrin import (
     abs,
     all,
@@ -36,10 +37,3 @@ from .intrin import (
 from .operation import compute, const, placeholder, reduce_axis, size_var, thread_axis, var
 from .reduction import comm_reducer, prod, sum
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-
-
-def create_schedule(ops):
-    """A default schedule (every stage at root, loops in axis order) for ``ops``."""
-    from ..schedule import create_schedule as _create
-
-    return _create(ops)

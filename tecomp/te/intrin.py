@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import DTypeError
 from ..ir import dtype as dt
 from ..ir import expr as E
+from . import reduction
 
 #: Intrinsics that code generators must implement, each float -> float of the same dtype.
 FLOAT_INTRINSICS = (
@@ -109,8 +110,6 @@ def not_equal(a, b):
 
 
 def _binary_or_reduce(name: str, node, a, b, axis, where, init):
-    from . import reduction
-
     if axis is not None:
         return getattr(reduction, f"_{name}_reducer")(a, axis, where, init)
     if b is None:

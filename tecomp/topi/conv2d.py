@@ -27,8 +27,8 @@ output row is the outer parallel loop) and ``data_layout``: ``"nchwc"`` reads th
 from the blocked ``data_vec`` above, ``"nchw"`` from the NCHW input itself, with no copy
 at all (the micro-kernel broadcasts single input values, so any layout serves). There the
 zero padding is a condition on each read, and loop partitioning
-(:mod:`tecomp.ir.partition`) cuts the parallel row loop and the tile loop so that only
-the border tiles keep it, each specialised to its border; the row cut needs the row to
+(:mod:`tecomp.ir.transform.partition`) cuts the parallel row loop and the tile loop so that
+only the border tiles keep it, each specialised to its border; the row cut needs the row to
 be monotone in the parallel loop, i.e. ``order="oh_oc"`` (a batch is then a serial outer
 loop). Reading in place saves the packing pass and its memory traffic (5-7% of a
 ResNet-50 3x3 layer), at the price of input channels a plane apart instead of next to

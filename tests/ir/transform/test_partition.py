@@ -9,7 +9,7 @@ from tecomp import te
 from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
-from tecomp.ir.partition import MAX_COPIES, partition_loops
+from tecomp.ir.transform.partition import MAX_COPIES, partition_loops
 
 
 def nodes(node, cls):

@@ -30,11 +30,12 @@ all (copies multiply down a nest), so code size stays bounded.
 
 from __future__ import annotations
 
-from . import dtype as dt
-from . import expr as E
-from . import stmt as S
-from .arith import prove, structural_equal, structural_hash
-from .functor import post_order_visit, uses_var
+from .. import dtype as dt
+from .. import expr as E
+from .. import stmt as S
+from ..arith import prove
+from ..functor import post_order_visit, uses_var
+from ..structural import structural_equal, structural_hash
 
 #: How many copies of one loop body partitioning may create, over a whole nest.
 MAX_COPIES = 9

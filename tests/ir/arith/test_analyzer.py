@@ -1,20 +1,23 @@
-"""Tests of tecomp.ir.arith: bounds, proofs, symbolic intervals, linear forms, equality."""
+"""Tests of tecomp.ir.arith: bounds, proofs, symbolic intervals, linear forms, and the
+Analyzer facade."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_eval import evaluate
+from ir_strategies import VARS, bounded_env, int_exprs
 
 from tecomp.ir.arith import (
+    Analyzer,
     const_int_bound,
     eval_interval,
     linear_coeff,
     prove,
-    structural_equal,
-    structural_hash,
 )
-from tecomp.ir.expr import EQ, FloatImm, IntImm, Max, Min, Select, Var, binary
+from tecomp.ir.expr import EQ, IntImm, Max, Min, Var, binary
+from tecomp.ir.functor import collect_vars
 
-io, ii, j, n, x, y = (Var(s) for s in ("io", "ii", "j", "n", "x", "y"))
+io, ii, n = (Var(s) for s in ("io", "ii", "n"))
+x, y, j = VARS
 
 
 def c(v):
@@ -82,69 +85,6 @@ def test_linear_coeff():
     assert linear_coeff(binary(Min, ii, c(3)), ii) is None
 
 
-def test_structural_equal_and_hash():
-    a, b = x * 4 + y, x * 4 + y
-    assert a is not b and structural_equal(a, b)
-    assert structural_hash(a) == structural_hash(b)
-    assert not structural_equal(x * 4 + y, y * 4 + x)
-    assert not structural_equal(Var("x") + 1, Var("x") + 1)  # distinct vars
-    assert structural_equal(FloatImm(0.0), FloatImm(0.0))
-    assert not structural_equal(FloatImm(0.0), FloatImm(-0.0))
-    assert not structural_equal(IntImm(1, "int32"), IntImm(1, "int64"))
-    s1 = Select(x < 3, x, y, "int32")
-    s2 = Select(x < 3, x, y, "int32")
-    assert structural_equal(s1, s2)
-
-
-# ---- property tests ------------------------------------------------------------------------
-
-VARS = (x, y, j)
-DIVISORS = [-8, -3, -1, 1, 2, 3, 4, 8, 16]
-COEFFS = [-8, -5, -3, -2, -1, 0, 1, 2, 3, 4, 8, 16]
-
-
-@st.composite
-def int_exprs(draw, depth=3):
-    if depth == 0 or draw(st.integers(0, 3)) == 0:
-        if draw(st.booleans()):
-            return draw(st.sampled_from(VARS))
-        return c(draw(st.integers(-10, 10)))
-    op = draw(st.sampled_from(["add", "sub", "mul", "div", "mod", "min", "max", "sel", "split"]))
-    a = draw(int_exprs(depth=depth - 1))
-    if op in ("div", "mod"):
-        d = c(draw(st.sampled_from(DIVISORS)))
-        return a // d if op == "div" else a % d
-    if op == "split":
-        # the shape split/fuse leave behind: (a // d) * d * k + (a % d') * k'
-        d, d2 = draw(st.sampled_from(DIVISORS)), draw(st.sampled_from(DIVISORS))
-        k = draw(st.sampled_from([1, 1, 2, -1]))
-        return (a // d) * (d * k) + (a % d2) * draw(st.sampled_from([k, 1, 2]))
-    if op == "mul":
-        return a * draw(st.one_of(st.sampled_from(COEFFS).map(c), st.sampled_from(VARS)))
-    b = draw(int_exprs(depth=depth - 1))
-    if op == "add":
-        return a + b
-    if op == "sub":
-        return a - b
-    if op == "sel":
-        return Select(a < b, a, b, "int32")
-    return binary(Min if op == "min" else Max, a, b)
-
-
-@st.composite
-def bounded_env(draw):
-    bounds, env = {}, {}
-    for v in VARS:
-        lo = draw(st.integers(-20, 20))
-        hi = lo + draw(st.integers(0, 30))
-        if draw(st.integers(0, 4)) == 0:
-            bounds[v] = (None, None)
-        else:
-            bounds[v] = (lo, hi)
-        env[v] = draw(st.integers(lo, hi))
-    return bounds, env
-
-
 @settings(max_examples=300, deadline=None)
 @given(int_exprs(), bounded_env())
 def test_const_int_bound_is_sound(e, be):
@@ -184,6 +124,26 @@ def test_linear_coeff_is_exact(e, be):
 
 
 def _vars(e):
-    from tecomp.ir.functor import collect_vars
-
     return set(collect_vars(e))
+
+
+def test_analyzer_facade_scopes_bounds():
+    an = Analyzer({ii: (0, 7)})
+    assert str(an.simplify((io * 8 + ii) // 8)) == "io"
+    assert an.can_prove(ii < 8)
+    assert not an.can_prove(io < 8)
+    assert an.bound(ii * 4 + 1) == (1, 29)
+    token = an.push_bound(io, (0, 3))
+    assert an.can_prove(io * 8 + ii < 32)
+    assert an.bound(io * 8 + ii) == (0, 31)
+    an.pop_bound(io, token)
+    assert not an.can_prove(io * 8 + ii < 32)
+    assert an.bound(io * 8 + ii) == (None, None)
+
+
+def test_analyzer_interval_and_linear_coeff():
+    an = Analyzer()
+    lo, hi = an.interval(io * 8 + ii, {ii: (c(0), c(7))})
+    assert (str(lo), str(hi)) == ("io * 8", "io * 8 + 7")
+    coeff, base = an.linear_coeff(io * 8 + ii * 3 + 2, ii)
+    assert (str(coeff), str(base)) == ("3", "io * 8 + 2")

@@ -1,0 +1,35 @@
+"""Integer arithmetic analysis: simplification, constant bounds, proofs, symbolic
+intervals and linear forms, split as TVM splits its ``arith`` namespace.
+
+- :mod:`.interval`: constant integer intervals and their arithmetic;
+- :mod:`.const_fold`: operators applied to constants (values from :mod:`tecomp.ir.semantics`);
+- :mod:`.canonical`: the canonical sum-of-products form of index expressions;
+- :mod:`.const_int_bound`: constant bounds of expressions;
+- :mod:`.rewrite_simplify`: rules for the nodes that are not sums (floats, comparisons,
+  logic, select, cast, let);
+- :mod:`.int_set`: symbolic intervals of expressions while variables vary;
+- :mod:`.analyzer`: the :class:`Analyzer` facade that combines them, and one-shot
+  functions over it.
+
+All integer reasoning here is over mathematical integers: index arithmetic is assumed
+not to overflow its dtype (as in TVM and Halide). ``//`` and ``%`` are floor division and
+floor modulo, as in Python.
+"""
+
+from .analyzer import Analyzer, const_int_bound, eval_interval, linear_coeff, prove, simplify
+from .canonical import CANONICAL_DTYPES
+from .interval import (
+    UNBOUNDED,
+    Bounds,
+    Interval,
+    dtype_interval,
+    iv_add,
+    iv_floordiv,
+    iv_floormod,
+    iv_intersect,
+    iv_max,
+    iv_min,
+    iv_mul,
+    iv_scale,
+    iv_union,
+)

@@ -1,0 +1,395 @@
+"""The canonical sum-of-products form of integer index expressions.
+
+Integer index expressions (int32/int64) are put into a canonical *sum of products*
+
+    c + k1 * (a11 * a12 ...) + k2 * (a21 ...) + ...
+
+over *atoms*: variables and the nodes that are not sums (floordiv/floormod that did not
+dissolve, min, max, select, loads, casts, calls). Like terms are collected, constants
+folded, and the result is rebuilt compactly with terms in atom order: loop variables
+outermost first (as the statement simplifier declares them), then other atoms by first
+appearance, so ``io*512 + ii*64 + j``.
+
+Floor division and modulo by a positive constant ``c`` split the sum into a part whose
+coefficients are multiples of ``c`` (which leaves the division exactly) and a remainder
+``r``; if the constant bounds of ``r`` lie within one period the division folds. Every
+rewrite is exact over the integers for all values, or guarded by a bound proof; nothing
+is rewritten on a guess. Integer arithmetic is assumed not to overflow (as in TVM and
+Halide).
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+from .. import expr as E
+from ..expr import IntImm, PrimExpr, Var
+
+#: dtypes that get the canonical sum-of-products treatment (index arithmetic).
+CANONICAL_DTYPES = frozenset({"int32", "int64"})
+
+
+class SumExpr:
+    """``const + Σ coeff * Π monomial``: ``terms`` maps a monomial (a tuple of atoms sorted
+    by first appearance) to its non-zero integer coefficient. Never mutated once built."""
+
+    __slots__ = ("const", "terms")
+
+    def __init__(self, terms: dict, const: int):
+        self.terms = terms
+        self.const = const
+
+    def is_const(self) -> bool:
+        return not self.terms
+
+
+_EMPTY: dict = {}
+
+
+def const_sum(c: int) -> SumExpr:
+    return SumExpr(_EMPTY, c)
+
+
+def sum_add(a: SumExpr, b: SumExpr, k: int = 1) -> SumExpr:
+    """a + k*b."""
+    if not b.terms:
+        return SumExpr(a.terms, a.const + k * b.const)
+    if not a.terms and k == 1:
+        return SumExpr(b.terms, a.const + b.const)
+    terms = dict(a.terms)
+    for m, c in b.terms.items():
+        v = terms.get(m, 0) + k * c
+        if v:
+            terms[m] = v
+        else:
+            del terms[m]
+    return SumExpr(terms, a.const + k * b.const)
+
+
+def sum_add_const(a: SumExpr, c: int) -> SumExpr:
+    return SumExpr(a.terms, a.const + c) if c else a
+
+
+def sum_scale(a: SumExpr, k: int) -> SumExpr:
+    if k == 1:
+        return a
+    if k == 0:
+        return const_sum(0)
+    return SumExpr({m: c * k for m, c in a.terms.items()}, a.const * k)
+
+
+class _DivInfo:
+    """What a floordiv/floormod-by-constant atom means: ``num // c`` or ``num % c`` with
+    ``num`` the canonical numerator (``num_rep`` its interned expression)."""
+
+    __slots__ = ("c", "is_mod", "num", "num_rep")
+
+    def __init__(self, num: SumExpr, c: int, num_rep, is_mod: bool):
+        self.num, self.c, self.num_rep, self.is_mod = num, c, num_rep, is_mod
+
+
+class CanonicalSimplifier:
+    """The canonical-form part of :class:`~tecomp.ir.arith.Analyzer`: builds, divides and
+    rebuilds canonical sums. Bounds come from :class:`.ConstIntBoundAnalyzer`, the other
+    node kinds from :class:`.RewriteSimplifier` (the analyzer combines the three)."""
+
+    def canon(self, e: PrimExpr) -> SumExpr:
+        """The canonical sum of an int32/int64 expression."""
+        hit = self._canon_memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        fn = _CANON.get(type(e), CanonicalSimplifier._canon_other)
+        s = fn(self, e)
+        self._canon_memo[id(e)] = (e, s)
+        return s
+
+    def _canon_int(self, e) -> SumExpr:
+        return const_sum(e.value)
+
+    def _canon_var(self, e) -> SumExpr:
+        self._order_atom(e)
+        return SumExpr({(e,): 1}, 0)
+
+    def _canon_add(self, e) -> SumExpr:
+        return self._merge_divmod(sum_add(self.canon(e.a), self.canon(e.b)))
+
+    def _canon_sub(self, e) -> SumExpr:
+        return self._merge_divmod(sum_add(self.canon(e.a), self.canon(e.b), -1))
+
+    def _canon_mul(self, e) -> SumExpr:
+        a, b = self.canon(e.a), self.canon(e.b)
+        if b.is_const():
+            return sum_scale(a, b.const)
+        if a.is_const():
+            return sum_scale(b, a.const)
+        prod = self._mul(a, b)
+        if prod is not None:
+            return prod
+        return self._atom(E.Mul(self.rebuild(a, e.dtype), self.rebuild(b, e.dtype), e.dtype))
+
+    def _canon_div(self, e) -> SumExpr:
+        b = self.canon(e.b)
+        if b.is_const() and b.const != 0:
+            return self.div_const(self.canon(e.a), b.const, e.dtype)
+        return self._divmod_symbolic(e, b)
+
+    def _canon_mod(self, e) -> SumExpr:
+        b = self.canon(e.b)
+        if b.is_const() and b.const != 0:
+            return self.mod_const(self.canon(e.a), b.const, e.dtype)
+        return self._divmod_symbolic(e, b)
+
+    def _divmod_symbolic(self, e, b: SumExpr) -> SumExpr:
+        """x // y, x % y with a non-constant (or zero) divisor: fold only 0 <= x < y."""
+        a = self.canon(e.a)
+        if not b.is_const():
+            alo = self.sum_bound(a)[0]
+            dhi = self.sum_bound(sum_add(a, b, -1))[1]
+            if alo is not None and alo >= 0 and dhi is not None and dhi < 0:
+                return a if type(e) is E.FloorMod else const_sum(0)
+        ra, rb = self.rebuild(a, e.dtype), self.rebuild(b, e.dtype)
+        return self._atom(type(e)(ra, rb, e.dtype))
+
+    def _canon_minmax(self, e) -> SumExpr:
+        is_min = type(e) is E.Min
+        sa, sb = self.canon(e.a), self.canon(e.b)
+        lo, hi = self.sum_bound(sum_add(sa, sb, -1))
+        if hi is not None and hi <= 0:
+            return sa if is_min else sb
+        if lo is not None and lo >= 0:
+            return sb if is_min else sa
+        a, b = self.rebuild(sa, e.dtype), self.rebuild(sb, e.dtype)
+        if type(a) is IntImm:
+            a, b = b, a  # constants go to the right
+        # min(min(x, c1), c2) -> min(x, min(c1, c2))
+        if type(b) is IntImm and type(a) is type(e) and type(a.b) is IntImm:
+            c = min(a.b.value, b.value) if is_min else max(a.b.value, b.value)
+            return self._atom(type(e)(a.a, IntImm(c, e.dtype), e.dtype))
+        return self._atom(type(e)(a, b, e.dtype))
+
+    def _canon_other(self, e) -> SumExpr:
+        res = self.rewrite(e)
+        t = type(res)
+        if t is IntImm:
+            return const_sum(res.value)
+        if res is not e and t in _CANON:
+            return self.canon(res)
+        return self._atom(res)
+
+    def _mul(self, a: SumExpr, b: SumExpr) -> SumExpr | None:
+        """Distribute a product of two sums, or None if it would grow too large."""
+        if (len(a.terms) + 1) * (len(b.terms) + 1) > 36:
+            return None
+        order = self._order
+        items_a = list(a.terms.items()) + ([((), a.const)] if a.const else [])
+        items_b = list(b.terms.items()) + ([((), b.const)] if b.const else [])
+        terms: dict = {}
+        for ma, ka in items_a:
+            for mb, kb in items_b:
+                m = tuple(sorted(ma + mb, key=order.__getitem__))
+                terms[m] = terms.get(m, 0) + ka * kb
+        const = terms.pop((), 0)
+        return SumExpr({m: k for m, k in terms.items() if k}, const)
+
+    def _merge_divmod(self, s: SumExpr) -> SumExpr:
+        """Recombine floordiv/floormod pairs: ``(x//c)*c*k + (x%c)*k -> x*k``, and more
+        generally use ``(x//c)*c == x - x%c`` whenever that makes the sum shorter (e.g.
+        ``(n//8)*8 - n -> -(n%8)``, which then has tight bounds)."""
+        if len(s.terms) < 2:
+            return s
+        for m, k in s.terms.items():
+            if len(m) != 1:
+                continue
+            merged = self._merge_symbolic_divmod(s, m, k)
+            if merged is not None:
+                return self._merge_divmod(merged)
+            info = self._div_info.get(m[0])
+            if info is None:
+                continue
+            if info.is_mod:
+                d = self._div_atom.get((info.num_rep, info.c))
+                if d is None or s.terms.get((d,)) != k * info.c:
+                    continue
+                terms = dict(s.terms)
+                del terms[m]
+                del terms[(d,)]
+                return self._merge_divmod(sum_add(SumExpr(terms, s.const), sum_scale(info.num, k)))
+            if k % info.c:
+                continue
+            # k*(x//c) == (k/c)*(x - x%c)
+            kc = k // info.c
+            terms = dict(s.terms)
+            del terms[m]
+            dtype = m[0].dtype
+            alt = sum_add(
+                sum_add(SumExpr(terms, s.const), info.num, kc),
+                self.mod_const(info.num, info.c, dtype),
+                -kc,
+            )
+            if len(alt.terms) < len(s.terms):
+                return self._merge_divmod(alt)
+        return s
+
+    def _merge_symbolic_divmod(self, s: SumExpr, m: tuple, k: int) -> SumExpr | None:
+        """``k*(x % y) + k*y*(x // y) -> k*x`` for a variable divisor ``y`` (what fusing
+        axes of symbolic extent leaves in an index), or None if ``s`` has no such pair."""
+        mod = m[0]
+        if type(mod) is not E.FloorMod or type(mod.b) is not Var:
+            return None
+        div = self.rep(E.FloorDiv(mod.a, mod.b, mod.dtype))
+        if div not in self._order or mod.b not in self._order:
+            return None
+        mono = tuple(sorted((div, mod.b), key=self._order.__getitem__))
+        if s.terms.get(mono) != k:
+            return None
+        terms = dict(s.terms)
+        del terms[m]
+        del terms[mono]
+        return sum_add(SumExpr(terms, s.const), sum_scale(self.canon(mod.a), k))
+
+    def div_const(self, s: SumExpr, c: int, dtype: str) -> SumExpr:
+        """Canonical ``s // c`` for a non-zero constant ``c`` (floor division)."""
+        if c < 0:
+            # x // c == (-x) // (-c): both are the floor of the same rational.
+            return self.div_const(sum_scale(s, -1), -c, dtype)
+        if c == 1:
+            return s
+        q_terms, r_terms = {}, {}
+        for m, k in s.terms.items():
+            if k % c == 0:
+                q_terms[m] = k // c
+            else:
+                r_terms[m] = k
+        qc, rc = divmod(s.const, c)
+        q = SumExpr(q_terms, qc)
+        if not r_terms:
+            return q  # rc // c == 0 as 0 <= rc < c
+        # s == c*q + r exactly, so s // c == q + r // c.
+        r = SumExpr(r_terms, rc)
+        lo, hi = self.sum_bound(r)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            return sum_add_const(q, lo // c)
+        g = gcd(c, *r_terms.values())
+        if g > 1:
+            # r == g*r2 + b with 0 <= b < g, hence r // c == r2 // (c/g).
+            r2 = SumExpr({m: k // g for m, k in r_terms.items()}, rc // g)
+            return sum_add(q, self.div_const(r2, c // g, dtype))
+        if len(r_terms) == 1:
+            ((m, k),) = r_terms.items()
+            info = self._div_info.get(m[0]) if len(m) == 1 and k == 1 else None
+            if info is not None and not info.is_mod:
+                # (x // c1 + rc) // c == (x + rc*c1) // (c1*c) for c1, c > 0.
+                num = sum_add_const(info.num, rc * info.c)
+                return sum_add(q, self.div_const(num, info.c * c, dtype))
+        return sum_add(q, self._divmod_atom(r, c, dtype, is_mod=False))
+
+    def mod_const(self, s: SumExpr, c: int, dtype: str) -> SumExpr:
+        """Canonical ``s % c`` for a non-zero constant ``c`` (floor modulo: sign of c)."""
+        if c < 0:
+            # x % c == -((-x) % (-c)) for floor modulo.
+            return sum_scale(self.mod_const(sum_scale(s, -1), -c, dtype), -1)
+        if c == 1:
+            return const_sum(0)
+        r_terms = {m: k for m, k in s.terms.items() if k % c}
+        rc = s.const % c
+        if not r_terms:
+            return const_sum(rc)
+        r = SumExpr(r_terms, rc)
+        lo, hi = self.sum_bound(r)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            return sum_add_const(r, -c * (lo // c))
+        g = gcd(c, *r_terms.values())
+        if g > 1:
+            # r == g*r2 + b with 0 <= b < g, hence r % c == g*(r2 % (c/g)) + b.
+            r2 = SumExpr({m: k // g for m, k in r_terms.items()}, rc // g)
+            inner = self.mod_const(r2, c // g, dtype)
+            if not self._is_divmod_atom(inner):
+                return sum_add_const(sum_scale(inner, g), rc % g)
+            # Otherwise g*((...) % (c/g)) + b is no simpler than r % c: keep the latter.
+        if len(r_terms) == 1:
+            ((m, k),) = r_terms.items()
+            info = self._div_info.get(m[0]) if len(m) == 1 and k == 1 else None
+            if info is not None and info.is_mod and info.c % c == 0:
+                # x % c1 == x (mod c) when c divides c1.
+                return self.mod_const(sum_add_const(info.num, rc), c, dtype)
+        return self._divmod_atom(r, c, dtype, is_mod=True)
+
+    def _is_divmod_atom(self, s: SumExpr) -> bool:
+        if s.const or len(s.terms) != 1:
+            return False
+        ((m, _),) = s.terms.items()
+        return len(m) == 1 and m[0] in self._div_info
+
+    def _divmod_atom(self, r: SumExpr, c: int, dtype: str, is_mod: bool) -> SumExpr:
+        num = self.rebuild(r, dtype)
+        cls = E.FloorMod if is_mod else E.FloorDiv
+        atom = self.rep(cls(num, IntImm(c, dtype), dtype))
+        if atom not in self._div_info:
+            num_rep = self.rep(num)
+            self._div_info[atom] = _DivInfo(r, c, num_rep, is_mod)
+            if not is_mod:
+                self._div_atom.setdefault((num_rep, c), atom)
+        self._order_atom(atom)
+        return SumExpr({(atom,): 1}, 0)
+
+    def rebuild(self, s: SumExpr, dtype: str) -> PrimExpr:
+        """An expression for the canonical sum: positive terms first, then the negative ones
+        subtracted, then the constant."""
+        if not s.terms:
+            return IntImm(s.const, dtype)
+        order = self._order
+        items = sorted(s.terms.items(), key=lambda mk: [order[a] for a in mk[0]])
+        pos = [(m, k) for m, k in items if k > 0]
+        neg = [(m, -k) for m, k in items if k < 0]
+        const = s.const
+        res = None
+        for m, k in pos:
+            t = self._term(m, k, dtype)
+            res = t if res is None else E.Add(res, t, dtype)
+        if res is None:
+            if const > 0:
+                res, const = IntImm(const, dtype), 0
+            else:
+                m, k = neg.pop(0)
+                res = E.Mul(self._mono(m, dtype), IntImm(-k, dtype), dtype)
+        for m, k in neg:
+            res = E.Sub(res, self._term(m, k, dtype), dtype)
+        if const > 0:
+            res = E.Add(res, IntImm(const, dtype), dtype)
+        elif const < 0:
+            res = E.Sub(res, IntImm(-const, dtype), dtype)
+        return res
+
+    def _mono(self, m: tuple, dtype: str) -> PrimExpr:
+        res = m[0]
+        for a in m[1:]:
+            res = E.Mul(res, a, dtype)
+        return res
+
+    def _term(self, m: tuple, k: int, dtype: str) -> PrimExpr:
+        res = self._mono(m, dtype)
+        return res if k == 1 else E.Mul(res, IntImm(k, dtype), dtype)
+
+
+_CANON = {
+    IntImm: CanonicalSimplifier._canon_int,
+    Var: CanonicalSimplifier._canon_var,
+    E.Add: CanonicalSimplifier._canon_add,
+    E.Sub: CanonicalSimplifier._canon_sub,
+    E.Mul: CanonicalSimplifier._canon_mul,
+    E.FloorDiv: CanonicalSimplifier._canon_div,
+    E.FloorMod: CanonicalSimplifier._canon_mod,
+    E.Min: CanonicalSimplifier._canon_minmax,
+    E.Max: CanonicalSimplifier._canon_minmax,
+}
+
+
+__all__ = [
+    "CANONICAL_DTYPES",
+    "CanonicalSimplifier",
+    "SumExpr",
+    "const_sum",
+    "sum_add",
+    "sum_add_const",
+    "sum_scale",
+]

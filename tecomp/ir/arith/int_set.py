@@ -1,0 +1,199 @@
+"""Symbolic intervals: the range of an expression while some variables vary.
+
+``io*8 + ii`` with ``ii`` in ``[0, 7]`` ranges over ``[io*8, io*8 + 7]``: the interval's
+ends are expressions in the variables that stay fixed. This is what bound inference needs
+to size a consumer's region of a producer. Affine expressions get exact intervals;
+floordiv/floormod by constants, min/max, select and products get sound
+over-approximations, falling back to constant bounds where a symbolic end is unknown.
+"""
+
+from __future__ import annotations
+
+from .. import expr as E
+from ..expr import PrimExpr, Var
+from .canonical import CANONICAL_DTYPES, SumExpr, const_sum, sum_add
+from .interval import UNBOUNDED, iv_intersect
+
+
+class IntSetAnalyzer:
+    """The symbolic-interval part of :class:`~tecomp.ir.arith.Analyzer`."""
+
+    def interval(self, e: PrimExpr, ranges: dict) -> tuple:
+        """See :func:`tecomp.ir.arith.eval_interval`."""
+        e = E.as_expr(e)
+        if e.dtype not in CANONICAL_DTYPES:
+            b = self.bound(e)
+            return tuple(None if x is None else E.make_const(x, e.dtype) for x in b)
+        rng = {}
+        for v, (lo, hi) in ranges.items():
+            v = v.var if isinstance(v, E.IterVar) else v
+            rng[v] = (E.as_expr(lo, v.dtype), E.as_expr(hi, v.dtype))
+        # Constant bounds of the ranged variables sharpen floordiv and min/max below.
+        for v, (lo, hi) in rng.items():
+            self.bounds[v] = iv_intersect(
+                self.bounds.get(v, UNBOUNDED), (self.bound(lo)[0], self.bound(hi)[1])
+            )
+            self._reset()
+        self._ranges = rng
+        self._ranged = frozenset(rng)
+        self._iv_memo: dict = {}
+        self._expanding: set = set()
+        try:
+            lo, hi = self._sum_interval(self.canon(e))
+        finally:
+            self._ranges = None
+        d = e.dtype
+        return (
+            None if lo is None else self.simplify(self.rebuild(lo, d)),
+            None if hi is None else self.simplify(self.rebuild(hi, d)),
+        )
+
+    def _sum_interval(self, s: SumExpr) -> tuple:
+        lo = hi = const_sum(s.const)
+        for m, k in s.terms.items():
+            if not any(self._vars(a) & self._ranged for a in m):
+                t = SumExpr({m: k}, 0)
+                lo = None if lo is None else sum_add(lo, t)
+                hi = None if hi is None else sum_add(hi, t)
+                continue
+            ml, mh = self._mono_interval(m)
+            if k < 0:
+                ml, mh = mh, ml
+            lo = None if lo is None or ml is None else sum_add(lo, ml, k)
+            hi = None if hi is None or mh is None else sum_add(hi, mh, k)
+            if lo is None and hi is None:
+                break
+        return lo, hi
+
+    def _mono_interval(self, m: tuple) -> tuple:
+        res = self._atom_interval(m[0])
+        for a in m[1:]:
+            res = self._iv_mul_sym(res, self._atom_interval(a))
+        if res[0] is None or res[1] is None:
+            # Fall back to the constant bounds of the whole product for a lost side.
+            cb = self.sum_bound(SumExpr({m: 1}, 0))
+            res = (
+                res[0] if res[0] is not None else (None if cb[0] is None else const_sum(cb[0])),
+                res[1] if res[1] is not None else (None if cb[1] is None else const_sum(cb[1])),
+            )
+        return res
+
+    def _expr_interval(self, e) -> tuple:
+        if e.dtype in CANONICAL_DTYPES:
+            return self._sum_interval(self.canon(e))
+        b = self.bound(e)
+        return tuple(None if x is None else const_sum(x) for x in b)
+
+    def _atom_interval(self, a) -> tuple:
+        hit = self._iv_memo.get(a)
+        if hit is not None:
+            return hit
+        if not (self._vars(a) & self._ranged):
+            res = (SumExpr({(a,): 1}, 0),) * 2
+        elif type(a) is Var:
+            res = self._var_interval(a)
+        else:
+            res = self._compound_interval(a)
+        self._iv_memo[a] = res
+        return res
+
+    def _var_interval(self, v: Var) -> tuple:
+        lo_e, hi_e = self._ranges[v]
+        if v in self._expanding:  # a cyclic range: only constants are safe
+            b = self.bounds.get(v, UNBOUNDED)
+            return tuple(None if x is None else const_sum(x) for x in b)
+        self._expanding.add(v)
+        try:
+            lo = self._expr_interval(lo_e)[0]
+            hi = self._expr_interval(hi_e)[1]
+        finally:
+            self._expanding.discard(v)
+        return lo, hi
+
+    def _compound_interval(self, a) -> tuple:
+        t, d = type(a), a.dtype
+        info = self._div_info.get(a)
+        if info is not None:
+            il, ih = self._sum_interval(info.num)
+            c = info.c
+            if not info.is_mod:
+                # floor(x / c) is non-decreasing in x.
+                return (
+                    None if il is None else self.div_const(il, c, d),
+                    None if ih is None else self.div_const(ih, c, d),
+                )
+            if il is not None and ih is not None:
+                ql, qh = self.div_const(il, c, d), self.div_const(ih, c, d)
+                if sum_add(qh, ql, -1).is_const() and sum_add(qh, ql, -1).const == 0:
+                    # One period: x % c == x - c*q with the same q at both ends.
+                    return sum_add(il, ql, -c), sum_add(ih, ql, -c)
+            return const_sum(0), const_sum(c - 1)
+        if t in (E.Min, E.Max):
+            (al, ah), (bl, bh) = self._expr_interval(a.a), self._expr_interval(a.b)
+            if t is E.Min:
+                return self._sym_minmax(E.Min, al, bl, True), self._sym_minmax(E.Min, ah, bh, False)
+            return self._sym_minmax(E.Max, al, bl, True), self._sym_minmax(E.Max, ah, bh, False)
+        if t is E.Select:
+            (tl, th), (fl, fh) = (
+                self._expr_interval(a.true_value),
+                self._expr_interval(a.false_value),
+            )
+            return self._sym_minmax(E.Min, tl, fl, True), self._sym_minmax(E.Max, th, fh, False)
+        if t is E.Mul:
+            return self._iv_mul_sym(self._expr_interval(a.a), self._expr_interval(a.b))
+        b = self._atom_bound(a)
+        return tuple(None if x is None else const_sum(x) for x in b)
+
+    def _sym_minmax(self, cls, x, y, low_side: bool):
+        """min/max of two interval ends (None = infinite towards ``low_side``)."""
+        if x is None or y is None:
+            # min of a -inf low end is -inf; min of a +inf high end is the other end.
+            keep_other = (cls is E.Min) != low_side
+            if not keep_other:
+                return None
+            return y if x is None else x
+        d = (
+            "int64"
+            if any(getattr(a, "dtype", "int32") == "int64" for m in x.terms for a in m)
+            else "int32"
+        )
+        return self.canon(cls(self.rebuild(x, d), self.rebuild(y, d), d))
+
+    def _sign(self, s) -> int:
+        if s is None:
+            return 0
+        lo, hi = self.sum_bound(s)
+        if lo is not None and lo >= 0:
+            return 1
+        if hi is not None and hi <= 0:
+            return -1
+        return 0
+
+    def _iv_mul_sym(self, a: tuple, b: tuple) -> tuple:
+        """[al, ah] * [bl, bh] for symbolic ends whose signs are known; ends with unknown
+        sign give None (the caller then uses constant bounds)."""
+        al, ah = a
+        bl, bh = b
+        b_nonneg, b_nonpos = self._sign(bl) > 0, self._sign(bh) < 0
+        if not (b_nonneg or b_nonpos):
+            if self._sign(al) > 0 or self._sign(ah) < 0:
+                return self._iv_mul_sym(b, a)
+            return None, None
+        # With y of one sign, x*y is monotone in x, so each end of the product comes from
+        # one end of x; which end of y it pairs with depends on that x end's own sign.
+        if b_nonneg:
+            lo_pair = {1: (al, bl), -1: (al, bh)}.get(self._sign(al))
+            hi_pair = {1: (ah, bh), -1: (ah, bl)}.get(self._sign(ah))
+        else:
+            lo_pair = {1: (ah, bl), -1: (ah, bh)}.get(self._sign(ah))
+            hi_pair = {1: (al, bh), -1: (al, bl)}.get(self._sign(al))
+        out = []
+        for pair in (lo_pair, hi_pair):
+            if pair is None or pair[0] is None or pair[1] is None:
+                out.append(None)
+            else:
+                out.append(self._mul(pair[0], pair[1]))
+        return tuple(out)
+
+
+__all__ = ["IntSetAnalyzer"]

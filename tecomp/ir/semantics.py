@@ -1,0 +1,143 @@
+"""What the scalar operators of the IR compute, written once.
+
+Constant folding, the loop-IR interpreter and the runtime's evaluation of symbolic sizes
+all take their answers from here, so they agree with each other and with the generated
+code:
+
+- ``//`` and ``%`` on integers are floor division and floor modulo (Python's): the
+  quotient rounds toward negative infinity and the remainder has the sign of the divisor,
+  ``-7 // 2 == -4`` and ``-7 % 2 == 1``. Division by zero has no defined result.
+- Integer ``+ - *`` wrap to the width of their dtype (two's complement), as the machine
+  instructions do: in int32, ``2**31 - 1 + 1 == -2**31``.
+- Casts: float to integer truncates toward zero, and is undefined when the truncated value
+  does not fit (or is NaN or infinite); integer to a narrower integer keeps the low bits;
+  anything to bool is ``value != 0``; to a float rounds to the nearest representable value.
+
+A result the target does not define is ``None``: a folder leaves the expression alone, an
+evaluator reports it.
+
+Example
+-------
+>>> floordiv(-7, 2), floormod(-7, 2)
+(-4, 1)
+>>> int_binary("+", 2**31 - 1, 1, "int32")
+-2147483648
+>>> cast(-2.7, "int8"), cast(300, "uint8")
+(-2, 44)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtype as dt
+
+
+def wrap_int(value: int, dtype: str) -> int:
+    """``value`` as an integer ``dtype`` holds it: the low bits, two's complement for
+    signed dtypes; ``0`` or ``1`` for bool."""
+    if dtype == "bool":
+        return int(value != 0)
+    b = dt.bits(dtype)
+    value &= (1 << b) - 1
+    if dt.is_signed(dtype) and value >= 1 << (b - 1):
+        value -= 1 << b
+    return value
+
+
+def floordiv(a: int, b: int) -> int | None:
+    """``a // b`` rounding toward negative infinity; ``None`` when ``b`` is zero."""
+    return None if b == 0 else a // b
+
+
+def floormod(a: int, b: int) -> int | None:
+    """``a - b * floordiv(a, b)`` (the sign of ``b``); ``None`` when ``b`` is zero."""
+    return None if b == 0 else a % b
+
+
+_INT_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": floordiv,
+    "%": floormod,
+    "min": min,
+    "max": max,
+}
+
+#: The integer operators :func:`int_binary` knows, by symbol.
+INT_OPS = tuple(_INT_OPS)
+
+
+def int_binary(op: str, a: int, b: int, dtype: str | None = None) -> int | None:
+    """The integer operator ``op`` (one of :data:`INT_OPS`) on ``a`` and ``b``.
+
+    Parameters
+    ----------
+    op : str
+        ``"+"``, ``"-"``, ``"*"``, ``"//"``, ``"%"``, ``"min"`` or ``"max"``.
+    a, b : int
+        The operands, as Python integers.
+    dtype : str, optional
+        The integer dtype the operation runs in; the result wraps to its width. Without
+        one the result is the exact mathematical value.
+
+    Returns
+    -------
+    int or None
+        ``None`` for a division or modulo by zero, or an operator not listed.
+    """
+    fn = _INT_OPS.get(op)
+    if fn is None:
+        return None
+    r = fn(a, b)
+    if r is None or dtype is None:
+        return r
+    return wrap_int(r, dtype)
+
+
+def round_float(x: float, dtype: str) -> float:
+    """``x`` rounded to the float ``dtype`` (overflow gives an infinity). Rounding the exact
+    double result of one ``+ - * /`` to a narrower float gives the correctly rounded narrow
+    result, so computing in doubles and rounding once is exact."""
+    if dtype == "float64":
+        return float(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.dtype(dtype).type(x))
+
+
+def cast(value, dtype: str):
+    """``value`` (a Python bool, int or float) converted to ``dtype``.
+
+    Returns
+    -------
+    int, float or None
+        An int for integer and bool dtypes, a float for float dtypes; ``None`` where the
+        conversion is undefined (a float that is not finite or does not fit the integer
+        dtype once truncated).
+    """
+    if dtype == "bool":
+        return int(value != 0)
+    if dt.is_float(dtype):
+        return round_float(float(value), dtype)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        n = int(value)  # truncates toward zero
+        if not dt.min_value(dtype) <= n <= dt.max_value(dtype):
+            return None
+        return n
+    return wrap_int(int(value), dtype)
+
+
+__all__ = [
+    "INT_OPS",
+    "cast",
+    "floordiv",
+    "floormod",
+    "int_binary",
+    "round_float",
+    "wrap_int",
+]
