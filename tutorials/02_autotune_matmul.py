@@ -4,7 +4,7 @@ Tutorial 1 picked tile sizes by hand. Here we write the same matmul as a *templa
 schedule with knobs (tile sizes, the packing width, unrolling) whose values the tuner
 chooses by measuring candidates. We tune it with the XGBoost-guided tuner, keep the
 measurements in a tuning log, apply the best record at build time and compare the
-result with numpy, interleaved round by round (shared/MEASURING.md).
+result with numpy, interleaved round by round (docs/measuring.md says why).
 
 Run it:  python tutorials/02_autotune_matmul.py                   (n = 1024, 100 trials)
          TECOMP_TUTORIAL_N=256 TECOMP_TUTORIAL_TRIALS=16 python tutorials/02_autotune_matmul.py
