@@ -141,7 +141,9 @@ def _check_writable(path: str, flag: str) -> None:
         if not existed:
             os.remove(path)
     except OSError as e:
-        raise UsageError(f"{flag} {path}: cannot write there ({e.strerror}: {e.filename})") from None
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({e.strerror}: {e.filename})"
+        ) from None
 
 
 def _check_plot_path(path: str) -> None:
