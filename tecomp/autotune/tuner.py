@@ -156,10 +156,10 @@ class Tuner:
         best_at = done
         last_best = self.best_flops
         self.stop_reason = "budget"
-        for cb in callbacks:
-            if hasattr(cb, "start"):
-                cb.start(self)
         try:
+            for cb in callbacks:
+                if hasattr(cb, "start"):
+                    cb.start(self)
             pending = self._first_candidates()
             self.visited.update(c.index for c in pending)  # so no tuner proposes them
             while done < n_trial:
