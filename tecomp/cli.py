@@ -12,6 +12,8 @@ Each subcommand is one ``add_*_parser`` function that registers its arguments an
 function that runs it.
 
 Errors in the arguments print one line (``tecomp: error: ...``) and exit with status 2;
+``tecomp tune`` checks its paths (and the plot format), target and ``--args`` before the
+first trial, so a bad one never costs a measured batch;
 a tuning run in which every trial failed exits with status 1 after printing the first
 error of each kind; Ctrl-C stops tuning with the log intact (status 130).
 """
