@@ -1,5 +1,23 @@
 from setuptools import find_packages, setup
 
+# XGBoost: the autotuner's cost model fits a few hundred rows of loop features on the host
+# CPU, whatever the target, so tecomp needs no GPU build of XGBoost. The `xgboost` wheel
+# for Linux x86_64 is the GPU build and pulls nvidia-nccl-cu12 (about 350 MB); `xgboost-cpu`
+# is the same `xgboost` module built without GPU support (about 6 MB). Its wheels exist
+# only for x86_64 Linux and Windows, so other platforms (macOS, aarch64) take `xgboost`,
+# whose wheels there carry no CUDA libraries anyway. Users who want XGBoost's GPU build
+# for their own work install the `xgboost-gpu` extra; it installs the `xgboost`
+# distribution, whose files replace those of `xgboost-cpu` (one `xgboost` module).
+# (Environment markers have no `not`, so the second condition is spelled out.)
+_CPU_WHEELS = (
+    "(platform_system == 'Linux' or platform_system == 'Windows')"
+    " and (platform_machine == 'x86_64' or platform_machine == 'AMD64')"
+)
+_NO_CPU_WHEELS = (
+    "(platform_system != 'Linux' and platform_system != 'Windows')"
+    " or (platform_machine != 'x86_64' and platform_machine != 'AMD64')"
+)
+
 setup(
     name="tecomp",
     version="0.1.0",
@@ -11,7 +29,8 @@ setup(
     install_requires=[
         "numpy>=1.24",
         "llvmlite>=0.44",
-        "xgboost>=2.0",
+        f"xgboost-cpu>=2.1.1; {_CPU_WHEELS}",
+        f"xgboost>=2.0; {_NO_CPU_WHEELS}",
         "onnx>=1.15",
         "tqdm>=4.60",
         "matplotlib>=3.7",
@@ -19,6 +38,7 @@ setup(
     extras_require={
         "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
         "cuda": ["nvidia-cuda-nvrtc-cu12>=12.0", "pycuda>=2024.1"],
+        "xgboost-gpu": ["xgboost>=2.0"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )

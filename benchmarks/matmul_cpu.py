@@ -2,6 +2,7 @@
 
 For n = 512, 1024, 2048 it prints each schedule's GFLOPS, numpy's GFLOPS measured in
 alternation with it, their median paired ratio, and the wall time of lower + build.
+Run it on an otherwise idle machine (docs/measuring.md).
 
     python benchmarks/matmul_cpu.py [--sizes 512,1024,2048] [--rounds 7] [--steps parallel]
 """

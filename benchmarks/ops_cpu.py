@@ -5,7 +5,7 @@
 
 For each workload it prints tecomp's GFLOPS, the reference's, and the median over
 interleaved rounds of t_reference / t_tecomp (> 1: tecomp is faster); see
-shared/MEASURING.md. Run it on an idle machine.
+docs/measuring.md. Run it on an idle machine.
 
 Each conv2d layer has two rows. ``conv2d`` takes the OIHW weight and repacks it on every
 call. ``conv2d_packed_kernel`` takes the weight already in the template's blocked layout:

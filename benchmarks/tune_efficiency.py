@@ -5,7 +5,7 @@
 Prints, per tuner and seed, the best GFLOPS found after 25/50/100/.../N trials and the
 loop's trials per minute; then, per seed, how many trials XGBTuner needs to reach 95% of
 its best and how many RandomTuner needs to reach that same level (the target: XGB needs
-at most half), with the median over seeds. Run on an idle machine (shared/MEASURING.md).
+at most half), with the median over seeds. Run on an idle machine (docs/measuring.md).
 
 The machine's speed drifts by 10-20% over minutes, more than the 5% the comparison
 resolves, so no number in it comes from a single trial sample:
@@ -45,7 +45,7 @@ NEAR_BEST = 0.9
 
 class Turns:
     """Lets tuners running in threads take turns, one batch each: the machine's speed
-    drifts over minutes (MEASURING.md), so tuners run one after the other would be
+    drifts over minutes (docs/measuring.md), so tuners run one after the other would be
     compared in different weather. A tuner waits for its turn, measures a batch, passes."""
 
     def __init__(self, names):

@@ -5,9 +5,15 @@ Subcommands::
     tecomp tune --op matmul --args 1024,1024,1024 --target llvm --trials 200 \\
                 --tuner xgb --output mm.json [--resume] [--plot curve.png] [--early-stopping K]
     tecomp tune --list-ops
+    tecomp demo [--n 1024] [--trials 64]
     tecomp doctor
 
+Each subcommand is one ``add_*_parser`` function that registers its arguments and the
+function that runs it.
+
 Errors in the arguments print one line (``tecomp: error: ...``) and exit with status 2;
+``tecomp tune`` checks its paths (and the plot format), target and ``--args`` before the
+first trial, so a bad one never costs a measured batch;
 a tuning run in which every trial failed exits with status 1 after printing the first
 error of each kind; Ctrl-C stops tuning with the log intact (status 130).
 """
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import inspect
 import os
 import sys
 
@@ -73,8 +81,6 @@ def _templates():
 
 
 def _signature(t) -> str:
-    import inspect
-
     try:
         return str(inspect.signature(t.func))
     except (TypeError, ValueError):
@@ -88,7 +94,9 @@ def _list_ops(out) -> int:
     return 0
 
 
-def _plot(path, history, flop, title):
+def _plot(path, tuner, title):
+    """Best GFLOPS against trials, from 0 so a small gain looks small, with the best
+    re-measured at the end marked (it decides the winner; trial peaks may be lucky)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -96,22 +104,102 @@ def _plot(path, history, flop, title):
 
     from tecomp.autotune.measure import gflops
 
+    flop = tuner.task.flop
     best, xs, ys = 0.0, [], []
-    trials = [r for _, r in history if r.stage == "trial"]
+    trials = [r for _, r in tuner.history if r.stage == "trial"]
     for i, r in enumerate(trials, 1):
         if r.ok:
             best = max(best, gflops(flop, r.cost))
         xs.append(i)
         ys.append(best)
+    final = [r for _, r in tuner.history if r.stage == "final" and r.ok]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(xs, ys, drawstyle="steps-post")
+    ax.plot(xs, ys, drawstyle="steps-post", label="best measured in a trial")
+    if final:
+        remeasured = max(gflops(flop, r.cost) for r in final)
+        ax.axhline(remeasured, color="tab:red", linestyle="--",
+                   label=f"best re-measured at the end: {remeasured:.1f}")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("trial")
     ax.set_ylabel("best GFLOPS")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _check_writable(path: str, flag: str) -> None:
+    """Fail now, in one line, unless ``path`` can be written as a file; creates missing
+    parent folders (as the log writer would) and leaves no file behind."""
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory; give a file name inside it")
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        existed = os.path.exists(path)
+        with open(path, "a"):
+            pass
+        if not existed:
+            os.remove(path)
+    except OSError as e:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({e.strerror}: {e.filename})"
+        ) from None
+
+
+def _check_plot_path(path: str) -> None:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix not in formats:
+        raise UsageError(
+            f"--plot {path}: the suffix names the image format; allowed: "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
+    _check_writable(path, "--plot")
+
+
+def _has_code_generator(kind: str) -> bool:
+    # As tecomp.build decides: the kind's codegen module imports (with what it needs).
+    try:
+        importlib.import_module(f"tecomp.codegen.{kind}")
+    except ImportError:
+        return False
+    return True
+
+
+def _check_target_runs(target) -> None:
+    """Reject a target whose kind has no code generator here: every trial would fail."""
+    from tecomp.target import KINDS
+
+    have = [k for k in KINDS if _has_code_generator(k)]
+    if target.kind not in have:
+        raise UsageError(
+            f"--target {target}: this installation has no code generator for "
+            f"{target.kind} targets, so no template can be tuned for it; "
+            f"available: {', '.join(have)}"
+        )
+
+
+def _malformed_arg(template, args) -> str:
+    """Which of ``args`` cannot be right for ``template``, and what was expected: a word
+    where the parameter takes a number, a tuple or a flag ("" when none is wrong)."""
+    try:
+        params = list(inspect.signature(template.func).parameters.values())
+    except (TypeError, ValueError):
+        return ""
+    for pos, (param, value) in enumerate(zip(params, args), 1):
+        if not isinstance(value, str) or isinstance(param.default, str):
+            continue
+        if param.default is inspect.Parameter.empty:
+            expected = "a number (or a tuple of numbers such as (1,64,56,56))"
+        else:
+            expected = f"a {type(param.default).__name__} such as {param.default!r}"
+        return (f"item {pos}, {value!r}, is the parameter {param.name} of "
+                f"{template.name}{_signature(template)}; expected {expected}")
+    return ""
 
 
 def _tune(ns, out, err) -> int:
@@ -134,33 +222,48 @@ def _tune(ns, out, err) -> int:
             f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
         )
     from tecomp import autotune
+    from tecomp.autotune.records import shipped_candidates
     from tecomp.errors import TecompError
+    from tecomp.target import Target
 
     try:
-        from tecomp.target import Target
-
-        Target(ns.target)
+        target = Target(ns.target)
     except TecompError as e:
         raise UsageError(str(e)) from None
+    _check_target_runs(target)
     args = parse_op_args(ns.args or "")
     try:
         task = autotune.create_task(ns.op, args, ns.target)
     except (TecompError, TypeError, ValueError) as e:
-        raise UsageError(f"--op {ns.op} --args {ns.args!r}: {e}") from None
-    output = ns.output or f"{ns.op.replace('/', '_')}.json"
+        bad = _malformed_arg(templates[ns.op], args)
+        raise UsageError(f"--op {ns.op} --args {ns.args!r}: {bad or e}") from None
+    output = ns.output or _default_output(ns.op)
+    _check_writable(output, "--output")
+    if ns.plot:
+        _check_plot_path(ns.plot)
+
+    tuner = {
+        "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
+        "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
+    }[ns.tuner](task, seed=ns.seed)
     if ns.resume and not os.path.exists(output):
         print(f"tecomp: --resume: {output} does not exist yet; starting fresh", file=err)
-    elif not ns.resume and os.path.exists(output) and os.path.getsize(output) > 0:
+    elif ns.resume:
+        tuner.load_history(output)
+        if tuner.n_resumed >= ns.trials:
+            print(f"nothing to do: {tuner.n_resumed} trials already in {output} "
+                  f"(raise --trials to tune further)", file=err)
+            return 0
+    elif os.path.exists(output) and os.path.getsize(output) > 0:
         print(f"tecomp: appending to existing log {output} (use --resume to skip its "
               f"configs)", file=err)
 
     print(f"task {task.name}{task.args} on {task.target}: {len(task.config_space)} configs, "
           f"{task.flop / 1e9:.3f} GFLOP", file=err)
-    kw = {"seed": ns.seed}
-    tuner = {
-        "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
-        "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
-    }[ns.tuner](task, **kw)
+    near = shipped_candidates(task)
+    if near:
+        print(f"measuring first: {len(near)} shipped record(s) of a CPU with this vector "
+              f"ISA ({', '.join(_cpu_name(r.target_key) for r in near)})", file=err)
     option = autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=ns.timeout),
         runner=autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
@@ -170,14 +273,13 @@ def _tune(ns, out, err) -> int:
     interrupted = False
     try:
         tuner.tune(ns.trials, option, early_stopping=ns.early_stopping,
-                   callbacks=[bar, autotune.log_to_file(output)],
-                   resume_from=output if ns.resume and os.path.exists(output) else None)
+                   callbacks=[bar, autotune.log_to_file(output)])
     except KeyboardInterrupt:
         interrupted = True
     finally:
         bar.close()
     if ns.plot and tuner.history:
-        _plot(ns.plot, tuner.history, task.flop, f"{task.name}{task.args}")
+        _plot(ns.plot, tuner, f"{task.name}{task.args}\n{task.target} on {_cpu_name(target)}")
         print(f"tuning curve written to {ns.plot}", file=err)
     trials = [r for _, r in tuner.history if r.stage == "trial"]
     if interrupted:
@@ -192,10 +294,20 @@ def _tune(ns, out, err) -> int:
             print(f"  {kind}: {msg}  [{cfg}]", file=err)
         return 1
     print(f"best: {tuner.best_flops:.2f} GFLOPS with {tuner.best_config} "
-          f"({len(trials) - len(ok)} of {len(trials)} trials failed"
-          + (f"; stopped: {tuner.stop_reason}" if tuner.stop_reason != "budget" else "")
-          + f"); log: {output}", file=out)
+          f"({len(trials) - len(ok)} of {len(trials)} trials failed); log: {output}", file=out)
     return 0
+
+
+def _default_output(op: str) -> str:
+    return f"{op.replace('/', '_')}.json"
+
+
+def _cpu_name(target) -> str:
+    """The CPU model of a Target or of a canonical target key."""
+    if isinstance(target, str):
+        return next((p.split("=", 1)[1] for p in target.split() if p.startswith("-mcpu=")),
+                    target)
+    return target.mcpu or str(target)
 
 
 def _doctor(ns, out, err) -> int:
@@ -205,37 +317,69 @@ def _doctor(ns, out, err) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tecomp", description="tecomp: tensor-expression compiler and autotuner")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    t = sub.add_parser("tune", help="tune an operator template and write a tuning log")
+def add_tune_parser(sub) -> None:
+    """``tecomp tune``: tune one operator template and write its tuning log."""
+    t = sub.add_parser("tune", help="tune an operator template and write a tuning log",
+                       description="Tune an operator template; every measured config is "
+                       "appended to a tuning log (JSON lines).")
     t.add_argument("model", nargs="?", help="an ONNX model (needs the ONNX frontend)")
     t.add_argument("--op", help="template name, e.g. matmul (see --list-ops)")
-    t.add_argument("--args", default="", help="template arguments, e.g. 1024,1024,1024")
-    t.add_argument("--target", default="llvm", help="target string (default: llvm)")
-    t.add_argument("--trials", type=int, default=200, help="measurement budget")
-    t.add_argument("--tuner", choices=TUNERS, default="xgb")
-    t.add_argument("--output", "-o", help="tuning log (JSON lines; appended)")
+    t.add_argument("--args", default="",
+                   help="template arguments, e.g. 1024,1024,1024 or "
+                   "(1,64,56,56),(64,64,3,3),(1,1),(1,1)")
+    t.add_argument("--target", default="llvm", help="target string (default: %(default)s)")
+    t.add_argument("--trials", type=int, default=200,
+                   help="measurement budget (default: %(default)s)")
+    t.add_argument("--tuner", choices=TUNERS, default="xgb",
+                   help="search strategy (default: %(default)s)")
+    t.add_argument("--output", "-o",
+                   help="tuning log, appended to; missing folders are created "
+                   "(default: OP.json in the current directory, e.g. matmul.json)")
     t.add_argument("--resume", action="store_true",
-                   help="continue from --output: its configs count and are not re-measured")
-    t.add_argument("--plot", help="write a PNG of best GFLOPS vs trial")
+                   help="continue from --output: its trials count toward --trials and "
+                   "are not measured again")
+    t.add_argument("--plot", metavar="FILE",
+                   help="write best GFLOPS vs trial as an image; the suffix (.png, .svg, "
+                   ".pdf, ...) picks the format")
     t.add_argument("--early-stopping", type=int, default=None, metavar="K",
-                   help="stop after K trials without improvement")
+                   help="stop after K trials without improvement (default: never)")
     t.add_argument("--list-ops", action="store_true", help="list the tunable templates")
-    t.add_argument("--number", type=int, default=4, help="calls per timed batch")
-    t.add_argument("--repeat", type=int, default=3, help="timed batches per candidate")
-    t.add_argument("--timeout", type=float, default=10.0, help="seconds per build / run")
+    t.add_argument("--number", type=int, default=4,
+                   help="calls per timed batch (default: %(default)s)")
+    t.add_argument("--repeat", type=int, default=3,
+                   help="timed batches per candidate (default: %(default)s)")
+    t.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds per build / run (default: %(default)s)")
     t.add_argument("--check-correctness", action="store_true",
                    help="compare every candidate's output with a reference build")
-    t.add_argument("--seed", type=int, default=None)
-    sub.add_parser("doctor", help="report versions, CPU features and toolchain status")
+    t.add_argument("--seed", type=int, default=None,
+                   help="seed of the tuner's random choices (default: none, a different "
+                   "search each run)")
+    t.set_defaults(func=_tune)
+
+
+def add_doctor_parser(sub) -> None:
+    """``tecomp doctor``: versions and what was detected on this machine."""
+    d = sub.add_parser("doctor", help="report versions, CPU features and toolchain status")
+    d.set_defaults(func=_doctor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tecomp`` parser: one subparser per subcommand, each with ``func(ns, out,
+    err) -> exit status`` as its default."""
     from .demo import add_parser as add_demo_parser
 
+    p = _Parser(prog="tecomp", description="tecomp: tensor-expression compiler and autotuner")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    add_tune_parser(sub)
+    add_doctor_parser(sub)
     add_demo_parser(sub)
     return p
 
 
 def main(argv=None) -> int:
+    """Run the ``tecomp`` command on ``argv`` (default: ``sys.argv[1:]``); returns the
+    exit status (2 for a bad argument, 130 after Ctrl-C)."""
     out, err = sys.stdout, sys.stderr
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -243,19 +387,13 @@ def main(argv=None) -> int:
         parser.print_help(err)
         return 2
     try:
-        if ns.command == "tune":
-            return _tune(ns, out, err)
-        if ns.command == "doctor":
-            return _doctor(ns, out, err)
-        if ns.command == "demo":
-            return ns.func(ns)
+        return ns.func(ns, out, err)
     except UsageError as e:
         print(f"tecomp: error: {e}", file=err)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=err)
         return 130
-    return 2
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -19,24 +20,32 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     numpy, and time both in alternation. Returns the figures it printed."""
     import tecomp
     from tecomp import autotune
+    from tecomp.autotune.records import shipped_note
     from tecomp.timing import median_ratio, paired
 
     log = log or f"tecomp_demo_matmul_{n}.json"
     task = autotune.create_task("matmul", args=(n, n, n, "float32"), target=target)
     out(f"task: {task.name}{task.args}  target: {task.target}")
     out(f"search space: {len(task.config_space)} configurations")
+    note = shipped_note(task)
+    if note:
+        out(note)
     option = autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=20),
         runner=autotune.LocalRunner(number=3, repeat=3, timeout=20),
     )
     tuner = autotune.XGBTuner(task)
+    bar = autotune.progress_bar(trials)
     t0 = time.perf_counter()
-    tuner.tune(
-        n_trial=trials,
-        measure_option=option,
-        early_stopping=max(trials // 2, 16),
-        callbacks=[autotune.progress_bar(trials), autotune.log_to_file(log)],
-    )
+    try:
+        tuner.tune(
+            n_trial=trials,
+            measure_option=option,
+            early_stopping=max(trials // 2, 16),
+            callbacks=[bar, autotune.log_to_file(log)],
+        )
+    finally:
+        bar.close()
     tune_s = time.perf_counter() - t0
     with autotune.apply_history_best(log):
         s, args = task.instantiate()
@@ -76,13 +85,17 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help="tune, build and run a matmul; compare with numpy")
     p.add_argument("--n", type=_positive, default=1024, help="matrix size (default 1024)")
     p.add_argument("--trials", type=_positive, default=64, help="tuning trials (default 64)")
-    p.add_argument("--log", default=None, help="tuning log to write (JSON lines)")
-    p.add_argument("--target", default="llvm")
+    p.add_argument("--log", default=None, help="tuning log to write (JSON lines; default: "
+                   "tecomp_demo_matmul_N.json in the current directory; each run appends)")
+    p.add_argument("--target", default="llvm", help="target string (default: llvm)")
     p.set_defaults(func=run_from_args)
 
 
-def run_from_args(opts) -> int:
-    run_demo(opts.n, opts.trials, opts.log, opts.target)
+def run_from_args(opts, out=None, err=None) -> int:
+    """Run ``tecomp demo`` with parsed options, printing to ``out`` (default: stdout)."""
+    stream = out or sys.stdout
+    run_demo(opts.n, opts.trials, opts.log, opts.target,
+             out=lambda line: print(line, file=stream, flush=True))
     return 0
 
 

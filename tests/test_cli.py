@@ -55,13 +55,16 @@ def test_all_trials_failing_exits_nonzero_with_first_errors(tmp_path, capsys):
 
 
 def test_tune_small_matmul_writes_log_and_plot(tmp_path, capsys):
-    log, png = tmp_path / "mm.json", tmp_path / "curve.png"
+    # missing parent folders are created, for the log and the plot alike
+    log, png = tmp_path / "logs" / "mm.json", tmp_path / "plots" / "curve.png"
     argv = ["tune", "--op", "matmul", "--args", "16,16,16", "--trials", "6", "--tuner",
             "random", "--output", str(log), "--plot", str(png), "--number", "1",
             "--repeat", "2", "--seed", "0"]
     assert cli.main(argv) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "best:" in out and "GFLOPS" in out
+    assert "\r" not in captured.err, "no bar redraws when stderr is not a terminal"
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     trials = [x for x in lines if x["result"]["stage"] == "trial"]
     assert len(trials) == 6
@@ -71,6 +74,12 @@ def test_tune_small_matmul_writes_log_and_plot(tmp_path, capsys):
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     idx = [x["config"]["index"] for x in lines if x["result"]["stage"] == "trial"]
     assert len(idx) == 8 == len(set(idx))
+    # resuming a finished log measures and appends nothing, and says so
+    before = log.read_text()
+    capsys.readouterr()
+    assert cli.main(argv[:6] + ["8"] + argv[7:] + ["--resume"]) == 0
+    assert log.read_text() == before
+    assert f"nothing to do: 8 trials already in {log}" in capsys.readouterr().err
 
 
 def test_ctrl_c_stops_cleanly(tmp_path, capsys, monkeypatch):
@@ -89,3 +98,108 @@ def test_parse_op_args():
     assert cli.parse_op_args("64,64,64,float32") == (64, 64, 64, "float32")
     assert cli.parse_op_args("(1,64,56,56),(64,64,3,3),(1,1),(1,1)") == (
         (1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1))
+
+
+def _one_line_error(capsys, argv):
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+_MM = ["tune", "--op", "matmul", "--args", "16,16,16", "--trials", "2"]
+
+
+@pytest.mark.parametrize("make_argv, words", [
+    (lambda d: ["--output", str(d)], "is a directory"),
+    (lambda d: ["--output", str(d / "a_file" / "mm.json")], "cannot write there"),
+    (lambda d: ["--output", str(d / "mm.json"), "--plot", str(d / "c.txt")], "suffix"),
+    (lambda d: ["--output", str(d / "mm.json"), "--plot", str(d / "c")], "suffix"),
+    (lambda d: ["--output", str(d / "mm.json"), "--plot", str(d / "a_file" / "c.png")],
+     "cannot write there"),
+    (lambda d: ["--output", str(d / "mm.json"), "--plot", str(d)], "--plot"),
+])
+def test_bad_paths_fail_before_the_first_trial(make_argv, words, tmp_path, capsys, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+
+    def no_tuning(self, *a, **k):
+        raise AssertionError("tuning started despite a bad path")
+
+    monkeypatch.setattr(autotune.XGBTuner, "tune", no_tuning)
+    err = _one_line_error(capsys, _MM + make_argv(tmp_path))
+    assert words in err
+    assert not (tmp_path / "mm.json").exists(), "a failed check leaves no empty log"
+
+
+def test_malformed_args_item_is_named(capsys):
+    err = _one_line_error(capsys, ["tune", "--op", "matmul", "--args", "64,abc,64"])
+    assert "item 2, 'abc'" in err and "parameter K" in err and "expected a number" in err
+    assert "TypeError" not in err
+
+
+def test_target_without_code_generator_is_rejected_before_tuning(capsys, monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def without_cuda(name, *a):
+        if name == "tecomp.codegen.cuda":
+            raise ImportError("no CUDA code generator")
+        return real(name, *a)
+
+    monkeypatch.setattr(importlib, "import_module", without_cuda)
+    err = _one_line_error(capsys, _MM + ["--target", "cuda"])
+    assert "no code generator for cuda" in err and "available: llvm" in err
+
+
+def test_tune_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["tune", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "measurement budget (default: 200)" in text
+    assert "search strategy (default: xgb)" in text
+    assert "default: none, a different search each run" in text
+    assert "default: OP.json in the current directory" in text
+
+
+def test_plot_starts_at_zero_marks_the_final_best_and_names_the_machine(
+        tmp_path, monkeypatch, mm_task_fake_tuner):
+    from matplotlib.figure import Figure
+
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: saved.append(fig))
+    cli._plot(tmp_path / "c.png", mm_task_fake_tuner, "matmul(16, 16, 16) llvm on cpuname")
+    (ax,) = saved[0].axes
+    assert ax.get_ylim()[0] == 0
+    assert "cpuname" in ax.get_title()
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any("re-measured" in lab for lab in labels), labels
+
+
+@pytest.fixture
+def mm_task_fake_tuner():
+    import time
+
+    from tecomp.autotune import MeasureErrorNo, MeasureResult
+
+    task = autotune.create_task("matmul", (16, 16, 16, "float32"), "llvm")
+    tuner = autotune.RandomTuner(task)
+    for i, (cost, stage) in enumerate([(2e-6, "trial"), (1.9e-6, "trial"), (2e-6, "final")]):
+        res = MeasureResult((cost,), MeasureErrorNo.NO_ERROR, "", 0.0, time.time(), stage)
+        tuner.history.append((task.config_space.get(i), res))
+    return tuner
+
+
+def test_demo_says_when_no_shipped_record_applies(tmp_path, capsys, monkeypatch):
+    from tecomp.autotune import records
+
+    monkeypatch.setitem(records._SHIPPED, "enabled", True)
+    code = cli.main(["demo", "--n", "16", "--trials", "2", "--log", str(tmp_path / "d.json")])
+    assert code == 0
+    out = capsys.readouterr().out.splitlines()
+    notes = [line for line in out if line.startswith("no shipped records for ")]
+    # no shipped log covers matmul 16 on any CPU
+    assert len(notes) == 1 and "using fallback configs" in notes[0], out

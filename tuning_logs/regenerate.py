@@ -1,6 +1,6 @@
 """Regenerate the tuning logs shipped with tecomp for this machine's CPU.
 
-The one command (run on an otherwise idle machine, see shared/MEASURING.md)::
+The one command (run on an otherwise idle machine, see docs/measuring.md)::
 
     python tuning_logs/regenerate.py --trials 300
 
@@ -8,7 +8,8 @@ tunes every workload in ``WORKLOADS`` with the XGB tuner and writes the best rec
 each (its interleaved final re-measurement) to ``tuning_logs/<canonical cpu>.json``;
 the full logs go to ``tuning_logs/full/`` (not shipped). Records carry the target's
 canonical key, so they are applied only on the same CPU (``apply_history_best`` with
-``any_cpu=True`` to override; ``TECOMP_NO_SHIPPED_LOGS=1`` to opt out).
+``any_cpu=True`` to override; ``TECOMP_NO_SHIPPED_LOGS=1`` to opt out); on another CPU
+of the same vector ISA a tuning session measures them first, as candidates.
 """
 
 from __future__ import annotations

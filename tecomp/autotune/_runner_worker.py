@@ -5,7 +5,7 @@ per line on stdin, one reply per line on a private copy of stdout (the real stdo
 pointed at stderr so nothing a candidate prints can corrupt the protocol). A candidate
 that crashes kills only this process; the parent notices and starts a new one.
 
-Timing follows ``shared/MEASURING.md``: an untimed warm-up before each timed batch (so the
+Timing follows ``docs/measuring.md``: an untimed warm-up before each timed batch (so the
 previous candidate's spinning threads have gone quiet), then ``repeat`` batches of
 ``number`` calls; the parent ranks by the median batch.
 """

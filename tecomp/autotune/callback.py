@@ -1,6 +1,10 @@
-"""Callbacks of ``Tuner.tune``: each is called as ``cb(tuner, inputs, results)``."""
+"""Callbacks of ``Tuner.tune``: each is called as ``cb(tuner, inputs, results)``; one with
+a ``start(tuner)`` method has it called once before the first measurement."""
 
 from __future__ import annotations
+
+import sys
+import time
 
 from .measure import MeasureErrorNo, gflops
 from .records import LogWriter, make_record
@@ -10,43 +14,66 @@ def log_to_file(path):
     """Append every measured record to the JSON-lines log at ``path``, flushed per
     record, so a killed tuner loses nothing it finished.
 
-    The file is opened on the first batch and stays open for the tuning run.
+    The file is opened when tuning starts (so a path that cannot be written fails before
+    anything is measured) and stays open for the tuning run.
     """
     state = {"writer": None}
 
-    def callback(tuner, inputs, results):
+    def start(tuner):
         if state["writer"] is None:
             state["writer"] = LogWriter(path)
+
+    def callback(tuner, inputs, results):
+        start(tuner)
         for inp, res in zip(inputs, results):
             state["writer"].write(make_record(inp.task, inp.config, res))
 
+    callback.start = start
     callback.path = path
     return callback
 
 
 class _Progress:
-    """A tqdm bar: trials done, errors, best GFLOPS so far (and ETA from tqdm)."""
+    """Trials done, errors and best GFLOPS so far: a tqdm bar on a terminal, else a plain
+    line every ``every`` trials (a log file gets no carriage-return redraws)."""
 
-    def __init__(self, total, prefix, file, **tqdm_kwargs):
+    def __init__(self, total, prefix, file, every=None, **tqdm_kwargs):
         self.total = total
         self.prefix = prefix
         self.file = file
         self.kw = tqdm_kwargs
+        self.every = every or max(1, total // 8)
         self.bar = None
+        self.tuner = None
+        self.started = None
         self.trials = 0
         self.errors = 0
         self.by_kind: dict = {}
         self.first_error: dict = {}
         self.best = 0.0
+        self._next_line = 0
+
+    def _out(self):
+        return self.file if self.file is not None else sys.stderr
+
+    def start(self, tuner):
+        """Called by ``Tuner.tune`` before the first measurement: the bar's clock starts
+        here and it counts the trials resumed from a log as done."""
+        self.tuner = tuner
+        self.started = time.perf_counter()
+        self.trials = min(tuner.n_resumed, self.total)
+        self.best = tuner.best_flops
+        self._next_line = self.trials + self.every
+        out = self._out()
+        if hasattr(out, "isatty") and out.isatty():
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc=self.prefix, unit="trial", file=out,
+                            initial=self.trials, dynamic_ncols=True, **self.kw)
 
     def __call__(self, tuner, inputs, results):
-        from tqdm.auto import tqdm
-
-        if self.bar is None:
-            self.bar = tqdm(total=self.total, desc=self.prefix, unit="trial", file=self.file,
-                            initial=min(tuner.n_resumed, self.total), dynamic_ncols=True,
-                            **self.kw)
-            self.best = tuner.best_flops
+        if self.tuner is None:  # called by a loop that has no start hook
+            self.start(tuner)
         trials = [r for r in results if r.stage == "trial"]
         for inp, r in zip(inputs, results):
             if r.stage != "trial":
@@ -58,24 +85,64 @@ class _Progress:
                 self.first_error.setdefault(kind, (inp.config, r.error_msg))
             else:
                 self.best = max(self.best, gflops(tuner.task.flop, r.cost))
-        self.trials += len(trials)
         if not trials:  # the final re-measurement
             self.best = tuner.best_flops
-            self.bar.set_postfix_str(f"best {self.best:.1f} GFLOPS (re-measured)")
+            self._show(f"best {self.best:.1f} GFLOPS (re-measured)", force=True)
+            return
+        self.trials = min(self.trials + len(trials), self.total)
+        if self.bar is not None:
+            self.bar.update(self.trials - self.bar.n)
+        self._show(f"errors {self.errors}, best {self.best:.1f} GFLOPS",
+                   force=self.trials >= self.total)
+
+    def _show(self, status, force=False):
+        if self.bar is not None:
+            self.bar.set_postfix_str(status)
             self.bar.refresh()
             return
-        self.bar.update(min(len(trials), self.total - self.bar.n))
-        self.bar.set_postfix_str(f"errors {self.errors}, best {self.best:.1f} GFLOPS")
+        if not force and self.trials < self._next_line:
+            return
+        while self._next_line <= self.trials:
+            self._next_line += self.every
+        elapsed = time.perf_counter() - self.started
+        print(f"{self.prefix + ': ' if self.prefix else ''}{self.trials}/{self.total} trials, "
+              f"{status}, {elapsed:.0f} s", file=self._out(), flush=True)
 
     def close(self):
+        """Close the bar and, if tuning stopped before its budget, say why."""
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
+        reason = getattr(self.tuner, "stop_reason", "")
+        if reason and reason != "budget" and self.trials < self.total:
+            print(f"{self.prefix + ': ' if self.prefix else ''}stopped after {self.trials} of "
+                  f"{self.total} trials: {reason}", file=self._out(), flush=True)
 
 
-def progress_bar(total: int, prefix: str = "", file=None, **tqdm_kwargs):
-    """A progress bar (tqdm) of ``total`` trials showing errors and the best GFLOPS.
+def progress_bar(total: int, prefix: str = "", file=None, every: int | None = None,
+                 **tqdm_kwargs):
+    """Progress of a tuning run of ``total`` trials: errors and the best GFLOPS so far.
 
-    The returned callback also counts errors by kind (``.by_kind``) and keeps the first
-    error message of each kind (``.first_error``), and has ``.close()``.
+    On a terminal it is a tqdm bar; otherwise (a log file, a pipe) it prints one plain
+    line every ``every`` trials (default: an eighth of ``total``). ``.close()`` ends it
+    and, when the run stopped early (early stopping, an exhausted space), prints why.
+    The callback also counts errors by kind (``.by_kind``) and keeps the first error
+    message of each kind (``.first_error``).
+
+    Parameters
+    ----------
+    total : int
+        The trial budget.
+    prefix : str, optional
+        A label in front of the bar or line.
+    file : file-like, optional
+        Where to write (default: standard error).
+    every : int, optional
+        Trials between plain lines when ``file`` is not a terminal.
+
+    Returns
+    -------
+    callable
+        A ``Tuner.tune`` callback with ``start(tuner)`` and ``close()``.
     """
-    return _Progress(total, prefix, file, **tqdm_kwargs)
+    return _Progress(total, prefix, file, every=every, **tqdm_kwargs)

@@ -450,7 +450,7 @@ class LocalRunner:
         Seconds one candidate may take in all (warm-up, check, batches); past it the
         measuring process is killed and restarted and the candidate is a TIMEOUT.
     warmup_ms : float
-        Untimed calls before the batches (see shared/MEASURING.md).
+        Untimed calls before the batches (see docs/measuring.md).
     enable_cpu_cache_flush : bool
         Flush the caches (write 64 MiB) before each timed batch.
     check_correctness : bool

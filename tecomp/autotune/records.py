@@ -163,6 +163,38 @@ def _kind_arch(key: str) -> tuple:
     return (parts[0] if parts else "", arch)
 
 
+def _features_of(key: str) -> frozenset:
+    """The vector features a canonical key lists (``-mattr=+avx2,+fma`` -> {avx2, fma})."""
+    for part in key.split():
+        if part.startswith("-mattr="):
+            return frozenset(f.lstrip("+") for f in part.split("=", 1)[1].split(","))
+    return frozenset()
+
+
+def _cpu_of(key: str) -> str:
+    return next((p.split("=", 1)[1] for p in key.split() if p.startswith("-mcpu=")), "")
+
+
+# From widest to narrowest; the first level whose features a key has names its vector ISA.
+_VECTOR_LEVELS = (
+    ("avx512", frozenset({"avx512f"})),
+    ("avx2", frozenset({"avx2"})),
+    ("avx", frozenset({"avx"})),
+    ("sve", frozenset({"sve"})),
+    ("neon", frozenset({"neon"})),
+)
+
+
+def vector_isa(key: str) -> tuple:
+    """(kind, arch, widest vector extension) of a canonical key, e.g. ``("llvm", "x86_64",
+    "avx512")``: what two CPUs must share for a schedule tuned on one to be a good first
+    guess on the other (the same register width and lane count, so the same tile shapes
+    make sense)."""
+    feats = _features_of(key)
+    widest = next((name for name, need in _VECTOR_LEVELS if need <= feats), "")
+    return (*_kind_arch(key), widest)
+
+
 def target_matches(record_key: str, wanted_key: str, any_cpu: bool = False) -> bool:
     """Whether a record made for ``record_key`` applies to ``wanted_key``: the same
     canonical key, or with ``any_cpu`` only the same kind and architecture."""
@@ -276,6 +308,10 @@ class ApplyHistoryBest:
     def has_workload(self, name, args) -> bool:
         return (name, tuple(args)) in self._by_workload
 
+    def records_of(self, name, args) -> list[Record]:
+        """Every record of workload ``(name, args)``, whatever its target."""
+        return list(self._by_workload.get((name, tuple(args)), ()))
+
     def best_record(self, task, target=None) -> Record | None:
         """The best record for ``task`` on ``target`` (default: the task's target)."""
         recs = self._by_workload.get((task.name, task.args), [])
@@ -382,6 +418,45 @@ def shipped_history() -> ApplyHistoryBest | None:
                 warnings.simplefilter("ignore")
                 _SHIPPED["ctx"] = ApplyHistoryBest(pick_best(files))
     return _SHIPPED["ctx"]
+
+
+def shipped_candidates(task) -> list[Record]:
+    """Shipped records of ``task``'s workload made on a CPU of the same vector ISA as the
+    task's target (see ``vector_isa``), nearest target first: the task's own target,
+    then the one sharing the most vector features. A tuning session measures their
+    configs first, as candidates; they are never applied untested to another CPU.
+    Empty when shipped logs are turned off."""
+    shipped = shipped_history()
+    if shipped is None:
+        return []
+    want = target_key(task.target)
+    isa, feats = vector_isa(want), _features_of(want)
+    recs = [
+        r for r in shipped.records_of(task.name, task.args)
+        if r.workload_hash == task.workload_hash and vector_isa(r.target_key) == isa
+    ]
+
+    def distance(r):
+        theirs = _features_of(r.target_key)
+        return (r.target_key != want, len(feats ^ theirs), r.target_key)
+
+    return sorted(recs, key=distance)
+
+
+def shipped_note(task) -> str:
+    """One line on what the shipped logs offer ``task`` on this CPU, or "" when a shipped
+    record applies (or shipped logs are off)."""
+    shipped = shipped_history()
+    if shipped is None or shipped.best_record(task) is not None:
+        return ""
+    cpu = _cpu_of(target_key(task.target)) or task.target
+    line = (f"no shipped records for {cpu}; using fallback configs "
+            f"(`tecomp tune` to tune for this CPU)")
+    near = shipped_candidates(task)
+    if near:
+        line += (f"; tuning measures the shipped {_cpu_of(near[0].target_key)} "
+                 f"records first")
+    return line
 
 
 def median(xs) -> float:

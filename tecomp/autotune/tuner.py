@@ -5,16 +5,20 @@ learns from results (``update``); ``Tuner.tune`` runs the loop:
 
 1. load earlier records (``resume_from``): their configs count as measured, never again;
 2. measure the task's default (fallback) config first, so tuning never returns
-   something slower than no tuning;
+   something slower than no tuning, and with it the configs of the shipped records made
+   for a CPU of the same vector ISA (``records.shipped_candidates``): a good start on a
+   CPU near the one they were tuned on, but only ever used once measured here;
 3. build each batch in parallel, time it, pass the results to the tuner and callbacks;
 4. stop after ``n_trial`` measurements, when the space is exhausted, or when
    ``early_stopping`` trials brought no improvement;
-5. re-measure the best few candidates interleaved (``shared/MEASURING.md``) and declare
-   the best from those measurements; they are logged with ``stage = "final"``.
+5. if this session measured anything, re-measure the best few candidates interleaved
+   (``docs/measuring.md``) and declare the best from those measurements; they are
+   logged with ``stage = "final"``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -23,9 +27,8 @@ import numpy as np
 from . import features as F
 from .measure import MeasureErrorNo, MeasureInput, MeasureResult, gflops
 from .measure import measure_option as _default_option
-from .records import _as_records, target_key
+from .records import _as_records, shipped_candidates, target_key
 from .sa import anneal, neighbour
-import contextlib
 
 logger = logging.getLogger("tecomp.autotune")
 
@@ -134,10 +137,13 @@ class Tuner:
         """Measure up to ``n_trial`` configs; see the module docstring for the steps.
 
         With ``resume_from`` (a log), records of this task in it count toward
-        ``n_trial`` and are never measured again. ``callbacks`` are called as
-        ``cb(tuner, inputs, results)`` after each batch (and for the final
-        re-measurement). Returns ``self``; the winner is ``best_config`` /
-        ``best_flops``. Ctrl-C stops the loop; records written so far stay.
+        ``n_trial`` and are never measured again; a session that finds its budget
+        already spent measures nothing, not even the final re-measurement.
+        ``callbacks`` are called as ``cb(tuner, inputs, results)`` after each batch (and
+        for the final re-measurement); a callback with a ``start(tuner)`` method has it
+        called once before the first measurement. Returns ``self``; the winner is
+        ``best_config`` / ``best_flops``; ``stop_reason`` says why the loop ended.
+        Ctrl-C stops the loop; records written so far stay.
         """
         option = measure_option or _default_option()
         builder, runner = option["builder"], option["runner"]
@@ -151,18 +157,18 @@ class Tuner:
         last_best = self.best_flops
         self.stop_reason = "budget"
         try:
-            default = self.task.default_config
-            pending_default = default.index not in self.measured
+            for cb in callbacks:
+                if hasattr(cb, "start"):
+                    cb.start(self)
+            pending = self._first_candidates()
+            self.visited.update(c.index for c in pending)  # so no tuner proposes them
             while done < n_trial:
-                if not self.has_next() and not pending_default:
+                if not self.has_next() and not pending:
                     self.stop_reason = "space exhausted"
                     break
                 n = min(self.batch_size, n_trial - done)
-                configs = []
-                if pending_default:
-                    configs.append(default)
-                    self.visited.add(default.index)
-                    pending_default = False
+                configs = pending[:n]
+                del pending[:n]
                 seen = {c.index for c in configs}
                 for c in self.next_batch(n - len(configs)):
                     c = self.space.get(c) if isinstance(c, (int, np.integer)) else c
@@ -186,12 +192,23 @@ class Tuner:
                 if early_stopping is not None and done - best_at >= early_stopping:
                     self.stop_reason = f"no improvement in {early_stopping} trials"
                     break
-            if remeasure_top and remeasure_top > 1:
+            if remeasure_top and remeasure_top > 1 and done > self.n_resumed:
                 self._remeasure(builder, runner, remeasure_top, remeasure_rounds, callbacks)
         finally:
             builder.close()
             runner.close()
         return self
+
+    def _first_candidates(self) -> list:
+        """Configs measured before any the tuner proposes: the default (fallback) config,
+        then those of the shipped records of the nearest target of the same vector ISA;
+        each only if not measured yet and a point of this task's space."""
+        out = [self.task.default_config]
+        for rec in shipped_candidates(self.task):
+            with contextlib.suppress(Exception):  # a record of an older space
+                out.append(self.space.from_json(rec.knobs, rec.config_index))
+        unique = {c.index: c for c in out if c.index not in self.measured}
+        return list(unique.values())
 
     def _measure(self, builder, runner, inputs) -> list:
         builds = builder.build(inputs)

@@ -190,7 +190,7 @@ class Module:
         """A callable that times ``func_name`` (default: the entry function).
 
         Arguments are validated once; then the function runs untimed for ``warmup_ms``
-        (so other thread pools go quiet and caches warm up, see MEASURING.md), then
+        (so other thread pools go quiet and caches warm up, see docs/measuring.md), then
         ``repeat`` batches of ``number`` calls (more while a batch is shorter than
         ``min_repeat_ms``). Each result is seconds per call of one batch.
         """
