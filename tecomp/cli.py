@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
 import inspect
 import os
 import sys
@@ -161,20 +160,11 @@ def _check_plot_path(path: str) -> None:
     _check_writable(path, "--plot")
 
 
-def _has_code_generator(kind: str) -> bool:
-    # As tecomp.build decides: the kind's codegen module imports (with what it needs).
-    try:
-        importlib.import_module(f"tecomp.codegen.{kind}")
-    except ImportError:
-        return False
-    return True
-
-
 def _check_target_runs(target) -> None:
     """Reject a target whose kind has no code generator here: every trial would fail."""
-    from tecomp.target import KINDS
+    from tecomp.codegen import backend_kinds
 
-    have = [k for k in KINDS if _has_code_generator(k)]
+    have = backend_kinds()
     if target.kind not in have:
         raise UsageError(
             f"--target {target}: this installation has no code generator for "
