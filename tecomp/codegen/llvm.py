@@ -19,29 +19,32 @@ runtime rejects an output that overlaps another argument), so each access carrie
 scoped-noalias metadata saying it aliases no other parameter. This survives outlining of
 parallel loops, where parameter pointers travel through a closure struct.
 
-Loop kinds:
+Loop kinds. ``build_llvm`` first legalizes each function
+(``tecomp.ir.transform.legalize``; a no-op for the output of ``tecomp.lower``), so every
+loop kind below is one the emitter can honour as written:
 
-- ``vectorized`` with a constant extent: the body is emitted once with LLVM vector types
-  (``llvm_vector``). Integer index expressions are kept as
+- ``vectorized`` (constant extent, a lane-parallel body): the body is emitted once with
+  LLVM vector types (``llvm_vector``). Integer index expressions are kept as
   *ramps* (base + stride * lane) while they are affine in the loop variable, so a load
   with stride 1 is one contiguous vector load, stride 0 a scalar (+ broadcast), anything
   else a gather (stores: vector store / scatter). A lane-dependent condition becomes a
   mask (``llvm.masked.load/store/gather/scatter``), which is how split tails stay
-  correct. A body that cannot be vectorized safely (inner serial loops, allocations,
-  stores to a lane-invariant address) is emitted as a scalar loop tagged with
-  ``llvm.loop.vectorize.enable``.
-- ``unrolled`` with a constant extent: the body is emitted ``extent`` times with the loop
+  correct.
+- ``unrolled`` (constant extent): the body is emitted ``extent`` times with the loop
   variable a constant (register-blocked accumulators then become SSA values).
-- ``parallel``: the body is outlined into ``void f.parN(ptr closure)`` and run by libgomp
-  ``GOMP_parallel``; each thread takes a static contiguous chunk. A parallel loop inside
-  a parallel region runs serially.
+- ``parallel`` (outermost of its nest): the body is outlined into ``void f.parN(ptr
+  closure)`` and run by libgomp ``GOMP_parallel``; each thread takes a static contiguous
+  chunk.
+- ``serial``: a counted loop; its hint (a vectorize or unroll request legalization could
+  not grant as written) becomes ``llvm.loop.vectorize.enable`` / ``llvm.loop.unroll.full``
+  metadata, so LLVM's own loop passes may still try.
 
 Modules. This one builds a module (``build_llvm``) and describes its functions for the
 runtime (``function_metadata``); ``llvm_emit`` writes the IR text, with one mixin per
 concern (``llvm_index``, ``llvm_vector``, ``llvm_memory``, ``llvm_intrinsics``,
-``llvm_parallel``) over the analyses of ``llvm_analysis``, the values of ``llvm_ir`` and
-the types of ``llvm_types``; ``llvm_jit`` owns LLVM: target machines, the optimization
-pipeline and the JIT.
+``llvm_parallel``) over the loop analyses of ``tecomp.ir.analysis``, the values of
+``llvm_ir`` and the types of ``llvm_types``; ``llvm_jit`` owns LLVM: target machines, the
+optimization pipeline and the JIT.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ import json
 from ..errors import CodegenError, TargetError
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..ir.analysis import buffer_key
 from ..ir.functor import post_order_visit
+from ..ir.transform.legalize import legalize
 from ..target import Target, as_target
-from .llvm_analysis import buffer_key
 from .llvm_emit import Emitter
 from .llvm_ir import ident
 from .llvm_jit import (
@@ -178,6 +182,8 @@ def build_llvm(funcs, target="llvm") -> LLVMArtifact:
     names = [f.name for f in funcs]
     if len(set(names)) != len(names):
         raise CodegenError(f"two functions share a name in one module: {names}")
+    # Lowered functions are legal already; PrimFuncs written by hand may not be.
+    funcs = [legalize(f, target) for f in funcs]
     em = Emitter(target, function_attributes(target))
     metas = []
     for f in funcs:

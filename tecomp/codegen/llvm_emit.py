@@ -15,16 +15,9 @@ from ..errors import CodegenError, UnsupportedOpError
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..ir.analysis import SIGNED_INT, buffer_key, has_unsafe, is_pure_int
 from ..target import Target
 from . import llvm_types as T
-from .llvm_analysis import (
-    MAX_UNROLL,
-    SIGNED_INT,
-    buffer_key,
-    has_unsafe,
-    is_pure_int,
-    vectorizable,
-)
 from .llvm_index import IndexMixin
 from .llvm_intrinsics import MathMixin
 from .llvm_ir import Fn, Val, ident, quote
@@ -387,31 +380,32 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.start_block(lj)
 
     def st_For(self, s):
+        # The loop kinds are legal here (``tecomp.ir.transform.legalize`` ran): a
+        # vectorized loop's body runs lane-parallel, an unrolled loop has a short constant
+        # extent, a parallel loop is not inside another one.
         kind = s.kind
-        ext = E.const_value(s.extent)
         if kind == "thread_binding":
             raise CodegenError(
                 f"loop {s.loop_var.name!r} is bound to GPU thread {s.thread_tag!r}; "
                 f"thread binding needs a cuda target"
             )
         if kind == "vectorized":
-            if (
-                ext is not None
-                and self.lanes == 1
-                and ext >= 1
-                and vectorizable(s.body, s.loop_var)
-            ):
-                return self.vector_loop(s, int(ext))
-            return self.serial_loop(s, hint="vectorize")
+            return self.vector_loop(s, self.const_extent(s))
         if kind == "unrolled":
-            if ext is not None and ext <= MAX_UNROLL:
-                return self.unrolled(s, int(ext))
-            # A symbolic extent cannot be unrolled fully; forcing it only makes LLVM warn,
-            # so such a loop stays serial (LLVM may still unroll it by its own heuristics).
-            return self.serial_loop(s, hint="unroll" if ext is not None else None)
-        if kind == "parallel" and self.par_depth == 0 and self.lanes == 1:
+            return self.unrolled(s, self.const_extent(s))
+        if kind == "parallel":
             return self.parallel_loop(s)
-        return self.serial_loop(s)
+        return self.serial_loop(s, hint=s.hint or None)
+
+    @staticmethod
+    def const_extent(s) -> int:
+        ext = E.const_value(s.extent)
+        if ext is None:
+            raise CodegenError(
+                f"internal: {s.kind} loop {s.loop_var.name!r} has the symbolic extent "
+                f"{s.extent}; legalize the function before emitting it"
+            )
+        return int(ext)
 
     def bind_loop_var(self, var, v: Val, lo=None):
         self.env[var] = v

@@ -6,8 +6,8 @@ from __future__ import annotations
 from ..errors import CodegenError
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..ir.analysis import buffer_key
 from . import llvm_types as T
-from .llvm_analysis import buffer_key
 from .llvm_ir import Val, ident
 from .llvm_vector import MAX_LANES
 

@@ -4,7 +4,7 @@ chunk. A parallel loop inside a parallel region runs serially."""
 
 from __future__ import annotations
 
-from .llvm_analysis import free_refs
+from ..ir.analysis import free_refs
 from .llvm_ir import Fn, Val, quote
 
 

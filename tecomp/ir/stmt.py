@@ -33,7 +33,11 @@ FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
 @_node
 class For(Stmt):
-    """for (loop_var = min; loop_var < min + extent; ++loop_var) body."""
+    """for (loop_var = min; loop_var < min + extent; ++loop_var) body.
+
+    ``hint`` names what the schedule asked of a loop that legalization made ``serial``
+    because it cannot run that way as written ("vectorize" or "unroll"); a backend may
+    pass it on to its own optimizer, which decides by other means."""
 
     loop_var: Var
     min: PrimExpr
@@ -41,6 +45,7 @@ class For(Stmt):
     kind: str
     body: Stmt
     thread_tag: str = ""
+    hint: str = ""
 
 
 @_node

@@ -1,0 +1,1 @@
+"""Passes over loop IR: functions ``PrimFunc -> PrimFunc``, run in order by ``pipeline``."""
