@@ -42,7 +42,6 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.fn: Fn | None = None
         self.lanes = 1
         self.mask: Val | None = None
-        self.par_depth = 0
         self.par_count = itertools.count()
         self.domain = self._new_md('distinct !{{!{id}, !"tecomp.noalias"}}')
 
@@ -475,7 +474,7 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.env, self.bufs, self.bounds = {}, {}, {}
         self.alias, self.scopes, self.pending_noalias = {}, [], []
         self.pure_cache = {}
-        self.lanes, self.mask, self.par_depth = 1, None, 0
+        self.lanes, self.mask = 1, None
         fn = Fn(
             symbol,
             f"define i32 @{quote(symbol)}(ptr noalias nocapture readonly %args, "
