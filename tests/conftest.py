@@ -28,12 +28,6 @@ def target(request):
 
 
 @pytest.fixture
-def check_schedule():
-    """``check_schedule(s, args, inputs, expected, rtol=, atol=)``: see tests/util.py."""
-    return util.check_schedule
-
-
-@pytest.fixture
 def needs_llvm():
     """Skip unless ``tecomp.build`` works (for runtime tests that need a real module)."""
     if not util.llvm_available():

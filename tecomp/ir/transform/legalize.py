@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...target import as_target
 from .. import expr as E
 from .. import stmt as S
 from ..analysis import vectorizable
@@ -81,8 +82,8 @@ def legalize(func: S.PrimFunc, target) -> S.PrimFunc:
     Parameters
     ----------
     func : PrimFunc
-    target : Target
-        Its ``kind`` selects the rules (``llvm``: the CPU rules; other kinds keep the
+    target : str or Target
+        Its kind selects the rules (``llvm``: the CPU rules; other kinds keep the
         scheduled loop kinds).
 
     Returns
@@ -92,9 +93,9 @@ def legalize(func: S.PrimFunc, target) -> S.PrimFunc:
 
     Examples
     --------
-    >>> legal = legalize(func, tecomp.Target("llvm"))   # doctest: +SKIP
+    >>> legal = legalize(func, "llvm")   # doctest: +SKIP
     """
-    if target.kind != "llvm":
+    if as_target(target).kind != "llvm":
         return func
     body = _CPULegalizer().visit(func.body)
     return func if body is func.body else func.with_body(body)
