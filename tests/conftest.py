@@ -18,10 +18,14 @@ def rng():
     return np.random.default_rng(0)
 
 
-@pytest.fixture
-def check_schedule():
-    """``check_schedule(s, args, inputs, expected, rtol=, atol=)``: see tests/util.py."""
-    return util.check_schedule
+@pytest.fixture(params=util.TEST_TARGETS)
+def target(request):
+    """The target string an end-to-end test builds for, once per ``util.TEST_TARGETS``;
+    skipped where modules for it cannot run."""
+    reason = util.target_unavailable(request.param)
+    if reason is not None:
+        pytest.skip(reason)
+    return request.param
 
 
 @pytest.fixture

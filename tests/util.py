@@ -1,9 +1,14 @@
 """Helpers to run a schedule on numpy arrays and compare with a numpy reference.
 
-``run_schedule`` builds with ``tecomp.build(..., target="llvm")`` when the code generator
-is available and runs the loop-IR interpreter (``tecomp.ir.interpreter``) otherwise, so
-the same tests check lowering before codegen exists and the whole pipeline after.
-``TECOMP_TEST_BACKEND=llvm|interp`` forces one backend.
+``compile_schedule`` builds for a target with ``tecomp.build`` when the code generator
+is available and otherwise runs the loop IR lowered for that target through the
+interpreter (``tecomp.ir.interpreter``), so the same tests check lowering before codegen
+exists and the whole pipeline after. ``TECOMP_TEST_BACKEND=llvm|interp`` forces one
+backend.
+
+End-to-end tests take the target from the ``target`` fixture (tests/conftest.py), whose
+parameters are ``TEST_TARGETS``; one that cannot run on this machine is skipped with the
+reason ``target_unavailable`` gives.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ import tecomp
 from tecomp import te
 
 BACKENDS = ("llvm", "interp")
+
+#: The targets end-to-end tests run on. A cross target (aarch64 under qemu) or "cuda"
+#: joins by being listed here and taught to ``target_unavailable`` and the build/run path.
+TEST_TARGETS = ("llvm",)
 
 
 @functools.cache
@@ -49,6 +58,13 @@ def llvm_status_message() -> str:
     return _llvm_status()[1]
 
 
+def target_unavailable(target: str) -> str | None:
+    """Why modules built for ``target`` cannot run on this machine, or None if they can."""
+    if tecomp.Target(target).is_host:
+        return None
+    return f"target {target!r} does not run on this machine and no runner for it is set up"
+
+
 def default_backend() -> str:
     forced = os.environ.get("TECOMP_TEST_BACKEND")
     if forced:
@@ -62,14 +78,16 @@ def default_backend() -> str:
     return "interp"
 
 
-def compile_schedule(s, args, backend: str | None = None, name: str = "default_function"):
-    """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``."""
+def compile_schedule(s, args, target: str = "llvm", backend: str | None = None,
+                     name: str = "default_function"):
+    """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``, built for
+    ``target`` (``backend`` "llvm") or lowered for it and interpreted ("interp")."""
     backend = backend or default_backend()
     if backend == "llvm":
-        return tecomp.build(s, args, target="llvm", name=name)
+        return tecomp.build(s, args, target=target, name=name)
     from tecomp.ir.interpreter import run
 
-    func = tecomp.lower(s, args, name=name)
+    func = tecomp.lower(s, args, name=name, target=target)
 
     def call(*arrays):
         run(func, *arrays)
@@ -103,14 +121,16 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what="output"):
         )
 
 
-def check_schedule(s, args, inputs, expected, rtol=1e-5, atol=1e-6, backend=None):
-    """Run ``s`` with ``args`` = inputs followed by outputs and compare with numpy.
+def check_schedule(s, args, inputs, expected, rtol=1e-5, atol=1e-6, backend=None,
+                   target="llvm"):
+    """Run ``s`` with ``args`` = inputs followed by outputs, built for ``target``, and
+    compare with numpy.
 
     ``inputs`` are arrays for the first ``len(inputs)`` args; ``expected`` the reference
     values of the remaining args (their shapes and dtypes size the output buffers, which
     also binds symbolic sizes). Returns the computed outputs.
     """
-    f = compile_schedule(s, args, backend)
+    f = compile_schedule(s, args, target, backend)
     return run_and_check(f, args, inputs, expected, rtol, atol)
 
 

@@ -1,4 +1,4 @@
-"""Fixed-length features of a candidate, read from its lowered loop IR.
+"""Fixed-length features of a candidate, read from its lowered (and so legalized) loop IR.
 
 The cost model must never meet a ragged matrix, so every candidate of every task maps
 to exactly ``FEATURE_LENGTH`` floats, whatever its loop depth, and the layout carries a
@@ -283,13 +283,14 @@ def _store_features(iters, loops, st, ev, extent) -> list:
 
 
 def candidate_features(task, config) -> np.ndarray:
-    """Features of ``config`` of ``task``: instantiate, lower, extract. A config that
-    fails to instantiate or lower gets all zeros (it is measured as an error anyway)."""
+    """Features of ``config`` of ``task``: instantiate, lower for the task's target (so
+    the loop kinds are the ones its code generator emits), extract. A config that fails
+    to instantiate or lower gets all zeros (it is measured as an error anyway)."""
     import tecomp
 
     try:
         s, args = task.instantiate(config)
-        func = tecomp.lower(s, args)
+        func = tecomp.lower(s, args, target=task.target)
     except Exception:  # noqa: BLE001 - features of an invalid config are uninformative
         return np.zeros(FEATURE_LENGTH, dtype=np.float32)
     return extract(func)

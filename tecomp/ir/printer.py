@@ -105,6 +105,8 @@ def _for_header(s: S.For) -> str:
     kind = "" if s.kind == "serial" else f"  # {s.kind}"
     if s.kind == "thread_binding":
         kind = f"  # bound to {s.thread_tag}"
+    elif s.hint:
+        kind = f"  # serial, {s.hint} requested"
     lo = expr_str(s.min)
     if lo == "0":
         rng = expr_str(s.extent)

@@ -28,7 +28,11 @@ FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
 @_node
 class For(Stmt):
-    """for (loop_var = min; loop_var < min + extent; ++loop_var) body."""
+    """for (loop_var = min; loop_var < min + extent; ++loop_var) body.
+
+    ``hint`` names what the schedule asked of a loop that legalization made ``serial``
+    because it cannot run that way as written ("vectorize" or "unroll"); a backend may
+    pass it on to its own optimizer, which decides by other means."""
 
     child_fields = ("min", "extent", "body")
 
@@ -38,6 +42,7 @@ class For(Stmt):
     kind: str
     body: Stmt
     thread_tag: str = ""
+    hint: str = ""
 
 
 @_node

@@ -12,13 +12,12 @@ The steps, in order (each depends on the previous one):
    outermost loop where they can be decided.
 4. Attach: a stage computed at (S, axis) is allocated and computed at the top of the body
    of S's loop ``axis``; root stages run in producer order at the top of the function.
-5. Simplify, so split/fused index expressions reduce to affine strides and decided guards
-   disappear.
+5. The pass pipeline (``tecomp.ir.transform.pipeline``): simplify, partition loops,
+   legalize loop kinds for the target.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from ..errors import LoweringError
@@ -26,6 +25,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
+from ..ir.transform.pipeline import run_pipeline
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .relations import pass_down_extents, pass_up_values, split_guards
 from .schedule import Schedule, Stage
@@ -450,7 +450,11 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     name : str
         The function's name.
     target : str or Target, optional
-        When given, target-specific checks run (``bind`` and "shared" need CUDA).
+        The target whose code generator will compile the result: loop kinds are
+        legalized for it (a loop it cannot vectorize, unroll or parallelize as scheduled
+        comes back ``serial``). By default the one of the innermost ``with
+        tecomp.Target(...)`` scope, else the host (``"llvm"``). When given, target-specific
+        schedule checks also run (``bind`` and "shared" need CUDA).
     simple_mode : bool
         Accepted for compatibility with TVM's ``lower``; the result is always the
         readable loop nest.
@@ -520,20 +524,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
             body = builder.allocate(st, body)
     func = S.PrimFunc(name, tuple(params[a] for a in args), body)
     _check_free_vars(func)
-    from ..ir.transform import partition_loops
-    from ..ir.transform.simplify import simplify as simplify_func
-
-    if os.environ.get("TECOMP_DUMP_IR"):
-        print(f"// {name}: after building loop nests\n{func}")
-    func = simplify_func(func)
-    if os.environ.get("TECOMP_DUMP_IR"):
-        print(f"// {name}: after simplify\n{func}")
-    partitioned = partition_loops(func)
-    if partitioned is not func:
-        func = simplify_func(partitioned)
-        if os.environ.get("TECOMP_DUMP_IR"):
-            print(f"// {name}: after partitioning loops\n{func}")
-    return func
+    return run_pipeline(func, target)
 
 
 def _check_free_vars(func: S.PrimFunc) -> None:

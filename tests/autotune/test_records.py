@@ -1,12 +1,15 @@
 import json
 import time
 import warnings
+from dataclasses import replace
 
 import pytest
 
+import tecomp
 from tecomp import autotune
 from tecomp.autotune import MeasureErrorNo, MeasureResult
-from tecomp.autotune.records import LogWriter, make_record
+from tecomp.autotune.records import LogWriter, make_record, target_key
+from tecomp.autotune.task import dispatch
 
 
 def _rec(task, index, cost, stage="trial", err=MeasureErrorNo.NO_ERROR, target=None):
@@ -14,10 +17,6 @@ def _rec(task, index, cost, stage="trial", err=MeasureErrorNo.NO_ERROR, target=N
     res = MeasureResult(() if err else (cost, cost), err, "", 0.1, time.time(), stage)
     r = make_record(task, cfg, res)
     if target is not None:
-        from dataclasses import replace
-
-        from tecomp.autotune.records import target_key
-
         r = replace(r, target=target, target_key=target_key(target))
     return r
 
@@ -67,20 +66,19 @@ def test_pick_best_prefers_final_measurement(mm_task, tmp_path):
 def test_apply_history_best_picks_best_matching_record(mm_task):
     recs = [_rec(mm_task, 1, 2e-3), _rec(mm_task, 7, 1e-3), _rec(mm_task, 9, 0.1e-3,
                                                                    err=MeasureErrorNo.TIMEOUT)]
+    best = str(tecomp.lower(*mm_task.instantiate(mm_task.config_space.get(7))))
+    fallback = str(tecomp.lower(*mm_task.instantiate()))
+    assert best != fallback
     with autotune.apply_history_best(recs):
-        s, args = mm_task.instantiate()
-        cfg = autotune.TEMPLATES["test/mm"]  # direct call goes through dispatch too
-        assert cfg is not None
-        from tecomp.autotune.task import dispatch
-
-        chosen = dispatch("test/mm", mm_task.args)
-        assert chosen.index == 7
+        assert dispatch("test/mm", mm_task.args).index == 7
+        assert str(tecomp.lower(*mm_task.instantiate())) == best
+        # Calling the template directly goes through dispatch too.
+        assert str(tecomp.lower(*autotune.TEMPLATES["test/mm"](*mm_task.args))) == best
     assert dispatch("test/mm", mm_task.args).is_fallback
+    assert str(tecomp.lower(*mm_task.instantiate())) == fallback
 
 
 def test_apply_history_best_other_cpu_needs_opt_in(mm_task):
-    from tecomp.autotune.task import dispatch
-
     other = _rec(mm_task, 5, 1e-3, target="llvm -mcpu=sapphirerapids")
     if other.target_key == _rec(mm_task, 5, 1e-3).target_key:
         pytest.skip("this host is a sapphirerapids")
@@ -91,10 +89,6 @@ def test_apply_history_best_other_cpu_needs_opt_in(mm_task):
 
 
 def test_stale_records_of_a_changed_compute_are_ignored(mm_task):
-    from dataclasses import replace
-
-    from tecomp.autotune.task import dispatch
-
     stale = replace(_rec(mm_task, 5, 1e-3), workload_hash="0" * 16)
     with autotune.apply_history_best([stale]), pytest.warns(UserWarning, match="different"):
         assert dispatch("test/mm", mm_task.args).is_fallback
@@ -103,10 +97,6 @@ def test_stale_records_of_a_changed_compute_are_ignored(mm_task):
 def test_a_record_of_an_older_space_gives_way_to_the_best_that_fits(mm_task):
     # Same compute, but the template's knobs changed: the faster old record names a
     # split the space no longer has, so the best record that fits is applied.
-    from dataclasses import replace
-
-    from tecomp.autotune.task import dispatch
-
     knobs = dict(_rec(mm_task, 5, 1e-4).knobs, tile_i=[-1, 7, 3])
     old = replace(_rec(mm_task, 5, 1e-4), knobs=knobs, config_index=10**9)
     with autotune.apply_history_best([old, _rec(mm_task, 6, 1e-3)]) as ctx:
@@ -117,7 +107,5 @@ def test_a_record_of_an_older_space_gives_way_to_the_best_that_fits(mm_task):
 
 
 def test_other_workload_falls_back(mm_task):
-    from tecomp.autotune.task import dispatch
-
     with autotune.apply_history_best([_rec(mm_task, 5, 1e-3)]):
         assert dispatch("test/mm", (16, 16, 16, "float32")).is_fallback

@@ -8,6 +8,10 @@ from tecomp.ir.buffer import make_buffer
 
 F32 = "float32"
 
+#: Explicit x86-64 CPUs, so machine-code checks hold on any machine (built, never run).
+X86_AVX512 = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512"
+X86_AVX2 = "llvm -mtriple=x86_64-linux-gnu -mcpu=haswell"
+
 
 def buf(name, shape, dtype=F32, scope="global"):
     return make_buffer(name, dtype, shape, scope)

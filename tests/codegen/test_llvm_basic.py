@@ -5,6 +5,8 @@ import pytest
 from cg_helpers import F32, buf, build, elementwise, ld, loop, split_vectorized
 
 import tecomp
+from tecomp.codegen.llvm.build import function_attributes
+from tecomp.codegen.llvm.emit import Emitter
 from tecomp.ir import (
     Allocate,
     Cast,
@@ -20,6 +22,7 @@ from tecomp.ir import (
     seq,
 )
 from tecomp.ir import expr as E
+from tecomp.ir.transform.legalize import legalize
 
 
 def test_elementwise_add_symbolic_sizes(rng):
@@ -127,18 +130,37 @@ def test_vectorized_reduction_axis_falls_back_to_scalar(rng):
     np.testing.assert_allclose(c[0], np.cumsum(a, dtype=np.float32)[-1], rtol=1e-6)
 
 
-def test_vectorized_with_inner_serial_loop_falls_back(rng):
+def _rows_sum(kind_i):
     n = Var("n")
     A, C = buf("A", (n, 4)), buf("C", (n,))
     i, k = Var("i"), Var("k")
     body = loop(i, 8, seq(Store(C, FloatImm(0.0), i),
-                          loop(k, 4, Store(C, ld(C, i) + ld(A, i * 4 + k), i))), "vectorized")
-    f = PrimFunc("fb", (A, C), body)
-    mod = build(f)
+                          loop(k, 4, Store(C, ld(C, i) + ld(A, i * 4 + k), i))), kind_i)
+    return PrimFunc("fb", (A, C), body)
+
+
+def test_vectorized_with_inner_serial_loop_falls_back(rng):
+    mod = build(_rows_sum("vectorized"))
     a = rng.random((8, 4), dtype=np.float32)
     c = np.empty(8, np.float32)
     mod(a, c)
     np.testing.assert_allclose(c, a.sum(1), rtol=1e-6)
+
+
+def _emitted_text(f, target):
+    """The LLVM IR text the emitter writes for ``f`` (before LLVM optimizes it, which
+    drops loop metadata)."""
+    em = Emitter(target, function_attributes(target))
+    em.func(f, f.name)
+    return em.module_text(target.mtriple, "")
+
+
+def test_serial_loop_hint_becomes_loop_metadata():
+    target = tecomp.Target("llvm")
+    legal = legalize(_rows_sum("vectorized"), target)
+    assert legal.body.kind == "serial"
+    assert "llvm.loop.vectorize.enable" in _emitted_text(legal, target)
+    assert "llvm.loop.vectorize.enable" not in _emitted_text(_rows_sum("serial"), target)
 
 
 def test_long_vectorized_loop_is_strip_mined(rng):

@@ -431,7 +431,7 @@ def _check(data, backend, max_size):
     if os.environ.get("TECOMP_FUZZ_TRACE"):
         # Printed before building, so a crash of the process still shows its program.
         print(describe(prog), "\nschedule:\n  " + "\n  ".join(log), flush=True)
-    f = compile_schedule(s, b.args, backend)
+    f = compile_schedule(s, b.args, backend=backend)
     rng = np.random.default_rng(len(log))
     size_sets = [prog.sizes] + ([prog.sizes2] if prog.sizes2 != prog.sizes else [])
     for sizes in size_sets:

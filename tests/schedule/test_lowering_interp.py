@@ -107,7 +107,7 @@ def test_compute_at_extent_one_loop_symbolic(backend, rng):
     s[cl].compute_at(s[out], xoi)
     if backend == "llvm" and not util.llvm_available():
         pytest.skip(util.llvm_status_message())
-    f = compile_schedule(s, [a, out], backend)
+    f = compile_schedule(s, [a, out], backend=backend)
     for size in (1, 5):
         x = rand(rng, (size,))
         run_and_check(f, [a, out], [x], [x * 2])

@@ -19,27 +19,29 @@ runtime rejects an output that overlaps another argument), so each access carrie
 scoped-noalias metadata saying it aliases no other parameter. This survives outlining of
 parallel loops, where parameter pointers travel through a closure struct.
 
-Loop kinds:
+Loop kinds. ``build_llvm`` first legalizes each function
+(``tecomp.ir.transform.legalize``; a no-op for the output of ``tecomp.lower``), so every
+loop kind below is one the emitter can honour as written:
 
-- ``vectorized`` with a constant extent: the body is emitted once with LLVM vector types
-  (``vector``). Integer index expressions are kept as *ramps* (base + stride * lane)
-  while they are affine in the loop variable, so a load
-  with stride 1 is one contiguous vector load, stride 0 a scalar (+ broadcast), anything
-  else a gather (stores: vector store / scatter). A lane-dependent condition becomes a
-  mask (``llvm.masked.load/store/gather/scatter``), which is how split tails stay
-  correct. A body that cannot be vectorized safely (inner serial loops, allocations,
-  stores to a lane-invariant address) is emitted as a scalar loop tagged with
-  ``llvm.loop.vectorize.enable``.
-- ``unrolled`` with a constant extent: the body is emitted ``extent`` times with the loop
+- ``vectorized`` (constant extent, a lane-parallel body): the body is emitted once with
+  LLVM vector types (``vector``). Integer index expressions are kept as *ramps*
+  (base + stride * lane) while they are affine in the loop variable, so a load with
+  stride 1 is one contiguous vector load, stride 0 a scalar (+ broadcast), anything else
+  a gather (stores: vector store / scatter). A lane-dependent condition becomes a mask
+  (``llvm.masked.load/store/gather/scatter``), which is how split tails stay correct.
+- ``unrolled`` (constant extent): the body is emitted ``extent`` times with the loop
   variable a constant (register-blocked accumulators then become SSA values).
-- ``parallel``: the body is outlined into ``void f.parN(ptr closure)`` and run by libgomp
-  ``GOMP_parallel``; each thread takes a static contiguous chunk. A parallel loop inside
-  a parallel region runs serially.
+- ``parallel`` (outermost of its nest): the body is outlined into ``void f.parN(ptr
+  closure)`` and run by libgomp ``GOMP_parallel``; each thread takes a static contiguous
+  chunk.
+- ``serial``: a counted loop; its hint (a vectorize or unroll request legalization could
+  not grant as written) becomes ``llvm.loop.vectorize.enable`` / ``llvm.loop.unroll.full``
+  metadata, so LLVM's own loop passes may still try.
 
 Modules. ``build`` builds a module (``build_llvm``) and describes its functions for the
 runtime (``function_signature``); ``emit`` writes the IR text, with one mixin per
 concern (``index``, ``vector``, ``memory``, ``intrinsics``, ``parallel``, ``transpose``)
-over the analyses of ``analysis``, the values of ``ir`` and the types of ``types``;
+over the loop analyses of ``tecomp.ir.analysis``, the values of ``ir`` and the types of ``types``;
 ``jit`` owns LLVM: target machines, the optimization pipeline and the JIT; ``module``
 is the runtime module it returns (``LLVMModule``); ``host`` is what LLVM says about
 this machine's CPU, which ``tecomp.target`` asks when it parses an llvm target.

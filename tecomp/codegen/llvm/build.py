@@ -7,10 +7,11 @@ import time
 from ...errors import CodegenError, TargetError
 from ...ir import expr as E
 from ...ir import stmt as S
+from ...ir.analysis import buffer_key
 from ...ir.functor import post_order_visit
+from ...ir.transform.legalize import legalize
 from ...runtime.abi import METADATA_SYMBOL, FunctionSignature, ParamSpec, encode_metadata
 from ...target import Target, as_target
-from .analysis import buffer_key
 from .emit import Emitter
 from .ir import ident
 from .jit import compile_module, target_machine
@@ -119,6 +120,8 @@ def build_llvm(funcs, target="llvm") -> LLVMModule:
     names = [f.name for f in funcs]
     if len(set(names)) != len(names):
         raise CodegenError(f"two functions share a name in one module: {names}")
+    # Lowered functions are legal already; PrimFuncs written by hand may not be.
+    funcs = [legalize(f, target) for f in funcs]
     em = Emitter(target, function_attributes(target))
     signatures = []
     for f in funcs:

@@ -15,16 +15,9 @@ from ...errors import CodegenError, UnsupportedOpError
 from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir import stmt as S
+from ...ir.analysis import SIGNED_INT, buffer_key, has_unsafe, is_pure_int
 from ...target import Target
 from . import types as T
-from .analysis import (
-    MAX_UNROLL,
-    SIGNED_INT,
-    buffer_key,
-    has_unsafe,
-    is_pure_int,
-    vectorizable,
-)
 from .index import IndexMixin
 from .intrinsics import MathMixin
 from .ir import Fn, Val, ident, quote
@@ -49,7 +42,6 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.fn: Fn | None = None
         self.lanes = 1
         self.mask: Val | None = None
-        self.par_depth = 0
         self.par_count = itertools.count()
         self.domain = self._new_md('distinct !{{!{id}, !"tecomp.noalias"}}')
 
@@ -387,31 +379,32 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.start_block(lj)
 
     def st_For(self, s):
+        # The loop kinds are legal here (``tecomp.ir.transform.legalize`` ran): a
+        # vectorized loop's body runs lane-parallel, an unrolled loop has a short constant
+        # extent, a parallel loop is not inside another one.
         kind = s.kind
-        ext = E.const_value(s.extent)
         if kind == "thread_binding":
             raise CodegenError(
                 f"loop {s.loop_var.name!r} is bound to GPU thread {s.thread_tag!r}; "
                 f"thread binding needs a cuda target"
             )
         if kind == "vectorized":
-            if (
-                ext is not None
-                and self.lanes == 1
-                and ext >= 1
-                and vectorizable(s.body, s.loop_var)
-            ):
-                return self.vector_loop(s, int(ext))
-            return self.serial_loop(s, hint="vectorize")
+            return self.vector_loop(s, self.const_extent(s))
         if kind == "unrolled":
-            if ext is not None and ext <= MAX_UNROLL:
-                return self.unrolled(s, int(ext))
-            # A symbolic extent cannot be unrolled fully; forcing it only makes LLVM warn,
-            # so such a loop stays serial (LLVM may still unroll it by its own heuristics).
-            return self.serial_loop(s, hint="unroll" if ext is not None else None)
-        if kind == "parallel" and self.par_depth == 0 and self.lanes == 1:
+            return self.unrolled(s, self.const_extent(s))
+        if kind == "parallel":
             return self.parallel_loop(s)
-        return self.serial_loop(s)
+        return self.serial_loop(s, hint=s.hint or None)
+
+    @staticmethod
+    def const_extent(s) -> int:
+        ext = E.const_value(s.extent)
+        if ext is None:
+            raise CodegenError(
+                f"internal: {s.kind} loop {s.loop_var.name!r} has the symbolic extent "
+                f"{s.extent}; legalize the function before emitting it"
+            )
+        return int(ext)
 
     def bind_loop_var(self, var, v: Val, lo=None):
         self.env[var] = v
@@ -481,7 +474,7 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.env, self.bufs, self.bounds = {}, {}, {}
         self.alias, self.scopes, self.pending_noalias = {}, [], []
         self.pure_cache = {}
-        self.lanes, self.mask, self.par_depth = 1, None, 0
+        self.lanes, self.mask = 1, None
         fn = Fn(
             symbol,
             f"define i32 @{quote(symbol)}(ptr noalias nocapture readonly %args, "

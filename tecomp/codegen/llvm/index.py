@@ -4,7 +4,7 @@ ramps (base + stride * lane) while they are affine in the lanes, and their lower
 from __future__ import annotations
 
 from ...ir import expr as E
-from .analysis import SIGNED_INT, is_pure_int
+from ...ir.analysis import SIGNED_INT, is_pure_int
 from .ir import Val
 
 

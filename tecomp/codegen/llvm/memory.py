@@ -6,8 +6,8 @@ from __future__ import annotations
 from ...errors import CodegenError
 from ...ir import expr as E
 from ...ir import stmt as S
+from ...ir.analysis import buffer_key
 from . import types as T
-from .analysis import buffer_key
 from .ir import Val, ident
 from .vector import MAX_LANES
 

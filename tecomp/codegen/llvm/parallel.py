@@ -1,10 +1,10 @@
 """Parallel loops for the LLVM emitter: the body is outlined into ``void f.parN(ptr
 closure)`` and run by libgomp's ``GOMP_parallel``; each thread takes a static contiguous
-chunk. A parallel loop inside a parallel region runs serially."""
+chunk. Legalization leaves no parallel loop inside another one."""
 
 from __future__ import annotations
 
-from .analysis import free_refs
+from ...ir.analysis import free_refs
 from .ir import Fn, Val, quote
 
 
@@ -58,7 +58,6 @@ class ParallelMixin:
         )
         self.fn = fn
         self.env, self.bufs, self.bounds = {}, {}, dict(saved[3])
-        self.par_depth += 1
         try:
             vals = {}
             for i, (key, ty, _) in enumerate(fields):
@@ -98,5 +97,4 @@ class ParallelMixin:
             self.emit("ret void")
             self.functions.append(fn)
         finally:
-            self.par_depth -= 1
             self.fn, self.env, self.bufs, self.bounds = saved

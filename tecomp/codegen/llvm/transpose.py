@@ -28,25 +28,15 @@ from __future__ import annotations
 
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.arith import linear_coeff
+from ...ir.analysis import buffer_key, const_stride
 from ...ir.functor import post_order_visit
 from . import types as T
-from .analysis import buffer_key, vectorizable
 from .ir import Val
 from .vector import MAX_LANES
 
 
 def _pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
-
-
-def _coeff(index, var):
-    """``(c, rest)`` with ``index == c * var + rest`` and ``c`` a constant, else None."""
-    lc = linear_coeff(index, var)
-    if lc is None:
-        return None
-    c = E.const_value(lc[0])
-    return None if c is None else (int(c), lc[1])
 
 
 def _transposing_load(value, store, k, x) -> bool:
@@ -60,8 +50,8 @@ def _transposing_load(value, store, k, x) -> bool:
         if isinstance(n, E.Load):
             if buffer_key(n.buffer) == key:
                 clash = True
-            lk = _coeff(n.index, k)
-            lx = lk and _coeff(lk[1], x)
+            lk = const_stride(n.index, k)
+            lx = lk and const_stride(lk[1], x)
             if lk and lx and lk[0] == 1 and lx[0] != 0:
                 found = True
 
@@ -73,6 +63,7 @@ def transpose_nest(s: S.For, ext: int):
     """``(store, inner loop, s_k)`` of a transposing nest (module docstring) rooted at
     the unrolled loop ``s`` of extent ``ext``, else None."""
     inner = s.body
+    # A vectorized loop is legal (legalization ran), so its store runs lane-parallel.
     if not (isinstance(inner, S.For) and inner.kind == "vectorized"):
         return None
     ex = E.const_value(inner.extent)
@@ -85,12 +76,11 @@ def transpose_nest(s: S.For, ext: int):
         or not _pow2(ext)
         or store.value.dtype != store.buffer.dtype
         or store.buffer.dtype == "bool"
-        or not vectorizable(store, inner.loop_var)
     ):
         return None
     k, x = s.loop_var, inner.loop_var
-    sx = _coeff(store.index, x)
-    sk = sx and _coeff(sx[1], k)
+    sx = const_stride(store.index, x)
+    sk = sx and const_stride(sx[1], k)
     if not (sx and sk) or sx[0] != 1 or not _transposing_load(store.value, store, k, x):
         return None
     return store, inner, sk[0]

@@ -46,7 +46,7 @@ def test_padded_copy_has_a_condition_free_middle(backend, rng):
     assert not nodes(middle, E.Select) and not nodes(middle, S.IfThenElse), str(f)
     assert len(nodes(f.body, S.Store)) == 3
     a = rng.standard_normal(100).astype("float32")
-    run_and_check(compile_schedule(s, [A, P], backend), [A, P], [a], [np.pad(a, 1)])
+    run_and_check(compile_schedule(s, [A, P], backend=backend), [A, P], [a], [np.pad(a, 1)])
 
 
 def test_parallel_loop_is_cut_by_dispatch_in_one_region(rng):
@@ -67,7 +67,7 @@ def test_parallel_loop_is_cut_by_dispatch_in_one_region(rng):
     assert not nodes(copy, E.Select), str(f)
     a = rng.standard_normal((n, m)).astype("float32")
     expect = np.pad(a, ((1, 1), (0, 0)))
-    run_and_check(compile_schedule(s, [A, P], None), [A, P], [a], [expect])
+    run_and_check(compile_schedule(s, [A, P]), [A, P], [a], [expect])
 
 
 def test_split_tail_guard_is_peeled():
@@ -104,7 +104,7 @@ def test_symbolic_loop_is_not_cut_but_inner_loops_are(rng):
     xs = sorted((int(lp.min.value), int(lp.extent.value))
                 for lp in nodes(f.body, S.For) if lp.loop_var.name == "x")
     assert xs == [(1, 10)], str(f)  # x = 0 and x = 11 are peeled to single stores
-    fn = compile_schedule(s, [A, B], None)
+    fn = compile_schedule(s, [A, B])
     for rows in (1, 3):
         a = rng.standard_normal((rows, 10)).astype("float32")
         run_and_check(fn, [A, B], [a], [np.pad(a, ((0, 0), (1, 1)))])
@@ -132,7 +132,7 @@ def test_copies_of_a_nest_are_bounded(rng):
     func = tecomp.lower(s, [A, P])
     assert 1 < len(nodes(func.body, S.Store)) <= MAX_COPIES
     a = rng.standard_normal((n, n, n)).astype("float32")
-    run_and_check(compile_schedule(s, [A, P], "interp"), [A, P], [a], [np.pad(a, 1)])
+    run_and_check(compile_schedule(s, [A, P], backend="interp"), [A, P], [a], [np.pad(a, 1)])
 
 
 def test_unchanged_function_is_returned_as_is():

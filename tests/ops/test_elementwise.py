@@ -91,13 +91,13 @@ SCHEDULES = {
 
 
 @pytest.mark.parametrize("name", SCHEDULES)
-def test_broadcast(name, rng):
+def test_broadcast(name, rng, target):
     args, t = broadcast_add()
     out = args[-1]
     s = te.create_schedule(out.op)
     SCHEDULES[name](s, t, out)
     a, row, col = rand(rng, (N, M)), rand(rng, (M,)), rand(rng, (N, 1))
-    check_schedule(s, args, [a, row, col], [ref_broadcast_add(a, row, col)])
+    check_schedule(s, args, [a, row, col], [ref_broadcast_add(a, row, col)], target=target)
 
 
 @pytest.mark.parametrize("name", [
@@ -107,19 +107,19 @@ def test_broadcast(name, rng):
     "compute_at_split",
     "cache_write",
 ])
-def test_broadcast_symbolic(name, rng):
+def test_broadcast_symbolic(name, rng, target):
     n, m = te.var("n"), te.var("m")
     args, t = broadcast_add(n, m)
     out = args[-1]
     s = te.create_schedule(out.op)
     SCHEDULES[name](s, t, out)
-    f = compile_schedule(s, args)
+    f = compile_schedule(s, args, target=target)
     for nn, mm in [(1, 1), (3, 4), (5, 9), (2, 17)]:
         a, row, col = rand(rng, (nn, mm)), rand(rng, (mm,)), rand(rng, (nn, 1))
         run_and_check(f, args, [a, row, col], [ref_broadcast_add(a, row, col)])
 
 
-def test_broadcast_outer_product_3d(rng):
+def test_broadcast_outer_product_3d(rng, target):
     """out[b, i, j] = x[b, i] - y[j] broadcast into a 3-d result; fused, split, parallel."""
     x = te.placeholder((3, 5), name="x")
     y = te.placeholder((6,), name="y")
@@ -132,10 +132,10 @@ def test_broadcast_outer_product_3d(rng):
     _jo, ji = s[out].split(j, factor=4)
     s[out].vectorize(ji)
     xa, ya = rand(rng, (3, 5)), rand(rng, (6,))
-    check_schedule(s, [x, y, out], [xa, ya], [xa[:, :, None] - ya[None, None, :]])
+    check_schedule(s, [x, y, out], [xa, ya], [xa[:, :, None] - ya[None, None, :]], target=target)
 
 
-def test_index_arithmetic_transpose_and_flip(rng):
+def test_index_arithmetic_transpose_and_flip(rng, target):
     """Indices that are expressions of the axes: transpose and reverse."""
     a = te.placeholder((4, 6), name="a")
     out = te.compute((6, 4), lambda i, j: a[3 - j, i] * 2.0, name="out")
@@ -143,10 +143,10 @@ def test_index_arithmetic_transpose_and_flip(rng):
     _io, ii = s[out].split(out.op.axis[0], factor=4)
     s[out].vectorize(ii)
     x = rand(rng, (4, 6))
-    check_schedule(s, [a, out], [x], [(x[::-1, :].T * 2).astype("float32")])
+    check_schedule(s, [a, out], [x], [(x[::-1, :].T * 2).astype("float32")], target=target)
 
 
-def test_floordiv_floormod_indices(rng):
+def test_floordiv_floormod_indices(rng, target):
     """Reshape (4, 6) -> (3, 8) written with // and % in the index."""
     a = te.placeholder((4, 6), name="a")
     out = te.compute((3, 8), lambda i, j: a[(i * 8 + j) // 6, (i * 8 + j) % 6], name="out")
@@ -155,10 +155,10 @@ def test_floordiv_floormod_indices(rng):
     _fo, fi = s[out].split(f, factor=5)
     s[out].unroll(fi)
     x = rand(rng, (4, 6))
-    check_schedule(s, [a, out], [x], [x.reshape(3, 8)])
+    check_schedule(s, [a, out], [x], [x.reshape(3, 8)], target=target)
 
 
-def test_integer_floordiv_mod_negative_values(rng):
+def test_integer_floordiv_mod_negative_values(rng, target):
     """// and % on int32 data are floor division / modulo, as in Python and numpy."""
     a = te.placeholder((12,), dtype="int32", name="a")
     b = te.placeholder((12,), dtype="int32", name="b")
@@ -169,10 +169,10 @@ def test_integer_floordiv_mod_negative_values(rng):
     s[q].vectorize(xi)
     x = np.array([7, -7, 7, -7, 0, 1, -1, 13, -13, 5, -5, 100], "int32")
     y = np.array([2, 2, -2, -2, 3, -3, 3, 4, 4, -6, 6, -7], "int32")
-    check_schedule(s, [a, b, q, r], [x, y], [x // y, x % y])
+    check_schedule(s, [a, b, q, r], [x, y], [x // y, x % y], target=target)
 
 
-def test_multiple_outputs_share_input(rng):
+def test_multiple_outputs_share_input(rng, target):
     """Two outputs in one schedule (create_schedule of a list)."""
     a = te.placeholder((5, 7), name="a")
     p = te.compute((5, 7), lambda i, j: a[i, j] + 1.0, name="p")
@@ -182,10 +182,10 @@ def test_multiple_outputs_share_input(rng):
     s[q].vectorize(ji)
     s[q].parallel(q.op.axis[0])
     x = rand(rng, (5, 7))
-    check_schedule(s, [a, p, q], [x], [x + 1, x * (x + 1)])
+    check_schedule(s, [a, p, q], [x], [x + 1, x * (x + 1)], target=target)
 
 
-def test_select_and_comparisons(rng):
+def test_select_and_comparisons(rng, target):
     """if_then_else / comparisons / te.all: a clamp-like piecewise function."""
     a = te.placeholder((9,), name="a")
     out = te.compute(
@@ -200,10 +200,10 @@ def test_select_and_comparisons(rng):
     s[out].vectorize(xi)
     x = np.linspace(-1, 1, 9).astype("float32")
     ref = np.where((x > -0.5) & (x < 0.5), x * 2, np.where(x >= 0.5, 1.0, -1.0)).astype("float32")
-    check_schedule(s, [a, out], [x], [ref])
+    check_schedule(s, [a, out], [x], [ref], target=target)
 
 
-def test_vectorize_under_symbolic_fused_axis(rng):
+def test_vectorize_under_symbolic_fused_axis(rng, target):
     """Codegen bug 2 (fixed): a vector select with scalar operands."""
     b, n, m = te.var("b"), te.var("n"), te.var("m")
     x = te.placeholder((b, n, m), name="x")
@@ -213,7 +213,7 @@ def test_vectorize_under_symbolic_fused_axis(rng):
     s[out].parallel(s[out].fuse(p, i))
     _jo, ji = s[out].split(j, factor=8)
     s[out].vectorize(ji)
-    f = compile_schedule(s, [x, out])
+    f = compile_schedule(s, [x, out], target=target)
     for shape in [(2, 3, 5), (1, 1, 17)]:
         xv = rand(rng, shape)
         run_and_check(f, [x, out], [xv], [xv * 2])

@@ -69,34 +69,34 @@ RED_SCHEDULES = [red_default, red_split_k_tail_unroll, red_split_k_reorder_vecto
 
 @pytest.mark.parametrize("sched", RED_SCHEDULES)
 @pytest.mark.parametrize("kind", ["sum", "max", "min", "prod"])
-def test_row_reduce(kind, sched, rng):
+def test_row_reduce(kind, sched, rng, target):
     x, out = row_reduce(kind)
     s = te.create_schedule(out.op)
     sched(s, out)
     lo, hi = (0.5, 1.5) if kind == "prod" else (-1.0, 1.0)
     xv = rand(rng, (R, C), lo=lo, hi=hi)
-    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=1)], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=1)], rtol=1e-5, atol=1e-6, target=target)
 
 
 @pytest.mark.parametrize("kind", ["sum", "max", "min", "prod"])
-def test_row_reduce_int32(kind, rng):
+def test_row_reduce_int32(kind, rng, target):
     x, out = row_reduce(kind, dtype="int32")
     s = te.create_schedule(out.op)
     red_split_k_tail_unroll(s, out)
     xv = rng.integers(-5, 6, size=(R, C)).astype("int32")
     if kind == "prod":
         xv = rng.integers(-2, 3, size=(R, C)).astype("int32")
-    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=1).astype("int32")])
+    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=1).astype("int32")], target=target)
 
 
 @pytest.mark.parametrize("sched", [red_default, red_split_k_tail_unroll, red_rfactor_parallel,
                                    red_cache_write])
-def test_row_reduce_symbolic(sched, rng):
+def test_row_reduce_symbolic(sched, rng, target):
     n, m = te.var("n"), te.var("m")
     x, out = row_reduce("sum", n, m)
     s = te.create_schedule(out.op)
     sched(s, out)
-    f = compile_schedule(s, [x, out])
+    f = compile_schedule(s, [x, out], target=target)
     for shape in [(1, 1), (3, 5), (6, 17)]:
         xv = rand(rng, shape)
         run_and_check(f, [x, out], [xv], [xv.sum(axis=1)], rtol=1e-5, atol=1e-6)
@@ -141,15 +141,16 @@ def ma_rfactor_fused(s, out):
 @pytest.mark.parametrize("sched", [ma_default, ma_fuse_reduce_axes_split,
                                    ma_reorder_reduce_outer, ma_rfactor_fused])
 @pytest.mark.parametrize("kind", ["sum", "max", "min"])
-def test_reduce_several_axes(kind, sched, rng):
+def test_reduce_several_axes(kind, sched, rng, target):
     x, out = multi_axis(kind)
     s = te.create_schedule(out.op)
     sched(s, out)
     xv = rand(rng, (4, 5, 6))
-    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=(0, 2))], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [NP[kind](xv, axis=(0, 2))], rtol=1e-5, atol=1e-6,
+                   target=target)
 
 
-def test_reduce_all_axes_to_scalar_shape_1(rng):
+def test_reduce_all_axes_to_scalar_shape_1(rng, target):
     x = te.placeholder((3, 7), name="x")
     a = te.reduce_axis((0, 3), name="a")
     b = te.reduce_axis((0, 7), name="b")
@@ -157,10 +158,10 @@ def test_reduce_all_axes_to_scalar_shape_1(rng):
     s = te.create_schedule(out.op)
     _bo, _bi = s[out].split(b, factor=3)
     xv = rand(rng, (3, 7))
-    check_schedule(s, [x, out], [xv], [np.array([xv.sum()], "float32")], rtol=1e-5)
+    check_schedule(s, [x, out], [xv], [np.array([xv.sum()], "float32")], rtol=1e-5, target=target)
 
 
-def test_reduce_with_where_condition(rng):
+def test_reduce_with_where_condition(rng, target):
     """A masked (lower-triangular) row sum through where=."""
     x = te.placeholder((5, 5), name="x")
     k = te.reduce_axis((0, 5), name="k")
@@ -168,10 +169,11 @@ def test_reduce_with_where_condition(rng):
     s = te.create_schedule(out.op)
     _ko, _ki = s[out].split(k, factor=2)
     xv = rand(rng, (5, 5))
-    check_schedule(s, [x, out], [xv], [np.tril(xv).sum(axis=1)], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [np.tril(xv).sum(axis=1)], rtol=1e-5, atol=1e-6,
+                   target=target)
 
 
-def test_user_comm_reducer_sum_of_squares(rng):
+def test_user_comm_reducer_sum_of_squares(rng, target):
     ssq = te.comm_reducer(lambda a, b: a + b * b, lambda d: te.const(0, d), name="ssq")
     x = te.placeholder((4, 9), name="x")
     k = te.reduce_axis((0, 9), name="k")
@@ -179,10 +181,10 @@ def test_user_comm_reducer_sum_of_squares(rng):
     s = te.create_schedule(out.op)
     _ko, _ki = s[out].split(k, factor=4)
     xv = rand(rng, (4, 9))
-    check_schedule(s, [x, out], [xv], [(xv * xv).sum(axis=1)], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [(xv * xv).sum(axis=1)], rtol=1e-5, atol=1e-6, target=target)
 
 
-def test_user_comm_reducer_logsumexp_style_max_abs(rng):
+def test_user_comm_reducer_logsumexp_style_max_abs(rng, target):
     maxabs = te.comm_reducer(lambda a, b: te.max(a, te.abs(b)), lambda d: te.const(0, d),
                              name="maxabs")
     x = te.placeholder((3, 8), name="x")
@@ -191,7 +193,7 @@ def test_user_comm_reducer_logsumexp_style_max_abs(rng):
     s = te.create_schedule(out.op)
     s[out].parallel(out.op.axis[0])
     xv = rand(rng, (3, 8))
-    check_schedule(s, [x, out], [xv], [np.abs(xv).max(axis=1)])
+    check_schedule(s, [x, out], [xv], [np.abs(xv).max(axis=1)], target=target)
 
 
 def argmax_reducer():
@@ -214,7 +216,7 @@ def _argmax(n, m):
 
 
 @pytest.mark.parametrize("split", [None, 3])
-def test_argmax_tuple_reducer(split, rng):
+def test_argmax_tuple_reducer(split, rng, target):
     x, idx, val = _argmax(5, 7)
     s = te.create_schedule(idx.op)
     if split:
@@ -224,13 +226,13 @@ def test_argmax_tuple_reducer(split, rng):
     xv = rand(rng, (5, 7))
     xv[2, :] = 0.25  # all ties: the first index wins
     check_schedule(s, [x, idx, val], [xv],
-                   [xv.argmax(axis=1).astype("int32"), xv.max(axis=1)])
+                   [xv.argmax(axis=1).astype("int32"), xv.max(axis=1)], target=target)
 
 
 # ---- cache_read -------------------------------------------------------------------------------
 
 
-def test_cache_read_compute_at_stencil(rng):
+def test_cache_read_compute_at_stencil(rng, target):
     """A 1-d blur reading its input through a cache_read copy, computed per tile."""
     x = te.placeholder((14,), name="x")
     out = te.compute((12,), lambda i: (x[i] + x[i + 1] + x[i + 2]) / 3.0, name="blur")
@@ -240,10 +242,11 @@ def test_cache_read_compute_at_stencil(rng):
     s[xl].compute_at(s[out], io)
     s[out].vectorize(ii)
     xv = rand(rng, (14,))
-    check_schedule(s, [x, out], [xv], [(xv[:-2] + xv[1:-1] + xv[2:]) / 3], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [(xv[:-2] + xv[1:-1] + xv[2:]) / 3], rtol=1e-5,
+                   atol=1e-6, target=target)
 
 
-def test_cache_read_shared_by_two_readers(rng):
+def test_cache_read_shared_by_two_readers(rng, target):
     x = te.placeholder((6, 7), name="x")
     a = te.compute((6, 7), lambda i, j: x[i, j] * 2.0, name="a")
     b = te.compute((6, 7), lambda i, j: x[i, j] + a[i, j], name="b")
@@ -253,10 +256,10 @@ def test_cache_read_shared_by_two_readers(rng):
     s[xl].compute_at(s[b], io)
     s[a].compute_at(s[b], io)
     xv = rand(rng, (6, 7))
-    check_schedule(s, [x, b], [xv], [xv * 3], rtol=1e-6)
+    check_schedule(s, [x, b], [xv], [xv * 3], rtol=1e-6, target=target)
 
 
-def test_cache_read_and_cache_write_matmul_rows(rng):
+def test_cache_read_and_cache_write_matmul_rows(rng, target):
     a = te.placeholder((7, 9), name="A")
     w = te.placeholder((9,), name="w")
     k = te.reduce_axis((0, 9), name="k")
@@ -268,4 +271,4 @@ def test_cache_read_and_cache_write_matmul_rows(rng):
     s[ol].compute_at(s[out], io)
     s[wl].compute_at(s[ol], s[ol].op.reduce_axis[0])
     av, wv = rand(rng, (7, 9)), rand(rng, (9,))
-    check_schedule(s, [a, w, out], [av, wv], [av @ wv], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [a, w, out], [av, wv], [av @ wv], rtol=1e-5, atol=1e-6, target=target)

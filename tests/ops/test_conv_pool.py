@@ -113,17 +113,17 @@ CONV_SHAPES = {
 
 @pytest.mark.parametrize("shape", CONV_SHAPES)
 @pytest.mark.parametrize("sched", CONV_SCHEDULES)
-def test_conv2d_nchw(sched, shape, rng):
+def test_conv2d_nchw(sched, shape, rng, target):
     c, h, w, k, kh, kw, pad, stride, dil = CONV_SHAPES[shape]
     data, weight, padded, conv = conv2d_nchw(1, c, h, w, k, kh, kw, pad, stride, dil)
     s = te.create_schedule(conv.op)
     sched(s, padded, conv)
     x, wt = rand(rng, (1, c, h, w)), rand(rng, (k, c, kh, kw))
     check_schedule(s, [data, weight, conv], [x, wt], [ref_conv2d(x, wt, pad, stride, dil)],
-                   rtol=1e-4, atol=1e-5)
+                   rtol=1e-4, atol=1e-5, target=target)
 
 
-def test_conv2d_batch2_relu_fused(rng):
+def test_conv2d_batch2_relu_fused(rng, target):
     """A conv followed by relu: conv computed at the relu's row loop, padding inlined."""
     data, weight, padded, conv = conv2d_nchw(2, 2, 6, 6, 3, 3, 3, 1, 1, 1)
     out = te.compute(conv.shape, lambda *i: te.max(conv(*i), 0.0), name="relu")
@@ -134,10 +134,11 @@ def test_conv2d_batch2_relu_fused(rng):
     s[out].parallel(s[out].fuse(b, f))
     x_, wt = rand(rng, (2, 2, 6, 6)), rand(rng, (3, 2, 3, 3))
     check_schedule(s, [data, weight, out], [x_, wt],
-                   [np.maximum(ref_conv2d(x_, wt, 1, 1, 1), 0)], rtol=1e-4, atol=1e-5)
+                   [np.maximum(ref_conv2d(x_, wt, 1, 1, 1), 0)], rtol=1e-4, atol=1e-5,
+                   target=target)
 
 
-def test_conv2d_symbolic_spatial(rng):
+def test_conv2d_symbolic_spatial(rng, target):
     """Symbolic height and width; several sizes through one build."""
     h, w = te.var("h"), te.var("w")
     data = te.placeholder((1, 2, h, w), name="data")
@@ -154,7 +155,7 @@ def test_conv2d_symbolic_spatial(rng):
     )
     s = te.create_schedule(conv.op)
     conv_inline_pad_vectorize_tail(s, padded, conv)
-    f = compile_schedule(s, [data, weight, conv])
+    f = compile_schedule(s, [data, weight, conv], target=target)
     for hh, ww in [(1, 1), (3, 5), (6, 4)]:
         x, wt = rand(rng, (1, 2, hh, ww)), rand(rng, (3, 2, 3, 3))
         run_and_check(f, [data, weight, conv], [x, wt], [ref_conv2d(x, wt, 1, 1, 1)],
@@ -221,23 +222,23 @@ def dw_cache_write(s, padded, out):
 
 @pytest.mark.parametrize("mult", [1, 2])
 @pytest.mark.parametrize("sched", [dw_default, dw_inline_tile_vectorize, dw_cache_write])
-def test_depthwise_conv2d(sched, mult, rng):
+def test_depthwise_conv2d(sched, mult, rng, target):
     c, h, w, kh, kw, pad, stride, dil = 3, 8, 9, 3, 3, 1, 2, 1
     data, weight, padded, out = depthwise(c, h, w, kh, kw, pad, stride, dil, mult)
     s = te.create_schedule(out.op)
     sched(s, padded, out)
     x, wt = rand(rng, (1, c, h, w)), rand(rng, (c, mult, kh, kw))
     check_schedule(s, [data, weight, out], [x, wt], [ref_depthwise(x, wt, pad, stride, dil)],
-                   rtol=1e-4, atol=1e-5)
+                   rtol=1e-4, atol=1e-5, target=target)
 
 
-def test_depthwise_dilated(rng):
+def test_depthwise_dilated(rng, target):
     data, weight, padded, out = depthwise(2, 9, 9, 3, 3, 2, 1, 2)
     s = te.create_schedule(out.op)
     dw_inline_tile_vectorize(s, padded, out)
     x, wt = rand(rng, (1, 2, 9, 9)), rand(rng, (2, 1, 3, 3))
     check_schedule(s, [data, weight, out], [x, wt], [ref_depthwise(x, wt, 2, 1, 2)],
-                   rtol=1e-4, atol=1e-5)
+                   rtol=1e-4, atol=1e-5, target=target)
 
 
 # ---- pooling ----------------------------------------------------------------------------------
@@ -316,20 +317,20 @@ def pool_cache_write(s, padded, out, total):
 @pytest.mark.parametrize("kind", ["max", "avg"])
 @pytest.mark.parametrize("sched", [pool_default, pool_inline_vectorize_tail,
                                    pool_fuse_parallel_compute_at, pool_cache_write])
-def test_pool2d(sched, kind, rng):
+def test_pool2d(sched, kind, rng, target):
     c, h, w, k, stride, pad = 2, 9, 8, 3, 2, 1
     data, padded, out, total = pool(kind, c, h, w, k, stride, pad)
     s = te.create_schedule(out.op)
     sched(s, padded, out, total)
     x = rand(rng, (1, c, h, w))
     check_schedule(s, [data, out], [x], [ref_pool(kind, x, k, stride, pad)], rtol=1e-5,
-                   atol=1e-6)
+                   atol=1e-6, target=target)
 
 
 @pytest.mark.parametrize("kind", ["max", "avg"])
-def test_pool2d_no_padding_2x2(kind, rng):
+def test_pool2d_no_padding_2x2(kind, rng, target):
     data, padded, out, total = pool(kind, 3, 6, 7, 2, 2, 0)
     s = te.create_schedule(out.op)
     pool_inline_vectorize_tail(s, padded, out, total)
     x = rand(rng, (1, 3, 6, 7))
-    check_schedule(s, [data, out], [x], [ref_pool(kind, x, 2, 2, 0)])
+    check_schedule(s, [data, out], [x], [ref_pool(kind, x, 2, 2, 0)], target=target)

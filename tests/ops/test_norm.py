@@ -86,21 +86,22 @@ SM_SCHEDULES = [sm_default, sm_compute_at_row, sm_inline_exp_parallel_fused,
 
 
 @pytest.mark.parametrize("sched", SM_SCHEDULES)
-def test_softmax(sched, rng):
+def test_softmax(sched, rng, target):
     x, stages, out = softmax(2, 3, 7)
     s = te.create_schedule(out.op)
     sched(s, stages, out)
     xv = rand(rng, (2, 3, 7), lo=-5, hi=5)
-    check_schedule(s, [x, out], [xv], [ref_softmax(xv)], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, out], [xv], [ref_softmax(xv)], rtol=1e-5, atol=1e-6, target=target)
 
 
-def test_softmax_large_inputs_are_stable(rng):
+def test_softmax_large_inputs_are_stable(rng, target):
     """Subtracting the max keeps exp from overflowing."""
     x, stages, out = softmax(1, 2, 5)
     s = te.create_schedule(out.op)
     sm_compute_at_row(s, stages, out)
     xv = (rand(rng, (1, 2, 5)) * 10 + 200).astype("float32")
-    res = check_schedule(s, [x, out], [xv], [ref_softmax(xv)], rtol=1e-5, atol=1e-6)[0]
+    res = check_schedule(s, [x, out], [xv], [ref_softmax(xv)], rtol=1e-5, atol=1e-6,
+                         target=target)[0]
     assert np.isfinite(res).all()
 
 
@@ -109,12 +110,12 @@ def test_softmax_large_inputs_are_stable(rng):
     sm_compute_at_row,
     sm_inline_exp_parallel_fused,  # codegen bug 2 (fixed)
 ])
-def test_softmax_symbolic(sched, rng):
+def test_softmax_symbolic(sched, rng, target):
     b, n, m = te.var("b"), te.var("n"), te.var("m")
     x, stages, out = softmax(b, n, m)
     s = te.create_schedule(out.op)
     sched(s, stages, out)
-    f = compile_schedule(s, [x, out])
+    f = compile_schedule(s, [x, out], target=target)
     for shape in [(1, 1, 1), (2, 3, 9), (1, 4, 16)]:
         xv = rand(rng, shape, lo=-3, hi=3)
         run_and_check(f, [x, out], [xv], [ref_softmax(xv)], rtol=1e-5, atol=1e-6)
@@ -187,22 +188,23 @@ def ln_cache_write_fused_parallel(s, stages, out):
 
 @pytest.mark.parametrize("sched", [ln_default, ln_compute_at_row_vectorize,
                                    ln_inline_mean_split_rows, ln_cache_write_fused_parallel])
-def test_layer_norm(sched, rng):
+def test_layer_norm(sched, rng, target):
     args, stages = layer_norm(5, 11)
     out = args[-1]
     s = te.create_schedule(out.op)
     sched(s, stages, out)
     x, g, b = rand(rng, (5, 11), lo=-2, hi=3), rand(rng, (11,)), rand(rng, (11,))
-    check_schedule(s, args, [x, g, b], [ref_layer_norm(x, g, b)], rtol=1e-4, atol=1e-5)
+    check_schedule(s, args, [x, g, b], [ref_layer_norm(x, g, b)], rtol=1e-4, atol=1e-5,
+                   target=target)
 
 
-def test_layer_norm_symbolic(rng):
+def test_layer_norm_symbolic(rng, target):
     n, m = te.var("n"), te.var("m")
     args, stages = layer_norm(n, m)
     out = args[-1]
     s = te.create_schedule(out.op)
     ln_compute_at_row_vectorize(s, stages, out)
-    f = compile_schedule(s, args)
+    f = compile_schedule(s, args, target=target)
     for nn, mm in [(1, 2), (3, 7), (4, 16)]:
         x, g, b = rand(rng, (nn, mm)), rand(rng, (mm,)), rand(rng, (mm,))
         run_and_check(f, args, [x, g, b], [ref_layer_norm(x, g, b)], rtol=1e-4, atol=1e-5)

@@ -1,23 +1,33 @@
-"""Questions the LLVM emitter asks of loop IR before emitting it: which expressions are
-index arithmetic, which could fault when evaluated speculatively, whether a vectorized
-loop body can run lane-parallel, and what an outlined parallel loop refers to."""
+"""Questions about loop IR that do not depend on a target: which expressions are index
+arithmetic, which could fault when evaluated speculatively, the constant stride of an
+index along a loop, whether a loop body can run its iterations as lanes of one vector,
+and what a statement refers to.
+
+Legalization (``tecomp.ir.transform.legalize``) decides loop kinds with these, and code
+generators use them to choose how to emit what legalization kept.
+"""
 
 from __future__ import annotations
 
-from ...ir import expr as E
-from ...ir import stmt as S
-from ...ir.functor import post_order_visit
-
-#: Unrolled loops longer than this become loops with llvm.loop.unroll.full metadata (so
-#: a vectorized body may hold only shorter ones: those are unrolled for real).
-MAX_UNROLL = 512
+from . import expr as E
+from . import stmt as S
+from .arith import linear_coeff
+from .functor import post_order_visit
 
 SIGNED_INT = ("int8", "int16", "int32", "int64")
 
 
-def is_pure_int(e, cache) -> bool:
+def is_pure_int(e, cache: dict) -> bool:
     """Whether ``e`` is signed-integer arithmetic over variables and constants only (index
-    arithmetic), which we evaluate in i64."""
+    arithmetic, which a backend may evaluate in a wider integer type).
+
+    Parameters
+    ----------
+    e : PrimExpr
+    cache : dict
+        Results by ``id`` of the sub-expressions seen so far; pass the same dict for the
+        expressions of one function so shared sub-trees are visited once.
+    """
     r = cache.get(id(e))
     if r is not None:
         return r
@@ -37,7 +47,8 @@ def is_pure_int(e, cache) -> bool:
 
 
 def has_unsafe(e) -> bool:
-    """Whether evaluating ``e`` could fault when it should not have been evaluated."""
+    """Whether evaluating ``e`` could fault when it should not have been evaluated (a
+    load, or a division by a non-constant)."""
     found = False
 
     def fn(n):
@@ -49,6 +60,16 @@ def has_unsafe(e) -> bool:
 
     post_order_visit(e, fn)
     return found
+
+
+def const_stride(index, var) -> tuple | None:
+    """``(c, rest)`` with ``index == c * var + rest``, ``c`` an ``int`` and ``rest`` free of
+    ``var``; None when ``index`` is not linear in ``var`` or ``c`` is not a constant."""
+    lc = linear_coeff(index, var)
+    if lc is None:
+        return None
+    c = E.const_value(lc[0])
+    return None if c is None else (int(c), lc[1])
 
 
 def _skey(e):
@@ -71,13 +92,19 @@ def _skey(e):
 
 
 def buffer_key(buf):
+    """What identifies a buffer's storage: its data variable when it has one (views of
+    one allocation share it), else the buffer itself."""
     return buf.data if buf.data is not None else buf
 
 
 def vectorizable(body, loop_var) -> bool:
-    """Whether a vectorized loop body can be emitted lane-parallel, preserving the serial
-    semantics: only stores/ifs/lets/unrolled loops, every store address varies with the
-    lane, and a stored buffer is only read at an address it is also stored to."""
+    """Whether the iterations of a loop over ``loop_var`` with body ``body`` can run as
+    lanes of one vector, preserving the serial semantics.
+
+    The body may hold only stores, ifs, lets and ``unrolled`` loops with a constant
+    extent; every store address must vary with the lane, and a stored buffer may only be
+    read at an address it is also stored to (so no lane reads what another lane writes).
+    """
     varying = {loop_var}
     ok = True
     stores: dict = {}
@@ -131,8 +158,7 @@ def vectorizable(body, loop_var) -> bool:
         elif t is S.Evaluate:
             pass
         elif t is S.For:
-            ext = E.const_value(s.extent)
-            if s.kind != "unrolled" or ext is None or ext > MAX_UNROLL:
+            if s.kind != "unrolled" or E.const_value(s.extent) is None:
                 ok = False
                 return
             collect_loads(s.min)
@@ -150,8 +176,9 @@ def vectorizable(body, loop_var) -> bool:
     return True
 
 
-def free_refs(s):
-    """Variables and buffer keys a statement refers to (including allocation shapes)."""
+def free_refs(s) -> tuple[list, list]:
+    """Variables and buffer keys (``buffer_key``) a statement refers to, including those
+    of allocation shapes, each once, in order of first reference."""
     vars_, bufs = {}, {}
 
     def fn(n):

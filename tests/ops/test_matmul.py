@@ -95,29 +95,29 @@ MM_SCHEDULES = {
 
 
 @pytest.mark.parametrize("name", MM_SCHEDULES)
-def test_matmul(name, rng):
+def test_matmul(name, rng, target):
     a, b, c = matmul()
     s = te.create_schedule(c.op)
     MM_SCHEDULES[name](s, c)
     x, y = rand(rng, (N, K)), rand(rng, (K, M))
-    check_schedule(s, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5)
+    check_schedule(s, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5, target=target)
 
 
 @pytest.mark.parametrize("name", ["default", "tile_tails", "cache_write_compute_at",
                                   "fuse_parallel", "cache_read"])
-def test_matmul_symbolic(name, rng):
+def test_matmul_symbolic(name, rng, target):
     n, k, m = te.var("n"), te.var("k"), te.var("m")
     a, b, c = matmul(n, k, m)
     s = te.create_schedule(c.op)
     MM_SCHEDULES[name](s, c)
-    f = compile_schedule(s, [a, b, c])
+    f = compile_schedule(s, [a, b, c], target=target)
     for nn, kk, mm in [(1, 1, 1), (5, 3, 8), (9, 7, 10)]:
         x, y = rand(rng, (nn, kk)), rand(rng, (kk, mm))
         run_and_check(f, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["default", "tile_tails", "cache_write_compute_at", "rfactor"])
-def test_matmul_int8_int32(name, rng):
+def test_matmul_int8_int32(name, rng, target):
     """int8 inputs, int32 accumulation through astype; values large enough that an int8
     accumulator would overflow."""
     a, b, c = matmul(dtype="int8", acc="int32")
@@ -129,11 +129,11 @@ def test_matmul_int8_int32(name, rng):
     x[0, :] = 127
     y[:, 0] = 127
     ref = x.astype("int32") @ y.astype("int32")
-    check_schedule(s, [a, b, c], [x, y], [ref])
+    check_schedule(s, [a, b, c], [x, y], [ref], target=target)
 
 
 @pytest.mark.parametrize("name", ["default", "tile_tails", "cache_write_compute_at"])
-def test_matmul_float16_storage_float32_accumulation(name, rng):
+def test_matmul_float16_storage_float32_accumulation(name, rng, target):
     """float16 in and out, accumulation in float32: C16 = C32.astype(float16)."""
     a, b, c32 = matmul(dtype="float16", acc="float32")
     c = te.compute(c32.shape, lambda i, j: c32[i, j].astype("float16"), name="C16")
@@ -143,7 +143,7 @@ def test_matmul_float16_storage_float32_accumulation(name, rng):
     s[c].vectorize(ii)
     x, y = rand(rng, (N, K), "float16"), rand(rng, (K, M), "float16")
     ref = (x.astype("float32") @ y.astype("float32")).astype("float16")
-    out = check_schedule(s, [a, b, c], [x, y], [ref], rtol=1e-3, atol=1e-3)[0]
+    out = check_schedule(s, [a, b, c], [x, y], [ref], rtol=1e-3, atol=1e-3, target=target)[0]
     assert out.dtype == np.float16
 
 
@@ -184,20 +184,20 @@ def bmm_split_k_reorder(s, c):
 
 @pytest.mark.parametrize("sched", [mm_default, bmm_fuse_parallel, bmm_cache_write,
                                    bmm_split_k_reorder])
-def test_batch_matmul(sched, rng):
+def test_batch_matmul(sched, rng, target):
     a, b, c = batch_matmul()
     s = te.create_schedule(c.op)
     sched(s, c)
     x, y = rand(rng, (3, 5, 6)), rand(rng, (3, 6, 7))
-    check_schedule(s, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5)
+    check_schedule(s, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5, target=target)
 
 
-def test_batch_matmul_symbolic_batch(rng):
+def test_batch_matmul_symbolic_batch(rng, target):
     bsz = te.var("batch")
     a, b, c = batch_matmul(bsz=bsz)
     s = te.create_schedule(c.op)
     bmm_fuse_parallel(s, c)
-    f = compile_schedule(s, [a, b, c])
+    f = compile_schedule(s, [a, b, c], target=target)
     for nb in (1, 2, 4):
         x, y = rand(rng, (nb, 5, 6)), rand(rng, (nb, 6, 7))
         run_and_check(f, [a, b, c], [x, y], [x @ y], rtol=1e-5, atol=1e-5)
@@ -252,7 +252,7 @@ def dbr_default(s, d, bb, out):
 
 @pytest.mark.parametrize("sched", [dbr_default, dbr_inline_compute_at, dbr_cache_write,
                                    dbr_compute_at_all])
-def test_dense_bias_relu(sched, rng):
+def test_dense_bias_relu(sched, rng, target):
     args, d, bb = dense_bias_relu()
     out = args[-1]
     s = te.create_schedule(out.op)
@@ -260,16 +260,16 @@ def test_dense_bias_relu(sched, rng):
     x, w, bias = rand(rng, (6, 10)), rand(rng, (9, 10)), rand(rng, (9,))
     ref = np.maximum(x @ w.T + bias, 0)
     assert (ref == 0).any() and (ref > 0).any()
-    check_schedule(s, args, [x, w, bias], [ref], rtol=1e-5, atol=1e-5)
+    check_schedule(s, args, [x, w, bias], [ref], rtol=1e-5, atol=1e-5, target=target)
 
 
-def test_dense_bias_relu_symbolic_batch(rng):
+def test_dense_bias_relu_symbolic_batch(rng, target):
     n = te.var("n")
     args, d, bb = dense_bias_relu(batch=n)
     out = args[-1]
     s = te.create_schedule(out.op)
     dbr_cache_write(s, d, bb, out)
-    f = compile_schedule(s, args)
+    f = compile_schedule(s, args, target=target)
     for nb in (1, 3, 6, 9):
         x, w, bias = rand(rng, (nb, 10)), rand(rng, (9, 10)), rand(rng, (9,))
         run_and_check(f, args, [x, w, bias], [np.maximum(x @ w.T + bias, 0)], 1e-5, 1e-5)

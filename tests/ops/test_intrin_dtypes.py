@@ -42,7 +42,7 @@ def _schedule(s, out, how):
 @pytest.mark.parametrize("how", ["scalar", "vectorize_tail", "unroll_parallel"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", UNARY)
-def test_unary_intrinsic(name, dtype, how, rng):
+def test_unary_intrinsic(name, dtype, how, rng, target):
     fn, ref, (lo, hi) = UNARY[name]
     x = te.placeholder((N,), dtype=dtype, name="x")
     out = te.compute((N,), lambda i: fn(x[i]), name=name)
@@ -54,11 +54,11 @@ def test_unary_intrinsic(name, dtype, how, rng):
         xv[:8] = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 2.0], dtype)
     expected = ref(xv.astype("float64")).astype(dtype)
     tol = 1e-6 if dtype == "float32" else 1e-12
-    check_schedule(s, [x, out], [xv], [expected], rtol=tol * 4, atol=tol)
+    check_schedule(s, [x, out], [xv], [expected], rtol=tol * 4, atol=tol, target=target)
 
 
 @pytest.mark.parametrize("how", ["scalar", "vectorize_tail"])
-def test_power(how, rng):
+def test_power(how, rng, target):
     x = te.placeholder((N,), name="x")
     y = te.placeholder((N,), name="y")
     out = te.compute((N,), lambda i: te.power(x[i], y[i]) + x[i] ** 2.0, name="pow")
@@ -66,10 +66,10 @@ def test_power(how, rng):
     _schedule(s, out, how)
     xv, yv = rand(rng, (N,), lo=0.1, hi=3), rand(rng, (N,), lo=-2, hi=2)
     ref = (np.power(xv.astype("float64"), yv) + xv.astype("float64") ** 2).astype("float32")
-    check_schedule(s, [x, y, out], [xv, yv], [ref], rtol=1e-5, atol=1e-6)
+    check_schedule(s, [x, y, out], [xv, yv], [ref], rtol=1e-5, atol=1e-6, target=target)
 
 
-def test_intrinsics_special_values():
+def test_intrinsics_special_values(target):
     """IEEE semantics: inf, nan and signed zero pass through as numpy has them."""
     x = te.placeholder((8,), name="x")
     e = te.compute((8,), lambda i: te.exp(x[i]), name="e")
@@ -80,11 +80,11 @@ def test_intrinsics_special_values():
     xv = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 100.0], "float32")
     with np.errstate(all="ignore"):
         refs = [np.exp(xv), np.log(xv), np.sqrt(xv), np.tanh(xv)]
-    outs = check_schedule(s, [x, e, lg, sq, th], [xv], refs, rtol=1e-6, atol=0)
+    outs = check_schedule(s, [x, e, lg, sq, th], [xv], refs, rtol=1e-6, atol=0, target=target)
     assert np.signbit(outs[2][1]), "sqrt(-0.0) is -0.0"
 
 
-def test_float16_elementwise_direct(rng):
+def test_float16_elementwise_direct(rng, target):
     """float16 arithmetic computed in float16 (result rounded to float16 per operation)."""
     a = te.placeholder((N,), dtype="float16", name="a")
     b = te.placeholder((N,), dtype="float16", name="b")
@@ -93,10 +93,10 @@ def test_float16_elementwise_direct(rng):
     _schedule(s, out, "vectorize_tail")
     av, bv = rand(rng, (N,), "float16", -4, 4), rand(rng, (N,), "float16", -4, 4)
     ref = (av.astype("float32") * bv + av).astype("float16")
-    check_schedule(s, [a, b, out], [av, bv], [ref], rtol=2e-3, atol=2e-3)
+    check_schedule(s, [a, b, out], [av, bv], [ref], rtol=2e-3, atol=2e-3, target=target)
 
 
-def test_float16_to_float32_exp_and_back(rng):
+def test_float16_to_float32_exp_and_back(rng, target):
     a = te.placeholder((N,), dtype="float16", name="a")
     out = te.compute((N,), lambda i: te.exp(a[i].astype("float32")).astype("float16"),
                      name="out")
@@ -104,10 +104,10 @@ def test_float16_to_float32_exp_and_back(rng):
     _schedule(s, out, "vectorize_tail")
     av = rand(rng, (N,), "float16", -3, 3)
     ref = np.exp(av.astype("float32")).astype("float16")
-    check_schedule(s, [a, out], [av], [ref], rtol=1e-3, atol=1e-3)
+    check_schedule(s, [a, out], [av], [ref], rtol=1e-3, atol=1e-3, target=target)
 
 
-def test_float16_sum_accumulates_in_float32(rng):
+def test_float16_sum_accumulates_in_float32(rng, target):
     """A long float16 sum accumulated in float32 stays accurate."""
     a = te.placeholder((4, 300), dtype="float16", name="a")
     k = te.reduce_axis((0, 300), name="k")
@@ -117,7 +117,7 @@ def test_float16_sum_accumulates_in_float32(rng):
     s[acc].compute_at(s[out], out.op.axis[0])
     av = rand(rng, (4, 300), "float16", 0, 1)
     ref = av.astype("float32").sum(axis=1).astype("float16")
-    check_schedule(s, [a, out], [av], [ref], rtol=1e-3)
+    check_schedule(s, [a, out], [av], [ref], rtol=1e-3, target=target)
 
 
 CASTS = [
@@ -135,7 +135,7 @@ CASTS = [
 
 
 @pytest.mark.parametrize("src,dst,values", CASTS, ids=[f"{s}-{d}" for s, d, _ in CASTS])
-def test_cast(src, dst, values):
+def test_cast(src, dst, values, target):
     x = te.placeholder((8,), dtype=src, name="x")
     out = te.compute((8,), lambda i: x[i].astype(dst), name="out")
     s = te.create_schedule(out.op)
@@ -144,31 +144,31 @@ def test_cast(src, dst, values):
     xv = np.array(values, dtype=src)
     with np.errstate(all="ignore"):
         ref = xv.astype(dst)
-    check_schedule(s, [x, out], [xv], [ref], rtol=0, atol=0)
+    check_schedule(s, [x, out], [xv], [ref], rtol=0, atol=0, target=target)
 
 
-def test_bool_output_from_comparison(rng):
+def test_bool_output_from_comparison(rng, target):
     x = te.placeholder((N,), name="x")
     out = te.compute((N,), lambda i: x[i] > 0.0, name="pos")
     assert out.dtype == "bool"
     s = te.create_schedule(out.op)
     _schedule(s, out, "vectorize_tail")
     xv = rand(rng, (N,))
-    check_schedule(s, [x, out], [xv], [xv > 0])
+    check_schedule(s, [x, out], [xv], [xv > 0], target=target)
 
 
-def test_bool_input_select(rng):
+def test_bool_input_select(rng, target):
     m = te.placeholder((N,), dtype="bool", name="mask")
     x = te.placeholder((N,), name="x")
     out = te.compute((N,), lambda i: te.if_then_else(m[i], x[i], -x[i]), name="out")
     s = te.create_schedule(out.op)
     _schedule(s, out, "vectorize_tail")
     mv, xv = rand(rng, (N,), "bool"), rand(rng, (N,))
-    check_schedule(s, [m, x, out], [mv, xv], [np.where(mv, xv, -xv)])
+    check_schedule(s, [m, x, out], [mv, xv], [np.where(mv, xv, -xv)], target=target)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64"])
-def test_integer_arith_wraps_like_numpy(dtype, rng):
+def test_integer_arith_wraps_like_numpy(dtype, rng, target):
     x = te.placeholder((N,), dtype=dtype, name="x")
     y = te.placeholder((N,), dtype=dtype, name="y")
     out = te.compute((N,), lambda i: x[i] * y[i] + x[i] - y[i], name="out")
@@ -179,15 +179,15 @@ def test_integer_arith_wraps_like_numpy(dtype, rng):
     yv = rng.integers(info.min, info.max, size=N, endpoint=True).astype(dtype)
     with np.errstate(all="ignore"):
         ref = xv * yv + xv - yv
-    check_schedule(s, [x, y, out], [xv, yv], [ref])
+    check_schedule(s, [x, y, out], [xv, yv], [ref], target=target)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int32", "float32", "float64"])
-def test_max_min_value_constants(dtype):
+def test_max_min_value_constants(dtype, target):
     x = te.placeholder((4,), dtype=dtype, name="x")
     out = te.compute((4,), lambda i: te.min(te.max(x[i], te.min_value(dtype)),
                                             te.max_value(dtype)), name="out")
     s = te.create_schedule(out.op)
     info = np.finfo(dtype) if dtype.startswith("float") else np.iinfo(dtype)
     xv = np.array([info.min, info.max, 0, 1], dtype)
-    check_schedule(s, [x, out], [xv], [xv])
+    check_schedule(s, [x, out], [xv], [xv], target=target)

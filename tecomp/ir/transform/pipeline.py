@@ -1,0 +1,98 @@
+"""The pass pipeline: what runs on a loop nest between building it and compiling it.
+
+``tecomp.lower`` builds one loop nest per stage and hands the function to
+``run_pipeline``; a PrimFunc written by hand can go through it directly. The passes are
+listed once, in order, by ``passes``. ``TECOMP_DUMP_IR=1`` prints the function before the
+first pass and after each one, headed by the pass name.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...target import Target, as_target
+from .partition import partition_loops
+from .simplify import simplify
+from ..stmt import PrimFunc
+from .legalize import legalize
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named step of the pipeline: ``run(func) -> func``, returning ``func`` itself
+    when it changes nothing."""
+
+    name: str
+    run: Callable[[PrimFunc], PrimFunc]
+
+
+def partition_and_simplify(func: PrimFunc) -> PrimFunc:
+    """Cut loops where the conditions in their bodies are decided
+    (``tecomp.ir.transform.partition``), then simplify, which removes the decided conditions from
+    the cut parts. ``func`` itself when no loop is cut."""
+    partitioned = partition_loops(func)
+    return func if partitioned is func else simplify(partitioned)
+
+
+def passes(target: Target) -> tuple[Pass, ...]:
+    """The passes lowering runs for ``target``, in order.
+
+    Parameters
+    ----------
+    target : Target
+
+    Returns
+    -------
+    tuple of Pass
+    """
+    return (
+        # Split and fused loops index through `outer * factor + inner`, floordiv and
+        # floormod; simplifying first reduces them to affine strides and drops the guards
+        # that the constant extents already decide, so the passes below (and the
+        # prover they use) see the plain form.
+        Pass("simplify", simplify),
+        # Partitioning asks the prover where a guard holds, which needs the simplified
+        # affine indices; it simplifies its own result, since the cut parts are where
+        # the remaining guards become decidable.
+        Pass("partition_loops", partition_and_simplify),
+        # Legalizing last decides loop kinds on the final loop bodies and extents: the
+        # passes above drop extent-1 loops and decided branches and turn extents
+        # constant, each of which can make a loop vectorizable or unrollable. It also
+        # adds the hints of serialized loops, which loops rebuilt by an earlier pass
+        # would not carry.
+        Pass("legalize", functools.partial(legalize, target=target)),
+    )
+
+
+def run_pipeline(func: PrimFunc, target=None) -> PrimFunc:
+    """Run the lowering passes (``passes``) on ``func``.
+
+    Parameters
+    ----------
+    func : PrimFunc
+    target : str or Target, optional
+        The target the loop kinds are legalized for; by default the one of the innermost
+        ``with tecomp.Target(...)`` scope, else the host (``"llvm"``).
+
+    Returns
+    -------
+    PrimFunc
+
+    Examples
+    --------
+    >>> func = run_pipeline(func, "llvm -mcpu=skylake-avx512")   # doctest: +SKIP
+    """
+    target = as_target(target if target is not None else Target.current())
+    dump = bool(os.environ.get("TECOMP_DUMP_IR"))
+    if dump:
+        print(f"// {func.name}: loop nest\n{func}")
+    for p in passes(target):
+        out = p.run(func)
+        if dump:
+            print(f"// {func.name}: after {p.name}" + (" (unchanged)" if out is func else
+                                                        f"\n{out}"))
+        func = out
+    return func
