@@ -24,7 +24,7 @@ setup(
     description="A tensor-expression compiler with an autotuner "
     "(te -> schedule -> loop IR -> LLVM/CUDA)",
     packages=find_packages(include=["tecomp", "tecomp.*"]),
-    package_data={"tecomp": ["tuning_logs/*.json"]},
+    package_data={"tecomp": ["tuning_logs/*.json", "runtime/tecomp_run.c"]},
     python_requires=">=3.10",
     install_requires=[
         "numpy>=1.24",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TargetError, TecompError
 from ..target import Target
+from . import c_api
 from .abi import METADATA_SYMBOL, FunctionSignature, decode_metadata
 from .args import ArgChecker, data_pointer
 from .system_libs import libgomp_path
@@ -229,6 +230,40 @@ class Module:
     def export_library(self, path: str) -> str:
         """Write the functions and their metadata to a shared library at ``path``."""
         raise TecompError(f"{type(self).__name__} has no code to export")
+
+    @property
+    def signatures(self) -> list:
+        """The ``FunctionSignature`` of each function, the entry function first."""
+        return [f.signature for f in self._funcs.values()]
+
+    def export_header(self, path: str) -> str:
+        """Write the C header of the library ``export_library`` writes.
+
+        It declares each function's entry point and a typed wrapper
+        ``tecomp_call_<name>(buffers..., sizes...)``, and the function table the
+        library carries (``tecomp.runtime.c_api``), so a C program calls the module
+        without Python.
+
+        Parameters
+        ----------
+        path : str
+            Where to write, e.g. ``"mm.h"``; its file name gives the include guard.
+
+        Returns
+        -------
+        str
+            ``path``.
+
+        Examples
+        --------
+        >>> mod.export_library("mm.so"); mod.export_header("mm.h")   # doctest: +SKIP
+        >>> # cc main.c mm.so -o main   (main.c: #include "mm.h" ... tecomp_call_mm(a, b, c))
+        """
+        path = os.fspath(path)
+        guard = "TECOMP_" + os.path.basename(path).replace(".", "_")
+        with open(path, "w") as fh:
+            fh.write(c_api.header_text(self.signatures, str(self._target), guard))
+        return path
 
     def __repr__(self):
         return f"<{type(self).__name__} target={self._target} functions={self.function_names}>"

@@ -12,6 +12,7 @@ from ...ir.functor import post_order_visit
 from ...ir.transform.legalize import legalize
 from ...runtime.abi import METADATA_SYMBOL, FunctionSignature, ParamSpec, encode_metadata
 from ...target import Target, as_target
+from .ctable import module_info_globals
 from .emit import Emitter
 from .ir import ident
 from .jit import compile_module, target_machine
@@ -132,6 +133,7 @@ def build_llvm(funcs, target="llvm") -> LLVMModule:
     em.globals.append(
         f'@{METADATA_SYMBOL} = constant [{len(data)} x i8] c"{enc}", align 1'
     )
+    em.globals += module_info_globals(signatures, str(target), METADATA_SYMBOL)
     tm = target_machine(target)
     text = em.module_text(target.mtriple, str(tm.target_data))
     art = compile_module(text, target, tm, {s.name: s.symbol for s in signatures})

@@ -4,11 +4,10 @@ a shared-library export."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
+import warnings
 
-from ...errors import TecompError
+from ...runtime import toolchain
 from ...runtime.module import Module
 from .jit import LLVMArtifact
 
@@ -40,9 +39,12 @@ class LLVMModule(Module):
         """Write a shared library (ELF ET_DYN) with the functions and their metadata.
 
         The argument metadata (names, dtypes, shapes; see ``tecomp.runtime.abi``) is
-        embedded as a string symbol, so ``load_module(path)`` needs no side file. For a
-        cross target the object is linked with ``<triple>-gcc`` if one is installed;
-        otherwise an object file is written to ``path`` (and the path returned).
+        embedded as a string symbol, so ``load_module(path)`` needs no side file, and the
+        C function table (``tecomp.runtime.c_api``) beside it, so C programs can call the
+        functions without Python. For a cross target the object is linked with the cross
+        compiler ``tecomp.runtime.toolchain.c_compiler`` finds (e.g.
+        ``aarch64-linux-gnu-gcc``); when there is none, the object file is written to
+        ``path`` instead, with a warning that says what to install.
 
         Parameters
         ----------
@@ -50,34 +52,38 @@ class LLVMModule(Module):
         cc : str, optional
             The compiler driver that links; found on PATH when not given.
 
+        Returns
+        -------
+        str
+            ``path``.
+
         Raises
         ------
         TecompError
             When linking fails (the message holds the linker's output).
+
+        Examples
+        --------
+        >>> mod = tecomp.build(s, [A, B, C], target="llvm -mtriple=aarch64-linux-gnu")  # doctest: +SKIP
+        >>> mod.export_library("mm.so"); mod.export_header("mm.h")  # doctest: +SKIP
         """
         obj = self._artifact.object_code()
         path = os.fspath(path)
+        compiler = cc or toolchain.c_compiler(self.target.target_arch, self.target.mtriple)
+        if compiler is None:
+            with open(path, "wb") as fh:
+                fh.write(obj)
+            arch = self.target.target_arch
+            warnings.warn(
+                f"no C compiler links {arch} libraries here, so {path} is an object file "
+                f"(link it with -shared -lgomp -lm); to get a shared library install a "
+                f"cross compiler: {toolchain.install_hint(arch)}",
+                stacklevel=2,
+            )
+            return path
         with tempfile.TemporaryDirectory() as tmp:
             o = os.path.join(tmp, "mod.o")
             with open(o, "wb") as fh:
                 fh.write(obj)
-            compiler = cc or self._linker()
-            if compiler is None:
-                shutil.copyfile(o, path)
-                return path
-            cmd = [compiler, "-shared", "-o", path, o, "-lgomp", "-lm"]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise TecompError(
-                    f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr.strip()}"
-                )
+            toolchain.compile_c(compiler, ["-shared", "-o", path, o, "-lgomp", "-lm"], path)
         return path
-
-    def _linker(self) -> str | None:
-        if self.target.is_host:
-            return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        arch = self.target.target_arch
-        for name in (f"{self.target.mtriple}-gcc", f"{arch}-linux-gnu-gcc"):
-            if shutil.which(name):
-                return name
-        return None
