@@ -48,6 +48,10 @@ _X86_VECTOR_FEATURES = (
     "avxvnni",
     "amx-tile",
 )
+# The extensions of rv64gc, the baseline riscv64 Linux distributions build for.
+_RISCV_LINUX_BASE = ("m", "a", "f", "d", "c")
+
+_RISCV_VECTOR_FEATURES = ("v", "zfh", "zfhmin", "zvfh", "zvfhmin")
 _ARM_VECTOR_FEATURES = ("neon", "fp-armv8", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2")
 
 # x86 CPU models by widest vector register, for targets given by -mcpu without -mattr.
@@ -317,6 +321,11 @@ class Target:
             mattr = host.host_features()
         if self.target_arch == "aarch64" and not any(a.lstrip("+-") == "neon" for a in mattr):
             mattr = mattr + ("+neon",)
+        if self.target_arch == "riscv64" and not same_arch:
+            # Linux on riscv64 is rv64gc: without these LLVM would call libgcc for
+            # multiplication and atomics, and pass floats to libm in integer registers.
+            named = {a.lstrip("+-") for a in mattr}
+            mattr = mattr + tuple(f"+{e}" for e in _RISCV_LINUX_BASE if e not in named)
         self.mattr = mattr
         unknown = host.unknown_to_llvm(self.mtriple, self.mcpu, ",".join(mattr))
         if unknown:
@@ -353,6 +362,9 @@ class Target:
     def _llvm_vector_width(self) -> int:
         if self.target_arch == "aarch64":
             return 128  # NEON; SVE lengths are not assumed
+        if self.target_arch == "riscv64":
+            # The V extension guarantees VLEN >= 128 (Zvl128b); without it, no vectors.
+            return 128 if self._enabled("v") else 64
         if self.target_arch in ("x86_64", "i386", "i686"):
             if self._enabled("avx512f"):
                 return 512
@@ -364,7 +376,7 @@ class Target:
         return 128
 
     def _llvm_vector_registers(self, width: int) -> int:
-        if self.target_arch == "aarch64":
+        if self.target_arch in ("aarch64", "riscv64"):
             return 32  # v0-v31
         if self.target_arch == "x86_64":
             return 32 if width == 512 else 16  # zmm0-31 with AVX-512, else xmm/ymm0-15
@@ -419,7 +431,8 @@ class Target:
         """
         if self.kind == "cuda":
             return f"cuda -arch={self.arch}"
-        relevant = _ARM_VECTOR_FEATURES if self.keys[1] == "arm" else _X86_VECTOR_FEATURES
+        relevant = {"arm": _ARM_VECTOR_FEATURES, "riscv64": _RISCV_VECTOR_FEATURES}.get(
+            self.keys[1], _X86_VECTOR_FEATURES)
         feats = sorted(f for f in relevant if self._enabled(f))
         key = f"llvm -arch={self.target_arch} -mcpu={self.mcpu}"
         if feats:

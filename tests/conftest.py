@@ -18,7 +18,7 @@ def rng():
     return np.random.default_rng(0)
 
 
-@pytest.fixture(params=util.TEST_TARGETS)
+@pytest.fixture(params=util.TEST_TARGETS, ids=util.target_id)
 def target(request):
     """The target string an end-to-end test builds for, once per ``util.TEST_TARGETS``;
     skipped where modules for it cannot run."""

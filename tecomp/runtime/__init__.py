@@ -1,4 +1,5 @@
-"""Runtime: compiled modules callable on numpy arrays, timing, export and load.
+"""Runtime: compiled modules callable on numpy arrays, timing, export and load, C
+headers for exported libraries, and runners that call modules built for other machines.
 
 This package is the bottom of the stack: it imports no code generator, so a library
 written by ``export_library`` loads and runs (``load_module``) without LLVM.
@@ -7,6 +8,7 @@ written by ``export_library`` loads and runs (``load_module``) without LLVM.
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
 from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
+from .runner import QemuRunner, RemoteModule, Runner, RunnerError, SSHRunner
 
 __all__ = [
     "FunctionSignature",
@@ -14,6 +16,11 @@ __all__ = [
     "Module",
     "PackedFunction",
     "ParamSpec",
+    "QemuRunner",
+    "RemoteModule",
+    "Runner",
+    "RunnerError",
+    "SSHRunner",
     "TimingResult",
     "load_module",
     "ArgumentError",

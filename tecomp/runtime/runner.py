@@ -39,7 +39,7 @@ _DRIVER_SOURCE = os.path.join(os.path.dirname(__file__), "tecomp_run.c")
 
 # qemu's default riscv64 CPU lacks the vector extension that -mattr=+v code uses; this
 # one has it, with the 128-bit registers tecomp's riscv64 targets assume.
-_QEMU_CPUS = {"riscv64": "rv64,v=true,vlen=128,elen=64"}
+_QEMU_CPUS = {"riscv64": "rv64,v=true,vext_spec=v1.0,vlen=128,elen=64"}
 
 
 class RunnerError(TecompError):
