@@ -173,6 +173,27 @@ def _check_target_runs(target) -> None:
         )
 
 
+def _measure_runner(ns, target):
+    """Where candidates run: in a local process, or (``--runner qemu``) under qemu-user
+    for a target of another architecture (timings then only rank candidates)."""
+    from tecomp import autotune
+    from tecomp.runtime import QemuRunner, RunnerError
+
+    if ns.runner == "local":
+        if not target.is_host:
+            raise UsageError(
+                f"--target {target} does not run on this machine; add --runner qemu to "
+                f"measure candidates under emulation"
+            )
+        return autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
+                                    check_correctness=ns.check_correctness)
+    try:
+        runner = QemuRunner(target.target_arch, timeout=max(ns.timeout, 30.0))
+    except RunnerError as e:
+        raise UsageError(f"--runner qemu: {e}") from None
+    return autotune.OffHostRunner(runner, number=ns.number, repeat=ns.repeat)
+
+
 def _malformed_arg(template, args) -> str:
     """Which of ``args`` cannot be right for ``template``, and what was expected: a word
     where the parameter takes a number, a tuple or a flag ("" when none is wrong)."""
@@ -256,8 +277,7 @@ def _tune(ns, out, err) -> int:
               f"ISA ({', '.join(_cpu_name(r.target_key) for r in near)})", file=err)
     option = autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=ns.timeout),
-        runner=autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
-                                    check_correctness=ns.check_correctness),
+        runner=_measure_runner(ns, target),
     )
     bar = autotune.progress_bar(ns.trials, prefix=ns.op, file=err)
     interrupted = False
@@ -340,6 +360,10 @@ def add_tune_parser(sub) -> None:
                    help="timed batches per candidate (default: %(default)s)")
     t.add_argument("--timeout", type=float, default=10.0,
                    help="seconds per build / run (default: %(default)s)")
+    t.add_argument("--runner", choices=("local", "qemu"), default="local",
+                   help="where candidates run: this machine, or qemu-user for a cross "
+                   "target such as aarch64 (emulated timings only rank candidates; "
+                   "default: %(default)s)")
     t.add_argument("--check-correctness", action="store_true",
                    help="compare every candidate's output with a reference build")
     t.add_argument("--seed", type=int, default=None,

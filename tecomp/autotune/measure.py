@@ -29,6 +29,10 @@ import traceback
 from dataclasses import dataclass, field
 import contextlib
 
+from ..errors import TecompError
+from ..runtime.runner import Runner
+from ._runner_worker import _arrays
+
 
 class MeasureErrorNo(enum.IntEnum):
     """Outcome of measuring one candidate (written to logs by value and name)."""
@@ -589,11 +593,79 @@ class LocalRunner:
         self._refs.clear()
 
 
+class OffHostRunner:
+    """Times built candidates through a ``tecomp.runtime`` runner: under an emulator
+    (``QemuRunner``) or on another machine (``SSHRunner``).
+
+    ``measure_option(runner=QemuRunner("aarch64"))`` wraps the runner in one of these
+    with default settings. Under emulation the timings only rank candidates against each
+    other (qemu translates the code; it does not model the real chip's speed), so a
+    tuning log made this way says which schedule is better, not how fast it is.
+
+    Parameters
+    ----------
+    runner : tecomp.runtime.Runner
+        Where candidates run; it stays open after tuning (its owner closes it).
+    number, repeat : int
+        Calls per timed batch, and batches; the cost is their median.
+    warmup_ms : float
+        Untimed calls before the batches.
+    """
+
+    def __init__(self, runner, number: int = 4, repeat: int = 3, warmup_ms: float = 20.0):
+        self.runner = runner
+        self.number = int(number)
+        self.repeat = int(repeat)
+        self.warmup_ms = float(warmup_ms)
+
+    def _time(self, path, specs, number, repeat, warmup_ms) -> list:
+        arrays = _arrays([list(s) for s in specs])
+        return self.runner.load_module(path).time_evaluator(
+            number=number, repeat=repeat, warmup_ms=warmup_ms)(*arrays).results
+
+    def run(self, inputs: list[MeasureInput], builds: list[BuildResult]) -> list[MeasureResult]:
+        out = []
+        for b in builds:
+            t0 = time.perf_counter()
+            now = time.time()
+            if b.error_no != MeasureErrorNo.NO_ERROR:
+                out.append(MeasureResult((), b.error_no, b.error_msg, b.time_cost, now))
+                continue
+            try:
+                costs = self._time(b.filename, b.specs, self.number, self.repeat,
+                                   self.warmup_ms)
+            except TecompError as err:
+                code = (MeasureErrorNo.TIMEOUT if "took longer" in str(err)
+                        else MeasureErrorNo.RUNTIME_ERROR)
+                out.append(MeasureResult((), code, _short(err), b.time_cost, now))
+                continue
+            out.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
+                                     b.time_cost + time.perf_counter() - t0, now))
+        return out
+
+    def remeasure(self, builds: list[BuildResult], rounds: int = 5) -> list[list[float]] | None:
+        """Time the candidates interleaved, one batch each per round; None on a failure."""
+        samples = [[] for _ in builds]
+        try:
+            for _ in range(rounds):
+                for b, acc in zip(builds, samples):
+                    acc += self._time(b.filename, b.specs, self.number, 1, self.warmup_ms)
+        except TecompError:
+            return None
+        return samples
+
+    def close(self):
+        """Nothing to release: the wrapped runner belongs to the caller."""
+
+
 def measure_option(builder=None, runner=None) -> dict:
     """The builder and runner a tuner measures with (defaults: ``LocalBuilder()`` and
-    ``LocalRunner()``)."""
+    ``LocalRunner()``). ``runner`` may also be a ``tecomp.runtime.Runner`` (e.g.
+    ``QemuRunner("aarch64")``), which is wrapped in an ``OffHostRunner``."""
     if isinstance(builder, str) or isinstance(runner, str):
         raise TypeError("measure_option takes LocalBuilder / LocalRunner objects")
+    if isinstance(runner, Runner):
+        runner = OffHostRunner(runner)
     return {"builder": builder or LocalBuilder(), "runner": runner or LocalRunner()}
 
 

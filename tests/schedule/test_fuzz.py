@@ -25,14 +25,17 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from util import compile_schedule, run_and_check
+from util import compile_schedule, run_and_check, target_unavailable
 
 from tecomp import te
 
 _RANDOM = bool(os.environ.get("TECOMP_FUZZ_RANDOM"))
 _EXAMPLES = int(os.environ.get("TECOMP_FUZZ_EXAMPLES", "0"))
+
+AARCH64 = "llvm -mtriple=aarch64-linux-gnu"
 
 OPS = ("add", "sub", "mul", "max", "min")
 REDUCERS = ("sum", "max", "min")
@@ -422,7 +425,7 @@ def describe(prog: Program) -> str:
             f" OUT={'<the reduction>' if prog.out_is_reduce else prog.out_tree}")
 
 
-def _check(data, backend, max_size):
+def _check(data, backend, max_size, target="llvm"):
     prog = data.draw(programs(max_size=max_size), label="program")
     note(describe(prog))
     b = Built(prog)
@@ -431,7 +434,7 @@ def _check(data, backend, max_size):
     if os.environ.get("TECOMP_FUZZ_TRACE"):
         # Printed before building, so a crash of the process still shows its program.
         print(describe(prog), "\nschedule:\n  " + "\n  ".join(log), flush=True)
-    f = compile_schedule(s, b.args, backend=backend)
+    f = compile_schedule(s, b.args, target=target, backend=backend)
     rng = np.random.default_rng(len(log))
     size_sets = [prog.sizes] + ([prog.sizes2] if prog.sizes2 != prog.sizes else [])
     for sizes in size_sets:
@@ -445,6 +448,17 @@ def _check(data, backend, max_size):
 @given(st.data())
 def test_random_programs_llvm(data):
     _check(data, None, max_size=7)
+
+
+@_settings(40)
+@given(st.data())
+def test_random_programs_aarch64(data):
+    """The same generator for AArch64 under qemu-user (fewer examples: each call starts
+    the emulator)."""
+    reason = target_unavailable(AARCH64)
+    if reason is not None:
+        pytest.skip(reason)
+    _check(data, "llvm", max_size=7, target=AARCH64)
 
 
 @_settings(80)
