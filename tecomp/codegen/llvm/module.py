@@ -85,5 +85,9 @@ class LLVMModule(Module):
             o = os.path.join(tmp, "mod.o")
             with open(o, "wb") as fh:
                 fh.write(obj)
-            toolchain.compile_c(compiler, ["-shared", "-o", path, o, "-lgomp", "-lm"], path)
+            # The soname lets programs linked against the library find it by file name
+            # (with an rpath) wherever it is deployed.
+            soname = f"-Wl,-soname,{os.path.basename(path)}"
+            toolchain.compile_c(compiler, ["-shared", soname, "-o", path, o, "-lgomp", "-lm"],
+                                path)
         return path
