@@ -69,6 +69,36 @@ def _libgomp() -> str:
         return f"unknown ({type(err).__name__}: {err})"
 
 
+#: Architectures whose cross toolchain the report looks for.
+CROSS_ARCHS = ("aarch64", "riscv64")
+
+
+def _cross_lines() -> list:
+    """For each cross architecture: the linker export_library uses and whether its
+    modules can run here under qemu-user (what to install when not)."""
+    from .runtime import toolchain
+
+    lines = []
+    for arch in CROSS_ARCHS:
+        if arch == toolchain.host_arch():
+            continue
+        try:
+            cc = toolchain.c_compiler(arch)
+            emu = toolchain.emulator(arch)
+            root = toolchain.sysroot(arch)
+            missing = [what for what, have in (("cross compiler", cc), ("qemu-user", emu),
+                                               ("sysroot", root)) if not have]
+            lines.append(f"{arch + ' link':<16}: {cc or 'NOT FOUND (export writes an object file)'}")
+            lines.append(
+                f"{arch + ' run':<16}: "
+                + (f"{emu} -L {root}" if not missing else
+                   f"no ({', '.join(missing)} missing: {toolchain.install_hint(arch)})")
+            )
+        except Exception as err:  # noqa: BLE001
+            lines.append(f"{arch:<16}: unknown ({type(err).__name__}: {err})")
+    return lines
+
+
 def _try_cdll(names) -> str | None:
     for n in names:
         try:
@@ -156,6 +186,7 @@ def report() -> str:
         f"onnxruntime     : {_version('onnxruntime')}",
         *_cpu_lines(),
         f"libgomp         : {_libgomp()}",
+        *_cross_lines(),
         f"NVRTC           : {_nvrtc()}",
         f"CUDA driver     : {driver}",
         f"GPUs            : {gpus}",
