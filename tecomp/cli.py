@@ -180,13 +180,16 @@ def _measure_runner(ns, target):
     from tecomp.runtime import QemuRunner, RunnerError
 
     if ns.runner == "local":
-        if not target.is_host:
+        if target.kind == "llvm" and not target.is_host:
             raise UsageError(
                 f"--target {target} does not run on this machine; add --runner qemu to "
                 f"measure candidates under emulation"
             )
         return autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
                                     check_correctness=ns.check_correctness)
+    if target.kind != "llvm" or target.is_host:
+        raise UsageError(f"--runner qemu runs CPU code of another architecture; --target "
+                         f"{target} runs here (use --runner local)")
     try:
         runner = QemuRunner(target.target_arch, timeout=max(ns.timeout, 30.0))
     except RunnerError as e:
@@ -252,6 +255,7 @@ def _tune(ns, out, err) -> int:
     _check_writable(output, "--output")
     if ns.plot:
         _check_plot_path(ns.plot)
+    runner = _measure_runner(ns, target)
 
     tuner = {
         "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
@@ -277,7 +281,7 @@ def _tune(ns, out, err) -> int:
               f"ISA ({', '.join(_cpu_name(r.target_key) for r in near)})", file=err)
     option = autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=ns.timeout),
-        runner=_measure_runner(ns, target),
+        runner=runner,
     )
     bar = autotune.progress_bar(ns.trials, prefix=ns.op, file=err)
     interrupted = False

@@ -203,3 +203,30 @@ def test_demo_says_when_no_shipped_record_applies(tmp_path, capsys, monkeypatch)
     notes = [line for line in out if line.startswith("no shipped records for ")]
     # no shipped log covers matmul 16 on any CPU
     assert len(notes) == 1 and "using fallback configs" in notes[0], out
+
+
+def test_cross_target_needs_the_qemu_runner(capsys):
+    err = _one_line_error(capsys, _MM + ["--target", "llvm -mtriple=aarch64-linux-gnu"])
+    assert "does not run on this machine; add --runner qemu" in err
+
+
+def test_qemu_runner_for_a_host_target_is_rejected(capsys):
+    err = _one_line_error(capsys, _MM + ["--runner", "qemu"])
+    assert "--runner qemu runs CPU code of another architecture" in err
+
+
+def test_tune_aarch64_under_qemu(tmp_path, capsys):
+    from tecomp.runtime import QemuRunner
+
+    reason = QemuRunner.missing("aarch64")
+    if reason:
+        pytest.skip(reason)
+    log = tmp_path / "mm.json"
+    code = cli.main(_MM + ["--target", "llvm -mtriple=aarch64-linux-gnu", "--runner", "qemu",
+                           "--tuner", "random", "--output", str(log)])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    trials = [r for r in records if r["result"]["stage"] == "trial"]
+    assert len(trials) == 2 and len(records) == 4  # and the final interleaved re-measurement
+    assert all(r["result"]["error_no"] == 0 and min(r["result"]["costs"]) > 0 for r in trials)
+    assert "aarch64" in records[0]["target"]["key"]
