@@ -287,6 +287,13 @@ class Task:
         self._run_fallback()
         return self._hash
 
+    def best_config(self) -> ConfigEntity:
+        """The config ``instantiate()`` uses, as a point of the space: the best record
+        that applies (active ``apply_history_best`` contexts, then the shipped logs),
+        else the fallback config."""
+        cfg = dispatch(self.name, self.args, self.target)
+        return self.default_config if cfg.is_fallback else cfg
+
     def instantiate(self, config=None):
         """``(schedule, tensors)`` for ``config``; without one, the best record under the
         active ``apply_history_best`` (or shipped logs), else the fallback config."""

@@ -31,7 +31,7 @@ import numpy as np
 from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
-from ..target import Target
+from ..target import Target, as_target
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
@@ -95,8 +95,8 @@ def _activation(x, act):
 
 
 def _fp32_lanes() -> int:
-    target = Target.current()
-    return (512 if target is None else target.vector_width_bits) // 32
+    """float32 lanes of a vector register of the current target (default: the host)."""
+    return as_target(Target.current()).vector_width_bits // 32
 
 
 def define_product_knobs(cfg, N, K, M):
