@@ -37,8 +37,10 @@ from .strategy import Implementation, register_implementation
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
-#: Tag of the packing stage of the right-hand matrix (scheduled apart from the product).
+#: Tags of the packing stage of the right-hand matrix (scheduled apart from the product):
+#: a copy of B[K, M] column blocks, or a transpose of W[M, K] row blocks.
 PACK_TAG = "matmul_pack"
+TRANSPOSE_PACK_TAG = "dense_pack"
 
 
 def _ceil_div(a, b):
@@ -65,7 +67,8 @@ def _pack(B, bn, k_axis_first=True, name="B.packed"):
         value = B[(*b, k, jc)] if k_axis_first else B[(*b, jc, k)]
         return te.if_then_else(j < M, value, 0.0)
 
-    return te.compute((*batch, _ceil_div(M, bn), K, bn), f, name=name, tag=PACK_TAG)
+    tag = PACK_TAG if k_axis_first else TRANSPOSE_PACK_TAG
+    return te.compute((*batch, _ceil_div(M, bn), K, bn), f, name=name, tag=tag)
 
 
 def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
@@ -259,7 +262,7 @@ def _schedule_group(cfg, outs, tag):
     *outer, i_axis, j_axis = s[out].op.axis
     _schedule_product(s, cfg, local, out, i_axis, j_axis, tuple(outer))
     for t in anchor.input_tensors:
-        if getattr(t.op, "tag", "") == PACK_TAG:
+        if getattr(t.op, "tag", "") in (PACK_TAG, TRANSPOSE_PACK_TAG):
             _schedule_pack(s, t)
     return s
 
@@ -319,6 +322,12 @@ def _schedule_product(s, cfg, CL, out, i_axis, j_axis, outer_axes=()):
 
 def _schedule_pack(s, PB):
     x, k, z = s[PB].op.axis[-3:]
+    if PB.op.tag == TRANSPOSE_PACK_TAG:
+        # bn lanes from bn rows of W: with 16 k steps unrolled around the lanes, the code
+        # generator emits the nest as contiguous row loads and in-register transposes
+        # (gathers a row apart otherwise).
+        ko, ki = s[PB].split(k, factor=16)
+        s[PB].unroll(ki)
     s[PB].vectorize(z)
     s[PB].parallel(s[PB].fuse(*s[PB].op.axis[:-2]) if len(s[PB].op.axis) > 3 else x)
 
