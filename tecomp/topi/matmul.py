@@ -396,28 +396,26 @@ def batch_matmul(Bt, N, K, M, dtype="float32"):
 # ---- strategies -------------------------------------------------------------------------
 
 
-def _dtype_of(dtype):
-    return str(dtype)
-
-
 def _dense_workload(x_shape, w_shape, b_shape=None, dtype="float32"):
     N, K = _ints(x_shape)
     M = _ints(w_shape)[0]
-    return (N, K, M, _dtype_of(dtype), b_shape is not None, "none")
+    return (N, K, M, str(dtype), b_shape is not None, "none")
 
 
-def _prepack_dense(cfg, weight):
+def _prepack_dense(cfg, weight, **attrs):
+    """The weight in the config's packed layout (the operator's attributes, given to
+    every prepack, do not change it)."""
     return (pack_dense_weight(weight, cfg["bn"].val),)
 
 
 def _matmul_workload(a_shape, b_shape, dtype="float32"):
     N, K = _ints(a_shape)
-    return (N, K, _ints(b_shape)[1], _dtype_of(dtype))
+    return (N, K, _ints(b_shape)[1], str(dtype))
 
 
 def _batch_matmul_workload(a_shape, b_shape, dtype="float32"):
     Bt, N, K = _ints(a_shape)
-    return (Bt, N, K, _ints(b_shape)[2], _dtype_of(dtype))
+    return (Bt, N, K, _ints(b_shape)[2], str(dtype))
 
 
 register_implementation(Implementation(
