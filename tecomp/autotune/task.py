@@ -159,8 +159,7 @@ def canonical_args(args) -> tuple:
 def current_target() -> Target:
     """The target of the innermost ``with tecomp.Target(...)`` scope, else ``llvm`` (the
     host)."""
-    cur = Target.current()
-    return as_target(cur)
+    return as_target(Target.current())
 
 
 def dispatch(name: str, args: tuple, target: Target | str | None = None):
@@ -313,6 +312,20 @@ class Task:
 
 def create_task(name: str, args, target: Target | str = "llvm") -> Task:
     """The tuning task of template ``name`` on ``args`` for ``target``.
+
+    Parameters
+    ----------
+    name : str
+        A registered template (the built-in ones are registered by ``tecomp.topi``).
+    args : tuple
+        The template's arguments (defaults are filled in).
+    target : Target or str
+        The target the template runs under (``with target:``, so it can read
+        ``Target.current()``) and whose records apply; its string keys the log.
+
+    Returns
+    -------
+    Task
 
     Raises
     ------
