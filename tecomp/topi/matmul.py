@@ -142,10 +142,12 @@ def _product_fallback(cfg, N, K, M, lanes):
         cfg.fallback_split("tile_y", [-1, 1, 8])
         cfg.fallback_split("tile_k", [-1, 4 if K >= 4 else 1])
     else:
-        # A few rows (a classifier head at batch 1): the product streams the weight once,
-        # so it is memory bound. All rows in one tile, 2 vectors of columns per chunk
-        # (many chunks for the cores, each reading its own contiguous packed panel), k
-        # unrolled by 8 so the loads of the next steps overlap the multiply-adds.
+        # A few rows (a classifier head at batch 1): the product streams the weight once.
+        # All rows in one tile (each weight vector loaded once for all of them), 2
+        # vectors of columns per chunk (many chunks for the cores, each reading its own
+        # contiguous packed panel), k unrolled. Measured single-threaded with the weight
+        # prepacked (Xeon, AVX-512): 1x2048x1000 at 0.9-1.0x numpy (bn=64 or k unrolled
+        # by 4 no faster); 4x2048x1000 1.75x faster than one row per tile.
         cfg.fallback_knob("bn", 2 * lanes if 2 * lanes <= M else 8)
         cfg.fallback_split("tile_y", [-1, 1, N])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
