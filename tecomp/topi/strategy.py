@@ -23,8 +23,8 @@ build time instead of on every call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..autotune import FallbackConfigEntity, create_task
 from ..errors import TecompError
