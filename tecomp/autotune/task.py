@@ -28,6 +28,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..target import Target, as_target
 from ..te.analysis import count_flop, structural_hash
+from . import records
 from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 
 
@@ -166,8 +167,6 @@ def dispatch(name: str, args: tuple, target: Target | str | None = None):
     """The config a direct call of template ``name`` gets: best matching record of the
     active ``apply_history_best`` contexts, then of the shipped logs, else the fallback.
     Records are matched against ``target`` (default: the current target scope)."""
-    from . import records
-
     target = current_target() if target is None else as_target(target)
     st = _state()
     task = None
