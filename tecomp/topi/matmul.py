@@ -37,6 +37,10 @@ from .strategy import Implementation, register_implementation
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
+#: The row count whose knobs and fallback a symbolic number of rows gets: every
+#: candidate register tile and cache block fits it.
+_NOMINAL_ROWS = 128
+
 #: Tags of the packing stage of the right-hand matrix (scheduled apart from the product):
 #: a copy of B[K, M] column blocks, or a transpose of W[M, K] row blocks.
 PACK_TAG = "matmul_pack"
@@ -49,6 +53,13 @@ def _ceil_div(a, b):
 
 def _ints(shape):
     return tuple(int(getattr(s, "value", s)) for s in shape)
+
+
+def _rows(dim):
+    """The row count of a product: an int, or the expression of a symbolic size (one
+    build serves every batch size)."""
+    value = getattr(dim, "value", dim)
+    return int(value) if isinstance(value, int) else dim
 
 
 def _pack(B, bn, k_axis_first=True, name="B.packed"):
@@ -115,19 +126,21 @@ def define_product_knobs(cfg, N, K, M):
     blocks that overflow the caches, too few parallel chunks for the cores): what a
     learned cost model is for."""
     lanes = _fp32_lanes()
+    # A symbolic row count is tiled as a large one would be (its tail is guarded).
+    rows = N if isinstance(N, int) else _NOMINAL_ROWS
     # x86 (AVX, AVX-512) has the candidates the shipped logs were tuned over; a target
     # with 4 float lanes (NEON, SSE) gets the same range in units of its vectors.
     cfg.define_knob("bn", [8, 16, 32, 48, 64] if lanes >= 8 else [4, 8, 16, 32, 48])
-    cfg.define_split("tile_y", N, num_outputs=3, policy="candidate",
+    cfg.define_split("tile_y", rows, num_outputs=3, policy="candidate",
                      candidate=[[-1, m, r] for m in (1, 2, 4, 8)
-                                for r in (1, 2, 3, 4, 6, 8, 12, 16) if m * r <= N])
+                                for r in (1, 2, 3, 4, 6, 8, 12, 16) if m * r <= rows])
     cfg.define_knob("block_x", [1, 2, 4, 8])
     cfg.define_split("tile_k", K, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in (1, 2, 4, 8, 16) if r <= K])
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, N, K, M, lanes)
+        _product_fallback(cfg, rows, K, M, lanes)
 
 
 def _product_fallback(cfg, N, K, M, lanes):
@@ -166,7 +179,7 @@ def compute_matmul(cfg, A, B):
     cfg : config entity
         The schedule config; its ``bn`` is the packed block width.
     A, B : Tensor
-        ``[N, K]`` and ``[K, M]``.
+        ``[N, K]`` and ``[K, M]``; N may be symbolic.
 
     Returns
     -------
@@ -174,7 +187,7 @@ def compute_matmul(cfg, A, B):
         ``C``; pass it (or an elementwise epilogue computed from it) to
         :func:`schedule_matmul`.
     """
-    N, K = _ints(A.shape)
+    N, K = _rows(A.shape[0]), _ints(A.shape[1:])[0]
     K2, M = _ints(B.shape)
     if K2 != K:
         raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
@@ -195,7 +208,7 @@ def compute_dense(cfg, X, W, b=None, units=None):
     cfg : config entity
         The schedule config; its ``bn`` is the packed block width.
     X : Tensor
-        ``[N, K]``.
+        ``[N, K]``; N may be symbolic (a batch size bound at call time).
     W : Tensor
         ``[M, K]`` (packed per call), or already packed ``[ceil(M/bn), K, bn]`` for the
         config's ``bn`` (see :func:`pack_dense_weight`).
@@ -209,7 +222,7 @@ def compute_dense(cfg, X, W, b=None, units=None):
     Tensor
         ``[N, M]``; pass it (or an epilogue computed from it) to :func:`schedule_dense`.
     """
-    N, K = _ints(X.shape)
+    N, K = _rows(X.shape[0]), _ints(X.shape[1:])[0]
     packed = len(W.shape) == 3
     if packed:
         M = units if units is not None else (None if b is None else _ints(b.shape)[0])
@@ -237,7 +250,7 @@ def compute_dense(cfg, X, W, b=None, units=None):
 
 def compute_batch_matmul(cfg, A, B):
     """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``)."""
-    Bt, N, K = _ints(A.shape)
+    Bt, N, K = _ints(A.shape[:1]) + (_rows(A.shape[1]),) + _ints(A.shape[2:])
     Bt2, K2, M = _ints(B.shape)
     if (Bt2, K2) != (Bt, K):
         raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")

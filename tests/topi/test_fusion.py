@@ -12,6 +12,7 @@ from tecomp.errors import ScheduleError
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
 from tecomp.topi import strategy
+from tecomp.topi.matmul import define_product_knobs
 
 RNG = np.random.default_rng(7)
 
@@ -185,3 +186,25 @@ def test_an_epilogue_reduction_is_refused():
     row = te.compute((4, 1), lambda i, j: te.sum(D[i, k], axis=k), name="rowsum")
     with pytest.raises(ScheduleError, match="rowsum is a reduction"):
         impl.schedule(FallbackConfigEntity(), [row])
+
+
+def test_dense_with_a_symbolic_batch_runs_every_batch_size():
+    # One build for any number of rows (an ONNX batch dimension left symbolic): the
+    # fallback tiles the rows as a large batch would, with the tail guarded.
+    n = te.var("n")
+    cfg = FallbackConfigEntity()
+    define_product_knobs(cfg, n, 64, 40)
+    impl = strategy.get_implementation("dense", "llvm")
+    w, b = _rand(40, 64), _rand(40)
+    (wp,) = impl.prepack(cfg, w)
+    X = te.placeholder((n, 64), name="X")
+    W = te.placeholder(wp.shape, name="W")
+    B = te.placeholder((40,), name="b")
+    D = impl.compute(cfg, X, W, B)
+    Y = te.compute(D.shape, lambda i, j: te.max(D[i, j], 0.0), name="relu")
+    mod = tecomp.build(impl.schedule(cfg, [Y]), [X, W, B, Y])
+    for rows in (1, 3, 17):
+        x = _rand(rows, 64)
+        y = np.full((rows, 40), np.nan, "float32")
+        mod(x, wp, b, y)
+        np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-4)
