@@ -144,24 +144,23 @@ def define_product_knobs(cfg, N, K, M):
 
 
 def _product_fallback(cfg, N, K, M, lanes):
+    # 32 lanes of accumulators per row on x86, two vectors on a 4-lane target.
+    bn = 32 if lanes >= 8 else 2 * lanes
+    cfg.fallback_knob("bn", bn if bn <= M else (16 if M >= 16 else 8))
     if N >= 8:
         # The tutorial's final schedule (01_optimize_matmul_cpu.py): 8 rows x 32 lanes of
         # accumulators, k unrolled by 4; column blocks outermost so a packed block of B
         # stays in cache across the row tiles. Measured on Zen 5 (n=1024): ~1.0-1.05x
         # the tutorial's schedule, 1.9-2x numpy.
-        bn = 32 if lanes >= 8 else 2 * lanes
-        bn = bn if bn <= M else (16 if M >= 16 else 8)
-        cfg.fallback_knob("bn", bn)
         cfg.fallback_split("tile_y", [-1, 1, 8])
         cfg.fallback_split("tile_k", [-1, 4 if K >= 4 else 1])
     else:
         # A few rows (a classifier head at batch 1): the product streams the weight once.
-        # All rows in one tile (each weight vector loaded once for all of them), 2
-        # vectors of columns per chunk (many chunks for the cores, each reading its own
-        # contiguous packed panel), k unrolled. Measured single-threaded with the weight
-        # prepacked (Xeon, AVX-512): 1x2048x1000 at 0.9-1.0x numpy (bn=64 or k unrolled
-        # by 4 no faster); 4x2048x1000 1.75x faster than one row per tile.
-        cfg.fallback_knob("bn", 2 * lanes if 2 * lanes <= M else 8)
+        # All rows in one tile (each weight vector loaded once for all of them), column
+        # blocks in parallel (many chunks for the cores, each reading its own contiguous
+        # packed panel), k unrolled. Measured single-threaded with the weight prepacked
+        # (Xeon, AVX-512): 1x2048x1000 at 0.9-1.0x numpy (bn=64 or k unrolled by 4 no
+        # faster); 4x2048x1000 1.75x faster than one row per tile.
         cfg.fallback_split("tile_y", [-1, 1, N])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
     cfg.fallback_knob("block_x", 1)
