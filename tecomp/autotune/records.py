@@ -27,6 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..target import Target
 from .measure import MeasureErrorNo, MeasureResult
 
 FORMAT_VERSION = 1
@@ -134,7 +135,7 @@ def make_record(task, config, result: MeasureResult) -> Record:
         name=task.name,
         args=task.args,
         workload_hash=task.workload_hash,
-        target=task.target,
+        target=str(task.target),
         target_key=target_key(task.target),
         config_index=int(config.index),
         knobs=config.to_json(),
@@ -147,11 +148,10 @@ _KEY_CACHE: dict = {}
 
 
 def target_key(target) -> str:
-    """The canonical key of ``target`` (only attributes that change generated code)."""
+    """The canonical key of ``target`` (a Target or a target string): only the attributes
+    that change generated code."""
     text = str(target)
     if text not in _KEY_CACHE:
-        from ..target import Target
-
         _KEY_CACHE[text] = Target(text).canonical_key()
     return _KEY_CACHE[text]
 

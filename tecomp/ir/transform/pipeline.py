@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...target import Target, as_target
-from .partition import partition_loops
-from .simplify import simplify
 from ..stmt import PrimFunc
 from .legalize import legalize
+from .partition import partition_loops
+from .simplify import simplify
 
 
 @dataclass(frozen=True)
