@@ -1,4 +1,4 @@
-"""2-D convolutions in NCHW for x86: ``conv2d`` and ``depthwise_conv2d``, each a compute
+"""2-D convolutions in NCHW for CPUs (x86, AArch64): ``conv2d`` and ``depthwise_conv2d``, each a compute
 (:func:`compute_conv2d`, :func:`compute_depthwise_conv2d`), a schedule of the compute with
 any elementwise epilogue (bias, activation, a residual add), computed at the output tile
 from the accumulators (:func:`schedule_conv2d`, :func:`schedule_depthwise_conv2d`), and
@@ -69,11 +69,7 @@ from .. import te
 from ..autotune import get_config, template
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
-
-# float32 lanes of one vector register and the number of vector registers (AVX-512).
-LANES = 16
-NUM_REGS = 32
-
+from .utils import fp32_lanes, vector_registers
 
 def _pads(padding):
     padding = tuple(int(p) for p in padding)
@@ -162,11 +158,12 @@ def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
 # ---- conv2d -------------------------------------------------------------------------------------
 
 
-def _conv_candidates(C, K, OH, OW):
+def _conv_candidates(C, K, OH, OW, lanes):
     ic = [d for d in _divisors(C) if d <= 64]
     ic = [d for d in ic if d >= min(4, ic[-1])]
     oc = [d for d in _divisors(K) if d <= 64]
-    oc = [d for d in oc if d >= min(8, oc[-1])]
+    # Output-channel blocks of at least one vector (8 channels on x86, 4 with NEON).
+    oc = [d for d in oc if d >= min(8, lanes, oc[-1])]
     ow = [d for d in _divisors(OW) if d <= 32]
     ow = [d for d in ow if d >= min(4, ow[-1])]
     if max(ow) < 7 and OW > 7:
@@ -176,20 +173,22 @@ def _conv_candidates(C, K, OH, OW):
     return ic, oc, ow, oh
 
 
-def _conv_fallback(C, K, OH, OW, ic, oc, ow):
-    """The measured sweet spot on AVX-512 (Zen 5, ResNet-50 3x3 layers): oc_bn = 32 (two
-    vectors) by reg_n near 7 output columns (about 14 accumulators), the input-channel
-    block as large as possible up to 32; a width that divides OW before one that pads."""
+def _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes, registers):
+    """The measured sweet spot on AVX-512 (Zen 5, ResNet-50 3x3 layers), in units of the
+    target's vectors: oc_bn of two vectors (32 channels there, 8 with NEON) by reg_n
+    output columns, about 7/16 of the vector registers as accumulators (14 of 32) and
+    never more than all but 4 of them; the input-channel block as large as possible up
+    to 32; a width that divides OW before one that pads."""
     def near(cands, want):
         return min(cands, key=lambda d: (abs(d - want), -d))
 
-    oc_bn = 32 if 32 in oc else near(oc, LANES)
-    vecs = _ceil_div(oc_bn, LANES)
-    want = max(1, 14 // vecs)
+    oc_bn = 2 * lanes if 2 * lanes in oc else near(oc, lanes)
+    vecs = _ceil_div(oc_bn, lanes)
+    want = max(1, registers * 7 // 16 // vecs)
 
     def score(r):
         pads = _ceil_div(OW, r) * r - OW
-        return (r * vecs > 28, pads > 0, abs(r - want), -r)
+        return (r * vecs > registers - 4, pads > 0, abs(r - want), -r)
 
     reg_n = min(ow, key=score)
     ic_bn = max([d for d in ic if d <= 32] or [min(ic)])
@@ -202,7 +201,8 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     call it; a template whose kernel input is blocked calls it first, for the blocking."""
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         data_shape, kernel_shape, strides, padding, dilation, "conv2d")
-    ic, oc, ow, oh = _conv_candidates(C, K, OH, OW)
+    lanes = fp32_lanes()
+    ic, oc, ow, oh = _conv_candidates(C, K, OH, OW, lanes)
     cfg.define_split("tile_ic", C, num_outputs=2, policy="candidate",
                      candidate=[[-1, d] for d in ic])
     cfg.define_split("tile_oc", K, num_outputs=2, policy="candidate",
@@ -215,7 +215,8 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     cfg.define_knob("order", ["oc_oh", "oh_oc"])
     cfg.define_knob("data_layout", ["nchwc", "nchw"])
     if cfg.is_fallback:
-        ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow)
+        ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes,
+                                             vector_registers())
         cfg.fallback_split("tile_ic", [-1, ic_bn])
         cfg.fallback_split("tile_oc", [-1, oc_bn])
         cfg.fallback_split("tile_ow", [-1, reg_n])
@@ -292,10 +293,11 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     ICc, OCc = C // ic_bn, K // oc_bn
     plain = cfg["data_layout"].val == "nchw"
     if not plain:
-        # Columns in blocks of LANES (zero columns past Wp, never read): the pack is then
-        # a transposing nest (LANES input columns by ic_bn channels) that the code
-        # generator turns into contiguous row loads and in-register transposes.
-        data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, LANES) * LANES, pads)
+        # Columns in blocks of a vector's lanes (zero columns past Wp, never read): the
+        # pack is then a transposing nest (lanes input columns by ic_bn channels) that the
+        # code generator turns into contiguous row loads and in-register transposes.
+        lanes = fp32_lanes()
+        data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, lanes) * lanes, pads)
     kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
@@ -346,7 +348,7 @@ def schedule_conv2d(cfg, outs):
         if t.op.tag == "conv2d_data_pack":
             n, c, y, x, cb = s[t].op.axis
             s[t].parallel(s[t].fuse(n, c, y))
-            s[t].unroll(s[t].split(x, factor=LANES)[1])
+            s[t].unroll(s[t].split(x, factor=fp32_lanes())[1])
             s[t].vectorize(cb)
         elif t.op.tag == "conv2d_kernel_pack":
             o, c, r, s_, cb, ob = s[t].op.axis
@@ -524,10 +526,12 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
                      candidate=[[-1, r] for r in (1, 2, 4, 8) if r <= OH] or [[-1, 1]])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
-        # A vector of output columns that divides the width (no masked tail), near 16.
+        # A vector of output columns that divides the width (no masked tail), near the
+        # target's lanes.
         widths = [e.size[-1] for e in cfg.space_map["tile_w"].entities]
+        lanes = fp32_lanes()
         cfg.fallback_split("tile_w", [-1, min(
-            widths, key=lambda w: (OW % w != 0, abs(math.log2(w / LANES)), -w))])
+            widths, key=lambda w: (OW % w != 0, abs(math.log2(w / lanes)), -w))])
         cfg.fallback_split("tile_h", [-1, 2])
     return out
 

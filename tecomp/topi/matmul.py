@@ -31,9 +31,9 @@ import numpy as np
 from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
-from ..target import Target, as_target
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
+from .utils import fp32_lanes
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
@@ -108,11 +108,6 @@ def _activation(x, act):
     return x
 
 
-def _fp32_lanes() -> int:
-    """float32 lanes of a vector register of the current target (default: the host)."""
-    return as_target(Target.current()).vector_width_bits // 32
-
-
 def define_product_knobs(cfg, N, K, M):
     """Register the knobs of a product ``[N, K] x [K, M]`` (the computes call this, so
     a compute given a fresh fallback config defines them; a second call changes nothing).
@@ -125,7 +120,7 @@ def define_product_knobs(cfg, N, K, M):
     Most of the space is slow (too few or too many accumulators for the registers,
     blocks that overflow the caches, too few parallel chunks for the cores): what a
     learned cost model is for."""
-    lanes = _fp32_lanes()
+    lanes = fp32_lanes()
     # A symbolic row count is tiled as a large one would be (its tail is guarded).
     rows = N if isinstance(N, int) else _NOMINAL_ROWS
     # x86 (AVX, AVX-512) has the candidates the shipped logs were tuned over; a target

@@ -1,9 +1,23 @@
-"""Helpers for writing operators: reading constant shapes out of tensor expressions."""
+"""Helpers for writing operators: reading constant shapes out of tensor expressions, and
+the vector capabilities of the target a schedule is written for."""
 
 from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir.expr import IntImm
+from ..target import Target, as_target
+
+
+def fp32_lanes() -> int:
+    """float32 lanes of a vector register of the current target (default: the host):
+    16 with AVX-512, 8 with AVX2, 4 with NEON or RISC-V V at 128 bits."""
+    return as_target(Target.current()).vector_width_bits // 32
+
+
+def vector_registers() -> int:
+    """Architectural vector registers of the current target (default: the host), the
+    budget for a register-blocked accumulator tile."""
+    return as_target(Target.current()).num_vector_registers
 
 
 def get_const_tuple(shape) -> tuple[int, ...]:
