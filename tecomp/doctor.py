@@ -88,7 +88,8 @@ def _cross_lines() -> list:
             root = toolchain.sysroot(arch)
             missing = [what for what, have in (("cross compiler", cc), ("qemu-user", emu),
                                                ("sysroot", root)) if not have]
-            lines.append(f"{arch + ' link':<16}: {cc or 'NOT FOUND (export writes an object file)'}")
+            link = cc or "NOT FOUND (export writes an object file)"
+            lines.append(f"{arch + ' link':<16}: {link}")
             lines.append(
                 f"{arch + ' run':<16}: "
                 + (f"{emu} -L {root}" if not missing else

@@ -45,11 +45,12 @@ _C_TYPES = {
     "bool": "uint8_t",  # one byte per element, 0 or 1, as numpy stores it
 }
 
-_C_KEYWORDS = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto "
-    "if inline int long register restrict return short signed sizeof static struct switch "
-    "typedef union unsigned void volatile while bool true false".split()
-)
+_C_KEYWORDS = frozenset({
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "bool", "true", "false",
+})
 
 ABI_TYPES = f"""\
 #ifndef TECOMP_ABI_TYPES

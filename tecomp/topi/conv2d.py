@@ -1,6 +1,6 @@
-"""2-D convolutions in NCHW for CPUs (x86, AArch64): ``conv2d`` and ``depthwise_conv2d``, each a compute
-(:func:`compute_conv2d`, :func:`compute_depthwise_conv2d`), a schedule of the compute with
-any elementwise epilogue (bias, activation, a residual add), computed at the output tile
+"""2-D convolutions in NCHW for CPUs (x86, AArch64): ``conv2d`` and ``depthwise_conv2d``,
+each a compute (:func:`compute_conv2d`, :func:`compute_depthwise_conv2d`), a schedule of
+the compute with any elementwise epilogue (bias, activation, a residual add), computed at the output tile
 from the accumulators (:func:`schedule_conv2d`, :func:`schedule_depthwise_conv2d`), and
 tunable templates.
 

@@ -71,7 +71,8 @@ def test_header_wrapper_calls_the_library(tmp_path):
     mod = _scaled_rows()
     mod.export_library(str(tmp_path / "scale.so"))
     header = mod.export_header(str(tmp_path / "scale.h"))
-    text = open(header).read()
+    with open(header) as fh:
+        text = fh.read()
     assert "#ifndef TECOMP_SCALE_H" in text
     assert "tecomp_call_scale(const float *A, const int32_t *int_, float *B, int64_t n)" in text
     (tmp_path / "main.c").write_text(

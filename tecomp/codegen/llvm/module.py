@@ -64,7 +64,8 @@ class LLVMModule(Module):
 
         Examples
         --------
-        >>> mod = tecomp.build(s, [A, B, C], target="llvm -mtriple=aarch64-linux-gnu")  # doctest: +SKIP
+        >>> t = "llvm -mtriple=aarch64-linux-gnu"                    # doctest: +SKIP
+        >>> mod = tecomp.build(s, [A, B, C], target=t)               # doctest: +SKIP
         >>> mod.export_library("mm.so"); mod.export_header("mm.h")  # doctest: +SKIP
         """
         obj = self._artifact.object_code()
