@@ -1,8 +1,9 @@
 """2-D convolutions in NCHW for CPUs (x86, AArch64): ``conv2d`` and ``depthwise_conv2d``,
 each a compute (:func:`compute_conv2d`, :func:`compute_depthwise_conv2d`), a schedule of
-the compute with any elementwise epilogue (bias, activation, a residual add), computed at the output tile
-from the accumulators (:func:`schedule_conv2d`, :func:`schedule_depthwise_conv2d`), and
-tunable templates.
+the compute with any elementwise epilogue (bias, activation, a residual add), computed at
+the output tile from the accumulators (:func:`schedule_conv2d`,
+:func:`schedule_depthwise_conv2d`), and tunable templates. Blockings and register tiles
+are counted in the target's vectors (``target.caps``), so AArch64 gets NEON-sized ones.
 
 Inputs and outputs stay NCHW. Inside, ``conv2d`` works on channel-blocked (NCHW[x]c)
 tensors, the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
