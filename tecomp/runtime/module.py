@@ -76,7 +76,8 @@ class PackedFunction:
             t = self._module.target
             raise TargetError(
                 f"function {self.name!r} was built for {t} ({t.target_arch}), which cannot "
-                f"run on this machine; export it with export_library and run it there"
+                f"run on this machine; export it with export_library and run it there, or "
+                f"call it through a runner (tecomp.runtime.QemuRunner, SSHRunner)"
             )
         return self._cfunc
 
