@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..target import Target
-from .measure import MeasureErrorNo, MeasureResult
+from .context import pop_context, push_context
+from .result import MeasureErrorNo, MeasureResult
 
 FORMAT_VERSION = 1
 
@@ -345,15 +346,11 @@ class ApplyHistoryBest:
             self.fallbacks.append((name, args))
 
     def __enter__(self):
-        from .task import _push_context
-
-        _push_context(self)
+        push_context(self)
         return self
 
     def __exit__(self, *exc):
-        from .task import _pop_context
-
-        _pop_context(self)
+        pop_context(self)
         return False
 
 

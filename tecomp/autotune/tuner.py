@@ -25,7 +25,8 @@ import time
 import numpy as np
 
 from . import features as F
-from .measure import MeasureErrorNo, MeasureInput, MeasureResult, gflops
+from .measure import gflops
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .measure import measure_option as _default_option
 from .records import _as_records, shipped_candidates, target_key
 from .sa import anneal, neighbour
