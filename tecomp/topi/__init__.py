@@ -61,6 +61,26 @@ Neural network, one kernel each:
     global_avg_pool / global_max_pool (NC...).
 """
 
+from .broadcast import (
+    add,
+    divide,
+    equal,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    logical_and,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    power,
+    prelu,
+    subtract,
+    where,
+)
 from .conv2d import (
     conv2d,
     conv2d_pack_kernel,
@@ -68,6 +88,38 @@ from .conv2d import (
     depthwise_conv2d,
     kernel_blocking,
     pack_conv2d_kernel,
+)
+from .cpu_schedule import schedule_injective, schedule_reduce
+from .elemwise import (
+    cast,
+    ceil,
+    clip,
+    cos,
+    elu,
+    erf,
+    exp,
+    floor,
+    gelu,
+    hard_sigmoid,
+    hard_swish,
+    identity,
+    isinf,
+    isnan,
+    leaky_relu,
+    log,
+    logical_not,
+    mish,
+    neg,
+    reciprocal,
+    relu,
+    selu,
+    sigmoid,
+    sign,
+    sin,
+    softplus,
+    softsign,
+    sqrt,
+    tanh,
 )
 from .matmul import batch_matmul, dense, matmul, matmul_compute
 
