@@ -122,6 +122,25 @@ from .elemwise import (
     tanh,
 )
 from .matmul import batch_matmul, dense, matmul, matmul_compute
+from .resize import resize
+from .transform import (
+    concat,
+    depth_to_space,
+    expand,
+    flatten,
+    gather,
+    gather_elements,
+    one_hot,
+    pad,
+    reshape,
+    space_to_depth,
+    split,
+    squeeze,
+    tile,
+    transpose,
+    trilu,
+    unsqueeze,
+)
 
 __all__ = [
     "batch_matmul",
