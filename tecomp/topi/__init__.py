@@ -123,6 +123,19 @@ from .elemwise import (
     tanh,
 )
 from .matmul import batch_matmul, dense, matmul, matmul_compute
+from .nn import (
+    avg_pool2d,
+    batch_norm,
+    global_avg_pool,
+    global_max_pool,
+    instance_norm,
+    layer_norm,
+    log_softmax,
+    lrn,
+    max_pool2d,
+    rms_norm,
+    softmax,
+)
 from .reduction import (
     argmax,
     argmin,
