@@ -17,7 +17,10 @@ Every compute accepts symbolic dimensions (``te.var``); attributes are Python va
 
 Tags on the computes: ``"elemwise"`` (one input element per output element),
 ``"broadcast"`` (numpy broadcasting), ``"injective"`` (index remapping: transforms),
-``"comm_reduce"`` (reductions), otherwise the operator's name (``"softmax"``, ``"pool"``...).
+``"comm_reduce"`` (reductions, and the final step of one such as ``reduce_mean``'s
+division), otherwise the operator's name (``"softmax"``, ``"layer_norm"``,
+``"max_pool2d"``...). Tags are informational: the schedules inline every non-reduction
+stage of a group that is not one of its outputs, whatever its tag.
 
 Catalogue (inputs, then ``attrs=default``; one output unless said otherwise)
 ------------------------------------------------------------------------------

@@ -218,15 +218,15 @@ def schedule_reduce(cfg, outs):
         is innermost, over lanes of partial results); an epilogue shares the reduction's
         parallel loop.
     """
-    outs = as_list(outs)
+    outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
     inline_injective(s, outs)
-    for t in dict.fromkeys(outs):
-        op = s[t].op
-        if isinstance(op, ComputeOp) and op.is_reduction:
-            layout_reduction(s, t)
+    at_root = _reductions_at_root(s, outs)
+    for t in outs:
+        op = t.op
+        if op in at_root:
             continue
-        reductions = _reductions_read(s, op)
+        reductions = [r for r in _reductions_read(s, op) if r.op not in at_root]
         if not reductions or not op.axis:
             schedule_injective_stage(s, t)
             continue
@@ -251,6 +251,22 @@ def _split_outer_inner(stage, axes, m, dtype):
     outer = stage.fuse(*axes[:-m], fio) if len(axes) > m else fio
     stage.parallel(outer)
     return outer, fii
+
+
+def _reductions_at_root(s, outs) -> set:
+    """Lay out at root (each in its own parallel loop nest) the group's reductions that
+    are outputs or that more than one output reads (a buffer computed inside one output's
+    loop is not visible to another); returns their ops."""
+    readers: dict = {}
+    for t in outs:
+        for r in _reductions_read(s, t.op):
+            readers.setdefault(r.op, []).append(t)
+    at_root = {op for op, ts in readers.items() if len(ts) > 1}
+    at_root |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
+    for st in list(s.stages):  # in producer order; layout_reduction may add stages
+        if st.origin_op in at_root:
+            layout_reduction(s, st.origin_op.output(0))
+    return at_root
 
 
 def _reductions_read(s, op) -> list:
@@ -307,15 +323,18 @@ def schedule_normalize(cfg, outs):
     -------
     Schedule
     """
-    outs = as_list(outs)
+    outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
     norm = _find_normalized(s, outs)
     if norm is None:
         return schedule_injective(cfg, outs)
     inline_injective(s, outs)
+    at_root = _reductions_at_root(s, outs)
     start, end = norm.attrs["norm_axes"]
-    for t in dict.fromkeys(outs):
+    for t in outs:
         stage = s[t]
+        if t.op in at_root:
+            continue
         axes = list(stage.op.axis)
         outer, mid, inner = axes[:start], axes[start:end], axes[end:]
         lanes = vector_lanes(t.dtype)
@@ -330,6 +349,7 @@ def schedule_normalize(cfg, outs):
             po = stage.fuse(*outer) if outer else None
         if po is not None:
             stage.parallel(po)
-        for red in _reductions_read(s, stage.op):
-            layout_reduction(s, red, attach=None if po is None else (stage, po))
+        for red in _reductions_read(s, t.op):
+            if red.op not in at_root:
+                layout_reduction(s, red, attach=None if po is None else (stage, po))
     return s

@@ -102,3 +102,16 @@ def test_elementwise_producer_and_epilogue_fuse_into_one_loop_nest(rng, check_op
     a = rng.normal(size=(64, 96)).astype("float32")
     ref = 1 / (1 + np.exp(-np.exp(a).mean(axis=1, keepdims=True)))
     check_op(s, [x], [y], [a], ref, rtol=1e-5)
+
+
+def test_reduction_and_its_epilogue_both_outputs(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 30), name="x")
+    r = reduction.reduce_sum(x, axes=[1], keepdims=0)
+    e = elemwise.relu(r)
+    m = reduction.reduce_mean(x, axes=[1], keepdims=0)
+    s = schedule_reduce(None, [r, e, m, elemwise.exp(m)])
+    out = s.outputs[-1].output(0)
+    a = rng.normal(size=(7, 30)).astype("float32")
+    check_op(s, [x], [r, e, m, out], [a],
+             [a.sum(1), np.maximum(a.sum(1), 0), a.mean(1), np.exp(a.mean(1))], rtol=1e-5)

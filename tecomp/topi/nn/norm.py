@@ -134,11 +134,11 @@ def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0
         v = x[(idx[0], te.min(te.max(c, 0), channels - 1)) + idx[2:]]
         return te.sum(v * v, axis=r, where=inside)
 
-    ss = te.compute(x.shape, square_sum, name="lrn.sum", tag="comm_reduce",
+    ss = te.compute(x.shape, square_sum, name="lrn.sum", tag="lrn",
                     attrs={"inner_axes": len(x.shape) - 2})
     return te.compute(
         x.shape, lambda *i: x[i] / te.power(ss[i] * (alpha / size) + bias, te.const(
-            beta, x.dtype)), name="lrn", tag="elemwise")
+            beta, x.dtype)), name="lrn", tag="lrn")
 
 
 register_llvm("layer_norm", layer_norm, schedule_normalize)

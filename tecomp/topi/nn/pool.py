@@ -71,7 +71,8 @@ def max_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
         v, inside = read(idx)
         return te.max(v, axis=list(axes), where=inside)
 
-    return te.compute(shape, body, name="max_pool2d", tag="pool", attrs={"inner_axes": 1})
+    return te.compute(shape, body, name="max_pool2d", tag="max_pool2d",
+                      attrs={"inner_axes": 1})
 
 
 def _valid_count(start, k, d, size):
@@ -91,7 +92,7 @@ def avg_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
         v, inside = read(idx)
         return te.sum(v, axis=list(axes), where=inside)
 
-    total = te.compute(shape, body, name="avg_pool2d.sum", tag="pool",
+    total = te.compute(shape, body, name="avg_pool2d.sum", tag="avg_pool2d",
                        attrs={"inner_axes": 1})
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     h, w = x.shape[2:]
@@ -107,7 +108,7 @@ def avg_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
             cw = _valid_count(idx[3] * sw - pl, kw, dw, w)
         return total[idx] / (ch * cw).astype(x.dtype)
 
-    return te.compute(shape, average, name="avg_pool2d", tag="elemwise")
+    return te.compute(shape, average, name="avg_pool2d", tag="avg_pool2d")
 
 
 def global_avg_pool(x):
