@@ -138,6 +138,14 @@ def _inner_count(op) -> int:
     return int(op.attrs.get("inner_axes", 0))
 
 
+def _parallel_count(op, n_outer: int) -> int:
+    """How many leading output axes of reduction ``op`` form its parallel loop: all outer
+    axes unless the compute records fewer as ``attrs["parallel_axes"]`` (pooling keeps
+    its output rows a serial loop of constant extent, which loop partitioning can cut
+    into border and interior rows)."""
+    return min(int(op.attrs.get("parallel_axes", n_outer)), n_outer)
+
+
 def _rfactor_lanes(s, tensor):
     """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
     lane a partial result over a strided slice, then a short reduction of the lanes.
@@ -184,7 +192,8 @@ def layout_reduction(s, tensor, attach=None):
         fio, fii = stage.split(fi, factor=vector_lanes(tensor.dtype))
         stage.reorder(*outer_axes, fio, *op.reduce_axis, fii)
         stage.vectorize(fii)
-        outer = stage.fuse(*outer_axes) if outer_axes else fio
+        npar = _parallel_count(op, len(outer_axes))
+        outer = stage.fuse(*outer_axes[:npar]) if npar else fio
     else:
         rf = _rfactor_lanes(s, tensor)
         outer = stage.fuse(*outer_axes) if outer_axes else None
@@ -234,7 +243,8 @@ def schedule_reduce(cfg, outs):
         m = _inner_count(red.op)
         axes = list(op.axis)
         if m and len(red.op.axis) == len(axes):
-            outer, _ = _split_outer_inner(s[t], axes, m, t.dtype)
+            outer = _split_outer_inner(s[t], axes, m, t.dtype,
+                                       _parallel_count(red.op, len(axes) - m))
         else:
             outer = s[t].fuse(*axes)
             s[t].parallel(outer)
@@ -243,14 +253,20 @@ def schedule_reduce(cfg, outs):
     return s
 
 
-def _split_outer_inner(stage, axes, m, dtype):
-    """Outer axes fused and parallel, the ``m`` inner axes fused and vectorized."""
-    fi = stage.fuse(*axes[-m:])
-    fio, fii = stage.split(fi, factor=vector_lanes(dtype))
+def _split_outer_inner(stage, axes, m, dtype, npar):
+    """The ``m`` inner axes fused and split into vector chunks; the first ``npar`` outer
+    axes fused into the parallel loop (with the chunk loop too when they are all of
+    them). Returns the loop a producer is computed at: the one enclosing one chunk."""
+    fio, fii = stage.split(stage.fuse(*axes[-m:]), factor=vector_lanes(dtype))
     stage.vectorize(fii)
-    outer = stage.fuse(*axes[:-m], fio) if len(axes) > m else fio
-    stage.parallel(outer)
-    return outer, fii
+    outer = axes[:-m]
+    if npar >= len(outer):
+        po = stage.fuse(*outer, fio)
+        stage.parallel(po)
+        return po
+    if npar:
+        stage.parallel(stage.fuse(*outer[:npar]))
+    return fio
 
 
 def _reductions_at_root(s, outs) -> set:

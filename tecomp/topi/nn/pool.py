@@ -15,6 +15,10 @@ from ..reduction import reduce_max, reduce_mean
 from ..register import register_llvm
 
 
+#: For schedule_reduce: the output width is vectorized, N * C is the parallel loop.
+_LAYOUT = {"inner_axes": 1, "parallel_axes": 2}
+
+
 def _pair(v, name):
     v = tuple(v)
     if len(v) != 2:
@@ -71,8 +75,7 @@ def max_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
         v, inside = read(idx)
         return te.max(v, axis=list(axes), where=inside)
 
-    return te.compute(shape, body, name="max_pool2d", tag="max_pool2d",
-                      attrs={"inner_axes": 1})
+    return te.compute(shape, body, name="max_pool2d", tag="max_pool2d", attrs=_LAYOUT)
 
 
 def _valid_count(start, k, d, size):
@@ -92,8 +95,7 @@ def avg_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
         v, inside = read(idx)
         return te.sum(v, axis=list(axes), where=inside)
 
-    total = te.compute(shape, body, name="avg_pool2d.sum", tag="avg_pool2d",
-                       attrs={"inner_axes": 1})
+    total = te.compute(shape, body, name="avg_pool2d.sum", tag="avg_pool2d", attrs=_LAYOUT)
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     h, w = x.shape[2:]
     pt, pl, pb, pr = pads
