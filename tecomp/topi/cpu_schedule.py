@@ -36,6 +36,13 @@ def vector_lanes(dtype: str, target: Target | None = None) -> int:
     return max(target.vector_width_bits // bits, 4)
 
 
+def parallel(stage, axis) -> None:
+    """Mark ``axis`` of ``stage`` parallel, unless the target has a single core (a
+    parallel loop there only adds the runtime's fork/join)."""
+    if current_target().num_cores > 1:
+        stage.parallel(axis)
+
+
 def as_list(outs) -> list:
     """``outs`` (a tensor or a sequence of tensors) as a list of tensors."""
     return [outs] if isinstance(outs, Tensor) else list(outs)
@@ -90,7 +97,7 @@ def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
     stage.vectorize(inner)
     total = num_elements(shape)
     if total is None or total >= PARALLEL_MIN_ELEMENTS:
-        stage.parallel(outer)
+        parallel(stage, outer)
     return outer, inner
 
 
@@ -202,7 +209,7 @@ def layout_reduction(s, tensor, attach=None):
         if rf is not None:
             s[rf].compute_at(*attach)
     elif outer is not None:
-        stage.parallel(outer)
+        parallel(stage, outer)
         if rf is not None:
             s[rf].compute_at(stage, outer)
     return outer
@@ -247,7 +254,7 @@ def schedule_reduce(cfg, outs):
                                        _parallel_count(red.op, len(axes) - m))
         else:
             outer = s[t].fuse(*axes)
-            s[t].parallel(outer)
+            parallel(s[t], outer)
         for r in reductions:
             layout_reduction(s, r, attach=(s[t], outer))
     return s
@@ -262,10 +269,10 @@ def _split_outer_inner(stage, axes, m, dtype, npar):
     outer = axes[:-m]
     if npar >= len(outer):
         po = stage.fuse(*outer, fio)
-        stage.parallel(po)
+        parallel(stage, po)
         return po
     if npar:
-        stage.parallel(stage.fuse(*outer[:npar]))
+        parallel(stage, stage.fuse(*outer[:npar]))
     return fio
 
 
@@ -364,7 +371,7 @@ def schedule_normalize(cfg, outs):
             stage.vectorize(vi)
             po = stage.fuse(*outer) if outer else None
         if po is not None:
-            stage.parallel(po)
+            parallel(stage, po)
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:
                 layout_reduction(s, red, attach=None if po is None else (stage, po))

@@ -91,7 +91,7 @@ def test_logical_where_prelu(rng, check_op, onnx_ref):
         broadcast.where(x, x, x)
 
 
-def test_symbolic_broadcast_and_a_fused_chain(rng, check_op):
+def test_symbolic_broadcast_and_a_fused_chain(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 3, 64), name="x")
     bias = te.placeholder((3, 1), name="bias")

@@ -128,7 +128,7 @@ def test_cast_matches_onnx(src, dst, rng, check_op, onnx_ref):
              rtol=1e-3, atol=1e-3)
 
 
-def test_injective_schedule_emits_vectors_and_a_parallel_loop(rng, check_op):
+def test_injective_schedule_emits_vectors_and_a_parallel_loop(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 256), name="x")
     y = elemwise.relu(elemwise.exp(x))  # a chain: the producer is inlined

@@ -80,7 +80,7 @@ def test_cumsum_matches_onnx(exclusive, reverse, rng, check_op, onnx_ref):
                reverse=reverse)
 
 
-def test_reduce_schedule_vectorizes_and_parallelizes(rng, check_op):
+def test_reduce_schedule_vectorizes_and_parallelizes(multicore, rng, check_op):
     lanes = Target("llvm").vector_width_bits // 32
     n = te.var("n")
     x = te.placeholder((n, 64, 128), name="x")

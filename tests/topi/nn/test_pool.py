@@ -38,7 +38,7 @@ def test_pool2d_matches_onnx(case, name, op_type, extra, rng, check_op, onnx_ref
              rtol=1e-5, atol=1e-5)
 
 
-def test_pool_schedule_is_parallel_and_vectorized(rng, check_op):
+def test_pool_schedule_is_parallel_and_vectorized(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 8, 32, 64), name="x")
     a = rng.normal(size=(2, 8, 32, 64)).astype("float32")
