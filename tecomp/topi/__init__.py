@@ -13,7 +13,9 @@ outputs of elementwise stages computed from them (an epilogue), with injective p
 of the operator's inputs inlined. Names and attributes follow ONNX semantics, snake_case.
 Every compute accepts symbolic dimensions (``te.var``); attributes are Python values
 (axes may be negative, as in ONNX). The plain functions (``topi.add(a, b)``,
-``topi.softmax(x, axis=-1)``) are the same computes without ``cfg``.
+``topi.softmax(x, axis=-1)``) are the same computes without ``cfg``; those named like a
+Python builtin stay in their modules (``topi.elemwise.abs``, ``topi.elemwise.round``,
+``topi.transform.slice``), and ``not`` is ``topi.logical_not``.
 
 Tags on the computes: ``"elemwise"`` (one input element per output element),
 ``"broadcast"`` (numpy broadcasting), ``"injective"`` (index remapping: transforms),
@@ -26,18 +28,21 @@ Catalogue (inputs, then ``attrs=default``; one output unless said otherwise)
 ------------------------------------------------------------------------------
 Unary (x), schedule ``schedule_injective``:
     abs neg exp log sqrt reciprocal tanh sigmoid relu erf floor ceil round sin cos sign
-    not softplus softsign identity isnan isinf hard_swish mish;
+    not softplus softsign identity isnan hard_swish mish;
+    isinf(detect_negative=1, detect_positive=1),
     hard_sigmoid(alpha=0.2, beta=0.5), leaky_relu(alpha=0.01), elu(alpha=1.0),
     selu(alpha=1.67326319, gamma=1.05070102), gelu(approximate="none" | "tanh"),
     clip(min=None, max=None) (None: unbounded), cast(dtype) (numpy dtype name).
 Binary (a, b) with numpy broadcasting, schedule ``schedule_injective``:
     add subtract multiply divide (integer division truncates, as ONNX) power maximum
     minimum mod(fmod=0) equal less greater less_equal greater_equal logical_and
-    logical_or logical_xor bitshift(direction="left" | "right") prelu (x, slope);
-    where (cond, x, y). Comparisons and logical ops give bool.
+    logical_or logical_xor, prelu (x, slope); where (cond, x, y). Comparisons and logical
+    ops give bool. Variadic ONNX Sum/Max/Min/Mean are chains of these; BitShift is not
+    provided.
 Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
-    concat(axis) (N inputs), split(axis, sizes) (returns a tuple of tensors),
+    concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
+    tuple of tensors),
     slice(starts, ends, axes=None, steps=None) (ONNX clamping), gather(axis=0)
     (data, indices; negative indices wrap), gather_elements(axis=0), expand(shape),
     squeeze(axes=None), unsqueeze(axes), flatten(axis=1),
@@ -45,7 +50,8 @@ Transforms (injective), schedule ``schedule_injective``:
     tile(repeats), depth_to_space(blocksize, mode="DCR" | "CRD"),
     space_to_depth(blocksize), resize(scales=None, sizes=None, mode="nearest" | "linear",
     coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor")
-    (NCHW, the two trailing spatial axes), trilu(k=0, upper=1), one_hot(depth, values, axis=-1)
+    (the two trailing axes; scales/sizes per axis as in ONNX, or just those two),
+    trilu(k=0, upper=1), one_hot(depth, values=(0, 1), axis=-1, dtype="float32")
     (indices; ``depth`` an int, ``values`` = (off, on)).
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
@@ -53,16 +59,17 @@ Reductions (x), schedule ``schedule_reduce``:
     noop_with_empty_axes=0),
     argmax / argmin (axis=0, keepdims=1, select_last_index=0) (int64 output),
     cumsum(axis, exclusive=0, reverse=0).
-Neural network, one kernel each:
-    softmax(axis=-1), log_softmax(axis=-1);
-    layer_norm(axis=-1, epsilon=1e-5) (x, scale, bias=None);
-    rms_norm(axis=-1, epsilon=1e-5) (x, scale);
-    batch_norm(epsilon=1e-5) (x, scale, bias, mean, var; inference);
-    instance_norm(epsilon=1e-5) (x, scale, bias);
-    lrn(size, alpha=1e-4, beta=0.75, bias=1.0);
+Neural network, one kernel each (``topi.nn``):
+    schedule ``schedule_normalize``: softmax(axis=-1), log_softmax(axis=-1);
+    layer_norm(axis=-1, epsilon=1e-5) (x, scale, bias=None; output Y only);
+    rms_norm(axis=-1, epsilon=1e-5) (x, scale); instance_norm(epsilon=1e-5)
+    (x, scale, bias);
+    schedule ``schedule_injective``: batch_norm(epsilon=1e-5) (x, scale, bias, mean, var;
+    inference);
+    schedule ``schedule_reduce``: lrn(size, alpha=1e-4, beta=0.75, bias=1.0);
     max_pool2d / avg_pool2d (kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
     ceil_mode=0, count_include_pad=0) (NCHW; pads = top, left, bottom, right);
-    global_avg_pool / global_max_pool (NC...).
+    global_avg_pool / global_max_pool (N, C, spatial...).
 """
 
 from .broadcast import (
@@ -93,7 +100,7 @@ from .conv2d import (
     kernel_blocking,
     pack_conv2d_kernel,
 )
-from .cpu_schedule import schedule_injective, schedule_reduce
+from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from .elemwise import (
     cast,
     ceil,
@@ -175,14 +182,105 @@ from .transform import (
 )
 
 __all__ = [
+    "add",
+    "argmax",
+    "argmin",
+    "avg_pool2d",
     "batch_matmul",
+    "batch_norm",
+    "cast",
+    "ceil",
+    "clip",
+    "concat",
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
+    "cos",
+    "cumsum",
     "dense",
+    "depth_to_space",
     "depthwise_conv2d",
+    "divide",
+    "elu",
+    "equal",
+    "erf",
+    "exp",
+    "expand",
+    "flatten",
+    "floor",
+    "gather",
+    "gather_elements",
+    "gelu",
+    "global_avg_pool",
+    "global_max_pool",
+    "greater",
+    "greater_equal",
+    "hard_sigmoid",
+    "hard_swish",
+    "identity",
+    "instance_norm",
+    "isinf",
+    "isnan",
     "kernel_blocking",
+    "layer_norm",
+    "leaky_relu",
+    "less",
+    "less_equal",
+    "log",
+    "log_softmax",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "lrn",
     "matmul",
     "matmul_compute",
+    "max_pool2d",
+    "maximum",
+    "minimum",
+    "mish",
+    "mod",
+    "multiply",
+    "neg",
+    "one_hot",
     "pack_conv2d_kernel",
+    "pad",
+    "power",
+    "prelu",
+    "reciprocal",
+    "reduce_l1",
+    "reduce_l2",
+    "reduce_log_sum",
+    "reduce_log_sum_exp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_sum",
+    "reduce_sum_square",
+    "relu",
+    "reshape",
+    "resize",
+    "rms_norm",
+    "schedule_injective",
+    "schedule_normalize",
+    "schedule_reduce",
+    "selu",
+    "sigmoid",
+    "sign",
+    "sin",
+    "softmax",
+    "softplus",
+    "softsign",
+    "space_to_depth",
+    "split",
+    "sqrt",
+    "squeeze",
+    "subtract",
+    "tanh",
+    "tile",
+    "transpose",
+    "trilu",
+    "unsqueeze",
+    "where",
 ]

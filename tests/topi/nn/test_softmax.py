@@ -22,7 +22,8 @@ def test_softmax_matches_onnx(name, op_type, shape, axis, rng, check_op, onnx_re
              rtol=1e-5, atol=1e-5)
 
 
-def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(multicore, rng, check_op, onnx_ref):
+def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(multicore, rng, check_op,
+                                                                    onnx_ref):
     n = te.var("n")
     x = te.placeholder((n, 12, 200), name="x")
     w = te.placeholder((200,), name="w")
