@@ -174,3 +174,16 @@ def test_resize_matches_onnx(mode, ctm, nearest_mode, rng, check_op, onnx_ref):
     sizes = _i64([1, 2, 3, 11])
     _run("resize", [x], [a], onnx_ref("Resize", [a, None, None, sizes], **attrs), check_op,
          sizes=list(sizes), **attrs)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool", "int8", "float16"])
+def test_transforms_keep_any_dtype(dtype, rng, check_op):
+    x = te.placeholder((3, 4), dtype=dtype, name="x")
+    y = te.placeholder((2, 4), dtype=dtype, name="y")
+    a = (rng.normal(size=(3, 4)) * 50).astype(dtype)
+    b = (rng.normal(size=(2, 4)) * 50).astype(dtype)
+    _run("concat", [x, y], [a, b], np.concatenate([a, b]), check_op, axis=0)
+    _run("transpose", [x], [a], a.T, check_op)
+    _run("pad", [x], [a], np.pad(a, ((1, 0), (0, 2))), check_op, pads=[1, 0, 0, 2])
+    scalar = te.placeholder((), dtype="int64", name="scalar")
+    _run("gather", [x, scalar], [a, np.array(-1, "int64")], a[:, -1], check_op, axis=1)
