@@ -53,6 +53,14 @@ def const_int(e) -> int | None:
     return e.value if isinstance(e, E.IntImm) else None
 
 
+def same_shape(a, b) -> bool:
+    """Whether shapes ``a`` and ``b`` are equal: the same dimensions (constants or the
+    same symbolic expressions)."""
+    return len(a) == len(b) and all(
+        x is y or (const_int(x) is not None and const_int(x) == const_int(y))
+        for x, y in zip(a, b))
+
+
 def num_elements(shape) -> int | None:
     """The product of a constant shape, or None when a dimension is symbolic."""
     total = 1
@@ -242,7 +250,17 @@ def schedule_reduce(cfg, outs):
         op = t.op
         if op in at_root:
             continue
-        reductions = [r for r in _reductions_read(s, op) if r.op not in at_root]
+        reductions = []
+        for r in _reductions_read(s, op):
+            if r.op in at_root:
+                continue
+            if same_shape(r.shape, t.shape):
+                reductions.append(r)
+            else:
+                # Read broadcast (x - mean(x)): inside the output's loop it would be
+                # recomputed for every element it is broadcast to.
+                layout_reduction(s, r)
+                at_root.add(r.op)
         if not reductions or not op.axis:
             schedule_injective_stage(s, t)
             continue

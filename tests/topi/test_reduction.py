@@ -3,7 +3,7 @@ import pytest
 
 from tecomp import te
 from tecomp.target import Target
-from tecomp.topi import elemwise, reduction, strategy
+from tecomp.topi import broadcast, elemwise, reduction, strategy
 from tecomp.topi.cpu_schedule import schedule_reduce
 
 REDUCE = {
@@ -115,3 +115,16 @@ def test_reduction_and_its_epilogue_both_outputs(rng, check_op):
     a = rng.normal(size=(7, 30)).astype("float32")
     check_op(s, [x], [r, e, m, out], [a],
              [a.sum(1), np.maximum(a.sum(1), 0), a.mean(1), np.exp(a.mean(1))], rtol=1e-5)
+
+
+def test_a_broadcast_epilogue_reads_a_reduction_computed_once(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 48), name="x")
+    mean = reduction.reduce_mean(x, axes=[1])
+    centered = broadcast.subtract(x, mean)
+    s = schedule_reduce(None, centered)
+    # The sum has its own loop nest instead of being recomputed per output element.
+    total = mean.op.input_tensors[0]
+    assert total.op.is_reduction and s[total].attach_type == "root"
+    a = rng.normal(size=(5, 48)).astype("float32")
+    check_op(s, [x], [centered], [a], a - a.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
