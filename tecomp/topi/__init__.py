@@ -67,8 +67,9 @@ Neural network, one kernel each (``topi.nn``):
     schedule ``schedule_injective``: batch_norm(epsilon=1e-5) (x, scale, bias, mean, var;
     inference);
     schedule ``schedule_reduce``: lrn(size, alpha=1e-4, beta=0.75, bias=1.0);
-    max_pool2d / avg_pool2d (kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-    ceil_mode=0, count_include_pad=0) (NCHW; pads = top, left, bottom, right);
+    max_pool2d / avg_pool2d (kernel, strides=None: 1, pads=None: 0, dilations=None: 1,
+    ceil_mode=0; avg: count_include_pad=0) (NCHW; pads = top, left, bottom, right, i.e.
+    ONNX's begins then ends); max_pool1d / avg_pool1d and max_pool3d / avg_pool3d alike;
     global_avg_pool / global_max_pool (N, C, spatial...).
 """
 
@@ -134,7 +135,10 @@ from .elemwise import (
 )
 from .matmul import batch_matmul, dense, matmul, matmul_compute
 from .nn import (
+    avg_pool,
+    avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     batch_norm,
     global_avg_pool,
     global_max_pool,
@@ -142,7 +146,10 @@ from .nn import (
     layer_norm,
     log_softmax,
     lrn,
+    max_pool,
+    max_pool1d,
     max_pool2d,
+    max_pool3d,
     rms_norm,
     softmax,
 )
@@ -185,7 +192,10 @@ __all__ = [
     "add",
     "argmax",
     "argmin",
+    "avg_pool",
+    "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "batch_matmul",
     "batch_norm",
     "cast",
@@ -235,7 +245,10 @@ __all__ = [
     "lrn",
     "matmul",
     "matmul_compute",
+    "max_pool",
+    "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
     "maximum",
     "minimum",
     "mish",

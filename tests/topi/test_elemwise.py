@@ -1,5 +1,8 @@
+from math import erf
+
 import numpy as np
 import pytest
+from onnx import helper
 
 from tecomp import te
 from tecomp.errors import DTypeError
@@ -75,8 +78,6 @@ def test_unary_other_dtypes(dtype, rng, check_op, onnx_ref):
 
 
 def test_gelu_exact_and_clip_bounds(rng, check_op):
-    from math import erf
-
     x = te.placeholder((4, 33), name="x")
     a = rng.uniform(-4, 4, (4, 33)).astype("float32")
     g = elemwise.gelu(x)
@@ -113,8 +114,6 @@ def test_isnan_isinf_not(check_op):
                                       ("int64", "float32"), ("bool", "float32"),
                                       ("float32", "float16"), ("int32", "uint8")])
 def test_cast_matches_onnx(src, dst, rng, check_op, onnx_ref):
-    from onnx import helper
-
     x = te.placeholder((3, 11), dtype=src, name="x")
     a = (rng.uniform(-3, 3, (3, 11)) * (1 if src.startswith("float") else 40)).astype(src)
     if src == "bool":
