@@ -73,10 +73,60 @@ def reshape(x, newshape):
     if total_in is not None and total_out is not None and total_in != total_out:
         raise ShapeError(f"reshape: cannot reshape {total_in} elements "
                          f"{tuple(str(d) for d in x.shape)} into {total_out}")
-    if len(dims) == len(x.shape) and all(a is b or const_int(a) == const_int(b) is not None
-                                         for a, b in zip(dims, x.shape)):
-        return _remap(tuple(dims), lambda idx: x[idx], "reshape")
-    return _remap(tuple(dims), lambda idx: x[_unravel(_ravel(idx, dims), x.shape)], "reshape")
+    groups = _reshape_groups(x.shape, dims) or [(range(len(x.shape)), range(len(dims)))]
+
+    def read(idx):
+        src = [None] * len(x.shape)
+        for gin, gout in groups:
+            flat = _ravel([idx[k] for k in gout], [dims[k] for k in gout])
+            for k, i in zip(gin, _unravel(flat, [x.shape[k] for k in gin]) if gin else ()):
+                src[k] = i
+        return x[tuple(src)]
+
+    return _remap(tuple(dims), read, "reshape")
+
+
+def _same_dim(a, b) -> bool:
+    return a is b or (const_int(a) is not None and const_int(a) == const_int(b))
+
+
+def _reshape_groups(src, dst):
+    """Consecutive groups of axes of ``src`` and ``dst`` with equal sizes, as pairs of
+    axis lists, or None when symbolic dimensions do not line up.
+
+    A reshape only moves elements within a group, so indexing group by group keeps the
+    index arithmetic small (an axis kept as is reads straight through, and merged axes
+    simplify back to one affine index) instead of unravelling one flat index over every
+    axis."""
+    groups, i, j = [], 0, 0
+    while i < len(src) and j < len(dst):
+        if _same_dim(src[i], dst[j]):
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+            continue
+        ps, pd = const_int(src[i]), const_int(dst[j])
+        if ps is None or pd is None:
+            return None
+        gin, gout = [i], [j]
+        i, j = i + 1, j + 1
+        while ps != pd:
+            side, k = (src, i) if ps < pd else (dst, j)
+            if k >= len(side) or const_int(side[k]) is None:
+                return None
+            if ps < pd:
+                ps, i = ps * const_int(side[k]), i + 1
+                gin.append(k)
+            else:
+                pd, j = pd * const_int(side[k]), j + 1
+                gout.append(k)
+        groups.append((gin, gout))
+    rest_in, rest_out = list(range(i, len(src))), list(range(j, len(dst)))
+    if any(const_int(src[k]) != 1 for k in rest_in) or any(
+            const_int(dst[k]) != 1 for k in rest_out):
+        return None
+    if rest_in or rest_out:
+        groups.append((rest_in, rest_out))
+    return groups
 
 
 def flatten(x, axis: int = 1):

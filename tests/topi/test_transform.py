@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+import tecomp
 from tecomp import te
 from tecomp.errors import ShapeError
 from tecomp.topi import strategy, transform
@@ -187,3 +188,21 @@ def test_transforms_keep_any_dtype(dtype, rng, check_op):
     _run("pad", [x], [a], np.pad(a, ((1, 0), (0, 2))), check_op, pads=[1, 0, 0, 2])
     scalar = te.placeholder((), dtype="int64", name="scalar")
     _run("gather", [x, scalar], [a, np.array(-1, "int64")], a[:, -1], check_op, axis=1)
+
+
+@pytest.mark.parametrize("src, dst", [((1, 6, 1), (6,)), ((2, 3), (3, 2)), ((4, 1), (1, 4, 1, 1)),
+                                      ((2, 6, 5), (4, 3, 5)), ((12,), (2, 1, 6))])
+def test_reshape_by_groups_of_axes(src, dst, rng, check_op):
+    x = te.placeholder(src, name="x")
+    a = rng.normal(size=src).astype("float32")
+    _run("reshape", [x], [a], a.reshape(dst), check_op, newshape=dst)
+
+
+def test_reshape_merging_axes_reads_contiguously():
+    n = te.var("n")
+    x = te.placeholder((n, 6, 64), name="x")
+    y = transform.reshape(x, (n, 384))
+    # Axis by axis, j // 64 * 64 + j % 64 folds back into j: a plain copy, no gather.
+    text = str(tecomp.lower(strategy.get_implementation("reshape", "llvm").schedule(None, [y]),
+                            [x, y]))
+    assert "%" not in text and "//" not in text
