@@ -15,7 +15,8 @@ Every compute accepts symbolic dimensions (``te.var``); attributes are Python va
 (axes may be negative, as in ONNX). The plain functions (``topi.add(a, b)``,
 ``topi.softmax(x, axis=-1)``) are the same computes without ``cfg``; those named like a
 Python builtin stay in their modules (``topi.elemwise.abs``, ``topi.elemwise.round``,
-``topi.transform.slice``), and ``not`` is ``topi.logical_not``.
+``topi.transform.slice``), ``not`` is ``topi.logical_not`` and the variadic ``sum``,
+``mean``, ``max``, ``min`` are ``topi.sum_n``, ``mean_n``, ``max_n``, ``min_n``.
 
 Tags on the computes: ``"elemwise"`` (one input element per output element),
 ``"broadcast"`` (numpy broadcasting), ``"injective"`` (index remapping: transforms),
@@ -28,8 +29,9 @@ Catalogue (inputs, then ``attrs=default``; one output unless said otherwise)
 ------------------------------------------------------------------------------
 Unary (x), schedule ``schedule_injective``:
     abs neg exp log sqrt reciprocal tanh sigmoid relu erf floor ceil round sin cos sign
-    not softplus softsign identity isnan hard_swish mish;
-    isinf(detect_negative=1, detect_positive=1),
+    not softplus softsign identity isnan hard_swish mish tan sinh cosh asinh acosh atanh;
+    isinf(detect_negative=1, detect_positive=1), thresholded_relu(alpha=1.0),
+    celu(alpha=1.0), shrink(bias=0.0, lambd=0.5),
     hard_sigmoid(alpha=0.2, beta=0.5), leaky_relu(alpha=0.01), elu(alpha=1.0),
     selu(alpha=1.67326319, gamma=1.05070102), gelu(approximate="none" | "tanh"),
     clip(min=None, max=None) (None: unbounded), cast(dtype) (numpy dtype name).
@@ -37,8 +39,8 @@ Binary (a, b) with numpy broadcasting, schedule ``schedule_injective``:
     add subtract multiply divide (integer division truncates, as ONNX) power maximum
     minimum mod(fmod=0) equal less greater less_equal greater_equal logical_and
     logical_or logical_xor, prelu (x, slope); where (cond, x, y). Comparisons and logical
-    ops give bool. Variadic ONNX Sum/Max/Min/Mean are chains of these; BitShift is not
-    provided.
+    ops give bool. Variadic (any number of inputs, broadcast): sum mean max min.
+    BitShift is not provided.
 Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
     concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
@@ -60,7 +62,8 @@ Reductions (x), schedule ``schedule_reduce``:
     argmax / argmin (axis=0, keepdims=1, select_last_index=0) (int64 output),
     cumsum(axis, exclusive=0, reverse=0).
 Neural network, one kernel each (``topi.nn``):
-    schedule ``schedule_normalize``: softmax(axis=-1), log_softmax(axis=-1);
+    schedule ``schedule_normalize``: softmax(axis=-1), log_softmax(axis=-1),
+    hardmax(axis=-1);
     layer_norm(axis=-1, epsilon=1e-5) (x, scale, bias=None; output Y only);
     rms_norm(axis=-1, epsilon=1e-5) (x, scale); instance_norm(epsilon=1e-5)
     (x, scale, bias);
@@ -75,6 +78,10 @@ Neural network, one kernel each (``topi.nn``):
 
 from .broadcast import (
     add,
+    max_n,
+    mean_n,
+    min_n,
+    sum_n,
     divide,
     equal,
     greater,
@@ -103,7 +110,16 @@ from .conv2d import (
 )
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from .elemwise import (
+    acosh,
+    asinh,
+    atanh,
     cast,
+    celu,
+    cosh,
+    shrink,
+    sinh,
+    tan,
+    thresholded_relu,
     ceil,
     clip,
     cos,
@@ -136,6 +152,7 @@ from .elemwise import (
 from .matmul import batch_matmul, dense, matmul, matmul_compute
 from .nn import (
     avg_pool,
+    hardmax,
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
@@ -189,9 +206,12 @@ from .transform import (
 )
 
 __all__ = [
+    "acosh",
     "add",
     "argmax",
     "argmin",
+    "asinh",
+    "atanh",
     "avg_pool",
     "avg_pool1d",
     "avg_pool2d",
@@ -200,12 +220,14 @@ __all__ = [
     "batch_norm",
     "cast",
     "ceil",
+    "celu",
     "clip",
     "concat",
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
     "cos",
+    "cosh",
     "cumsum",
     "dense",
     "depth_to_space",
@@ -227,6 +249,7 @@ __all__ = [
     "greater_equal",
     "hard_sigmoid",
     "hard_swish",
+    "hardmax",
     "identity",
     "instance_norm",
     "isinf",
@@ -245,11 +268,14 @@ __all__ = [
     "lrn",
     "matmul",
     "matmul_compute",
+    "max_n",
     "max_pool",
     "max_pool1d",
     "max_pool2d",
     "max_pool3d",
     "maximum",
+    "mean_n",
+    "min_n",
     "minimum",
     "mish",
     "mod",
@@ -279,9 +305,11 @@ __all__ = [
     "schedule_normalize",
     "schedule_reduce",
     "selu",
+    "shrink",
     "sigmoid",
     "sign",
     "sin",
+    "sinh",
     "softmax",
     "softplus",
     "softsign",
@@ -290,7 +318,10 @@ __all__ = [
     "sqrt",
     "squeeze",
     "subtract",
+    "sum_n",
+    "tan",
     "tanh",
+    "thresholded_relu",
     "tile",
     "transpose",
     "trilu",

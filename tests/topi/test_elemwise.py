@@ -38,6 +38,15 @@ UNARY = {
     "elu": ("Elu", {"alpha": 0.7}, (-3, 3)),
     "selu": ("Selu", {}, (-3, 3)),
     "gelu": ("Gelu", {"approximate": "tanh"}, (-4, 4)),
+    "tan": ("Tan", {}, (-1.2, 1.2)),
+    "sinh": ("Sinh", {}, (-3, 3)),
+    "cosh": ("Cosh", {}, (-3, 3)),
+    "asinh": ("Asinh", {}, (-3, 3)),
+    "acosh": ("Acosh", {}, (1, 4)),
+    "atanh": ("Atanh", {}, (-0.9, 0.9)),
+    "thresholded_relu": ("ThresholdedRelu", {"alpha": 0.5}, (-3, 3)),
+    "celu": ("Celu", {"alpha": 0.8}, (-3, 3)),
+    "shrink": ("Shrink", {"bias": 0.3, "lambd": 0.6}, (-3, 3)),
 }
 
 

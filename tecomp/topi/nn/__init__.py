@@ -13,4 +13,4 @@ from .pool import (
     max_pool2d,
     max_pool3d,
 )
-from .softmax import log_softmax, softmax
+from .softmax import hardmax, log_softmax, softmax

@@ -51,3 +51,12 @@ def test_group_with_a_producer_and_two_outputs(rng, check_op, onnx_ref):
     ta = np.array([0.5], "float32")
     ref = onnx_ref("LogSoftmax", [a * ta], axis=-1)[0]
     check_op(s, [x, t], [y, out], [a, ta], [ref, ref + a], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_hardmax_matches_onnx(axis, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 6, 20), name="x")
+    a = rng.integers(0, 4, (3, 6, 20)).astype("float32")  # ties: the first maximum wins
+    impl = strategy.get_implementation("hardmax", "llvm")
+    y = impl.compute(None, x, axis=axis)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref("Hardmax", [a], axis=axis))
