@@ -4,17 +4,20 @@ from tecomp import te
 from tecomp.topi import strategy
 
 # The operators a graph compiler looks up by name (ONNX semantics, snake_case).
-CATALOGUE = """
-abs neg exp log sqrt reciprocal tanh sigmoid relu erf floor ceil round sin cos sign not
-softplus softsign hard_sigmoid leaky_relu elu selu gelu hard_swish mish clip cast isnan
-isinf identity add subtract multiply divide power maximum minimum mod equal less greater
-less_equal greater_equal logical_and logical_or logical_xor prelu where reshape transpose
-concat split slice gather gather_elements expand squeeze unsqueeze flatten pad tile
-depth_to_space space_to_depth resize one_hot cumsum trilu reduce_sum reduce_mean reduce_max
-reduce_min reduce_prod reduce_l1 reduce_l2 reduce_log_sum_exp reduce_sum_square argmax argmin
-softmax log_softmax layer_norm rms_norm batch_norm instance_norm lrn max_pool2d avg_pool2d
-global_avg_pool global_max_pool
-""".split()
+CATALOGUE = (
+    "abs", "neg", "exp", "log", "sqrt", "reciprocal", "tanh", "sigmoid", "relu", "erf", "floor",
+    "ceil", "round", "sin", "cos", "sign", "not", "softplus", "softsign", "hard_sigmoid",
+    "leaky_relu", "elu", "selu", "gelu", "hard_swish", "mish", "clip", "cast", "isnan", "isinf",
+    "identity", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "mod",
+    "equal", "less", "greater", "less_equal", "greater_equal", "logical_and", "logical_or",
+    "logical_xor", "prelu", "where", "reshape", "transpose", "concat", "split", "slice", "gather",
+    "gather_elements", "expand", "squeeze", "unsqueeze", "flatten", "pad", "tile",
+    "depth_to_space", "space_to_depth", "resize", "one_hot", "cumsum", "trilu", "reduce_sum",
+    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2",
+    "reduce_log_sum_exp", "reduce_sum_square", "argmax", "argmin", "softmax", "log_softmax",
+    "layer_norm", "rms_norm", "batch_norm", "instance_norm", "lrn", "max_pool2d", "avg_pool2d",
+    "global_avg_pool", "global_max_pool",
+)
 
 
 @pytest.mark.parametrize("op", CATALOGUE)
