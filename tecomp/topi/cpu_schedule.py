@@ -82,31 +82,72 @@ def inline_injective(s, outs) -> None:
             st.compute_inline()
 
 
-def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
-    """Lay out ``axes`` (a stage's leading data axes, outermost first) as one parallel
-    loop over one vectorized loop of the target's lanes.
+def vector_block(axes, lanes: int) -> int:
+    """How many trailing ``axes`` form the vectorized loop: the last one when it is
+    symbolic or has at least ``lanes`` points, else the shortest suffix that does.
 
-    When the innermost axis is a constant multiple of the lanes, only it is split, so
-    indices stay affine in the vector lane (broadcast reads along outer axes remain
-    lane-invariant); otherwise all axes are fused first and the fused loop is split.
+    Fusing only what a vector needs keeps every index affine in the vector lane: a loop
+    fused over several axes is split back into them with ``//`` and ``%``, which turns
+    contiguous loads into gathers."""
+    total = 1
+    for k in range(1, len(axes) + 1):
+        extent = const_int(axes[-k].dom.extent)
+        if extent is None:
+            return k
+        total *= extent
+        if total >= lanes:
+            return k
+    return len(axes)
+
+
+def block_layout(stage, outer, inner, middle, lanes: int, npar: int, fuse_inner=True):
+    """Loop order ``outer, inner[:-k], chunk, middle, lane`` for data axes ``outer`` and
+    ``inner`` of ``stage`` and other leaf axes ``middle`` (reduced or normalized axes):
+    the last ``k`` inner axes (:func:`vector_block`) fused and split into vector chunks
+    of ``lanes``, the lane loop vectorized.
+
+    The first ``npar`` outer axes are fused into one loop; when that is all of them and
+    ``fuse_inner``, the remaining inner axes and the chunk loop join it.
 
     Returns
     -------
-    (outer, inner) : the parallel (or, for a small constant shape, serial) loop and the
-    vectorized loop.
+    (fused, chunk) : the fused loop (None when ``npar`` is 0) and the innermost loop
+    around one vector chunk (``fused`` itself when the chunk loop joined it).
+    """
+    k = vector_block(inner, lanes)
+    rest = inner[:-k]
+    chunk, lane = stage.split(stage.fuse(*inner[-k:]), factor=lanes)
+    stage.reorder(*outer, *rest, chunk, *middle, lane)
+    stage.vectorize(lane)
+    if npar >= len(outer) and fuse_inner:
+        loop = stage.fuse(*outer, *rest, chunk)
+        return loop, loop
+    return (stage.fuse(*outer[:npar]) if npar else None), chunk
+
+
+def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
+    """Lay out ``axes`` (a stage's data axes, outermost first) as one parallel loop over
+    one vectorized loop of the target's lanes (see :func:`block_layout`); a small
+    constant shape stays on one thread.
+
+    Returns
+    -------
+    IterVar : the parallel (or serial) loop around the vectorized one.
     """
     lanes = vector_lanes(dtype)
-    last = const_int(axes[-1].dom.extent)
-    if last is not None and last % lanes == 0:
-        jo, inner = stage.split(axes[-1], factor=lanes)
-        outer = stage.fuse(*axes[:-1], jo)
+    outer = axes[:-vector_block(axes, lanes)]
+    n_outer = num_elements([a.dom.extent for a in outer])
+    if outer and (n_outer is None or n_outer >= 4 * current_target().num_cores):
+        # Enough rows to share out: the chunk loop stays a serial loop of constant extent
+        # inside each row, which loop partitioning cuts into full chunks and the tail.
+        loop, _ = block_layout(stage, outer, axes[len(outer):], [], lanes, len(outer),
+                               fuse_inner=False)
     else:
-        outer, inner = stage.split(stage.fuse(*axes), factor=lanes)
-    stage.vectorize(inner)
+        loop, _ = block_layout(stage, [], axes, [], lanes, 0)
     total = num_elements(shape)
     if total is None or total >= PARALLEL_MIN_ELEMENTS:
-        parallel(stage, outer)
-    return outer, inner
+        parallel(stage, loop)
+    return loop
 
 
 def schedule_injective_stage(s, tensor) -> None:
@@ -185,8 +226,8 @@ def _rfactor_lanes(s, tensor):
 
 def layout_reduction(s, tensor, attach=None):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
-    then the reduced axes, then the inner output axes fused and vectorized; a reduction
-    over the innermost input axis is vectorized over partial results instead.
+    then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
+    a reduction over the innermost input axis is vectorized over partial results instead.
 
     With ``attach`` = ``(stage, axis)`` the reduction is computed inside that loop (it is
     then the producer of an epilogue) and nothing is marked parallel.
@@ -203,12 +244,10 @@ def layout_reduction(s, tensor, attach=None):
     outer_axes, inner_axes = (axes[:-m], axes[-m:]) if m else (axes, [])
     rf = None
     if inner_axes:
-        fi = stage.fuse(*inner_axes)
-        fio, fii = stage.split(fi, factor=vector_lanes(tensor.dtype))
-        stage.reorder(*outer_axes, fio, *op.reduce_axis, fii)
-        stage.vectorize(fii)
-        npar = _parallel_count(op, len(outer_axes))
-        outer = stage.fuse(*outer_axes[:npar]) if npar else fio
+        fused, chunk = block_layout(stage, outer_axes, inner_axes, op.reduce_axis,
+                                    vector_lanes(tensor.dtype),
+                                    _parallel_count(op, len(outer_axes)))
+        outer = fused if fused is not None else chunk
     else:
         rf = _rfactor_lanes(s, tensor)
         outer = stage.fuse(*outer_axes) if outer_axes else None
@@ -268,30 +307,16 @@ def schedule_reduce(cfg, outs):
         m = _inner_count(red.op)
         axes = list(op.axis)
         if m and len(red.op.axis) == len(axes):
-            outer = _split_outer_inner(s[t], axes, m, t.dtype,
-                                       _parallel_count(red.op, len(axes) - m))
+            fused, outer = block_layout(s[t], axes[:-m], axes[-m:], [], vector_lanes(t.dtype),
+                                        _parallel_count(red.op, len(axes) - m))
+            if fused is not None:
+                parallel(s[t], fused)
         else:
             outer = s[t].fuse(*axes)
             parallel(s[t], outer)
         for r in reductions:
             layout_reduction(s, r, attach=(s[t], outer))
     return s
-
-
-def _split_outer_inner(stage, axes, m, dtype, npar):
-    """The ``m`` inner axes fused and split into vector chunks; the first ``npar`` outer
-    axes fused into the parallel loop (with the chunk loop too when they are all of
-    them). Returns the loop a producer is computed at: the one enclosing one chunk."""
-    fio, fii = stage.split(stage.fuse(*axes[-m:]), factor=vector_lanes(dtype))
-    stage.vectorize(fii)
-    outer = axes[:-m]
-    if npar >= len(outer):
-        po = stage.fuse(*outer, fio)
-        parallel(stage, po)
-        return po
-    if npar:
-        parallel(stage, stage.fuse(*outer[:npar]))
-    return fio
 
 
 def _reductions_at_root(s, outs) -> set:
@@ -380,14 +405,9 @@ def schedule_normalize(cfg, outs):
         outer, mid, inner = axes[:start], axes[start:end], axes[end:]
         lanes = vector_lanes(t.dtype)
         if inner:
-            fio, fii = stage.split(stage.fuse(*inner), factor=lanes)
-            stage.reorder(*outer, fio, *mid, fii)
-            po = stage.fuse(*outer, fio)
-            stage.vectorize(fii)
+            po, _ = block_layout(stage, outer, inner, mid, lanes, len(outer))
         else:
-            _, vi = stage.split(stage.fuse(*mid), factor=lanes)
-            stage.vectorize(vi)
-            po = stage.fuse(*outer) if outer else None
+            po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
         if po is not None:
             parallel(stage, po)
         for red in _reductions_read(s, t.op):

@@ -47,13 +47,30 @@ def test_single_core_targets_get_no_parallel_loop():
     assert list(s[y].iter_var_attrs.values()).count("parallel") == 1
 
 
-def test_injective_layout_keeps_the_innermost_axis_when_lanes_divide_it():
-    x = te.placeholder((10, 3, 64), name="x")
+def _leaves(stage):
+    return [(iv.name, stage.iter_var_attrs.get(iv)) for iv in stage.leaf_iter_vars]
+
+
+def test_injective_layout_vectorizes_the_last_axis_inside_parallel_rows():
+    x = te.placeholder((10, 3, 560), name="x")
     b = te.placeholder((3, 1), name="b")
     y = broadcast.add(x, b)
-    with Target("llvm -mcpu=haswell"):
+    with Target("llvm -mcpu=haswell -num-cores=2"):
         s = cpu_schedule.schedule_injective(None, y)
-    # The inner axis is split by the lanes; the broadcast read b[c, 0] stays lane-invariant.
-    leaves = [iv.name for iv in s[y].leaf_iter_vars]
-    assert leaves == ["i0.i1.fused.i2.outer.fused", "i2.inner"]
-    assert s[y].iter_var_attrs[s[y].leaf_iter_vars[1]] == "vectorized"
+    # Only the last axis is split, so reads stay contiguous in the lane and b[c, 0] is
+    # one value per row; the 30 rows are shared out, the 70 chunks of a row stay serial.
+    assert _leaves(s[y]) == [("i0.i1.fused", "parallel"), ("i2.outer", None),
+                             ("i2.inner", "vectorized")]
+    text = str(tecomp.lower(s, [x, b, y]))
+    assert "%" not in text.split("b[")[0].split("x[")[1]  # the x index has no modulo
+
+
+def test_small_trailing_axes_are_fused_into_one_vector_and_few_rows_into_the_chunks():
+    x = te.placeholder((2, 3, 5), name="x")
+    y = elemwise.exp(x)
+    with Target("llvm -mcpu=haswell -num-cores=2"):
+        s = cpu_schedule.schedule_injective(None, y)
+    # 5 < 8 lanes: the last two axes form the vector block; 2 rows are too few to share
+    # out, so the row and chunk loops are fused.
+    assert _leaves(s[y]) == [("i0.i1.i2.fused.outer.fused", None),
+                             ("i1.i2.fused.inner", "vectorized")]
