@@ -1,11 +1,13 @@
-"""Default CPU schedules of the operator library: injective groups and reductions.
+"""Default CPU schedules of the operator library: injective groups, reductions and
+normalizations (softmax, layer_norm, ...).
 
 A *group* is what a graph compiler fuses into one kernel: its outputs (``outs``) and
 every compute stage they read, back to placeholders. Injective stages that are not
 outputs are inlined into their consumers; each output gets one loop nest whose outer
 loop is parallel over the target's cores and whose inner loop is vectorized with the
-target's vector width. Extents may be symbolic: splits guard their tails, and the
-code generator turns a guarded vector loop into masked loads and stores.
+target's vector width, and the statistics a normalization reads are computed inside
+its parallel loop, one row at a time. Extents may be symbolic: splits guard their tails,
+and the code generator turns a guarded vector loop into masked loads and stores.
 """
 
 from __future__ import annotations
@@ -19,9 +21,6 @@ from ..te.tensor import ComputeOp, Tensor
 #: Below this many output elements (a constant shape) a parallel loop costs more in
 #: fork/join than it saves, so small kernels run on one thread.
 PARALLEL_MIN_ELEMENTS = 16384
-
-# Tags of stages that compute each output element from a fixed set of input elements.
-INJECTIVE_TAGS = ("elemwise", "broadcast", "injective")
 
 
 def current_target() -> Target:

@@ -35,7 +35,7 @@ def _zero(v):
 
 def _sign(v):
     one, zero = te.const(1, v.dtype), _zero(v)
-    if v.dtype == "bool" or not dt.is_signed(v.dtype) and not dt.is_float(v.dtype):
+    if v.dtype == "bool" or (not dt.is_signed(v.dtype) and not dt.is_float(v.dtype)):
         return te.if_then_else(v > zero, one, zero)
     return te.if_then_else(v > zero, one, te.if_then_else(v < zero, -one, zero))
 
