@@ -196,9 +196,14 @@ def concat(*tensors, axis: int = 0):
     ndim = len(first.shape)
     axis = normalize_axis(axis, ndim)
     for t in tensors[1:]:
-        if len(t.shape) != ndim or t.dtype != first.dtype:
-            raise ShapeError(f"concat: {t.name} {t.dtype}{tuple(str(d) for d in t.shape)} "
-                             f"does not match {first.dtype} of rank {ndim}")
+        mismatch = [k for k in range(ndim) if k != axis and len(t.shape) == ndim
+                    and None not in (const_int(t.shape[k]), const_int(first.shape[k]))
+                    and const_int(t.shape[k]) != const_int(first.shape[k])]
+        if len(t.shape) != ndim or t.dtype != first.dtype or mismatch:
+            raise ShapeError(
+                f"concat: {t.name} {t.dtype}{tuple(str(d) for d in t.shape)} does not match "
+                f"{first.name} {first.dtype}{tuple(str(d) for d in first.shape)}; all inputs "
+                f"need one dtype and rank, and equal sizes except along axis {axis}")
     offsets = [E.IntImm(0)]
     for t in tensors:
         offsets.append(offsets[-1] + t.shape[axis])
@@ -306,6 +311,13 @@ def gather(data, indices, axis: int = 0):
 def gather_elements(data, indices, axis: int = 0):
     """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``."""
     axis = normalize_axis(axis, len(data.shape))
+    if len(indices.shape) != len(data.shape):
+        raise ShapeError("gather_elements: indices and data must have the same rank")
+    for k, (di, dd) in enumerate(zip(indices.shape, data.shape)):
+        if k != axis and None not in (const_int(di), const_int(dd)) and (
+                const_int(di) > const_int(dd)):
+            raise ShapeError(f"gather_elements: indices axis {k} has {const_int(di)} "
+                             f"elements, more than data's {const_int(dd)}")
 
     def read(idx):
         i = _wrap_index(indices[idx], data.shape[axis])
@@ -324,6 +336,11 @@ def pad(x, pads, mode: str = "constant", value=0):
     if mode not in ("constant", "reflect", "edge"):
         raise ShapeError(f"pad: mode={mode!r}; allowed: 'constant', 'reflect', 'edge'")
     begin, end = pads[:ndim], pads[ndim:]
+    if mode == "reflect":
+        for k, (d, b, e) in enumerate(zip(x.shape, begin, end)):
+            if const_int(d) is not None and max(b, e) >= const_int(d):
+                raise ShapeError(f"pad: reflect pads ({b}, {e}) of axis {k} must be smaller "
+                                 f"than its size {const_int(d)}")
     shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))
 
     def read(idx):
@@ -356,6 +373,9 @@ def depth_to_space(x, blocksize: int, mode: str = "DCR"):
     ``blocksize`` spatial tiles (``mode`` DCR: depth-column-row order, CRD: column-row-depth)."""
     n, c, h, w = x.shape
     b = blocksize
+    if const_int(c) is not None and const_int(c) % (b * b):
+        raise ShapeError(f"depth_to_space: {const_int(c)} channels do not divide into "
+                         f"blocks of {b} x {b}")
     oc = c // (b * b)
 
     def read(idx):

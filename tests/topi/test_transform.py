@@ -206,3 +206,15 @@ def test_reshape_merging_axes_reads_contiguously():
     text = str(tecomp.lower(strategy.get_implementation("reshape", "llvm").schedule(None, [y]),
                             [x, y]))
     assert "%" not in text and "//" not in text
+
+
+def test_shapes_that_would_read_out_of_bounds_are_errors():
+    x = te.placeholder((3, 5), name="x")
+    with pytest.raises(ShapeError, match="equal sizes except along axis 0"):
+        transform.concat(x, te.placeholder((2, 4), name="y"), axis=0)
+    with pytest.raises(ShapeError, match="must be smaller than its size 3"):
+        transform.pad(x, [3, 0, 0, 0], mode="reflect")
+    with pytest.raises(ShapeError, match="more than data's 5"):
+        transform.gather_elements(x, te.placeholder((3, 6), dtype="int64", name="i"), axis=0)
+    with pytest.raises(ShapeError, match="blocks of 2 x 2"):
+        transform.depth_to_space(te.placeholder((1, 6, 2, 2), name="z"), blocksize=2)
