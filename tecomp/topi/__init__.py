@@ -55,6 +55,10 @@ Transforms (injective), schedule ``schedule_injective``:
     (the two trailing axes; scales/sizes per axis as in ONNX, or just those two),
     trilu(k=0, upper=1), one_hot(depth, values=(0, 1), axis=-1, dtype="float32")
     (indices; ``depth`` an int, ``values`` = (off, on)).
+Quantization, schedule ``schedule_injective``:
+    quantize_linear(axis=1, dtype="uint8") (x, scale, zero_point=None; output in the
+    zero point's dtype, uint8 or int8), dequantize_linear(axis=1) (x, scale,
+    zero_point=None); scale and zero point per tensor (0-d or 1 element) or per axis.
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
     reduce_log_sum reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1,
@@ -170,6 +174,7 @@ from .nn import (
     rms_norm,
     softmax,
 )
+from .quantize import dequantize_linear, quantize_linear
 from .reduction import (
     argmax,
     argmin,
@@ -232,6 +237,7 @@ __all__ = [
     "dense",
     "depth_to_space",
     "depthwise_conv2d",
+    "dequantize_linear",
     "divide",
     "elu",
     "equal",
@@ -286,6 +292,7 @@ __all__ = [
     "pad",
     "power",
     "prelu",
+    "quantize_linear",
     "reciprocal",
     "reduce_l1",
     "reduce_l2",

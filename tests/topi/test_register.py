@@ -16,7 +16,7 @@ CATALOGUE = (
     "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2",
     "reduce_log_sum_exp", "reduce_sum_square", "argmax", "argmin", "softmax", "log_softmax",
     "layer_norm", "rms_norm", "batch_norm", "instance_norm", "lrn", "max_pool2d", "avg_pool2d",
-    "global_avg_pool", "global_max_pool",
+    "global_avg_pool", "global_max_pool", "quantize_linear", "dequantize_linear",
 )
 
 
