@@ -11,16 +11,8 @@ The autotuner knows no operator by itself: the built-in templates (``matmul``, `
 """
 
 from .callback import log_to_file, progress_bar
-from .measure import (
-    BuildResult,
-    LocalBuilder,
-    LocalRunner,
-    OffHostRunner,
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
-    measure_option,
-)
+from .measure import BuildResult, LocalBuilder, LocalRunner, OffHostRunner, measure_option
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .records import (
     ApplyHistoryBest,
     Record,

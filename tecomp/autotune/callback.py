@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .measure import MeasureErrorNo, gflops
+from .measure import gflops
+from .result import MeasureErrorNo
 from .records import LogWriter, make_record
 
 

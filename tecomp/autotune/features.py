@@ -42,6 +42,8 @@ import numpy as np
 
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..schedule.lower import lower
+from .measure import _worker_task
 
 FEATURE_VERSION = 1
 N_GLOBAL = 6
@@ -286,11 +288,9 @@ def candidate_features(task, config) -> np.ndarray:
     """Features of ``config`` of ``task``: instantiate, lower for the task's target (so
     the loop kinds are the ones its code generator emits), extract. A config that fails
     to instantiate or lower gets all zeros (it is measured as an error anyway)."""
-    import tecomp
-
     try:
         s, args = task.instantiate(config)
-        func = tecomp.lower(s, args, target=task.target)
+        func = lower(s, args, target=task.target)
     except Exception:  # noqa: BLE001 - features of an invalid config are uninformative
         return np.zeros(FEATURE_LENGTH, dtype=np.float32)
     return extract(func)
@@ -298,7 +298,5 @@ def candidate_features(task, config) -> np.ndarray:
 
 def _features_job(name, args, target, indices):
     """Runs in a build worker: features of several configs of one task, as lists."""
-    from .measure import _worker_task
-
     task = _worker_task(name, args, target)
     return [candidate_features(task, task.config_space.get(i)).tolist() for i in indices]

@@ -11,7 +11,7 @@ Every outcome is a ``MeasureResult`` with an error code from the closed enum
 
 from __future__ import annotations
 
-import enum
+import contextlib
 import json
 import math
 import multiprocessing
@@ -20,67 +20,22 @@ import os
 import select
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-import contextlib
 
+from .. import te
+from ..build_module import build
 from ..errors import TecompError
+from ..ir import expr as E
 from ..runtime.runner import Runner
 from ._runner_worker import _arrays
-
-
-class MeasureErrorNo(enum.IntEnum):
-    """Outcome of measuring one candidate (written to logs by value and name)."""
-
-    NO_ERROR = 0
-    INSTANTIATION_ERROR = 1   # the template raised for this config
-    COMPILE_ERROR = 2         # lowering or code generation failed
-    RUNTIME_ERROR = 3         # the candidate crashed (e.g. segfault) or raised when run
-    WRONG_ANSWER = 4          # check_correctness: output differs from the reference
-    TIMEOUT = 5               # build or run exceeded its timeout (message says which)
-    UNKNOWN_ERROR = 6
-
-
-@dataclass(frozen=True)
-class MeasureInput:
-    """What to measure: a task and one config of its space."""
-
-    task: object
-    config: object
-
-    @property
-    def target(self) -> str:
-        return self.task.target
-
-
-@dataclass(frozen=True)
-class MeasureResult:
-    """How it went. ``costs`` are seconds per run, one per timed batch (empty on error);
-    ``all_cost`` is the wall time of building and measuring; ``stage`` is "trial" or
-    "final" (the interleaved re-measurement at the end of tuning)."""
-
-    costs: tuple
-    error_no: MeasureErrorNo
-    error_msg: str = ""
-    all_cost: float = 0.0
-    timestamp: float = 0.0
-    stage: str = "trial"
-
-    @property
-    def ok(self) -> bool:
-        return self.error_no == MeasureErrorNo.NO_ERROR
-
-    @property
-    def cost(self) -> float:
-        """Median cost in seconds (inf when the candidate failed)."""
-        if not self.ok or not self.costs:
-            return float("inf")
-        return statistics.median(self.costs)
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
+from .space import FallbackConfigEntity
+from .task import Task, _run_with_config
 
 
 @dataclass(frozen=True)
@@ -245,8 +200,6 @@ _WORKER_TASKS: dict = {}
 
 
 def _worker_task(name, args, target):
-    from .task import Task
-
     key = (name, args, target)
     t = _WORKER_TASKS.get(key)
     if t is None:
@@ -256,8 +209,6 @@ def _worker_task(name, args, target):
 
 def arg_specs(tensors) -> tuple:
     """(shape, dtype, is_output) of each argument tensor, with concrete int shapes."""
-    from ..ir import expr as E
-
     specs = []
     for t in tensors:
         shape = []
@@ -271,8 +222,6 @@ def arg_specs(tensors) -> tuple:
 
 def _build_candidate(name, args, target, index, out_dir, build_func):
     """Runs in a builder worker: instantiate config ``index``, compile, export."""
-    import tecomp
-
     t0 = time.perf_counter()
     task = _worker_task(name, args, target)
     try:
@@ -286,7 +235,7 @@ def _build_candidate(name, args, target, index, out_dir, build_func):
         if build_func is not None:
             path = build_func(s, tensors, target, out_dir, index)
         else:
-            mod = tecomp.build(s, tensors, target=target, name="default_function")
+            mod = build(s, tensors, target=target, name="default_function")
             path = os.path.join(out_dir, f"cand_{index}_{os.getpid()}_{time.time_ns()}.so")
             mod.export_library(path)
     except Exception as err:  # noqa: BLE001
@@ -516,16 +465,10 @@ class LocalRunner:
         """Path of the reference build of ``task`` (naive schedule of its compute)."""
         key = (task.name, task.args, task.target)
         if key not in self._refs:
-            import tecomp
-            from tecomp import te
-
-            from .space import FallbackConfigEntity
-            from .task import _run_with_config
-
             _, tensors = _run_with_config(task.template.func, task.args, FallbackConfigEntity())
             outs = [t for t in tensors if getattr(t.op, "body", None)]
             s = te.create_schedule([t.op for t in outs])
-            mod = tecomp.build(s, list(tensors), target=task.target, name="reference")
+            mod = build(s, list(tensors), target=task.target, name="reference")
             if self._ref_dir is None:
                 self._ref_dir = tempfile.mkdtemp(prefix="tecomp_ref_")
             path = os.path.join(self._ref_dir, f"ref_{len(self._refs)}.so")

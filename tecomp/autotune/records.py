@@ -27,16 +27,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..target import Target
-from .measure import MeasureErrorNo, MeasureResult
+from .context import pop_context, push_context
+from .result import MeasureErrorNo, MeasureResult
 
 FORMAT_VERSION = 1
-
-
-def _tecomp_version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _tuplify(v):
@@ -82,7 +78,7 @@ class Record:
         r = self.result
         return {
             "format": FORMAT_VERSION,
-            "tecomp": self.version or _tecomp_version(),
+            "tecomp": self.version or __version__,
             "workload": {"name": self.name, "args": _listify(self.args),
                          "hash": self.workload_hash},
             "target": {"string": self.target, "key": self.target_key},
@@ -140,7 +136,7 @@ def make_record(task, config, result: MeasureResult) -> Record:
         config_index=int(config.index),
         knobs=config.to_json(),
         result=result,
-        version=_tecomp_version(),
+        version=__version__,
     )
 
 
@@ -345,15 +341,11 @@ class ApplyHistoryBest:
             self.fallbacks.append((name, args))
 
     def __enter__(self):
-        from .task import _push_context
-
-        _push_context(self)
+        push_context(self)
         return self
 
     def __exit__(self, *exc):
-        from .task import _pop_context
-
-        _pop_context(self)
+        pop_context(self)
         return False
 
 

@@ -22,13 +22,13 @@ The registry starts empty: the autotuner knows no operator. The operator library
 from __future__ import annotations
 
 import inspect
-import threading
 
 from ..errors import TecompError
 from ..ir import expr as E
 from ..target import Target, as_target
 from ..te.analysis import count_flop, structural_hash
 from . import records
+from .context import state as _state
 from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 
 
@@ -39,14 +39,6 @@ class TemplateError(TecompError, ValueError):
 #: name -> Template. An explicit registry: the only global state of the autotuner.
 TEMPLATES: dict[str, Template] = {}
 
-_local = threading.local()
-
-
-def _state():
-    if not hasattr(_local, "cfg"):
-        _local.cfg = None        # config of the template call in progress
-        _local.contexts = []     # active apply_history_best contexts, innermost last
-    return _local
 
 
 class Template:
@@ -184,16 +176,6 @@ def dispatch(name: str, args: tuple, target: Target | str | None = None):
     for ctx in st.contexts:
         ctx.note_fallback(name, args)
     return FallbackConfigEntity()
-
-
-def _push_context(ctx):
-    _state().contexts.append(ctx)
-
-
-def _pop_context(ctx):
-    contexts = _state().contexts
-    if ctx in contexts:
-        contexts.remove(ctx)
 
 
 _TASK_CACHE: dict = {}

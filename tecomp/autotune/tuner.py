@@ -25,10 +25,12 @@ import time
 import numpy as np
 
 from . import features as F
-from .measure import MeasureErrorNo, MeasureInput, MeasureResult, gflops
+from .measure import gflops
 from .measure import measure_option as _default_option
 from .records import _as_records, shipped_candidates, target_key
+from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .sa import anneal, neighbour
+from .task import Task
 
 logger = logging.getLogger("tecomp.autotune")
 
@@ -490,8 +492,6 @@ class XGBTuner(Tuner):
     def load_history(self, records, max_per_task: int = 200) -> int:
         """Records of this task resume it (see ``Tuner.load_history``); records of other
         tasks of the same template warm-start the cost model (transfer learning)."""
-        from .task import Task
-
         records = _as_records(records)
         taken = super().load_history(records)
         others: dict = {}

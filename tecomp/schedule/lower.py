@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import LoweringError
+from ..errors import LoweringError, ScheduleError
 from ..ir import expr as E
 from ..ir import stmt as S
+from ..ir.arith import const_int_bound, eval_interval, prove, simplify
 from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.transform.pipeline import run_pipeline
@@ -148,8 +149,6 @@ class _BoundInference:
 
     def region(self, producer: Stage) -> list:
         """Per dimension, the (lo, hi) inclusive region consumers read, or None if unread."""
-        from ..ir.arith import eval_interval, simplify
-
         shape = producer.op.outputs[0].shape
         ndim = len(shape)
         lo = [None] * ndim
@@ -178,8 +177,6 @@ class _BoundInference:
         return list(zip(lo, hi))
 
     def infer(self, info: StageInfo):
-        from ..ir.arith import const_int_bound, prove, simplify
-
         st = info.stage
         op = st.op
         shape = op.outputs[0].shape
@@ -551,8 +548,6 @@ def _check_free_vars(func: S.PrimFunc) -> None:
 
 
 def _check_target(sch: Schedule, target):
-    from ..errors import ScheduleError
-
     kind = str(target).split()[0] if not hasattr(target, "kind") else target.kind
     if kind == "cuda":
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import expr as E
+from ..ir.arith import prove
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,8 +75,6 @@ def pass_up_values(leaf_values: dict, relations, extents: dict) -> dict:
 
 def split_guards(relations, values: dict, extents: dict) -> list:
     """Conditions that keep a non-dividing split inside its parent's extent."""
-    from ..ir.arith import prove
-
     out = []
     for rel in relations:
         if not isinstance(rel, Split):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir import expr as E
-from ..ir.functor import IRMutator
+from ..ir.functor import IRMutator, substitute
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .relations import Fuse, Split
+from .rfactor import rfactor as rfactor_stage
 
 #: Annotations ``Stage`` can put on a leaf axis (loop kinds of the loop IR).
 ANNOTATIONS = ("vectorized", "unrolled", "parallel", "thread_binding")
@@ -395,8 +396,6 @@ class Schedule:
         new_axis = tuple(
             E.IterVar(a.dom, E.Var(a.name + ".c", a.var.dtype), "data_par") for a in op.axis
         )
-        from ..ir.functor import substitute
-
         vmap = {a.var: n.var for a, n in zip(op.axis, new_axis)}
         body = tuple(substitute(b, vmap) for b in op.body)
         cache_op = ComputeOp(op.name + "." + scope, new_axis, body, op.tag, op.attrs)
@@ -439,9 +438,7 @@ class Schedule:
         return copy
 
     def rfactor(self, tensor, axis, factor_axis: int = 0):
-        from .rfactor import rfactor
-
-        return rfactor(self, tensor, axis, factor_axis)
+        return rfactor_stage(self, tensor, axis, factor_axis)
 
     def __repr__(self):
         return "Schedule(" + ", ".join(s.name for s in self.stages) + ")"

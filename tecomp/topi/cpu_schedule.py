@@ -1,0 +1,416 @@
+"""Default CPU schedules of the operator library: injective groups, reductions and
+normalizations (softmax, layer_norm, ...).
+
+A *group* is what a graph compiler fuses into one kernel: its outputs (``outs``) and
+every compute stage they read, back to placeholders. Injective stages that are not
+outputs are inlined into their consumers; each output gets one loop nest whose outer
+loop is parallel over the target's cores and whose inner loop is vectorized with the
+target's vector width, and the statistics a normalization reads are computed inside
+its parallel loop, one row at a time. Extents may be symbolic: splits guard their tails,
+and the code generator turns a guarded vector loop into masked loads and stores.
+"""
+
+from __future__ import annotations
+
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..target import Target
+from ..te import create_schedule
+from ..te.tensor import ComputeOp, Tensor
+
+#: Below this many output elements (a constant shape) a parallel loop costs more in
+#: fork/join than it saves, so small kernels run on one thread.
+PARALLEL_MIN_ELEMENTS = 16384
+
+
+def current_target() -> Target:
+    """The target of the innermost ``with Target(...)`` scope, else the host (``llvm``)."""
+    return Target.current() or Target("llvm")
+
+
+def vector_lanes(dtype: str, target: Target | None = None) -> int:
+    """Lanes of ``dtype`` in one native vector register of ``target`` (at least 4)."""
+    target = target or current_target()
+    bits = max(dt.bits(dtype), 8)
+    return max(target.vector_width_bits // bits, 4)
+
+
+def parallel(stage, axis) -> None:
+    """Mark ``axis`` of ``stage`` parallel, unless the target has a single core (a
+    parallel loop there only adds the runtime's fork/join)."""
+    if current_target().num_cores > 1:
+        stage.parallel(axis)
+
+
+def as_list(outs) -> list:
+    """``outs`` (a tensor or a sequence of tensors) as a list of tensors."""
+    return [outs] if isinstance(outs, Tensor) else list(outs)
+
+
+def const_int(e) -> int | None:
+    """The value of an integer constant expression, or None for a symbolic one."""
+    return e.value if isinstance(e, E.IntImm) else None
+
+
+def same_shape(a, b) -> bool:
+    """Whether shapes ``a`` and ``b`` are equal: the same dimensions (constants or the
+    same symbolic expressions)."""
+    return len(a) == len(b) and all(
+        x is y or (const_int(x) is not None and const_int(x) == const_int(y))
+        for x, y in zip(a, b))
+
+
+def num_elements(shape) -> int | None:
+    """The product of a constant shape, or None when a dimension is symbolic."""
+    total = 1
+    for s in shape:
+        v = const_int(s)
+        if v is None:
+            return None
+        total *= v
+    return total
+
+
+def inline_injective(s, outs) -> None:
+    """Inline every compute stage of ``s`` that is neither an output nor a reduction."""
+    out_ops = {t.op for t in outs}
+    for st in s.stages:
+        op = st.op
+        if (isinstance(op, ComputeOp) and op not in out_ops and not op.is_reduction
+                and len(op.outputs) == 1):
+            st.compute_inline()
+
+
+def vector_block(axes, lanes: int) -> int:
+    """How many trailing ``axes`` form the vectorized loop: the last one when it is
+    symbolic or has at least ``lanes`` points, else the shortest suffix that does.
+
+    Fusing only what a vector needs keeps every index affine in the vector lane: a loop
+    fused over several axes is split back into them with ``//`` and ``%``, which turns
+    contiguous loads into gathers."""
+    total = 1
+    for k in range(1, len(axes) + 1):
+        extent = const_int(axes[-k].dom.extent)
+        if extent is None:
+            return k
+        total *= extent
+        if total >= lanes:
+            return k
+    return len(axes)
+
+
+def block_layout(stage, outer, inner, middle, lanes: int, npar: int, fuse_inner=True):
+    """Loop order ``outer, inner[:-k], chunk, middle, lane`` for data axes ``outer`` and
+    ``inner`` of ``stage`` and other leaf axes ``middle`` (reduced or normalized axes):
+    the last ``k`` inner axes (:func:`vector_block`) fused and split into vector chunks
+    of ``lanes``, the lane loop vectorized.
+
+    The first ``npar`` outer axes are fused into one loop; when that is all of them and
+    ``fuse_inner``, the remaining inner axes and the chunk loop join it.
+
+    Returns
+    -------
+    (fused, chunk) : the fused loop (None when ``npar`` is 0) and the innermost loop
+    around one vector chunk (``fused`` itself when the chunk loop joined it).
+    """
+    k = vector_block(inner, lanes)
+    rest = inner[:-k]
+    chunk, lane = stage.split(stage.fuse(*inner[-k:]), factor=lanes)
+    stage.reorder(*outer, *rest, chunk, *middle, lane)
+    stage.vectorize(lane)
+    if npar >= len(outer) and fuse_inner:
+        loop = stage.fuse(*outer, *rest, chunk)
+        return loop, loop
+    return (stage.fuse(*outer[:npar]) if npar else None), chunk
+
+
+def parallel_vectorize(stage, axes, dtype: str, shape):
+    """Lay out ``axes`` (a stage's data axes, outermost first) as one parallel loop over
+    one vectorized loop of the target's lanes (see :func:`block_layout`); a small
+    constant shape stays on one thread.
+
+    Returns
+    -------
+    IterVar : the parallel (or serial) loop around the vectorized one.
+    """
+    lanes = vector_lanes(dtype)
+    outer = axes[:-vector_block(axes, lanes)]
+    n_outer = num_elements([a.dom.extent for a in outer])
+    if outer and (n_outer is None or n_outer >= 4 * current_target().num_cores):
+        # Enough rows to share out: the chunk loop stays a serial loop of constant extent
+        # inside each row, which loop partitioning cuts into full chunks and the tail.
+        loop, _ = block_layout(stage, outer, axes[len(outer):], [], lanes, len(outer),
+                               fuse_inner=False)
+    else:
+        loop, _ = block_layout(stage, [], axes, [], lanes, 0)
+    total = num_elements(shape)
+    if total is None or total >= PARALLEL_MIN_ELEMENTS:
+        parallel(stage, loop)
+    return loop
+
+
+def schedule_injective_stage(s, tensor) -> None:
+    """Parallel + vectorized loops for one output ``tensor`` of an injective group."""
+    stage = s[tensor]
+    if stage.op.axis:
+        parallel_vectorize(stage, list(stage.op.axis), tensor.dtype, tensor.shape)
+
+
+def schedule_injective(cfg, outs):
+    """Schedule a group of elementwise, broadcast and index-remapping stages.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused (the schedule has no knobs); present for the strategy signature.
+    outs : Tensor or list of Tensor
+        The group's outputs; every non-output compute stage they read is inlined.
+
+    Returns
+    -------
+    Schedule
+        One loop nest per output: its rows (all axes but the trailing ones a vector
+        needs) fused into a parallel loop, the trailing axes split into chunks of the
+        target's vector width, vectorized.
+
+    Examples
+    --------
+    >>> s = schedule_injective(None, [topi.relu(topi.add(a, b))])   # doctest: +SKIP
+    """
+    outs = as_list(outs)
+    s = create_schedule([t.op for t in outs])
+    inline_injective(s, outs)
+    for t in dict.fromkeys(outs):
+        schedule_injective_stage(s, t)
+    return s
+
+
+# ---- reductions ---------------------------------------------------------------------------
+
+
+def _inner_count(op) -> int:
+    """How many trailing output axes of reduction ``op`` run inside its reduced axes in
+    the input's layout (recorded by the computes as ``attrs["inner_axes"]``)."""
+    return int(op.attrs.get("inner_axes", 0))
+
+
+def _parallel_count(op, n_outer: int) -> int:
+    """How many leading output axes of reduction ``op`` form its parallel loop: all outer
+    axes unless the compute records fewer as ``attrs["parallel_axes"]`` (pooling keeps
+    its output rows a serial loop of constant extent, which loop partitioning can cut
+    into border and interior rows)."""
+    return min(int(op.attrs.get("parallel_axes", n_outer)), n_outer)
+
+
+def _rfactor_lanes(s, tensor):
+    """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
+    lane a partial result over a strided slice, then a short reduction of the lanes.
+
+    Returns the partial tensor (its stage still at root), or None where the reduction is
+    too short to gain from it or cannot be factored (tuple reductions, ``init=``)."""
+    stage = s[tensor]
+    op = stage.op
+    k = op.reduce_axis[-1]
+    lanes = vector_lanes(tensor.dtype)
+    ext = const_int(k.dom.extent)
+    if len(op.outputs) != 1 or op.body[0].init or (ext is not None and ext < 2 * lanes):
+        return None
+    _, ki = stage.split(k, factor=lanes)
+    rf = s.rfactor(tensor, ki, factor_axis=len(op.axis))
+    rst = s[rf]
+    lane_axis = rst.op.axis[-1]
+    rst.reorder(*rst.op.axis[:-1], *rst.op.reduce_axis, lane_axis)
+    rst.vectorize(lane_axis)
+    return rf
+
+
+def layout_reduction(s, tensor, attach=None):
+    """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
+    then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
+    a reduction over the innermost input axis is vectorized over partial results instead.
+
+    With ``attach`` = ``(stage, axis)`` the reduction is computed inside that loop (it is
+    then the producer of an epilogue) and nothing is marked parallel.
+
+    Returns
+    -------
+    IterVar or None
+        The outermost loop of the stage (None for a 0-d output).
+    """
+    stage = s[tensor]
+    op = stage.op
+    m = _inner_count(op)
+    axes = list(op.axis)
+    outer_axes, inner_axes = (axes[:-m], axes[-m:]) if m else (axes, [])
+    rf = None
+    if inner_axes:
+        fused, chunk = block_layout(stage, outer_axes, inner_axes, op.reduce_axis,
+                                    vector_lanes(tensor.dtype),
+                                    _parallel_count(op, len(outer_axes)))
+        outer = fused if fused is not None else chunk
+    else:
+        rf = _rfactor_lanes(s, tensor)
+        outer = stage.fuse(*outer_axes) if outer_axes else None
+    if attach is not None:
+        stage.compute_at(*attach)
+        if rf is not None:
+            s[rf].compute_at(*attach)
+    elif outer is not None:
+        parallel(stage, outer)
+        if rf is not None:
+            s[rf].compute_at(stage, outer)
+    return outer
+
+
+def schedule_reduce(cfg, outs):
+    """Schedule a group ending in a reduction, or in elementwise stages of one.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused (the schedule has no knobs); present for the strategy signature.
+    outs : Tensor or list of Tensor
+        The group's outputs: reductions (tag ``"comm_reduce"``) or elementwise epilogues
+        computed from one (``reduce_mean``'s division, a following activation).
+
+    Returns
+    -------
+    Schedule
+        Elementwise producers inlined; each reduction parallel over its outer output axes,
+        vectorized over the output axes inside the reduced ones (or, when the reduced axis
+        is innermost, over lanes of partial results); an epilogue shares the reduction's
+        parallel loop.
+    """
+    outs = list(dict.fromkeys(as_list(outs)))
+    s = create_schedule([t.op for t in outs])
+    inline_injective(s, outs)
+    at_root = _reductions_at_root(s, outs)
+    for t in outs:
+        op = t.op
+        if op in at_root:
+            continue
+        reductions = []
+        for r in _reductions_read(s, op):
+            if r.op in at_root:
+                continue
+            if same_shape(r.shape, t.shape):
+                reductions.append(r)
+            else:
+                # Read broadcast (x - mean(x)): inside the output's loop it would be
+                # recomputed for every element it is broadcast to.
+                layout_reduction(s, r)
+                at_root.add(r.op)
+        if not reductions or not op.axis:
+            schedule_injective_stage(s, t)
+            continue
+        red = reductions[0]
+        m = _inner_count(red.op)
+        axes = list(op.axis)
+        if m and len(red.op.axis) == len(axes):
+            fused, outer = block_layout(s[t], axes[:-m], axes[-m:], [], vector_lanes(t.dtype),
+                                        _parallel_count(red.op, len(axes) - m))
+            if fused is not None:
+                parallel(s[t], fused)
+        else:
+            outer = s[t].fuse(*axes)
+            parallel(s[t], outer)
+        for r in reductions:
+            layout_reduction(s, r, attach=(s[t], outer))
+    return s
+
+
+def _reductions_at_root(s, outs) -> set:
+    """Lay out at root (each in its own parallel loop nest) the group's reductions that
+    are outputs or that more than one output reads (a buffer computed inside one output's
+    loop is not visible to another); returns their ops."""
+    readers: dict = {}
+    for t in outs:
+        for r in _reductions_read(s, t.op):
+            readers.setdefault(r.op, []).append(t)
+    at_root = {op for op, ts in readers.items() if len(ts) > 1}
+    at_root |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
+    for st in list(s.stages):  # in producer order; layout_reduction may add stages
+        if st.origin_op in at_root:
+            layout_reduction(s, st.origin_op.output(0))
+    return at_root
+
+
+def _reductions_read(s, op) -> list:
+    """The reduction tensors of the group that ``op`` reads, directly or through other
+    compute stages (a variance reads a mean), one per stage."""
+    found, seen, todo = {}, set(), list(op.input_tensors)
+    while todo:
+        t = todo.pop()
+        if t in seen or not isinstance(t.op, ComputeOp):
+            continue
+        seen.add(t)
+        if t.op.is_reduction:
+            found.setdefault(t.op, t)
+        todo.extend(t.op.input_tensors)
+    return list(found.values())
+
+
+# ---- normalizations (softmax, layer_norm, ...) ---------------------------------------------
+
+
+def _find_normalized(s, outs):
+    """The op of the group that records ``attrs["norm_axes"]`` (start, end)."""
+    todo, seen = [t.op for t in outs], set()
+    while todo:
+        op = todo.pop()
+        if op in seen or not isinstance(op, ComputeOp):
+            continue
+        seen.add(op)
+        if "norm_axes" in op.attrs:
+            return op
+        todo.extend(t.op for t in op.input_tensors)
+    return None
+
+
+def schedule_normalize(cfg, outs):
+    """Schedule a normalization over a range of axes as one kernel: softmax, log_softmax,
+    layer_norm, rms_norm, instance_norm (and an elementwise epilogue given in ``outs``).
+
+    The normalizing op records ``attrs["norm_axes"] = (start, end)``: its statistics
+    (max, sums, means) reduce over axes ``start .. end - 1``. The output's loops are the
+    axes before ``start`` (with the axes after ``end-1`` split into vector chunks) fused
+    into one parallel loop, and inside it the normalized axes, vectorized where they are
+    innermost. Every statistic is computed inside that parallel loop (``compute_at``), for
+    the one row it needs, vectorized over lanes of partial results or the inner axes.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused (the schedule has no knobs).
+    outs : Tensor or list of Tensor
+        The group's output (the normalization or its elementwise epilogue).
+
+    Returns
+    -------
+    Schedule
+    """
+    outs = list(dict.fromkeys(as_list(outs)))
+    s = create_schedule([t.op for t in outs])
+    norm = _find_normalized(s, outs)
+    if norm is None:
+        return schedule_injective(cfg, outs)
+    inline_injective(s, outs)
+    at_root = _reductions_at_root(s, outs)
+    start, end = norm.attrs["norm_axes"]
+    for t in outs:
+        stage = s[t]
+        if t.op in at_root:
+            continue
+        axes = list(stage.op.axis)
+        outer, mid, inner = axes[:start], axes[start:end], axes[end:]
+        lanes = vector_lanes(t.dtype)
+        if inner:
+            po, _ = block_layout(stage, outer, inner, mid, lanes, len(outer))
+        else:
+            po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
+        if po is not None:
+            parallel(stage, po)
+        for red in _reductions_read(s, t.op):
+            if red.op not in at_root:
+                layout_reduction(s, red, attach=None if po is None else (stage, po))
+    return s
