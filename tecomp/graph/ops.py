@@ -22,7 +22,7 @@ Fusion patterns, from most to least fusable (as in TVM's ``OpPatternKind``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import TecompError
 from . import dims
@@ -140,7 +140,7 @@ def _where(node, ts):
 
 _register("relu sigmoid tanh exp log sqrt rsqrt erf abs negative floor ceil round "
           "reciprocal sign sin cos clip leaky_relu elu hard_sigmoid softplus gelu "
-          "logical_not", ELEMWISE, _same)
+          "logical_not identity", ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
 _register("add subtract multiply divide power maximum minimum mod", BROADCAST, _broadcast)
 _register("equal less greater less_equal greater_equal logical_and logical_or", BROADCAST,
@@ -162,7 +162,7 @@ def _conv2d(node, ts):
                     "must both be 4-D (NCHW, OIHW)")
     n, c, h, w = data.shape
     k, kc, r, s = weight.shape
-    groups = node.attrs.get("groups", 1)
+    groups = c if node.op == "depthwise_conv2d" else node.attrs.get("groups", 1)
     if not dims.equal(kc * groups, c):
         _fail(node, f"weight {_shape_text(weight.shape)} with groups={groups} needs "
                     f"{dims.to_text(dims.normalize(kc * groups))} input channels, the data has "
@@ -200,7 +200,7 @@ def _matmul(node, ts):
     return [TensorType(a.dtype, shape)]
 
 
-_register("conv2d", OUT_FUSABLE, _conv2d)
+_register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
 _register("dense", OUT_FUSABLE, _dense)
 _register("matmul", OUT_FUSABLE, _matmul)
 
@@ -302,8 +302,9 @@ def resolve_newshape(node, in_shape, spec, allowzero=False):
             _fail(node, f"cannot reshape {_shape_text(in_shape)} into {_shape_text(spec)}")
         out[infer] = rest
     elif not dims.equal(dims.product(in_shape), dims.product(out)):
-        _fail(node, f"cannot reshape {_shape_text(in_shape)} ({dims.to_text(dims.product(in_shape))}"
-                    f" elements) into {_shape_text(out)}")
+        size = dims.to_text(dims.product(in_shape))
+        _fail(node, f"cannot reshape {_shape_text(in_shape)} ({size} elements) into "
+                    f"{_shape_text(out)}")
     return tuple(dims.normalize(d) for d in out)
 
 
