@@ -157,9 +157,9 @@ def _binary(op):
 for _onnx, _op, _versions in [
     ("Relu", "relu", (6, 13, 14)), ("Sigmoid", "sigmoid", (6, 13)), ("Tanh", "tanh", (6, 13)),
     ("Exp", "exp", (6, 13)), ("Log", "log", (6, 13)), ("Sqrt", "sqrt", (6, 13)),
-    ("Erf", "erf", (9, 13)), ("Neg", "negative", (6, 13)), ("Abs", "abs", (6, 13)),
+    ("Erf", "erf", (9, 13)), ("Neg", "neg", (6, 13)), ("Abs", "abs", (6, 13)),
     ("Reciprocal", "reciprocal", (6, 13)), ("Floor", "floor", (6, 13)),
-    ("Ceil", "ceil", (6, 13)), ("Not", "logical_not", (1,)),
+    ("Ceil", "ceil", (6, 13)), ("Not", "not", (1,)),
     ("Identity", "identity", (1, 13, 14, 16, 19, 21, 23, 24, 25)),
 ]:
     converter(_onnx, *_versions)(_unary(_op))
@@ -193,11 +193,11 @@ def _leaky_relu(ctx, node, attrs):
 @converter("Clip", 6, 11, 12, 13)
 def _clip(ctx, node, attrs):
     if "min" in attrs or "max" in attrs or len(node.input) == 1:
-        lo, hi = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+        lo, hi = attrs.get("min"), attrs.get("max")
     else:
-        lo = ctx.value_of(node.input[1], "min").item() if _input(node, 1) else -np.inf
-        hi = ctx.value_of(node.input[2], "max").item() if _input(node, 2) else np.inf
-    ctx.emit("clip", [node.input[0]], node.output, a_min=float(lo), a_max=float(hi))
+        lo = ctx.value_of(node.input[1], "min").item() if _input(node, 1) else None
+        hi = ctx.value_of(node.input[2], "max").item() if _input(node, 2) else None
+    ctx.emit("clip", [node.input[0]], node.output, min=lo, max=hi)
 
 
 @converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25)
@@ -293,9 +293,9 @@ def _conv(ctx, node, attrs):
 def _gemm(ctx, node, attrs):
     a, b = node.input[0], node.input[1]
     if attrs.get("transA", 0):
-        a = ctx.emit("transpose", [a], axes=(1, 0))
+        a = ctx.emit("transpose", [a], perm=(1, 0))
     if not attrs.get("transB", 0):
-        b = ctx.emit("transpose", [b], axes=(1, 0))
+        b = ctx.emit("transpose", [b], perm=(1, 0))
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     c = _input(node, 2)
     last = c is None and alpha == 1.0
@@ -324,15 +324,15 @@ def _pool(ctx, node, attrs):
     _only_first_output(ctx, node, "the indices")
     x = node.input[0]
     strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
-    kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, padding=padding,
-              dilation=dilation, ceil_mode=bool(attrs.get("ceil_mode", 0)))
+    kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, pads=padding,
+              dilations=dilation, ceil_mode=int(attrs.get("ceil_mode", 0)))
     if node.op_type == "MaxPool":
         if attrs.get("storage_order", 0):
             ctx.fail("MaxPool with storage_order=1 is not supported")
         ctx.emit("max_pool2d", [x], node.output[:1], **kw)
     else:
-        ctx.emit("avg_pool2d", [x], node.output, count_include_pad=bool(
-            attrs.get("count_include_pad", 0)), **kw)
+        ctx.emit("avg_pool2d", [x], node.output,
+                 count_include_pad=int(attrs.get("count_include_pad", 0)), **kw)
 
 
 @converter("GlobalAveragePool", 1, 22)
@@ -341,7 +341,7 @@ def _global_pool(ctx, node, attrs):
     rank = len(ctx.type_of(node.input[0]).shape)
     if rank != 4:
         ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
-    op = "global_avg_pool2d" if node.op_type == "GlobalAveragePool" else "global_max_pool2d"
+    op = "global_avg_pool" if node.op_type == "GlobalAveragePool" else "global_max_pool"
     ctx.emit(op, [node.input[0]], node.output)
 
 
@@ -362,7 +362,7 @@ def _reduce(ctx, node, attrs):
         return
     ctx.emit(op, [node.input[0]], node.output,
              axes=None if axes is None else _ints(axes),
-             keepdims=bool(attrs.get("keepdims", 1)))
+             keepdims=int(attrs.get("keepdims", 1)))
 
 
 def _flatten_to_2d(ctx, x, axis):
@@ -467,12 +467,12 @@ def _squeeze(ctx, node, attrs):
 def _transpose(ctx, node, attrs):
     perm = attrs.get("perm")
     ctx.emit("transpose", [node.input[0]], node.output,
-             axes=None if perm is None else _ints(perm))
+             perm=None if perm is None else _ints(perm))
 
 
 @converter("Concat", 4, 11, 13)
 def _concat(ctx, node, attrs):
-    ctx.emit("concatenate", node.input, node.output, axis=int(attrs["axis"]))
+    ctx.emit("concat", node.input, node.output, axis=int(attrs["axis"]))
 
 
 @converter("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
@@ -482,13 +482,13 @@ def _shape(ctx, node, attrs):
         ctx.emit("shape_of", [node.input[0]], node.output)
         return
     s = ctx.emit("shape_of", [node.input[0]])
-    ctx.emit("strided_slice", [s], node.output, axes=(0,), starts=(start,),
+    ctx.emit("slice", [s], node.output, axes=(0,), starts=(start,),
              ends=(2**63 - 1 if end is None else end,), steps=(1,))
 
 
 @converter("Gather", 1, 11, 13)
 def _gather(ctx, node, attrs):
-    ctx.emit("take", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
+    ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
 
 
 @converter("Slice", 10, 11, 13)
@@ -500,5 +500,5 @@ def _slice(ctx, node, attrs):
         range(len(starts)))
     steps = _ints(ctx.value_of(node.input[4], "steps")) if _input(node, 4) else (1,) * len(
         starts)
-    ctx.emit("strided_slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
+    ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
              starts=starts, ends=ends, steps=steps)

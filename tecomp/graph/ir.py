@@ -77,7 +77,8 @@ def _attr_text(v) -> str:
     return str(v)
 
 
-def _attrs_text(attrs) -> str:
+def attrs_text(attrs) -> str:
+    """Attributes as printed: ``k=v, ...`` in name order (also a key for comparing them)."""
     return ", ".join(f"{k}={_attr_text(v)}" for k, v in attrs.items())
 
 
@@ -131,7 +132,15 @@ class Graph:
         for node in self.nodes:
             outs = ", ".join(typed(o) for o in node.outputs)
             args = ", ".join(f"%{i}" if i else "_" for i in node.inputs)
-            attrs = _attrs_text(node.attrs)
+            body = node.attrs.get("body")
+            if body is not None:
+                # A fused group: its body's nodes, indented, under the kernel's name.
+                lines.append(f"  {outs} = {node.name}({args}) {{")
+                lines.extend("  " + line for line in str(body).splitlines()[1:-1]
+                             if not line.startswith("  return"))
+                lines.append("  }")
+                continue
+            attrs = attrs_text(node.attrs)
             call = f"{node.op}({args}{', ' if args and attrs else ''}{attrs})"
             lines.append(f"  {outs} = {call}" + (f"  # {node.name}" if node.name else ""))
         lines.append(f"  return {', '.join('%' + o for o in self.outputs)}")

@@ -5,7 +5,7 @@ are the keyword arguments of the operator's compute. A type rule maps the input 
 the attributes to the output types and raises :class:`GraphTypeError` when the inputs do
 not fit the operator (a shape mismatch found by inference). It also propagates
 ``TensorType.content`` through the integer arithmetic exporters write for shapes
-(``shape_of`` -> ``take`` -> ``concatenate`` -> ``reshape``), so a reshape whose target
+(``shape_of`` -> ``gather`` -> ``concat`` -> ``reshape``), so a reshape whose target
 shape is computed from an input's symbolic shape still gets a symbolic output shape.
 
 Fusion patterns, from most to least fusable (as in TVM's ``OpPatternKind``):
@@ -138,12 +138,13 @@ def _where(node, ts):
     return [TensorType(a.dtype, broadcast_shapes(node, [cond.shape, a.shape, b.shape]))]
 
 
-_register("relu sigmoid tanh exp log sqrt rsqrt erf abs negative floor ceil round "
-          "reciprocal sign sin cos clip leaky_relu elu hard_sigmoid softplus gelu "
-          "logical_not identity", ELEMWISE, _same)
+_register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciprocal sign "
+          "sin cos clip leaky_relu elu selu hard_sigmoid hard_swish softplus softsign gelu "
+          "mish not identity", ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
 _register("add subtract multiply divide power maximum minimum mod", BROADCAST, _broadcast)
-_register("equal less greater less_equal greater_equal logical_and logical_or", BROADCAST,
+_register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
+          BROADCAST,
           _compare)
 _register("where", BROADCAST, _where)
 
@@ -215,9 +216,9 @@ def _pool2d(node, ts):
     n, c, h, w = x.shape
     kh, kw = node.attrs["kernel"]
     sh, sw = node.attrs.get("strides", (1, 1))
-    dh, dw = node.attrs.get("dilation", (1, 1))
-    top, left, bottom, right = node.attrs.get("padding", (0, 0, 0, 0))
-    if node.attrs.get("ceil_mode", False):
+    dh, dw = node.attrs.get("dilations", (1, 1))
+    top, left, bottom, right = node.attrs.get("pads", (0, 0, 0, 0))
+    if node.attrs.get("ceil_mode", 0):
         # Ceil mode rounds the window count up: pad the far side by stride - 1.
         bottom, right = bottom + sh - 1, right + sw - 1
     return [TensorType(x.dtype, (n, c, _conv_out(h, kh, sh, top, bottom, dh),
@@ -268,7 +269,7 @@ def _batch_norm(node, ts):
 
 
 _register("max_pool2d avg_pool2d", OPAQUE, _pool2d)
-_register("global_avg_pool2d global_max_pool2d", REDUCE, _global_pool)
+_register("global_avg_pool global_max_pool", REDUCE, _global_pool)
 _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
 _register("softmax log_softmax layer_norm", REDUCE, _normalise)
@@ -324,7 +325,7 @@ def _reshape(node, ts):
 
 def _transpose(node, ts):
     x = ts[0]
-    axes = node.attrs.get("axes") or tuple(reversed(range(len(x.shape))))
+    axes = node.attrs.get("perm") or tuple(reversed(range(len(x.shape))))
     if sorted(axes) != list(range(len(x.shape))):
         _fail(node, f"axes {list(axes)} are not a permutation of 0..{len(x.shape) - 1}")
     return [TensorType(x.dtype, tuple(x.shape[a] for a in axes))]
@@ -354,7 +355,7 @@ def _shape_of(node, ts):
     return [TensorType("int64", (len(ts[0].shape),), tuple(ts[0].shape))]
 
 
-def _take(node, ts):
+def _gather(node, ts):
     data, indices = ts
     axis = _axis(node, node.attrs.get("axis", 0), len(data.shape))
     shape = tuple(data.shape[:axis]) + tuple(indices.shape) + tuple(data.shape[axis + 1:])
@@ -377,11 +378,13 @@ def slice_bounds(extent, start, end, step):
     return (r.start if len(r) else 0), len(r)
 
 
-def _strided_slice(node, ts):
+def _slice(node, ts):
     x = ts[0]
     shape = list(x.shape)
-    for axis, start, end, step in zip(node.attrs["axes"], node.attrs["starts"],
-                                      node.attrs["ends"], node.attrs["steps"]):
+    starts, ends = node.attrs["starts"], node.attrs["ends"]
+    axes = node.attrs.get("axes") or tuple(range(len(starts)))
+    steps = node.attrs.get("steps") or (1,) * len(starts)
+    for axis, start, end, step in zip(axes, starts, ends, steps):
         axis = _axis(node, axis, len(shape))
         extent = shape[axis]
         if step == 0:
@@ -395,9 +398,7 @@ def _strided_slice(node, ts):
                         f"[{start}:{end}:{step}] is not supported")
     content = None
     if len(x.shape) == 1 and x.content is not None:
-        (start, end, step), = [(s, e, st) for s, e, st in zip(
-            node.attrs["starts"], node.attrs["ends"], node.attrs["steps"])]
-        content = tuple(x.content[slice(start, end, step)])
+        content = tuple(x.content[slice(starts[0], ends[0], steps[0])])
     return [TensorType(x.dtype, tuple(shape), content)]
 
 
@@ -413,9 +414,9 @@ def _pad(node, ts):
 
 _register("reshape", INJECTIVE, _reshape)
 _register("transpose", INJECTIVE, _transpose)
-_register("concatenate", INJECTIVE, _concatenate)
-_register("take", INJECTIVE, _take)
-_register("strided_slice", INJECTIVE, _strided_slice)
+_register("concat", INJECTIVE, _concatenate)
+_register("gather", INJECTIVE, _gather)
+_register("slice", INJECTIVE, _slice)
 _register("pad", INJECTIVE, _pad)
 _register("shape_of", OPAQUE, _shape_of)
 
