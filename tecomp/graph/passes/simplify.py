@@ -30,13 +30,13 @@ def _remove_identities(graph: Graph) -> Graph:
 def _collapse_reshapes(graph: Graph) -> Graph:
     """``reshape(reshape(x))`` -> ``reshape(x)`` (the inner one goes once nothing else
     reads it)."""
-    producers = graph.producers()
-    nodes = []
+    producers, nodes = {}, []
     for node in graph.nodes:
         inner = producers.get(node.inputs[0]) if node.inputs else None
         if node.op == "reshape" and inner is not None and inner.op == "reshape":
             node = node.with_(inputs=inner.inputs)
         nodes.append(node)
+        producers.update((o, node) for o in node.outputs)
     return infer_types(graph.with_(nodes=tuple(nodes)))
 
 
@@ -113,5 +113,7 @@ def simplify(graph: Graph) -> Graph:
     """``graph`` with BatchNorm folded into the preceding conv (or into a scale and shift),
     identity/dropout and no-op reshapes removed, and reshape chains collapsed."""
     graph = _fold_batch_norms(infer_types(graph))
-    graph = _collapse_reshapes(graph)
+    # Identities first so reshape chains through them are seen; collapsing can leave
+    # reshapes back to the original shape, which the second round removes.
+    graph = _collapse_reshapes(_remove_identities(graph))
     return _remove_identities(graph)
