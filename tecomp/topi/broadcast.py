@@ -1,0 +1,169 @@
+"""Binary and ternary operators with numpy broadcasting (ONNX semantics), tagged
+``"broadcast"``.
+
+Shapes are aligned at their last dimension; a dimension that is the constant 1 stretches
+to the other operand's. Two different symbolic dimensions are taken to be equal (ONNX
+requires them to be equal or 1, and a symbolic 1 cannot be told apart at compile time).
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..errors import DTypeError, ShapeError
+from ..ir import dtype as dt
+from ..ir import expr as E
+from .cpu_schedule import const_int, schedule_injective
+from .register import register_llvm
+
+TAG = "broadcast"
+
+
+def broadcast_shape(*shapes) -> tuple:
+    """The numpy broadcast of ``shapes`` (tuples of ints / expressions).
+
+    Raises
+    ------
+    ShapeError
+        Two constant dimensions differ and neither is 1.
+    """
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for pos in range(ndim):
+        dims = [s[len(s) - ndim + pos] for s in shapes if len(s) - ndim + pos >= 0]
+        dims = [E.as_expr(d) for d in dims]
+        big = [d for d in dims if const_int(d) != 1]
+        if not big:
+            out.append(dims[0])
+            continue
+        consts = {const_int(d) for d in big if const_int(d) is not None}
+        if len(consts) > 1:
+            raise ShapeError(
+                f"shapes {[tuple(str(d) for d in s) for s in shapes]} do not broadcast: "
+                f"dimension {pos - ndim} is {sorted(consts)}; each must be equal or 1")
+        const = [d for d in big if const_int(d) is not None]
+        out.append(const[0] if const else big[0])
+    return tuple(out)
+
+
+def broadcast_index(tensor, out_shape, idx) -> tuple:
+    """The index of ``tensor`` read at output index ``idx`` under broadcasting."""
+    off = len(out_shape) - len(tensor.shape)
+    return tuple(
+        E.IntImm(0, i.dtype) if const_int(d) == 1 and const_int(out_shape[off + k]) != 1
+        else i
+        for k, (d, i) in enumerate(zip(tensor.shape, idx[off:]))
+    )
+
+
+def broadcast_compute(fscalar, name: str, *tensors, tag: str = TAG):
+    """``out[idx] = fscalar(t0[idx'], t1[idx''], ...)`` over the broadcast shape."""
+    shape = broadcast_shape(*[t.shape for t in tensors])
+
+    def body(*idx):
+        return fscalar(*[t[broadcast_index(t, shape, idx)] for t in tensors])
+
+    return te.compute(shape, body, name=name, tag=tag)
+
+
+def _same_dtype(name, a, b):
+    if a.dtype != b.dtype:
+        raise DTypeError(
+            f"{name}: operands have dtypes {a.dtype} and {b.dtype}; ONNX requires one dtype "
+            f"(insert a cast)")
+
+
+def _binary_op(name, fscalar, doc):
+    def op(a, b):
+        _same_dtype(name, a, b)
+        return broadcast_compute(fscalar, name, a, b)
+
+    op.__name__ = name
+    op.__doc__ = f"ONNX ``{name}`` with numpy broadcasting: {doc}"
+    return op
+
+
+def _divide(x, y):
+    if dt.is_float(x.dtype):
+        return x / y
+    return te.truncdiv(x, y)  # ONNX integer Div truncates, as C does
+
+
+def _bool_args(name, fscalar):
+    def f(x, y):
+        if x.dtype != "bool":
+            raise DTypeError(f"{name} needs bool tensors, got {x.dtype}")
+        return fscalar(x, y)
+
+    return f
+
+
+add = _binary_op("add", lambda x, y: x + y, "a + b.")
+subtract = _binary_op("subtract", lambda x, y: x - y, "a - b.")
+multiply = _binary_op("multiply", lambda x, y: x * y, "a * b.")
+divide = _binary_op("divide", _divide, "a / b (integers truncate toward zero).")
+maximum = _binary_op("maximum", te.max, "the larger of a and b.")
+minimum = _binary_op("minimum", te.min, "the smaller of a and b.")
+equal = _binary_op("equal", te.equal, "a == b (bool).")
+less = _binary_op("less", lambda x, y: x < y, "a < b (bool).")
+greater = _binary_op("greater", lambda x, y: x > y, "a > b (bool).")
+less_equal = _binary_op("less_equal", lambda x, y: x <= y, "a <= b (bool).")
+greater_equal = _binary_op("greater_equal", lambda x, y: x >= y, "a >= b (bool).")
+logical_and = _binary_op("logical_and", _bool_args("logical_and", lambda x, y: x & y),
+                         "a and b.")
+logical_or = _binary_op("logical_or", _bool_args("logical_or", lambda x, y: x | y), "a or b.")
+logical_xor = _binary_op("logical_xor", _bool_args("logical_xor", te.not_equal),
+                         "a xor b.")
+
+
+def power(a, b):
+    """ONNX Pow with broadcasting: ``a ** b`` in ``a``'s dtype (``b`` may differ)."""
+
+    def f(x, y):
+        if dt.is_float(x.dtype):
+            return te.power(x, y.astype(x.dtype))
+        # Integer bases: computed in float64, exact for results below 2**53.
+        return te.round(te.power(x.astype("float64"), y.astype("float64"))).astype(x.dtype)
+
+    return broadcast_compute(f, "power", a, b)
+
+
+def mod(a, b, fmod: int = 0):
+    """ONNX Mod with broadcasting: the remainder has the divisor's sign (``fmod=0``,
+    integers only) or the dividend's (``fmod=1``, C's fmod)."""
+    _same_dtype("mod", a, b)
+    if dt.is_float(a.dtype) and not fmod:
+        raise DTypeError("mod: float tensors need fmod=1 (ONNX); fmod=0 is for integers")
+
+    def f(x, y):
+        if not fmod:
+            return x % y
+        if dt.is_float(x.dtype):
+            return x - te.trunc(x / y) * y
+        return x - te.truncdiv(x, y) * y
+
+    return broadcast_compute(f, "mod", a, b)
+
+
+def prelu(x, slope):
+    """ONNX PRelu: ``x`` where ``x >= 0``, else ``slope * x`` (``slope`` broadcasts to x)."""
+    _same_dtype("prelu", x, slope)
+    return broadcast_compute(
+        lambda v, s: te.if_then_else(v < te.const(0, v.dtype), v * s, v), "prelu", x, slope)
+
+
+def where(cond, x, y):
+    """ONNX Where: ``x`` where ``cond`` holds, else ``y``, all three broadcast."""
+    if cond.dtype != "bool":
+        raise DTypeError(f"where: the condition has dtype {cond.dtype}; it must be bool")
+    _same_dtype("where", x, y)
+    return broadcast_compute(te.if_then_else, "where", cond, x, y)
+
+
+for _name, _fn in [
+    ("add", add), ("subtract", subtract), ("multiply", multiply), ("divide", divide),
+    ("maximum", maximum), ("minimum", minimum), ("equal", equal), ("less", less),
+    ("greater", greater), ("less_equal", less_equal), ("greater_equal", greater_equal),
+    ("logical_and", logical_and), ("logical_or", logical_or), ("logical_xor", logical_xor),
+    ("power", power), ("mod", mod), ("prelu", prelu), ("where", where),
+]:
+    register_llvm(_name, _fn, schedule_injective)

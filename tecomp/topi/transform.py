@@ -1,0 +1,372 @@
+"""Index-remapping operators (ONNX semantics): every output element is one input element
+(or a constant), tagged ``"injective"`` (``expand``: ``"broadcast"``).
+
+Shapes may hold symbolic dimensions; attributes (axes, pads, starts...) are Python ints,
+negative axes counting from the end as in ONNX.
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..errors import ShapeError
+from ..ir import expr as E
+from .broadcast import broadcast_index, broadcast_shape
+from .cpu_schedule import const_int, schedule_injective
+from .register import register_llvm
+
+TAG = "injective"
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """``axis`` in ``[0, ndim)`` (a negative one counts from the end).
+
+    Raises
+    ------
+    ShapeError
+        The axis is outside ``[-ndim, ndim)``.
+    """
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{what}={axis} is out of range for a tensor of rank {ndim}; "
+                         f"allowed: {-ndim} .. {ndim - 1}")
+    return axis % ndim
+
+
+def _prod(dims):
+    out = E.IntImm(1)
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _ravel(idx, shape):
+    flat = E.IntImm(0)
+    for i, d in zip(idx, shape):
+        flat = flat * d + i
+    return flat
+
+
+def _unravel(flat, shape):
+    idx = []
+    for d in reversed(shape[1:]):
+        idx.append(flat % d)
+        flat = flat // d
+    idx.append(flat)
+    return tuple(reversed(idx))
+
+
+def _remap(shape, fread, name: str, tag: str = TAG):
+    return te.compute(shape, lambda *idx: fread(idx), name=name, tag=tag)
+
+
+def reshape(x, newshape):
+    """ONNX Reshape to ``newshape`` (ints / expressions; 0 copies the input's dimension,
+    one -1 is inferred)."""
+    dims = [E.as_expr(d) for d in newshape]
+    dims = [x.shape[k] if const_int(d) == 0 else d for k, d in enumerate(dims)]
+    unknown = [k for k, d in enumerate(dims) if const_int(d) == -1]
+    if len(unknown) > 1:
+        raise ShapeError(f"reshape: newshape={list(newshape)} has more than one -1")
+    if unknown:
+        known = _prod([d for k, d in enumerate(dims) if k != unknown[0]])
+        dims[unknown[0]] = _prod(x.shape) // known
+    total_in, total_out = const_int(_prod(x.shape)), const_int(_prod(dims))
+    if total_in is not None and total_out is not None and total_in != total_out:
+        raise ShapeError(f"reshape: cannot reshape {total_in} elements "
+                         f"{tuple(str(d) for d in x.shape)} into {total_out}")
+    if len(dims) == len(x.shape) and all(a is b or const_int(a) == const_int(b) is not None
+                                         for a, b in zip(dims, x.shape)):
+        return _remap(tuple(dims), lambda idx: x[idx], "reshape")
+    return _remap(tuple(dims), lambda idx: x[_unravel(_ravel(idx, dims), x.shape)], "reshape")
+
+
+def flatten(x, axis: int = 1):
+    """ONNX Flatten: a 2-D tensor of the dimensions before and from ``axis``."""
+    ndim = len(x.shape)
+    if not -ndim <= axis <= ndim:
+        raise ShapeError(f"flatten: axis={axis} is out of range for rank {ndim}; "
+                         f"allowed: {-ndim} .. {ndim}")
+    axis = axis + ndim if axis < 0 else axis
+    return reshape(x, (_prod(x.shape[:axis]), _prod(x.shape[axis:])))
+
+
+def transpose(x, perm=None):
+    """ONNX Transpose: output axis ``k`` is input axis ``perm[k]`` (default: reversed)."""
+    ndim = len(x.shape)
+    perm = list(reversed(range(ndim))) if perm is None else [normalize_axis(p, ndim, "perm")
+                                                              for p in perm]
+    if sorted(perm) != list(range(ndim)):
+        raise ShapeError(f"transpose: perm={perm} is not a permutation of 0..{ndim - 1}")
+    inverse = [perm.index(k) for k in range(ndim)]
+    return _remap(tuple(x.shape[p] for p in perm),
+                  lambda idx: x[tuple(idx[inverse[k]] for k in range(ndim))], "transpose")
+
+
+def squeeze(x, axes=None):
+    """ONNX Squeeze: drop ``axes`` (each of size 1), or every constant size-1 axis."""
+    ndim = len(x.shape)
+    if axes is None:
+        axes = [k for k, d in enumerate(x.shape) if const_int(d) == 1]
+    axes = sorted({normalize_axis(a, ndim, "axes") for a in axes})
+    for a in axes:
+        if const_int(x.shape[a]) not in (1, None):
+            raise ShapeError(f"squeeze: axis {a} has size {x.shape[a]}, not 1")
+    keep = [k for k in range(ndim) if k not in axes]
+
+    def read(idx):
+        full = [E.IntImm(0)] * ndim
+        for k, i in zip(keep, idx):
+            full[k] = i
+        return x[tuple(full)]
+
+    return _remap(tuple(x.shape[k] for k in keep), read, "squeeze")
+
+
+def unsqueeze(x, axes):
+    """ONNX Unsqueeze: insert size-1 axes at ``axes`` (positions in the output)."""
+    ndim = len(x.shape) + len(axes)
+    axes = sorted({normalize_axis(a, ndim, "axes") for a in axes})
+    shape, src = [], iter(x.shape)
+    for k in range(ndim):
+        shape.append(E.IntImm(1) if k in axes else next(src))
+    keep = [k for k in range(ndim) if k not in axes]
+    return _remap(tuple(shape), lambda idx: x[tuple(idx[k] for k in keep)], "unsqueeze")
+
+
+def expand(x, shape):
+    """ONNX Expand: ``x`` broadcast with ``shape`` (numpy rules, both ways)."""
+    out = broadcast_shape(x.shape, tuple(shape))
+    return _remap(out, lambda idx: x[broadcast_index(x, out, idx)], "expand", tag="broadcast")
+
+
+def concat(*tensors, axis: int = 0):
+    """ONNX Concat of ``tensors`` (one dtype, equal shapes but along ``axis``)."""
+    if not tensors:
+        raise ShapeError("concat needs at least one tensor")
+    first = tensors[0]
+    ndim = len(first.shape)
+    axis = normalize_axis(axis, ndim)
+    for t in tensors[1:]:
+        if len(t.shape) != ndim or t.dtype != first.dtype:
+            raise ShapeError(f"concat: {t.name} {t.dtype}{tuple(str(d) for d in t.shape)} "
+                             f"does not match {first.dtype} of rank {ndim}")
+    offsets = [E.IntImm(0)]
+    for t in tensors:
+        offsets.append(offsets[-1] + t.shape[axis])
+    shape = tuple(offsets[-1] if k == axis else d for k, d in enumerate(first.shape))
+
+    def read(idx):
+        def part(k):
+            pos = idx[axis] - offsets[k]
+            value = tensors[k][idx[:axis] + (pos,) + idx[axis + 1:]]
+            if k == len(tensors) - 1:
+                return value
+            return te.if_then_else(idx[axis] < offsets[k + 1], value, part(k + 1))
+
+        return part(0)
+
+    return _remap(shape, read, "concat")
+
+
+def slice_axis(x, axis: int, start, stop, step=1, name: str = "slice"):
+    """Elements ``start, start + step, ...`` (before ``stop``) of ``x`` along ``axis``;
+    start and stop already clamped to the axis (expressions or ints)."""
+    start, stop = E.as_expr(start), E.as_expr(stop)
+    if step > 0:
+        extent = te.max((stop - start + (step - 1)) // step, 0)
+    else:
+        extent = te.max((start - stop + (-step - 1)) // -step, 0)
+    shape = tuple(extent if k == axis else d for k, d in enumerate(x.shape))
+
+    def read(idx):
+        return x[idx[:axis] + (start + idx[axis] * step,) + idx[axis + 1:]]
+
+    return _remap(shape, read, name)
+
+
+def split(x, axis: int = 0, sizes=None, num_outputs=None):
+    """ONNX Split along ``axis`` into parts of ``sizes`` (or ``num_outputs`` equal parts,
+    the last one smaller when the axis does not divide). Returns a tuple of tensors."""
+    axis = normalize_axis(axis, len(x.shape))
+    dim = x.shape[axis]
+    if sizes is None:
+        if not num_outputs:
+            raise ShapeError("split needs sizes= or num_outputs=")
+        part = (dim + (num_outputs - 1)) // num_outputs
+        bounds = [te.min(part * k, dim) for k in range(num_outputs + 1)]
+    else:
+        bounds = [E.IntImm(0)]
+        for sz in sizes:
+            bounds.append(bounds[-1] + sz)
+        total, d = const_int(bounds[-1]), const_int(dim)
+        if total is not None and d is not None and total != d:
+            raise ShapeError(f"split: sizes={list(sizes)} add up to {total}, axis {axis} has {d}")
+    return tuple(slice_axis(x, axis, bounds[k], bounds[k + 1], name=f"split{k}")
+                 for k in range(len(bounds) - 1))
+
+
+def _clamp(v, lo, hi):
+    return te.min(te.max(E.as_expr(v), lo), hi)
+
+
+def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
+    """ONNX Slice: per listed axis, ``start:end:step`` with negative values counting from
+    the end and out-of-range values clamped, as numpy slicing does."""
+    ndim = len(x.shape)
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    steps = [1] * len(starts) if steps is None else list(steps)
+    out = x
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = normalize_axis(axis, ndim, "axes")
+        if step == 0:
+            raise ShapeError("slice: steps must not be 0")
+        dim = x.shape[axis]
+        big = 2**31 - 1
+        start, end = (max(min(v, big), -big) for v in (start, end))
+        start = start + dim if start < 0 else E.as_expr(start)
+        end = end + dim if end < 0 else E.as_expr(end)
+        if step > 0:
+            start, end = _clamp(start, 0, dim), _clamp(end, 0, dim)
+        else:
+            start, end = _clamp(start, 0, dim - 1), _clamp(end, -1, dim - 1)
+        out = slice_axis(out, axis, start, end, step)
+    return out if out is not x else _remap(x.shape, lambda idx: x[idx], "slice")
+
+
+def _wrap_index(i, dim):
+    """An index that may be negative (counting from the end), clamped into ``[0, dim)`` so
+    that a bad index never reads outside the tensor."""
+    i = i.astype("int32") if i.dtype != "int32" else i
+    i = te.if_then_else(i < 0, i + dim, i)
+    return _clamp(i, 0, dim - 1)
+
+
+def gather(data, indices, axis: int = 0):
+    """ONNX Gather: ``data`` indexed along ``axis`` by every element of ``indices``."""
+    axis = normalize_axis(axis, len(data.shape))
+    q = len(indices.shape)
+    shape = data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:]
+
+    def read(idx):
+        i = _wrap_index(indices[idx[axis:axis + q]], data.shape[axis])
+        return data[idx[:axis] + (i,) + idx[axis + q:]]
+
+    return _remap(shape, read, "gather")
+
+
+def gather_elements(data, indices, axis: int = 0):
+    """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``."""
+    axis = normalize_axis(axis, len(data.shape))
+
+    def read(idx):
+        i = _wrap_index(indices[idx], data.shape[axis])
+        return data[idx[:axis] + (i,) + idx[axis + 1:]]
+
+    return _remap(indices.shape, read, "gather_elements")
+
+
+def pad(x, pads, mode: str = "constant", value=0):
+    """ONNX Pad: ``pads`` = begin of every axis, then end of every axis (negative crops);
+    ``mode`` constant (``value``), reflect (mirror without the edge) or edge (repeat)."""
+    ndim = len(x.shape)
+    if len(pads) != 2 * ndim:
+        raise ShapeError(f"pad: pads has {len(pads)} values; a rank-{ndim} tensor needs "
+                         f"{2 * ndim} (begins, then ends)")
+    if mode not in ("constant", "reflect", "edge"):
+        raise ShapeError(f"pad: mode={mode!r}; allowed: 'constant', 'reflect', 'edge'")
+    begin, end = pads[:ndim], pads[ndim:]
+    shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))
+
+    def read(idx):
+        src = [i - b for i, b in zip(idx, begin)]
+        if mode == "edge":
+            return x[tuple(_clamp(s, 0, d - 1) for s, d in zip(src, x.shape))]
+        if mode == "reflect":
+            src = [te.if_then_else(s < 0, -s, te.if_then_else(s >= d, (d - 1) * 2 - s, s))
+                   for s, d in zip(src, x.shape)]
+            return x[tuple(src)]
+        inside = [te.all(s >= 0, s < d) for s, d, b, e in zip(src, x.shape, begin, end)
+                  if b > 0 or e > 0]
+        if not inside:
+            return x[tuple(src)]
+        return te.if_then_else(te.all(*inside), x[tuple(src)], te.const(value, x.dtype))
+
+    return _remap(shape, read, "pad")
+
+
+def tile(x, repeats):
+    """ONNX Tile: ``x`` repeated ``repeats[k]`` times along axis ``k``."""
+    if len(repeats) != len(x.shape):
+        raise ShapeError(f"tile: repeats has {len(repeats)} values for rank {len(x.shape)}")
+    shape = tuple(d * r for d, r in zip(x.shape, repeats))
+    return _remap(shape, lambda idx: x[tuple(i % d for i, d in zip(idx, x.shape))], "tile")
+
+
+def depth_to_space(x, blocksize: int, mode: str = "DCR"):
+    """ONNX DepthToSpace of an NCHW tensor: channel blocks become ``blocksize`` x
+    ``blocksize`` spatial tiles (``mode`` DCR: depth-column-row order, CRD: column-row-depth)."""
+    n, c, h, w = x.shape
+    b = blocksize
+    oc = c // (b * b)
+
+    def read(idx):
+        ni, ci, hi, wi = idx
+        off = (hi % b) * b + wi % b
+        ch = off * oc + ci if mode == "DCR" else ci * (b * b) + off
+        return x[ni, ch, hi // b, wi // b]
+
+    if mode not in ("DCR", "CRD"):
+        raise ShapeError(f"depth_to_space: mode={mode!r}; allowed: 'DCR', 'CRD'")
+    return _remap((n, oc, h * b, w * b), read, "depth_to_space")
+
+
+def space_to_depth(x, blocksize: int):
+    """ONNX SpaceToDepth of an NCHW tensor: ``blocksize`` x ``blocksize`` tiles become
+    channel blocks (the inverse of depth_to_space in DCR mode)."""
+    n, c, h, w = x.shape
+    b = blocksize
+
+    def read(idx):
+        ni, ci, hi, wi = idx
+        off, cc = ci // c, ci % c
+        return x[ni, cc, hi * b + off // b, wi * b + off % b]
+
+    return _remap((n, c * b * b, h // b, w // b), read, "space_to_depth")
+
+
+def trilu(x, k: int = 0, upper: int = 1):
+    """ONNX Trilu: the upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the
+    last two axes; other elements are 0."""
+
+    def read(idx):
+        i, j = idx[-2], idx[-1]
+        keep = (j - i >= k) if upper else (j - i <= k)
+        return te.if_then_else(keep, x[idx], te.const(0, x.dtype))
+
+    return _remap(x.shape, read, "trilu")
+
+
+def one_hot(indices, depth: int, values=(0, 1), axis: int = -1, dtype: str = "float32"):
+    """ONNX OneHot: a new axis of size ``depth`` at ``axis`` holding ``values[1]`` where it
+    equals the index (negative indices count from ``depth``) and ``values[0]`` elsewhere."""
+    ndim = len(indices.shape) + 1
+    axis = normalize_axis(axis, ndim)
+    shape = indices.shape[:axis] + (E.as_expr(depth),) + indices.shape[axis:]
+    off, on = te.const(values[0], dtype), te.const(values[1], dtype)
+
+    def read(idx):
+        i = indices[idx[:axis] + idx[axis + 1:]].astype("int32")
+        i = te.if_then_else(i < 0, i + depth, i)
+        return te.if_then_else(te.equal(i, idx[axis]), on, off)
+
+    return _remap(shape, read, "one_hot")
+
+
+for _name, _fn in [
+    ("reshape", reshape), ("flatten", flatten), ("transpose", transpose),
+    ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("expand", expand), ("concat", concat),
+    ("split", split), ("slice", slice), ("gather", gather),
+    ("gather_elements", gather_elements), ("pad", pad), ("tile", tile),
+    ("depth_to_space", depth_to_space), ("space_to_depth", space_to_depth),
+    ("trilu", trilu), ("one_hot", one_hot),
+]:
+    register_llvm(_name, _fn, schedule_injective)

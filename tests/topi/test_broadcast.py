@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+
+from tecomp import te
+from tecomp.errors import DTypeError, ShapeError
+from tecomp.topi import broadcast, elemwise, strategy
+from tecomp.topi.cpu_schedule import schedule_injective
+
+BINARY = {
+    "add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "maximum": "Max",
+    "minimum": "Min", "equal": "Equal", "less": "Less", "greater": "Greater",
+    "less_equal": "LessOrEqual", "greater_equal": "GreaterOrEqual", "power": "Pow",
+}
+
+SHAPES = [((4, 1, 5), (3, 1)), ((7,), (2, 3, 7)), ((2, 3), (2, 3)), ((1,), (5, 1))]
+
+
+def _arrays(rng, shapes, dtype, positive=False):
+    out = []
+    for sh in shapes:
+        a = rng.uniform(0.5 if positive else -4, 4, sh)
+        out.append(a.astype(dtype) if "float" in dtype else np.round(a * 5).astype(dtype))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_binary_float32_matches_onnx(name, shapes, rng, check_op, onnx_ref):
+    a, b = (te.placeholder(sh, name=n) for sh, n in zip(shapes, "ab"))
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, a, b)
+    assert y.op.tag == "broadcast"
+    arrs = _arrays(rng, shapes, "float32", positive=name == "power")
+    check_op(impl.schedule(None, [y]), [a, b], [y], arrs, onnx_ref(BINARY[name], arrs),
+             rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "float64", "float16"])
+def test_binary_other_dtypes(dtype, rng, check_op, onnx_ref):
+    a = te.placeholder((3, 8), dtype=dtype, name="a")
+    b = te.placeholder((8,), dtype=dtype, name="b")
+    arrs = _arrays(rng, [(3, 8), (8,)], dtype)
+    arrs[1][arrs[1] == 0] = 3  # no division by zero
+    for name in ["add", "subtract", "multiply", "divide", "maximum", "less"]:
+        y = getattr(broadcast, name)(a, b)
+        tol = 3e-3 if dtype == "float16" else 1e-6
+        check_op(schedule_injective(None, y), [a, b], [y], arrs,
+                 onnx_ref(BINARY[name], arrs), rtol=tol, atol=tol)
+
+
+def test_mod_both_sign_conventions(rng, check_op, onnx_ref):
+    a = te.placeholder((4, 6), dtype="int32", name="a")
+    b = te.placeholder((6,), dtype="int32", name="b")
+    arrs = [rng.integers(-20, 20, (4, 6)).astype("int32"),
+            np.array([3, -3, 7, -5, 2, 9], "int32")]
+    for fmod in (0, 1):
+        y = broadcast.mod(a, b, fmod=fmod)
+        check_op(schedule_injective(None, y), [a, b], [y], arrs,
+                 onnx_ref("Mod", arrs, fmod=fmod))
+    fa = te.placeholder((4, 6), name="fa")
+    fb = te.placeholder((6,), name="fb")
+    farrs = [rng.uniform(-9, 9, (4, 6)).astype("float32"),
+             np.array([3, -3, 2.5, -1.5, 0.7, 9], "float32")]
+    y = broadcast.mod(fa, fb, fmod=1)
+    check_op(schedule_injective(None, y), [fa, fb], [y], farrs, np.fmod(*farrs), atol=1e-5)
+    with pytest.raises(DTypeError, match="fmod=1"):
+        broadcast.mod(fa, fb)
+
+
+def test_logical_where_prelu(rng, check_op, onnx_ref):
+    p = te.placeholder((3, 5), dtype="bool", name="p")
+    q = te.placeholder((5,), dtype="bool", name="q")
+    arrs = [rng.uniform(0, 1, (3, 5)) > 0.5, rng.uniform(0, 1, (5,)) > 0.5]
+    for name, op_type in [("logical_and", "And"), ("logical_or", "Or"),
+                          ("logical_xor", "Xor")]:
+        y = getattr(broadcast, name)(p, q)
+        check_op(schedule_injective(None, y), [p, q], [y], arrs, onnx_ref(op_type, arrs))
+    x = te.placeholder((2, 3, 5), name="x")
+    z = te.placeholder((1, 5), name="z")
+    xa, za = rng.normal(size=(2, 3, 5)).astype("float32"), rng.normal(size=(1, 5)).astype(
+        "float32")
+    w = broadcast.where(p, x, z)
+    check_op(schedule_injective(None, w), [p, x, z], [w], [arrs[0], xa, za],
+             np.where(arrs[0], xa, za))
+    slope = te.placeholder((3, 1), name="slope")
+    sa = rng.uniform(0, 1, (3, 1)).astype("float32")
+    pr = broadcast.prelu(x, slope)
+    check_op(schedule_injective(None, pr), [x, slope], [pr], [xa, sa],
+             onnx_ref("PRelu", [xa, sa]))
+    with pytest.raises(DTypeError, match="bool"):
+        broadcast.where(x, x, x)
+
+
+def test_symbolic_broadcast_and_a_fused_chain(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 3, 64), name="x")
+    bias = te.placeholder((3, 1), name="bias")
+    y = elemwise.sigmoid(broadcast.add(x, bias))
+    s = schedule_injective(None, [y])
+    xa = rng.normal(size=(6, 3, 64)).astype("float32")
+    ba = rng.normal(size=(3, 1)).astype("float32")
+    mod = check_op(s, [x, bias], [y], [xa, ba], 1 / (1 + np.exp(-(xa + ba))), rtol=1e-5)
+    assert "GOMP_parallel" in mod.get_source("ll")
+
+
+def test_shape_and_dtype_errors():
+    a = te.placeholder((3, 4), name="a")
+    with pytest.raises(ShapeError, match="do not broadcast"):
+        broadcast.add(a, te.placeholder((5,), name="b"))
+    with pytest.raises(DTypeError, match="one dtype"):
+        broadcast.add(a, te.placeholder((4,), dtype="int32", name="c"))

@@ -1,0 +1,177 @@
+import numpy as np
+import pytest
+
+from tecomp import te
+from tecomp.errors import ShapeError
+from tecomp.topi import strategy, transform
+from tecomp.topi.cpu_schedule import schedule_injective
+
+
+def _i64(v):
+    return np.array(v, "int64")
+
+
+def _run(op, ins, arrays, expected, check_op, **attrs):
+    impl = strategy.get_implementation(op, "llvm")
+    out = impl.compute(None, *ins, **attrs)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    assert all(o.op.tag in ("injective", "broadcast") for o in outs)
+    return check_op(impl.schedule(None, outs), ins, outs, arrays, expected)
+
+
+def test_reshape_flatten_transpose(rng, check_op, onnx_ref):
+    x = te.placeholder((2, 3, 4), name="x")
+    a = rng.normal(size=(2, 3, 4)).astype("float32")
+    for newshape in [(6, 4), (4, -1), (0, 12), (24,), (2, 3, 4)]:
+        _run("reshape", [x], [a], onnx_ref("Reshape", [a, _i64(newshape)]), check_op,
+             newshape=newshape)
+    for axis in (0, 1, 2, 3, -1):
+        _run("flatten", [x], [a], onnx_ref("Flatten", [a], axis=axis), check_op, axis=axis)
+    for perm in [None, (0, 2, 1), (2, 0, 1)]:
+        ref = onnx_ref("Transpose", [a], **({} if perm is None else {"perm": perm}))
+        _run("transpose", [x], [a], ref, check_op, perm=perm)
+    with pytest.raises(ShapeError, match="cannot reshape 24"):
+        transform.reshape(x, (5, 5))
+
+
+def test_symbolic_batch_reshape_and_transpose(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 6, 8), name="x")
+    a = rng.normal(size=(3, 6, 8)).astype("float32")
+    _run("reshape", [x], [a], a.reshape(3, 48), check_op, newshape=(n, 48))
+    _run("reshape", [x], [a], a.reshape(3, 2, 24), check_op, newshape=(0, 2, -1))
+    _run("transpose", [x], [a], a.transpose(2, 0, 1), check_op, perm=(2, 0, 1))
+    _run("flatten", [x], [a], a.reshape(3 * 6, 8), check_op, axis=2)
+
+
+def test_squeeze_unsqueeze_expand_tile(rng, check_op, onnx_ref):
+    x = te.placeholder((3, 1, 4, 1), name="x")
+    a = rng.normal(size=(3, 1, 4, 1)).astype("float32")
+    _run("squeeze", [x], [a], onnx_ref("Squeeze", [a]), check_op)
+    _run("squeeze", [x], [a], onnx_ref("Squeeze", [a, _i64([-1])]), check_op, axes=[-1])
+    _run("unsqueeze", [x], [a], onnx_ref("Unsqueeze", [a, _i64([0, 5])]), check_op,
+         axes=[0, 5])
+    _run("expand", [x], [a], onnx_ref("Expand", [a, _i64([2, 3, 5, 4, 6])]), check_op,
+         shape=[2, 3, 5, 4, 6])
+    _run("tile", [x], [a], onnx_ref("Tile", [a, _i64([2, 3, 1, 2])]), check_op,
+         repeats=[2, 3, 1, 2])
+    with pytest.raises(ShapeError, match="not 1"):
+        transform.squeeze(x, axes=[0])
+
+
+def test_concat_and_split(rng, check_op, onnx_ref):
+    n = te.var("n")
+    xs = [te.placeholder((n, k), name=f"x{k}") for k in (1, 3, 4)]
+    arrs = [rng.normal(size=(5, k)).astype("float32") for k in (1, 3, 4)]
+    _run("concat", xs, arrs, np.concatenate(arrs, axis=1), check_op, axis=1)
+    ys = [te.placeholder((k, 3), name=f"y{k}") for k in (2, 1)]
+    brrs = [rng.normal(size=(k, 3)).astype("float32") for k in (2, 1)]
+    _run("concat", ys, brrs, np.concatenate(brrs, axis=0), check_op, axis=0)
+    x = te.placeholder((4, 10), name="x")
+    a = rng.normal(size=(4, 10)).astype("float32")
+    _run("split", [x], [a], onnx_ref("Split", [a, _i64([2, 5, 3])], n_outputs=3, axis=1),
+         check_op, axis=1, sizes=[2, 5, 3])
+    _run("split", [x], [a], onnx_ref("Split", [a], n_outputs=3, axis=-1, num_outputs=3),
+         check_op, axis=-1, num_outputs=3)
+    with pytest.raises(ShapeError, match="add up to 9"):
+        transform.split(x, axis=1, sizes=[4, 5])
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ([1, 0], [3, 10], None, None),
+    ([-3], [2**63 - 1], [1], None),
+    ([7, 3], [-20, 1], [1, 0], [-2, -1]),
+    ([0], [100], [-1], [3]),
+])
+def test_slice_matches_onnx(starts, ends, axes, steps, rng, check_op, onnx_ref):
+    x = te.placeholder((4, 9), name="x")
+    a = rng.normal(size=(4, 9)).astype("float32")
+    ins = [a, _i64(starts), _i64(ends)]
+    if axes is not None:
+        ins.append(_i64(axes))
+    if steps is not None:
+        ins.append(_i64(steps))
+    _run("slice", [x], [a], onnx_ref("Slice", ins), check_op, starts=starts, ends=ends,
+         axes=axes, steps=steps)
+
+
+def test_slice_of_a_symbolic_axis(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 6), name="x")
+    a = rng.normal(size=(7, 6)).astype("float32")
+    _run("slice", [x], [a], a[1:-1:2, 2:], check_op, starts=[1, 2], ends=[-1, 99],
+         steps=[2, 1])
+
+
+def test_gather_and_gather_elements(rng, check_op, onnx_ref):
+    x = te.placeholder((5, 4, 3), name="x")
+    a = rng.normal(size=(5, 4, 3)).astype("float32")
+    idx = te.placeholder((2, 3), dtype="int64", name="idx")
+    ia = np.array([[0, -1, 2], [3, 1, -4]], "int64")
+    for axis in (0, 1, -1):
+        ib = np.clip(ia, -3, 2) if axis == -1 else ia
+        _run("gather", [x, idx], [a, ib], onnx_ref("Gather", [a, ib], axis=axis), check_op,
+             axis=axis)
+    ge = te.placeholder((5, 4, 2), dtype="int32", name="ge")
+    ga = rng.integers(-3, 3, (5, 4, 2)).astype("int32")
+    _run("gather_elements", [x, ge], [a, ga], onnx_ref("GatherElements", [a, ga], axis=2),
+         check_op, axis=2)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_matches_onnx(mode, rng, check_op, onnx_ref):
+    x = te.placeholder((2, 3, 5, 6), name="x")
+    a = rng.normal(size=(2, 3, 5, 6)).astype("float32")
+    pads = [0, 0, 2, 1, 0, 0, 1, 3] if mode != "constant" else [0, 1, 2, 1, 0, 0, 1, 3]
+    ins = [a, _i64(pads)] + ([np.array(1.5, "float32")] if mode == "constant" else [])
+    _run("pad", [x], [a], onnx_ref("Pad", ins, mode=mode), check_op, pads=pads, mode=mode,
+         value=1.5)
+
+
+def test_negative_pads_crop(rng, check_op):
+    x = te.placeholder((4, 6), name="x")
+    a = rng.normal(size=(4, 6)).astype("float32")
+    ref = np.pad(a[1:, :-2], ((0, 2), (1, 0)), constant_values=0.0)
+    _run("pad", [x], [a], ref, check_op, pads=[-1, 1, 2, -2])
+
+
+def test_depth_space_trilu_one_hot(rng, check_op, onnx_ref):
+    x = te.placeholder((1, 8, 3, 2), name="x")
+    a = rng.normal(size=(1, 8, 3, 2)).astype("float32")
+    for mode in ("DCR", "CRD"):
+        _run("depth_to_space", [x], [a],
+             onnx_ref("DepthToSpace", [a], blocksize=2, mode=mode), check_op, blocksize=2,
+             mode=mode)
+    y = te.placeholder((2, 3, 4, 6), name="y")
+    b = rng.normal(size=(2, 3, 4, 6)).astype("float32")
+    _run("space_to_depth", [y], [b], onnx_ref("SpaceToDepth", [b], blocksize=2), check_op,
+         blocksize=2)
+    for k, upper in [(0, 1), (1, 0), (-2, 1)]:
+        _run("trilu", [y], [b], onnx_ref("Trilu", [b, _i64(k)], upper=upper), check_op,
+             k=k, upper=upper)
+    ind = te.placeholder((2, 3), dtype="int64", name="ind")
+    ia = np.array([[0, 4, -1], [2, 1, 3]], "int64")
+    _run("one_hot", [ind], [ia],
+         onnx_ref("OneHot", [ia, _i64(5), np.array([-1.0, 2.0], "float32")], axis=1),
+         check_op, depth=5, values=(-1.0, 2.0), axis=1)
+
+
+@pytest.mark.parametrize("mode, ctm, nearest_mode", [
+    ("nearest", "asymmetric", "floor"),
+    ("nearest", "half_pixel", "round_prefer_floor"),
+    ("nearest", "align_corners", "round_prefer_ceil"),
+    ("linear", "half_pixel", "round_prefer_floor"),
+    ("linear", "align_corners", "round_prefer_floor"),
+    ("linear", "asymmetric", "round_prefer_floor"),
+    ("linear", "pytorch_half_pixel", "round_prefer_floor"),
+])
+def test_resize_matches_onnx(mode, ctm, nearest_mode, rng, check_op, onnx_ref):
+    x = te.placeholder((1, 2, 5, 7), name="x")
+    a = rng.normal(size=(1, 2, 5, 7)).astype("float32")
+    attrs = dict(mode=mode, coordinate_transformation_mode=ctm, nearest_mode=nearest_mode)
+    scales = np.array([1, 1, 2.0, 1.5], "float32")
+    _run("resize", [x], [a], onnx_ref("Resize", [a, None, scales], **attrs), check_op,
+         scales=list(scales), **attrs)
+    sizes = _i64([1, 2, 3, 11])
+    _run("resize", [x], [a], onnx_ref("Resize", [a, None, None, sizes], **attrs), check_op,
+         sizes=list(sizes), **attrs)
