@@ -46,7 +46,8 @@ Transforms (injective), schedule ``schedule_injective``:
     (indices; ``depth`` an int, ``values`` = (off, on)).
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
-    reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1),
+    reduce_log_sum reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1,
+    noop_with_empty_axes=0),
     argmax / argmin (axis=0, keepdims=1, select_last_index=0) (int64 output),
     cumsum(axis, exclusive=0, reverse=0).
 Neural network, one kernel each:
@@ -122,6 +123,21 @@ from .elemwise import (
     tanh,
 )
 from .matmul import batch_matmul, dense, matmul, matmul_compute
+from .reduction import (
+    argmax,
+    argmin,
+    cumsum,
+    reduce_l1,
+    reduce_l2,
+    reduce_log_sum,
+    reduce_log_sum_exp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    reduce_sum_square,
+)
 from .resize import resize
 from .transform import (
     concat,

@@ -4,7 +4,6 @@ import pytest
 from tecomp import te
 from tecomp.errors import ShapeError
 from tecomp.topi import strategy, transform
-from tecomp.topi.cpu_schedule import schedule_injective
 
 
 def _i64(v):

@@ -1,0 +1,208 @@
+"""Reductions (ONNX ``Reduce*``, ``ArgMax``/``ArgMin``, ``CumSum``), tagged ``"comm_reduce"``.
+
+Each reduction records in ``op.attrs["inner_axes"]`` how many trailing output axes lie
+inside the reduced axes in the input's layout: ``schedule_reduce`` vectorizes over those
+(contiguous in memory) and parallelizes over the others. Operators with a final step
+(``reduce_mean``'s division, ``reduce_l2``'s square root) compute it in an elementwise
+stage after the reduction, which the schedule fuses into the reduction's loop.
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..ir import dtype as dt
+from ..ir import expr as E
+from .cpu_schedule import schedule_reduce
+from .register import register_llvm
+from .transform import normalize_axis
+
+TAG = "comm_reduce"
+
+
+def reduce_axes(ndim: int, axes, noop_with_empty_axes: int = 0) -> list:
+    """The sorted, non-negative axes an ONNX reduction reduces (all for None / empty,
+    none for empty with ``noop_with_empty_axes``)."""
+    if axes is None or len(axes) == 0:
+        return [] if noop_with_empty_axes else list(range(ndim))
+    return sorted({normalize_axis(a, ndim, "axes") for a in axes})
+
+
+def reduce_compute(x, axes, keepdims, fsource, reducer, name: str):
+    """``out = reducer(fsource(x[...]), over axes)`` with ONNX ``keepdims``.
+
+    Parameters
+    ----------
+    x : Tensor
+    axes : list of int
+        Normalized reduced axes (see :func:`reduce_axes`); non-empty.
+    keepdims : int
+        Keep the reduced axes with size 1.
+    fsource : callable
+        Maps the read element (an expression) to the reduced value.
+    reducer : callable
+        ``te.sum`` / ``te.max`` / ``te.min`` / ``te.prod`` or a ``comm_reducer``.
+    """
+    ndim = len(x.shape)
+    raxes = {a: te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes}
+    kept = [a for a in range(ndim) if a not in raxes]
+    shape = tuple(E.IntImm(1) if a in raxes else x.shape[a]
+                  for a in range(ndim) if keepdims or a not in raxes)
+    inner = sum(1 for a in kept if a > axes[-1])
+
+    def body(*idx):
+        out_pos = iter(idx)
+        full = []
+        for a in range(ndim):
+            if a in raxes:
+                if keepdims:
+                    next(out_pos)
+                full.append(raxes[a])
+            else:
+                full.append(next(out_pos))
+        return reducer(fsource(x[tuple(full)]), axis=list(raxes.values()))
+
+    return te.compute(shape, body, name=name, tag=TAG, attrs={"inner_axes": inner})
+
+
+def _count(x, axes, dtype):
+    n = E.IntImm(1)
+    for a in axes:
+        n = n * x.shape[a]
+    return n.astype(dtype)
+
+
+def _reduction(name, fsource, reducer, fepilogue=None):
+    def op(x, axes=None, keepdims: int = 1, noop_with_empty_axes: int = 0):
+        ax = reduce_axes(len(x.shape), axes, noop_with_empty_axes)
+        if not ax:
+            return te.compute(x.shape, lambda *i: x[i], name=name, tag="elemwise")
+        r = reduce_compute(x, ax, keepdims, fsource, reducer, name)
+        if fepilogue is None:
+            return r
+        return te.compute(r.shape, lambda *i: fepilogue(r[i], x, ax), name=f"{name}.out",
+                          tag="elemwise")
+
+    op.__name__ = name
+    op.__doc__ = (f"ONNX ``{name}`` of ``x`` over ``axes`` (None or empty: all, unless "
+                  f"``noop_with_empty_axes``), keeping them with size 1 if ``keepdims``.")
+    return op
+
+
+def _mean(v, x, axes):
+    n = _count(x, axes, v.dtype)
+    return v / n if dt.is_float(v.dtype) else te.truncdiv(v, n)
+
+
+reduce_sum = _reduction("reduce_sum", lambda v: v, te.sum)
+reduce_mean = _reduction("reduce_mean", lambda v: v, te.sum, _mean)
+reduce_max = _reduction("reduce_max", lambda v: v, te.max)
+reduce_min = _reduction("reduce_min", lambda v: v, te.min)
+reduce_prod = _reduction("reduce_prod", lambda v: v, te.prod)
+reduce_l1 = _reduction("reduce_l1", te.abs, te.sum)
+reduce_l2 = _reduction("reduce_l2", lambda v: v * v, te.sum, lambda v, x, a: te.sqrt(v))
+reduce_sum_square = _reduction("reduce_sum_square", lambda v: v * v, te.sum)
+reduce_log_sum = _reduction("reduce_log_sum", lambda v: v, te.sum, lambda v, x, a: te.log(v))
+reduce_log_sum_exp = _reduction("reduce_log_sum_exp", te.exp, te.sum,
+                                lambda v, x, a: te.log(v))
+
+
+def _arg_reducer(better, select_last: bool, name: str):
+    """A (index, value) reducer keeping the value ``better`` prefers and, on ties, the
+    first (or last) index; commutative, so any reduction order gives the same answer."""
+
+    def combine(lhs, rhs):
+        (i0, v0), (i1, v1) = lhs, rhs
+        tie_wins = i1 > i0 if select_last else i1 < i0
+        # Index -1 marks the identity: it loses to any element, even one equal to it
+        # (an all -inf row still gives index 0).
+        take = (i1 >= 0) & ((i0 < 0) | better(v1, v0) | (te.equal(v1, v0) & tie_wins))
+        return te.if_then_else(take, i1, i0), te.if_then_else(take, v1, v0)
+
+    def identity(index_dtype, value_dtype):
+        worst = float("-inf") if better is _greater else float("inf")
+        if not dt.is_float(value_dtype):
+            worst = dt.min_value(value_dtype) if better is _greater else dt.max_value(
+                value_dtype)
+        return E.make_const(-1, index_dtype), E.make_const(worst, value_dtype)
+
+    return te.comm_reducer(combine, identity, name=name)
+
+
+def _greater(a, b):
+    return a > b
+
+
+def _less(a, b):
+    return a < b
+
+
+_ARG_REDUCERS = {
+    (better, last): _arg_reducer(better, last, f"arg{'max' if better is _greater else 'min'}")
+    for better in (_greater, _less) for last in (False, True)
+}
+
+
+def _arg(name, better):
+    def op(x, axis: int = 0, keepdims: int = 1, select_last_index: int = 0):
+        axis = normalize_axis(axis, len(x.shape))
+        reducer = _ARG_REDUCERS[better, bool(select_last_index)]
+        k = te.reduce_axis((0, x.shape[axis]), name=f"k{axis}")
+        ndim = len(x.shape)
+        shape = tuple(E.IntImm(1) if a == axis else x.shape[a]
+                      for a in range(ndim) if keepdims or a != axis)
+
+        def body(*idx):
+            full = list(idx)
+            if keepdims:
+                full[axis] = k
+            else:
+                full.insert(axis, k)
+            return reducer((k.var.astype("int64"), x[tuple(full)]), axis=k)
+
+        index, _ = te.compute(shape, body, name=f"{name}.red", tag=TAG,
+                              attrs={"inner_axes": ndim - 1 - axis})
+        # The (index, value) pair is one stage with two outputs; this copy of the index
+        # is the operator's single output, so the pair stays internal to the kernel.
+        return te.compute(shape, lambda *i: index[i], name=name, tag="elemwise")
+
+    op.__name__ = name
+    op.__doc__ = (f"ONNX ``{name}``: the int64 index of the {name[3:]}imum of ``x`` along "
+                  f"``axis`` (ties: the first, or the last with ``select_last_index``).")
+    return op
+
+
+argmax = _arg("argmax", _greater)
+argmin = _arg("argmin", _less)
+
+
+def cumsum(x, axis: int = 0, exclusive: int = 0, reverse: int = 0):
+    """ONNX CumSum along ``axis``: each element sums the elements before it (``exclusive``
+    leaves itself out; ``reverse`` sums those after it instead).
+
+    Every output element is its own masked reduction over the axis (quadratic in the
+    axis length), which suits the short axes CumSum sees in models (positions, masks).
+    """
+    ndim = len(x.shape)
+    axis = normalize_axis(axis, ndim)
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+
+    def body(*idx):
+        i = idx[axis]
+        if reverse:
+            cond = k.var > i if exclusive else k.var >= i
+        else:
+            cond = k.var < i if exclusive else k.var <= i
+        return te.sum(x[idx[:axis] + (k,) + idx[axis + 1:]], axis=k, where=cond)
+
+    return te.compute(x.shape, body, name="cumsum", tag=TAG,
+                      attrs={"inner_axes": ndim - 1 - axis})
+
+
+for _name, _fn in [
+    ("reduce_sum", reduce_sum), ("reduce_mean", reduce_mean), ("reduce_max", reduce_max),
+    ("reduce_min", reduce_min), ("reduce_prod", reduce_prod), ("reduce_l1", reduce_l1),
+    ("reduce_l2", reduce_l2), ("reduce_sum_square", reduce_sum_square),
+    ("reduce_log_sum", reduce_log_sum), ("reduce_log_sum_exp", reduce_log_sum_exp),
+    ("argmax", argmax), ("argmin", argmin), ("cumsum", cumsum),
+]:
+    register_llvm(_name, _fn, schedule_reduce)

@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+
+from tecomp import te
+from tecomp.target import Target
+from tecomp.topi import elemwise, reduction, strategy
+from tecomp.topi.cpu_schedule import schedule_reduce
+
+REDUCE = {
+    "reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean", "reduce_max": "ReduceMax",
+    "reduce_min": "ReduceMin", "reduce_prod": "ReduceProd", "reduce_l1": "ReduceL1",
+    "reduce_l2": "ReduceL2", "reduce_sum_square": "ReduceSumSquare",
+    "reduce_log_sum": "ReduceLogSum", "reduce_log_sum_exp": "ReduceLogSumExp",
+}
+
+
+def _ref(onnx_ref, name, a, axes, keepdims):
+    ins = [a] if axes is None else [a, np.array(axes, "int64")]
+    return onnx_ref(REDUCE[name], ins, keepdims=keepdims)
+
+
+def _build(name, x, arrays, expected, check_op, rtol=1e-5, atol=1e-5, **attrs):
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x, **attrs)
+    return check_op(impl.schedule(None, [y]), [x], [y], arrays, expected, rtol=rtol,
+                    atol=atol)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCE))
+@pytest.mark.parametrize("axes, keepdims", [((-1,), 1), ((1,), 0), (None, 0), ((0, 2), 1)])
+def test_reductions_match_onnx(name, axes, keepdims, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 40, 37), name="x")
+    lo = 0.9 if name in ("reduce_prod", "reduce_log_sum") else -1.0
+    a = rng.uniform(lo, 1.1 if name == "reduce_prod" else 1.0, (3, 40, 37)).astype("float32")
+    _build(name, x, [a], _ref(onnx_ref, name, a, axes, keepdims), check_op, rtol=2e-5,
+           axes=axes, keepdims=keepdims)
+
+
+def test_integer_and_symbolic_reductions(rng, check_op, onnx_ref):
+    n = te.var("n")
+    x = te.placeholder((n, 50), dtype="int32", name="x")
+    a = rng.integers(-100, 100, (9, 50)).astype("int32")
+    for name in ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean"):
+        for axes in ((1,), (0,)):
+            _build(name, x, [a], _ref(onnx_ref, name, a, axes, 1), check_op, axes=axes)
+    f = te.placeholder((n, 3, 50), name="f")
+    fa = rng.normal(size=(4, 3, 50)).astype("float32")
+    _build("reduce_mean", f, [fa], fa.mean(axis=(1, 2)), check_op, axes=(1, 2), keepdims=0)
+    _build("reduce_sum", f, [fa], fa.sum(axis=0), check_op, axes=(0,), keepdims=0)
+
+
+def test_noop_with_empty_axes(rng, check_op):
+    x = te.placeholder((3, 4), name="x")
+    a = rng.normal(size=(3, 4)).astype("float32")
+    _build("reduce_sum", x, [a], a, check_op, axes=[], noop_with_empty_axes=1)
+    _build("reduce_sum", x, [a], a.sum(keepdims=True), check_op, axes=[])
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_argmin_match_onnx(name, rng, check_op, onnx_ref):
+    x = te.placeholder((4, 6, 5), name="x")
+    a = rng.integers(0, 3, (4, 6, 5)).astype("float32")  # many ties
+    a[1] = np.inf if name == "argmin" else -np.inf  # rows equal to the reducer's identity
+    op_type = {"argmax": "ArgMax", "argmin": "ArgMin"}[name]
+    for axis, keepdims, last in [(1, 1, 0), (-1, 0, 1), (0, 1, 1), (2, 1, 0)]:
+        ref = onnx_ref(op_type, [a], axis=axis, keepdims=keepdims, select_last_index=last)
+        assert ref[0].dtype == np.int64
+        _build(name, x, [a], ref, check_op, axis=axis, keepdims=keepdims,
+               select_last_index=last)
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumsum_matches_onnx(exclusive, reverse, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 7, 4), name="x")
+    a = rng.normal(size=(3, 7, 4)).astype("float32")
+    for axis in (1, -1):
+        ref = onnx_ref("CumSum", [a, np.array(axis, "int64")], exclusive=exclusive,
+                       reverse=reverse)
+        _build("cumsum", x, [a], ref, check_op, axis=axis, exclusive=exclusive,
+               reverse=reverse)
+
+
+def test_reduce_schedule_vectorizes_and_parallelizes(rng, check_op):
+    lanes = Target("llvm").vector_width_bits // 32
+    n = te.var("n")
+    x = te.placeholder((n, 64, 128), name="x")
+    a = rng.normal(size=(5, 64, 128)).astype("float32")
+    for axes in ((-1,), (1,)):  # innermost: lanes of partial sums; middle: inner axis
+        y = reduction.reduce_sum(x, axes=axes)
+        mod = check_op(schedule_reduce(None, y), [x], [y], [a],
+                       a.sum(axis=axes, keepdims=True), rtol=1e-4, atol=1e-4)
+        ll = mod.get_source("ll")
+        assert f"<{lanes} x float>" in ll and "GOMP_parallel" in ll
+
+
+def test_elementwise_producer_and_epilogue_fuse_into_one_loop_nest(rng, check_op):
+    x = te.placeholder((64, 96), name="x")
+    y = elemwise.sigmoid(reduction.reduce_mean(elemwise.exp(x), axes=[1]))
+    s = schedule_reduce(None, y)
+    roots = [st.op.name for st in s.stages if st.attach_type == "root"]
+    assert roots == ["x", y.op.name]
+    a = rng.normal(size=(64, 96)).astype("float32")
+    ref = 1 / (1 + np.exp(-np.exp(a).mean(axis=1, keepdims=True)))
+    check_op(s, [x], [y], [a], ref, rtol=1e-5)
