@@ -232,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import add_parser as add_demo_parser
 
     add_demo_parser(sub)
+    from .model_cli import add_parsers as add_model_parsers
+
+    add_model_parsers(sub)
     return p
 
 
@@ -249,6 +252,8 @@ def main(argv=None) -> int:
             return _doctor(ns, out, err)
         if ns.command == "demo":
             return ns.func(ns)
+        if ns.command in ("compile", "run"):
+            return ns.func(ns, out, err)
     except UsageError as e:
         print(f"tecomp: error: {e}", file=err)
         return 2

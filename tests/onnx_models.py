@@ -148,3 +148,28 @@ def run_onnxruntime(model, feeds):
     sess = onnxruntime.InferenceSession(model.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
+
+
+def decomposed_layer_norm(seed=0):
+    """LayerNorm as opset-13 exporters write it (ReduceMean, Sub, Pow, ReduceMean, Add,
+    Sqrt, Div, Mul, Add), input ``x[batch, 16]``."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype("float32"), "gamma"),
+        _init(rng, "beta", (16,)),
+        numpy_helper.from_array(np.array(2.0, "float32"), "two"),
+        numpy_helper.from_array(np.array(1e-5, "float32"), "eps"),
+    ]
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], name="mean", axes=[-1]),
+        helper.make_node("Sub", ["x", "mean"], ["d"], name="center"),
+        helper.make_node("Pow", ["d", "two"], ["d2"], name="square"),
+        helper.make_node("ReduceMean", ["d2"], ["var"], name="var", axes=[-1]),
+        helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+        helper.make_node("Sqrt", ["ve"], ["std"], name="std"),
+        helper.make_node("Div", ["d", "std"], ["n"], name="normalize"),
+        helper.make_node("Mul", ["n", "gamma"], ["s"], name="scale"),
+        helper.make_node("Add", ["s", "beta"], ["y"], name="shift"),
+    ]
+    return _model(nodes, [_vi("x", ["batch", 16])], [_vi("y", ["batch", 16])], inits,
+                  opset=13)

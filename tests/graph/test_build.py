@@ -163,6 +163,7 @@ def test_operator_without_an_implementation_names_kernel_and_node():
 @pytest.mark.parametrize("make, feeds", [
     (onnx_models.conv_bn_relu_pool_gemm, [{"x": (1, 3, 16, 16)}, {"x": (3, 3, 16, 16)}]),
     (onnx_models.residual_block, [{"x": (1, 8, 8, 8)}]),
+    (onnx_models.decomposed_layer_norm, [{"x": (1, 16)}, {"x": (5, 16)}]),
     (onnx_models.attention_block, [{"x": (1, 4, 32), "mask": (1, 4)},
                                    {"x": (2, 7, 32), "mask": (2, 7)}]),
 ])
