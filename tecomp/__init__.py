@@ -38,6 +38,10 @@ def __getattr__(name):
         raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
     mod_name, attr = lazy[name]
     mod = importlib.import_module(mod_name)
+    if name in ("autotune", "topi"):
+        # The autotuner knows no operator by itself (it must not depend on the operator
+        # library); the library registers its built-in templates when imported.
+        importlib.import_module("tecomp.topi")
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value
     return value

@@ -65,10 +65,9 @@ def parse_op_args(text: str) -> tuple:
 
 
 def _templates():
+    import tecomp.topi  # noqa: F401 - registers the built-in templates
     from tecomp import autotune
-    from tecomp.autotune.task import _load_builtin_templates
 
-    _load_builtin_templates()
     return autotune.TEMPLATES
 
 

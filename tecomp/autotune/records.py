@@ -134,7 +134,7 @@ def make_record(task, config, result: MeasureResult) -> Record:
         name=task.name,
         args=task.args,
         workload_hash=task.workload_hash,
-        target=task.target,
+        target=str(task.target),
         target_key=target_key(task.target),
         config_index=int(config.index),
         knobs=config.to_json(),
@@ -147,7 +147,8 @@ _KEY_CACHE: dict = {}
 
 
 def target_key(target) -> str:
-    """The canonical key of ``target`` (only attributes that change generated code)."""
+    """The canonical key of ``target`` (a Target or a target string): only the attributes
+    that change generated code."""
     text = str(target)
     if text not in _KEY_CACHE:
         from ..target import Target

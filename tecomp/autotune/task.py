@@ -11,17 +11,23 @@ template is being run:
 
 A ``Task`` is a template with concrete arguments and a target: it knows its config
 space, its FLOP count (derived from the compute, never hand-entered) and a structural hash
-of its compute that keys tuning records.
+of its compute that keys tuning records. The template runs inside ``with task.target:``, so
+it (and the dispatch of nested template calls) can read ``Target.current()``.
+
+The registry starts empty: the autotuner knows no operator. The operator library
+(``tecomp.topi``) registers the built-in templates when it is imported, which
+``tecomp.autotune`` / ``tecomp.topi`` attribute access and the ``tecomp`` command do.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
+import inspect
 import threading
 
 from ..errors import TecompError
 from ..ir import expr as E
+from ..target import Target, as_target
+from ..te.analysis import count_flop, structural_hash
 from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 
 
@@ -59,8 +65,6 @@ class Template:
     def full_args(self, args, kwargs=None) -> tuple:
         """All arguments in order with defaults filled in, so ``matmul(64, 64, 64)`` and
         ``matmul(64, 64, 64, "float32")`` are the same workload."""
-        import inspect
-
         try:
             sig = inspect.signature(self.func)
             bound = sig.bind(*args, **(kwargs or {}))
@@ -80,8 +84,6 @@ class Template:
 
 
 def _sig_text(func) -> str:
-    import inspect
-
     try:
         return str(inspect.signature(func))
     except (TypeError, ValueError):
@@ -124,13 +126,6 @@ def template(name: str):
     return deco
 
 
-def _load_builtin_templates():
-    """Register the operator library's templates (matmul, conv2d, ...) on first use."""
-    import importlib
-
-    importlib.import_module("tecomp.topi")
-
-
 def get_config():
     """The config of the template being run (see the module docstring). Outside any
     template call, a fresh fallback config, so template code runs as a plain function."""
@@ -161,20 +156,20 @@ def canonical_args(args) -> tuple:
 # ---- dispatch -------------------------------------------------------------------------------
 
 
-def current_target() -> str:
-    """The target string of the innermost ``with tecomp.Target(...)`` scope, else "llvm"."""
-    from ..target import Target
-
+def current_target() -> Target:
+    """The target of the innermost ``with tecomp.Target(...)`` scope, else ``llvm`` (the
+    host)."""
     cur = Target.current()
-    return "llvm" if cur is None else str(cur)
+    return as_target(cur)
 
 
-def dispatch(name: str, args: tuple, target: str | None = None):
+def dispatch(name: str, args: tuple, target: Target | str | None = None):
     """The config a direct call of template ``name`` gets: best matching record of the
-    active ``apply_history_best`` contexts, then of the shipped logs, else the fallback."""
+    active ``apply_history_best`` contexts, then of the shipped logs, else the fallback.
+    Records are matched against ``target`` (default: the current target scope)."""
     from . import records
 
-    target = target or current_target()
+    target = current_target() if target is None else as_target(target)
     st = _state()
     task = None
     sources = list(reversed(st.contexts))
@@ -222,23 +217,26 @@ class Task:
 
     Attributes
     ----------
-    name, args, target : the template name, its arguments (a tuple), the target string.
+    name, args : the template name and its arguments (a tuple).
+    target : Target, the scope the template runs in; ``str(task.target)`` is the target
+        string written to tuning logs.
     config_space : ConfigSpace, collected by running the template once.
     flop : float, floating point operations of one run, derived from the compute.
     workload_hash : str, structural hash of the compute (keys tuning records).
     """
 
-    def __init__(self, name: str, args, target="llvm"):
-        if name not in TEMPLATES:
-            _load_builtin_templates()
+    def __init__(self, name: str, args, target: Target | str = "llvm"):
         if name not in TEMPLATES:
             known = ", ".join(sorted(TEMPLATES)) or "(none registered)"
-            raise TemplateError(f"no template named {name!r}; registered: {known}")
+            raise TemplateError(
+                f"no template named {name!r}; registered: {known} (the built-in operator "
+                f"templates, e.g. matmul and conv2d, are registered by importing tecomp.topi)"
+            )
         self.name = name
         self.template = TEMPLATES[name]
         self.args = self.template.full_args(tuple(args) if isinstance(args, (list, tuple))
                                             else (args,))
-        self.target = str(target)
+        self.target = as_target(target)
         self._space = None
         self._fallback = None
         self._flop = None
@@ -253,7 +251,7 @@ class Task:
         if self._space is None:
             space = ConfigSpace()
             try:
-                _run_with_config(self.template.func, self.args, space)
+                self._run(space)
             except TecompError:
                 raise
             except Exception as err:
@@ -267,7 +265,7 @@ class Task:
     def _run_fallback(self):
         if self._fallback is None:
             cfg = FallbackConfigEntity()
-            s, tensors = _run_with_config(self.template.func, self.args, cfg)
+            s, tensors = self._run(cfg)
             self._fallback = cfg
             self._hash = structural_hash(tensors)
             self._flop = count_flop(tensors)
@@ -296,13 +294,17 @@ class Task:
             config = dispatch(self.name, self.args, self.target)
         elif isinstance(config, int):
             config = self.config_space.get(config)
-        return _run_with_config(self.template.func, self.args, config)
+        return self._run(config)
+
+    def _run(self, cfg):
+        with self.target:
+            return _run_with_config(self.template.func, self.args, cfg)
 
     def __repr__(self):
-        return f"Task({self.name!r}, args={self.args}, target={self.target!r})"
+        return f"Task({self.name!r}, args={self.args}, target={str(self.target)!r})"
 
 
-def create_task(name: str, args, target="llvm") -> Task:
+def create_task(name: str, args, target: Target | str = "llvm") -> Task:
     """The tuning task of template ``name`` on ``args`` for ``target``.
 
     Raises
@@ -313,133 +315,3 @@ def create_task(name: str, args, target="llvm") -> Task:
     task = Task(name, args, target)
     task.config_space  # noqa: B018 - fail here, with the template's error, not mid-tuning
     return task
-
-
-# ---- facts derived from the compute ----------------------------------------------------------
-
-
-def _ops_of(tensors) -> list:
-    """Operations reachable from ``tensors``, inputs before the ops that read them."""
-    order, seen = [], set()
-
-    def visit(op):
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    for t in tensors:
-        if hasattr(t, "op"):
-            visit(t.op)
-    return order
-
-
-_ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max, E.Call)
-
-
-def _arith_count(expr) -> int:
-    """Arithmetic operations computing a value: index expressions of tensor reads and the
-    conditions of selects (padding, bounds) are addressing, not work."""
-    if isinstance(expr, (E.ProducerLoad, E.IntImm, E.FloatImm, E.Var)):
-        return 0
-    if isinstance(expr, E.Select):
-        return max(_arith_count(expr.true_value), _arith_count(expr.false_value))
-    if isinstance(expr, E.Reduce):
-        return _arith_count(expr.source[expr.value_index]) + 1  # one combine per point
-    n = 1 if isinstance(expr, _ARITH) else 0
-    if isinstance(expr, E.Cast):
-        return _arith_count(expr.value)
-    for field in ("a", "b", "value", "body"):
-        sub = getattr(expr, field, None)
-        if isinstance(sub, E.PrimExpr):
-            n += _arith_count(sub)
-    if isinstance(expr, E.Call):
-        n += sum(_arith_count(a) for a in expr.args)
-    return n
-
-
-def _const_int(e, what) -> int:
-    if isinstance(e, E.IntImm):
-        return int(e.value)
-    raise TemplateError(f"{what} has the symbolic extent {e}; tuning needs concrete shapes")
-
-
-def count_flop(tensors) -> float:
-    """Floating point operations of computing ``tensors`` once (a multiply-add is 2)."""
-    total = 0
-    for op in _ops_of(tensors):
-        body = getattr(op, "body", None)
-        if not body:
-            continue
-        points = math.prod(_const_int(a.dom.extent, f"compute {op.name}") for a in op.axis)
-        red = math.prod(
-            _const_int(a.dom.extent, f"compute {op.name}") for a in op.reduce_axis
-        )
-        total += points * red * _arith_count(body[0]) if op.reduce_axis else (
-            points * sum(_arith_count(b) for b in body)
-        )
-    return float(total)
-
-
-def structural_hash(tensors) -> str:
-    """A hash of the compute DAG of ``tensors``: shapes, dtypes, expressions with variables
-    renamed by position. Names of tensors and axes do not matter; structure does."""
-    ops = _ops_of(tensors)
-    op_id = {id(op): i for i, op in enumerate(ops)}
-    parts = []
-    for op in ops:
-        names: dict = {}
-
-        def var_name(v):
-            if v not in names:
-                names[v] = f"v{len(names)}"
-            return names[v]
-
-        if not getattr(op, "body", None):
-            parts.append(f"P({_shape_str(op.shape)},{op.dtype})")
-            continue
-        for a in op.axis:
-            var_name(a.var)
-        for a in op.reduce_axis:
-            var_name(a.var)
-        shape = _shape_str(tuple(a.dom.extent for a in op.axis))
-        red = _shape_str(tuple(a.dom.extent for a in op.reduce_axis))
-        bodies = ";".join(_expr_key(b, var_name, op_id) for b in op.body)
-        parts.append(f"C({shape}|{red}|{bodies})")
-    parts.append("out:" + ",".join(f"{op_id[id(t.op)]}.{t.value_index}"
-                                   for t in tensors if hasattr(t, "op")))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def _shape_str(shape) -> str:
-    return ",".join(str(s) for s in shape)
-
-
-def _expr_key(e, var_name, op_id) -> str:
-    if isinstance(e, E.Var):
-        return var_name(e)
-    if isinstance(e, (E.IntImm, E.FloatImm)):
-        return f"{e.value!r}:{e.dtype}"
-    if isinstance(e, E.StringImm):
-        return repr(e.value)
-    if isinstance(e, E.ProducerLoad):
-        idx = ",".join(_expr_key(i, var_name, op_id) for i in e.indices)
-        return f"T{op_id.get(id(e.tensor.op), '?')}.{e.tensor.value_index}[{idx}]"
-    if isinstance(e, E.Reduce):
-        src = ",".join(_expr_key(s, var_name, op_id) for s in e.source)
-        comb = ",".join(_expr_key(r, var_name, op_id) for r in e.combiner.result)
-        for v in e.combiner.lhs + e.combiner.rhs:
-            var_name(v)
-        cond = _expr_key(e.condition, var_name, op_id)
-        return f"R[{comb}]({src}|{cond}|{e.value_index})"
-    if isinstance(e, E.Call):
-        return f"{e.name}:{e.dtype}(" + ",".join(_expr_key(a, var_name, op_id)
-                                                 for a in e.args) + ")"
-    fields = []
-    for f in ("a", "b", "cond", "true_value", "false_value", "value", "var", "body"):
-        sub = getattr(e, f, None)
-        if isinstance(sub, E.PrimExpr):
-            fields.append(_expr_key(sub, var_name, op_id))
-    return f"{type(e).__name__}:{e.dtype}(" + ",".join(fields) + ")"

@@ -1,9 +1,17 @@
-"""Operator library: compute + default schedule (+ tunable x86 template) per operator.
+"""Operator library: per operator, a compute, a schedule per target and a tunable template.
 
-Importing this package registers the templates ``matmul``, ``dense``, ``batch_matmul``,
-``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g. constant-folded) and
-``depthwise_conv2d`` with ``tecomp.autotune``. Calling a template outside
-tuning gives the best shipped or ``apply_history_best`` record, else a fallback config.
+Each operator has a public compute (``compute_dense(cfg, X, W, b=None)``, ...: te
+tensors in, the output tensor out, the reduction tagged with the operator's name) and a
+schedule (``schedule_dense(cfg, outs)``) that schedules the group ending in ``outs`` —
+the operator plus any elementwise epilogue computed from it, fused into its output loop.
+They are registered per target kind in :mod:`tecomp.topi.strategy`, where a graph
+compiler finds them.
+
+Importing this package registers the templates ``matmul``, ``dense``, ``dense_packed``,
+``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
+constant-folded) and ``depthwise_conv2d`` with ``tecomp.autotune``. Calling a template
+outside tuning gives the best shipped or ``apply_history_best`` record, else a fallback
+config.
 
 It also registers, for target kind ``llvm``, one :class:`~tecomp.topi.strategy.Implementation`
 per operator below (``strategy.get_implementation(op, target)``). A graph compiler calls
@@ -62,6 +70,7 @@ Neural network, one kernel each:
     global_avg_pool / global_max_pool (NC...).
 """
 
+
 from .broadcast import (
     add,
     divide,
@@ -82,13 +91,31 @@ from .broadcast import (
     subtract,
     where,
 )
+from . import strategy
 from .conv2d import (
+    compute_conv2d,
+    compute_depthwise_conv2d,
     conv2d,
     conv2d_pack_kernel,
     conv2d_packed_kernel,
     depthwise_conv2d,
     kernel_blocking,
     pack_conv2d_kernel,
+    schedule_conv2d,
+    schedule_depthwise_conv2d,
+)
+from .matmul import (
+    batch_matmul,
+    compute_batch_matmul,
+    compute_dense,
+    compute_matmul,
+    dense,
+    dense_packed,
+    matmul,
+    pack_dense_weight,
+    schedule_batch_matmul,
+    schedule_dense,
+    schedule_matmul,
 )
 from .cpu_schedule import schedule_injective, schedule_reduce
 from .elemwise import (
@@ -122,7 +149,6 @@ from .elemwise import (
     sqrt,
     tanh,
 )
-from .matmul import batch_matmul, dense, matmul, matmul_compute
 from .reduction import (
     argmax,
     argmin,
@@ -160,13 +186,25 @@ from .transform import (
 
 __all__ = [
     "batch_matmul",
+    "compute_batch_matmul",
+    "compute_conv2d",
+    "compute_dense",
+    "compute_depthwise_conv2d",
+    "compute_matmul",
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
     "dense",
+    "dense_packed",
     "depthwise_conv2d",
     "kernel_blocking",
     "matmul",
-    "matmul_compute",
     "pack_conv2d_kernel",
+    "pack_dense_weight",
+    "schedule_batch_matmul",
+    "schedule_conv2d",
+    "schedule_dense",
+    "schedule_depthwise_conv2d",
+    "schedule_matmul",
+    "strategy",
 ]

@@ -57,8 +57,14 @@ Workload keys (what a graph produces):
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import te
 from ..autotune import get_config, template
+from .group import find_anchor, group_output, inline_epilogue
+from .strategy import Implementation, register_implementation
 
 # float32 lanes of one vector register and the number of vector registers (AVX-512).
 LANES = 16
@@ -132,7 +138,8 @@ def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
         return _padded_read(data, pads, Hp, Wp, n, of(j), y, x,
                             also=[j < chans] if chans % bn else [])
 
-    return te.compute((N, _ceil_div(chans, bn), Hp, Wp, bn), f, name=name)
+    return te.compute((N, _ceil_div(chans, bn), Hp, Wp, bn), f, name=name,
+                      tag="conv2d_data_pack")
 
 
 def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
@@ -185,79 +192,12 @@ def _conv_fallback(C, K, OH, OW, ic, oc, ow):
     return ic_bn, oc_bn, reg_n
 
 
-@template("conv2d")
-def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
-           dtype="float32"):
-    """Tunable NCHW conv2d for x86 (see the module docstring)."""
-    return _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype,
-                         packed_kernel=False)
-
-
-@template("conv2d_packed_kernel")
-def conv2d_packed_kernel(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
-                         dilation=(1, 1), dtype="float32"):
-    """``conv2d`` whose kernel input is already blocked: the same workload arguments
-    (``kernel_shape`` is the logical OIHW shape) and the same knobs, but the kernel
-    placeholder is ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` for the config's blocking, so
-    no kernel repacking runs per call. Pack a weight once with :func:`pack_conv2d_kernel`
-    (numpy) or :func:`conv2d_pack_kernel` (a compute, for constant folding), taking the
-    blocking from the kernel tensor the template returns (:func:`kernel_blocking`)."""
-    return _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype,
-                         packed_kernel=True)
-
-
-def packed_kernel_shape(kernel_shape, ic_bn, oc_bn):
-    """The blocked shape ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` of an OIHW kernel."""
-    K, C, R, S = (int(s) for s in kernel_shape)
-    if K % oc_bn or C % ic_bn:
-        raise ValueError(f"kernel {tuple(kernel_shape)}: oc_bn={oc_bn} must divide {K} and "
-                         f"ic_bn={ic_bn} must divide {C}")
-    return (K // oc_bn, C // ic_bn, R, S, ic_bn, oc_bn)
-
-
-def kernel_blocking(kernel):
-    """``(ic_bn, oc_bn)`` of a packed kernel tensor (``conv2d_packed_kernel``'s second
-    argument) or of its shape."""
-    shape = kernel.shape if hasattr(kernel, "shape") else kernel
-    dims = [int(getattr(d, "value", d)) for d in shape]
-    if len(dims) != 6:
-        raise ValueError(f"kernel shape {tuple(dims)} is not a packed [K/oc_bn, C/ic_bn, R, S, "
-                         f"ic_bn, oc_bn] kernel")
-    return dims[4], dims[5]
-
-
-def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
-    """An OIHW numpy kernel in ``conv2d_packed_kernel``'s blocked layout (a contiguous
-    copy), e.g. ``pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))``."""
-    import numpy as np
-
-    K, C, R, S = kernel.shape
-    OCc, ICc = packed_kernel_shape(kernel.shape, ic_bn, oc_bn)[:2]
-    blocked = kernel.reshape(OCc, oc_bn, ICc, ic_bn, R, S)
-    return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))
-
-
-def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):
-    """The compute that packs an OIHW kernel tensor into the blocked layout (what a graph
-    constant-folds for an initializer)."""
-    shape = packed_kernel_shape([int(s.value) for s in kernel.shape], ic_bn, oc_bn)
-    return te.compute(
-        shape,
-        lambda o, c, r, s, cb, ob: kernel[o * oc_bn + ob, c * ic_bn + cb, r, s],
-        name=name,
-    )
-
-
-def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, packed_kernel):
-    what = "conv2d_packed_kernel" if packed_kernel else "conv2d"
+def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilation):
+    """Register the conv2d knobs (see the module docstring) for these shapes, with the
+    fallback values on a fallback config; a second call changes nothing. The computes
+    call it; a template whose kernel input is blocked calls it first, for the blocking."""
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
-        data_shape, kernel_shape, strides, padding, dilation, what)
-    if KC != C:
-        raise ValueError(f"{what}: kernel {tuple(kernel_shape)} has {KC} input channels, data "
-                         f"{tuple(data_shape)} has {C} (grouped convolution is not supported; "
-                         f"use depthwise_conv2d for groups == channels)")
-
-    cfg = get_config()
+        data_shape, kernel_shape, strides, padding, dilation, "conv2d")
     ic, oc, ow, oh = _conv_candidates(C, K, OH, OW)
     cfg.define_split("tile_ic", C, num_outputs=2, policy="candidate",
                      candidate=[[-1, d] for d in ic])
@@ -282,17 +222,63 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
         cfg.fallback_knob("unroll_kw", True)
         cfg.fallback_knob("order", "oh_oc")
         cfg.fallback_knob("data_layout", "nchw")
+
+
+def _check_channels(what, data_shape, kernel_shape):
+    C, KC = int(data_shape[1]), int(kernel_shape[1])
+    if KC != C:
+        raise ValueError(f"{what}: kernel {tuple(kernel_shape)} has {KC} input channels, data "
+                         f"{tuple(data_shape)} has {C} (grouped convolution is not supported; "
+                         f"use depthwise_conv2d for groups == channels)")
+
+
+def _shape_of(t):
+    return tuple(int(getattr(d, "value", d)) for d in t.shape)
+
+
+def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
+    """NCHW conv2d through channel-blocked tensors (see the module docstring).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config; its blocking and ``data_layout`` shape the compute.
+    data : Tensor
+        ``[N, C, H, W]``.
+    kernel : Tensor
+        OIHW ``[K, C, R, S]`` (blocked per call), or already blocked
+        ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` for the config's blocking (see
+        :func:`pack_conv2d_kernel`).
+    strides, padding, dilation : tuple of int
+        ``(sh, sw)``, ``(top, left, bottom, right)`` or ``(ph, pw)``, ``(dh, dw)``.
+
+    Returns
+    -------
+    Tensor
+        ``[N, K, OH, OW]`` (tag ``"conv2d"``), the unpack of the blocked product (tag
+        ``"conv2d_nchwc"``); pass it, or an elementwise epilogue computed from it, to
+        :func:`schedule_conv2d`.
+    """
+    packed_kernel = len(kernel.shape) == 6
+    what = "conv2d_packed_kernel" if packed_kernel else "conv2d"
+    data_shape = _shape_of(data)
+    if packed_kernel:
+        OCc, ICc, R, S, ic_bn, oc_bn = _shape_of(kernel)
+        kernel_shape = (OCc * oc_bn, ICc * ic_bn, R, S)
+    else:
+        kernel_shape = _shape_of(kernel)
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data_shape, kernel_shape, strides, padding, dilation, what)
+    _check_channels(what, data_shape, kernel_shape)
+    define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilation)
     ic_bn = cfg["tile_ic"].size[-1]
     oc_bn = cfg["tile_oc"].size[-1]
     reg_n = cfg["tile_ow"].size[-1]
     oh_bn = cfg["tile_oh"].size[-1]
+    if packed_kernel and kernel_blocking(kernel) != (ic_bn, oc_bn):
+        raise ValueError(f"{what}: the kernel is blocked {kernel_blocking(kernel)} (ic_bn, "
+                         f"oc_bn); this config reads ({ic_bn}, {oc_bn})")
 
-    data = te.placeholder((N, C, H, W), dtype, name="data")
-    if packed_kernel:
-        kernel = te.placeholder(packed_kernel_shape((K, C, R, S), ic_bn, oc_bn), dtype,
-                                name="kernel")
-    else:
-        kernel = te.placeholder((K, C, R, S), dtype, name="kernel")
     # The blocked output covers whole tiles; columns and rows past OW / OH are computed
     # from zero padding and dropped by the unpack.
     OWp = _ceil_div(OW, reg_n) * reg_n
@@ -323,28 +309,50 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
             * kernel_vec[o, ico, ry, rx, ici, ob],
             axis=[ico, ry, rx, ici],
         ),
-        name="conv",
+        name="conv", tag="conv2d_nchwc",
     )
-    out = te.compute(
-        (N, K, OH, OW), lambda n, k, y, x: conv[n, k // oc_bn, y, x, k % oc_bn], name="out")
+    return te.compute(
+        (N, K, OH, OW), lambda n, k, y, x: conv[n, k // oc_bn, y, x, k % oc_bn], name="out",
+        tag="conv2d")
 
+
+def schedule_conv2d(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_conv2d` and any elementwise
+    epilogue computed from it (bias, activation, a residual add), which runs at the
+    output tile straight from the accumulators, fused with the unpack to NCHW.
+
+    Examples
+    --------
+    >>> out = compute_conv2d(cfg, data, kernel, (1, 1), (1, 1))
+    >>> Y = te.compute(out.shape, lambda n, k, y, x: te.max(out[n, k, y, x] + b[k], 0.0))
+    >>> s = schedule_conv2d(cfg, [Y])
+    """
+    what = "schedule_conv2d"
+    out = group_output(outs, what)
     s = te.create_schedule(out.op)
+    head = find_anchor(out, "conv2d", what)
+    conv = find_anchor(out, "conv2d_nchwc", what)
+    oc_bn = cfg["tile_oc"].size[-1]
+    reg_n = cfg["tile_ow"].size[-1]
+    oh_bn = cfg["tile_oh"].size[-1]
+    plain = cfg["data_layout"].val == "nchw"
+    N = _shape_of(out)[0]
     # Packing stages: parallel over (batch, channel block, row) / kernel blocks.
-    if not plain:
-        n, c, y, x, cb = s[data_vec].op.axis
-        s[data_vec].parallel(s[data_vec].fuse(n, c, y))
-        s[data_vec].unroll(s[data_vec].split(x, factor=LANES)[1])
-        s[data_vec].vectorize(cb)
-    if not packed_kernel:
-        o, c, r, s_, cb, ob = s[kernel_vec].op.axis
-        s[kernel_vec].parallel(s[kernel_vec].fuse(o, c))
-        s[kernel_vec].unroll(s_)
-        s[kernel_vec].unroll(ob)
+    for t in conv.input_tensors:
+        if t.op.tag == "conv2d_data_pack":
+            n, c, y, x, cb = s[t].op.axis
+            s[t].parallel(s[t].fuse(n, c, y))
+            s[t].unroll(s[t].split(x, factor=LANES)[1])
+            s[t].vectorize(cb)
+        elif t.op.tag == "conv2d_kernel_pack":
+            o, c, r, s_, cb, ob = s[t].op.axis
+            s[t].parallel(s[t].fuse(o, c))
+            s[t].unroll(s_)
+            s[t].unroll(ob)
 
-    # The micro-kernel's accumulators live at the output tile; the unpack to NCHW reads
-    # them there (the blocked ``conv`` tensor is never materialised).
-    CL = s.cache_write(conv, "local")
-    s[conv].compute_inline()
+    # The micro-kernel's accumulators live at the output tile; the unpack to NCHW (and
+    # the epilogue) reads them there (the blocked ``conv`` tensor is never materialised).
+    CL = inline_epilogue(s, out, conv, what, head=head)
     n, k, y, x = s[out].op.axis
     ko, ki = s[out].split(k, factor=oc_bn)
     yo, yi = s[out].split(y, factor=oh_bn)
@@ -377,24 +385,119 @@ def _conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype, p
     s[CL].unroll(ly)
     s[CL].unroll(lx)
     s[CL].vectorize(lob)
-    return s, [data, kernel, out]
+    return s
+
+
+@template("conv2d")
+def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
+           dtype="float32"):
+    """Tunable NCHW conv2d (see the module docstring)."""
+    _geometry(data_shape, kernel_shape, strides, padding, dilation, "conv2d")
+    _check_channels("conv2d", data_shape, kernel_shape)
+    cfg = get_config()
+    data = te.placeholder(tuple(data_shape), dtype, name="data")
+    kernel = te.placeholder(tuple(kernel_shape), dtype, name="kernel")
+    out = compute_conv2d(cfg, data, kernel, strides, padding, dilation)
+    return schedule_conv2d(cfg, [out]), [data, kernel, out]
+
+
+@template("conv2d_packed_kernel")
+def conv2d_packed_kernel(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
+                         dilation=(1, 1), dtype="float32"):
+    """``conv2d`` whose kernel input is already blocked: the same workload arguments
+    (``kernel_shape`` is the logical OIHW shape) and the same knobs, but the kernel
+    placeholder is ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` for the config's blocking, so
+    no kernel repacking runs per call. Pack a weight once with :func:`pack_conv2d_kernel`
+    (numpy) or :func:`conv2d_pack_kernel` (a compute, for constant folding), taking the
+    blocking from the kernel tensor the template returns (:func:`kernel_blocking`)."""
+    what = "conv2d_packed_kernel"
+    _geometry(data_shape, kernel_shape, strides, padding, dilation, what)
+    _check_channels(what, data_shape, kernel_shape)
+    cfg = get_config()
+    define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilation)
+    blocked = packed_kernel_shape(kernel_shape, cfg["tile_ic"].size[-1],
+                                  cfg["tile_oc"].size[-1])
+    data = te.placeholder(tuple(data_shape), dtype, name="data")
+    kernel = te.placeholder(blocked, dtype, name="kernel")
+    out = compute_conv2d(cfg, data, kernel, strides, padding, dilation)
+    return schedule_conv2d(cfg, [out]), [data, kernel, out]
+
+
+def packed_kernel_shape(kernel_shape, ic_bn, oc_bn):
+    """The blocked shape ``[K/oc_bn, C/ic_bn, R, S, ic_bn, oc_bn]`` of an OIHW kernel."""
+    K, C, R, S = (int(s) for s in kernel_shape)
+    if K % oc_bn or C % ic_bn:
+        raise ValueError(f"kernel {tuple(kernel_shape)}: oc_bn={oc_bn} must divide {K} and "
+                         f"ic_bn={ic_bn} must divide {C}")
+    return (K // oc_bn, C // ic_bn, R, S, ic_bn, oc_bn)
+
+
+def kernel_blocking(kernel):
+    """``(ic_bn, oc_bn)`` of a packed kernel tensor (``conv2d_packed_kernel``'s second
+    argument) or of its shape."""
+    shape = kernel.shape if hasattr(kernel, "shape") else kernel
+    dims = [int(getattr(d, "value", d)) for d in shape]
+    if len(dims) != 6:
+        raise ValueError(f"kernel shape {tuple(dims)} is not a packed [K/oc_bn, C/ic_bn, R, S, "
+                         f"ic_bn, oc_bn] kernel")
+    return dims[4], dims[5]
+
+
+def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
+    """An OIHW numpy kernel in ``conv2d_packed_kernel``'s blocked layout (a contiguous
+    copy), e.g. ``pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))``."""
+    K, C, R, S = kernel.shape
+    OCc, ICc = packed_kernel_shape(kernel.shape, ic_bn, oc_bn)[:2]
+    blocked = kernel.reshape(OCc, oc_bn, ICc, ic_bn, R, S)
+    return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))
+
+
+def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):
+    """The compute that packs an OIHW kernel tensor into the blocked layout (what a graph
+    constant-folds for an initializer)."""
+    shape = packed_kernel_shape([int(s.value) for s in kernel.shape], ic_bn, oc_bn)
+    return te.compute(
+        shape,
+        lambda o, c, r, s, cb, ob: kernel[o * oc_bn + ob, c * ic_bn + cb, r, s],
+        name=name, tag="conv2d_kernel_pack",
+    )
 
 
 # ---- depthwise conv2d ---------------------------------------------------------------------------
 
 
-@template("depthwise_conv2d")
-def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
-                     dilation=(1, 1), dtype="float32"):
-    """Tunable NCHW depthwise conv2d for x86 (channel multiplier = K / C)."""
-    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
-        data_shape, kernel_shape, strides, padding, dilation, "depthwise_conv2d")
+def _check_depthwise(data_shape, kernel_shape):
+    C, (K, KC) = int(data_shape[1]), (int(kernel_shape[0]), int(kernel_shape[1]))
     if KC != 1 or K % C:
         raise ValueError(f"depthwise_conv2d: kernel {tuple(kernel_shape)} must be "
                          f"(C * multiplier, 1, R, S) for data {tuple(data_shape)}")
+
+
+def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
+                             dilation=(1, 1)):
+    """NCHW depthwise conv2d (channel multiplier ``K / C``), reading the input in place.
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config (its knobs are defined here; the compute does not depend on
+        them).
+    data, kernel : Tensor
+        ``[N, C, H, W]`` and ``[C * multiplier, 1, R, S]``.
+    strides, padding, dilation : tuple of int
+        As for :func:`compute_conv2d`.
+
+    Returns
+    -------
+    Tensor
+        ``[N, K, OH, OW]`` (tag ``"depthwise_conv2d"``); pass it, or an elementwise
+        epilogue computed from it, to :func:`schedule_depthwise_conv2d`.
+    """
+    data_shape, kernel_shape = _shape_of(data), _shape_of(kernel)
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data_shape, kernel_shape, strides, padding, dilation, "depthwise_conv2d")
+    _check_depthwise(data_shape, kernel_shape)
     mult = K // C
-    data = te.placeholder((N, C, H, W), dtype, name="data")
-    kernel = te.placeholder((K, 1, R, S), dtype, name="kernel")
     Hp = (OH - 1) * sh + (R - 1) * dh + 1
     Wp = (OW - 1) * sw + (S - 1) * dw + 1
     ry = te.reduce_axis((0, R), name="ry")
@@ -408,9 +511,8 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
             * kernel[k, 0, ry, rx],
             axis=[ry, rx],
         ),
-        name="depthwise",
+        name="depthwise", tag="depthwise_conv2d",
     )
-    cfg = get_config()
     cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in (4, 7, 8, 14, 16, 28, 32, 56, 64) if r <= OW]
                      or [[-1, 1]])
@@ -419,14 +521,20 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
         # A vector of output columns that divides the width (no masked tail), near 16.
-        import math
         widths = [e.size[-1] for e in cfg.space_map["tile_w"].entities]
         cfg.fallback_split("tile_w", [-1, min(
             widths, key=lambda w: (OW % w != 0, abs(math.log2(w / LANES)), -w))])
         cfg.fallback_split("tile_h", [-1, 2])
+    return out
 
+
+def schedule_depthwise_conv2d(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_depthwise_conv2d` and any
+    elementwise epilogue, computed at the output tile from the accumulators."""
+    what = "schedule_depthwise_conv2d"
+    out = group_output(outs, what)
     s = te.create_schedule(out.op)
-    OL = s.cache_write(out, "local")
+    OL = inline_epilogue(s, out, find_anchor(out, "depthwise_conv2d", what), what)
     n, k, y, x = s[out].op.axis
     yo, yi = s[out].split(y, factor=cfg["tile_h"].size[-1])
     xo, xi = s[out].split(x, factor=cfg["tile_w"].size[-1])
@@ -443,4 +551,40 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
     s[OL].vectorize(lx)
     if cfg["unroll_kw"].val:
         s[OL].unroll(rx)
-    return s, [data, kernel, out]
+    return s
+
+
+@template("depthwise_conv2d")
+def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
+                     dilation=(1, 1), dtype="float32"):
+    """Tunable NCHW depthwise conv2d (channel multiplier = K / C)."""
+    _geometry(data_shape, kernel_shape, strides, padding, dilation, "depthwise_conv2d")
+    _check_depthwise(data_shape, kernel_shape)
+    cfg = get_config()
+    data = te.placeholder(tuple(data_shape), dtype, name="data")
+    kernel = te.placeholder(tuple(kernel_shape), dtype, name="kernel")
+    out = compute_depthwise_conv2d(cfg, data, kernel, strides, padding, dilation)
+    return schedule_depthwise_conv2d(cfg, [out]), [data, kernel, out]
+
+
+# ---- strategies -------------------------------------------------------------------------
+
+
+def _conv_workload(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
+                   dilation=(1, 1), dtype="float32"):
+    return (tuple(int(d) for d in data_shape), tuple(int(d) for d in kernel_shape),
+            tuple(int(d) for d in strides), tuple(int(d) for d in padding),
+            tuple(int(d) for d in dilation), str(dtype))
+
+
+def _prepack_conv2d(cfg, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
+    return (pack_conv2d_kernel(kernel, cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]),)
+
+
+register_implementation(Implementation(
+    "conv2d", "llvm", compute_conv2d, schedule_conv2d,
+    template="conv2d_packed_kernel", workload=_conv_workload,
+    prepack=_prepack_conv2d, packed_inputs=(1,)))
+register_implementation(Implementation(
+    "depthwise_conv2d", "llvm", compute_depthwise_conv2d, schedule_depthwise_conv2d,
+    template="depthwise_conv2d", workload=_conv_workload))

@@ -1,12 +1,18 @@
-"""Matrix products for x86: ``matmul``, ``dense`` (bias + activation epilogue) and
-``batch_matmul``, each a compute, a default schedule and a tunable template.
+"""Matrix products for CPUs: ``matmul``, ``dense`` and ``batch_matmul``, each a compute,
+a schedule of the compute with any elementwise epilogue, and a tunable template.
 
-The schedule is the classic one for CPUs with wide vectors: B is packed into
-``[ceil(M / bn), K, bn]`` so the ``bn`` output columns a micro-kernel computes read one
-contiguous vector per k; the product is accumulated in a ``rows x bn`` local tile
-(``cache_write``) that LLVM keeps in vector registers; k is split and its inner part
-unrolled; tiles are grouped into cache blocks (row tiles by column tiles, one after the
-other), and the block loops over (rows, columns) are fused and run in parallel.
+The schedule is the classic one for CPUs with wide vectors: the right-hand matrix is
+packed into ``[ceil(M / bn), K, bn]`` so the ``bn`` output columns a micro-kernel
+computes read one contiguous vector per k; the product is accumulated in a ``rows x bn``
+local tile (``cache_write``) that LLVM keeps in vector registers; k is split and its
+inner part unrolled; tiles are grouped into cache blocks (row tiles by column tiles, one
+after the other), and the block loops over (rows, columns) are fused and run in parallel.
+An epilogue (bias, activation, a residual read from another input) is computed at the
+tile from the accumulators, in the output's loop nest.
+
+A constant weight (an ONNX initializer) can be packed once: ``compute_dense`` also
+accepts ``W`` already in the packed layout (:func:`pack_dense_weight` in numpy), and the
+``dense_packed`` template tunes that variant.
 
 Workload keys (what a graph produces):
 
@@ -14,41 +20,68 @@ Workload keys (what a graph produces):
 - ``dense(N, K, M, dtype, bias, activation)``: ``Y = X[N, K] @ W[M, K]^T (+ b[M])``,
   then ``activation`` in ``"none"``, ``"relu"``, ``"sigmoid"``, ``"tanh"``
   (ONNX Gemm with transB=1 / MatMul + Add + Relu);
+- ``dense_packed(...)``: the same arguments, the weight input packed;
 - ``batch_matmul(B, N, K, M, dtype)``: ``C[b] = A[b] @ B[b]``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import te
 from ..autotune import get_config, template
+from ..errors import ShapeError
+from ..target import Target
+from .group import find_anchor, group_output, inline_epilogue
+from .strategy import Implementation, register_implementation
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+
+#: Tag of the packing stage of the right-hand matrix (scheduled apart from the product).
+PACK_TAG = "matmul_pack"
 
 
 def _ceil_div(a, b):
     return (a + b - 1) // b
 
 
+def _ints(shape):
+    return tuple(int(getattr(s, "value", s)) for s in shape)
+
+
 def _pack(B, bn, k_axis_first=True, name="B.packed"):
-    """B[K, M] (or W[M, K] when not ``k_axis_first``) as [ceil(M/bn), K, bn], zero-padded."""
-    if k_axis_first:
-        K, M = (int(s.value) for s in B.shape)
+    """B[..., K, M] (or W[..., M, K] when not ``k_axis_first``) as
+    [..., ceil(M/bn), K, bn], zero-padded past M; leading dims are batch dims."""
+    shape = _ints(B.shape)
+    batch = shape[:-2]
+    K, M = shape[-2:] if k_axis_first else shape[-2:][::-1]
 
-        def f(x, k, z):
-            j = x * bn + z
-            if M % bn == 0:
-                return B[k, j]
-            return te.if_then_else(j < M, B[k, te.min(j, M - 1)], 0.0)
-    else:
-        M, K = (int(s.value) for s in B.shape)
+    def f(*idx):
+        *b, x, k, z = idx
+        j = x * bn + z
+        if M % bn == 0:
+            return B[(*b, k, j)] if k_axis_first else B[(*b, j, k)]
+        jc = te.min(j, M - 1)
+        value = B[(*b, k, jc)] if k_axis_first else B[(*b, jc, k)]
+        return te.if_then_else(j < M, value, 0.0)
 
-        def f(x, k, z):
-            j = x * bn + z
-            if M % bn == 0:
-                return B[j, k]
-            return te.if_then_else(j < M, B[te.min(j, M - 1), k], 0.0)
+    return te.compute((*batch, _ceil_div(M, bn), K, bn), f, name=name, tag=PACK_TAG)
 
-    return te.compute((_ceil_div(M, bn), K, bn), f, name=name)
+
+def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
+    """A dense weight ``W[M, K]`` in the layout ``compute_dense`` reads it in,
+    ``[ceil(M / bn), K, bn]`` (zero columns past M), as a contiguous numpy copy.
+
+    Examples
+    --------
+    >>> pack_dense_weight(np.ones((5, 3), "float32"), 4).shape
+    (2, 3, 4)
+    """
+    M, K = weight.shape
+    Mp = _ceil_div(M, bn) * bn
+    padded = np.zeros((Mp, K), weight.dtype)
+    padded[:M] = weight
+    return np.ascontiguousarray(padded.reshape(Mp // bn, bn, K).transpose(0, 2, 1))
 
 
 def _activation(x, act):
@@ -61,28 +94,27 @@ def _activation(x, act):
     return x
 
 
-def matmul_compute(A, B, bn: int = 16):
-    """``C = A @ B`` through a packed copy of B (returns C and the packed tensor)."""
-    N, K = (int(s.value) for s in A.shape)
-    M = int(B.shape[1].value)
-    PB = _pack(B, bn)
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute(
-        (N, M), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), name="C"
-    )
-    return C, PB
+def _fp32_lanes() -> int:
+    target = Target.current()
+    return (512 if target is None else target.vector_width_bits) // 32
 
 
-def _define_knobs(cfg, N, M, K):
-    """Register tile (``tile_y``'s last factor rows by ``bn`` lanes of accumulators),
-    cache block (``tile_y``'s middle factor row tiles by ``block_x`` column tiles, run
-    one after the other inside a parallel chunk), inner k unrolling (``tile_k``), which of
-    rows and columns is outer (``order``), and whether the tile's rows are unrolled.
+def define_product_knobs(cfg, N, K, M):
+    """Register the knobs of a product ``[N, K] x [K, M]`` (the computes call this, so
+    a compute given a fresh fallback config defines them; a second call changes nothing).
+
+    ``bn`` lanes of accumulators per row, ``tile_y`` (its last factor rows of the register
+    tile, its middle factor row tiles per cache block), ``block_x`` (column tiles per cache
+    block, run one after the other inside a parallel chunk), ``tile_k`` (inner k
+    unrolling), ``order`` (which of rows and columns is outer) and ``unroll_rows``.
 
     Most of the space is slow (too few or too many accumulators for the registers,
     blocks that overflow the caches, too few parallel chunks for the cores): what a
     learned cost model is for."""
-    cfg.define_knob("bn", [8, 16, 32, 48, 64])
+    lanes = _fp32_lanes()
+    # x86 (AVX, AVX-512) has the candidates the shipped logs were tuned over; a target
+    # with 4 float lanes (NEON, SSE) gets the same range in units of its vectors.
+    cfg.define_knob("bn", [8, 16, 32, 48, 64] if lanes >= 8 else [4, 8, 16, 32, 48])
     cfg.define_split("tile_y", N, num_outputs=3, policy="candidate",
                      candidate=[[-1, m, r] for m in (1, 2, 4, 8)
                                 for r in (1, 2, 3, 4, 6, 8, 12, 16) if m * r <= N])
@@ -92,19 +124,171 @@ def _define_knobs(cfg, N, M, K):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
+        _product_fallback(cfg, N, K, M, lanes)
+
+
+def _product_fallback(cfg, N, K, M, lanes):
+    if N >= 8:
         # The tutorial's final schedule (01_optimize_matmul_cpu.py): 8 rows x 32 lanes of
         # accumulators, k unrolled by 4; column blocks outermost so a packed block of B
         # stays in cache across the row tiles. Measured on Zen 5 (n=1024): ~1.0-1.05x
         # the tutorial's schedule, 1.9-2x numpy.
-        bn = 32 if M >= 32 else (16 if M >= 16 else 8)
+        bn = 32 if lanes >= 8 else 2 * lanes
+        bn = bn if bn <= M else (16 if M >= 16 else 8)
         cfg.fallback_knob("bn", bn)
-        cfg.fallback_split("tile_y", [-1, 1, 8 if N >= 8 else 1])
-        cfg.fallback_knob("block_x", 1)
+        cfg.fallback_split("tile_y", [-1, 1, 8])
         cfg.fallback_split("tile_k", [-1, 4 if K >= 4 else 1])
-        cfg.fallback_knob("order", "ji")
+    else:
+        # A few rows (a classifier head at batch 1): the product streams the weight once,
+        # so it is memory bound. All rows in one tile, 2 vectors of columns per chunk
+        # (many chunks for the cores, each reading its own contiguous packed panel), k
+        # unrolled by 8 so the loads of the next steps overlap the multiply-adds.
+        cfg.fallback_knob("bn", 2 * lanes if 2 * lanes <= M else 8)
+        cfg.fallback_split("tile_y", [-1, 1, N])
+        cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
+    cfg.fallback_knob("block_x", 1)
+    cfg.fallback_knob("order", "ji")
 
 
-def _schedule_product(s, cfg, C, CL, out, i_axis, j_axis, outer_axes=()):
+# ---- computes -------------------------------------------------------------------------
+
+
+def compute_matmul(cfg, A, B):
+    """``C[N, M] = A[N, K] @ B[K, M]``, reading B through a packed copy (tag ``"matmul"``).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config; its ``bn`` is the packed block width.
+    A, B : Tensor
+        ``[N, K]`` and ``[K, M]``.
+
+    Returns
+    -------
+    Tensor
+        ``C``; pass it (or an elementwise epilogue computed from it) to
+        :func:`schedule_matmul`.
+    """
+    N, K = _ints(A.shape)
+    K2, M = _ints(B.shape)
+    if K2 != K:
+        raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
+    define_product_knobs(cfg, N, K, M)
+    bn = cfg["bn"].val
+    PB = _pack(B, bn)
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (N, M), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), name="C",
+        tag="matmul")
+
+
+def compute_dense(cfg, X, W, b=None, units=None):
+    """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config; its ``bn`` is the packed block width.
+    X : Tensor
+        ``[N, K]``.
+    W : Tensor
+        ``[M, K]`` (packed per call), or already packed ``[ceil(M/bn), K, bn]`` for the
+        config's ``bn`` (see :func:`pack_dense_weight`).
+    b : Tensor, optional
+        ``[M]``, added to every row (a separate elementwise stage, fused by the schedule).
+    units : int, optional
+        M; needed only when ``W`` is packed and there is no ``b``.
+
+    Returns
+    -------
+    Tensor
+        ``[N, M]``; pass it (or an epilogue computed from it) to :func:`schedule_dense`.
+    """
+    N, K = _ints(X.shape)
+    packed = len(W.shape) == 3
+    if packed:
+        M = units if units is not None else (None if b is None else _ints(b.shape)[0])
+        if M is None:
+            raise ShapeError("dense: a packed weight needs units=M (or a bias b[M])")
+        blocks, K2, width = _ints(W.shape)
+    else:
+        M, K2 = _ints(W.shape)
+    if K2 != K:
+        raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
+    define_product_knobs(cfg, N, K, M)
+    bn = cfg["bn"].val
+    if packed and (width, blocks) != (bn, _ceil_div(M, bn)):
+        raise ShapeError(f"dense: the packed weight is {list(_ints(W.shape))}; this config "
+                         f"reads [{_ceil_div(M, bn)}, {K}, {bn}] (bn={bn})")
+    PW = W if packed else _pack(W, bn, k_axis_first=False, name="W.packed")
+    k = te.reduce_axis((0, K), name="k")
+    P = te.compute(
+        (N, M), lambda i, j: te.sum(X[i, k] * PW[j // bn, k, j % bn], axis=k), name="P",
+        tag="dense")
+    if b is None:
+        return P
+    return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
+
+
+def compute_batch_matmul(cfg, A, B):
+    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``)."""
+    Bt, N, K = _ints(A.shape)
+    Bt2, K2, M = _ints(B.shape)
+    if (Bt2, K2) != (Bt, K):
+        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
+    define_product_knobs(cfg, N, K, M)
+    bn = cfg["bn"].val
+    PB = _pack(B, bn)
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (Bt, N, M),
+        lambda b, i, j: te.sum(A[b, i, k] * PB[b, j // bn, k, j % bn], axis=k),
+        name="C", tag="batch_matmul",
+    )
+
+
+# ---- schedules ------------------------------------------------------------------------
+
+
+def _schedule_group(cfg, outs, tag):
+    what = f"schedule_{tag}"
+    out = group_output(outs, what)
+    s = te.create_schedule(out.op)
+    anchor = find_anchor(out, tag, what)
+    local = inline_epilogue(s, out, anchor, what)
+    *outer, i_axis, j_axis = s[out].op.axis
+    _schedule_product(s, cfg, local, out, i_axis, j_axis, tuple(outer))
+    for t in anchor.input_tensors:
+        if getattr(t.op, "tag", "") == PACK_TAG:
+            _schedule_pack(s, t)
+    return s
+
+
+def schedule_matmul(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_matmul` and any elementwise
+    epilogue computed from it, fused into the product's output loop."""
+    return _schedule_group(cfg, outs, "matmul")
+
+
+def schedule_dense(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_dense` (with or without its
+    bias) and any elementwise epilogue, fused into the product's output loop.
+
+    Examples
+    --------
+    >>> Y = te.compute(P.shape, lambda i, j: te.max(compute_dense(cfg, X, W, b)[i, j], 0.0))
+    >>> s = schedule_dense(cfg, [Y])
+    """
+    return _schedule_group(cfg, outs, "dense")
+
+
+def schedule_batch_matmul(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_batch_matmul` and any
+    elementwise epilogue (the batch is fused into the parallel loop)."""
+    return _schedule_group(cfg, outs, "batch_matmul")
+
+
+def _schedule_product(s, cfg, CL, out, i_axis, j_axis, outer_axes=()):
     """Tile ``out`` over (i, j) in blocks of register tiles, accumulate in ``CL`` at the
     tile, vectorize the lanes; the blocks run in parallel."""
     bn = cfg["bn"].val
@@ -139,75 +323,101 @@ def _schedule_pack(s, PB):
     s[PB].parallel(s[PB].fuse(*s[PB].op.axis[:-2]) if len(s[PB].op.axis) > 3 else x)
 
 
+# ---- templates --------------------------------------------------------------------------
+
+
 @template("matmul")
 def matmul(N, K, M, dtype="float32"):
-    """Tunable ``C[N, M] = A[N, K] @ B[K, M]`` for x86."""
+    """Tunable ``C[N, M] = A[N, K] @ B[K, M]``."""
     cfg = get_config()
-    _define_knobs(cfg, N, M, K)
-    bn = cfg["bn"].val
     A = te.placeholder((N, K), dtype, name="A")
     B = te.placeholder((K, M), dtype, name="B")
-    C, PB = matmul_compute(A, B, bn)
-    s = te.create_schedule(C.op)
-    CL = s.cache_write(C, "local")
-    _schedule_product(s, cfg, C, CL, C, C.op.axis[0], C.op.axis[1])
-    _schedule_pack(s, PB)
-    return s, [A, B, C]
+    C = compute_matmul(cfg, A, B)
+    return schedule_matmul(cfg, [C]), [A, B, C]
 
 
-@template("dense")
-def dense(N, K, M, dtype="float32", bias=True, activation="none"):
-    """Tunable ``Y = act(X[N, K] @ W[M, K]^T + b[M])`` for x86."""
+def _dense_template(N, K, M, dtype, bias, activation, packed):
     if activation not in ACTIVATIONS:
         raise ValueError(f"dense: activation={activation!r}; allowed: {ACTIVATIONS}")
     cfg = get_config()
-    _define_knobs(cfg, N, M, K)
-    bn = cfg["bn"].val
     X = te.placeholder((N, K), dtype, name="X")
-    W = te.placeholder((M, K), dtype, name="W")
-    PW = _pack(W, bn, k_axis_first=False, name="W.packed")
-    k = te.reduce_axis((0, K), name="k")
-    P = te.compute(
-        (N, M), lambda i, j: te.sum(X[i, k] * PW[j // bn, k, j % bn], axis=k), name="P"
-    )
+    if packed:
+        define_product_knobs(cfg, N, K, M)
+        bn = cfg["bn"].val
+        W = te.placeholder((_ceil_div(M, bn), K, bn), dtype, name="W")
+    else:
+        W = te.placeholder((M, K), dtype, name="W")
+    P = compute_dense(cfg, X, W, units=M)
     args = [X, W]
+    # Bias and activation as one epilogue stage: the compute (and so its hash, which
+    # keys the shipped tuning records) is the one this template has always had.
     if bias:
         b = te.placeholder((M,), dtype, name="b")
         args.append(b)
         Y = te.compute((N, M), lambda i, j: _activation(P[i, j] + b[j], activation), name="Y")
     else:
         Y = te.compute((N, M), lambda i, j: _activation(P[i, j], activation), name="Y")
-    s = te.create_schedule(Y.op)
-    PL = s.cache_write(P, "local")
-    s[P].compute_inline()
-    _schedule_product(s, cfg, P, PL, Y, Y.op.axis[0], Y.op.axis[1])
-    _schedule_pack(s, PW)
-    return s, args + [Y]
+    return schedule_dense(cfg, [Y]), args + [Y]
+
+
+@template("dense")
+def dense(N, K, M, dtype="float32", bias=True, activation="none"):
+    """Tunable ``Y = act(X[N, K] @ W[M, K]^T + b[M])``, W packed on every call."""
+    return _dense_template(N, K, M, dtype, bias, activation, packed=False)
+
+
+@template("dense_packed")
+def dense_packed(N, K, M, dtype="float32", bias=True, activation="none"):
+    """Tunable ``dense`` whose weight input is already packed: ``W`` is
+    ``[ceil(M/bn), K, bn]`` for the config's ``bn`` (read it off ``tensors[1].shape[2]``;
+    pack with :func:`pack_dense_weight`), as a graph packs a constant weight once."""
+    return _dense_template(N, K, M, dtype, bias, activation, packed=True)
 
 
 @template("batch_matmul")
 def batch_matmul(Bt, N, K, M, dtype="float32"):
-    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` for x86."""
+    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]``."""
     cfg = get_config()
-    _define_knobs(cfg, N, M, K)
-    bn = cfg["bn"].val
     A = te.placeholder((Bt, N, K), dtype, name="A")
     B = te.placeholder((Bt, K, M), dtype, name="B")
-    PB = te.compute(
-        (Bt, _ceil_div(M, bn), K, bn),
-        lambda b, x, k, z: (B[b, k, x * bn + z] if M % bn == 0 else te.if_then_else(
-            x * bn + z < M, B[b, k, te.min(x * bn + z, M - 1)], 0.0)),
-        name="B.packed",
-    )
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute(
-        (Bt, N, M),
-        lambda b, i, j: te.sum(A[b, i, k] * PB[b, j // bn, k, j % bn], axis=k),
-        name="C",
-    )
-    s = te.create_schedule(C.op)
-    CL = s.cache_write(C, "local")
-    b_ax, i_ax, j_ax = C.op.axis
-    _schedule_product(s, cfg, C, CL, C, i_ax, j_ax, outer_axes=(b_ax,))
-    _schedule_pack(s, PB)
-    return s, [A, B, C]
+    C = compute_batch_matmul(cfg, A, B)
+    return schedule_batch_matmul(cfg, [C]), [A, B, C]
+
+
+# ---- strategies -------------------------------------------------------------------------
+
+
+def _dtype_of(dtype):
+    return str(dtype)
+
+
+def _dense_workload(x_shape, w_shape, b_shape=None, dtype="float32"):
+    N, K = _ints(x_shape)
+    M = _ints(w_shape)[0]
+    return (N, K, M, _dtype_of(dtype), b_shape is not None, "none")
+
+
+def _prepack_dense(cfg, weight):
+    return (pack_dense_weight(weight, cfg["bn"].val),)
+
+
+def _matmul_workload(a_shape, b_shape, dtype="float32"):
+    N, K = _ints(a_shape)
+    return (N, K, _ints(b_shape)[1], _dtype_of(dtype))
+
+
+def _batch_matmul_workload(a_shape, b_shape, dtype="float32"):
+    Bt, N, K = _ints(a_shape)
+    return (Bt, N, K, _ints(b_shape)[2], _dtype_of(dtype))
+
+
+register_implementation(Implementation(
+    "matmul", "llvm", compute_matmul, schedule_matmul,
+    template="matmul", workload=_matmul_workload))
+register_implementation(Implementation(
+    "dense", "llvm", compute_dense, schedule_dense,
+    template="dense_packed", workload=_dense_workload,
+    prepack=_prepack_dense, packed_inputs=(1,)))
+register_implementation(Implementation(
+    "batch_matmul", "llvm", compute_batch_matmul, schedule_batch_matmul,
+    template="batch_matmul", workload=_batch_matmul_workload))

@@ -21,7 +21,7 @@ build time instead of on every call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import TecompError
 

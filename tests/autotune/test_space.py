@@ -88,18 +88,6 @@ def test_flop_counts_epilogue_not_packing():
     assert task.flop == 2 * 8 ** 3 + 2 * 8 * 8
 
 
-def test_structural_hash_ignores_names_but_not_structure():
-    from tecomp.autotune.task import structural_hash
-
-    def build(name, scale):
-        A = te.placeholder((4, 4), name=name)
-        B = te.compute((4, 4), lambda x, y: A[x, y] * scale, name=name + "B")
-        return [A, B]
-
-    assert structural_hash(build("A", 2.0)) == structural_hash(build("Z", 2.0))
-    assert structural_hash(build("A", 2.0)) != structural_hash(build("A", 3.0))
-
-
 def test_fallback_is_not_the_naive_loop(mm_task):
     fb = FallbackConfigEntity()
     fb.define_split("x", 1024, num_outputs=2)
@@ -120,7 +108,8 @@ def test_instantiate_by_config_and_default(mm_task):
 
 
 def test_unknown_template_and_bad_args_are_clear():
-    with pytest.raises(autotune.TemplateError, match="no template named"):
+    with pytest.raises(autotune.TemplateError,
+                       match=r"no template named 'no/such'; registered: .*matmul.*tecomp.topi"):
         autotune.create_task("no/such", (1,))
     with pytest.raises(autotune.TemplateError):
         autotune.create_task("test/mm", (object(),))

@@ -21,7 +21,8 @@ def test_registry_finds_an_implementation_by_op_and_target_kind(monkeypatch):
 def test_missing_implementation_names_op_and_kinds(monkeypatch):
     monkeypatch.setattr(strategy, "_REGISTRY", {})
     strategy.register_implementation(_impl("toy"))
-    with pytest.raises(TecompError, match=r"'toy' has no implementation for target kind 'cuda'.*llvm"):
+    with pytest.raises(TecompError,
+                       match=r"'toy' has no implementation for target kind 'cuda'.*llvm"):
         strategy.get_implementation("toy", "cuda")
     with pytest.raises(TecompError, match="unknown"):
         strategy.get_implementation("nope", "llvm")

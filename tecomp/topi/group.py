@@ -1,0 +1,77 @@
+"""A fused group: one anchor operator (a reduction such as a matrix product or a
+convolution) and the elementwise epilogue computed from its output.
+
+An operator's schedule tiles the group's *output* like the anchor's output and
+accumulates the anchor in registers at the tile (``cache_write``); every other stage of
+the epilogue (bias adds, activations, a residual read from another input, the unpack of
+a blocked layout) is inlined into the output, so the whole group is one loop nest and
+one pass over memory.
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..errors import ScheduleError
+from ..te.analysis import ops_of
+
+
+def group_output(outs, what: str) -> te.Tensor:
+    """The one output tensor of a group given as a tensor or a one-element list."""
+    if isinstance(outs, te.Tensor):
+        return outs
+    outs = list(outs)
+    if len(outs) != 1 or not isinstance(outs[0], te.Tensor):
+        raise ScheduleError(f"{what}: schedules a group with one output tensor, got {outs!r}")
+    return outs[0]
+
+
+def find_anchor(out: te.Tensor, tag: str, what: str):
+    """The operation tagged ``tag`` that ``out`` is computed from (or ``out``'s own)."""
+    found = [op for op in ops_of([out]) if getattr(op, "tag", "") == tag]
+    if len(found) != 1:
+        raise ScheduleError(
+            f"{what}: the group ending in {out.name} must contain exactly one operation "
+            f"tagged {tag!r} (from the operator's compute), found {len(found)}"
+        )
+    return found[0]
+
+
+def epilogue_ops(out: te.Tensor, anchor, what: str, head=None) -> list:
+    """Operations of the group computed after ``anchor``: every compute reachable from
+    ``out`` that is not ``anchor`` or one of its producers. Each must be elementwise (no
+    reduction) so it can be inlined into the output loop. ``out`` must have the shape of
+    ``head``, the operator compute's output (default: the anchor's), as it is tiled like
+    it; ``head`` differs from the anchor where the anchor computes a blocked layout that
+    ``head`` unpacks."""
+    producers = {id(op) for op in ops_of([anchor.output(0)])}
+    ops = [op for op in ops_of([out])
+           if id(op) not in producers and getattr(op, "body", None)]
+    for op in ops:
+        if op.reduce_axis:
+            raise ScheduleError(
+                f"{what}: the epilogue stage {op.name} is a reduction; only elementwise "
+                f"stages can be fused into the operator's output loop"
+            )
+    head = anchor if head is None else head
+    out_shape = tuple(str(a.dom.extent) for a in out.op.axis)
+    head_shape = tuple(str(a.dom.extent) for a in head.axis)
+    if out_shape != head_shape:
+        raise ScheduleError(
+            f"{what}: the group's output {out.name} has shape ({', '.join(out_shape)}), "
+            f"the operator's ({', '.join(head_shape)}); an epilogue must be elementwise"
+        )
+    return ops
+
+
+def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None):
+    """Accumulate ``anchor`` in a local (register) stage and inline every other stage of
+    the epilogue but ``out`` into ``out`` (see :func:`epilogue_ops` for ``head``).
+    Returns the local stage's tensor, to be attached at the output's tile."""
+    ops = epilogue_ops(out, anchor, what, head)
+    local = s.cache_write(anchor.output(0), "local")
+    if anchor is not out.op:
+        s[anchor.output(0)].compute_inline()
+    for op in ops:
+        if op is not out.op:
+            s[op.output(0)].compute_inline()
+    return local

@@ -1,0 +1,63 @@
+"""A task carries its target: templates run inside its scope, records keep its string."""
+
+import time
+
+from tecomp import autotune, te
+from tecomp.autotune import MeasureErrorNo, MeasureResult
+from tecomp.autotune.records import make_record
+from tecomp.target import Target
+
+AARCH64 = "llvm -mtriple=aarch64-linux-gnu"
+
+#: (str(Target.current()), config index or None) of each run of the probe template.
+SEEN = []
+
+
+@autotune.template("test/target_probe")
+def probe(n):
+    cfg = autotune.get_config()
+    cfg.define_knob("lanes", [1, 2, 4, 8])
+    cur = Target.current()
+    index = None if cfg.is_fallback else getattr(cfg, "index", None)  # a space has none
+    SEEN.append((None if cur is None else str(cur), index))
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    return te.create_schedule(B.op), [A, B]
+
+
+def _record(task, index, cost):
+    res = MeasureResult((cost, cost), MeasureErrorNo.NO_ERROR, "", 0.1, time.time())
+    return make_record(task, task.config_space.get(index), res)
+
+
+def test_task_keeps_a_target_and_logs_its_string():
+    task = autotune.create_task("test/target_probe", (8,), AARCH64)
+    assert isinstance(task.target, Target)
+    assert task.target.target_arch == "aarch64"
+    assert _record(task, 1, 1e-3).target == AARCH64
+    assert autotune.create_task("test/target_probe", (8,)).target == Target("llvm")
+    assert _record(autotune.create_task("test/target_probe", (8,)), 1, 1e-3).target == "llvm"
+
+
+def test_templates_run_inside_the_task_target_scope():
+    task = autotune.create_task("test/target_probe", (8,), AARCH64)
+    SEEN.clear()
+    task.instantiate(2)
+    task.instantiate()
+    assert [t for t, _ in SEEN] == [AARCH64, AARCH64]
+    assert Target.current() is None
+
+
+def test_apply_history_best_under_a_target_scope_uses_that_target_records():
+    arm = autotune.create_task("test/target_probe", (8,), AARCH64)
+    host = autotune.create_task("test/target_probe", (8,), "llvm")
+    records = [_record(arm, 2, 1e-3), _record(host, 3, 1e-4)]
+    with autotune.apply_history_best(records):
+        SEEN.clear()
+        probe(8)
+        with Target(AARCH64):
+            probe(8)
+        arm.instantiate()
+    # Outside a scope, the host's record; inside the aarch64 scope, aarch64's (the
+    # fallback runs that compute each task's hash are left out).
+    assert [seen for seen in SEEN if seen[1] is not None] == [(None, 3), (AARCH64, 2), (AARCH64, 2)]
