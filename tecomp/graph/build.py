@@ -137,6 +137,10 @@ def _lower_group(node, graph: Graph, target: Target):
         if n is anchor:
             source = src
         args = [tensors[i] for i in n.inputs]
+        if impl.packed_inputs:
+            # The compute defines the config's knobs (the fallback's too), which say how
+            # the weight is packed: run it once on the logical layout first.
+            impl.compute(cfg, *args, **attrs)
         for pos in impl.packed_inputs:
             name = n.inputs[pos]
             if name not in graph.consts:

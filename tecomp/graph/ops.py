@@ -203,7 +203,17 @@ def _matmul(node, ts):
 
 _register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
 _register("dense", OUT_FUSABLE, _dense)
+def _batch_matmul(node, ts):
+    a, b = ts
+    if len(a.shape) != 3 or len(b.shape) != 3 or not dims.equal(a.shape[0], b.shape[0]) or (
+            not dims.equal(a.shape[2], b.shape[1])):
+        _fail(node, f"needs A[B, N, K] and B[B, K, M]; got {_shape_text(a.shape)} and "
+                    f"{_shape_text(b.shape)}")
+    return [TensorType(a.dtype, (a.shape[0], a.shape[1], b.shape[2]))]
+
+
 _register("matmul", OUT_FUSABLE, _matmul)
+_register("batch_matmul", OUT_FUSABLE, _batch_matmul)
 
 
 # ---- pooling, reductions, normalisation -------------------------------------------------------

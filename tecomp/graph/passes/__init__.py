@@ -4,6 +4,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
+from .legalize import legalize
 from .pipeline import PIPELINE, optimize
 from .simplify import simplify
 
@@ -13,6 +14,7 @@ __all__ = [
     "eliminate_dead_code",
     "fold_constants",
     "fuse_operators",
+    "legalize",
     "optimize",
     "simplify",
 ]

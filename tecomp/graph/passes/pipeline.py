@@ -12,15 +12,18 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
+from .legalize import legalize
 from .simplify import simplify
 
 # Folding first resolves every shape computation, so simplification sees static reshapes
-# and constant BatchNorm statistics; simplification then leaves new constant arithmetic
-# (a folded BatchNorm's bias) and new duplicates, hence folding and CSE again before DCE
-# drops what the rewrites orphaned. Fusion comes last: it needs the final operators.
+# and constant BatchNorm statistics; legalization then maps matmuls onto the library's
+# forms. Both leave new constant arithmetic (a folded BatchNorm's bias, a transposed
+# weight) and new duplicates, hence folding and CSE again before DCE drops what the
+# rewrites orphaned. Fusion comes last: it needs the final operators.
 PIPELINE = (
     ("fold_constants", fold_constants),
     ("simplify", simplify),
+    ("legalize", legalize),
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("eliminate_dead_code", eliminate_dead_code),
