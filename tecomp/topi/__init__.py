@@ -149,6 +149,19 @@ from .elemwise import (
     sqrt,
     tanh,
 )
+from .nn import (
+    avg_pool2d,
+    batch_norm,
+    global_avg_pool,
+    global_max_pool,
+    instance_norm,
+    layer_norm,
+    log_softmax,
+    lrn,
+    max_pool2d,
+    rms_norm,
+    softmax,
+)
 from .reduction import (
     argmax,
     argmin,

@@ -254,15 +254,82 @@ def _split_outer_inner(stage, axes, m, dtype):
 
 
 def _reductions_read(s, op) -> list:
-    """The reduction tensors ``op`` reads, directly or through inlined stages."""
-    found, seen, todo = [], set(), list(op.input_tensors)
+    """The reduction tensors of the group that ``op`` reads, directly or through other
+    compute stages (a variance reads a mean), one per stage."""
+    found, seen, todo = {}, set(), list(op.input_tensors)
     while todo:
         t = todo.pop()
         if t in seen or not isinstance(t.op, ComputeOp):
             continue
         seen.add(t)
         if t.op.is_reduction:
-            found.append(t)
-        elif s[t].attach_type == "inline":
-            todo.extend(t.op.input_tensors)
-    return found
+            found.setdefault(t.op, t)
+        todo.extend(t.op.input_tensors)
+    return list(found.values())
+
+
+# ---- normalizations (softmax, layer_norm, ...) ---------------------------------------------
+
+
+def _find_normalized(s, outs):
+    """The op of the group that records ``attrs["norm_axes"]`` (start, end)."""
+    todo, seen = [t.op for t in outs], set()
+    while todo:
+        op = todo.pop()
+        if op in seen or not isinstance(op, ComputeOp):
+            continue
+        seen.add(op)
+        if "norm_axes" in op.attrs:
+            return op
+        todo.extend(t.op for t in op.input_tensors)
+    return None
+
+
+def schedule_normalize(cfg, outs):
+    """Schedule a normalization over a range of axes as one kernel: softmax, log_softmax,
+    layer_norm, rms_norm, instance_norm (and an elementwise epilogue given in ``outs``).
+
+    The normalizing op records ``attrs["norm_axes"] = (start, end)``: its statistics
+    (max, sums, means) reduce over axes ``start .. end - 1``. The output's loops are the
+    axes before ``start`` (with the axes after ``end-1`` split into vector chunks) fused
+    into one parallel loop, and inside it the normalized axes, vectorized where they are
+    innermost. Every statistic is computed inside that parallel loop (``compute_at``), for
+    the one row it needs, vectorized over lanes of partial results or the inner axes.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused (the schedule has no knobs).
+    outs : Tensor or list of Tensor
+        The group's output (the normalization or its elementwise epilogue).
+
+    Returns
+    -------
+    Schedule
+    """
+    outs = as_list(outs)
+    s = create_schedule([t.op for t in outs])
+    norm = _find_normalized(s, outs)
+    if norm is None:
+        return schedule_injective(cfg, outs)
+    inline_injective(s, outs)
+    start, end = norm.attrs["norm_axes"]
+    for t in dict.fromkeys(outs):
+        stage = s[t]
+        axes = list(stage.op.axis)
+        outer, mid, inner = axes[:start], axes[start:end], axes[end:]
+        lanes = vector_lanes(t.dtype)
+        if inner:
+            fio, fii = stage.split(stage.fuse(*inner), factor=lanes)
+            stage.reorder(*outer, fio, *mid, fii)
+            po = stage.fuse(*outer, fio)
+            stage.vectorize(fii)
+        else:
+            _, vi = stage.split(stage.fuse(*mid), factor=lanes)
+            stage.vectorize(vi)
+            po = stage.fuse(*outer) if outer else None
+        if po is not None:
+            stage.parallel(po)
+        for red in _reductions_read(s, stage.op):
+            layout_reduction(s, red, attach=None if po is None else (stage, po))
+    return s

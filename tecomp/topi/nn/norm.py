@@ -1,0 +1,148 @@
+"""Normalizations (ONNX semantics): layer, RMS, instance, batch (inference) and LRN.
+
+Layer, RMS and instance normalization are one kernel each (``schedule_normalize``): the
+statistics of a row are reductions computed inside the parallel row loop. float16
+inputs accumulate their statistics in float32 (ONNX's default ``stash_type``).
+"""
+
+from __future__ import annotations
+
+from ... import te
+from ...errors import ShapeError
+from ...ir import expr as E
+from ..broadcast import broadcast_index
+from ..cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
+from ..reduction import reduce_compute
+from ..register import register_llvm
+from ..transform import normalize_axis
+
+
+def _acc_dtype(dtype: str) -> str:
+    return "float32" if dtype == "float16" else dtype
+
+
+def _row(idx, start, end):
+    """The index of a row statistic (size 1 over axes ``start .. end - 1``)."""
+    return idx[:start] + (E.IntImm(0),) * (end - start) + idx[end:]
+
+
+def _count(x, start, end, dtype):
+    n = E.IntImm(1)
+    for d in x.shape[start:end]:
+        n = n * d
+    return n.astype(dtype)
+
+
+def _normalize(x, start, end, epsilon, faffine, name, center=True):
+    """``faffine(idx, (x - mean) / sqrt(var + epsilon))`` with the statistics over axes
+    ``start .. end - 1``; without ``center`` the mean is not subtracted and the variance
+    is the mean square (RMS normalization)."""
+    acc = _acc_dtype(x.dtype)
+    axes = list(range(start, end))
+    n = _count(x, start, end, acc)
+    if center:
+        total = reduce_compute(x, axes, 1, lambda v: v.astype(acc), te.sum, f"{name}.sum")
+        mean = te.compute(total.shape, lambda *i: total[i] / n, name=f"{name}.mean",
+                          tag="elemwise")
+
+        def centered(idx):
+            return x[idx].astype(acc) - mean[_row(idx, start, end)]
+    else:
+        def centered(idx):
+            return x[idx].astype(acc)
+
+    ks = [te.reduce_axis((0, x.shape[a]), name=f"k{a}") for a in axes]
+
+    def sum_square(*idx):
+        full = idx[:start] + tuple(ks) + idx[end:]
+        d = centered(full)
+        return te.sum(d * d, axis=ks)
+
+    row_shape = tuple(E.IntImm(1) if start <= a < end else d for a, d in enumerate(x.shape))
+    ss = te.compute(row_shape, sum_square, name=f"{name}.sumsq", tag="comm_reduce",
+                    attrs={"inner_axes": len(x.shape) - end})
+
+    def body(*idx):
+        inv_std = te.rsqrt(ss[_row(idx, start, end)] / n + epsilon)
+        return faffine(idx, centered(idx) * inv_std).astype(x.dtype)
+
+    return te.compute(x.shape, body, name=name, tag=name, attrs={"norm_axes": (start, end)})
+
+
+def _param(t, x, idx, acc):
+    return t[broadcast_index(t, x.shape, idx)].astype(acc)
+
+
+def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5):
+    """ONNX LayerNormalization: normalize over axes ``axis ..`` (mean and variance), then
+    ``* scale + bias`` (both broadcast to ``x.shape[axis:]``)."""
+    start = normalize_axis(axis, len(x.shape))
+    acc = _acc_dtype(x.dtype)
+
+    def affine(idx, v):
+        v = v * _param(scale, x, idx, acc)
+        return v + _param(bias, x, idx, acc) if bias is not None else v
+
+    return _normalize(x, start, len(x.shape), epsilon, affine, "layer_norm")
+
+
+def rms_norm(x, scale, axis: int = -1, epsilon: float = 1e-5):
+    """ONNX RMSNormalization: ``x / sqrt(mean(x**2) + epsilon) * scale`` over axes
+    ``axis ..``."""
+    start = normalize_axis(axis, len(x.shape))
+    acc = _acc_dtype(x.dtype)
+    return _normalize(x, start, len(x.shape), epsilon,
+                      lambda idx, v: v * _param(scale, x, idx, acc), "rms_norm", center=False)
+
+
+def instance_norm(x, scale, bias, epsilon: float = 1e-5):
+    """ONNX InstanceNormalization of an N, C, spatial... tensor: per (n, c) over the
+    spatial axes, then ``* scale[c] + bias[c]``."""
+    if len(x.shape) < 3:
+        raise ShapeError(f"instance_norm needs a rank >= 3 tensor (N, C, spatial...), "
+                         f"got rank {len(x.shape)}")
+    acc = _acc_dtype(x.dtype)
+
+    def affine(idx, v):
+        return v * scale[idx[1]].astype(acc) + bias[idx[1]].astype(acc)
+
+    return _normalize(x, 2, len(x.shape), epsilon, affine, "instance_norm")
+
+
+def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5):
+    """ONNX BatchNormalization in inference mode: per channel (axis 1)
+    ``(x - mean) / sqrt(var + epsilon) * scale + bias``."""
+
+    def body(*idx):
+        c = idx[1]
+        inv = te.rsqrt(var[c] + epsilon) * scale[c]
+        return (x[idx] - mean[c]) * inv + bias[c]
+
+    return te.compute(x.shape, body, name="batch_norm", tag="broadcast")
+
+
+def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0):
+    """ONNX LRN across channels (axis 1): ``x / (bias + alpha / size * sum of x**2 over
+    the size channels around c) ** beta``."""
+    channels = x.shape[1]
+    lo = (size - 1) // 2
+    r = te.reduce_axis((0, size), name="r")
+
+    def square_sum(*idx):
+        c = idx[1] - lo + r
+        inside = te.all(c >= 0, c < channels)
+        v = x[(idx[0], te.min(te.max(c, 0), channels - 1)) + idx[2:]]
+        return te.sum(v * v, axis=r, where=inside)
+
+    ss = te.compute(x.shape, square_sum, name="lrn.sum", tag="comm_reduce",
+                    attrs={"inner_axes": len(x.shape) - 2})
+    return te.compute(
+        x.shape, lambda *i: x[i] / te.power(ss[i] * (alpha / size) + bias, te.const(
+            beta, x.dtype)), name="lrn", tag="elemwise")
+
+
+register_llvm("layer_norm", layer_norm, schedule_normalize)
+register_llvm("rms_norm", rms_norm, schedule_normalize)
+register_llvm("instance_norm", instance_norm, schedule_normalize)
+register_llvm("batch_norm", batch_norm, schedule_injective)
+register_llvm("lrn", lrn, schedule_reduce)

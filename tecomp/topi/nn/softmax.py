@@ -1,0 +1,51 @@
+"""Softmax and log-softmax along one axis (ONNX opset 13 semantics), one kernel each."""
+
+from __future__ import annotations
+
+from ... import te
+from ...ir import expr as E
+from ..cpu_schedule import schedule_normalize
+from ..reduction import reduce_compute
+from ..register import register_llvm
+from ..transform import normalize_axis
+
+
+def _row_stats(x, axis):
+    """The maximum and the sum of ``exp(x - max)`` along ``axis`` (size-1 there)."""
+    m = reduce_compute(x, [axis], 1, lambda v: v, te.max, "softmax.max")
+    k = te.reduce_axis((0, x.shape[axis]), name="k")
+
+    def sum_exp(*idx):
+        row = idx[:axis] + (E.IntImm(0),) + idx[axis + 1:]
+        return te.sum(te.exp(x[idx[:axis] + (k,) + idx[axis + 1:]] - m[row]), axis=k)
+
+    shape = tuple(E.IntImm(1) if a == axis else d for a, d in enumerate(x.shape))
+    s = te.compute(shape, sum_exp, name="softmax.sum", tag="comm_reduce",
+                   attrs={"inner_axes": len(x.shape) - 1 - axis})
+    return m, s
+
+
+def _normalized(x, axis, name, fvalue):
+    axis = normalize_axis(axis, len(x.shape))
+    m, s = _row_stats(x, axis)
+
+    def body(*idx):
+        row = idx[:axis] + (E.IntImm(0),) + idx[axis + 1:]
+        return fvalue(x[idx] - m[row], s[row])
+
+    return te.compute(x.shape, body, name=name, tag=name,
+                      attrs={"norm_axes": (axis, axis + 1)})
+
+
+def softmax(x, axis: int = -1):
+    """ONNX Softmax: ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (float)."""
+    return _normalized(x, axis, "softmax", lambda d, s: te.exp(d) * (1.0 / s))
+
+
+def log_softmax(x, axis: int = -1):
+    """ONNX LogSoftmax: ``x - max - log(sum(exp(x - max)))`` along ``axis`` (float)."""
+    return _normalized(x, axis, "log_softmax", lambda d, s: d - te.log(s))
+
+
+register_llvm("softmax", softmax, schedule_normalize)
+register_llvm("log_softmax", log_softmax, schedule_normalize)

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from tecomp import te
+from tecomp.target import Target
+from tecomp.topi import strategy
+
+CASES = [
+    dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1)),
+    dict(kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0)),
+    dict(kernel=(3, 3), strides=(2, 2), pads=(1, 0, 1, 1), ceil_mode=1),
+    dict(kernel=(3, 2), strides=(2, 1), pads=(0, 1, 1, 0), dilations=(2, 2)),
+]
+
+ONNX_NAMES = {"kernel": "kernel_shape", "strides": "strides", "pads": "pads",
+              "dilations": "dilations", "ceil_mode": "ceil_mode",
+              "count_include_pad": "count_include_pad"}
+
+
+def _onnx_attrs(attrs):
+    # ONNX orders 2-D pads as (x1_begin, x2_begin, x1_end, x2_end): top, left, bottom, right.
+    return {ONNX_NAMES[k]: v for k, v in attrs.items()}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("name, op_type, extra", [
+    ("max_pool2d", "MaxPool", {}),
+    ("avg_pool2d", "AveragePool", {}),
+    ("avg_pool2d", "AveragePool", {"count_include_pad": 1}),
+])
+def test_pool2d_matches_onnx(case, name, op_type, extra, rng, check_op, onnx_ref):
+    x = te.placeholder((2, 3, 11, 10), name="x")
+    a = rng.normal(size=(2, 3, 11, 10)).astype("float32")
+    attrs = {**case, **extra}
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x, **attrs)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref(op_type, [a], **_onnx_attrs(attrs)),
+             rtol=1e-5, atol=1e-5)
+
+
+def test_pool_schedule_is_parallel_and_vectorized(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 8, 32, 64), name="x")
+    a = rng.normal(size=(2, 8, 32, 64)).astype("float32")
+    impl = strategy.get_implementation("max_pool2d", "llvm")
+    y = impl.compute(None, x, kernel=(2, 2), strides=(1, 1))
+    ref = np.maximum.reduce([a[:, :, i:i + 31, j:j + 63] for i in (0, 1) for j in (0, 1)])
+    mod = check_op(impl.schedule(None, [y]), [x], [y], [a], ref)
+    ll = mod.get_source("ll")
+    lanes = Target("llvm").vector_width_bits // 32
+    assert f"<{lanes} x float>" in ll and "GOMP_parallel" in ll
+
+
+@pytest.mark.parametrize("name, op_type", [("global_avg_pool", "GlobalAveragePool"),
+                                           ("global_max_pool", "GlobalMaxPool")])
+def test_global_pool_matches_onnx(name, op_type, rng, check_op, onnx_ref):
+    x = te.placeholder((2, 5, 7, 9), name="x")
+    a = rng.normal(size=(2, 5, 7, 9)).astype("float32")
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref(op_type, [a]), rtol=1e-5,
+             atol=1e-6)
