@@ -299,7 +299,8 @@ def _gemm(ctx, node, attrs):
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     c = _input(node, 2)
     last = c is None and alpha == 1.0
-    y = ctx.emit("dense", [a, b], node.output if last else None)
+    y = ctx.emit("dense", [a, b], node.output if last else None,
+                 units=ctx.type_of(b).shape[0])
     dtype = ctx.type_of(y).dtype
     if alpha != 1.0:
         y = ctx.emit("multiply", [y, ctx.const(np.array(alpha, dtype), "alpha")],

@@ -9,6 +9,7 @@ kernels are compiled into one module by one ``tecomp.build`` call.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +100,14 @@ def _replace_dims(value, fresh):
     return value
 
 
+def _call_with_accepted(fn, *args, **attrs):
+    """``fn(*args, **attrs)`` with only the attributes ``fn`` takes: a workload or prepack
+    function takes those that identify the task or the packing, while layout hints such
+    as dense's ``units`` are the compute's alone."""
+    accepted = inspect.signature(fn).parameters
+    return fn(*args, **{k: v for k, v in attrs.items() if k in accepted})
+
+
 def _config(impl, input_types, attrs):
     """The schedule config of a tunable implementation and where it came from."""
     if impl.template is None:
@@ -108,8 +117,8 @@ def _config(impl, input_types, attrs):
         # Tuning workloads have static shapes: a symbolic one has no record to look up.
         cfg = FallbackConfigEntity()
     else:
-        cfg = dispatch(impl.template, impl.workload(*shapes, dtype=input_types[0].dtype,
-                                                    **attrs))
+        cfg = dispatch(impl.template, _call_with_accepted(
+            impl.workload, *shapes, dtype=input_types[0].dtype, **attrs))
     return cfg, "fallback config" if cfg.is_fallback else "tuned record"
 
 
@@ -148,7 +157,7 @@ def _lower_group(node, graph: Graph, target: Target):
                                       "(this implementation reads it prepacked)")
             # Packed once here, under a name of its own: another kernel may read the
             # weight in its original layout.
-            array, = impl.prepack(cfg, graph.consts[name], **attrs)
+            array, = _call_with_accepted(impl.prepack, cfg, graph.consts[name], **attrs)
             packed[name] = (f"{name}.packed.{body.name}", np.ascontiguousarray(array))
             args[pos] = tensors[name] = te.placeholder(array.shape, str(array.dtype),
                                                        name=packed[name][0])

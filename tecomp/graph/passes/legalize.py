@@ -56,7 +56,7 @@ def _legalize_matmul(graph: Graph, node: Node) -> list:
         if b in graph.consts:
             steps.append(emit("transpose", (b,), perm=(1, 0)))
             product = emit("dense", (a2, steps[-1].outputs[0]),
-                           out if len(sa) == 2 else None)
+                           out if len(sa) == 2 else None, units=sb[1])
         elif len(sa) == 2:
             return [node]
         else:
