@@ -31,7 +31,7 @@ from .onnx_converters import (
     supported_ops,
 )
 
-__all__ = ["ModelError", "from_onnx", "load_model", "supported_ops"]
+__all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
 
 
 # ---- checks before conversion -------------------------------------------------------------
@@ -41,7 +41,14 @@ def _node_names(graph) -> list:
     return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(graph.node)]
 
 
-def _check_supported(graph, opsets: dict) -> None:
+def _opsets(model) -> dict:
+    return {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+
+
+def unsupported_nodes(model) -> dict:
+    """``(op_type, version) -> [node names]`` for every operator of ``model`` the importer
+    has no converter for (empty when it can import all of them)."""
+    graph, opsets = model.graph, _opsets(model)
     missing: dict = defaultdict(list)
     for name, node in zip(_node_names(graph), graph.node):
         opset = opsets.get(node.domain or "")
@@ -54,6 +61,11 @@ def _check_supported(graph, opsets: dict) -> None:
             key = node.op_type if node.domain in ("", "ai.onnx") else (
                 f"{node.domain}.{node.op_type}")
             missing[(key, version or opset)].append(name)
+    return dict(missing)
+
+
+def _check_supported(model) -> None:
+    missing = unsupported_nodes(model)
     if missing:
         lines = [f"  {op} (version {v}): nodes {', '.join(names)}"
                  for (op, v), names in sorted(missing.items())]
@@ -163,8 +175,8 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     """
     model = load_model(model)
     graph = model.graph
-    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
-    _check_supported(graph, opsets)
+    opsets = _opsets(model)
+    _check_supported(model)
     _check_wiring_and_attributes(graph, opsets)
 
     params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}

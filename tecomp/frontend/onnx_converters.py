@@ -26,6 +26,15 @@ class ModelError(TecompError, ValueError):
     """The ONNX model is malformed: the message names the node or value at fault."""
 
 
+class NeedsConstantError(UnsupportedOpError):
+    """A node needs the value of ``value_name`` at compile time (axes, slice bounds, clip
+    limits), but the model computes it or takes it as an input."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
 CONVERTERS: dict = {}
 
 
@@ -115,8 +124,8 @@ class Context:
         """The numpy value of input ``name``, which must be a constant (an initializer or
         the output of a Constant node); ``what`` names the argument in the error."""
         if name not in self.consts:
-            raise UnsupportedOpError(f"node {self.node_name!r}: {what} ({name!r}) must be a "
-                                     "constant (an initializer or a Constant node)")
+            raise NeedsConstantError(f"node {self.node_name!r}: {what} ({name!r}) must be a "
+                                     "constant (an initializer or a Constant node)", name)
         return self.consts[name]
 
     def fail(self, message: str, error=UnsupportedOpError):
@@ -200,7 +209,7 @@ def _clip(ctx, node, attrs):
     ctx.emit("clip", [node.input[0]], node.output, min=lo, max=hi)
 
 
-@converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25)
+@converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25, 28)
 def _cast(ctx, node, attrs):
     ctx.emit("cast", [node.input[0]], node.output,
              dtype=onnx_dtype(attrs["to"], f"node {ctx.node_name!r}: Cast to"))
@@ -414,6 +423,8 @@ def _batch_norm(ctx, node, attrs):
 
 @converter("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
 def _reshape(ctx, node, attrs):
+    if ctx.type_of(node.input[1]).content is None:
+        ctx.value_of(node.input[1], "the target shape")
     ctx.emit("reshape", node.input[:2], node.output, allowzero=bool(attrs.get("allowzero", 0)))
 
 
@@ -425,7 +436,7 @@ def _flatten(ctx, node, attrs):
     if not -rank <= axis <= rank:
         ctx.fail(f"axis {axis} is out of range for rank {rank}", ModelError)
     shape = ctx.type_of(x).shape
-    axis %= rank + 1
+    axis = axis + rank if axis < 0 else axis
     ctx.emit("reshape", [x], node.output, newshape=(dims.product(shape[:axis]),
                                                     dims.product(shape[axis:])))
 

@@ -146,15 +146,15 @@ def _lower_group(node, graph: Graph, target: Target):
         if n is anchor:
             source = src
         args = [tensors[i] for i in n.inputs]
-        if impl.packed_inputs:
+        # Only constant weights are packed at build time; a computed one is packed by
+        # the compute on every call.
+        to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
+        if to_pack:
             # The compute defines the config's knobs (the fallback's too), which say how
             # the weight is packed: run it once on the logical layout first.
             impl.compute(cfg, *args, **attrs)
-        for pos in impl.packed_inputs:
+        for pos in to_pack:
             name = n.inputs[pos]
-            if name not in graph.consts:
-                raise GraphBuildError(f"{where}: input {pos} ({name!r}) must be a constant "
-                                      "(this implementation reads it prepacked)")
             # Packed once here, under a name of its own: another kernel may read the
             # weight in its original layout.
             array, = _call_with_accepted(impl.prepack, cfg, graph.consts[name], **attrs)

@@ -109,7 +109,9 @@ class GraphModule:
             raise GraphInputError(f"{name!r} is not an input; inputs: "
                                   f"{', '.join(self.graph.inputs)}")
         t = self.graph.types[name]
-        value = np.ascontiguousarray(value, dtype=t.dtype)
+        value = np.asarray(value, dtype=t.dtype)
+        if not value.flags.c_contiguous:
+            value = value.copy(order="C")  # (ascontiguousarray would make a scalar 1-D)
         if value.ndim != len(t.shape):
             raise GraphInputError(f"input {name!r} must have rank {len(t.shape)} "
                                   f"({t}), got shape {value.shape}")

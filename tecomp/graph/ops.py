@@ -126,6 +126,11 @@ def _broadcast(node, ts):
     return [TensorType(ts[0].dtype, shape, _elementwise_content(node, ts, shape))]
 
 
+def _power(node, ts):
+    """ONNX Pow: the exponent may have another dtype; the result has the base's."""
+    return [TensorType(ts[0].dtype, broadcast_shapes(node, [t.shape for t in ts]))]
+
+
 def _compare(node, ts):
     shape = broadcast_shapes(node, [t.shape for t in ts])
     return [TensorType("bool", shape)]
@@ -142,7 +147,8 @@ _register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciproca
           "sin cos clip leaky_relu elu selu hard_sigmoid hard_swish softplus softsign gelu "
           "mish not identity", ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
-_register("add subtract multiply divide power maximum minimum mod", BROADCAST, _broadcast)
+_register("add subtract multiply divide maximum minimum mod", BROADCAST, _broadcast)
+_register("power", BROADCAST, _power)
 _register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
           BROADCAST,
           _compare)
@@ -228,11 +234,21 @@ def _pool2d(node, ts):
     sh, sw = node.attrs.get("strides", (1, 1))
     dh, dw = node.attrs.get("dilations", (1, 1))
     top, left, bottom, right = node.attrs.get("pads", (0, 0, 0, 0))
-    if node.attrs.get("ceil_mode", 0):
-        # Ceil mode rounds the window count up: pad the far side by stride - 1.
-        bottom, right = bottom + sh - 1, right + sw - 1
-    return [TensorType(x.dtype, (n, c, _conv_out(h, kh, sh, top, bottom, dh),
-                                 _conv_out(w, kw, sw, left, right, dw)))]
+    ceil = node.attrs.get("ceil_mode", 0)
+    return [TensorType(x.dtype, (n, c, _pool_out(h, kh, sh, top, bottom, dh, ceil),
+                                 _pool_out(w, kw, sw, left, right, dw, ceil)))]
+
+
+def _pool_out(size, k, stride, lo, hi, dil, ceil_mode):
+    """Output size of a pooling window (ONNX): with ``ceil_mode`` the window count rounds
+    up, but a last window that would start in the far padding is dropped."""
+    if not ceil_mode:
+        return _conv_out(size, k, stride, lo, hi, dil)
+    span = size + lo + hi - dil * (k - 1) - 1
+    out = dims.normalize((span + stride - 1) // stride + 1)
+    if dims.is_static(out) and (out - 1) * stride >= size + lo:
+        out -= 1
+    return out
 
 
 def _global_pool(node, ts):

@@ -11,7 +11,8 @@ library has ``dense`` (``X[N, K] @ W[M, K]^T``, weight packed once when constant
 - ``A[b..., N, K] @ B[b..., K, M]`` with equal batch dimensions becomes ``batch_matmul``
   on ``[prod(b...), N, K]`` and ``[prod(b...), K, M]``.
 
-Other batch broadcasts and 1-D operands are left as they are (the build reports them).
+A 1-D operand is first made a matrix (``[1, K]`` or ``[K, 1]``) and the result reshaped
+back. Other batch broadcasts are left as they are (the build reports them).
 """
 
 from __future__ import annotations
@@ -78,10 +79,39 @@ def _legalize_matmul(graph: Graph, node: Node) -> list:
     return [node]
 
 
+def _promote_vector_operands(graph: Graph, node: Node) -> list:
+    """A matmul with a 1-D operand as one between matrices (``[K]`` as ``[1, K]`` on the
+    left, ``[K, 1]`` on the right), reshaped back to the 1-D result's shape."""
+    a, b = node.inputs
+    sa, sb = graph.types[a].shape, graph.types[b].shape
+    if len(sa) > 1 and len(sb) > 1:
+        return [node]
+    fresh = _names(graph, node)
+    steps = []
+    if len(sa) == 1:
+        steps.append(Node("reshape", (a,), (fresh("reshape"),), {"newshape": (1, sa[0])},
+                          node.name))
+        a = steps[-1].outputs[0]
+    if len(sb) == 1:
+        steps.append(Node("reshape", (b,), (fresh("reshape"),), {"newshape": (sb[0], 1)},
+                          node.name))
+        b = steps[-1].outputs[0]
+    product = fresh("matmul")
+    out = node.outputs[0]
+    steps.append(node.with_(inputs=(a, b), outputs=(product,)))
+    steps.append(Node("reshape", (product,), (out,),
+                      {"newshape": tuple(graph.types[out].shape)}, node.name))
+    return steps
+
+
 def legalize(graph: Graph) -> Graph:
     """``graph`` with every ``matmul`` in a form the operator library implements (see the
     module text)."""
     graph = infer_types(graph)
+    nodes = []
+    for node in graph.nodes:
+        nodes.extend(_promote_vector_operands(graph, node) if node.op == "matmul" else [node])
+    graph = infer_types(graph.with_(nodes=tuple(nodes)))
     nodes = []
     for node in graph.nodes:
         nodes.extend(_legalize_matmul(graph, node) if node.op == "matmul" else [node])
