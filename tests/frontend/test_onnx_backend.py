@@ -5,7 +5,7 @@ import numpy as np
 import onnx.backend.test
 import onnx_models
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import tecomp.frontend.onnx_backend as backend
 from tecomp.errors import TecompError, UnsupportedOpError
