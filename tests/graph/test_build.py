@@ -195,3 +195,17 @@ def test_models_match_onnxruntime(needs_llvm, rng, make, feeds):
 ])
 def test_dynamic_models_run_every_size_from_one_build(needs_llvm, rng, make, feeds):
     _run_model(make, feeds, rng)
+
+
+def test_constant_weights_are_packed_once_at_build(needs_llvm, rng, tmp_path):
+    model = onnx_models.residual_block()
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    packed = [k for k in lib.graph.consts if ".packed." in k]
+    assert len(packed) == 2 and "w1" not in lib.graph.consts
+    assert lib.graph.consts[packed[0]].ndim == 6  # the NCHW[x]c kernel layout
+    lib.export_library(str(tmp_path / "r.so"))
+    x = rng.standard_normal((1, 8, 8, 8)).astype("float32")
+    y, = GraphModule(load(str(tmp_path / "r.so")))(x=x)
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
