@@ -191,7 +191,8 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     if unknown:
         raise ModelError(f"shape= names {', '.join(sorted(unknown))}, which are not inputs of "
                          f"the model; inputs: {', '.join(inputs)}")
-    ctx = Context(types=dict(types), consts={})
+    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    ctx = Context(types=dict(types), consts={}, used=frozenset(used))
     for name, array in params.items():
         ctx.const(array, name=name)
 

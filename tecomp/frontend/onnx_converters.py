@@ -89,6 +89,7 @@ class Context:
 
     types: dict
     consts: dict
+    used: frozenset = frozenset()
     node_name: str = ""
     version: int = 0
     nodes: list = field(default_factory=list)
@@ -142,7 +143,7 @@ def _input(node, i):
 
 
 def _only_first_output(ctx, node, what):
-    if any(o for o in node.output[1:]):
+    if any(o in ctx.used for o in node.output[1:]):
         ctx.fail(f"{node.op_type}'s outputs after the first ({what}) are not supported")
 
 
@@ -291,8 +292,16 @@ def _conv(ctx, node, attrs):
     elif dims.equal(channels, groups) and wshape[1] == 1:
         y = ctx.emit("depthwise_conv2d", [x, w], out, **kw)
     else:
-        ctx.fail(f"grouped convolution with group={groups} (neither 1 nor depthwise) is not "
-                 "supported")
+        # A grouped convolution is `groups` convolutions on channel slices, concatenated.
+        cin, cout = wshape[1], wshape[0] // groups
+        parts = []
+        for g in range(groups):
+            xg = ctx.emit("slice", [x], starts=(g * cin,), ends=((g + 1) * cin,), axes=(1,),
+                          steps=(1,))
+            wg = ctx.emit("slice", [w], starts=(g * cout,), ends=((g + 1) * cout,), axes=(0,),
+                          steps=(1,))
+            parts.append(ctx.emit("conv2d", [xg, wg], **kw))
+        y = ctx.emit("concat", parts, out, axis=1)
     if bias is not None:
         b = ctx.emit("reshape", [bias], newshape=(-1, 1, 1))
         ctx.emit("add", [y, b], node.output)
@@ -514,3 +523,159 @@ def _slice(ctx, node, attrs):
         starts)
     ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
              starts=starts, ends=ends, steps=steps)
+
+
+# ---- more elementwise, reductions and transforms ------------------------------------------
+
+
+for _onnx, _op, _versions in [
+    ("Softplus", "softplus", (1, 22)), ("Softsign", "softsign", (1, 22)),
+    ("Sign", "sign", (9, 13)), ("Sin", "sin", (7, 22)), ("Cos", "cos", (7, 22)),
+    ("Round", "round", (11, 22)), ("Mish", "mish", (18, 22)),
+    ("HardSwish", "hard_swish", (14, 22)), ("IsNaN", "isnan", (9, 13, 20)),
+]:
+    converter(_onnx, *_versions)(_unary(_op))
+
+for _onnx, _op, _versions in [
+    ("And", "logical_and", (7,)), ("Or", "logical_or", (7,)), ("Xor", "logical_xor", (7,)),
+    ("LessOrEqual", "less_equal", (12, 16)), ("GreaterOrEqual", "greater_equal", (12, 16)),
+    ("PRelu", "prelu", (7, 9, 16)),
+]:
+    converter(_onnx, *_versions)(_binary(_op))
+
+
+def _with_attrs(op, **defaults):
+    """A converter passing the listed ONNX attributes (with their defaults) through."""
+
+    def convert(ctx, node, attrs):
+        values = {k: attrs.get(k, v) for k, v in defaults.items()}
+        ctx.emit(op, [i for i in node.input if i], node.output,
+                 **{k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()})
+
+    return convert
+
+
+converter("HardSigmoid", 6, 22)(_with_attrs("hard_sigmoid", alpha=0.2, beta=0.5))
+converter("Elu", 6, 22)(_with_attrs("elu", alpha=1.0))
+converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
+                                     gamma=1.05070102214813232421875))
+converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
+converter("Mod", 10, 13)(_with_attrs("mod", fmod=0))
+converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
+converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
+converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
+converter("DepthToSpace", 11, 13)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
+converter("SpaceToDepth", 1, 13)(_with_attrs("space_to_depth", blocksize=None))
+
+
+@converter("Gelu", 20)
+def _gelu(ctx, node, attrs):
+    approximate = attrs.get("approximate", b"none")
+    ctx.emit("gelu", [node.input[0]], node.output,
+             approximate=approximate.decode() if isinstance(approximate, bytes) else approximate)
+
+
+@converter("LogSoftmax", 13)
+def _log_softmax(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("log_softmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
+
+
+@converter("ReduceProd", 1, 11, 13, 18)
+@converter("ReduceL1", 1, 11, 13, 18)
+@converter("ReduceL2", 1, 11, 13, 18)
+@converter("ReduceLogSumExp", 1, 11, 13, 18)
+@converter("ReduceSumSquare", 1, 11, 13, 18)
+def _more_reductions(ctx, node, attrs):
+    _reduce(ctx, node, attrs)
+
+
+@converter("ArgMax", 11, 12, 13)
+@converter("ArgMin", 11, 12, 13)
+def _argreduce(ctx, node, attrs):
+    ctx.emit(node.op_type.lower(), [node.input[0]], node.output,
+             axis=int(attrs.get("axis", 0)), keepdims=int(attrs.get("keepdims", 1)),
+             select_last_index=int(attrs.get("select_last_index", 0)))
+
+
+@converter("CumSum", 11, 14)
+def _cumsum(ctx, node, attrs):
+    axis = int(ctx.value_of(node.input[1], "axis").reshape(-1)[0])
+    ctx.emit("cumsum", [node.input[0]], node.output, axis=axis,
+             exclusive=int(attrs.get("exclusive", 0)), reverse=int(attrs.get("reverse", 0)))
+
+
+@converter("Trilu", 14)
+def _trilu(ctx, node, attrs):
+    k = int(ctx.value_of(node.input[1], "k").reshape(-1)[0]) if _input(node, 1) else 0
+    ctx.emit("trilu", [node.input[0]], node.output, k=k, upper=int(attrs.get("upper", 1)))
+
+
+@converter("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+def _constant_of_shape(ctx, node, attrs):
+    shape = _ints(ctx.value_of(node.input[0], "shape").reshape(-1))
+    value = attrs.get("value")
+    value = onnx.numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(
+        1, "float32")
+    ctx.const(np.full(shape, value[0], dtype=value.dtype), name=node.output[0])
+
+
+@converter("Unsqueeze", 1)
+@converter("Squeeze", 1)
+def _squeeze_v1(ctx, node, attrs):
+    (_unsqueeze if node.op_type == "Unsqueeze" else _squeeze)(ctx, node, attrs)
+
+
+@converter("Expand", 8, 13)
+def _expand(ctx, node, attrs):
+    shape = _ints(ctx.value_of(node.input[1], "shape").reshape(-1))
+    ctx.emit("expand", [node.input[0]], node.output, shape=shape)
+
+
+@converter("Tile", 6, 13)
+def _tile(ctx, node, attrs):
+    repeats = _ints(ctx.value_of(node.input[1], "repeats").reshape(-1))
+    ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
+
+
+@converter("Pad", 11, 13, 18, 19)
+def _pad(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    pads = _ints(ctx.value_of(node.input[1], "pads").reshape(-1))
+    if _input(node, 3):
+        axes = [a % rank for a in _ints(ctx.value_of(node.input[3], "axes").reshape(-1))]
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a], full[a + rank] = pads[i], pads[i + len(axes)]
+        pads = tuple(full)
+    value = ctx.value_of(node.input[2], "constant_value").item() if _input(node, 2) else 0
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "reflect", "edge"):
+        ctx.fail(f"Pad mode {mode!r} is not supported; allowed: constant, reflect, edge")
+    ctx.emit("pad", [x], node.output, pads=pads, mode=mode, value=value)
+
+
+@converter("Split", 11, 13, 18)
+def _split(ctx, node, attrs):
+    x = node.input[0]
+    shape = ctx.type_of(x).shape
+    axis = int(attrs.get("axis", 0)) % len(shape)
+    extent = shape[axis]
+    if _input(node, 1):
+        sizes = _ints(ctx.value_of(node.input[1], "split").reshape(-1))
+    elif "split" in attrs:
+        sizes = _ints(attrs["split"])
+    else:
+        if not dims.is_static(extent):
+            ctx.fail(f"Split of the symbolic dimension {extent} is not supported")
+        parts = len(node.output)
+        chunk = -(-extent // parts)
+        sizes = tuple(min(chunk, extent - i * chunk) for i in range(parts))
+    # One slice per output: each is an injective kernel that can fuse with its consumers.
+    start = 0
+    for out, size in zip(node.output, sizes):
+        ctx.emit("slice", [x], [out], starts=(start,), ends=(start + size,), axes=(axis,),
+                 steps=(1,))
+        start += size

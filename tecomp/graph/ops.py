@@ -147,7 +147,8 @@ _register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciproca
           "sin cos clip leaky_relu elu selu hard_sigmoid hard_swish softplus softsign gelu "
           "mish not identity", ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
-_register("add subtract multiply divide maximum minimum mod", BROADCAST, _broadcast)
+_register("isnan isinf", ELEMWISE, lambda node, ts: [TensorType("bool", ts[0].shape)])
+_register("add subtract multiply divide maximum minimum mod prelu", BROADCAST, _broadcast)
 _register("power", BROADCAST, _power)
 _register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
           BROADCAST,
@@ -275,7 +276,16 @@ def _reduce(node, ts):
 
 
 def _argreduce(node, ts):
-    return [TensorType("int64", _reduce(node, ts)[0].shape)]
+    x = ts[0]
+    axis = _axis(node, node.attrs.get("axis", 0), len(x.shape))
+    keep = node.attrs.get("keepdims", 1)
+    shape = tuple(1 if i == axis else d for i, d in enumerate(x.shape) if keep or i != axis)
+    return [TensorType("int64", shape)]
+
+
+def _cumsum(node, ts):
+    _axis(node, node.attrs.get("axis", 0), len(ts[0].shape))
+    return [TensorType(ts[0].dtype, ts[0].shape)]
 
 
 def _normalise(node, ts):
@@ -296,9 +306,12 @@ def _batch_norm(node, ts):
 
 _register("max_pool2d avg_pool2d", OPAQUE, _pool2d)
 _register("global_avg_pool global_max_pool", REDUCE, _global_pool)
-_register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod", REDUCE, _reduce)
+_register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2 "
+          "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
+_register("cumsum", OPAQUE, _cumsum)
 _register("softmax log_softmax layer_norm", REDUCE, _normalise)
+_register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)
 
 
@@ -438,7 +451,44 @@ def _pad(node, ts):
                                       for i, d in enumerate(x.shape)))]
 
 
+def _expand(node, ts):
+    return [TensorType(ts[0].dtype, broadcast_shapes(node, [ts[0].shape,
+                                                         tuple(node.attrs["shape"])]))]
+
+
+def _tile(node, ts):
+    x, repeats = ts[0], node.attrs["repeats"]
+    if len(repeats) != len(x.shape):
+        _fail(node, f"repeats {list(repeats)} must have one entry per axis of "
+                    f"{_shape_text(x.shape)}")
+    return [TensorType(x.dtype, tuple(dims.normalize(d * r) for d, r in zip(x.shape, repeats)))]
+
+
+def _depth_to_space(node, ts):
+    n, c, h, w = ts[0].shape
+    b = node.attrs["blocksize"]
+    if node.op == "depth_to_space":
+        shape = (n, dims.normalize(c // (b * b)), dims.normalize(h * b), dims.normalize(w * b))
+    else:
+        shape = (n, dims.normalize(c * b * b), dims.normalize(h // b), dims.normalize(w // b))
+    return [TensorType(ts[0].dtype, shape)]
+
+
+def _gather_elements(node, ts):
+    data, indices = ts
+    _axis(node, node.attrs.get("axis", 0), len(data.shape))
+    if len(indices.shape) != len(data.shape):
+        _fail(node, f"indices {_shape_text(indices.shape)} must have the rank of the data "
+                    f"{_shape_text(data.shape)}")
+    return [TensorType(data.dtype, indices.shape)]
+
+
 _register("reshape", INJECTIVE, _reshape)
+_register("expand", BROADCAST, _expand)
+_register("tile", INJECTIVE, _tile)
+_register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
+_register("gather_elements", INJECTIVE, _gather_elements)
+_register("trilu", INJECTIVE, _same)
 _register("transpose", INJECTIVE, _transpose)
 _register("concat", INJECTIVE, _concatenate)
 _register("gather", INJECTIVE, _gather)
