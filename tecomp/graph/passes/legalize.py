@@ -12,7 +12,8 @@ library has ``dense`` (``X[N, K] @ W[M, K]^T``, weight packed once when constant
   on ``[prod(b...), N, K]`` and ``[prod(b...), K, M]``.
 
 A 1-D operand is first made a matrix (``[1, K]`` or ``[K, 1]``) and the result reshaped
-back. Other batch broadcasts are left as they are (the build reports them).
+back. Other batch broadcasts are left as they are (the build reports them). A cast from
+float64 to float16 goes through float32, which the code generator can convert.
 """
 
 from __future__ import annotations
@@ -104,13 +105,29 @@ def _promote_vector_operands(graph: Graph, node: Node) -> list:
     return steps
 
 
+def _legalize_cast(graph: Graph, node: Node) -> list:
+    """float64 -> float16 as float64 -> float32 -> float16: the code generator has no
+    direct conversion (LLVM would call a runtime routine that is not linked in)."""
+    src = graph.types[node.inputs[0]].dtype
+    if src != "float64" or node.attrs["dtype"] != "float16":
+        return [node]
+    mid = _names(graph, node)("cast")
+    return [node.with_(outputs=(mid,), attrs={"dtype": "float32"}),
+            node.with_(inputs=(mid,))]
+
+
 def legalize(graph: Graph) -> Graph:
     """``graph`` with every ``matmul`` in a form the operator library implements (see the
     module text)."""
     graph = infer_types(graph)
     nodes = []
     for node in graph.nodes:
-        nodes.extend(_promote_vector_operands(graph, node) if node.op == "matmul" else [node])
+        if node.op == "matmul":
+            nodes.extend(_promote_vector_operands(graph, node))
+        elif node.op == "cast":
+            nodes.extend(_legalize_cast(graph, node))
+        else:
+            nodes.append(node)
     graph = infer_types(graph.with_(nodes=tuple(nodes)))
     nodes = []
     for node in graph.nodes:
