@@ -18,7 +18,7 @@ import onnx
 from onnx import numpy_helper
 
 from .. import te
-from ..errors import UnsupportedOpError
+from ..errors import TecompError, UnsupportedOpError
 from ..graph.infer import infer_types
 from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
@@ -204,6 +204,12 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
             CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
         except GraphTypeError as e:
             raise ModelError(str(e)) from None
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            if isinstance(e, TecompError):
+                raise
+            # A node the converter cannot read (a missing attribute or input): name it.
+            raise ModelError(f"node {name!r} ({node.op_type}): cannot convert it: "
+                             f"{type(e).__name__}: {e}") from None
     outputs = tuple(o.name for o in graph.output)
     used = {i for n in ctx.nodes for i in n.inputs} | set(outputs)
     consts = {k: v for k, v in ctx.consts.items() if k in used}

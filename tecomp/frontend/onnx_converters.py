@@ -364,13 +364,20 @@ def _global_pool(ctx, node, attrs):
     ctx.emit(op, [node.input[0]], node.output)
 
 
+_REDUCTIONS = {
+    "ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+    "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL1": "reduce_l1",
+    "ReduceL2": "reduce_l2", "ReduceLogSum": "reduce_log_sum",
+    "ReduceLogSumExp": "reduce_log_sum_exp", "ReduceSumSquare": "reduce_sum_square",
+}
+
+
 @converter("ReduceMean", 1, 11, 13, 18)
 @converter("ReduceSum", 1, 11, 13)
 @converter("ReduceMax", 1, 11, 12, 13, 18, 20)
 @converter("ReduceMin", 1, 11, 12, 13, 18, 20)
 def _reduce(ctx, node, attrs):
-    op = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
-          "ReduceMin": "reduce_min"}[node.op_type]
+    op = _REDUCTIONS[node.op_type]
     axes = attrs.get("axes")
     if _input(node, 1):
         axes = ctx.value_of(node.input[1], "axes").reshape(-1)
@@ -560,12 +567,12 @@ converter("Elu", 6, 22)(_with_attrs("elu", alpha=1.0))
 converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
                                      gamma=1.05070102214813232421875))
 converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
-converter("Mod", 10, 13)(_with_attrs("mod", fmod=0))
+converter("Mod", 10, 13, 28)(_with_attrs("mod", fmod=0))
 converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
 converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
-converter("DepthToSpace", 11, 13)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
-converter("SpaceToDepth", 1, 13)(_with_attrs("space_to_depth", blocksize=None))
+converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
+converter("SpaceToDepth", 1, 13, 28)(_with_attrs("space_to_depth", blocksize=None))
 
 
 @converter("Gelu", 20)
@@ -584,6 +591,7 @@ def _log_softmax(ctx, node, attrs):
 @converter("ReduceProd", 1, 11, 13, 18)
 @converter("ReduceL1", 1, 11, 13, 18)
 @converter("ReduceL2", 1, 11, 13, 18)
+@converter("ReduceLogSum", 1, 11, 13, 18)
 @converter("ReduceLogSumExp", 1, 11, 13, 18)
 @converter("ReduceSumSquare", 1, 11, 13, 18)
 def _more_reductions(ctx, node, attrs):
@@ -638,7 +646,7 @@ def _tile(ctx, node, attrs):
     ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
 
 
-@converter("Pad", 11, 13, 18, 19)
+@converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
 def _pad(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
@@ -679,3 +687,43 @@ def _split(ctx, node, attrs):
         ctx.emit("slice", [x], [out], starts=(start,), ends=(start + size,), axes=(axis,),
                  steps=(1,))
         start += size
+
+
+@converter("CastLike", 15, 19, 21, 23, 24, 25)
+def _cast_like(ctx, node, attrs):
+    ctx.emit("cast", [node.input[0]], node.output, dtype=ctx.type_of(node.input[1]).dtype)
+
+
+@converter("Size", 13, 19, 21, 23, 24, 25)
+def _size(ctx, node, attrs):
+    ctx.emit("size_of", [node.input[0]], node.output)
+
+
+@converter("Range", 11)
+def _range(ctx, node, attrs):
+    start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
+                                                                ("start", "limit", "delta")))
+    ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
+
+
+@converter("BitShift", 11)
+def _bitshift(ctx, node, attrs):
+    direction = attrs["direction"]
+    ctx.emit("bitshift", node.input[:2], node.output,
+             direction=direction.decode() if isinstance(direction, bytes) else direction)
+
+
+@converter("RMSNormalization", 23)
+def _rms_norm(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("rms_norm", node.input[:2], node.output, axis=int(attrs.get("axis", -1)) % rank,
+             epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+@converter("OneHot", 11)
+def _one_hot(ctx, node, attrs):
+    depth = int(ctx.value_of(node.input[1], "depth").reshape(-1)[0])
+    values = ctx.value_of(node.input[2], "values").reshape(-1)
+    ctx.emit("one_hot", [node.input[0]], node.output, depth=depth,
+             values=(values[0].item(), values[1].item()), axis=int(attrs.get("axis", -1)),
+             dtype=str(values.dtype))

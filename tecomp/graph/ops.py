@@ -148,7 +148,8 @@ _register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciproca
           "mish not identity", ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
 _register("isnan isinf", ELEMWISE, lambda node, ts: [TensorType("bool", ts[0].shape)])
-_register("add subtract multiply divide maximum minimum mod prelu", BROADCAST, _broadcast)
+_register("add subtract multiply divide maximum minimum mod prelu bitshift", BROADCAST,
+          _broadcast)
 _register("power", BROADCAST, _power)
 _register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
           BROADCAST,
@@ -494,7 +495,24 @@ _register("concat", INJECTIVE, _concatenate)
 _register("gather", INJECTIVE, _gather)
 _register("slice", INJECTIVE, _slice)
 _register("pad", INJECTIVE, _pad)
+def _size_of(node, ts):
+    return [TensorType("int64", (), (dims.product(ts[0].shape),))]
+
+
+def _one_hot(node, ts):
+    shape = list(ts[0].shape)
+    rank = len(shape) + 1
+    axis = node.attrs.get("axis", -1)
+    if not -rank <= axis < rank:
+        _fail(node, f"axis {axis} is out of range for rank {rank}")
+    shape.insert(axis % rank, node.attrs["depth"])
+    return [TensorType(node.attrs.get("dtype", "float32"), tuple(shape))]
+
+
 _register("shape_of", OPAQUE, _shape_of)
+_register("size_of", OPAQUE, _size_of)
+_register("one_hot", INJECTIVE, _one_hot)
+_register("rms_norm", REDUCE, _normalise)
 
 
 def op_info(node) -> OpInfo:
