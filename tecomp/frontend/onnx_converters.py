@@ -122,8 +122,14 @@ class Context:
         return name
 
     def value_of(self, name: str, what: str):
-        """The numpy value of input ``name``, which must be a constant (an initializer or
-        the output of a Constant node); ``what`` names the argument in the error."""
+        """The numpy value of input ``name``, which must be a constant (an initializer,
+        the output of a Constant node, or shape arithmetic whose result is known);
+        ``what`` names the argument in the error."""
+        t = self.types.get(name)
+        if name not in self.consts and t is not None and t.content is not None and all(
+                dims.is_static(d) for d in t.content):
+            # Shape arithmetic already known at compile time (Shape -> Gather -> ...).
+            return np.array(t.content, dtype=t.dtype).reshape(t.shape)
         if name not in self.consts:
             raise NeedsConstantError(f"node {self.node_name!r}: {what} ({name!r}) must be a "
                                      "constant (an initializer or a Constant node)", name)
@@ -591,8 +597,8 @@ def _log_softmax(ctx, node, attrs):
 @converter("ReduceProd", 1, 11, 13, 18)
 @converter("ReduceL1", 1, 11, 13, 18)
 @converter("ReduceL2", 1, 11, 13, 18)
-@converter("ReduceLogSum", 1, 11, 13, 18)
-@converter("ReduceLogSumExp", 1, 11, 13, 18)
+@converter("ReduceLogSum", 1, 11, 13, 18, 28)
+@converter("ReduceLogSumExp", 1, 11, 13, 18, 28)
 @converter("ReduceSumSquare", 1, 11, 13, 18)
 def _more_reductions(ctx, node, attrs):
     _reduce(ctx, node, attrs)
@@ -706,7 +712,7 @@ def _range(ctx, node, attrs):
     ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
 
 
-@converter("BitShift", 11)
+@converter("BitShift", 11, 28)
 def _bitshift(ctx, node, attrs):
     direction = attrs["direction"]
     ctx.emit("bitshift", node.input[:2], node.output,
@@ -720,7 +726,7 @@ def _rms_norm(ctx, node, attrs):
              epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
-@converter("OneHot", 11)
+@converter("OneHot", 11, 28)
 def _one_hot(ctx, node, attrs):
     depth = int(ctx.value_of(node.input[1], "depth").reshape(-1)[0])
     values = ctx.value_of(node.input[2], "values").reshape(-1)
