@@ -71,6 +71,8 @@ DTYPES = {
     onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.INT8: "int8",
     onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.INT32: "int32",
     onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool",
+    onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64",
 }
 
 
