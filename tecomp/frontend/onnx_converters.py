@@ -421,9 +421,32 @@ def _softmax(ctx, node, attrs):
     ctx.emit("reshape", [y], node.output, newshape=ctx.type_of(x).shape)
 
 
+def _layer_norm_with_statistics(ctx, node, attrs):
+    """LayerNormalization whose Mean and InvStdDev outputs are read: written out as the
+    reductions and arithmetic it stands for (fusion puts them back in few kernels)."""
+    x, scale = node.input[0], node.input[1]
+    t = ctx.type_of(x)
+    rank = len(t.shape)
+    axes = tuple(range(int(attrs.get("axis", -1)) % rank, rank))
+    eps = ctx.const(np.array(attrs.get("epsilon", 1e-5), t.dtype), "epsilon")
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    mean = ctx.emit("reduce_mean", [x], [outs[1]] if outs[1] else None, axes=axes, keepdims=1)
+    centered = ctx.emit("subtract", [x, mean])
+    var = ctx.emit("reduce_mean", [ctx.emit("multiply", [centered, centered])], axes=axes,
+                   keepdims=1)
+    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [var, eps])])],
+                   [outs[2]] if outs[2] else None)
+    y = ctx.emit("multiply", [ctx.emit("multiply", [centered, inv]), scale],
+                 None if _input(node, 2) else [outs[0]])
+    if _input(node, 2):
+        ctx.emit("add", [y, node.input[2]], [outs[0]])
+
+
 @converter("LayerNormalization", 17)
 def _layer_norm(ctx, node, attrs):
-    _only_first_output(ctx, node, "mean and inverse standard deviation")
+    if any(o in ctx.used for o in node.output[1:]):
+        _layer_norm_with_statistics(ctx, node, attrs)
+        return
     inputs = list(node.input[:3])
     if len(inputs) < 3 or not inputs[2]:
         t = ctx.type_of(inputs[1])
@@ -735,3 +758,32 @@ def _one_hot(ctx, node, attrs):
     ctx.emit("one_hot", [node.input[0]], node.output, depth=depth,
              values=(values[0].item(), values[1].item()), axis=int(attrs.get("axis", -1)),
              dtype=str(values.dtype))
+
+
+@converter("Resize", 11, 13, 18, 19)
+def _resize(ctx, node, attrs):
+    def text(name, default):
+        v = attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    mode = text("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        ctx.fail(f"Resize mode {mode!r} is not supported; allowed: nearest, linear")
+    for name, default in (("antialias", 0), ("exclude_outside", 0)):
+        if attrs.get(name, default) != default:
+            ctx.fail(f"Resize with {name}={attrs[name]} is not supported")
+    if "axes" in attrs or text("keep_aspect_ratio_policy", "stretch") != "stretch":
+        ctx.fail("Resize with axes or keep_aspect_ratio_policy is not supported")
+    ctm = text("coordinate_transformation_mode", "half_pixel")
+    if ctm == "tf_crop_and_resize":
+        ctx.fail("Resize with coordinate_transformation_mode=tf_crop_and_resize is not "
+                 "supported")
+    scales = ctx.value_of(node.input[2], "scales").reshape(-1) if _input(node, 2) else None
+    sizes = ctx.value_of(node.input[3], "sizes").reshape(-1) if _input(node, 3) else None
+    if scales is not None and scales.size == 0:
+        scales = None
+    ctx.emit("resize", [node.input[0]], node.output,
+             scales=None if scales is None else tuple(float(v) for v in scales),
+             sizes=None if sizes is None else _ints(sizes), mode=mode,
+             coordinate_transformation_mode=ctm,
+             nearest_mode=text("nearest_mode", "round_prefer_floor"))

@@ -484,6 +484,26 @@ def _gather_elements(node, ts):
     return [TensorType(data.dtype, indices.shape)]
 
 
+def _resize(node, ts):
+    x = ts[0]
+    sizes, scales = node.attrs.get("sizes"), node.attrs.get("scales")
+    given = sizes if sizes is not None else scales
+    if given is None or len(given) != len(x.shape):
+        _fail(node, f"needs scales or sizes with one entry per axis of {_shape_text(x.shape)}")
+    if sizes is not None:
+        return [TensorType(x.dtype, tuple(sizes))]
+    shape = []
+    for d, sc in zip(x.shape, scales):
+        if not dims.is_static(d):
+            if sc != 1.0:
+                _fail(node, f"scaling the symbolic dimension {dims.to_text(d)} is not supported")
+            shape.append(d)
+        else:
+            shape.append(int(d * sc))
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+_register("resize", INJECTIVE, _resize)
 _register("reshape", INJECTIVE, _reshape)
 _register("expand", BROADCAST, _expand)
 _register("tile", INJECTIVE, _tile)
