@@ -285,7 +285,41 @@ def _spatial_attrs(ctx, node, attrs, x):
     return strides, (padding[0][0], padding[1][0], padding[0][1], padding[1][1]), dilation
 
 
+def _one_d_as_two_d(convert):
+    """Run a 2-D conv/pool converter on a 1-D (NCL) input as an NC1L image with a 1 x k
+    window, and reshape the result back to NCL."""
+
+    def wrapped(ctx, node, attrs):
+        x = node.input[0]
+        shape = ctx.type_of(x).shape
+        if len(shape) != 3:
+            convert(ctx, node, attrs)
+            return
+        n, c, length = shape
+        attrs = dict(attrs)
+        for key in ("kernel_shape", "strides", "dilations"):
+            if key in attrs:
+                attrs[key] = (1,) + _ints(attrs[key])
+        if "pads" in attrs:
+            lo, hi = _ints(attrs["pads"])
+            attrs["pads"] = (0, lo, 0, hi)
+        node2 = onnx.NodeProto()
+        node2.CopyFrom(node)
+        node2.input[0] = ctx.emit("reshape", [x], newshape=(n, c, 1, length))
+        if node.op_type == "Conv":
+            w = ctx.type_of(node.input[1]).shape
+            node2.input[1] = ctx.emit("reshape", [node.input[1]], newshape=(w[0], w[1], 1, w[2]))
+        node2.output[0] = ctx.fresh("image")
+        convert(ctx, node2, attrs)
+        out = ctx.type_of(node2.output[0]).shape
+        ctx.emit("reshape", [node2.output[0]], node.output[:1],
+                 newshape=(out[0], out[1], out[3]))
+
+    return wrapped
+
+
 @converter("Conv", 1, 11, 22)
+@_one_d_as_two_d
 def _conv(ctx, node, attrs):
     x, w = node.input[0], node.input[1]
     strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
@@ -347,6 +381,7 @@ def _matmul(ctx, node, attrs):
 
 @converter("MaxPool", 8, 10, 11, 12, 22)
 @converter("AveragePool", 7, 10, 11, 19, 22)
+@_one_d_as_two_d
 def _pool(ctx, node, attrs):
     _only_first_output(ctx, node, "the indices")
     x = node.input[0]
@@ -603,7 +638,14 @@ converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
 converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
 converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
-converter("SpaceToDepth", 1, 13, 28)(_with_attrs("space_to_depth", blocksize=None))
+
+
+@converter("SpaceToDepth", 1, 13, 28)
+def _space_to_depth(ctx, node, attrs):
+    mode = attrs.get("mode", b"DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "DCR":
+        ctx.fail(f"SpaceToDepth mode {mode!r} is not supported; allowed: DCR")
+    ctx.emit("space_to_depth", [node.input[0]], node.output, blocksize=attrs["blocksize"])
 
 
 @converter("Gelu", 20)
