@@ -194,12 +194,18 @@ for _onnx, _op, _versions in [
 @converter("Max", 6, 8, 12, 13)
 @converter("Min", 6, 8, 12, 13)
 @converter("Sum", 6, 8, 13)
+@converter("Mean", 6, 8, 13)
 def _variadic(ctx, node, attrs):
-    op = {"Max": "maximum", "Min": "minimum", "Sum": "add"}[node.op_type]
+    op = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
+    mean = node.op_type == "Mean"
     acc = node.input[0]
     for i, name in enumerate(node.input[1:], start=2):
-        acc = ctx.emit(op, [acc, name], node.output if i == len(node.input) else None)
-    if len(node.input) == 1:
+        last = i == len(node.input) and not mean
+        acc = ctx.emit(op, [acc, name], node.output if last else None)
+    if mean:
+        n = ctx.const(np.array(1.0 / len(node.input), ctx.type_of(acc).dtype), "inverse_count")
+        ctx.emit("multiply", [acc, n], node.output)
+    elif len(node.input) == 1:
         ctx.emit("identity", [acc], node.output)
 
 
@@ -772,7 +778,7 @@ def _size(ctx, node, attrs):
     ctx.emit("size_of", [node.input[0]], node.output)
 
 
-@converter("Range", 11)
+@converter("Range", 11, 27)
 def _range(ctx, node, attrs):
     start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
                                                                 ("start", "limit", "delta")))
