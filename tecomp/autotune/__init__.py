@@ -4,6 +4,10 @@ Write a template with ``@template(name)`` and ``get_config()`` knobs, make a tas
 ``create_task``, tune it with a tuner (``XGBTuner``, ``GATuner``, ``RandomTuner``,
 ``GridSearchTuner``) and ``measure_option(LocalBuilder(), LocalRunner())``, log with
 ``log_to_file``, and build with the best config under ``apply_history_best``.
+
+The autotuner knows no operator by itself: the built-in templates (``matmul``, ``dense``,
+``conv2d``, ...) are registered by the operator library, ``tecomp.topi``, which
+``from tecomp import autotune`` loads along with this package.
 """
 
 from .callback import log_to_file, progress_bar

@@ -27,6 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..target import Target
 from .measure import MeasureErrorNo, MeasureResult
 
 FORMAT_VERSION = 1
@@ -151,8 +152,6 @@ def target_key(target) -> str:
     that change generated code."""
     text = str(target)
     if text not in _KEY_CACHE:
-        from ..target import Target
-
         _KEY_CACHE[text] = Target(text).canonical_key()
     return _KEY_CACHE[text]
 

@@ -28,6 +28,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..target import Target, as_target
 from ..te.analysis import count_flop, structural_hash
+from . import records
 from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity
 
 
@@ -159,16 +160,13 @@ def canonical_args(args) -> tuple:
 def current_target() -> Target:
     """The target of the innermost ``with tecomp.Target(...)`` scope, else ``llvm`` (the
     host)."""
-    cur = Target.current()
-    return as_target(cur)
+    return as_target(Target.current())
 
 
 def dispatch(name: str, args: tuple, target: Target | str | None = None):
     """The config a direct call of template ``name`` gets: best matching record of the
     active ``apply_history_best`` contexts, then of the shipped logs, else the fallback.
     Records are matched against ``target`` (default: the current target scope)."""
-    from . import records
-
     target = current_target() if target is None else as_target(target)
     st = _state()
     task = None
@@ -287,6 +285,13 @@ class Task:
         self._run_fallback()
         return self._hash
 
+    def best_config(self) -> ConfigEntity:
+        """The config ``instantiate()`` uses, as a point of the space: the best record
+        that applies (active ``apply_history_best`` contexts, then the shipped logs),
+        else the fallback config."""
+        cfg = dispatch(self.name, self.args, self.target)
+        return self.default_config if cfg.is_fallback else cfg
+
     def instantiate(self, config=None):
         """``(schedule, tensors)`` for ``config``; without one, the best record under the
         active ``apply_history_best`` (or shipped logs), else the fallback config."""
@@ -306,6 +311,20 @@ class Task:
 
 def create_task(name: str, args, target: Target | str = "llvm") -> Task:
     """The tuning task of template ``name`` on ``args`` for ``target``.
+
+    Parameters
+    ----------
+    name : str
+        A registered template (the built-in ones are registered by ``tecomp.topi``).
+    args : tuple
+        The template's arguments (defaults are filled in).
+    target : Target or str
+        The target the template runs under (``with target:``, so it can read
+        ``Target.current()``) and whose records apply; its string keys the log.
+
+    Returns
+    -------
+    Task
 
     Raises
     ------

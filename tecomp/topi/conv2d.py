@@ -1,4 +1,8 @@
-"""2-D convolutions in NCHW for x86: ``conv2d`` and ``depthwise_conv2d``.
+"""2-D convolutions in NCHW for x86: ``conv2d`` and ``depthwise_conv2d``, each a compute
+(:func:`compute_conv2d`, :func:`compute_depthwise_conv2d`), a schedule of the compute with
+any elementwise epilogue (bias, activation, a residual add), computed at the output tile
+from the accumulators (:func:`schedule_conv2d`, :func:`schedule_depthwise_conv2d`), and
+tunable templates.
 
 Inputs and outputs stay NCHW. Inside, ``conv2d`` works on channel-blocked (NCHW[x]c)
 tensors, the layout of TVM's ``conv2d_NCHWc`` schedule for x86:
@@ -577,7 +581,9 @@ def _conv_workload(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
             tuple(int(d) for d in dilation), str(dtype))
 
 
-def _prepack_conv2d(cfg, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
+def _prepack_conv2d(cfg, kernel, **attrs):
+    """The OIHW kernel in the config's blocked layout (strides, padding and dilation, given
+    to every prepack, do not change it)."""
     return (pack_conv2d_kernel(kernel, cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]),)
 
 

@@ -12,6 +12,9 @@ A tunable implementation names its autotune ``template`` and says how its ``work
 arguments follow from the input shapes; the configuration it is scheduled with is the
 one ``autotune`` dispatch returns for that workload (a tuned record, else the fallback).
 
+:func:`select_config` gives the config an implementation's ``prepack``, ``compute`` and
+``schedule`` take for given input shapes (tuned, or the template's fallback).
+
 Weights that a compute wants in a blocked layout (``dense``'s packed columns, ``conv2d``'s
 NCHW[x]c kernel) are described by ``prepack``: given the config and the constant arrays it
 returns them in the layout the compute expects, so a graph compiler packs them once at
@@ -20,10 +23,12 @@ build time instead of on every call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from ..autotune import FallbackConfigEntity, create_task
 from ..errors import TecompError
+from ..target import Target, as_target
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,10 @@ class Implementation:
         ``workload(*input_shapes, dtype=..., **attrs) -> tuple``: the template's
         arguments for these inputs (what identifies the tuning task).
     prepack : callable or None
-        ``prepack(cfg, *arrays, **attrs) -> tuple of numpy arrays``: constant inputs in
-        the layout ``compute`` reads them in, for inputs listed in ``packed_inputs``.
+        ``prepack(cfg, *arrays, **attrs) -> tuple of numpy arrays``: the constant inputs
+        at the positions ``packed_inputs`` (numpy arrays in their logical layout, in that
+        order) in the layout ``compute`` reads them in, for ``cfg`` from
+        :func:`select_config`.
     packed_inputs : tuple of int
         Positions of the inputs ``compute`` expects in packed form (empty: none).
     """
@@ -103,3 +110,28 @@ def registered_ops(target) -> list[str]:
     kind = target if isinstance(target, str) else target.kind
     kind = kind.split()[0]
     return sorted(o for (o, k) in _REGISTRY if k == kind)
+
+
+def select_config(impl: Implementation, *input_shapes, target=None, **attrs):
+    """The config ``impl``'s ``prepack``, ``compute`` and ``schedule`` take for inputs of
+    ``input_shapes`` (``attrs``: the operator's attributes and ``dtype``, as
+    ``impl.workload`` takes them).
+
+    For a tunable implementation: the best record of its template's workload for
+    ``target`` (default: the current target scope, else ``llvm``) under the active
+    ``apply_history_best`` contexts and the shipped logs, else the template's fallback,
+    both with every knob defined (so ``prepack`` can read the blocking before the compute
+    runs). For an implementation without a template: a fresh fallback config, whose
+    knobs the compute defines.
+
+    Examples
+    --------
+    >>> impl = get_implementation("dense", "llvm")
+    >>> cfg = select_config(impl, (1, 2048), (1000, 2048), (1000,), dtype="float32")
+    >>> w_packed, = impl.prepack(cfg, w)
+    """
+    if impl.template is None:
+        return FallbackConfigEntity()
+    target = as_target(target if target is not None else Target.current())
+    task = create_task(impl.template, impl.workload(*input_shapes, **attrs), target)
+    return task.best_config()

@@ -1,5 +1,8 @@
 """A task carries its target: templates run inside its scope, records keep its string."""
 
+import os
+import subprocess
+import sys
 import time
 
 from tecomp import autotune, te
@@ -61,3 +64,21 @@ def test_apply_history_best_under_a_target_scope_uses_that_target_records():
     # Outside a scope, the host's record; inside the aarch64 scope, aarch64's (the
     # fallback runs that compute each task's hash are left out).
     assert [seen for seen in SEEN if seen[1] is not None] == [(None, 3), (AARCH64, 2), (AARCH64, 2)]
+
+
+def _python(code):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_autotuner_does_not_import_the_operator_library():
+    # tecomp.topi registers its templates with the autotuner, never the other way round;
+    # `from tecomp import autotune` (the package's lazy face) loads both.
+    assert _python("import sys, tecomp.autotune\n"
+                   "print('tecomp.topi' in sys.modules)") == "False"
+    assert _python("import sys\n"
+                   "from tecomp import autotune\n"
+                   "print(autotune.create_task('matmul', (8, 8, 8), 'llvm').name)") == "matmul"

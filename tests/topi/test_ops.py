@@ -97,3 +97,23 @@ def test_workload_keys_fill_defaults():
     a = autotune.create_task("matmul", (16, 16, 16))
     b = autotune.create_task("matmul", (16, 16, 16, "float32"))
     assert a.args == b.args and a.workload_hash == b.workload_hash
+
+
+def test_product_lanes_follow_the_target():
+    # x86 keeps the space the shipped logs were tuned over; a 4-lane NEON target gets
+    # the same range in its own vectors, and a fallback of two of them.
+    x86 = autotune.create_task("matmul", (64, 64, 64), "llvm -mcpu=znver4")
+    arm = autotune.create_task("matmul", (64, 64, 64), "llvm -mtriple=aarch64-linux-gnu")
+    assert [e.val for e in x86.config_space.space_map["bn"].entities] == [8, 16, 32, 48, 64]
+    assert [e.val for e in arm.config_space.space_map["bn"].entities] == [4, 8, 16, 32, 48]
+    assert x86.default_config["bn"].val == 32
+    assert arm.default_config["bn"].val == 8
+
+
+def test_small_batch_fallback_takes_all_rows_in_one_tile():
+    task = autotune.create_task("dense_packed", (4, 256, 100, "float32", True, "none"))
+    cfg = task.default_config
+    assert cfg["tile_y"].size[-1] == 4 and cfg["order"].val == "ji"
+    s, args = task.instantiate()
+    text = str(tecomp.lower(s, args))
+    assert "W.packed" not in text and "parallel" in text and "vectorized" in text

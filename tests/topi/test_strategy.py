@@ -1,5 +1,11 @@
+import time
+
+import numpy as np
 import pytest
 
+from tecomp import autotune
+from tecomp.autotune import MeasureErrorNo, MeasureResult
+from tecomp.autotune.records import make_record
 from tecomp.errors import TecompError
 from tecomp.target import Target
 from tecomp.topi import strategy
@@ -33,3 +39,23 @@ def test_second_registration_of_the_same_pair_is_an_error(monkeypatch):
     strategy.register_implementation(_impl("toy"))
     with pytest.raises(TecompError, match="already has an implementation"):
         strategy.register_implementation(_impl("toy"))
+
+
+def test_select_config_takes_the_applying_record_else_the_template_fallback():
+    impl = strategy.get_implementation("dense", "llvm")
+    shapes = ((2, 32), (24, 32), (24,))
+    fallback = strategy.select_config(impl, *shapes, dtype="float32")
+    task = autotune.create_task("dense_packed", (2, 32, 24, "float32", True, "none"))
+    assert fallback.index == task.default_config.index
+    (packed,) = impl.prepack(fallback, np.ones((24, 32), "float32"))
+    assert packed.shape == (-(-24 // fallback["bn"].val), 32, fallback["bn"].val)
+    other = next(i for i in range(len(task.config_space)) if i != fallback.index)
+    res = MeasureResult((1e-6,), MeasureErrorNo.NO_ERROR, "", 0.1, time.time())
+    with autotune.apply_history_best([make_record(task, task.config_space.get(other), res)]):
+        assert strategy.select_config(impl, *shapes, dtype="float32").index == other
+
+
+def test_select_config_of_an_untunable_implementation_is_a_fresh_fallback(monkeypatch):
+    monkeypatch.setattr(strategy, "_REGISTRY", {})
+    impl = strategy.register_implementation(_impl("toy"))
+    assert strategy.select_config(impl, (4,)).is_fallback
