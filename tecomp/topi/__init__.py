@@ -21,28 +21,38 @@ outputs of elementwise stages computed from them (an epilogue), with injective p
 of the operator's inputs inlined. Names and attributes follow ONNX semantics, snake_case.
 Every compute accepts symbolic dimensions (``te.var``); attributes are Python values
 (axes may be negative, as in ONNX). The plain functions (``topi.add(a, b)``,
-``topi.softmax(x, axis=-1)``) are the same computes without ``cfg``.
+``topi.softmax(x, axis=-1)``) are the same computes without ``cfg``; those named like a
+Python builtin stay in their modules (``topi.elemwise.abs``, ``topi.elemwise.round``,
+``topi.transform.slice``), ``not`` is ``topi.logical_not`` and the variadic ``sum``,
+``mean``, ``max``, ``min`` are ``topi.sum_n``, ``mean_n``, ``max_n``, ``min_n``.
 
 Tags on the computes: ``"elemwise"`` (one input element per output element),
 ``"broadcast"`` (numpy broadcasting), ``"injective"`` (index remapping: transforms),
-``"comm_reduce"`` (reductions), otherwise the operator's name (``"softmax"``, ``"pool"``...).
+``"comm_reduce"`` (reductions, and the final step of one such as ``reduce_mean``'s
+division), otherwise the operator's name (``"softmax"``, ``"layer_norm"``,
+``"max_pool2d"``...). Tags are informational: the schedules inline every non-reduction
+stage of a group that is not one of its outputs, whatever its tag.
 
 Catalogue (inputs, then ``attrs=default``; one output unless said otherwise)
 ------------------------------------------------------------------------------
 Unary (x), schedule ``schedule_injective``:
     abs neg exp log sqrt reciprocal tanh sigmoid relu erf floor ceil round sin cos sign
-    not softplus softsign identity isnan isinf hard_swish mish;
+    not softplus softsign identity isnan hard_swish mish tan sinh cosh asinh acosh atanh;
+    isinf(detect_negative=1, detect_positive=1), thresholded_relu(alpha=1.0),
+    celu(alpha=1.0), shrink(bias=0.0, lambd=0.5),
     hard_sigmoid(alpha=0.2, beta=0.5), leaky_relu(alpha=0.01), elu(alpha=1.0),
     selu(alpha=1.67326319, gamma=1.05070102), gelu(approximate="none" | "tanh"),
     clip(min=None, max=None) (None: unbounded), cast(dtype) (numpy dtype name).
 Binary (a, b) with numpy broadcasting, schedule ``schedule_injective``:
     add subtract multiply divide (integer division truncates, as ONNX) power maximum
     minimum mod(fmod=0) equal less greater less_equal greater_equal logical_and
-    logical_or logical_xor bitshift(direction="left" | "right") prelu (x, slope);
-    where (cond, x, y). Comparisons and logical ops give bool.
+    logical_or logical_xor, prelu (x, slope); where (cond, x, y). Comparisons and logical
+    ops give bool. Variadic (any number of inputs, broadcast): sum mean max min.
+    BitShift is not provided.
 Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
-    concat(axis) (N inputs), split(axis, sizes) (returns a tuple of tensors),
+    concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
+    tuple of tensors),
     slice(starts, ends, axes=None, steps=None) (ONNX clamping), gather(axis=0)
     (data, indices; negative indices wrap), gather_elements(axis=0), expand(shape),
     squeeze(axes=None), unsqueeze(axes), flatten(axis=1),
@@ -50,29 +60,41 @@ Transforms (injective), schedule ``schedule_injective``:
     tile(repeats), depth_to_space(blocksize, mode="DCR" | "CRD"),
     space_to_depth(blocksize), resize(scales=None, sizes=None, mode="nearest" | "linear",
     coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor")
-    (NCHW, the two trailing spatial axes), trilu(k=0, upper=1), one_hot(depth, values, axis=-1)
+    (the two trailing axes; scales/sizes per axis as in ONNX, or just those two),
+    trilu(k=0, upper=1), one_hot(depth, values=(0, 1), axis=-1, dtype="float32")
     (indices; ``depth`` an int, ``values`` = (off, on)).
+Quantization, schedule ``schedule_injective``:
+    quantize_linear(axis=1, dtype="uint8") (x, scale, zero_point=None; output in the
+    zero point's dtype, uint8 or int8), dequantize_linear(axis=1) (x, scale,
+    zero_point=None); scale and zero point per tensor (0-d or 1 element) or per axis.
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
     reduce_log_sum reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1,
     noop_with_empty_axes=0),
     argmax / argmin (axis=0, keepdims=1, select_last_index=0) (int64 output),
     cumsum(axis, exclusive=0, reverse=0).
-Neural network, one kernel each:
-    softmax(axis=-1), log_softmax(axis=-1);
-    layer_norm(axis=-1, epsilon=1e-5) (x, scale, bias=None);
-    rms_norm(axis=-1, epsilon=1e-5) (x, scale);
-    batch_norm(epsilon=1e-5) (x, scale, bias, mean, var; inference);
-    instance_norm(epsilon=1e-5) (x, scale, bias);
-    lrn(size, alpha=1e-4, beta=0.75, bias=1.0);
-    max_pool2d / avg_pool2d (kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-    ceil_mode=0, count_include_pad=0) (NCHW; pads = top, left, bottom, right);
-    global_avg_pool / global_max_pool (NC...).
+Neural network, one kernel each (``topi.nn``):
+    schedule ``schedule_normalize``: softmax(axis=-1), log_softmax(axis=-1),
+    hardmax(axis=-1);
+    layer_norm(axis=-1, epsilon=1e-5) (x, scale, bias=None; output Y only);
+    rms_norm(axis=-1, epsilon=1e-5) (x, scale); instance_norm(epsilon=1e-5)
+    (x, scale, bias);
+    schedule ``schedule_injective``: batch_norm(epsilon=1e-5) (x, scale, bias, mean, var;
+    inference);
+    schedule ``schedule_reduce``: lrn(size, alpha=1e-4, beta=0.75, bias=1.0);
+    max_pool2d / avg_pool2d (kernel, strides=None: 1, pads=None: 0, dilations=None: 1,
+    ceil_mode=0; avg: count_include_pad=0) (NCHW; pads = top, left, bottom, right, i.e.
+    ONNX's begins then ends); max_pool1d / avg_pool1d and max_pool3d / avg_pool3d alike;
+    global_avg_pool / global_max_pool (N, C, spatial...).
 """
 
 
 from .broadcast import (
     add,
+    max_n,
+    mean_n,
+    min_n,
+    sum_n,
     divide,
     equal,
     greater,
@@ -117,9 +139,18 @@ from .matmul import (
     schedule_dense,
     schedule_matmul,
 )
-from .cpu_schedule import schedule_injective, schedule_reduce
+from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from .elemwise import (
+    acosh,
+    asinh,
+    atanh,
     cast,
+    celu,
+    cosh,
+    shrink,
+    sinh,
+    tan,
+    thresholded_relu,
     ceil,
     clip,
     cos,
@@ -150,7 +181,11 @@ from .elemwise import (
     tanh,
 )
 from .nn import (
+    avg_pool,
+    hardmax,
+    avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     batch_norm,
     global_avg_pool,
     global_max_pool,
@@ -158,10 +193,14 @@ from .nn import (
     layer_norm,
     log_softmax,
     lrn,
+    max_pool,
+    max_pool1d,
     max_pool2d,
+    max_pool3d,
     rms_norm,
     softmax,
 )
+from .quantize import dequantize_linear, quantize_linear
 from .reduction import (
     argmax,
     argmin,
@@ -198,26 +237,139 @@ from .transform import (
 )
 
 __all__ = [
+    "acosh",
+    "add",
+    "argmax",
+    "argmin",
+    "asinh",
+    "atanh",
+    "avg_pool",
+    "avg_pool1d",
+    "avg_pool2d",
+    "avg_pool3d",
     "batch_matmul",
+    "batch_norm",
+    "cast",
+    "ceil",
+    "celu",
+    "clip",
     "compute_batch_matmul",
     "compute_conv2d",
     "compute_dense",
     "compute_depthwise_conv2d",
     "compute_matmul",
+    "concat",
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
+    "cos",
+    "cosh",
+    "cumsum",
     "dense",
     "dense_packed",
+    "depth_to_space",
     "depthwise_conv2d",
+    "dequantize_linear",
+    "divide",
+    "elu",
+    "equal",
+    "erf",
+    "exp",
+    "expand",
+    "flatten",
+    "floor",
+    "gather",
+    "gather_elements",
+    "gelu",
+    "global_avg_pool",
+    "global_max_pool",
+    "greater",
+    "greater_equal",
+    "hard_sigmoid",
+    "hard_swish",
+    "hardmax",
+    "identity",
+    "instance_norm",
+    "isinf",
+    "isnan",
     "kernel_blocking",
+    "layer_norm",
+    "leaky_relu",
+    "less",
+    "less_equal",
+    "log",
+    "log_softmax",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "lrn",
     "matmul",
+    "max_n",
+    "max_pool",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "maximum",
+    "mean_n",
+    "min_n",
+    "minimum",
+    "mish",
+    "mod",
+    "multiply",
+    "neg",
+    "one_hot",
     "pack_conv2d_kernel",
     "pack_dense_weight",
+    "pad",
+    "power",
+    "prelu",
+    "quantize_linear",
+    "reciprocal",
+    "reduce_l1",
+    "reduce_l2",
+    "reduce_log_sum",
+    "reduce_log_sum_exp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_sum",
+    "reduce_sum_square",
+    "relu",
+    "reshape",
+    "resize",
+    "rms_norm",
     "schedule_batch_matmul",
     "schedule_conv2d",
     "schedule_dense",
     "schedule_depthwise_conv2d",
+    "schedule_injective",
     "schedule_matmul",
+    "schedule_normalize",
+    "schedule_reduce",
+    "selu",
+    "shrink",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "softmax",
+    "softplus",
+    "softsign",
+    "space_to_depth",
+    "split",
+    "sqrt",
+    "squeeze",
     "strategy",
+    "subtract",
+    "sum_n",
+    "tan",
+    "tanh",
+    "thresholded_relu",
+    "tile",
+    "transpose",
+    "trilu",
+    "unsqueeze",
+    "where",
 ]

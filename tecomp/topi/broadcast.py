@@ -159,11 +159,42 @@ def where(cond, x, y):
     return broadcast_compute(te.if_then_else, "where", cond, x, y)
 
 
+def _variadic(name, fcombine, doc):
+    def op(*tensors):
+        if not tensors:
+            raise ShapeError(f"{name} needs at least one tensor")
+        for t in tensors[1:]:
+            _same_dtype(name, tensors[0], t)
+
+        def f(*vals):
+            acc = vals[0]
+            for v in vals[1:]:
+                acc = fcombine(acc, v)
+            return acc
+
+        if name != "mean":
+            return broadcast_compute(f, name, *tensors)
+        if not dt.is_float(tensors[0].dtype):
+            raise DTypeError(f"mean needs float tensors, got {tensors[0].dtype}")
+        return broadcast_compute(lambda *v: f(*v) * (1.0 / len(v)), name, *tensors)
+
+    op.__name__ = name
+    op.__doc__ = f"ONNX ``{name.capitalize()}`` of any number of tensors, broadcast: {doc}"
+    return op
+
+
+sum_n = _variadic("sum", lambda x, y: x + y, "their sum.")
+mean_n = _variadic("mean", lambda x, y: x + y, "their mean.")
+max_n = _variadic("max", te.max, "the largest.")
+min_n = _variadic("min", te.min, "the smallest.")
+
+
 for _name, _fn in [
     ("add", add), ("subtract", subtract), ("multiply", multiply), ("divide", divide),
     ("maximum", maximum), ("minimum", minimum), ("equal", equal), ("less", less),
     ("greater", greater), ("less_equal", less_equal), ("greater_equal", greater_equal),
     ("logical_and", logical_and), ("logical_or", logical_or), ("logical_xor", logical_xor),
-    ("power", power), ("mod", mod), ("prelu", prelu), ("where", where),
+    ("power", power), ("mod", mod), ("prelu", prelu), ("where", where), ("sum", sum_n),
+    ("mean", mean_n), ("max", max_n), ("min", min_n),
 ]:
     register_llvm(_name, _fn, schedule_injective)

@@ -1,11 +1,13 @@
-"""Default CPU schedules of the operator library: injective groups and reductions.
+"""Default CPU schedules of the operator library: injective groups, reductions and
+normalizations (softmax, layer_norm, ...).
 
 A *group* is what a graph compiler fuses into one kernel: its outputs (``outs``) and
 every compute stage they read, back to placeholders. Injective stages that are not
 outputs are inlined into their consumers; each output gets one loop nest whose outer
 loop is parallel over the target's cores and whose inner loop is vectorized with the
-target's vector width. Extents may be symbolic: splits guard their tails, and the
-code generator turns a guarded vector loop into masked loads and stores.
+target's vector width, and the statistics a normalization reads are computed inside
+its parallel loop, one row at a time. Extents may be symbolic: splits guard their tails,
+and the code generator turns a guarded vector loop into masked loads and stores.
 """
 
 from __future__ import annotations
@@ -20,9 +22,6 @@ from ..te.tensor import ComputeOp, Tensor
 #: fork/join than it saves, so small kernels run on one thread.
 PARALLEL_MIN_ELEMENTS = 16384
 
-# Tags of stages that compute each output element from a fixed set of input elements.
-INJECTIVE_TAGS = ("elemwise", "broadcast", "injective")
-
 
 def current_target() -> Target:
     """The target of the innermost ``with Target(...)`` scope, else the host (``llvm``)."""
@@ -36,6 +35,13 @@ def vector_lanes(dtype: str, target: Target | None = None) -> int:
     return max(target.vector_width_bits // bits, 4)
 
 
+def parallel(stage, axis) -> None:
+    """Mark ``axis`` of ``stage`` parallel, unless the target has a single core (a
+    parallel loop there only adds the runtime's fork/join)."""
+    if current_target().num_cores > 1:
+        stage.parallel(axis)
+
+
 def as_list(outs) -> list:
     """``outs`` (a tensor or a sequence of tensors) as a list of tensors."""
     return [outs] if isinstance(outs, Tensor) else list(outs)
@@ -44,6 +50,14 @@ def as_list(outs) -> list:
 def const_int(e) -> int | None:
     """The value of an integer constant expression, or None for a symbolic one."""
     return e.value if isinstance(e, E.IntImm) else None
+
+
+def same_shape(a, b) -> bool:
+    """Whether shapes ``a`` and ``b`` are equal: the same dimensions (constants or the
+    same symbolic expressions)."""
+    return len(a) == len(b) and all(
+        x is y or (const_int(x) is not None and const_int(x) == const_int(y))
+        for x, y in zip(a, b))
 
 
 def num_elements(shape) -> int | None:
@@ -67,31 +81,72 @@ def inline_injective(s, outs) -> None:
             st.compute_inline()
 
 
-def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
-    """Lay out ``axes`` (a stage's leading data axes, outermost first) as one parallel
-    loop over one vectorized loop of the target's lanes.
+def vector_block(axes, lanes: int) -> int:
+    """How many trailing ``axes`` form the vectorized loop: the last one when it is
+    symbolic or has at least ``lanes`` points, else the shortest suffix that does.
 
-    When the innermost axis is a constant multiple of the lanes, only it is split, so
-    indices stay affine in the vector lane (broadcast reads along outer axes remain
-    lane-invariant); otherwise all axes are fused first and the fused loop is split.
+    Fusing only what a vector needs keeps every index affine in the vector lane: a loop
+    fused over several axes is split back into them with ``//`` and ``%``, which turns
+    contiguous loads into gathers."""
+    total = 1
+    for k in range(1, len(axes) + 1):
+        extent = const_int(axes[-k].dom.extent)
+        if extent is None:
+            return k
+        total *= extent
+        if total >= lanes:
+            return k
+    return len(axes)
+
+
+def block_layout(stage, outer, inner, middle, lanes: int, npar: int, fuse_inner=True):
+    """Loop order ``outer, inner[:-k], chunk, middle, lane`` for data axes ``outer`` and
+    ``inner`` of ``stage`` and other leaf axes ``middle`` (reduced or normalized axes):
+    the last ``k`` inner axes (:func:`vector_block`) fused and split into vector chunks
+    of ``lanes``, the lane loop vectorized.
+
+    The first ``npar`` outer axes are fused into one loop; when that is all of them and
+    ``fuse_inner``, the remaining inner axes and the chunk loop join it.
 
     Returns
     -------
-    (outer, inner) : the parallel (or, for a small constant shape, serial) loop and the
-    vectorized loop.
+    (fused, chunk) : the fused loop (None when ``npar`` is 0) and the innermost loop
+    around one vector chunk (``fused`` itself when the chunk loop joined it).
+    """
+    k = vector_block(inner, lanes)
+    rest = inner[:-k]
+    chunk, lane = stage.split(stage.fuse(*inner[-k:]), factor=lanes)
+    stage.reorder(*outer, *rest, chunk, *middle, lane)
+    stage.vectorize(lane)
+    if npar >= len(outer) and fuse_inner:
+        loop = stage.fuse(*outer, *rest, chunk)
+        return loop, loop
+    return (stage.fuse(*outer[:npar]) if npar else None), chunk
+
+
+def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
+    """Lay out ``axes`` (a stage's data axes, outermost first) as one parallel loop over
+    one vectorized loop of the target's lanes (see :func:`block_layout`); a small
+    constant shape stays on one thread.
+
+    Returns
+    -------
+    IterVar : the parallel (or serial) loop around the vectorized one.
     """
     lanes = vector_lanes(dtype)
-    last = const_int(axes[-1].dom.extent)
-    if last is not None and last % lanes == 0:
-        jo, inner = stage.split(axes[-1], factor=lanes)
-        outer = stage.fuse(*axes[:-1], jo)
+    outer = axes[:-vector_block(axes, lanes)]
+    n_outer = num_elements([a.dom.extent for a in outer])
+    if outer and (n_outer is None or n_outer >= 4 * current_target().num_cores):
+        # Enough rows to share out: the chunk loop stays a serial loop of constant extent
+        # inside each row, which loop partitioning cuts into full chunks and the tail.
+        loop, _ = block_layout(stage, outer, axes[len(outer):], [], lanes, len(outer),
+                               fuse_inner=False)
     else:
-        outer, inner = stage.split(stage.fuse(*axes), factor=lanes)
-    stage.vectorize(inner)
+        loop, _ = block_layout(stage, [], axes, [], lanes, 0)
     total = num_elements(shape)
     if total is None or total >= PARALLEL_MIN_ELEMENTS:
-        stage.parallel(outer)
-    return outer, inner
+        parallel(stage, loop)
+    return loop
 
 
 def schedule_injective_stage(s, tensor) -> None:
@@ -138,6 +193,14 @@ def _inner_count(op) -> int:
     return int(op.attrs.get("inner_axes", 0))
 
 
+def _parallel_count(op, n_outer: int) -> int:
+    """How many leading output axes of reduction ``op`` form its parallel loop: all outer
+    axes unless the compute records fewer as ``attrs["parallel_axes"]`` (pooling keeps
+    its output rows a serial loop of constant extent, which loop partitioning can cut
+    into border and interior rows)."""
+    return min(int(op.attrs.get("parallel_axes", n_outer)), n_outer)
+
+
 def _rfactor_lanes(s, tensor):
     """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
     lane a partial result over a strided slice, then a short reduction of the lanes.
@@ -162,8 +225,8 @@ def _rfactor_lanes(s, tensor):
 
 def layout_reduction(s, tensor, attach=None):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
-    then the reduced axes, then the inner output axes fused and vectorized; a reduction
-    over the innermost input axis is vectorized over partial results instead.
+    then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
+    a reduction over the innermost input axis is vectorized over partial results instead.
 
     With ``attach`` = ``(stage, axis)`` the reduction is computed inside that loop (it is
     then the producer of an epilogue) and nothing is marked parallel.
@@ -180,11 +243,10 @@ def layout_reduction(s, tensor, attach=None):
     outer_axes, inner_axes = (axes[:-m], axes[-m:]) if m else (axes, [])
     rf = None
     if inner_axes:
-        fi = stage.fuse(*inner_axes)
-        fio, fii = stage.split(fi, factor=vector_lanes(tensor.dtype))
-        stage.reorder(*outer_axes, fio, *op.reduce_axis, fii)
-        stage.vectorize(fii)
-        outer = stage.fuse(*outer_axes) if outer_axes else fio
+        fused, chunk = block_layout(stage, outer_axes, inner_axes, op.reduce_axis,
+                                    vector_lanes(tensor.dtype),
+                                    _parallel_count(op, len(outer_axes)))
+        outer = fused if fused is not None else chunk
     else:
         rf = _rfactor_lanes(s, tensor)
         outer = stage.fuse(*outer_axes) if outer_axes else None
@@ -193,7 +255,7 @@ def layout_reduction(s, tensor, attach=None):
         if rf is not None:
             s[rf].compute_at(*attach)
     elif outer is not None:
-        stage.parallel(outer)
+        parallel(stage, outer)
         if rf is not None:
             s[rf].compute_at(stage, outer)
     return outer
@@ -218,15 +280,25 @@ def schedule_reduce(cfg, outs):
         is innermost, over lanes of partial results); an epilogue shares the reduction's
         parallel loop.
     """
-    outs = as_list(outs)
+    outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
     inline_injective(s, outs)
-    for t in dict.fromkeys(outs):
-        op = s[t].op
-        if isinstance(op, ComputeOp) and op.is_reduction:
-            layout_reduction(s, t)
+    at_root = _reductions_at_root(s, outs)
+    for t in outs:
+        op = t.op
+        if op in at_root:
             continue
-        reductions = _reductions_read(s, op)
+        reductions = []
+        for r in _reductions_read(s, op):
+            if r.op in at_root:
+                continue
+            if same_shape(r.shape, t.shape):
+                reductions.append(r)
+            else:
+                # Read broadcast (x - mean(x)): inside the output's loop it would be
+                # recomputed for every element it is broadcast to.
+                layout_reduction(s, r)
+                at_root.add(r.op)
         if not reductions or not op.axis:
             schedule_injective_stage(s, t)
             continue
@@ -234,23 +306,32 @@ def schedule_reduce(cfg, outs):
         m = _inner_count(red.op)
         axes = list(op.axis)
         if m and len(red.op.axis) == len(axes):
-            outer, _ = _split_outer_inner(s[t], axes, m, t.dtype)
+            fused, outer = block_layout(s[t], axes[:-m], axes[-m:], [], vector_lanes(t.dtype),
+                                        _parallel_count(red.op, len(axes) - m))
+            if fused is not None:
+                parallel(s[t], fused)
         else:
             outer = s[t].fuse(*axes)
-            s[t].parallel(outer)
+            parallel(s[t], outer)
         for r in reductions:
             layout_reduction(s, r, attach=(s[t], outer))
     return s
 
 
-def _split_outer_inner(stage, axes, m, dtype):
-    """Outer axes fused and parallel, the ``m`` inner axes fused and vectorized."""
-    fi = stage.fuse(*axes[-m:])
-    fio, fii = stage.split(fi, factor=vector_lanes(dtype))
-    stage.vectorize(fii)
-    outer = stage.fuse(*axes[:-m], fio) if len(axes) > m else fio
-    stage.parallel(outer)
-    return outer, fii
+def _reductions_at_root(s, outs) -> set:
+    """Lay out at root (each in its own parallel loop nest) the group's reductions that
+    are outputs or that more than one output reads (a buffer computed inside one output's
+    loop is not visible to another); returns their ops."""
+    readers: dict = {}
+    for t in outs:
+        for r in _reductions_read(s, t.op):
+            readers.setdefault(r.op, []).append(t)
+    at_root = {op for op, ts in readers.items() if len(ts) > 1}
+    at_root |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
+    for st in list(s.stages):  # in producer order; layout_reduction may add stages
+        if st.origin_op in at_root:
+            layout_reduction(s, st.origin_op.output(0))
+    return at_root
 
 
 def _reductions_read(s, op) -> list:
@@ -307,29 +388,28 @@ def schedule_normalize(cfg, outs):
     -------
     Schedule
     """
-    outs = as_list(outs)
+    outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
     norm = _find_normalized(s, outs)
     if norm is None:
         return schedule_injective(cfg, outs)
     inline_injective(s, outs)
+    at_root = _reductions_at_root(s, outs)
     start, end = norm.attrs["norm_axes"]
-    for t in dict.fromkeys(outs):
+    for t in outs:
         stage = s[t]
+        if t.op in at_root:
+            continue
         axes = list(stage.op.axis)
         outer, mid, inner = axes[:start], axes[start:end], axes[end:]
         lanes = vector_lanes(t.dtype)
         if inner:
-            fio, fii = stage.split(stage.fuse(*inner), factor=lanes)
-            stage.reorder(*outer, fio, *mid, fii)
-            po = stage.fuse(*outer, fio)
-            stage.vectorize(fii)
+            po, _ = block_layout(stage, outer, inner, mid, lanes, len(outer))
         else:
-            _, vi = stage.split(stage.fuse(*mid), factor=lanes)
-            stage.vectorize(vi)
-            po = stage.fuse(*outer) if outer else None
+            po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
         if po is not None:
-            stage.parallel(po)
-        for red in _reductions_read(s, stage.op):
-            layout_reduction(s, red, attach=None if po is None else (stage, po))
+            parallel(stage, po)
+        for red in _reductions_read(s, t.op):
+            if red.op not in at_root:
+                layout_reduction(s, red, attach=None if po is None else (stage, po))
     return s

@@ -35,7 +35,7 @@ def _zero(v):
 
 def _sign(v):
     one, zero = te.const(1, v.dtype), _zero(v)
-    if v.dtype == "bool" or not dt.is_signed(v.dtype) and not dt.is_float(v.dtype):
+    if v.dtype == "bool" or (not dt.is_signed(v.dtype) and not dt.is_float(v.dtype)):
         return te.if_then_else(v > zero, one, zero)
     return te.if_then_else(v > zero, one, te.if_then_else(v < zero, -one, zero))
 
@@ -85,6 +85,12 @@ mish = _unary_op("mish", lambda v: v * te.tanh(_softplus(_float("mish", v))))
 isnan = _unary_op(
     "isnan", lambda v: te.not_equal(v, v) if dt.is_float(v.dtype) else te.const(False, "bool"))
 identity = _unary_op("identity", lambda v: v)
+tan = _unary_op("tan", lambda v: te.sin(v) / te.cos(v))
+sinh = _unary_op("sinh", lambda v: (te.exp(v) - te.exp(-v)) * 0.5)
+cosh = _unary_op("cosh", lambda v: (te.exp(v) + te.exp(-v)) * 0.5)
+asinh = _unary_op("asinh", lambda v: te.log(v + te.sqrt(v * v + 1.0)))
+acosh = _unary_op("acosh", lambda v: te.log(v + te.sqrt(v * v - 1.0)))
+atanh = _unary_op("atanh", lambda v: te.log((v + 1.0) / (1.0 - v)) * 0.5)
 
 
 def hard_sigmoid(x, alpha: float = 0.2, beta: float = 0.5):
@@ -121,6 +127,28 @@ def gelu(x, approximate: str = "none"):
         return elemwise(
             x, lambda v: v * (te.tanh((v + v * v * v * 0.044715) * c) + 1.0) * 0.5, "gelu")
     raise DTypeError(f"gelu: approximate={approximate!r}; allowed: 'none', 'tanh'")
+
+
+def thresholded_relu(x, alpha: float = 1.0):
+    """ONNX ThresholdedRelu: ``x`` where ``x > alpha``, else 0."""
+    return elemwise(x, lambda v: te.if_then_else(v > alpha, v, _zero(v)), "thresholded_relu")
+
+
+def celu(x, alpha: float = 1.0):
+    """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    return elemwise(
+        x, lambda v: te.max(v, 0.0) + te.min((te.exp(v * (1.0 / alpha)) - 1.0) * alpha, 0.0),
+        "celu")
+
+
+def shrink(x, bias: float = 0.0, lambd: float = 0.5):
+    """ONNX Shrink: ``x + bias`` below ``-lambd``, ``x - bias`` above ``lambd``, else 0."""
+
+    def f(v):
+        b = te.const(bias, v.dtype)
+        return te.if_then_else(v < -lambd, v + b, te.if_then_else(v > lambd, v - b, _zero(v)))
+
+    return elemwise(x, f, "shrink")
 
 
 def isinf(x, detect_negative: int = 1, detect_positive: int = 1):
@@ -172,6 +200,8 @@ for _name, _fn in [
     ("softsign", softsign), ("hard_swish", hard_swish), ("mish", mish), ("isnan", isnan),
     ("identity", identity), ("hard_sigmoid", hard_sigmoid), ("leaky_relu", leaky_relu),
     ("elu", elu), ("selu", selu), ("gelu", gelu), ("isinf", isinf), ("clip", clip),
-    ("cast", cast),
+    ("cast", cast), ("tan", tan), ("sinh", sinh), ("cosh", cosh), ("asinh", asinh),
+    ("acosh", acosh), ("atanh", atanh), ("thresholded_relu", thresholded_relu),
+    ("celu", celu), ("shrink", shrink),
 ]:
     register_llvm(_name, _fn, schedule_injective)

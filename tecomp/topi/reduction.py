@@ -4,7 +4,8 @@ Each reduction records in ``op.attrs["inner_axes"]`` how many trailing output ax
 inside the reduced axes in the input's layout: ``schedule_reduce`` vectorizes over those
 (contiguous in memory) and parallelizes over the others. Operators with a final step
 (``reduce_mean``'s division, ``reduce_l2``'s square root) compute it in an elementwise
-stage after the reduction, which the schedule fuses into the reduction's loop.
+stage after the reduction, which the schedule fuses into the reduction's loop; that
+stage is tagged ``"comm_reduce"`` too, since it is the operator's output.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _reduction(name, fsource, reducer, fepilogue=None):
         if fepilogue is None:
             return r
         return te.compute(r.shape, lambda *i: fepilogue(r[i], x, ax), name=f"{name}.out",
-                          tag="elemwise")
+                          tag=TAG)
 
     op.__name__ = name
     op.__doc__ = (f"ONNX ``{name}`` of ``x`` over ``axes`` (None or empty: all, unless "
@@ -163,7 +164,7 @@ def _arg(name, better):
                               attrs={"inner_axes": ndim - 1 - axis})
         # The (index, value) pair is one stage with two outputs; this copy of the index
         # is the operator's single output, so the pair stays internal to the kernel.
-        return te.compute(shape, lambda *i: index[i], name=name, tag="elemwise")
+        return te.compute(shape, lambda *i: index[i], name=name, tag=TAG)
 
     op.__name__ = name
     op.__doc__ = (f"ONNX ``{name}``: the int64 index of the {name[3:]}imum of ``x`` along "

@@ -73,10 +73,60 @@ def reshape(x, newshape):
     if total_in is not None and total_out is not None and total_in != total_out:
         raise ShapeError(f"reshape: cannot reshape {total_in} elements "
                          f"{tuple(str(d) for d in x.shape)} into {total_out}")
-    if len(dims) == len(x.shape) and all(a is b or const_int(a) == const_int(b) is not None
-                                         for a, b in zip(dims, x.shape)):
-        return _remap(tuple(dims), lambda idx: x[idx], "reshape")
-    return _remap(tuple(dims), lambda idx: x[_unravel(_ravel(idx, dims), x.shape)], "reshape")
+    groups = _reshape_groups(x.shape, dims) or [(range(len(x.shape)), range(len(dims)))]
+
+    def read(idx):
+        src = [None] * len(x.shape)
+        for gin, gout in groups:
+            flat = _ravel([idx[k] for k in gout], [dims[k] for k in gout])
+            for k, i in zip(gin, _unravel(flat, [x.shape[k] for k in gin]) if gin else ()):
+                src[k] = i
+        return x[tuple(src)]
+
+    return _remap(tuple(dims), read, "reshape")
+
+
+def _same_dim(a, b) -> bool:
+    return a is b or (const_int(a) is not None and const_int(a) == const_int(b))
+
+
+def _reshape_groups(src, dst):
+    """Consecutive groups of axes of ``src`` and ``dst`` with equal sizes, as pairs of
+    axis lists, or None when symbolic dimensions do not line up.
+
+    A reshape only moves elements within a group, so indexing group by group keeps the
+    index arithmetic small (an axis kept as is reads straight through, and merged axes
+    simplify back to one affine index) instead of unravelling one flat index over every
+    axis."""
+    groups, i, j = [], 0, 0
+    while i < len(src) and j < len(dst):
+        if _same_dim(src[i], dst[j]):
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+            continue
+        ps, pd = const_int(src[i]), const_int(dst[j])
+        if ps is None or pd is None:
+            return None
+        gin, gout = [i], [j]
+        i, j = i + 1, j + 1
+        while ps != pd:
+            side, k = (src, i) if ps < pd else (dst, j)
+            if k >= len(side) or const_int(side[k]) is None:
+                return None
+            if ps < pd:
+                ps, i = ps * const_int(side[k]), i + 1
+                gin.append(k)
+            else:
+                pd, j = pd * const_int(side[k]), j + 1
+                gout.append(k)
+        groups.append((gin, gout))
+    rest_in, rest_out = list(range(i, len(src))), list(range(j, len(dst)))
+    if any(const_int(src[k]) != 1 for k in rest_in) or any(
+            const_int(dst[k]) != 1 for k in rest_out):
+        return None
+    if rest_in or rest_out:
+        groups.append((rest_in, rest_out))
+    return groups
 
 
 def flatten(x, axis: int = 1):
@@ -146,9 +196,14 @@ def concat(*tensors, axis: int = 0):
     ndim = len(first.shape)
     axis = normalize_axis(axis, ndim)
     for t in tensors[1:]:
-        if len(t.shape) != ndim or t.dtype != first.dtype:
-            raise ShapeError(f"concat: {t.name} {t.dtype}{tuple(str(d) for d in t.shape)} "
-                             f"does not match {first.dtype} of rank {ndim}")
+        mismatch = [k for k in range(ndim) if k != axis and len(t.shape) == ndim
+                    and None not in (const_int(t.shape[k]), const_int(first.shape[k]))
+                    and const_int(t.shape[k]) != const_int(first.shape[k])]
+        if len(t.shape) != ndim or t.dtype != first.dtype or mismatch:
+            raise ShapeError(
+                f"concat: {t.name} {t.dtype}{tuple(str(d) for d in t.shape)} does not match "
+                f"{first.name} {first.dtype}{tuple(str(d) for d in first.shape)}; all inputs "
+                f"need one dtype and rank, and equal sizes except along axis {axis}")
     offsets = [E.IntImm(0)]
     for t in tensors:
         offsets.append(offsets[-1] + t.shape[axis])
@@ -256,6 +311,13 @@ def gather(data, indices, axis: int = 0):
 def gather_elements(data, indices, axis: int = 0):
     """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``."""
     axis = normalize_axis(axis, len(data.shape))
+    if len(indices.shape) != len(data.shape):
+        raise ShapeError("gather_elements: indices and data must have the same rank")
+    for k, (di, dd) in enumerate(zip(indices.shape, data.shape)):
+        if k != axis and None not in (const_int(di), const_int(dd)) and (
+                const_int(di) > const_int(dd)):
+            raise ShapeError(f"gather_elements: indices axis {k} has {const_int(di)} "
+                             f"elements, more than data's {const_int(dd)}")
 
     def read(idx):
         i = _wrap_index(indices[idx], data.shape[axis])
@@ -274,6 +336,11 @@ def pad(x, pads, mode: str = "constant", value=0):
     if mode not in ("constant", "reflect", "edge"):
         raise ShapeError(f"pad: mode={mode!r}; allowed: 'constant', 'reflect', 'edge'")
     begin, end = pads[:ndim], pads[ndim:]
+    if mode == "reflect":
+        for k, (d, b, e) in enumerate(zip(x.shape, begin, end)):
+            if const_int(d) is not None and max(b, e) >= const_int(d):
+                raise ShapeError(f"pad: reflect pads ({b}, {e}) of axis {k} must be smaller "
+                                 f"than its size {const_int(d)}")
     shape = tuple(d + b + e for d, b, e in zip(x.shape, begin, end))
 
     def read(idx):
@@ -306,6 +373,9 @@ def depth_to_space(x, blocksize: int, mode: str = "DCR"):
     ``blocksize`` spatial tiles (``mode`` DCR: depth-column-row order, CRD: column-row-depth)."""
     n, c, h, w = x.shape
     b = blocksize
+    if const_int(c) is not None and const_int(c) % (b * b):
+        raise ShapeError(f"depth_to_space: {const_int(c)} channels do not divide into "
+                         f"blocks of {b} x {b}")
     oc = c // (b * b)
 
     def read(idx):

@@ -6,6 +6,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import tecomp
+from tecomp.target import Target
 
 _ONNX_TYPES = {
     "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
@@ -60,3 +61,11 @@ def check_op():
 def onnx_ref():
     """``onnx_ref(op_type, arrays, n_outputs=1, **attrs) -> list of arrays``."""
     return _onnx_ref
+
+
+@pytest.fixture
+def multicore():
+    """Schedules made in the test see a 2-core host target, so that they choose parallel
+    loops on a single-core machine too (the code still runs on any host)."""
+    with Target("llvm -num-cores=2"):
+        yield

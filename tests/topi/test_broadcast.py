@@ -91,7 +91,7 @@ def test_logical_where_prelu(rng, check_op, onnx_ref):
         broadcast.where(x, x, x)
 
 
-def test_symbolic_broadcast_and_a_fused_chain(rng, check_op):
+def test_symbolic_broadcast_and_a_fused_chain(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 3, 64), name="x")
     bias = te.placeholder((3, 1), name="bias")
@@ -109,3 +109,19 @@ def test_shape_and_dtype_errors():
         broadcast.add(a, te.placeholder((5,), name="b"))
     with pytest.raises(DTypeError, match="one dtype"):
         broadcast.add(a, te.placeholder((4,), dtype="int32", name="c"))
+
+
+@pytest.mark.parametrize("name, fref", [("sum", np.sum), ("mean", np.mean), ("max", np.max),
+                                        ("min", np.min)])
+def test_variadic_ops(name, fref, rng, check_op):
+    # numpy is the reference: onnx.reference's Mean accumulates in place and cannot
+    # broadcast its first input.
+    shapes = [(2, 1, 5), (3, 1), (5,)]
+    ins = [te.placeholder(sh, name=f"x{k}") for k, sh in enumerate(shapes)]
+    arrs = _arrays(rng, shapes, "float32")
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, *ins)
+    ref = fref(np.stack(np.broadcast_arrays(*arrs)), axis=0)
+    check_op(impl.schedule(None, [y]), ins, [y], arrs, ref, rtol=1e-6)
+    single = impl.compute(None, ins[0])
+    check_op(impl.schedule(None, [single]), ins[:1], [single], arrs[:1], arrs[0])

@@ -1,5 +1,8 @@
+from math import erf
+
 import numpy as np
 import pytest
+from onnx import helper
 
 from tecomp import te
 from tecomp.errors import DTypeError
@@ -35,6 +38,15 @@ UNARY = {
     "elu": ("Elu", {"alpha": 0.7}, (-3, 3)),
     "selu": ("Selu", {}, (-3, 3)),
     "gelu": ("Gelu", {"approximate": "tanh"}, (-4, 4)),
+    "tan": ("Tan", {}, (-1.2, 1.2)),
+    "sinh": ("Sinh", {}, (-3, 3)),
+    "cosh": ("Cosh", {}, (-3, 3)),
+    "asinh": ("Asinh", {}, (-3, 3)),
+    "acosh": ("Acosh", {}, (1, 4)),
+    "atanh": ("Atanh", {}, (-0.9, 0.9)),
+    "thresholded_relu": ("ThresholdedRelu", {"alpha": 0.5}, (-3, 3)),
+    "celu": ("Celu", {"alpha": 0.8}, (-3, 3)),
+    "shrink": ("Shrink", {"bias": 0.3, "lambd": 0.6}, (-3, 3)),
 }
 
 
@@ -75,8 +87,6 @@ def test_unary_other_dtypes(dtype, rng, check_op, onnx_ref):
 
 
 def test_gelu_exact_and_clip_bounds(rng, check_op):
-    from math import erf
-
     x = te.placeholder((4, 33), name="x")
     a = rng.uniform(-4, 4, (4, 33)).astype("float32")
     g = elemwise.gelu(x)
@@ -113,8 +123,6 @@ def test_isnan_isinf_not(check_op):
                                       ("int64", "float32"), ("bool", "float32"),
                                       ("float32", "float16"), ("int32", "uint8")])
 def test_cast_matches_onnx(src, dst, rng, check_op, onnx_ref):
-    from onnx import helper
-
     x = te.placeholder((3, 11), dtype=src, name="x")
     a = (rng.uniform(-3, 3, (3, 11)) * (1 if src.startswith("float") else 40)).astype(src)
     if src == "bool":
@@ -128,7 +136,7 @@ def test_cast_matches_onnx(src, dst, rng, check_op, onnx_ref):
              rtol=1e-3, atol=1e-3)
 
 
-def test_injective_schedule_emits_vectors_and_a_parallel_loop(rng, check_op):
+def test_injective_schedule_emits_vectors_and_a_parallel_loop(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 256), name="x")
     y = elemwise.relu(elemwise.exp(x))  # a chain: the producer is inlined

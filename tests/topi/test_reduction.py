@@ -3,7 +3,7 @@ import pytest
 
 from tecomp import te
 from tecomp.target import Target
-from tecomp.topi import elemwise, reduction, strategy
+from tecomp.topi import broadcast, elemwise, reduction, strategy
 from tecomp.topi.cpu_schedule import schedule_reduce
 
 REDUCE = {
@@ -80,7 +80,7 @@ def test_cumsum_matches_onnx(exclusive, reverse, rng, check_op, onnx_ref):
                reverse=reverse)
 
 
-def test_reduce_schedule_vectorizes_and_parallelizes(rng, check_op):
+def test_reduce_schedule_vectorizes_and_parallelizes(multicore, rng, check_op):
     lanes = Target("llvm").vector_width_bits // 32
     n = te.var("n")
     x = te.placeholder((n, 64, 128), name="x")
@@ -102,3 +102,29 @@ def test_elementwise_producer_and_epilogue_fuse_into_one_loop_nest(rng, check_op
     a = rng.normal(size=(64, 96)).astype("float32")
     ref = 1 / (1 + np.exp(-np.exp(a).mean(axis=1, keepdims=True)))
     check_op(s, [x], [y], [a], ref, rtol=1e-5)
+
+
+def test_reduction_and_its_epilogue_both_outputs(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 30), name="x")
+    r = reduction.reduce_sum(x, axes=[1], keepdims=0)
+    e = elemwise.relu(r)
+    m = reduction.reduce_mean(x, axes=[1], keepdims=0)
+    s = schedule_reduce(None, [r, e, m, elemwise.exp(m)])
+    out = s.outputs[-1].output(0)
+    a = rng.normal(size=(7, 30)).astype("float32")
+    check_op(s, [x], [r, e, m, out], [a],
+             [a.sum(1), np.maximum(a.sum(1), 0), a.mean(1), np.exp(a.mean(1))], rtol=1e-5)
+
+
+def test_a_broadcast_epilogue_reads_a_reduction_computed_once(rng, check_op):
+    n = te.var("n")
+    x = te.placeholder((n, 48), name="x")
+    mean = reduction.reduce_mean(x, axes=[1])
+    centered = broadcast.subtract(x, mean)
+    s = schedule_reduce(None, centered)
+    # The sum has its own loop nest instead of being recomputed per output element.
+    total = mean.op.input_tensors[0]
+    assert total.op.is_reduction and s[total].attach_type == "root"
+    a = rng.normal(size=(5, 48)).astype("float32")
+    check_op(s, [x], [centered], [a], a - a.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)

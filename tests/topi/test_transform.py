@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+import tecomp
 from tecomp import te
 from tecomp.errors import ShapeError
 from tecomp.topi import strategy, transform
@@ -174,3 +175,46 @@ def test_resize_matches_onnx(mode, ctm, nearest_mode, rng, check_op, onnx_ref):
     sizes = _i64([1, 2, 3, 11])
     _run("resize", [x], [a], onnx_ref("Resize", [a, None, None, sizes], **attrs), check_op,
          sizes=list(sizes), **attrs)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool", "int8", "float16"])
+def test_transforms_keep_any_dtype(dtype, rng, check_op):
+    x = te.placeholder((3, 4), dtype=dtype, name="x")
+    y = te.placeholder((2, 4), dtype=dtype, name="y")
+    a = (rng.normal(size=(3, 4)) * 50).astype(dtype)
+    b = (rng.normal(size=(2, 4)) * 50).astype(dtype)
+    _run("concat", [x, y], [a, b], np.concatenate([a, b]), check_op, axis=0)
+    _run("transpose", [x], [a], a.T, check_op)
+    _run("pad", [x], [a], np.pad(a, ((1, 0), (0, 2))), check_op, pads=[1, 0, 0, 2])
+    scalar = te.placeholder((), dtype="int64", name="scalar")
+    _run("gather", [x, scalar], [a, np.array(-1, "int64")], a[:, -1], check_op, axis=1)
+
+
+@pytest.mark.parametrize("src, dst", [((1, 6, 1), (6,)), ((2, 3), (3, 2)), ((4, 1), (1, 4, 1, 1)),
+                                      ((2, 6, 5), (4, 3, 5)), ((12,), (2, 1, 6))])
+def test_reshape_by_groups_of_axes(src, dst, rng, check_op):
+    x = te.placeholder(src, name="x")
+    a = rng.normal(size=src).astype("float32")
+    _run("reshape", [x], [a], a.reshape(dst), check_op, newshape=dst)
+
+
+def test_reshape_merging_axes_reads_contiguously():
+    n = te.var("n")
+    x = te.placeholder((n, 6, 64), name="x")
+    y = transform.reshape(x, (n, 384))
+    # Axis by axis, j // 64 * 64 + j % 64 folds back into j: a plain copy, no gather.
+    text = str(tecomp.lower(strategy.get_implementation("reshape", "llvm").schedule(None, [y]),
+                            [x, y]))
+    assert "%" not in text and "//" not in text
+
+
+def test_shapes_that_would_read_out_of_bounds_are_errors():
+    x = te.placeholder((3, 5), name="x")
+    with pytest.raises(ShapeError, match="equal sizes except along axis 0"):
+        transform.concat(x, te.placeholder((2, 4), name="y"), axis=0)
+    with pytest.raises(ShapeError, match="must be smaller than its size 3"):
+        transform.pad(x, [3, 0, 0, 0], mode="reflect")
+    with pytest.raises(ShapeError, match="more than data's 5"):
+        transform.gather_elements(x, te.placeholder((3, 6), dtype="int64", name="i"), axis=0)
+    with pytest.raises(ShapeError, match="blocks of 2 x 2"):
+        transform.depth_to_space(te.placeholder((1, 6, 2, 2), name="z"), blocksize=2)

@@ -11,7 +11,7 @@ from ... import te
 from ...errors import ShapeError
 from ...ir import expr as E
 from ..broadcast import broadcast_index
-from ..cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
+from ..cpu_schedule import const_int, schedule_injective, schedule_normalize, schedule_reduce
 from ..reduction import reduce_compute
 from ..register import register_llvm
 from ..transform import normalize_axis
@@ -73,11 +73,35 @@ def _param(t, x, idx, acc):
     return t[broadcast_index(t, x.shape, idx)].astype(acc)
 
 
+def _check_param(t, x, start, name):
+    """``t`` (scale, bias) must broadcast to ``x.shape[start:]``."""
+    if t is None:
+        return
+    tail = tuple(x.shape[start:])
+    fits = len(t.shape) <= len(tail) and all(
+        const_int(d) in (1, None) or const_int(d) == const_int(e)
+        for d, e in zip(t.shape, tail[len(tail) - len(t.shape):]))
+    if not fits:
+        raise ShapeError(f"{name}: {t.name}{tuple(str(d) for d in t.shape)} does not "
+                         f"broadcast to the normalized axes {tuple(str(d) for d in tail)}")
+
+
+def _check_channels(x, params, name):
+    """Per-channel parameters must have one value per channel (axis 1 of ``x``)."""
+    c = const_int(x.shape[1])
+    for t in params:
+        if len(t.shape) != 1 or (c is not None and const_int(t.shape[0]) not in (c, None)):
+            raise ShapeError(f"{name}: {t.name}{tuple(str(d) for d in t.shape)} must hold "
+                             f"one value per channel ({x.shape[1]})")
+
+
 def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5):
     """ONNX LayerNormalization: normalize over axes ``axis ..`` (mean and variance), then
     ``* scale + bias`` (both broadcast to ``x.shape[axis:]``)."""
     start = normalize_axis(axis, len(x.shape))
     acc = _acc_dtype(x.dtype)
+    _check_param(scale, x, start, "layer_norm")
+    _check_param(bias, x, start, "layer_norm")
 
     def affine(idx, v):
         v = v * _param(scale, x, idx, acc)
@@ -91,6 +115,7 @@ def rms_norm(x, scale, axis: int = -1, epsilon: float = 1e-5):
     ``axis ..``."""
     start = normalize_axis(axis, len(x.shape))
     acc = _acc_dtype(x.dtype)
+    _check_param(scale, x, start, "rms_norm")
     return _normalize(x, start, len(x.shape), epsilon,
                       lambda idx, v: v * _param(scale, x, idx, acc), "rms_norm", center=False)
 
@@ -102,6 +127,7 @@ def instance_norm(x, scale, bias, epsilon: float = 1e-5):
         raise ShapeError(f"instance_norm needs a rank >= 3 tensor (N, C, spatial...), "
                          f"got rank {len(x.shape)}")
     acc = _acc_dtype(x.dtype)
+    _check_channels(x, (scale, bias), "instance_norm")
 
     def affine(idx, v):
         return v * scale[idx[1]].astype(acc) + bias[idx[1]].astype(acc)
@@ -112,6 +138,7 @@ def instance_norm(x, scale, bias, epsilon: float = 1e-5):
 def batch_norm(x, scale, bias, mean, var, epsilon: float = 1e-5):
     """ONNX BatchNormalization in inference mode: per channel (axis 1)
     ``(x - mean) / sqrt(var + epsilon) * scale + bias``."""
+    _check_channels(x, (scale, bias, mean, var), "batch_norm")
 
     def body(*idx):
         c = idx[1]
@@ -134,11 +161,11 @@ def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0
         v = x[(idx[0], te.min(te.max(c, 0), channels - 1)) + idx[2:]]
         return te.sum(v * v, axis=r, where=inside)
 
-    ss = te.compute(x.shape, square_sum, name="lrn.sum", tag="comm_reduce",
+    ss = te.compute(x.shape, square_sum, name="lrn.sum", tag="lrn",
                     attrs={"inner_axes": len(x.shape) - 2})
     return te.compute(
         x.shape, lambda *i: x[i] / te.power(ss[i] * (alpha / size) + bias, te.const(
-            beta, x.dtype)), name="lrn", tag="elemwise")
+            beta, x.dtype)), name="lrn", tag="lrn")
 
 
 register_llvm("layer_norm", layer_norm, schedule_normalize)

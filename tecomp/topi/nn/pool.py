@@ -1,8 +1,11 @@
-"""Pooling over the spatial axes of NCHW tensors (ONNX MaxPool / AveragePool / Global*).
+"""Pooling over the spatial axes of N, C, spatial... tensors (ONNX MaxPool, AveragePool,
+GlobalAveragePool, GlobalMaxPool), 1-D, 2-D (NCHW) and 3-D.
 
-A pooling window is a reduction over the kernel's (rh, rw) whose points outside the
-input are masked out (never read); the schedule (``schedule_reduce``) is parallel over
-N * C * output rows and vectorized along the output width.
+A pooling window is a reduction over the kernel's axes whose points outside the input
+are masked out (never read); the schedule (``schedule_reduce``) is parallel over N * C
+and vectorized along the last output axis. The output rows stay a serial loop of
+constant extent, which loop partitioning cuts into border rows (with the padding
+conditions) and interior rows (without).
 """
 
 from __future__ import annotations
@@ -14,12 +17,8 @@ from ..cpu_schedule import const_int, schedule_reduce
 from ..reduction import reduce_max, reduce_mean
 from ..register import register_llvm
 
-
-def _pair(v, name):
-    v = tuple(v)
-    if len(v) != 2:
-        raise ShapeError(f"pool2d: {name}={list(v)} must have 2 values (height, width)")
-    return v
+#: For schedule_reduce: the last output axis is vectorized, N * C is the parallel loop.
+_LAYOUT = {"inner_axes": 1, "parallel_axes": 2}
 
 
 def _out_size(size, k, s, d, p0, p1, ceil_mode):
@@ -28,50 +27,46 @@ def _out_size(size, k, s, d, p0, p1, ceil_mode):
     if not ceil_mode:
         return span // s + 1
     out = (span + s - 1) // s + 1
-    # A last window that starts in the end padding is dropped.
+    # A last window that would start in the end padding is dropped.
     c = const_int(E.as_expr(out))
-    if c is not None and (c - 1) * s >= const_int(E.as_expr(size)) + p0:
-        return out - 1
     if c is None:
         return te.if_then_else((out - 1) * s >= size + p0, out - 1, out)
-    return out
+    return out - 1 if (c - 1) * s >= const_int(E.as_expr(size)) + p0 else out
 
 
-def _window(x, kernel, strides, pads, dilations, ceil_mode):
+def _attrs(x, kernel, strides, pads, dilations, name):
+    """The per-axis kernel, strides, dilations, begin and end pads, checked."""
+    nsp = len(kernel)
+    if len(x.shape) != nsp + 2:
+        raise ShapeError(f"{name}: a {nsp}-D kernel needs a rank-{nsp + 2} tensor "
+                         f"(N, C, spatial...), got rank {len(x.shape)}")
+    strides = tuple(strides) if strides is not None else (1,) * nsp
+    dilations = tuple(dilations) if dilations is not None else (1,) * nsp
+    pads = tuple(pads) if pads is not None else (0,) * (2 * nsp)
+    for what, v, n in (("strides", strides, nsp), ("dilations", dilations, nsp),
+                       ("pads", pads, 2 * nsp)):
+        if len(v) != n:
+            raise ShapeError(f"{name}: {what}={list(v)} must have {n} values for a "
+                             f"{nsp}-D kernel (pads: all begins, then all ends)")
+    return tuple(kernel), strides, dilations, pads[:nsp], pads[nsp:]
+
+
+def _window(x, kernel, strides, pads, dilations, ceil_mode, name):
     """Output shape, reduce axes and ``read(idx) -> (value, inside)`` of a pooling window."""
-    if len(x.shape) != 4:
-        raise ShapeError(f"pool2d expects an NCHW tensor, got rank {len(x.shape)}")
-    (kh, kw), (sh, sw), (dh, dw) = (_pair(kernel, "kernel"), _pair(strides, "strides"),
-                                    _pair(dilations, "dilations"))
-    if len(pads) != 4:
-        raise ShapeError(f"pool2d: pads={list(pads)} must be (top, left, bottom, right)")
-    pt, pl, pb, pr = pads
-    n, c, h, w = x.shape
-    oh = _out_size(h, kh, sh, dh, pt, pb, ceil_mode)
-    ow = _out_size(w, kw, sw, dw, pl, pr, ceil_mode)
-    rh = te.reduce_axis((0, kh), name="rh")
-    rw = te.reduce_axis((0, kw), name="rw")
+    kernel, strides, dilations, begin, end = _attrs(x, kernel, strides, pads, dilations,
+                                                    name)
+    spatial = x.shape[2:]
+    out = tuple(_out_size(*a, ceil_mode) for a in zip(spatial, kernel, strides, dilations,
+                                                       begin, end))
+    axes = [te.reduce_axis((0, k), name=f"r{i}") for i, k in enumerate(kernel)]
 
     def read(idx):
-        ni, ci, yi, xi = idx
-        y = yi * sh + rh.var * dh - pt
-        xx = xi * sw + rw.var * dw - pl
-        inside = te.all(y >= 0, y < h, xx >= 0, xx < w)
-        return x[ni, ci, y, xx], inside
+        pos = [o * s + r.var * d - b
+               for o, s, r, d, b in zip(idx[2:], strides, axes, dilations, begin)]
+        inside = te.all(*[te.all(p >= 0, p < size) for p, size in zip(pos, spatial)])
+        return x[tuple(idx[:2]) + tuple(pos)], inside
 
-    return (n, c, oh, ow), (rh, rw), read
-
-
-def max_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-               ceil_mode: int = 0):
-    """ONNX MaxPool (2-D, NCHW): the maximum over each window; padding never wins."""
-    shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode)
-
-    def body(*idx):
-        v, inside = read(idx)
-        return te.max(v, axis=list(axes), where=inside)
-
-    return te.compute(shape, body, name="max_pool2d", tag="pool", attrs={"inner_axes": 1})
+    return tuple(x.shape[:2]) + out, axes, read
 
 
 def _valid_count(start, k, d, size):
@@ -81,33 +76,62 @@ def _valid_count(start, k, d, size):
     return te.max(hi - lo + 1, 0)
 
 
-def avg_pool2d(x, kernel, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-               ceil_mode: int = 0, count_include_pad: int = 0):
-    """ONNX AveragePool (2-D, NCHW): the window's sum divided by the number of its input
-    elements (``count_include_pad``: by the kernel size, padding included)."""
-    shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode)
+def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0):
+    """ONNX MaxPool over the spatial axes (as many as ``kernel`` has): the maximum over
+    each window; padding never wins. ``pads`` = the begins of every axis, then the ends
+    (2-D: top, left, bottom, right)."""
+    name = f"max_pool{len(kernel)}d"
+    shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode, name)
 
     def body(*idx):
         v, inside = read(idx)
-        return te.sum(v, axis=list(axes), where=inside)
+        return te.max(v, axis=axes, where=inside)
 
-    total = te.compute(shape, body, name="avg_pool2d.sum", tag="pool",
-                       attrs={"inner_axes": 1})
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
-    h, w = x.shape[2:]
-    pt, pl, pb, pr = pads
+    return te.compute(shape, body, name=name, tag=name, attrs=_LAYOUT)
+
+
+def avg_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0,
+             count_include_pad: int = 0):
+    """ONNX AveragePool over the spatial axes: the window's sum divided by the number of
+    its input elements (``count_include_pad``: of its elements in the padded input)."""
+    name = f"avg_pool{len(kernel)}d"
+    shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode, name)
+    kernel, strides, dilations, begin, end = _attrs(x, kernel, strides, pads, dilations,
+                                                    name)
+
+    def body(*idx):
+        v, inside = read(idx)
+        return te.sum(v, axis=axes, where=inside)
+
+    total = te.compute(shape, body, name=f"{name}.sum", tag=name, attrs=_LAYOUT)
 
     def average(*idx):
-        if count_include_pad:
-            # Points in the padded input count (ceil_mode may overhang even that).
-            ch = _valid_count(idx[2] * sh, kh, dh, h + pt + pb)
-            cw = _valid_count(idx[3] * sw, kw, dw, w + pl + pr)
-        else:
-            ch = _valid_count(idx[2] * sh - pt, kh, dh, h)
-            cw = _valid_count(idx[3] * sw - pl, kw, dw, w)
-        return total[idx] / (ch * cw).astype(x.dtype)
+        count = E.IntImm(1)
+        for o, k, s, d, b, e, size in zip(idx[2:], kernel, strides, dilations, begin, end,
+                                          x.shape[2:]):
+            if count_include_pad:
+                count = count * _valid_count(o * s, k, d, size + b + e)
+            else:
+                count = count * _valid_count(o * s - b, k, d, size)
+        return total[idx] / count.astype(x.dtype)
 
-    return te.compute(shape, average, name="avg_pool2d", tag="elemwise")
+    return te.compute(shape, average, name=name, tag=name)
+
+
+def _fixed_rank(pool, nsp):
+    def op(x, kernel, *args, **attrs):
+        if len(kernel) != nsp:
+            raise ShapeError(f"{pool.__name__}{nsp}d: kernel={list(kernel)} must have "
+                             f"{nsp} values")
+        return pool(x, kernel, *args, **attrs)
+
+    op.__name__ = f"{pool.__name__}{nsp}d"
+    op.__doc__ = f"{nsp}-D {pool.__doc__}"
+    return op
+
+
+max_pool1d, max_pool2d, max_pool3d = (_fixed_rank(max_pool, n) for n in (1, 2, 3))
+avg_pool1d, avg_pool2d, avg_pool3d = (_fixed_rank(avg_pool, n) for n in (1, 2, 3))
 
 
 def global_avg_pool(x):
@@ -120,7 +144,6 @@ def global_max_pool(x):
     return reduce_max(x, axes=list(range(2, len(x.shape))), keepdims=1)
 
 
-register_llvm("max_pool2d", max_pool2d, schedule_reduce)
-register_llvm("avg_pool2d", avg_pool2d, schedule_reduce)
-register_llvm("global_avg_pool", global_avg_pool, schedule_reduce)
-register_llvm("global_max_pool", global_max_pool, schedule_reduce)
+for _fn in (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d,
+            global_avg_pool, global_max_pool):
+    register_llvm(_fn.__name__, _fn, schedule_reduce)

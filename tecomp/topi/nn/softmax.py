@@ -1,11 +1,12 @@
-"""Softmax and log-softmax along one axis (ONNX opset 13 semantics), one kernel each."""
+"""Softmax, log-softmax and hardmax along one axis (ONNX opset 13 semantics), one kernel
+each."""
 
 from __future__ import annotations
 
 from ... import te
 from ...ir import expr as E
 from ..cpu_schedule import schedule_normalize
-from ..reduction import reduce_compute
+from ..reduction import argmax, reduce_compute
 from ..register import register_llvm
 from ..transform import normalize_axis
 
@@ -47,5 +48,20 @@ def log_softmax(x, axis: int = -1):
     return _normalized(x, axis, "log_softmax", lambda d, s: d - te.log(s))
 
 
+def hardmax(x, axis: int = -1):
+    """ONNX Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere (x's dtype)."""
+    axis = normalize_axis(axis, len(x.shape))
+    index = argmax(x, axis=axis, keepdims=1)
+
+    def body(*idx):
+        row = idx[:axis] + (E.IntImm(0),) + idx[axis + 1:]
+        hit = te.equal(index[row], idx[axis].astype("int64"))
+        return te.if_then_else(hit, te.const(1, x.dtype), te.const(0, x.dtype))
+
+    return te.compute(x.shape, body, name="hardmax", tag="hardmax",
+                      attrs={"norm_axes": (axis, axis + 1)})
+
+
 register_llvm("softmax", softmax, schedule_normalize)
+register_llvm("hardmax", hardmax, schedule_normalize)
 register_llvm("log_softmax", log_softmax, schedule_normalize)

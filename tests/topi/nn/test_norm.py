@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from tecomp import te
+from tecomp.errors import ShapeError
 from tecomp.topi import strategy
 
 
@@ -88,3 +89,11 @@ def test_lrn_matches_the_onnx_formula(size, rng, check_op):
                            for c in range(6)], axis=1)
     ref = a / (1.5 + 0.02 / size * square_sum) ** 0.75
     check_op(_impl("lrn").schedule(None, [y]), [x], [y], [a], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_parameters_of_the_wrong_shape_are_errors():
+    x = te.placeholder((2, 3, 8), name="x")
+    with pytest.raises(ShapeError, match="does not broadcast to the normalized axes"):
+        _impl("layer_norm").compute(None, x, te.placeholder((7,), name="scale"))
+    with pytest.raises(ShapeError, match="one value per channel"):
+        _impl("batch_norm").compute(None, x, *[te.placeholder((4,), name=n) for n in "sbmv"])

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from tecomp import te
+from tecomp.errors import ShapeError
 from tecomp.target import Target
-from tecomp.topi import strategy
+from tecomp.topi import nn, strategy
 
 CASES = [
     dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1)),
@@ -38,7 +39,7 @@ def test_pool2d_matches_onnx(case, name, op_type, extra, rng, check_op, onnx_ref
              rtol=1e-5, atol=1e-5)
 
 
-def test_pool_schedule_is_parallel_and_vectorized(rng, check_op):
+def test_pool_schedule_is_parallel_and_vectorized(multicore, rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 8, 32, 64), name="x")
     a = rng.normal(size=(2, 8, 32, 64)).astype("float32")
@@ -60,3 +61,40 @@ def test_global_pool_matches_onnx(name, op_type, rng, check_op, onnx_ref):
     y = impl.compute(None, x)
     check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref(op_type, [a]), rtol=1e-5,
              atol=1e-6)
+
+
+@pytest.mark.parametrize("name, op_type", [("max_pool1d", "MaxPool"),
+                                           ("avg_pool1d", "AveragePool")])
+def test_pool1d_matches_onnx(name, op_type, rng, check_op, onnx_ref):
+    n = te.var("n")
+    x = te.placeholder((n, 4, 23), name="x")
+    a = rng.normal(size=(3, 4, 23)).astype("float32")
+    attrs = dict(kernel=(4,), strides=(3,), pads=(2, 1))
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x, **attrs)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref(op_type, [a], **_onnx_attrs(attrs)),
+             rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, op_type", [("max_pool3d", "MaxPool"),
+                                           ("avg_pool3d", "AveragePool")])
+def test_pool3d_matches_onnx(name, op_type, rng, check_op, onnx_ref):
+    x = te.placeholder((1, 2, 5, 6, 7), name="x")
+    a = rng.normal(size=(1, 2, 5, 6, 7)).astype("float32")
+    attrs = dict(kernel=(2, 3, 3), strides=(1, 2, 2), pads=(0, 1, 1, 1, 1, 0),
+                 count_include_pad=1) if name == "avg_pool3d" else dict(
+        kernel=(2, 2, 2), strides=(2, 2, 2), ceil_mode=1)
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x, **attrs)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref(op_type, [a], **_onnx_attrs(attrs)),
+             rtol=1e-5, atol=1e-5)
+
+
+def test_pool_attribute_errors():
+    x = te.placeholder((1, 2, 5, 6), name="x")
+    with pytest.raises(ShapeError, match="must have 2 values"):
+        nn.max_pool2d(x, kernel=(3,))
+    with pytest.raises(ShapeError, match="pads=.*must have 4 values"):
+        nn.avg_pool2d(x, kernel=(3, 3), pads=(1, 1))
+    with pytest.raises(ShapeError, match="rank-5 tensor"):
+        nn.max_pool3d(x, kernel=(2, 2, 2))

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from tecomp import te
@@ -20,7 +21,8 @@ def test_softmax_matches_onnx(name, op_type, shape, axis, rng, check_op, onnx_re
              rtol=1e-5, atol=1e-5)
 
 
-def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(rng, check_op, onnx_ref):
+def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(multicore, rng, check_op,
+                                                                    onnx_ref):
     n = te.var("n")
     x = te.placeholder((n, 12, 200), name="x")
     w = te.placeholder((200,), name="w")
@@ -36,3 +38,25 @@ def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(rng, check_o
     ll = mod.get_source("ll")
     lanes = Target("llvm").vector_width_bits // 32
     assert f"<{lanes} x float>" in ll and "GOMP_parallel" in ll
+
+
+def test_group_with_a_producer_and_two_outputs(rng, check_op, onnx_ref):
+    x = te.placeholder((6, 40), name="x")
+    scaled = broadcast.multiply(x, te.placeholder((1,), name="t"))
+    t = scaled.op.input_tensors[1]
+    y = strategy.get_implementation("log_softmax", "llvm").compute(None, scaled)
+    out = broadcast.add(y, x)  # the softmax itself is an output of the group too
+    s = schedule_normalize(None, [y, out])
+    a = rng.normal(size=(6, 40)).astype("float32")
+    ta = np.array([0.5], "float32")
+    ref = onnx_ref("LogSoftmax", [a * ta], axis=-1)[0]
+    check_op(s, [x, t], [y, out], [a, ta], [ref, ref + a], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_hardmax_matches_onnx(axis, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 6, 20), name="x")
+    a = rng.integers(0, 4, (3, 6, 20)).astype("float32")  # ties: the first maximum wins
+    impl = strategy.get_implementation("hardmax", "llvm")
+    y = impl.compute(None, x, axis=axis)
+    check_op(impl.schedule(None, [y]), [x], [y], [a], onnx_ref("Hardmax", [a], axis=axis))

@@ -1,0 +1,76 @@
+import numpy as np
+
+import tecomp
+from tecomp import te
+from tecomp.target import Target
+from tecomp.topi import broadcast, cpu_schedule, elemwise
+
+
+def test_lanes_follow_the_current_target():
+    with Target("llvm -mcpu=haswell"):
+        assert cpu_schedule.vector_lanes("float32") == 8
+        assert cpu_schedule.vector_lanes("float64") == 4
+        assert cpu_schedule.vector_lanes("int8") == 32
+    with Target("llvm -mcpu=skylake-avx512"):
+        assert cpu_schedule.vector_lanes("float32") == 16
+    with Target("llvm -mtriple=aarch64-linux-gnu"):
+        assert cpu_schedule.vector_lanes("float32") == 4
+        assert cpu_schedule.vector_lanes("bool") == 16
+    assert cpu_schedule.vector_lanes("float32") == Target("llvm").vector_width_bits // 32
+
+
+def test_injective_schedule_for_an_avx2_target_emits_8_wide_vectors(rng):
+    target = Target("llvm -mcpu=haswell -num-cores=2")
+    n = te.var("n")
+    x = te.placeholder((n, 24), name="x")
+    y = elemwise.sigmoid(x)
+    with target:
+        s = cpu_schedule.schedule_injective(None, y)
+        mod = tecomp.build(s, [x, y], target=target)
+    ll = mod.get_source("ll")
+    assert "<8 x float>" in ll and "<16 x float>" not in ll
+    assert "GOMP_parallel" in ll
+    a = rng.normal(size=(5, 24)).astype("float32")
+    out = np.empty_like(a)
+    mod(a, out)
+    np.testing.assert_allclose(out, 1 / (1 + np.exp(-a)), rtol=1e-5)
+
+
+def test_single_core_targets_get_no_parallel_loop():
+    x = te.placeholder((256, 256), name="x")
+    y = elemwise.relu(x)
+    with Target("llvm -num-cores=1"):
+        s = cpu_schedule.schedule_injective(None, y)
+    assert not any(k == "parallel" for k in s[y].iter_var_attrs.values())
+    with Target("llvm -num-cores=2"):
+        s = cpu_schedule.schedule_injective(None, y)
+    assert list(s[y].iter_var_attrs.values()).count("parallel") == 1
+
+
+def _leaves(stage):
+    return [(iv.name, stage.iter_var_attrs.get(iv)) for iv in stage.leaf_iter_vars]
+
+
+def test_injective_layout_vectorizes_the_last_axis_inside_parallel_rows():
+    x = te.placeholder((10, 3, 560), name="x")
+    b = te.placeholder((3, 1), name="b")
+    y = broadcast.add(x, b)
+    with Target("llvm -mcpu=haswell -num-cores=2"):
+        s = cpu_schedule.schedule_injective(None, y)
+    # Only the last axis is split, so reads stay contiguous in the lane and b[c, 0] is
+    # one value per row; the 30 rows are shared out, the 70 chunks of a row stay serial.
+    assert _leaves(s[y]) == [("i0.i1.fused", "parallel"), ("i2.outer", None),
+                             ("i2.inner", "vectorized")]
+    text = str(tecomp.lower(s, [x, b, y]))
+    assert "%" not in text.split("b[")[0].split("x[")[1]  # the x index has no modulo
+
+
+def test_small_trailing_axes_are_fused_into_one_vector_and_few_rows_into_the_chunks():
+    x = te.placeholder((2, 3, 5), name="x")
+    y = elemwise.exp(x)
+    with Target("llvm -mcpu=haswell -num-cores=2"):
+        s = cpu_schedule.schedule_injective(None, y)
+    # 5 < 8 lanes: the last two axes form the vector block; 2 rows are too few to share
+    # out, so the row and chunk loops are fused.
+    assert _leaves(s[y]) == [("i0.i1.i2.fused.outer.fused", None),
+                             ("i1.i2.fused.inner", "vectorized")]
