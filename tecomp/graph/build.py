@@ -16,14 +16,13 @@ import numpy as np
 
 from .. import te
 from ..autotune.space import FallbackConfigEntity
-from ..autotune.task import dispatch
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
 from ..ir.arith import structural_equal
 from ..schedule.lower import lower
 from ..target import Target, as_target
-from ..topi.strategy import get_implementation
+from ..topi.strategy import get_implementation, select_config
 from . import dims
 from .infer import infer_types
 from .ir import Graph
@@ -100,26 +99,46 @@ def _replace_dims(value, fresh):
     return value
 
 
-def _call_with_accepted(fn, *args, **attrs):
-    """``fn(*args, **attrs)`` with only the attributes ``fn`` takes: a workload or prepack
-    function takes those that identify the task or the packing, while layout hints such
-    as dense's ``units`` are the compute's alone."""
-    accepted = inspect.signature(fn).parameters
-    return fn(*args, **{k: v for k, v in attrs.items() if k in accepted})
-
-
 def _config(impl, input_types, attrs):
-    """The schedule config of a tunable implementation and where it came from."""
-    if impl.template is None:
-        return None, "default schedule"
+    """The schedule config of a node's implementation, and where it came from."""
     shapes = [tuple(t.shape) for t in input_types]
+    if impl.template is None:
+        return FallbackConfigEntity(), "default schedule"
     if not all(dims.is_static(d) for s in shapes for d in s):
         # Tuning workloads have static shapes: a symbolic one has no record to look up.
-        cfg = FallbackConfigEntity()
-    else:
-        cfg = dispatch(impl.template, _call_with_accepted(
-            impl.workload, *shapes, dtype=input_types[0].dtype, **attrs))
+        return FallbackConfigEntity(), "fallback config"
+    # The workload takes the attributes that identify the task; layout hints such as
+    # dense's ``units`` are the compute's alone.
+    accepted = inspect.signature(impl.workload).parameters
+    cfg = select_config(impl, *shapes, dtype=input_types[0].dtype,
+                        **{k: v for k, v in attrs.items() if k in accepted})
     return cfg, "fallback config" if cfg.is_fallback else "tuned record"
+
+
+def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):
+    """(implementation, config, output tensor, config source, packed weights) of one node
+    of a group; ``tensors`` maps the values computed so far (packed weights join it)."""
+    impl = get_implementation(n.op, target)
+    attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
+    cfg, source = _config(impl, [body.types[i] for i in n.inputs], dict(n.attrs))
+    args = [tensors[i] for i in n.inputs]
+    # Only constant weights are packed at build time; a computed one is packed by the
+    # compute on every call.
+    to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
+    if to_pack and isinstance(cfg, FallbackConfigEntity) and not cfg.space_map:
+        # A fallback for symbolic shapes has no knobs until the compute defines them, and
+        # they say how the weight is packed: run it once on the logical layout first.
+        impl.compute(cfg, *args, **attrs)
+    packed = {}
+    for pos in to_pack:
+        name = n.inputs[pos]
+        # Packed once here, under a name of its own: another kernel may read the weight
+        # in its original layout.
+        array, = impl.prepack(cfg, graph.consts[name], **attrs)
+        packed[name] = (f"{name}.packed.{body.name}", np.ascontiguousarray(array))
+        args[pos] = tensors[name] = te.placeholder(array.shape, str(array.dtype),
+                                                   name=packed[name][0])
+    return impl, cfg, impl.compute(cfg, *args, **attrs), source, packed
 
 
 def _lower_group(node, graph: Graph, target: Target):
@@ -138,33 +157,15 @@ def _lower_group(node, graph: Graph, target: Target):
     for n in body.nodes:
         where = f"kernel {body.name}, node {n.name or n.op!r} ({n.op})"
         try:
-            impl = get_implementation(n.op, target)
-        except TecompError as e:
-            raise GraphBuildError(f"{where}: {e}") from None
-        attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
-        cfg, src = _config(impl, [body.types[i] for i in n.inputs], dict(n.attrs))
-        if n is anchor:
-            source = src
-        args = [tensors[i] for i in n.inputs]
-        # Only constant weights are packed at build time; a computed one is packed by
-        # the compute on every call.
-        to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
-        if to_pack:
-            # The compute defines the config's knobs (the fallback's too), which say how
-            # the weight is packed: run it once on the logical layout first.
-            impl.compute(cfg, *args, **attrs)
-        for pos in to_pack:
-            name = n.inputs[pos]
-            # Packed once here, under a name of its own: another kernel may read the
-            # weight in its original layout.
-            array, = _call_with_accepted(impl.prepack, cfg, graph.consts[name], **attrs)
-            packed[name] = (f"{name}.packed.{body.name}", np.ascontiguousarray(array))
-            args[pos] = tensors[name] = te.placeholder(array.shape, str(array.dtype),
-                                                       name=packed[name][0])
-        try:
-            out = impl.compute(cfg, *args, **attrs)
+            impl, cfg, out, src, node_packed = _lower_node(n, body, graph, target, tensors,
+                                                           fresh)
+        except GraphBuildError:
+            raise
         except (TecompError, ValueError, TypeError) as e:
             raise GraphBuildError(f"{where}: {e}") from None
+        if n is anchor:
+            source = src
+        packed.update(node_packed)
         tensors[n.outputs[0]] = out
         configs[id(n)] = (impl, cfg)
     impl, cfg = configs[id(anchor)]

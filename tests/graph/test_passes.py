@@ -11,12 +11,13 @@ import pytest
 
 from tecomp import te
 from tecomp.frontend import from_onnx
-from tecomp.graph import Graph, GraphTypeError, Node, TensorType, infer_types
+from tecomp.graph import Graph, dims, GraphTypeError, Node, TensorType, infer_types
 from tecomp.graph.passes import (
     eliminate_common_subexpressions,
     eliminate_dead_code,
     fold_constants,
     fuse_operators,
+    legalize,
     optimize,
     simplify,
 )
@@ -170,3 +171,34 @@ def test_dump_graph_prints_after_each_pass():
     for name in ("fold_constants", "simplify", "eliminate_dead_code", "fuse_operators"):
         assert f"// after {name}" in err
     assert "fused_1_conv2d_add_add_relu" in err
+
+
+def test_legalize_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
+    b, s = te.var("b"), te.var("s")
+    g = _graph([Node("matmul", ("x", "w"), ("p",)),           # [b, s, 8] @ const [8, 4]
+                Node("matmul", ("p", "v"), ("q",)),           # [b, s, 4] @ computed [4, 2]
+                Node("matmul", ("h", "k"), ("y",))],          # [b, 2, s, 3] @ [b, 2, 3, s]
+               {"x": TensorType(F, (b, s, 8)), "v": TensorType(F, (4, 2)),
+                "h": TensorType(F, (b, 2, s, 3)), "k": TensorType(F, (b, 2, 3, s))},
+               ["q", "y"], {"w": np.arange(32, dtype=F).reshape(8, 4)})
+    out = eliminate_dead_code(fold_constants(legalize(g)))
+    ops = [n.op for n in out.nodes]
+    assert ops == ["reshape", "dense", "reshape", "reshape", "matmul", "reshape", "reshape",
+                   "reshape", "batch_matmul", "reshape"]
+    dense = out.nodes[1]
+    np.testing.assert_array_equal(out.consts[dense.inputs[1]], g.consts["w"].T)
+    assert dense.attrs["units"] == 4
+    assert out.types["q"].shape[:2] == (b, s) and out.types["y"].shape == (b, 2, s, s)
+    bm = out.nodes[8]
+    assert dims.equal(out.types[bm.inputs[0]].shape[0], b * 2)
+
+
+def test_legalize_makes_vector_operands_matrices_and_casts_double_to_half_via_float():
+    g = _graph([Node("matmul", ("a", "m"), ("y",)),
+                Node("cast", ("d",), ("h",), {"dtype": "float16"})],
+               {"a": TensorType(F, (3,)), "m": TensorType(F, (3, 5)),
+                "d": TensorType("float64", (2,))}, ["y", "h"])
+    out = legalize(g)
+    assert [n.op for n in out.nodes] == ["reshape", "matmul", "reshape", "cast", "cast"]
+    assert out.types["y"].shape == (5,)
+    assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]
