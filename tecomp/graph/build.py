@@ -4,7 +4,9 @@ Each fused group becomes one PrimFunc: its inputs become ``te`` placeholders (sy
 dimensions stay ``te.var`` s, so one kernel serves every size), each node calls its
 operator implementation's compute (``tecomp.topi.strategy``), and the implementation of
 the group's anchor (the heavy operator or the reduction) schedules the whole group. All
-kernels are compiled into one module by one ``tecomp.build`` call.
+kernels are compiled into one module by one ``tecomp.build`` call. A group whose
+operators need a static batch (``STATIC_BATCH_OPS``) is built for one batch item and
+marked ``per_batch_item``: the executor calls it on each item's slice.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..target import Target, as_target
 from ..topi.strategy import get_implementation, select_config
 from . import dims
 from .infer import infer_types
-from .ir import Graph
+from .ir import Graph, TensorType
 from .passes import optimize
 from .passes.fuse import anchor_of
 
@@ -115,12 +117,35 @@ def _config(impl, input_types, attrs):
     return cfg, "fallback config" if cfg.is_fallback else "tuned record"
 
 
+# Operators whose computes need a static batch: a group holding one, whose only symbolic
+# dimension is the batch, is built for a batch of 1 and run on each item of the batch.
+STATIC_BATCH_OPS = ("conv2d", "depthwise_conv2d")
+
+
+def item_batch(body: Graph):
+    """The batch symbol of a group that runs per batch item (see ``STATIC_BATCH_OPS``),
+    else None."""
+    if not any(n.op in STATIC_BATCH_OPS for n in body.nodes):
+        return None
+    out = body.types[body.outputs[0]].shape
+    if not out or not isinstance(out[0], E.Var):
+        return None
+    batch = out[0]
+    for t in body.types.values():
+        if any(not dims.is_static(d) and not (i == 0 and d is batch)
+               for i, d in enumerate(t.shape)):
+            return None
+    return batch
+
+
 def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):
     """(implementation, config, output tensor, config source, packed weights) of one node
     of a group; ``tensors`` maps the values computed so far (packed weights join it)."""
     impl = get_implementation(n.op, target)
     attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
-    cfg, source = _config(impl, [body.types[i] for i in n.inputs], dict(n.attrs))
+    types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
+             for i in n.inputs]
+    cfg, source = _config(impl, types, dict(n.attrs))
     args = [tensors[i] for i in n.inputs]
     # Only constant weights are packed at build time; a computed one is packed by the
     # compute on every call.
@@ -146,8 +171,9 @@ def _lower_group(node, graph: Graph, target: Target):
     fused node."""
     body = node.attrs["body"]
     anchor = anchor_of(body)
-    fresh = _local_symbols([body.types[i].shape for i in body.inputs]
-                           + [body.types[body.outputs[0]].shape])
+    batch = item_batch(body)
+    fresh = ([(batch, 1)] if batch is not None else []) + _local_symbols(
+        [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
     tensors, configs, packed = {}, {}, {}
     for name in body.inputs:
         t = body.types[name]
@@ -173,7 +199,8 @@ def _lower_group(node, graph: Graph, target: Target):
     sch = impl.schedule(cfg, [out])
     func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name)
     info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
-    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs))
+    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs),
+                      attrs={**node.attrs, "per_batch_item": batch is not None})
     return func, info, node, dict(packed.values())
 
 

@@ -184,10 +184,8 @@ def test_models_match_onnxruntime(needs_llvm, rng, make, feeds):
 
 @pytest.mark.parametrize("make, feeds", [
     (onnx_models.decomposed_layer_norm, [{"x": (1, 16)}, {"x": (5, 16)}]),
-    pytest.param(onnx_models.conv_bn_relu_pool_gemm,
-                 [{"x": (1, 3, 16, 16)}, {"x": (3, 3, 16, 16)}],
-                 marks=pytest.mark.xfail(strict=True, reason="the conv2d compute of the "
-                                         "operator library needs a static batch")),
+    (onnx_models.conv_bn_relu_pool_gemm, [{"x": (1, 3, 16, 16)}, {"x": (3, 3, 16, 16)},
+                                          {"x": (8, 3, 16, 16)}]),
     pytest.param(onnx_models.attention_block,
                  [{"x": (1, 4, 32), "mask": (1, 4)}, {"x": (2, 7, 32), "mask": (2, 7)}],
                  marks=pytest.mark.xfail(strict=True, reason="the batch_matmul compute of "
@@ -209,3 +207,15 @@ def test_constant_weights_are_packed_once_at_build(needs_llvm, rng, tmp_path):
     y, = GraphModule(load(str(tmp_path / "r.so")))(x=x)
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
+
+
+def test_dynamic_batch_cnn_runs_per_item_kernels_after_export(needs_llvm, rng, tmp_path):
+    model = onnx_models.conv_bn_relu_pool_gemm(batch="N")
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    per_item = [n.name for n in lib.graph.nodes if n.attrs["per_batch_item"]]
+    assert per_item and all("conv2d" in name for name in per_item)
+    lib.export_library(str(tmp_path / "cnn.so"))
+    gm = GraphModule(load(str(tmp_path / "cnn.so")))
+    for n in (2, 5):
+        _check(model, {"x": rng.standard_normal((n, 3, 16, 16)).astype("float32")}, gm)
