@@ -14,6 +14,6 @@ def eliminate_dead_code(graph: Graph) -> Graph:
             kept.append(node)
             live.update(i for i in node.inputs if i)
     consts = {k: v for k, v in graph.consts.items() if k in live}
-    types = {k: t for k, t in graph.types.items()
-             if k in live or k in graph.inputs or any(k in n.outputs for n in kept)}
+    defined = {o for n in kept for o in n.outputs} | live | set(graph.inputs)
+    types = {k: t for k, t in graph.types.items() if k in defined}
     return graph.with_(nodes=tuple(reversed(kept)), consts=consts, types=types)
