@@ -835,3 +835,20 @@ def _resize(ctx, node, attrs):
              sizes=None if sizes is None else _ints(sizes), mode=mode,
              coordinate_transformation_mode=ctm,
              nearest_mode=text("nearest_mode", "round_prefer_floor"))
+
+
+for _onnx, _op, _versions in [
+    ("Tan", "tan", (7, 22)), ("Sinh", "sinh", (9, 22)), ("Cosh", "cosh", (9, 22)),
+    ("Asinh", "asinh", (9, 22)), ("Acosh", "acosh", (9, 22)), ("Atanh", "atanh", (9, 22)),
+]:
+    converter(_onnx, *_versions)(_unary(_op))
+
+converter("ThresholdedRelu", 10, 22)(_with_attrs("thresholded_relu", alpha=1.0))
+converter("Celu", 12, 28)(_with_attrs("celu", alpha=1.0))
+converter("Shrink", 9)(_with_attrs("shrink", bias=0.0, lambd=0.5))
+
+
+@converter("Hardmax", 13)
+def _hardmax(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("hardmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)

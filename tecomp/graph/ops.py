@@ -145,7 +145,8 @@ def _where(node, ts):
 
 _register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciprocal sign "
           "sin cos clip leaky_relu elu selu hard_sigmoid hard_swish softplus softsign gelu "
-          "mish not identity", ELEMWISE, _same)
+          "mish not identity tan sinh cosh asinh acosh atanh thresholded_relu celu shrink",
+          ELEMWISE, _same)
 _register("cast", ELEMWISE, _cast)
 _register("isnan isinf", ELEMWISE, lambda node, ts: [TensorType("bool", ts[0].shape)])
 _register("add subtract multiply divide maximum minimum mod prelu bitshift", BROADCAST,
@@ -311,7 +312,7 @@ _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 re
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
 _register("cumsum", OPAQUE, _cumsum)
-_register("softmax log_softmax layer_norm", REDUCE, _normalise)
+_register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)
 
