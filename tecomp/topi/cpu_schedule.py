@@ -124,7 +124,7 @@ def block_layout(stage, outer, inner, middle, lanes: int, npar: int, fuse_inner=
     return (stage.fuse(*outer[:npar]) if npar else None), chunk
 
 
-def parallel_vectorize(stage, axes, dtype: str, shape) -> tuple:
+def parallel_vectorize(stage, axes, dtype: str, shape):
     """Lay out ``axes`` (a stage's data axes, outermost first) as one parallel loop over
     one vectorized loop of the target's lanes (see :func:`block_layout`); a small
     constant shape stays on one thread.
@@ -169,8 +169,9 @@ def schedule_injective(cfg, outs):
     Returns
     -------
     Schedule
-        One loop nest per output: the fused axes split into a parallel loop over a
-        vectorized loop of the target's vector width.
+        One loop nest per output: its rows (all axes but the trailing ones a vector
+        needs) fused into a parallel loop, the trailing axes split into chunks of the
+        target's vector width, vectorized.
 
     Examples
     --------
