@@ -31,6 +31,8 @@ def __getattr__(name):
         "topi": ("tecomp.topi", None),
         "schedule": ("tecomp.schedule", None),
         "codegen": ("tecomp.codegen", None),
+        "graph": ("tecomp.graph", None),
+        "frontend": ("tecomp.frontend", None),
     }
     if name not in lazy:
         raise AttributeError(f"module 'tecomp' has no attribute {name!r}")

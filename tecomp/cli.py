@@ -26,6 +26,18 @@ import inspect
 import os
 import sys
 
+from . import autotune
+from . import topi  # noqa: F401 - registers the built-in templates
+from .autotune.measure import gflops
+from .autotune.records import shipped_candidates
+from .codegen import backend_kinds
+from .demo import add_parser as add_demo_parser
+from .doctor import report
+from .errors import TecompError
+from .model_cli import add_parsers as add_model_parsers
+from .runtime import QemuRunner, RunnerError
+from .target import Target
+
 TUNERS = ("xgb", "ga", "random", "grid")
 
 
@@ -72,9 +84,6 @@ def parse_op_args(text: str) -> tuple:
 
 
 def _templates():
-    import tecomp.topi  # noqa: F401 - registers the built-in templates
-    from tecomp import autotune
-
     return autotune.TEMPLATES
 
 
@@ -100,7 +109,6 @@ def _plot(path, tuner, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tecomp.autotune.measure import gflops
 
     flop = tuner.task.flop
     best, xs, ys = 0.0, [], []
@@ -161,8 +169,6 @@ def _check_plot_path(path: str) -> None:
 
 def _check_target_runs(target) -> None:
     """Reject a target whose kind has no code generator here: every trial would fail."""
-    from tecomp.codegen import backend_kinds
-
     have = backend_kinds()
     if target.kind not in have:
         raise UsageError(
@@ -175,9 +181,6 @@ def _check_target_runs(target) -> None:
 def _measure_runner(ns, target):
     """Where candidates run: in a local process, or (``--runner qemu``) under qemu-user
     for a target of another architecture (timings then only rank candidates)."""
-    from tecomp import autotune
-    from tecomp.runtime import QemuRunner, RunnerError
-
     if ns.runner == "local":
         if target.kind == "llvm" and not target.is_host:
             raise UsageError(
@@ -234,11 +237,6 @@ def _tune(ns, out, err) -> int:
         raise UsageError(
             f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
         )
-    from tecomp import autotune
-    from tecomp.autotune.records import shipped_candidates
-    from tecomp.errors import TecompError
-    from tecomp.target import Target
-
     try:
         target = Target(ns.target)
     except TecompError as e:
@@ -324,8 +322,6 @@ def _cpu_name(target) -> str:
 
 
 def _doctor(ns, out, err) -> int:
-    from .doctor import report
-
     print(report(), file=out)
     return 0
 
@@ -384,13 +380,12 @@ def add_doctor_parser(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``tecomp`` parser: one subparser per subcommand, each with ``func(ns, out,
     err) -> exit status`` as its default."""
-    from .demo import add_parser as add_demo_parser
-
     p = _Parser(prog="tecomp", description="tecomp: tensor-expression compiler and autotuner")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     add_tune_parser(sub)
     add_doctor_parser(sub)
     add_demo_parser(sub)
+    add_model_parsers(sub)
     return p
 
 

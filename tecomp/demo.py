@@ -13,16 +13,17 @@ import time
 
 import numpy as np
 
+from . import autotune
+from . import topi  # noqa: F401 - registers the built-in matmul template
+from .autotune.records import shipped_note
+from .build_module import build
+from .timing import median_ratio, paired
+
 
 def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: str = "llvm",
              out=print) -> dict:
     """Tune ``matmul`` n x n x n for ``trials`` trials, build the best, check it against
     numpy, and time both in alternation. Returns the figures it printed."""
-    import tecomp
-    from tecomp import autotune
-    from tecomp.autotune.records import shipped_note
-    from tecomp.timing import median_ratio, paired
-
     log = log or f"tecomp_demo_matmul_{n}.json"
     task = autotune.create_task("matmul", args=(n, n, n, "float32"), target=target)
     out(f"task: {task.name}{task.args}  target: {task.target}")
@@ -50,7 +51,7 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     with autotune.apply_history_best(log):
         s, args = task.instantiate()
         t1 = time.perf_counter()
-        mod = tecomp.build(s, args, target=target, name="matmul")
+        mod = build(s, args, target=target, name="matmul")
         build_s = time.perf_counter() - t1
     rng = np.random.default_rng(0)
     a = rng.random((n, n), dtype=np.float32)

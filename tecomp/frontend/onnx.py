@@ -1,0 +1,220 @@
+"""ONNX importer: an ONNX model -> a :class:`tecomp.graph.Graph` and its weights.
+
+Every ONNX operator is converted by a function registered for the ONNX since-versions
+whose semantics it implements (:func:`converter`); a model's node is dispatched on the
+since-version its opset selects, as the ONNX spec versions each operator. Before anything
+is converted the whole model is checked, so a model tecomp cannot import fails with one
+error: every unsupported ``(op_type, version)`` in one :class:`UnsupportedOpError`, or a
+:class:`ModelError` naming the first malformed node (an input nothing defines, an attribute
+of the wrong type, shapes that do not fit).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+import onnx
+from onnx import numpy_helper
+
+from .. import te
+from ..errors import TecompError, UnsupportedOpError
+from ..graph.infer import infer_types
+from ..graph.ir import Graph, TensorType
+from ..graph.ops import GraphTypeError
+from .onnx_converters import (
+    CONVERTERS,
+    Context,
+    ModelError,
+    onnx_dtype,
+    since_version,
+    supported_ops,
+)
+
+__all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
+
+
+# ---- checks before conversion -------------------------------------------------------------
+
+
+def _node_names(graph) -> list:
+    return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(graph.node)]
+
+
+def _opsets(model) -> dict:
+    return {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+
+
+def unsupported_nodes(model) -> dict:
+    """``(op_type, version) -> [node names]`` for every operator of ``model`` the importer
+    has no converter for (empty when it can import all of them)."""
+    graph, opsets = model.graph, _opsets(model)
+    missing: dict = defaultdict(list)
+    for name, node in zip(_node_names(graph), graph.node):
+        opset = opsets.get(node.domain or "")
+        if opset is None:
+            missing[(f"{node.domain}.{node.op_type}", 0)].append(name)
+            continue
+        version = since_version(node.op_type, opset, node.domain)
+        if node.domain not in ("", "ai.onnx") or version is None or (
+                (node.op_type, version) not in CONVERTERS):
+            key = node.op_type if node.domain in ("", "ai.onnx") else (
+                f"{node.domain}.{node.op_type}")
+            missing[(key, version or opset)].append(name)
+    return dict(missing)
+
+
+def _check_supported(model) -> None:
+    missing = unsupported_nodes(model)
+    if missing:
+        lines = [f"  {op} (version {v}): nodes {', '.join(names)}"
+                 for (op, v), names in sorted(missing.items())]
+        raise UnsupportedOpError("the model uses operators tecomp cannot import:\n"
+                                 + "\n".join(lines))
+
+
+def _check_wiring_and_attributes(graph, opsets: dict) -> None:
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for name, node in zip(_node_names(graph), graph.node):
+        for i in node.input:
+            if i and i not in defined:
+                raise ModelError(f"node {name!r} ({node.op_type}) reads {i!r}, which no graph "
+                                 "input, initializer or earlier node defines")
+        schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1),
+                                      node.domain)
+        for a in node.attribute:
+            spec = schema.attributes.get(a.name)
+            if spec is None:
+                raise ModelError(f"node {name!r} ({node.op_type}): unknown attribute "
+                                 f"{a.name!r}; allowed: {', '.join(sorted(schema.attributes))}")
+            if a.type != spec.type:
+                raise ModelError(
+                    f"node {name!r} ({node.op_type}): attribute {a.name!r} is "
+                    f"{onnx.AttributeProto.AttributeType.Name(a.type)}, the operator needs "
+                    f"{onnx.AttributeProto.AttributeType.Name(spec.type)}")
+        defined.update(o for o in node.output if o)
+    for o in graph.output:
+        if o.name not in defined:
+            raise ModelError(f"graph output {o.name!r} is not computed by any node")
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+
+def _input_type(vi, shape, dtype, symbols: dict) -> TensorType:
+    t = vi.type.tensor_type
+    if dtype is None:
+        dt = onnx_dtype(t.elem_type, f"input {vi.name!r}")
+    else:
+        dt = dtype.get(vi.name, onnx_dtype(t.elem_type, vi.name)) if isinstance(dtype, dict) \
+            else str(dtype)
+    if shape is not None and vi.name in shape:
+        return TensorType(dt, tuple(int(d) for d in shape[vi.name]))
+    if not t.HasField("shape"):
+        raise ModelError(f"input {vi.name!r} has no shape; give it with shape={{{vi.name!r}: "
+                         "(...)}}")
+    out = []
+    for i, d in enumerate(t.shape.dim):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            out.append(int(d.dim_value))
+        else:
+            name = d.dim_param if d.HasField("dim_param") and d.dim_param else (
+                f"{vi.name}_dim{i}")
+            symbols.setdefault(name, te.var(name))
+            out.append(symbols[name])
+    return TensorType(dt, tuple(out))
+
+
+def load_model(model) -> onnx.ModelProto:
+    """An ``onnx.ModelProto`` from a model or a path (external data next to it loads)."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        if not os.path.exists(model):
+            raise ModelError(f"no ONNX model at {os.fspath(model)!r}")
+        try:
+            return onnx.load(os.fspath(model))
+        except Exception as e:  # a corrupt protobuf: say which file, not protobuf internals
+            raise ModelError(f"{os.fspath(model)!r} is not a readable ONNX model: {e}") from None
+    raise TypeError(f"from_onnx: model must be an onnx.ModelProto or a path, not "
+                    f"{type(model).__name__}")
+
+
+def from_onnx(model, shape: dict | None = None, dtype=None):
+    """Import an ONNX model.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto or str or os.PathLike
+        The model, or the path of an ``.onnx`` file (external data files next to it load).
+    shape : dict, optional
+        Input name -> shape, fixing dimensions the model leaves named (``batch``) or
+        unknown. Other named or unknown dimensions stay symbolic (``te.var`` named after
+        the dimension), and one build serves every size.
+    dtype : str or dict, optional
+        The dtype of every input, or input name -> dtype; default: the model's.
+
+    Returns
+    -------
+    mod : tecomp.graph.Graph
+        The typed graph; its constants are the model's initializers.
+    params : dict
+        Initializer name -> numpy array (``tecomp.graph.build(mod, params=params)``).
+
+    Raises
+    ------
+    UnsupportedOpError
+        One error listing every unsupported ``(op_type, version)`` and the nodes using it.
+    ModelError
+        A malformed model; the message names the node.
+
+    Examples
+    --------
+    >>> mod, params = tecomp.frontend.from_onnx("model.onnx", shape={"x": (1, 3, 224, 224)})
+    ...                                                       # doctest: +SKIP
+    """
+    model = load_model(model)
+    graph = model.graph
+    opsets = _opsets(model)
+    _check_supported(model)
+    _check_wiring_and_attributes(graph, opsets)
+
+    params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    symbols: dict = {}
+    inputs, types = [], {}
+    for vi in graph.input:
+        if vi.name in params:
+            continue
+        inputs.append(vi.name)
+        types[vi.name] = _input_type(vi, shape, dtype, symbols)
+    unknown = set(shape or ()) - set(inputs)
+    if unknown:
+        raise ModelError(f"shape= names {', '.join(sorted(unknown))}, which are not inputs of "
+                         f"the model; inputs: {', '.join(inputs)}")
+    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    ctx = Context(types=dict(types), consts={}, used=frozenset(used))
+    for name, array in params.items():
+        ctx.const(array, name=name)
+
+    for name, node in zip(_node_names(graph), graph.node):
+        ctx.node_name = name
+        ctx.version = since_version(node.op_type, opsets.get(node.domain or "", 1), node.domain)
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        try:
+            CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
+        except GraphTypeError as e:
+            raise ModelError(str(e)) from None
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            if isinstance(e, TecompError):
+                raise
+            # A node the converter cannot read (a missing attribute or input): name it.
+            raise ModelError(f"node {name!r} ({node.op_type}): cannot convert it: "
+                             f"{type(e).__name__}: {e}") from None
+    outputs = tuple(o.name for o in graph.output)
+    used = {i for n in ctx.nodes for i in n.inputs} | set(outputs)
+    consts = {k: v for k, v in ctx.consts.items() if k in used}
+    mod = Graph(inputs=tuple(inputs), outputs=outputs, nodes=tuple(ctx.nodes), consts=consts,
+                types=types, name=graph.name or "main")
+    mod = infer_types(mod)
+    return mod, {k: v for k, v in params.items() if k in used}
+

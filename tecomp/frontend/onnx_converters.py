@@ -1,0 +1,854 @@
+"""Converters from ONNX operators to graph operators, one per (op type, since-versions).
+
+A converter is registered for the ONNX since-versions whose semantics it implements
+(``@converter("Softmax", 1, 11)``): a version the ONNX spec adds later is unsupported until
+someone checks its semantics and lists it. Converters emit graph nodes through a
+:class:`Context`, which infers each node's types as it is emitted, so a converter can read
+its inputs' ranks and (symbolic) shapes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from ..errors import TecompError, UnsupportedOpError
+from ..graph import dims
+from ..graph.infer import const_type
+from ..graph.ir import Node
+from ..graph.ops import op_info
+
+
+class ModelError(TecompError, ValueError):
+    """The ONNX model is malformed: the message names the node or value at fault."""
+
+
+class NeedsConstantError(UnsupportedOpError):
+    """A node needs the value of ``value_name`` at compile time (axes, slice bounds, clip
+    limits), but the model computes it or takes it as an input."""
+
+    def __init__(self, message: str, value_name: str):
+        super().__init__(message)
+        self.value_name = value_name
+
+
+CONVERTERS: dict = {}
+
+
+def converter(op_type: str, *since_versions: int):
+    """Register ``fn(ctx, node, attrs)`` as the converter of ONNX ``op_type`` for the listed
+    since-versions."""
+
+    def deco(fn):
+        for v in since_versions:
+            CONVERTERS[(op_type, v)] = fn
+        return fn
+
+    return deco
+
+
+def supported_ops() -> dict:
+    """ONNX op type -> the since-versions the importer converts, sorted."""
+    out: dict = defaultdict(list)
+    for op, v in CONVERTERS:
+        out[op].append(v)
+    return {op: sorted(vs) for op, vs in sorted(out.items())}
+
+
+def since_version(op_type: str, opset: int, domain: str = ""):
+    """The since-version of ``op_type`` that ``opset`` selects, or None if it has none."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, domain).since_version
+    except onnx.defs.SchemaError:
+        return None
+
+
+DTYPES = {
+    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool",
+    onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64",
+}
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    """The dtype of an ONNX element type; an UnsupportedOpError names ``what`` if none."""
+    if elem_type not in DTYPES:
+        name = onnx.TensorProto.DataType.Name(elem_type)
+        raise UnsupportedOpError(f"{what}: element type {name} is not supported; allowed: "
+                                 f"{', '.join(sorted(set(DTYPES.values())))}")
+    return DTYPES[elem_type]
+
+
+@dataclass
+class Context:
+    """The graph being built: nodes, constants and the type of every value so far."""
+
+    types: dict
+    consts: dict
+    used: frozenset = frozenset()
+    node_name: str = ""
+    version: int = 0
+    nodes: list = field(default_factory=list)
+    _counter: int = 0
+
+    def fresh(self, hint: str) -> str:
+        """A new value name derived from ``hint``."""
+        self._counter += 1
+        return f"{self.node_name or hint}.{hint}{self._counter}"
+
+    def type_of(self, name: str):
+        """The type of value ``name``."""
+        return self.types[name]
+
+    def emit(self, op: str, inputs, outputs=None, **attrs) -> str:
+        """Append ``op(*inputs, **attrs)``, inferring its output types; returns the first
+        output's name."""
+        outputs = tuple(outputs) if outputs else (self.fresh(op),)
+        node = Node(op, tuple(inputs), outputs, attrs, self.node_name)
+        out_types = op_info(node).rule(node, [self.types[i] for i in node.inputs])
+        self.types.update(zip(outputs, out_types))
+        self.nodes.append(node)
+        return outputs[0]
+
+    def const(self, array, hint: str = "const", name: str | None = None) -> str:
+        """A constant value holding ``array`` (named ``name``, else a fresh name)."""
+        name = name or self.fresh(hint)
+        self.consts[name] = np.asarray(array)
+        self.types[name] = const_type(self.consts[name])
+        return name
+
+    def value_of(self, name: str, what: str):
+        """The numpy value of input ``name``, which must be a constant (an initializer,
+        the output of a Constant node, or shape arithmetic whose result is known);
+        ``what`` names the argument in the error."""
+        t = self.types.get(name)
+        if name not in self.consts and t is not None and t.content is not None and all(
+                dims.is_static(d) for d in t.content):
+            # Shape arithmetic already known at compile time (Shape -> Gather -> ...).
+            return np.array(t.content, dtype=t.dtype).reshape(t.shape)
+        if name not in self.consts:
+            raise NeedsConstantError(f"node {self.node_name!r}: {what} ({name!r}) must be a "
+                                     "constant (an initializer or a Constant node)", name)
+        return self.consts[name]
+
+    def fail(self, message: str, error=UnsupportedOpError):
+        """Raise ``error`` naming the node being converted."""
+        raise error(f"node {self.node_name!r}: {message}")
+
+
+def _ints(v) -> tuple:
+    return tuple(int(x) for x in v)
+
+
+def _input(node, i):
+    return node.input[i] if len(node.input) > i and node.input[i] else None
+
+
+def _only_first_output(ctx, node, what):
+    if any(o in ctx.used for o in node.output[1:]):
+        ctx.fail(f"{node.op_type}'s outputs after the first ({what}) are not supported")
+
+
+# ---- elementwise ------------------------------------------------------------------------------
+
+
+def _unary(op):
+    def convert(ctx, node, attrs):
+        ctx.emit(op, [node.input[0]], node.output)
+
+    return convert
+
+
+def _binary(op):
+    def convert(ctx, node, attrs):
+        ctx.emit(op, node.input[:2], node.output)
+
+    return convert
+
+
+for _onnx, _op, _versions in [
+    ("Relu", "relu", (6, 13, 14)), ("Sigmoid", "sigmoid", (6, 13)), ("Tanh", "tanh", (6, 13)),
+    ("Exp", "exp", (6, 13)), ("Log", "log", (6, 13)), ("Sqrt", "sqrt", (6, 13)),
+    ("Erf", "erf", (9, 13)), ("Neg", "neg", (6, 13)), ("Abs", "abs", (6, 13)),
+    ("Reciprocal", "reciprocal", (6, 13)), ("Floor", "floor", (6, 13)),
+    ("Ceil", "ceil", (6, 13)), ("Not", "not", (1,)),
+    ("Identity", "identity", (1, 13, 14, 16, 19, 21, 23, 24, 25)),
+]:
+    converter(_onnx, *_versions)(_unary(_op))
+
+for _onnx, _op, _versions in [
+    ("Add", "add", (7, 13, 14)), ("Sub", "subtract", (7, 13, 14)),
+    ("Mul", "multiply", (7, 13, 14)), ("Div", "divide", (7, 13, 14)),
+    ("Pow", "power", (7, 12, 13, 15)), ("Equal", "equal", (7, 11, 13, 19)),
+    ("Less", "less", (7, 9, 13)), ("Greater", "greater", (7, 9, 13)),
+]:
+    converter(_onnx, *_versions)(_binary(_op))
+
+
+@converter("Max", 6, 8, 12, 13)
+@converter("Min", 6, 8, 12, 13)
+@converter("Sum", 6, 8, 13)
+@converter("Mean", 6, 8, 13)
+def _variadic(ctx, node, attrs):
+    op = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
+    mean = node.op_type == "Mean"
+    acc = node.input[0]
+    for i, name in enumerate(node.input[1:], start=2):
+        last = i == len(node.input) and not mean
+        acc = ctx.emit(op, [acc, name], node.output if last else None)
+    if mean:
+        n = ctx.const(np.array(1.0 / len(node.input), ctx.type_of(acc).dtype), "inverse_count")
+        ctx.emit("multiply", [acc, n], node.output)
+    elif len(node.input) == 1:
+        ctx.emit("identity", [acc], node.output)
+
+
+@converter("LeakyRelu", 6, 16)
+def _leaky_relu(ctx, node, attrs):
+    ctx.emit("leaky_relu", [node.input[0]], node.output, alpha=float(attrs.get("alpha", 0.01)))
+
+
+@converter("Clip", 6, 11, 12, 13)
+def _clip(ctx, node, attrs):
+    if "min" in attrs or "max" in attrs or len(node.input) == 1:
+        lo, hi = attrs.get("min"), attrs.get("max")
+    else:
+        lo = ctx.value_of(node.input[1], "min").item() if _input(node, 1) else None
+        hi = ctx.value_of(node.input[2], "max").item() if _input(node, 2) else None
+    ctx.emit("clip", [node.input[0]], node.output, min=lo, max=hi)
+
+
+@converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25, 28)
+def _cast(ctx, node, attrs):
+    ctx.emit("cast", [node.input[0]], node.output,
+             dtype=onnx_dtype(attrs["to"], f"node {ctx.node_name!r}: Cast to"))
+
+
+@converter("Where", 9, 16)
+def _where(ctx, node, attrs):
+    ctx.emit("where", node.input, node.output)
+
+
+@converter("Dropout", 7, 10, 12, 13, 22)
+def _dropout(ctx, node, attrs):
+    _only_first_output(ctx, node, "the mask")
+    if attrs.get("training_mode") or (_input(node, 2) and ctx.value_of(node.input[2],
+                                                                      "training_mode")):
+        ctx.fail("Dropout in training mode is not supported (inference only)")
+    ctx.emit("identity", [node.input[0]], node.output[:1])
+
+
+@converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
+def _constant(ctx, node, attrs):
+    if "value" in attrs:
+        value = onnx.numpy_helper.to_array(attrs["value"])
+    elif "value_float" in attrs:
+        value = np.array(attrs["value_float"], "float32")
+    elif "value_floats" in attrs:
+        value = np.array(attrs["value_floats"], "float32")
+    elif "value_int" in attrs:
+        value = np.array(attrs["value_int"], "int64")
+    elif "value_ints" in attrs:
+        value = np.array(attrs["value_ints"], "int64")
+    else:
+        ctx.fail(f"Constant with {', '.join(attrs) or 'no value'}: only value, value_float(s) "
+                 "and value_int(s) are supported")
+    ctx.const(value, name=node.output[0])
+
+
+# ---- heavy operators --------------------------------------------------------------------------
+
+
+def _spatial_attrs(ctx, node, attrs, x):
+    """strides, padding (top, left, bottom, right), dilation of a 2-D conv or pool."""
+    rank = len(ctx.type_of(x).shape)
+    if rank != 4:
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
+    strides = _ints(attrs.get("strides", (1, 1)))
+    dilation = _ints(attrs.get("dilations", (1, 1)))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if auto_pad in ("NOTSET", "VALID"):
+        pads = _ints(attrs.get("pads", (0, 0, 0, 0))) if auto_pad == "NOTSET" else (0, 0, 0, 0)
+        return strides, (pads[0], pads[1], pads[2], pads[3]), dilation
+    kernel = attrs.get("kernel_shape")
+    if kernel is None:
+        kernel = ctx.type_of(node.input[1]).shape[2:]
+    padding = []
+    for size, k, s, d in zip(ctx.type_of(x).shape[2:], kernel, strides, dilation):
+        if not dims.is_static(size):
+            ctx.fail(f"auto_pad={auto_pad} on the symbolic size {size} is not supported")
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        padding.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
+    return strides, (padding[0][0], padding[1][0], padding[0][1], padding[1][1]), dilation
+
+
+def _one_d_as_two_d(convert):
+    """Run a 2-D conv/pool converter on a 1-D (NCL) input as an NC1L image with a 1 x k
+    window, and reshape the result back to NCL."""
+
+    def wrapped(ctx, node, attrs):
+        x = node.input[0]
+        shape = ctx.type_of(x).shape
+        if len(shape) != 3:
+            convert(ctx, node, attrs)
+            return
+        n, c, length = shape
+        attrs = dict(attrs)
+        for key in ("kernel_shape", "strides", "dilations"):
+            if key in attrs:
+                attrs[key] = (1,) + _ints(attrs[key])
+        if "pads" in attrs:
+            lo, hi = _ints(attrs["pads"])
+            attrs["pads"] = (0, lo, 0, hi)
+        node2 = onnx.NodeProto()
+        node2.CopyFrom(node)
+        node2.input[0] = ctx.emit("reshape", [x], newshape=(n, c, 1, length))
+        if node.op_type == "Conv":
+            w = ctx.type_of(node.input[1]).shape
+            node2.input[1] = ctx.emit("reshape", [node.input[1]], newshape=(w[0], w[1], 1, w[2]))
+        node2.output[0] = ctx.fresh("image")
+        convert(ctx, node2, attrs)
+        out = ctx.type_of(node2.output[0]).shape
+        ctx.emit("reshape", [node2.output[0]], node.output[:1],
+                 newshape=(out[0], out[1], out[3]))
+
+    return wrapped
+
+
+@converter("Conv", 1, 11, 22)
+@_one_d_as_two_d
+def _conv(ctx, node, attrs):
+    x, w = node.input[0], node.input[1]
+    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
+    groups = int(attrs.get("group", 1))
+    wshape = ctx.type_of(w).shape
+    channels = ctx.type_of(x).shape[1]
+    kw = dict(strides=strides, padding=padding, dilation=dilation)
+    bias = _input(node, 2)
+    out = node.output if bias is None else None
+    if groups == 1:
+        y = ctx.emit("conv2d", [x, w], out, **kw)
+    elif dims.equal(channels, groups) and wshape[1] == 1:
+        y = ctx.emit("depthwise_conv2d", [x, w], out, **kw)
+    else:
+        # A grouped convolution is `groups` convolutions on channel slices, concatenated.
+        cin, cout = wshape[1], wshape[0] // groups
+        parts = []
+        for g in range(groups):
+            xg = ctx.emit("slice", [x], starts=(g * cin,), ends=((g + 1) * cin,), axes=(1,),
+                          steps=(1,))
+            wg = ctx.emit("slice", [w], starts=(g * cout,), ends=((g + 1) * cout,), axes=(0,),
+                          steps=(1,))
+            parts.append(ctx.emit("conv2d", [xg, wg], **kw))
+        y = ctx.emit("concat", parts, out, axis=1)
+    if bias is not None:
+        b = ctx.emit("reshape", [bias], newshape=(-1, 1, 1))
+        ctx.emit("add", [y, b], node.output)
+
+
+@converter("Gemm", 7, 9, 11, 13)
+def _gemm(ctx, node, attrs):
+    a, b = node.input[0], node.input[1]
+    if attrs.get("transA", 0):
+        a = ctx.emit("transpose", [a], perm=(1, 0))
+    if not attrs.get("transB", 0):
+        b = ctx.emit("transpose", [b], perm=(1, 0))
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    c = _input(node, 2)
+    last = c is None and alpha == 1.0
+    y = ctx.emit("dense", [a, b], node.output if last else None,
+                 units=ctx.type_of(b).shape[0])
+    dtype = ctx.type_of(y).dtype
+    if alpha != 1.0:
+        y = ctx.emit("multiply", [y, ctx.const(np.array(alpha, dtype), "alpha")],
+                     node.output if c is None else None)
+    if c is not None:
+        if beta != 1.0:
+            c = ctx.emit("multiply", [c, ctx.const(np.array(beta, dtype), "beta")])
+        ctx.emit("add", [y, c], node.output)
+
+
+@converter("MatMul", 9, 13)
+def _matmul(ctx, node, attrs):
+    ctx.emit("matmul", node.input[:2], node.output)
+
+
+# ---- pooling, reductions, normalisation -------------------------------------------------------
+
+
+@converter("MaxPool", 8, 10, 11, 12, 22)
+@converter("AveragePool", 7, 10, 11, 19, 22)
+@_one_d_as_two_d
+def _pool(ctx, node, attrs):
+    _only_first_output(ctx, node, "the indices")
+    x = node.input[0]
+    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
+    kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, pads=padding,
+              dilations=dilation, ceil_mode=int(attrs.get("ceil_mode", 0)))
+    if node.op_type == "MaxPool":
+        if attrs.get("storage_order", 0):
+            ctx.fail("MaxPool with storage_order=1 is not supported")
+        ctx.emit("max_pool2d", [x], node.output[:1], **kw)
+    else:
+        ctx.emit("avg_pool2d", [x], node.output,
+                 count_include_pad=int(attrs.get("count_include_pad", 0)), **kw)
+
+
+@converter("GlobalAveragePool", 1, 22)
+@converter("GlobalMaxPool", 1, 22)
+def _global_pool(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    if rank != 4:
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
+    op = "global_avg_pool" if node.op_type == "GlobalAveragePool" else "global_max_pool"
+    ctx.emit(op, [node.input[0]], node.output)
+
+
+_REDUCTIONS = {
+    "ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+    "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod", "ReduceL1": "reduce_l1",
+    "ReduceL2": "reduce_l2", "ReduceLogSum": "reduce_log_sum",
+    "ReduceLogSumExp": "reduce_log_sum_exp", "ReduceSumSquare": "reduce_sum_square",
+}
+
+
+@converter("ReduceMean", 1, 11, 13, 18)
+@converter("ReduceSum", 1, 11, 13)
+@converter("ReduceMax", 1, 11, 12, 13, 18, 20)
+@converter("ReduceMin", 1, 11, 12, 13, 18, 20)
+def _reduce(ctx, node, attrs):
+    op = _REDUCTIONS[node.op_type]
+    axes = attrs.get("axes")
+    if _input(node, 1):
+        axes = ctx.value_of(node.input[1], "axes").reshape(-1)
+    if axes is not None and len(axes) == 0:
+        axes = None
+    if axes is None and attrs.get("noop_with_empty_axes", 0):
+        ctx.emit("identity", [node.input[0]], node.output)
+        return
+    ctx.emit(op, [node.input[0]], node.output,
+             axes=None if axes is None else _ints(axes),
+             keepdims=int(attrs.get("keepdims", 1)))
+
+
+def _flatten_to_2d(ctx, x, axis):
+    shape = ctx.type_of(x).shape
+    return ctx.emit("reshape", [x], newshape=(dims.product(shape[:axis]),
+                                              dims.product(shape[axis:])))
+
+
+@converter("Softmax", 1, 11, 13)
+def _softmax(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    if ctx.version >= 13:
+        ctx.emit("softmax", [x], node.output, axis=int(attrs.get("axis", -1)) % rank)
+        return
+    if attrs.get("axis", 1) % rank == rank - 1:
+        ctx.emit("softmax", [x], node.output, axis=rank - 1)
+        return
+    # Before opset 13 Softmax normalises over all axes from `axis` on, as one flattened row.
+    flat = _flatten_to_2d(ctx, x, attrs.get("axis", 1) % rank)
+    y = ctx.emit("softmax", [flat], axis=1)
+    ctx.emit("reshape", [y], node.output, newshape=ctx.type_of(x).shape)
+
+
+def _layer_norm_with_statistics(ctx, node, attrs):
+    """LayerNormalization whose Mean and InvStdDev outputs are read: written out as the
+    reductions and arithmetic it stands for (fusion puts them back in few kernels)."""
+    x, scale = node.input[0], node.input[1]
+    t = ctx.type_of(x)
+    rank = len(t.shape)
+    axes = tuple(range(int(attrs.get("axis", -1)) % rank, rank))
+    eps = ctx.const(np.array(attrs.get("epsilon", 1e-5), t.dtype), "epsilon")
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    mean = ctx.emit("reduce_mean", [x], [outs[1]] if outs[1] else None, axes=axes, keepdims=1)
+    centered = ctx.emit("subtract", [x, mean])
+    var = ctx.emit("reduce_mean", [ctx.emit("multiply", [centered, centered])], axes=axes,
+                   keepdims=1)
+    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [var, eps])])],
+                   [outs[2]] if outs[2] else None)
+    y = ctx.emit("multiply", [ctx.emit("multiply", [centered, inv]), scale],
+                 None if _input(node, 2) else [outs[0]])
+    if _input(node, 2):
+        ctx.emit("add", [y, node.input[2]], [outs[0]])
+
+
+@converter("LayerNormalization", 17)
+def _layer_norm(ctx, node, attrs):
+    if any(o in ctx.used for o in node.output[1:]):
+        _layer_norm_with_statistics(ctx, node, attrs)
+        return
+    inputs = list(node.input[:3])
+    if len(inputs) < 3 or not inputs[2]:
+        t = ctx.type_of(inputs[1])
+        inputs[2:] = [ctx.const(np.zeros(t.shape, t.dtype), "bias")]
+    rank = len(ctx.type_of(inputs[0]).shape)
+    ctx.emit("layer_norm", inputs, node.output[:1], axis=int(attrs.get("axis", -1)) % rank,
+             epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+@converter("BatchNormalization", 7, 9, 14, 15)
+def _batch_norm(ctx, node, attrs):
+    _only_first_output(ctx, node, "running statistics: training mode")
+    if attrs.get("training_mode", 0):
+        ctx.fail("BatchNormalization in training mode is not supported (inference only)")
+    ctx.emit("batch_norm", node.input[:5], node.output[:1],
+             epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+# ---- layout and indexing -------------------------------------------------------------------
+
+
+@converter("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
+def _reshape(ctx, node, attrs):
+    if ctx.type_of(node.input[1]).content is None:
+        ctx.value_of(node.input[1], "the target shape")
+    ctx.emit("reshape", node.input[:2], node.output, allowzero=bool(attrs.get("allowzero", 0)))
+
+
+@converter("Flatten", 9, 11, 13, 21, 23, 24, 25)
+def _flatten(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        ctx.fail(f"axis {axis} is out of range for rank {rank}", ModelError)
+    shape = ctx.type_of(x).shape
+    axis = axis + rank if axis < 0 else axis
+    ctx.emit("reshape", [x], node.output, newshape=(dims.product(shape[:axis]),
+                                                    dims.product(shape[axis:])))
+
+
+def _axes_arg(ctx, node, attrs):
+    if _input(node, 1):
+        return _ints(ctx.value_of(node.input[1], "axes").reshape(-1))
+    return _ints(attrs["axes"]) if "axes" in attrs else None
+
+
+@converter("Unsqueeze", 11, 13, 21, 23, 24, 25)
+def _unsqueeze(ctx, node, attrs):
+    x = node.input[0]
+    shape = list(ctx.type_of(x).shape)
+    axes = _axes_arg(ctx, node, attrs)
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        shape.insert(a, 1)
+    ctx.emit("reshape", [x], node.output, newshape=tuple(shape))
+
+
+@converter("Squeeze", 11, 13, 21, 23, 24, 25)
+def _squeeze(ctx, node, attrs):
+    x = node.input[0]
+    shape = ctx.type_of(x).shape
+    axes = _axes_arg(ctx, node, attrs)
+    if axes is None:
+        if not all(dims.is_static(d) for d in shape):
+            ctx.fail("Squeeze without axes on a symbolic shape is not supported")
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = {a % len(shape) for a in axes}
+    for a in axes:
+        if not (dims.is_static(shape[a]) and shape[a] == 1):
+            ctx.fail(f"cannot squeeze axis {a} of size {shape[a]}", ModelError)
+    ctx.emit("reshape", [x], node.output,
+             newshape=tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+@converter("Transpose", 1, 13, 21, 23, 24, 25)
+def _transpose(ctx, node, attrs):
+    perm = attrs.get("perm")
+    ctx.emit("transpose", [node.input[0]], node.output,
+             perm=None if perm is None else _ints(perm))
+
+
+@converter("Concat", 4, 11, 13)
+def _concat(ctx, node, attrs):
+    ctx.emit("concat", node.input, node.output, axis=int(attrs["axis"]))
+
+
+@converter("Shape", 1, 13, 15, 19, 21, 23, 24, 25)
+def _shape(ctx, node, attrs):
+    start, end = attrs.get("start", 0), attrs.get("end")
+    if start == 0 and end is None:
+        ctx.emit("shape_of", [node.input[0]], node.output)
+        return
+    s = ctx.emit("shape_of", [node.input[0]])
+    ctx.emit("slice", [s], node.output, axes=(0,), starts=(start,),
+             ends=(2**63 - 1 if end is None else end,), steps=(1,))
+
+
+@converter("Gather", 1, 11, 13)
+def _gather(ctx, node, attrs):
+    ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
+
+
+@converter("Slice", 10, 11, 13)
+def _slice(ctx, node, attrs):
+    starts = _ints(ctx.value_of(node.input[1], "starts"))
+    ends = _ints(ctx.value_of(node.input[2], "ends"))
+    rank = len(ctx.type_of(node.input[0]).shape)
+    axes = _ints(ctx.value_of(node.input[3], "axes")) if _input(node, 3) else tuple(
+        range(len(starts)))
+    steps = _ints(ctx.value_of(node.input[4], "steps")) if _input(node, 4) else (1,) * len(
+        starts)
+    ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
+             starts=starts, ends=ends, steps=steps)
+
+
+# ---- more elementwise, reductions and transforms ------------------------------------------
+
+
+for _onnx, _op, _versions in [
+    ("Softplus", "softplus", (1, 22)), ("Softsign", "softsign", (1, 22)),
+    ("Sign", "sign", (9, 13)), ("Sin", "sin", (7, 22)), ("Cos", "cos", (7, 22)),
+    ("Round", "round", (11, 22)), ("Mish", "mish", (18, 22)),
+    ("HardSwish", "hard_swish", (14, 22)), ("IsNaN", "isnan", (9, 13, 20)),
+]:
+    converter(_onnx, *_versions)(_unary(_op))
+
+for _onnx, _op, _versions in [
+    ("And", "logical_and", (7,)), ("Or", "logical_or", (7,)), ("Xor", "logical_xor", (7,)),
+    ("LessOrEqual", "less_equal", (12, 16)), ("GreaterOrEqual", "greater_equal", (12, 16)),
+    ("PRelu", "prelu", (7, 9, 16)),
+]:
+    converter(_onnx, *_versions)(_binary(_op))
+
+
+def _with_attrs(op, **defaults):
+    """A converter passing the listed ONNX attributes (with their defaults) through."""
+
+    def convert(ctx, node, attrs):
+        values = {k: attrs.get(k, v) for k, v in defaults.items()}
+        ctx.emit(op, [i for i in node.input if i], node.output,
+                 **{k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()})
+
+    return convert
+
+
+converter("HardSigmoid", 6, 22)(_with_attrs("hard_sigmoid", alpha=0.2, beta=0.5))
+converter("Elu", 6, 22)(_with_attrs("elu", alpha=1.0))
+converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
+                                     gamma=1.05070102214813232421875))
+converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
+converter("Mod", 10, 13, 28)(_with_attrs("mod", fmod=0))
+converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
+converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
+converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
+converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
+
+
+@converter("SpaceToDepth", 1, 13, 28)
+def _space_to_depth(ctx, node, attrs):
+    mode = attrs.get("mode", b"DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "DCR":
+        ctx.fail(f"SpaceToDepth mode {mode!r} is not supported; allowed: DCR")
+    ctx.emit("space_to_depth", [node.input[0]], node.output, blocksize=attrs["blocksize"])
+
+
+@converter("Gelu", 20)
+def _gelu(ctx, node, attrs):
+    approximate = attrs.get("approximate", b"none")
+    ctx.emit("gelu", [node.input[0]], node.output,
+             approximate=approximate.decode() if isinstance(approximate, bytes) else approximate)
+
+
+@converter("LogSoftmax", 13)
+def _log_softmax(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("log_softmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
+
+
+@converter("ReduceProd", 1, 11, 13, 18)
+@converter("ReduceL1", 1, 11, 13, 18)
+@converter("ReduceL2", 1, 11, 13, 18)
+@converter("ReduceLogSum", 1, 11, 13, 18, 28)
+@converter("ReduceLogSumExp", 1, 11, 13, 18, 28)
+@converter("ReduceSumSquare", 1, 11, 13, 18)
+def _more_reductions(ctx, node, attrs):
+    _reduce(ctx, node, attrs)
+
+
+@converter("ArgMax", 11, 12, 13)
+@converter("ArgMin", 11, 12, 13)
+def _argreduce(ctx, node, attrs):
+    ctx.emit(node.op_type.lower(), [node.input[0]], node.output,
+             axis=int(attrs.get("axis", 0)), keepdims=int(attrs.get("keepdims", 1)),
+             select_last_index=int(attrs.get("select_last_index", 0)))
+
+
+@converter("CumSum", 11, 14)
+def _cumsum(ctx, node, attrs):
+    axis = int(ctx.value_of(node.input[1], "axis").reshape(-1)[0])
+    ctx.emit("cumsum", [node.input[0]], node.output, axis=axis,
+             exclusive=int(attrs.get("exclusive", 0)), reverse=int(attrs.get("reverse", 0)))
+
+
+@converter("Trilu", 14)
+def _trilu(ctx, node, attrs):
+    k = int(ctx.value_of(node.input[1], "k").reshape(-1)[0]) if _input(node, 1) else 0
+    ctx.emit("trilu", [node.input[0]], node.output, k=k, upper=int(attrs.get("upper", 1)))
+
+
+@converter("ConstantOfShape", 9, 20, 21, 23, 24, 25)
+def _constant_of_shape(ctx, node, attrs):
+    shape = _ints(ctx.value_of(node.input[0], "shape").reshape(-1))
+    value = attrs.get("value")
+    value = onnx.numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(
+        1, "float32")
+    ctx.const(np.full(shape, value[0], dtype=value.dtype), name=node.output[0])
+
+
+@converter("Unsqueeze", 1)
+@converter("Squeeze", 1)
+def _squeeze_v1(ctx, node, attrs):
+    (_unsqueeze if node.op_type == "Unsqueeze" else _squeeze)(ctx, node, attrs)
+
+
+@converter("Expand", 8, 13)
+def _expand(ctx, node, attrs):
+    shape = _ints(ctx.value_of(node.input[1], "shape").reshape(-1))
+    ctx.emit("expand", [node.input[0]], node.output, shape=shape)
+
+
+@converter("Tile", 6, 13)
+def _tile(ctx, node, attrs):
+    repeats = _ints(ctx.value_of(node.input[1], "repeats").reshape(-1))
+    ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
+
+
+@converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+def _pad(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    pads = _ints(ctx.value_of(node.input[1], "pads").reshape(-1))
+    if _input(node, 3):
+        axes = [a % rank for a in _ints(ctx.value_of(node.input[3], "axes").reshape(-1))]
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a], full[a + rank] = pads[i], pads[i + len(axes)]
+        pads = tuple(full)
+    value = ctx.value_of(node.input[2], "constant_value").item() if _input(node, 2) else 0
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "reflect", "edge"):
+        ctx.fail(f"Pad mode {mode!r} is not supported; allowed: constant, reflect, edge")
+    ctx.emit("pad", [x], node.output, pads=pads, mode=mode, value=value)
+
+
+@converter("Split", 11, 13, 18)
+def _split(ctx, node, attrs):
+    x = node.input[0]
+    shape = ctx.type_of(x).shape
+    axis = int(attrs.get("axis", 0)) % len(shape)
+    extent = shape[axis]
+    if _input(node, 1):
+        sizes = _ints(ctx.value_of(node.input[1], "split").reshape(-1))
+    elif "split" in attrs:
+        sizes = _ints(attrs["split"])
+    else:
+        if not dims.is_static(extent):
+            ctx.fail(f"Split of the symbolic dimension {extent} is not supported")
+        parts = len(node.output)
+        chunk = -(-extent // parts)
+        sizes = tuple(min(chunk, extent - i * chunk) for i in range(parts))
+    # One slice per output: each is an injective kernel that can fuse with its consumers.
+    start = 0
+    for out, size in zip(node.output, sizes):
+        ctx.emit("slice", [x], [out], starts=(start,), ends=(start + size,), axes=(axis,),
+                 steps=(1,))
+        start += size
+
+
+@converter("CastLike", 15, 19, 21, 23, 24, 25)
+def _cast_like(ctx, node, attrs):
+    ctx.emit("cast", [node.input[0]], node.output, dtype=ctx.type_of(node.input[1]).dtype)
+
+
+@converter("Size", 13, 19, 21, 23, 24, 25)
+def _size(ctx, node, attrs):
+    ctx.emit("size_of", [node.input[0]], node.output)
+
+
+@converter("Range", 11, 27)
+def _range(ctx, node, attrs):
+    start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
+                                                                ("start", "limit", "delta")))
+    ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
+
+
+@converter("BitShift", 11, 28)
+def _bitshift(ctx, node, attrs):
+    direction = attrs["direction"]
+    ctx.emit("bitshift", node.input[:2], node.output,
+             direction=direction.decode() if isinstance(direction, bytes) else direction)
+
+
+@converter("RMSNormalization", 23)
+def _rms_norm(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("rms_norm", node.input[:2], node.output, axis=int(attrs.get("axis", -1)) % rank,
+             epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+@converter("OneHot", 11, 28)
+def _one_hot(ctx, node, attrs):
+    depth = int(ctx.value_of(node.input[1], "depth").reshape(-1)[0])
+    values = ctx.value_of(node.input[2], "values").reshape(-1)
+    ctx.emit("one_hot", [node.input[0]], node.output, depth=depth,
+             values=(values[0].item(), values[1].item()), axis=int(attrs.get("axis", -1)),
+             dtype=str(values.dtype))
+
+
+@converter("Resize", 11, 13, 18, 19)
+def _resize(ctx, node, attrs):
+    def text(name, default):
+        v = attrs.get(name, default)
+        return v.decode() if isinstance(v, bytes) else v
+
+    mode = text("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        ctx.fail(f"Resize mode {mode!r} is not supported; allowed: nearest, linear")
+    for name, default in (("antialias", 0), ("exclude_outside", 0)):
+        if attrs.get(name, default) != default:
+            ctx.fail(f"Resize with {name}={attrs[name]} is not supported")
+    if "axes" in attrs or text("keep_aspect_ratio_policy", "stretch") != "stretch":
+        ctx.fail("Resize with axes or keep_aspect_ratio_policy is not supported")
+    ctm = text("coordinate_transformation_mode", "half_pixel")
+    if ctm == "tf_crop_and_resize":
+        ctx.fail("Resize with coordinate_transformation_mode=tf_crop_and_resize is not "
+                 "supported")
+    scales = ctx.value_of(node.input[2], "scales").reshape(-1) if _input(node, 2) else None
+    sizes = ctx.value_of(node.input[3], "sizes").reshape(-1) if _input(node, 3) else None
+    if scales is not None and scales.size == 0:
+        scales = None
+    ctx.emit("resize", [node.input[0]], node.output,
+             scales=None if scales is None else tuple(float(v) for v in scales),
+             sizes=None if sizes is None else _ints(sizes), mode=mode,
+             coordinate_transformation_mode=ctm,
+             nearest_mode=text("nearest_mode", "round_prefer_floor"))
+
+
+for _onnx, _op, _versions in [
+    ("Tan", "tan", (7, 22)), ("Sinh", "sinh", (9, 22)), ("Cosh", "cosh", (9, 22)),
+    ("Asinh", "asinh", (9, 22)), ("Acosh", "acosh", (9, 22)), ("Atanh", "atanh", (9, 22)),
+]:
+    converter(_onnx, *_versions)(_unary(_op))
+
+converter("ThresholdedRelu", 10, 22)(_with_attrs("thresholded_relu", alpha=1.0))
+converter("Celu", 12, 28)(_with_attrs("celu", alpha=1.0))
+converter("Shrink", 9)(_with_attrs("shrink", bias=0.0, lambd=0.5))
+
+
+@converter("Hardmax", 13)
+def _hardmax(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
+    ctx.emit("hardmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)

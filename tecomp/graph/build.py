@@ -1,0 +1,238 @@
+"""``tecomp.graph.build``: a graph -> one module holding a kernel per fused group.
+
+Each fused group becomes one PrimFunc: its inputs become ``te`` placeholders (symbolic
+dimensions stay ``te.var`` s, so one kernel serves every size), each node calls its
+operator implementation's compute (``tecomp.topi.strategy``), and the implementation of
+the group's anchor (the heavy operator or the reduction) schedules the whole group. All
+kernels are compiled into one module by one ``tecomp.build`` call. A group whose
+operators need a static batch (``STATIC_BATCH_OPS``) is built for one batch item and
+marked ``per_batch_item``: the executor calls it on each item's slice.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .. import te
+from ..autotune.space import FallbackConfigEntity
+from ..build_module import build as build_funcs
+from ..errors import TecompError
+from ..ir import expr as E
+from ..ir.structural import structural_equal
+from ..schedule.lower import lower
+from ..target import Target, as_target
+from ..topi.strategy import get_implementation, select_config
+from . import dims
+from .infer import infer_types
+from .ir import Graph, TensorType
+from .library import GraphLibrary, KernelInfo
+from .passes import optimize
+from .passes.fuse import anchor_of
+
+
+class GraphBuildError(TecompError):
+    """A graph cannot be built: the message names the kernel and the node."""
+
+
+def bind_params(graph: Graph, params: dict | None) -> Graph:
+    """``graph`` with the constants named in ``params`` replaced by those arrays.
+
+    Raises
+    ------
+    GraphBuildError
+        A name is not a constant of the graph, or an array's dtype or shape differs.
+    """
+    if not params:
+        return graph
+    consts = dict(graph.consts)
+    for name, value in params.items():
+        if name not in consts:
+            if name in graph.inputs or not any(name in n.inputs for n in graph.nodes):
+                raise GraphBuildError(f"params: {name!r} is not a weight of the graph")
+            value = np.asarray(value)
+            consts[name] = value
+            continue
+        value = np.asarray(value)
+        old = consts[name]
+        if value.dtype != old.dtype or value.shape != old.shape:
+            raise GraphBuildError(f"params: {name!r} is {value.dtype}{list(value.shape)}, the "
+                                  f"graph's weight is {old.dtype}{list(old.shape)}")
+        consts[name] = value
+    return infer_types(graph.with_(consts=consts))
+
+
+def _local_symbols(shapes) -> dict:
+    """Compound symbolic dimensions (``b * s``) whose symbols no bare dimension of the kernel
+    binds -> a fresh symbol each, so the kernel's arguments bind every size it uses."""
+    bound = [d for shape in shapes for d in shape if isinstance(d, E.Var)]
+    fresh: list = []
+    for shape in shapes:
+        for d in shape:
+            if dims.is_static(d) or isinstance(d, E.Var):
+                continue
+            if all(any(v is b for b in bound) for v in dims.symbols([d])):
+                continue
+            if not any(structural_equal(d, old) for old, _ in fresh):
+                fresh.append((d, te.var(f"d{len(fresh)}")))
+    return fresh
+
+
+def _replace_dims(value, fresh):
+    if isinstance(value, tuple):
+        return tuple(_replace_dims(v, fresh) for v in value)
+    if isinstance(value, E.PrimExpr):
+        for old, new in fresh:
+            if structural_equal(value, old):
+                return new
+    return value
+
+
+def _config(impl, input_types, attrs):
+    """The schedule config of a node's implementation, and where it came from."""
+    shapes = [tuple(t.shape) for t in input_types]
+    if impl.template is None:
+        return FallbackConfigEntity(), "default schedule"
+    if not all(dims.is_static(d) for s in shapes for d in s):
+        # Tuning workloads have static shapes: a symbolic one has no record to look up.
+        return FallbackConfigEntity(), "fallback config"
+    # The workload takes the attributes that identify the task; layout hints such as
+    # dense's ``units`` are the compute's alone.
+    accepted = inspect.signature(impl.workload).parameters
+    cfg = select_config(impl, *shapes, dtype=input_types[0].dtype,
+                        **{k: v for k, v in attrs.items() if k in accepted})
+    return cfg, "fallback config" if cfg.is_fallback else "tuned record"
+
+
+# Operators whose computes need a static batch: a group holding one, whose only symbolic
+# dimension is the batch, is built for a batch of 1 and run on each item of the batch.
+STATIC_BATCH_OPS = ("conv2d", "depthwise_conv2d")
+
+
+def item_batch(body: Graph):
+    """The batch symbol of a group that runs per batch item (see ``STATIC_BATCH_OPS``),
+    else None."""
+    if not any(n.op in STATIC_BATCH_OPS for n in body.nodes):
+        return None
+    out = body.types[body.outputs[0]].shape
+    if not out or not isinstance(out[0], E.Var):
+        return None
+    batch = out[0]
+    for t in body.types.values():
+        if any(not dims.is_static(d) and not (i == 0 and d is batch)
+               for i, d in enumerate(t.shape)):
+            return None
+    return batch
+
+
+def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):
+    """(implementation, config, output tensor, config source, packed weights) of one node
+    of a group; ``tensors`` maps the values computed so far (packed weights join it)."""
+    impl = get_implementation(n.op, target)
+    attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
+    types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
+             for i in n.inputs]
+    cfg, source = _config(impl, types, dict(n.attrs))
+    args = [tensors[i] for i in n.inputs]
+    # Only constant weights are packed at build time; a computed one is packed by the
+    # compute on every call.
+    to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
+    if to_pack and isinstance(cfg, FallbackConfigEntity) and not cfg.space_map:
+        # A fallback for symbolic shapes has no knobs until the compute defines them, and
+        # they say how the weight is packed: run it once on the logical layout first.
+        impl.compute(cfg, *args, **attrs)
+    packed = {}
+    for pos in to_pack:
+        name = n.inputs[pos]
+        # Packed once here, under a name of its own: another kernel may read the weight
+        # in its original layout.
+        array, = impl.prepack(cfg, graph.consts[name], **attrs)
+        packed[name] = (f"{name}.packed.{body.name}", np.ascontiguousarray(array))
+        args[pos] = tensors[name] = te.placeholder(array.shape, str(array.dtype),
+                                                   name=packed[name][0])
+    return impl, cfg, impl.compute(cfg, *args, **attrs), source, packed
+
+
+def _lower_group(node, graph: Graph, target: Target):
+    """(PrimFunc, KernelInfo, the node reading its packed weights, packed weights) of one
+    fused node."""
+    body = node.attrs["body"]
+    anchor = anchor_of(body)
+    batch = item_batch(body)
+    fresh = ([(batch, 1)] if batch is not None else []) + _local_symbols(
+        [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
+    tensors, configs, packed = {}, {}, {}
+    for name in body.inputs:
+        t = body.types[name]
+        tensors[name] = te.placeholder(_replace_dims(tuple(t.shape), fresh) or (), t.dtype,
+                                       name=name)
+    source = "default schedule"
+    for n in body.nodes:
+        where = f"kernel {body.name}, node {n.name or n.op!r} ({n.op})"
+        try:
+            impl, cfg, out, src, node_packed = _lower_node(n, body, graph, target, tensors,
+                                                           fresh)
+        except GraphBuildError:
+            raise
+        except (TecompError, ValueError, TypeError) as e:
+            raise GraphBuildError(f"{where}: {e}") from None
+        if n is anchor:
+            source = src
+        packed.update(node_packed)
+        tensors[n.outputs[0]] = out
+        configs[id(n)] = (impl, cfg)
+    impl, cfg = configs[id(anchor)]
+    out = tensors[body.outputs[0]]
+    sch = impl.schedule(cfg, [out])
+    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name)
+    info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
+    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs),
+                      attrs={**node.attrs, "per_batch_item": batch is not None})
+    return func, info, node, dict(packed.values())
+
+
+def build(mod: Graph, target="llvm", params: dict | None = None):
+    """Compile a graph into one module and a plan to run it.
+
+    Parameters
+    ----------
+    mod : Graph
+        The graph (``from_onnx``'s first result).
+    target : str or Target
+        An ``llvm`` target.
+    params : dict, optional
+        Weight name -> array, replacing the graph's constants of those names.
+
+    Returns
+    -------
+    GraphLibrary
+        Run it with ``GraphModule(lib)``; ``lib.summary()`` lists the kernels and their
+        schedules; ``lib.export_library(path)`` saves it.
+
+    Raises
+    ------
+    GraphBuildError
+        An operator has no implementation for the target, or a group cannot be built; the
+        message names the kernel and the node.
+
+    Examples
+    --------
+    >>> lib = tecomp.graph.build(mod, target="llvm", params=params)      # doctest: +SKIP
+    >>> y, = tecomp.graph.GraphModule(lib)(x=x)                          # doctest: +SKIP
+    """
+    target = target if isinstance(target, Target) else as_target(target)
+    graph = optimize(bind_params(mod, params))
+    funcs, infos, nodes, consts = [], [], [], dict(graph.consts)
+    with target:
+        for node in graph.nodes:
+            func, info, node, packed = _lower_group(node, graph, target)
+            funcs.append(func)
+            infos.append(info)
+            nodes.append(node)
+            consts.update(packed)
+    module = build_funcs(funcs, target=target) if funcs else None
+    # Weights only read packed are dropped; the packed copies join the constants.
+    read = {i for n in nodes for i in n.inputs} | set(graph.outputs)
+    graph = graph.with_(nodes=tuple(nodes), consts={k: v for k, v in consts.items() if k in read})
+    return GraphLibrary(graph, module, tuple(infos), target)

@@ -1,0 +1,157 @@
+"""Tensor dimensions of the graph IR: a Python ``int`` or a symbolic ``te`` expression.
+
+A symbolic dimension is an integer expression over ``te.var`` symbols (``batch``,
+``seq``, ``batch * seq``). Dimensions are kept simplified, so a dimension that folds to
+a constant is always an ``int`` and two equal symbolic dimensions print the same.
+"""
+
+from __future__ import annotations
+
+from ..errors import TecompError
+from ..ir import expr as E
+from ..ir.structural import structural_equal
+from ..ir.functor import collect_vars, substitute
+from ..ir.arith import simplify
+
+
+def normalize(d):
+    """``d`` (int, numpy integer or integer expression) simplified: an ``int`` when it folds
+    to a constant, else a simplified expression."""
+    if isinstance(d, E.PrimExpr):
+        s = simplify(d)
+        return int(s.value) if isinstance(s, E.IntImm) else s
+    return int(d)
+
+
+def is_static(d) -> bool:
+    """Whether dimension ``d`` is a known integer."""
+    return not isinstance(d, E.PrimExpr)
+
+
+def equal(a, b) -> bool:
+    """Whether two dimensions are provably the same (structurally, after simplification)."""
+    a, b = normalize(a), normalize(b)
+    if is_static(a) and is_static(b):
+        return a == b
+    if is_static(a) or is_static(b):
+        return False
+    return structural_equal(a, b)
+
+
+def symbols(shape) -> list:
+    """The ``te.var`` symbols the dimensions of ``shape`` use, each once, in order."""
+    out: list = []
+    for d in shape:
+        if not is_static(d):
+            for v in collect_vars(d):
+                if not any(v is u for u in out):
+                    out.append(v)
+    return out
+
+
+def evaluate(d, bindings: dict) -> int:
+    """The integer value of dimension ``d`` with the symbols bound by ``bindings``
+    (``Var -> int``).
+
+    Raises
+    ------
+    TecompError
+        A symbol of ``d`` has no binding.
+    """
+    if is_static(d):
+        return int(d)
+    s = simplify(substitute(d, {v: E.IntImm(int(n), v.dtype) for v, n in bindings.items()}))
+    if not isinstance(s, E.IntImm):
+        raise TecompError(f"dimension {d} has unbound symbols (bound: "
+                          f"{', '.join(v.name for v in bindings) or 'none'})")
+    return int(s.value)
+
+
+def to_text(d) -> str:
+    """A dimension as printed in the graph IR: ``3``, ``batch``, ``batch * 4``."""
+    return str(d)
+
+
+_BINARY = {cls.__name__: cls for cls in (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod,
+                                         E.Min, E.Max)}
+
+
+def to_json(d):
+    """A dimension as JSON data: an int, ``{"var": name}`` or ``[op, a, b]``.
+
+    Raises
+    ------
+    TecompError
+        The expression uses a node other than integer arithmetic on symbols.
+    """
+    if is_static(d):
+        return int(d)
+    if isinstance(d, E.Var):
+        return {"var": d.name}
+    if isinstance(d, E.IntImm):
+        return int(d.value)
+    name = type(d).__name__
+    if name not in _BINARY:
+        raise TecompError(f"dimension {d}: {name} cannot be saved; allowed are symbols, "
+                          f"integers and {', '.join(sorted(_BINARY))}")
+    return [name, to_json(d.a), to_json(d.b)]
+
+
+def from_json(data, symbols_by_name: dict):
+    """The dimension :func:`to_json` wrote; ``symbols_by_name`` maps names to the ``te.var``
+    each name stands for and gains the ones it did not hold yet."""
+    if isinstance(data, int):
+        return data
+    if isinstance(data, dict):
+        name = data["var"]
+        if name not in symbols_by_name:
+            symbols_by_name[name] = E.Var(name, "int32")
+        return symbols_by_name[name]
+    op, a, b = data
+    return normalize(E.binary(_BINARY[op], from_json(a, symbols_by_name),
+                              from_json(b, symbols_by_name)))
+
+
+def _factors(d) -> tuple:
+    """(integer coefficient, symbolic factors) of a product of dimensions."""
+    d = normalize(d)
+    if is_static(d):
+        return d, []
+    if isinstance(d, E.Mul):
+        ca, fa = _factors(d.a)
+        cb, fb = _factors(d.b)
+        return ca * cb, fa + fb
+    return 1, [d]
+
+
+def quotient(numerator, denominator):
+    """``prod(numerator) / prod(denominator)`` as a dimension, cancelling equal symbolic
+    factors (``(b * s * 64) / (b * s) = 64``), or None when it does not divide exactly."""
+    num_c, num_f = 1, []
+    for d in numerator:
+        c, f = _factors(d)
+        num_c, num_f = num_c * c, num_f + f
+    den_c, den_f = 1, []
+    for d in denominator:
+        c, f = _factors(d)
+        den_c, den_f = den_c * c, den_f + f
+    for f in den_f:
+        match = next((i for i, g in enumerate(num_f) if structural_equal(f, g)), None)
+        if match is None:
+            return None
+        num_f.pop(match)
+    if den_c == 0 or num_c % den_c:
+        return None
+    out = num_c // den_c
+    for f in num_f:
+        out = f * out if not is_static(out) or out != 1 else f
+    return normalize(out)
+
+
+def product(shape):
+    """The number of elements of ``shape`` as a dimension."""
+    out = 1
+    for d in shape:
+        out = normalize(d * out) if not is_static(d) else (
+            out * d if is_static(out) else normalize(out * d))
+    return out

@@ -1,0 +1,213 @@
+"""``GraphModule``: runs a built graph on numpy arrays.
+
+The symbolic dimensions of the graph are bound from the inputs' shapes at run time, so one
+build serves every batch or sequence size. For each combination of input shapes a
+*memory plan* is made once and kept: every intermediate value gets an offset in one
+arena, and values whose lifetimes (from the kernel that writes them to the last kernel
+that reads them) do not overlap share bytes. A run then only calls kernels on views of
+the arena: nothing is allocated per call for shapes seen before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TecompError
+from ..ir import expr as E
+from . import dims
+
+# Offsets in the arena are multiples of this (a cache line, and the widest vector load).
+ALIGNMENT = 64
+
+
+class GraphInputError(TecompError, ValueError):
+    """An input is missing, unknown, or does not fit the graph's input type."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Where every value of one run lives, for one binding of the symbolic dimensions:
+    ``arena`` (bytes) with ``views`` (value -> array over it) for intermediates, and
+    ``outputs`` (value -> array) that a run writes and ``get_output`` returns."""
+
+    arena: np.ndarray
+    views: dict
+    outputs: dict
+
+
+def plan_offsets(sizes: list, lifetimes: list) -> tuple:
+    """Offsets for buffers of ``sizes`` bytes alive over ``lifetimes`` (first, last) kernel
+    indices, such that buffers alive at the same time do not overlap; returns (offsets,
+    total bytes). Largest buffers are placed first, each at the lowest aligned offset that
+    fits beside the buffers already placed that it overlaps in time (first fit)."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    offsets = [0] * len(sizes)
+    placed: list = []
+    total = 0
+    for i in order:
+        first, last = lifetimes[i]
+        busy = sorted((offsets[j], offsets[j] + sizes[j]) for j in placed
+                      if not (lifetimes[j][1] < first or last < lifetimes[j][0]))
+        offset = 0
+        for lo, hi in busy:
+            if offset + sizes[i] <= lo:
+                break
+            offset = max(offset, -(-hi // ALIGNMENT) * ALIGNMENT)
+        offsets[i] = offset
+        placed.append(i)
+        total = max(total, offset + sizes[i])
+    return offsets, total
+
+
+class GraphModule:
+    """Run a :class:`~tecomp.graph.library.GraphLibrary`.
+
+    Examples
+    --------
+    >>> gm = tecomp.graph.GraphModule(lib)                       # doctest: +SKIP
+    >>> gm.set_input("x", x); gm.run(); y = gm.get_output(0)     # doctest: +SKIP
+    >>> y, = gm(x=x)                                             # doctest: +SKIP
+    """
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.graph = lib.graph
+        self._inputs: dict = {}
+        self._plans: dict = {}
+        self._plan: MemoryPlan | None = None
+        graph = self.graph
+        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0], self._item_inputs(n))
+                         for n in graph.nodes]
+        last_use = {}
+        for step, node in enumerate(graph.nodes):
+            for i in node.inputs:
+                last_use[i] = step
+        self._lifetimes = {n.outputs[0]: (step, last_use.get(n.outputs[0], step))
+                           for step, n in enumerate(graph.nodes)}
+
+    def _item_inputs(self, node):
+        """For a kernel built per batch item: per input, whether it is sliced by batch item
+        (its leading axis is the batch); else None."""
+        if not node.attrs.get("per_batch_item"):
+            return None
+        batch = self.graph.types[node.outputs[0]].shape[0]
+        return tuple(i in self.graph.types and len(self.graph.types[i].shape) > 0
+                     and self.graph.types[i].shape[0] is batch for i in node.inputs)
+
+    @property
+    def input_names(self) -> tuple:
+        """The names of the graph's inputs, in order."""
+        return self.graph.inputs
+
+    @property
+    def num_outputs(self) -> int:
+        """How many outputs a run gives."""
+        return len(self.graph.outputs)
+
+    def set_input(self, name: str, value) -> None:
+        """Set input ``name`` to ``value`` (converted to the input's dtype if it is a
+        different numpy dtype; it is read, not copied, when it already fits).
+
+        Raises
+        ------
+        GraphInputError
+            ``name`` is not an input, or the value's rank does not fit.
+        """
+        if name not in self.graph.inputs:
+            raise GraphInputError(f"{name!r} is not an input; inputs: "
+                                  f"{', '.join(self.graph.inputs)}")
+        t = self.graph.types[name]
+        value = np.asarray(value, dtype=t.dtype)
+        if not value.flags.c_contiguous:
+            value = value.copy(order="C")  # (ascontiguousarray would make a scalar 1-D)
+        if value.ndim != len(t.shape):
+            raise GraphInputError(f"input {name!r} must have rank {len(t.shape)} "
+                                  f"({t}), got shape {value.shape}")
+        self._inputs[name] = value
+
+    def _bind(self) -> dict:
+        bindings: dict = {}
+        missing = [n for n in self.graph.inputs if n not in self._inputs]
+        if missing:
+            raise GraphInputError(f"inputs {', '.join(missing)} are not set")
+        for name in self.graph.inputs:
+            shape = self.graph.types[name].shape
+            for d, got in zip(shape, self._inputs[name].shape):
+                if isinstance(d, E.Var):
+                    prev = next((n for v, n in bindings.items() if v is d), None)
+                    if prev is not None and prev != got:
+                        raise GraphInputError(f"input {name!r}: size {d.name} is {got} here "
+                                              f"but {prev} in another input")
+                    bindings[d] = got
+        for name in self.graph.inputs:
+            t = self.graph.types[name]
+            want = tuple(dims.evaluate(d, bindings) for d in t.shape)
+            if want != self._inputs[name].shape:
+                raise GraphInputError(f"input {name!r} must have shape {t.shape} = {want}, "
+                                      f"got {self._inputs[name].shape}")
+        return bindings
+
+    def _make_plan(self, bindings) -> MemoryPlan:
+        graph = self.graph
+        outputs, inter = {}, []
+        for node in graph.nodes:
+            v = node.outputs[0]
+            t = graph.types[v]
+            shape = tuple(dims.evaluate(d, bindings) for d in t.shape)
+            if v in graph.outputs:
+                outputs[v] = np.empty(shape, t.dtype)
+            else:
+                inter.append((v, shape, np.dtype(t.dtype)))
+        sizes = [max(int(np.prod(s)) * dt.itemsize, 1) for _, s, dt in inter]
+        offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
+        arena = np.empty(total + ALIGNMENT, np.uint8)
+        base = (-arena.ctypes.data) % ALIGNMENT
+        views = {v: np.ndarray(s, dt, buffer=arena, offset=base + off)
+                 for (v, s, dt), off in zip(inter, offsets)}
+        return MemoryPlan(arena, views, outputs)
+
+    def run(self) -> None:
+        """Run the graph on the inputs set."""
+        bindings = self._bind()
+        key = tuple(sorted((v.name, n) for v, n in bindings.items()))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan(bindings)
+        self._plan = plan
+        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+        # Every array here has its kernel's dtype and C layout (set_input converts the
+        # inputs, the plan allocates the rest) and the shapes type inference gave for the
+        # bound sizes, so the kernels are called without per-call argument checks.
+        for kernel, inputs, output, per_item in self._kernels:
+            args = [values[i] for i in inputs]
+            out = values[output]
+            if per_item is None:
+                kernel.call_trusted(*args, out)
+                continue
+            # Leading-axis slices of C-contiguous arrays are C-contiguous views.
+            for b in range(out.shape[0]):
+                kernel.call_trusted(
+                    *(a[b:b + 1] if sliced else a for a, sliced in zip(args, per_item)),
+                    out[b:b + 1])
+
+    def get_output(self, index: int) -> np.ndarray:
+        """Output ``index`` of the last run. The array is the module's own, overwritten by
+        the next run with the same input shapes: copy it to keep it."""
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"output {index}: the graph has {self.num_outputs} outputs")
+        name = self.graph.outputs[index]
+        if self._plan is None:
+            raise TecompError("get_output before run()")
+        # An output is computed by a kernel, or is an input or a constant passed through.
+        source = next(s for s in (self._plan.outputs, self._inputs, self.graph.consts)
+                      if name in s)
+        return source[name]
+
+    def __call__(self, **inputs) -> list:
+        """Set the inputs by name, run, and return copies of all outputs."""
+        for name, value in inputs.items():
+            self.set_input(name, value)
+        self.run()
+        return [self.get_output(i).copy() for i in range(self.num_outputs)]

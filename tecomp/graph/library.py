@@ -1,0 +1,104 @@
+"""A built graph: its kernels' module, the fused graph that calls them, its constants;
+exported as a shared object plus a sidecar file, and loaded back without the model.
+
+Files: ``export_library("model.so")`` writes ``model.so``, the kernels as a shared object
+that :func:`tecomp.runtime.load_module` (or ``ctypes``) opens, and ``model.so.graph.npz``
+next to it: a numpy ``.npz`` archive (read without pickle) holding the graph as JSON
+(``graph.json``), the target string and every constant (``const:NAME``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TecompError
+from ..runtime.module import load_module
+from ..target import Target
+from .ir import Graph
+from .serialize import graph_from_json, graph_to_json
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One compiled kernel: its name, the operators it fuses, its anchor operator and where
+    the anchor's schedule configuration came from (``"tuned record"``, ``"fallback
+    config"`` or ``"default schedule"`` for an operator without a tuning template)."""
+
+    name: str
+    ops: tuple
+    anchor: str
+    schedule: str
+
+SIDECAR_SUFFIX = ".graph.npz"
+
+
+class GraphLibrary:
+    """The result of :func:`tecomp.graph.build`: run it with :class:`GraphModule`."""
+
+    def __init__(self, graph: Graph, module, kernels: tuple, target: Target):
+        self.graph = graph
+        self.module = module
+        self.kernels = kernels
+        self.target = target
+
+    def summary(self) -> str:
+        """One line per kernel: its name, the operators it fuses and which schedule its
+        anchor operator uses (a tuned record, the fallback config of a tunable template,
+        or an operator's default schedule), then the count of fallbacks."""
+        lines = [f"{len(self.kernels)} kernels for {self.target}:"]
+        for k in self.kernels:
+            lines.append(f"  {k.name}: {' -> '.join(k.ops)}  [{k.anchor}: {k.schedule}]")
+        fallback = [k.anchor for k in self.kernels if k.schedule == "fallback config"]
+        if fallback:
+            lines.append(f"{len(fallback)} tunable kernels use fallback configs (no tuning "
+                         f"record): {', '.join(sorted(set(fallback)))}")
+        return "\n".join(lines)
+
+    def export_library(self, path) -> str:
+        """Write the kernels to ``path`` (a shared object) and the graph and constants to
+        ``path + ".graph.npz"``; returns ``path``."""
+        path = os.fspath(path)
+        if self.module is None:
+            raise TecompError("this graph computes nothing (its outputs are its inputs or "
+                              "constants): there are no kernels to export")
+        self.module.export_library(path)
+        arrays = {f"const:{k}": v for k, v in self.graph.consts.items()}
+        meta = {"graph": graph_to_json(self.graph), "target": str(self.target),
+                "kernels": [k.__dict__ | {"ops": list(k.ops)} for k in self.kernels]}
+        arrays["graph.json"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        with open(path + SIDECAR_SUFFIX, "wb") as fh:
+            np.savez(fh, **arrays)
+        return path
+
+    def __repr__(self):
+        return f"<tecomp.graph.GraphLibrary {self.graph.name}: {len(self.kernels)} kernels>"
+
+
+def load(path) -> GraphLibrary:
+    """Load a library written by :meth:`GraphLibrary.export_library`.
+
+    Raises
+    ------
+    TecompError
+        The shared object or its ``.graph.npz`` sidecar is missing or not tecomp's.
+    """
+    path = os.fspath(path)
+    sidecar = path + SIDECAR_SUFFIX
+    if not os.path.exists(sidecar):
+        raise TecompError(f"{path!r} has no graph next to it ({sidecar!r}); a graph library "
+                          "is the shared object and that file, written by export_library")
+    module = load_module(path)
+    try:
+        with np.load(sidecar, allow_pickle=False) as data:
+            meta = json.loads(bytes(data["graph.json"]).decode())
+            consts = {k[len("const:"):]: data[k] for k in data.files if k.startswith("const:")}
+        graph = graph_from_json(meta["graph"], consts)
+    except (KeyError, ValueError, OSError) as e:
+        raise TecompError(f"{sidecar!r} is not a graph written by tecomp: {e}") from None
+    kernels = tuple(KernelInfo(k["name"], tuple(k["ops"]), k["anchor"], k["schedule"])
+                    for k in meta["kernels"])
+    return GraphLibrary(graph, module, kernels, Target(meta["target"]))

@@ -1,0 +1,550 @@
+"""What the graph level knows about each operator: its fusion pattern and its type rule.
+
+The operators are those of the operator library (``tecomp.topi``); a node's attributes
+are the keyword arguments of the operator's compute. A type rule maps the input types and
+the attributes to the output types and raises :class:`GraphTypeError` when the inputs do
+not fit the operator (a shape mismatch found by inference). It also propagates
+``TensorType.content`` through the integer arithmetic exporters write for shapes
+(``shape_of`` -> ``gather`` -> ``concat`` -> ``reshape``), so a reshape whose target
+shape is computed from an input's symbolic shape still gets a symbolic output shape.
+
+Fusion patterns, from most to least fusable (as in TVM's ``OpPatternKind``):
+
+- ``elemwise``: each output element reads the same element of each input;
+- ``broadcast``: elementwise under numpy broadcasting;
+- ``injective``: each output element reads one input element (reshape, transpose, ...);
+- ``reduce``: a reduction over some axes (softmax and norms are reductions too);
+- ``out_fusable``: a heavy operator whose output loop takes an elementwise epilogue
+  (conv2d, dense, matmul);
+- ``opaque``: runs as a kernel of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Callable
+
+from ..errors import TecompError
+from . import dims
+from .ir import TensorType
+
+ELEMWISE, BROADCAST, INJECTIVE, REDUCE, OUT_FUSABLE, OPAQUE = (
+    "elemwise", "broadcast", "injective", "reduce", "out_fusable", "opaque")
+
+
+class GraphTypeError(TecompError, ValueError):
+    """The inputs of a node do not fit its operator (shapes, dtypes or attributes)."""
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """An operator as the graph sees it: ``rule(node, input_types) -> output types``."""
+
+    name: str
+    pattern: str
+    rule: Callable
+
+
+OPS: dict[str, OpInfo] = {}
+
+
+def _register(names, pattern, rule):
+    for name in names.split():
+        OPS[name] = OpInfo(name, pattern, rule)
+
+
+def _fail(node, message):
+    where = f"node {node.name!r} ({node.op})" if node.name else f"operator {node.op}"
+    raise GraphTypeError(f"{where}: {message}")
+
+
+def _shape_text(shape):
+    return "[" + ", ".join(dims.to_text(d) for d in shape) + "]"
+
+
+def _axis(node, axis, rank):
+    if not -rank <= axis < rank:
+        _fail(node, f"axis {axis} is out of range for rank {rank} (allowed {-rank}..{rank - 1})")
+    return axis % rank
+
+
+# ---- elementwise and broadcast ------------------------------------------------------------
+
+
+def _same(node, ts):
+    return [TensorType(ts[0].dtype, ts[0].shape)]
+
+
+def _cast(node, ts):
+    return [TensorType(node.attrs["dtype"], ts[0].shape, ts[0].content)]
+
+
+def broadcast_shapes(node, shapes):
+    """The numpy broadcast of ``shapes``; a symbolic dimension broadcasts with 1 or with
+    itself."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        ds = [s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0]
+        ds = [d for d in ds if not (dims.is_static(d) and d == 1)]
+        d = ds[0] if ds else 1
+        for other in ds[1:]:
+            if not dims.equal(d, other):
+                _fail(node, "shapes " + ", ".join(_shape_text(s) for s in shapes)
+                      + " do not broadcast")
+        out.append(d)
+    return tuple(out)
+
+
+def _elementwise_content(node, ts, shape):
+    """Integer arithmetic on known contents (shape computations)."""
+    if any(t.content is None for t in ts) or len(shape) > 1:
+        return None
+    n = dims.product(shape)
+    if not dims.is_static(n):
+        return None
+    vals = [t.content if len(t.content) == n else t.content * n for t in ts]
+    if any(len(v) != n for v in vals):
+        return None
+    fn = _CONTENT_ARITH.get(node.op)
+    return None if fn is None else tuple(dims.normalize(fn(*xs)) for xs in zip(*vals))
+
+
+_CONTENT_ARITH = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a // b,
+}
+
+
+def _broadcast(node, ts):
+    dtypes = {t.dtype for t in ts}
+    if len(dtypes) > 1:
+        _fail(node, f"inputs have different dtypes {sorted(dtypes)}; insert a cast")
+    shape = broadcast_shapes(node, [t.shape for t in ts])
+    return [TensorType(ts[0].dtype, shape, _elementwise_content(node, ts, shape))]
+
+
+def _power(node, ts):
+    """ONNX Pow: the exponent may have another dtype; the result has the base's."""
+    return [TensorType(ts[0].dtype, broadcast_shapes(node, [t.shape for t in ts]))]
+
+
+def _compare(node, ts):
+    shape = broadcast_shapes(node, [t.shape for t in ts])
+    return [TensorType("bool", shape)]
+
+
+def _where(node, ts):
+    cond, a, b = ts
+    if a.dtype != b.dtype:
+        _fail(node, f"branches have different dtypes {a.dtype} and {b.dtype}")
+    return [TensorType(a.dtype, broadcast_shapes(node, [cond.shape, a.shape, b.shape]))]
+
+
+_register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciprocal sign "
+          "sin cos clip leaky_relu elu selu hard_sigmoid hard_swish softplus softsign gelu "
+          "mish not identity tan sinh cosh asinh acosh atanh thresholded_relu celu shrink",
+          ELEMWISE, _same)
+_register("cast", ELEMWISE, _cast)
+_register("isnan isinf", ELEMWISE, lambda node, ts: [TensorType("bool", ts[0].shape)])
+_register("add subtract multiply divide maximum minimum mod prelu bitshift", BROADCAST,
+          _broadcast)
+_register("power", BROADCAST, _power)
+_register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
+          BROADCAST,
+          _compare)
+_register("where", BROADCAST, _where)
+
+
+# ---- heavy operators ------------------------------------------------------------------------
+
+
+def _conv_out(size, k, stride, lo, hi, dil):
+    return dims.normalize((size + lo + hi - dil * (k - 1) - 1) // stride + 1)
+
+
+def _conv2d(node, ts):
+    data, weight = ts[0], ts[1]
+    if len(data.shape) != 4 or len(weight.shape) != 4:
+        _fail(node, f"data {_shape_text(data.shape)} and weight {_shape_text(weight.shape)} "
+                    "must both be 4-D (NCHW, OIHW)")
+    n, c, h, w = data.shape
+    k, kc, r, s = weight.shape
+    groups = c if node.op == "depthwise_conv2d" else node.attrs.get("groups", 1)
+    if not dims.equal(kc * groups, c):
+        _fail(node, f"weight {_shape_text(weight.shape)} with groups={groups} needs "
+                    f"{dims.to_text(dims.normalize(kc * groups))} input channels, the data has "
+                    f"{dims.to_text(c)}")
+    sh, sw = node.attrs.get("strides", (1, 1))
+    dh, dw = node.attrs.get("dilation", (1, 1))
+    top, left, bottom, right = node.attrs.get("padding", (0, 0, 0, 0))
+    return [TensorType(data.dtype, (n, k, _conv_out(h, r, sh, top, bottom, dh),
+                                    _conv_out(w, s, sw, left, right, dw)))]
+
+
+def _dense(node, ts):
+    x, w = ts
+    if len(x.shape) != 2 or len(w.shape) != 2 or not dims.equal(x.shape[1], w.shape[1]):
+        _fail(node, f"needs X[N, K] and W[M, K]; got {_shape_text(x.shape)} and "
+                    f"{_shape_text(w.shape)}")
+    return [TensorType(x.dtype, (x.shape[0], w.shape[0]))]
+
+
+def _matmul(node, ts):
+    a, b = ts
+    sa, sb = a.shape, b.shape
+    if not sa or not sb:
+        _fail(node, "inputs must have rank >= 1")
+    a2 = (1,) + tuple(sa) if len(sa) == 1 else tuple(sa)
+    b2 = tuple(sb) + (1,) if len(sb) == 1 else tuple(sb)
+    if not dims.equal(a2[-1], b2[-2]):
+        _fail(node, f"inner dimensions differ: {_shape_text(sa)} @ {_shape_text(sb)}")
+    batch = broadcast_shapes(node, [a2[:-2], b2[:-2]])
+    shape = batch + (a2[-2], b2[-1])
+    if len(sa) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(sb) == 1:
+        shape = shape[:-1]
+    return [TensorType(a.dtype, shape)]
+
+
+_register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
+_register("dense", OUT_FUSABLE, _dense)
+def _batch_matmul(node, ts):
+    a, b = ts
+    if len(a.shape) != 3 or len(b.shape) != 3 or not dims.equal(a.shape[0], b.shape[0]) or (
+            not dims.equal(a.shape[2], b.shape[1])):
+        _fail(node, f"needs A[B, N, K] and B[B, K, M]; got {_shape_text(a.shape)} and "
+                    f"{_shape_text(b.shape)}")
+    return [TensorType(a.dtype, (a.shape[0], a.shape[1], b.shape[2]))]
+
+
+_register("matmul", OUT_FUSABLE, _matmul)
+_register("batch_matmul", OUT_FUSABLE, _batch_matmul)
+
+
+# ---- pooling, reductions, normalisation -------------------------------------------------------
+
+
+def _pool2d(node, ts):
+    x = ts[0]
+    if len(x.shape) != 4:
+        _fail(node, f"input {_shape_text(x.shape)} must be 4-D (NCHW)")
+    n, c, h, w = x.shape
+    kh, kw = node.attrs["kernel"]
+    sh, sw = node.attrs.get("strides", (1, 1))
+    dh, dw = node.attrs.get("dilations", (1, 1))
+    top, left, bottom, right = node.attrs.get("pads", (0, 0, 0, 0))
+    ceil = node.attrs.get("ceil_mode", 0)
+    return [TensorType(x.dtype, (n, c, _pool_out(h, kh, sh, top, bottom, dh, ceil),
+                                 _pool_out(w, kw, sw, left, right, dw, ceil)))]
+
+
+def _pool_out(size, k, stride, lo, hi, dil, ceil_mode):
+    """Output size of a pooling window (ONNX): with ``ceil_mode`` the window count rounds
+    up, but a last window that would start in the far padding is dropped."""
+    if not ceil_mode:
+        return _conv_out(size, k, stride, lo, hi, dil)
+    span = size + lo + hi - dil * (k - 1) - 1
+    out = dims.normalize((span + stride - 1) // stride + 1)
+    if dims.is_static(out) and (out - 1) * stride >= size + lo:
+        out -= 1
+    return out
+
+
+def _global_pool(node, ts):
+    x = ts[0]
+    if len(x.shape) < 3:
+        _fail(node, f"input {_shape_text(x.shape)} must have a batch, a channel and a spatial "
+                    "axis at least")
+    return [TensorType(x.dtype, tuple(x.shape[:2]) + (1,) * (len(x.shape) - 2))]
+
+
+def _reduce(node, ts):
+    x = ts[0]
+    rank = len(x.shape)
+    axes = node.attrs.get("axes")
+    axes = range(rank) if axes is None else [_axis(node, a, rank) for a in axes]
+    keep = node.attrs.get("keepdims", True)
+    shape = []
+    for i, d in enumerate(x.shape):
+        if i not in axes:
+            shape.append(d)
+        elif keep:
+            shape.append(1)
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+def _argreduce(node, ts):
+    x = ts[0]
+    axis = _axis(node, node.attrs.get("axis", 0), len(x.shape))
+    keep = node.attrs.get("keepdims", 1)
+    shape = tuple(1 if i == axis else d for i, d in enumerate(x.shape) if keep or i != axis)
+    return [TensorType("int64", shape)]
+
+
+def _cumsum(node, ts):
+    _axis(node, node.attrs.get("axis", 0), len(ts[0].shape))
+    return [TensorType(ts[0].dtype, ts[0].shape)]
+
+
+def _normalise(node, ts):
+    _axis(node, node.attrs.get("axis", -1), len(ts[0].shape))
+    return [TensorType(ts[0].dtype, ts[0].shape)]
+
+
+def _batch_norm(node, ts):
+    x = ts[0]
+    if len(x.shape) < 2:
+        _fail(node, f"input {_shape_text(x.shape)} has no channel axis")
+    for t in ts[1:]:
+        if len(t.shape) != 1 or not dims.equal(t.shape[0], x.shape[1]):
+            _fail(node, f"scale, bias, mean and variance must be [{dims.to_text(x.shape[1])}]"
+                        f", got {_shape_text(t.shape)}")
+    return [TensorType(x.dtype, x.shape)]
+
+
+_register("max_pool2d avg_pool2d", OPAQUE, _pool2d)
+_register("global_avg_pool global_max_pool", REDUCE, _global_pool)
+_register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2 "
+          "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
+_register("argmax argmin", REDUCE, _argreduce)
+_register("cumsum", OPAQUE, _cumsum)
+_register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
+_register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
+_register("batch_norm", BROADCAST, _batch_norm)
+
+
+# ---- layout and indexing -------------------------------------------------------------------
+
+
+def resolve_newshape(node, in_shape, spec, allowzero=False):
+    """The output shape of an ONNX-style reshape: ``0`` copies the input dimension (unless
+    ``allowzero``), one ``-1`` takes what is left."""
+    out = []
+    infer = None
+    for i, d in enumerate(spec):
+        if dims.is_static(d) and d == 0 and not allowzero:
+            if i >= len(in_shape):
+                _fail(node, f"target shape {_shape_text(spec)} copies dimension {i} of a "
+                            f"rank-{len(in_shape)} input")
+            out.append(in_shape[i])
+        elif dims.is_static(d) and d == -1:
+            if infer is not None:
+                _fail(node, f"target shape {_shape_text(spec)} has more than one -1")
+            infer = i
+            out.append(None)
+        else:
+            out.append(d)
+    if infer is not None:
+        rest = dims.quotient(in_shape, [d for d in out if d is not None])
+        if rest is None:
+            _fail(node, f"cannot reshape {_shape_text(in_shape)} into {_shape_text(spec)}")
+        out[infer] = rest
+    elif not dims.equal(dims.product(in_shape), dims.product(out)):
+        size = dims.to_text(dims.product(in_shape))
+        _fail(node, f"cannot reshape {_shape_text(in_shape)} ({size} elements) into "
+                    f"{_shape_text(out)}")
+    return tuple(dims.normalize(d) for d in out)
+
+
+def _reshape(node, ts):
+    """``reshape(x, newshape=...)`` or, before folding, ``reshape(x, shape_tensor)``."""
+    x = ts[0]
+    if len(ts) == 2:
+        if ts[1].content is None:
+            _fail(node, "the target shape is computed at run time from data; only shapes "
+                        "known up to the inputs' symbolic dimensions are supported")
+        spec = ts[1].content
+    else:
+        spec = node.attrs["newshape"]
+    shape = resolve_newshape(node, x.shape, spec, node.attrs.get("allowzero", False))
+    return [TensorType(x.dtype, shape, x.content)]
+
+
+def _transpose(node, ts):
+    x = ts[0]
+    axes = node.attrs.get("perm") or tuple(reversed(range(len(x.shape))))
+    if sorted(axes) != list(range(len(x.shape))):
+        _fail(node, f"axes {list(axes)} are not a permutation of 0..{len(x.shape) - 1}")
+    return [TensorType(x.dtype, tuple(x.shape[a] for a in axes))]
+
+
+def _concatenate(node, ts):
+    rank = len(ts[0].shape)
+    axis = _axis(node, node.attrs.get("axis", 0), rank)
+    total = 0
+    for t in ts:
+        if len(t.shape) != rank or t.dtype != ts[0].dtype:
+            _fail(node, "inputs must share rank and dtype; got "
+                  + ", ".join(f"{u.dtype}{_shape_text(u.shape)}" for u in ts))
+        for i in range(rank):
+            if i != axis and not dims.equal(t.shape[i], ts[0].shape[i]):
+                _fail(node, "inputs differ outside the concatenation axis: "
+                      + ", ".join(_shape_text(u.shape) for u in ts))
+        total = dims.normalize(total + t.shape[axis])
+    shape = tuple(ts[0].shape[:axis]) + (total,) + tuple(ts[0].shape[axis + 1:])
+    content = None
+    if rank == 1 and all(t.content is not None for t in ts):
+        content = tuple(d for t in ts for d in t.content)
+    return [TensorType(ts[0].dtype, shape, content)]
+
+
+def _shape_of(node, ts):
+    return [TensorType("int64", (len(ts[0].shape),), tuple(ts[0].shape))]
+
+
+def _gather(node, ts):
+    data, indices = ts
+    axis = _axis(node, node.attrs.get("axis", 0), len(data.shape))
+    shape = tuple(data.shape[:axis]) + tuple(indices.shape) + tuple(data.shape[axis + 1:])
+    content = None
+    if len(data.shape) == 1 and data.content is not None and indices.content is not None:
+        n = len(data.content)
+        picked = []
+        for i in indices.content:
+            if not dims.is_static(i) or not -n <= i < n:
+                _fail(node, f"index {dims.to_text(i)} is out of range for {n} elements")
+            picked.append(data.content[i])
+        content = tuple(picked)
+    return [TensorType(data.dtype, shape, content)]
+
+
+def slice_bounds(extent, start, end, step):
+    """Python-style clamped (start, length) of ``range(start, end, step)`` over ``extent``
+    elements, for static numbers."""
+    r = range(extent)[slice(start, end, step)]
+    return (r.start if len(r) else 0), len(r)
+
+
+def _slice(node, ts):
+    x = ts[0]
+    shape = list(x.shape)
+    starts, ends = node.attrs["starts"], node.attrs["ends"]
+    axes = node.attrs.get("axes") or tuple(range(len(starts)))
+    steps = node.attrs.get("steps") or (1,) * len(starts)
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        axis = _axis(node, axis, len(shape))
+        extent = shape[axis]
+        if step == 0:
+            _fail(node, "a slice step cannot be 0")
+        if dims.is_static(extent):
+            shape[axis] = slice_bounds(extent, start, end, step)[1]
+        elif step == 1 and start == 0 and end >= 2**31 - 1:
+            continue
+        else:
+            _fail(node, f"slicing the symbolic dimension {dims.to_text(extent)} "
+                        f"[{start}:{end}:{step}] is not supported")
+    content = None
+    if len(x.shape) == 1 and x.content is not None:
+        content = tuple(x.content[slice(starts[0], ends[0], steps[0])])
+    return [TensorType(x.dtype, tuple(shape), content)]
+
+
+def _pad(node, ts):
+    x = ts[0]
+    pads = node.attrs["pads"]
+    rank = len(x.shape)
+    if len(pads) != 2 * rank:
+        _fail(node, f"pads {list(pads)} must have 2 x rank = {2 * rank} entries")
+    return [TensorType(x.dtype, tuple(dims.normalize(d + pads[i] + pads[i + rank])
+                                      for i, d in enumerate(x.shape)))]
+
+
+def _expand(node, ts):
+    return [TensorType(ts[0].dtype, broadcast_shapes(node, [ts[0].shape,
+                                                         tuple(node.attrs["shape"])]))]
+
+
+def _tile(node, ts):
+    x, repeats = ts[0], node.attrs["repeats"]
+    if len(repeats) != len(x.shape):
+        _fail(node, f"repeats {list(repeats)} must have one entry per axis of "
+                    f"{_shape_text(x.shape)}")
+    return [TensorType(x.dtype, tuple(dims.normalize(d * r) for d, r in zip(x.shape, repeats)))]
+
+
+def _depth_to_space(node, ts):
+    n, c, h, w = ts[0].shape
+    b = node.attrs["blocksize"]
+    if node.op == "depth_to_space":
+        shape = (n, dims.normalize(c // (b * b)), dims.normalize(h * b), dims.normalize(w * b))
+    else:
+        shape = (n, dims.normalize(c * b * b), dims.normalize(h // b), dims.normalize(w // b))
+    return [TensorType(ts[0].dtype, shape)]
+
+
+def _gather_elements(node, ts):
+    data, indices = ts
+    _axis(node, node.attrs.get("axis", 0), len(data.shape))
+    if len(indices.shape) != len(data.shape):
+        _fail(node, f"indices {_shape_text(indices.shape)} must have the rank of the data "
+                    f"{_shape_text(data.shape)}")
+    return [TensorType(data.dtype, indices.shape)]
+
+
+def _resize(node, ts):
+    x = ts[0]
+    sizes, scales = node.attrs.get("sizes"), node.attrs.get("scales")
+    given = sizes if sizes is not None else scales
+    if given is None or len(given) != len(x.shape):
+        _fail(node, f"needs scales or sizes with one entry per axis of {_shape_text(x.shape)}")
+    if sizes is not None:
+        return [TensorType(x.dtype, tuple(sizes))]
+    shape = []
+    for d, sc in zip(x.shape, scales):
+        if not dims.is_static(d):
+            if sc != 1.0:
+                _fail(node, f"scaling the symbolic dimension {dims.to_text(d)} is not supported")
+            shape.append(d)
+        else:
+            shape.append(int(d * sc))
+    return [TensorType(x.dtype, tuple(shape))]
+
+
+_register("resize", INJECTIVE, _resize)
+_register("reshape", INJECTIVE, _reshape)
+_register("expand", BROADCAST, _expand)
+_register("tile", INJECTIVE, _tile)
+_register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
+_register("gather_elements", INJECTIVE, _gather_elements)
+_register("trilu", INJECTIVE, _same)
+_register("transpose", INJECTIVE, _transpose)
+_register("concat", INJECTIVE, _concatenate)
+_register("gather", INJECTIVE, _gather)
+_register("slice", INJECTIVE, _slice)
+_register("pad", INJECTIVE, _pad)
+def _size_of(node, ts):
+    return [TensorType("int64", (), (dims.product(ts[0].shape),))]
+
+
+def _one_hot(node, ts):
+    shape = list(ts[0].shape)
+    rank = len(shape) + 1
+    axis = node.attrs.get("axis", -1)
+    if not -rank <= axis < rank:
+        _fail(node, f"axis {axis} is out of range for rank {rank}")
+    shape.insert(axis % rank, node.attrs["depth"])
+    return [TensorType(node.attrs.get("dtype", "float32"), tuple(shape))]
+
+
+_register("shape_of", OPAQUE, _shape_of)
+_register("size_of", OPAQUE, _size_of)
+_register("one_hot", INJECTIVE, _one_hot)
+_register("rms_norm", REDUCE, _normalise)
+
+
+def op_info(node) -> OpInfo:
+    """The :class:`OpInfo` of ``node``'s operator.
+
+    Raises
+    ------
+    GraphTypeError
+        The operator is unknown to the graph level.
+    """
+    info = OPS.get(node.op)
+    if info is None:
+        _fail(node, f"unknown operator; known: {', '.join(sorted(OPS))}")
+    return info

@@ -1,0 +1,135 @@
+"""Legalization: graph operators with ONNX's wider semantics rewritten into the forms the
+operator library implements.
+
+``matmul`` in a graph follows ONNX MatMul (any rank, batch dimensions broadcast); the
+library has ``dense`` (``X[N, K] @ W[M, K]^T``, weight packed once when constant),
+``matmul`` (2-D) and ``batch_matmul`` (3-D, equal batches). So:
+
+- ``A[..., K] @ B[K, M]`` with a constant ``B`` becomes ``dense`` on ``A`` reshaped to
+  ``[prod(...), K]`` with the transposed weight (folded later), reshaped back;
+- the same with a computed ``B`` becomes a 2-D ``matmul`` between the reshapes;
+- ``A[b..., N, K] @ B[b..., K, M]`` with equal batch dimensions becomes ``batch_matmul``
+  on ``[prod(b...), N, K]`` and ``[prod(b...), K, M]``.
+
+A 1-D operand is first made a matrix (``[1, K]`` or ``[K, 1]``) and the result reshaped
+back. Other batch broadcasts are left as they are (the build reports them). A cast from
+float64 to float16 goes through float32, which the code generator can convert.
+"""
+
+from __future__ import annotations
+
+from .. import dims
+from ..infer import infer_types
+from ..ir import Graph, Node
+
+
+def _names(graph: Graph, node: Node):
+    taken = set(graph.types) | set(graph.consts)
+    count = 0
+
+    def fresh(hint):
+        nonlocal count
+        while f"{node.outputs[0]}.{hint}{count}" in taken:
+            count += 1
+        name = f"{node.outputs[0]}.{hint}{count}"
+        taken.add(name)
+        return name
+
+    return fresh
+
+
+def _legalize_matmul(graph: Graph, node: Node) -> list:
+    a, b = node.inputs
+    sa, sb = graph.types[a].shape, graph.types[b].shape
+    out = node.outputs[0]
+    out_shape = graph.types[out].shape
+    fresh = _names(graph, node)
+
+    def emit(op, inputs, output=None, **attrs):
+        return Node(op, inputs, (output or fresh(op),), attrs, node.name)
+
+    if len(sb) == 2 and len(sa) >= 2:
+        rows = dims.product(sa[:-1])
+        steps = []
+        a2 = a
+        if len(sa) > 2:
+            steps.append(emit("reshape", (a,), newshape=(rows, sa[-1])))
+            a2 = steps[-1].outputs[0]
+        if b in graph.consts:
+            steps.append(emit("transpose", (b,), perm=(1, 0)))
+            product = emit("dense", (a2, steps[-1].outputs[0]),
+                           out if len(sa) == 2 else None, units=sb[1])
+        elif len(sa) == 2:
+            return [node]
+        else:
+            product = emit("matmul", (a2, b))
+        steps.append(product)
+        if len(sa) > 2:
+            steps.append(emit("reshape", product.outputs, out, newshape=tuple(out_shape)))
+        return steps
+    if len(sa) >= 3 and len(sa) == len(sb) and all(
+            dims.equal(x, y) for x, y in zip(sa[:-2], sb[:-2])):
+        if len(sa) == 3:
+            return [node.with_(op="batch_matmul")]
+        batch = dims.product(sa[:-2])
+        ra = emit("reshape", (a,), newshape=(batch,) + tuple(sa[-2:]))
+        rb = emit("reshape", (b,), newshape=(batch,) + tuple(sb[-2:]))
+        product = emit("batch_matmul", (ra.outputs[0], rb.outputs[0]))
+        back = emit("reshape", product.outputs, out, newshape=tuple(out_shape))
+        return [ra, rb, product, back]
+    return [node]
+
+
+def _promote_vector_operands(graph: Graph, node: Node) -> list:
+    """A matmul with a 1-D operand as one between matrices (``[K]`` as ``[1, K]`` on the
+    left, ``[K, 1]`` on the right), reshaped back to the 1-D result's shape."""
+    a, b = node.inputs
+    sa, sb = graph.types[a].shape, graph.types[b].shape
+    if len(sa) > 1 and len(sb) > 1:
+        return [node]
+    fresh = _names(graph, node)
+    steps = []
+    if len(sa) == 1:
+        steps.append(Node("reshape", (a,), (fresh("reshape"),), {"newshape": (1, sa[0])},
+                          node.name))
+        a = steps[-1].outputs[0]
+    if len(sb) == 1:
+        steps.append(Node("reshape", (b,), (fresh("reshape"),), {"newshape": (sb[0], 1)},
+                          node.name))
+        b = steps[-1].outputs[0]
+    product = fresh("matmul")
+    out = node.outputs[0]
+    steps.append(node.with_(inputs=(a, b), outputs=(product,)))
+    steps.append(Node("reshape", (product,), (out,),
+                      {"newshape": tuple(graph.types[out].shape)}, node.name))
+    return steps
+
+
+def _legalize_cast(graph: Graph, node: Node) -> list:
+    """float64 -> float16 as float64 -> float32 -> float16: the code generator has no
+    direct conversion (LLVM would call a runtime routine that is not linked in)."""
+    src = graph.types[node.inputs[0]].dtype
+    if src != "float64" or node.attrs["dtype"] != "float16":
+        return [node]
+    mid = _names(graph, node)("cast")
+    return [node.with_(outputs=(mid,), attrs={"dtype": "float32"}),
+            node.with_(inputs=(mid,))]
+
+
+def legalize(graph: Graph) -> Graph:
+    """``graph`` with every ``matmul`` in a form the operator library implements (see the
+    module text)."""
+    graph = infer_types(graph)
+    nodes = []
+    for node in graph.nodes:
+        if node.op == "matmul":
+            nodes.extend(_promote_vector_operands(graph, node))
+        elif node.op == "cast":
+            nodes.extend(_legalize_cast(graph, node))
+        else:
+            nodes.append(node)
+    graph = infer_types(graph.with_(nodes=tuple(nodes)))
+    nodes = []
+    for node in graph.nodes:
+        nodes.extend(_legalize_matmul(graph, node) if node.op == "matmul" else [node])
+    return infer_types(graph.with_(nodes=tuple(nodes)))

@@ -1,0 +1,46 @@
+"""The graph pass pipeline, in order; ``TECOMP_DUMP_GRAPH=1`` prints the graph after each
+pass."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..infer import infer_types
+from ..ir import Graph
+from .cse import eliminate_common_subexpressions
+from .dce import eliminate_dead_code
+from .fold_constants import fold_constants
+from .fuse import fuse_operators
+from .legalize import legalize
+from .simplify import simplify
+
+# Folding first resolves every shape computation, so simplification sees static reshapes
+# and constant BatchNorm statistics; legalization then maps matmuls onto the library's
+# forms. Both leave new constant arithmetic (a folded BatchNorm's bias, a transposed
+# weight) and new duplicates, hence folding and CSE again before DCE drops what the
+# rewrites orphaned. Fusion comes last: it needs the final operators.
+PIPELINE = (
+    ("fold_constants", fold_constants),
+    ("simplify", simplify),
+    ("legalize", legalize),
+    ("fold_constants", fold_constants),
+    ("eliminate_common_subexpressions", eliminate_common_subexpressions),
+    ("eliminate_dead_code", eliminate_dead_code),
+    ("fuse_operators", fuse_operators),
+)
+
+
+def optimize(graph: Graph, passes=PIPELINE) -> Graph:
+    """Run ``passes`` (name, function) on ``graph`` in order.
+
+    With the environment variable ``TECOMP_DUMP_GRAPH=1`` the graph is printed to stderr
+    after each pass, under the pass's name.
+    """
+    dump = os.environ.get("TECOMP_DUMP_GRAPH", "") not in ("", "0")
+    graph = infer_types(graph)
+    for name, fn in passes:
+        graph = fn(graph)
+        if dump:
+            print(f"// after {name}\n{graph}", file=sys.stderr)
+    return graph

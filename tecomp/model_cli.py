@@ -1,0 +1,138 @@
+"""``tecomp compile`` and ``tecomp run``: an ONNX model to a library, and a library run.
+
+::
+
+    tecomp compile model.onnx -o model.so [--target llvm] [--tuning-records log.json]
+                   [--input-shape input:1,3,224,224] [--verbose]
+    tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
+
+``compile`` writes ``model.so`` and its graph sidecar ``model.so.graph.npz``;
+``run`` reads inputs by name from an ``.npz`` archive and writes the outputs by their
+graph names. Bad arguments print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import numpy as np
+
+from .autotune import apply_history_best
+from .errors import TecompError
+from .frontend import from_onnx
+from .graph import GraphModule, build, load
+from .target import Target
+
+
+class ModelUsageError(Exception):
+    """A bad argument of compile/run: reported in one line, exit status 2."""
+
+
+def parse_input_shape(text: str) -> tuple:
+    """``"input:1,3,224,224"`` -> ("input", (1, 3, 224, 224))."""
+    name, sep, dims_text = text.rpartition(":")
+    try:
+        shape = tuple(int(d) for d in dims_text.split(",") if d.strip())
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or min(shape) < 1:
+        raise ModelUsageError(f"--input-shape {text!r}: expected NAME:D1,D2,... with positive "
+                              "sizes, e.g. input:1,3,224,224")
+    return name, shape
+
+
+def add_parsers(subparsers) -> None:
+    """Register ``tecomp compile`` and ``tecomp run`` on the CLI's subparsers."""
+    c = subparsers.add_parser("compile", help="compile an ONNX model into a shared library")
+    c.add_argument("model", help="the ONNX model")
+    c.add_argument("-o", "--output", required=True, help="the library to write (model.so)")
+    c.add_argument("--target", default="llvm", help="target string (default: llvm)")
+    c.add_argument("--tuning-records", help="a tuning log to take schedules from")
+    c.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
+                   help="fix an input's shape (repeat for several inputs)")
+    c.add_argument("--verbose", action="store_true",
+                   help="print the kernels and the schedule each uses")
+    c.set_defaults(func=_reporting_usage_errors(compile_model))
+    r = subparsers.add_parser("run", help="run a compiled model on inputs from an .npz file")
+    r.add_argument("library", help="the library tecomp compile wrote")
+    r.add_argument("--inputs", required=True, help=".npz with one array per input name")
+    r.add_argument("--outputs", help=".npz to write the outputs to (by output name)")
+    r.add_argument("--repeat", type=int, default=1, help="runs to time (default 1)")
+    r.add_argument("--print-time", action="store_true", help="print run times in ms")
+    r.set_defaults(func=_reporting_usage_errors(run_model))
+
+
+def _reporting_usage_errors(command):
+    def run(ns, out, err) -> int:
+        try:
+            return command(ns, out, err)
+        except ModelUsageError as e:
+            print(f"tecomp: error: {e}", file=err)
+            return 2
+
+    return run
+
+
+def compile_model(ns, out, err) -> int:
+    """``tecomp compile``."""
+    if not os.path.exists(ns.model):
+        raise ModelUsageError(f"{ns.model}: no such file")
+    if ns.tuning_records and not os.path.exists(ns.tuning_records):
+        raise ModelUsageError(f"--tuning-records {ns.tuning_records}: no such file")
+    try:
+        target = Target(ns.target)
+    except TecompError as e:
+        raise ModelUsageError(str(e)) from None
+    shapes = dict(parse_input_shape(s) for s in ns.input_shape)
+    start = time.perf_counter()
+    try:
+        mod, params = from_onnx(ns.model, shape=shapes or None)
+        records = (apply_history_best(ns.tuning_records) if ns.tuning_records
+                   else contextlib.nullcontext())
+        with records:
+            lib = build(mod, target=target, params=params)
+        lib.export_library(ns.output)
+    except TecompError as e:
+        print(f"tecomp: error: {e}", file=err)
+        return 1
+    if ns.verbose:
+        print(lib.summary(), file=out)
+    print(f"wrote {ns.output} ({len(lib.kernels)} kernels, "
+          f"{time.perf_counter() - start:.1f} s)", file=out)
+    return 0
+
+
+def run_model(ns, out, err) -> int:
+    """``tecomp run``."""
+    if ns.repeat < 1:
+        raise ModelUsageError(f"--repeat {ns.repeat}: must be positive")
+    if not os.path.exists(ns.inputs):
+        raise ModelUsageError(f"--inputs {ns.inputs}: no such file")
+    try:
+        gm = GraphModule(load(ns.library))
+        with np.load(ns.inputs, allow_pickle=False) as data:
+            inputs = {k: data[k] for k in data.files}
+        missing = set(gm.input_names) - set(inputs)
+        if missing:
+            raise ModelUsageError(f"--inputs {ns.inputs} lacks {', '.join(sorted(missing))}; "
+                                  f"the model's inputs: {', '.join(gm.input_names)}")
+        for name in gm.input_names:
+            gm.set_input(name, inputs[name])
+        times = []
+        for _ in range(ns.repeat):
+            t0 = time.perf_counter()
+            gm.run()
+            times.append(time.perf_counter() - t0)
+    except (TecompError, FileNotFoundError) as e:
+        print(f"tecomp: error: {e}", file=err)
+        return 1
+    if ns.print_time:
+        ms = np.array(times) * 1e3
+        print(f"run time (ms) over {ns.repeat} runs: median {np.median(ms):.3f}, "
+              f"min {ms.min():.3f}, max {ms.max():.3f}", file=out)
+    if ns.outputs:
+        np.savez(ns.outputs, **{name: gm.get_output(i)
+                                for i, name in enumerate(gm.graph.outputs)})
+    return 0

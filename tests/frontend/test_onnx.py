@@ -1,0 +1,147 @@
+"""from_onnx: structure of imported graphs, symbolic dims, and every error path."""
+
+import numpy as np
+import onnx
+import onnx_models
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tecomp.errors import UnsupportedOpError
+from tecomp.frontend import ModelError, from_onnx
+from tecomp.frontend.onnx_converters import supported_ops
+from tecomp.graph import dims
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17, check=True):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    if check:
+        onnx.checker.check_model(model)
+    return model
+
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_cnn_imports_with_initializers_as_params_and_a_symbolic_batch():
+    mod, params = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch="N"))
+    assert set(params) == {"w", "b", "gamma", "beta", "mean", "var", "fc_w", "fc_b"}
+    ops = [n.op for n in mod.nodes]
+    assert ops[:4] == ["conv2d", "reshape", "add", "batch_norm"]
+    assert "dense" in ops and "max_pool2d" in ops
+    n = mod.types["x"].shape[0]
+    assert not dims.is_static(n) and n.name == "N"
+    assert dims.equal(mod.types["y"].shape[0], n) and mod.types["y"].shape[1] == 10
+    assert "float32[N, 10]" in str(mod)
+
+
+def test_shape_fixes_a_named_dimension():
+    mod, _ = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch="N"), shape={"x": (2, 3, 16, 16)})
+    assert mod.types["y"].shape == (2, 10)
+
+
+def test_unknown_dimension_becomes_a_symbol_named_after_the_input():
+    mod, _ = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=None))
+    assert mod.types["x"].shape[0].name == "x_dim0"
+
+
+def test_shape_gather_concat_reshape_chain_keeps_symbolic_dims():
+    mod, _ = from_onnx(onnx_models.attention_block())
+    batch, seq = mod.types["x"].shape[:2]
+    assert mod.types["split_shape"].content == (batch, seq, 4, 8)
+    q1 = mod.types["q1"].shape
+    assert q1[0] is batch and q1[1] is seq and q1[2:] == (4, 8)
+    assert mod.types["sc0"].shape[3] is seq
+
+
+def test_unsupported_ops_are_listed_all_at_once_with_their_nodes():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
+             helper.make_node("LpNormalization", ["a"], ["b"], name="h1"),
+             helper.make_node("LpNormalization", ["b"], ["c"], name="h2"),
+             helper.make_node("Det", ["c"], ["y"], name="d")]
+    model = _model(nodes, [_vi("x", [2, 2])], [_vi("y", [])])
+    with pytest.raises(UnsupportedOpError) as e:
+        from_onnx(model)
+    text = str(e.value)
+    assert "LpNormalization (version 1): nodes h1, h2" in text
+    assert "Det (version 11): nodes d" in text
+    assert "Relu" not in text
+
+
+def test_custom_domain_op_is_unsupported():
+    node = helper.make_node("Foo", ["x"], ["y"], name="foo", domain="com.example")
+    graph = helper.make_graph([node], "g", [_vi("x", [1])], [_vi("y", [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example", 1)])
+    with pytest.raises(UnsupportedOpError, match="com.example.Foo.*foo"):
+        from_onnx(model)
+
+
+def test_dangling_input_names_the_node():
+    model = _model([helper.make_node("Add", ["x", "ghost"], ["y"], name="add1")],
+                   [_vi("x", [2])], [_vi("y", [2])], check=False)
+    with pytest.raises(ModelError, match="'add1'.*'ghost'"):
+        from_onnx(model)
+
+
+def test_wrong_attribute_type_names_the_node_and_both_types():
+    node = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    node.attribute.append(helper.make_attribute("axis", 1.5))
+    model = _model([node], [_vi("x", [2, 2])], [_vi("y", [2, 2])], check=False)
+    with pytest.raises(ModelError, match="'sm'.*'axis' is FLOAT.*INT"):
+        from_onnx(model)
+
+
+def test_shape_mismatch_found_by_inference_names_the_node():
+    w = numpy_helper.from_array(np.zeros((5, 7), "float32"), "w")
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                   [_vi("x", [2, 3])], [_vi("y", [2, 7])], [w], check=False)
+    with pytest.raises(ModelError, match="'mm'.*inner dimensions"):
+        from_onnx(model)
+
+
+def test_non_constant_weight_where_a_constant_is_needed_is_unsupported():
+    model = _model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="u")],
+                   [_vi("x", [2]), _vi("axes", [1], TensorProto.INT64)], [_vi("y", [1, 2])])
+    with pytest.raises(UnsupportedOpError, match="'u'.*axes"):
+        from_onnx(model)
+
+
+def test_missing_file_and_garbage_file(tmp_path):
+    with pytest.raises(ModelError, match="no ONNX model"):
+        from_onnx(tmp_path / "none.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00\xffnot a protobuf at all")
+    with pytest.raises(ModelError, match="not a readable ONNX model"):
+        from_onnx(bad)
+
+
+def test_shape_argument_naming_no_input_is_an_error():
+    with pytest.raises(ModelError, match="nosuch"):
+        from_onnx(onnx_models.residual_block(), shape={"nosuch": (1,)})
+
+
+def test_dispatch_is_per_since_version():
+    # Softmax 11 normalises over all axes from `axis` on: a flatten around a 2-D softmax.
+    x = _vi("x", [2, 3, 4])
+    model = _model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)], [x],
+                   [_vi("y", [2, 3, 4])], opset=11)
+    mod, _ = from_onnx(model)
+    assert [n.op for n in mod.nodes] == ["reshape", "softmax", "reshape"]
+    mod13, _ = from_onnx(_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [x],
+                                [_vi("y", [2, 3, 4])], opset=13))
+    assert [(n.op, dict(n.attrs)) for n in mod13.nodes] == [("softmax", {"axis": 1})]
+    assert 11 in supported_ops()["Softmax"] and 13 in supported_ops()["Softmax"]
+
+
+def test_external_data_model_loads(tmp_path):
+    model = onnx_models.residual_block()
+    ref = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    path = tmp_path / "m.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.data", size_threshold=0)
+    assert (tmp_path / "m.data").exists()
+    _, params = from_onnx(path)
+    np.testing.assert_array_equal(params["w1"], ref["w1"])

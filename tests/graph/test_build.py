@@ -1,0 +1,221 @@
+"""tecomp.graph.build and GraphModule: models compared with onnxruntime, one build for
+every size of a symbolic dimension, the memory plan, export -> load in a fresh process,
+and the error paths."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx_models
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tecomp
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphBuildError, GraphInputError, GraphModule, build, load
+from tecomp.graph.executor import plan_offsets
+from tecomp.topi.strategy import registered_ops
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def _elementwise_model():
+    """GELU(x * s) + x, then a transpose: one fused kernel, a symbolic ``n``."""
+    nodes = [helper.make_node("Mul", ["x", "s"], ["a"], name="scale"),
+             helper.make_node("Erf", ["a"], ["b"], name="erf"),
+             helper.make_node("Add", ["b", "x"], ["c"], name="add"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Transpose", ["r"], ["y"], name="t", perm=[1, 0]),
+             helper.make_node("Exp", ["c"], ["z"], name="exp")]
+    graph = helper.make_graph(
+        nodes, "ew", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, "n"]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 8])],
+        initializer=[numpy_helper.from_array(np.array(0.7, "float32"), "s")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _needs(*ops):
+    """Skip until the operator library implements ``ops`` for llvm."""
+    missing = sorted(set(ops) - set(registered_ops("llvm")))
+    if missing:
+        pytest.skip(f"no llvm implementation yet for {', '.join(missing)}")
+
+
+def _check(model, feeds, gm):
+    ref = onnx_models.run_onnxruntime(model, feeds)
+    got = gm(**feeds)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL)
+
+
+def test_one_build_runs_every_size_of_a_symbolic_dimension(needs_llvm, rng):
+    model = _elementwise_model()
+    mod, params = from_onnx(model)
+    lib = build(mod, target="llvm", params=params)
+    gm = GraphModule(lib)
+    for n in (1, 3, 17):
+        _check(model, {"x": rng.standard_normal((n, 8)).astype("float32")}, gm)
+    assert len(gm._plans) == 3
+
+
+def test_set_input_run_get_output_and_summary(needs_llvm, rng):
+    model = _elementwise_model()
+    mod, params = from_onnx(model)
+    lib = tecomp.graph.build(mod, params=params)
+    text = lib.summary()
+    assert "kernels for llvm" in text and "erf" in text and "default schedule" in text
+    gm = GraphModule(lib)
+    x = rng.standard_normal((4, 8)).astype("float32")
+    gm.set_input("x", x)
+    gm.run()
+    ref = onnx_models.run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(gm.get_output(1), ref[1], rtol=RTOL, atol=ATOL)
+    out = gm.get_output(0)
+    gm.run()
+    assert gm.get_output(0) is out  # same shapes: same buffers, nothing allocated
+
+
+def test_layer_norm_gelu_with_dynamic_batch_and_sequence(needs_llvm, rng):
+    _needs("layer_norm")
+    model = onnx_models.layer_norm_gelu()
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    for shape in ((1, 5, 32), (2, 3, 32)):
+        _check(model, {"x": rng.standard_normal(shape).astype("float32")}, gm)
+
+
+def test_memory_plan_shares_bytes_between_values_that_do_not_live_together():
+    sizes = [100, 100, 100, 64]
+    lifetimes = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    offsets, total = plan_offsets(sizes, lifetimes)
+    for i in range(4):
+        for j in range(i + 1, 4):
+            overlap_t = not (lifetimes[i][1] < lifetimes[j][0] or lifetimes[j][1] < lifetimes[i][0])
+            overlap_m = offsets[i] < offsets[j] + sizes[j] and offsets[j] < offsets[i] + sizes[i]
+            assert not (overlap_t and overlap_m), (i, j)
+    assert offsets[0] == offsets[2]  # 0 dies before 2 is born: they share
+    assert all(o % 64 == 0 for o in offsets)
+    assert total < sum(sizes)
+
+
+def test_export_and_load_in_a_fresh_process(needs_llvm, tmp_path, rng):
+    model = _elementwise_model()
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    path = str(tmp_path / "model.so")
+    lib.export_library(path)
+    with open(path, "rb") as fh:
+        assert fh.read(4) == b"\x7fELF"
+    assert os.path.exists(path + ".graph.npz")
+    x = rng.standard_normal((5, 8)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    code = (f"import numpy as np, tecomp\n"
+            f"gm = tecomp.graph.GraphModule(tecomp.graph.load({path!r}))\n"
+            f"y, z = gm(x=np.load({str(tmp_path / 'x.npy')!r}))\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, y); np.save({str(tmp_path / 'z.npy')!r}, z)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=str(tmp_path))
+    ref = onnx_models.run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), ref[0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(np.load(tmp_path / "z.npy"), ref[1], rtol=RTOL, atol=ATOL)
+    assert "erf" in load(path).summary()
+
+
+def test_load_without_the_sidecar_is_a_clear_error(tmp_path):
+    with pytest.raises(tecomp.TecompError, match="graph.npz"):
+        load(str(tmp_path / "missing.so"))
+
+
+def test_input_errors(needs_llvm):
+    mod, params = from_onnx(_elementwise_model())
+    gm = GraphModule(build(mod, params=params))
+    with pytest.raises(GraphInputError, match="not set"):
+        gm.run()
+    with pytest.raises(GraphInputError, match="'nope' is not an input"):
+        gm.set_input("nope", np.zeros(1))
+    with pytest.raises(GraphInputError, match="rank 2"):
+        gm.set_input("x", np.zeros(3, "float32"))
+    with pytest.raises(GraphInputError, match="shape"):
+        gm(x=np.zeros((2, 7), "float32"))
+
+
+def test_params_must_match_the_weights():
+    mod, params = from_onnx(_elementwise_model())
+    with pytest.raises(GraphBuildError, match="'s' is float32\\[2\\]"):
+        build(mod, params={"s": np.zeros(2, "float32")})
+    with pytest.raises(GraphBuildError, match="'ghost' is not a weight"):
+        build(mod, params={"ghost": np.zeros(2, "float32")})
+
+
+def test_operator_without_an_implementation_names_kernel_and_node():
+    from tecomp.graph import Graph, Node, TensorType
+
+    g = Graph(("x",), ("y",), (Node("shape_of", ("x",), ("y",), name="shp"),), {},
+              {"x": TensorType("float32", (tecomp.te.var("n"),))})
+    with pytest.raises(GraphBuildError, match="fused_0_shape_of.*'shp'.*shape_of"):
+        build(g)
+
+
+def _run_model(make, feeds, rng, fixed=None):
+    model = make()
+    mod, params = from_onnx(model, shape=fixed)
+    _needs(*{n.op for n in mod.nodes} - {"batch_norm", "shape_of", "identity"})
+    gm = GraphModule(build(mod, params=params))
+    for shapes in feeds:
+        data = {k: rng.standard_normal(s).astype("float32") for k, s in shapes.items()}
+        if "mask" in data:
+            data["mask"] = (rng.random(shapes["mask"]) > 0.3).astype("float32")
+        _check(model, data, gm)
+
+
+@pytest.mark.parametrize("make, feeds", [
+    (onnx_models.conv_bn_relu_pool_gemm, {"x": (2, 3, 16, 16)}),
+    (onnx_models.residual_block, {"x": (1, 8, 8, 8)}),
+    (onnx_models.attention_block, {"x": (2, 7, 32), "mask": (2, 7)}),
+    (onnx_models.decomposed_layer_norm, {"x": (5, 16)}),
+])
+def test_models_match_onnxruntime(needs_llvm, rng, make, feeds):
+    _run_model(make, [feeds], rng, fixed=feeds)
+
+
+@pytest.mark.parametrize("make, feeds", [
+    (onnx_models.decomposed_layer_norm, [{"x": (1, 16)}, {"x": (5, 16)}]),
+    (onnx_models.conv_bn_relu_pool_gemm, [{"x": (1, 3, 16, 16)}, {"x": (3, 3, 16, 16)},
+                                          {"x": (8, 3, 16, 16)}]),
+    pytest.param(onnx_models.attention_block,
+                 [{"x": (1, 4, 32), "mask": (1, 4)}, {"x": (2, 7, 32), "mask": (2, 7)}],
+                 marks=pytest.mark.xfail(strict=True, reason="the batch_matmul compute of "
+                                         "the operator library needs static shapes")),
+])
+def test_dynamic_models_run_every_size_from_one_build(needs_llvm, rng, make, feeds):
+    _run_model(make, feeds, rng)
+
+
+def test_constant_weights_are_packed_once_at_build(needs_llvm, rng, tmp_path):
+    model = onnx_models.residual_block()
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    packed = [k for k in lib.graph.consts if ".packed." in k]
+    assert len(packed) == 2 and "w1" not in lib.graph.consts
+    assert lib.graph.consts[packed[0]].ndim == 6  # the NCHW[x]c kernel layout
+    lib.export_library(str(tmp_path / "r.so"))
+    x = rng.standard_normal((1, 8, 8, 8)).astype("float32")
+    y, = GraphModule(load(str(tmp_path / "r.so")))(x=x)
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
+
+
+def test_dynamic_batch_cnn_runs_per_item_kernels_after_export(needs_llvm, rng, tmp_path):
+    model = onnx_models.conv_bn_relu_pool_gemm(batch="N")
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    per_item = [n.name for n in lib.graph.nodes if n.attrs["per_batch_item"]]
+    assert per_item and all("conv2d" in name for name in per_item)
+    lib.export_library(str(tmp_path / "cnn.so"))
+    gm = GraphModule(load(str(tmp_path / "cnn.so")))
+    for n in (2, 5):
+        _check(model, {"x": rng.standard_normal((n, 3, 16, 16)).astype("float32")}, gm)

@@ -1,0 +1,204 @@
+"""Each graph pass on small graphs: the structure after it and, where it rewrites
+arithmetic, the numbers (checked with numpy)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx_models
+import pytest
+
+from tecomp import te
+from tecomp.frontend import from_onnx
+from tecomp.graph import Graph, dims, GraphTypeError, Node, TensorType, infer_types
+from tecomp.graph.passes import (
+    eliminate_common_subexpressions,
+    eliminate_dead_code,
+    fold_constants,
+    fuse_operators,
+    legalize,
+    optimize,
+    simplify,
+)
+
+
+def _graph(nodes, inputs, outputs, consts=None):
+    types = {name: t for name, t in inputs.items()}
+    return infer_types(Graph(tuple(inputs), tuple(outputs), tuple(nodes), consts or {}, types))
+
+
+F = "float32"
+
+
+def test_type_inference_rejects_a_read_of_an_undefined_value():
+    g = Graph(("x",), ("y",), (Node("relu", ("nope",), ("y",), name="r"),), {},
+              {"x": TensorType(F, (2,))})
+    with pytest.raises(GraphTypeError, match="'r'.*nope"):
+        infer_types(g)
+
+
+def test_broadcast_of_mismatched_symbols_is_a_type_error():
+    a, b = te.var("a"), te.var("b")
+    with pytest.raises(GraphTypeError, match="do not broadcast"):
+        _graph([Node("add", ("x", "y"), ("z",))],
+               {"x": TensorType(F, (a, 4)), "y": TensorType(F, (b, 4))}, ["z"])
+
+
+def test_fold_constants_resolves_a_symbolic_shape_chain_and_folds_static_ones():
+    n = te.var("n")
+    g = _graph([Node("shape_of", ("x",), ("s",)),
+                Node("gather", ("s", "i0"), ("b",), {"axis": 0}),
+                Node("reshape", ("b",), ("b1",), {"newshape": (1,)}),
+                Node("concat", ("b1", "rest"), ("shape",), {"axis": 0}),
+                Node("reshape", ("x", "shape"), ("r",)),
+                Node("shape_of", ("w",), ("ws",)),
+                Node("transpose", ("w",), ("wt",), {"perm": (1, 0)}),
+                Node("dense", ("r", "wt"), ("y",))],
+               {"x": TensorType(F, (n, 2, 3))}, ["y", "ws"],
+               {"i0": np.array(0), "rest": np.array([-1]),
+                "w": np.arange(12, dtype=F).reshape(6, 2)})
+    out = eliminate_dead_code(fold_constants(g))
+    assert [nd.op for nd in out.nodes] == ["reshape", "dense"]
+    reshape = out.nodes[0]
+    assert reshape.inputs == ("x",) and reshape.attrs["newshape"][0] is n
+    assert reshape.attrs["newshape"][1] == 6
+    np.testing.assert_array_equal(out.consts["wt"], np.arange(12, dtype=F).reshape(6, 2).T)
+    np.testing.assert_array_equal(out.consts["ws"], [6, 2])
+    assert set(out.consts) == {"wt", "ws"}
+
+
+def test_dce_keeps_only_what_outputs_need():
+    g = _graph([Node("relu", ("x",), ("a",)), Node("exp", ("x",), ("dead",)),
+                Node("add", ("a", "c"), ("y",))], {"x": TensorType(F, (3,))}, ["y"],
+               {"c": np.ones(3, F), "unused": np.ones(2, F)})
+    out = eliminate_dead_code(g)
+    assert [n.op for n in out.nodes] == ["relu", "add"]
+    assert set(out.consts) == {"c"} and "dead" not in out.types
+
+
+def test_cse_merges_identical_calls_but_not_different_attributes():
+    g = _graph([Node("transpose", ("x",), ("a",), {"perm": (1, 0)}),
+                Node("transpose", ("x",), ("b",), {"perm": (1, 0)}),
+                Node("transpose", ("x",), ("c",), {"perm": (0, 1)}),
+                Node("add", ("a", "b"), ("s",)),
+                Node("add", ("s", "c"), ("y",))], {"x": TensorType(F, (3, 3))}, ["y"])
+    out = eliminate_common_subexpressions(g)
+    assert [n.op for n in out.nodes] == ["transpose", "transpose", "add", "add"]
+    assert out.nodes[2].inputs == ("a", "a")
+
+
+def test_cse_keeps_output_names():
+    g = _graph([Node("exp", ("x",), ("y1",)), Node("exp", ("x",), ("y2",))],
+               {"x": TensorType(F, (3,))}, ["y1", "y2"])
+    out = eliminate_common_subexpressions(g)
+    assert {o for n in out.nodes for o in n.outputs} == {"y1", "y2"}
+
+
+def test_simplify_removes_identities_and_collapses_reshapes():
+    g = _graph([Node("identity", ("x",), ("a",)),
+                Node("reshape", ("a",), ("b",), {"newshape": (6,)}),
+                Node("reshape", ("b",), ("c",), {"newshape": (3, 2)}),
+                Node("reshape", ("c",), ("d",), {"newshape": (3, 2)}),
+                Node("relu", ("d",), ("y",))], {"x": TensorType(F, (2, 3))}, ["y"])
+    out = eliminate_dead_code(simplify(g))
+    assert [(n.op, n.inputs) for n in out.nodes] == [("reshape", ("x",)), ("relu", ("c",))]
+
+
+def test_simplify_folds_batch_norm_into_the_conv_weight_and_bias():
+    mod, params = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=1))
+    out = eliminate_dead_code(fold_constants(simplify(fold_constants(mod))))
+    ops = [n.op for n in out.nodes]
+    assert "batch_norm" not in ops and ops[:3] == ["conv2d", "add", "relu"]
+    conv, add = out.nodes[0], out.nodes[1]
+    w2, b2 = out.consts[conv.inputs[1]], out.consts[add.inputs[1]].reshape(-1)
+    scale = params["gamma"] / np.sqrt(params["var"] + 1e-5)
+    np.testing.assert_allclose(w2, params["w"] * scale[:, None, None, None], rtol=1e-6)
+    np.testing.assert_allclose(b2, (params["b"] - params["mean"]) * scale + params["beta"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_simplify_turns_a_lone_batch_norm_into_scale_and_shift():
+    c = 3
+    consts = {"g": np.full(c, 2, F), "b": np.ones(c, F), "m": np.zeros(c, F),
+              "v": np.full(c, 3, F)}
+    g = _graph([Node("batch_norm", ("x", "g", "b", "m", "v"), ("y",), {"epsilon": 1.0})],
+               {"x": TensorType(F, (1, c, 2, 2))}, ["y"], consts)
+    out = simplify(g)
+    assert [n.op for n in out.nodes] == ["multiply", "add"]
+    np.testing.assert_allclose(out.consts[out.nodes[0].inputs[1]].reshape(-1), 1.0)
+    assert out.consts[out.nodes[0].inputs[1]].shape == (c, 1, 1)
+
+
+def _fused_ops(graph):
+    return [[n.op for n in node.attrs["body"].nodes] for node in graph.nodes]
+
+
+def test_fusion_groups_epilogues_chains_and_reductions():
+    fused = optimize(from_onnx(onnx_models.residual_block())[0])
+    assert _fused_ops(fused) == [["conv2d", "add", "relu"], ["conv2d", "add", "add", "relu"]]
+    fused = optimize(from_onnx(onnx_models.layer_norm_gelu())[0])
+    assert _fused_ops(fused) == [["layer_norm"], ["multiply", "erf", "add", "multiply",
+                                                  "multiply"]]
+
+
+def test_fusion_takes_elementwise_producers_into_a_reduction():
+    g = _graph([Node("exp", ("x",), ("a",)), Node("multiply", ("a", "x"), ("b",)),
+                Node("reduce_sum", ("b",), ("s",), {"axes": (1,), "keepdims": 1}),
+                Node("sqrt", ("s",), ("y",))], {"x": TensorType(F, (4, 8))}, ["y"])
+    assert _fused_ops(fuse_operators(g)) == [["exp", "multiply", "reduce_sum", "sqrt"]]
+
+
+def test_fusion_does_not_fuse_a_value_read_twice_or_a_broadcast_that_grows_it():
+    g = _graph([Node("dense", ("x", "w"), ("a",)), Node("relu", ("a",), ("b",)),
+                Node("add", ("a", "b"), ("y",)),
+                Node("reduce_sum", ("x",), ("r",), {"axes": (1,), "keepdims": 1}),
+                Node("add", ("r", "x"), ("z",))],
+               {"x": TensorType(F, (4, 8))}, ["y", "z"], {"w": np.ones((8, 8), F)})
+    assert _fused_ops(fuse_operators(g)) == [["dense"], ["relu", "add"], ["reduce_sum"],
+                                             ["add"]]
+
+
+def test_dump_graph_prints_after_each_pass():
+    code = ("import sys; sys.path.insert(0, 'tests'); import onnx_models\n"
+            "from tecomp.frontend import from_onnx\nfrom tecomp.graph.passes import optimize\n"
+            "optimize(from_onnx(onnx_models.residual_block())[0])\n")
+    env = dict(os.environ, TECOMP_DUMP_GRAPH="1")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    err = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                         text=True, check=True).stderr
+    for name in ("fold_constants", "simplify", "eliminate_dead_code", "fuse_operators"):
+        assert f"// after {name}" in err
+    assert "fused_1_conv2d_add_add_relu" in err
+
+
+def test_legalize_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
+    b, s = te.var("b"), te.var("s")
+    g = _graph([Node("matmul", ("x", "w"), ("p",)),           # [b, s, 8] @ const [8, 4]
+                Node("matmul", ("p", "v"), ("q",)),           # [b, s, 4] @ computed [4, 2]
+                Node("matmul", ("h", "k"), ("y",))],          # [b, 2, s, 3] @ [b, 2, 3, s]
+               {"x": TensorType(F, (b, s, 8)), "v": TensorType(F, (4, 2)),
+                "h": TensorType(F, (b, 2, s, 3)), "k": TensorType(F, (b, 2, 3, s))},
+               ["q", "y"], {"w": np.arange(32, dtype=F).reshape(8, 4)})
+    out = eliminate_dead_code(fold_constants(legalize(g)))
+    ops = [n.op for n in out.nodes]
+    assert ops == ["reshape", "dense", "reshape", "reshape", "matmul", "reshape", "reshape",
+                   "reshape", "batch_matmul", "reshape"]
+    dense = out.nodes[1]
+    np.testing.assert_array_equal(out.consts[dense.inputs[1]], g.consts["w"].T)
+    assert dense.attrs["units"] == 4
+    assert out.types["q"].shape[:2] == (b, s) and out.types["y"].shape == (b, 2, s, s)
+    bm = out.nodes[8]
+    assert dims.equal(out.types[bm.inputs[0]].shape[0], b * 2)
+
+
+def test_legalize_makes_vector_operands_matrices_and_casts_double_to_half_via_float():
+    g = _graph([Node("matmul", ("a", "m"), ("y",)),
+                Node("cast", ("d",), ("h",), {"dtype": "float16"})],
+               {"a": TensorType(F, (3,)), "m": TensorType(F, (3, 5)),
+                "d": TensorType("float64", (2,))}, ["y", "h"])
+    out = legalize(g)
+    assert [n.op for n in out.nodes] == ["reshape", "matmul", "reshape", "cast", "cast"]
+    assert out.types["y"].shape == (5,)
+    assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]

@@ -1,0 +1,69 @@
+"""``tecomp compile`` and ``tecomp run`` on a small ONNX model."""
+
+import numpy as np
+import onnx
+import onnx_models
+import pytest
+
+from tecomp import cli
+from tecomp.model_cli import ModelUsageError, parse_input_shape
+
+
+def test_compile_then_run_matches_onnxruntime(needs_llvm, tmp_path, capsys, rng):
+    model = onnx_models.decomposed_layer_norm()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    lib = tmp_path / "m.so"
+    assert cli.main(["compile", str(path), "-o", str(lib), "--verbose",
+                     "--input-shape", "x:3,16"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {lib}" in out and "reduce_mean" in out and "default schedule" in out
+    x = rng.standard_normal((3, 16)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    assert cli.main(["run", str(lib), "--inputs", str(tmp_path / "in.npz"), "--outputs",
+                     str(tmp_path / "out.npz"), "--repeat", "3", "--print-time"]) == 0
+    assert "median" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as got:
+        ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+        np.testing.assert_allclose(got["y"], ref, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["compile", "nosuch.onnx", "-o", "x.so"], "no such file"),
+    (["run", "x.so", "--inputs", "nosuch.npz"], "no such file"),
+])
+def test_bad_arguments_give_one_line(argv, words, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tecomp: error:") and words in err
+
+
+def test_run_reports_missing_inputs(needs_llvm, tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_models.decomposed_layer_norm(), str(path))
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "m.so")]) == 0
+    np.savez(tmp_path / "in.npz", other=np.zeros(1))
+    assert cli.main(["run", str(tmp_path / "m.so"), "--inputs", str(tmp_path / "in.npz")]) == 2
+    assert "lacks x" in capsys.readouterr().err
+
+
+def test_compile_of_an_unsupported_model_fails_before_compiling(tmp_path, capsys):
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("LpNormalization", ["x"], ["y"], name="hm")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                       [2])])
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "bad.so")]) == 1
+    assert "LpNormalization (version 1): nodes hm" in capsys.readouterr().err
+    assert not (tmp_path / "bad.so").exists()
+
+
+def test_parse_input_shape():
+    assert parse_input_shape("input:1,3,224,224") == ("input", (1, 3, 224, 224))
+    assert parse_input_shape("a:b:2") == ("a:b", (2,))
+    for bad in ("input", "input:", ":1,2", "x:0,2", "x:a"):
+        with pytest.raises(ModelUsageError):
+            parse_input_shape(bad)
