@@ -6,9 +6,14 @@ written by ``export_library`` loads and runs (``load_module``) without LLVM.
 
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
+from .cuda_driver import CUDAError, CUDAUnavailableError
+from .cuda_module import CUDAModule
 from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
 
 __all__ = [
+    "CUDAError",
+    "CUDAModule",
+    "CUDAUnavailableError",
     "FunctionSignature",
     "LibraryModule",
     "Module",

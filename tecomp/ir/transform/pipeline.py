@@ -14,10 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...target import Target, as_target
+from ..stmt import PrimFunc
+from .barrier import insert_barriers
+from .host_device import split_host_device
+from .legalize import legalize
 from .partition import partition_loops
 from .simplify import simplify
-from ..stmt import PrimFunc
-from .legalize import legalize
+from .vthread import inject_virtual_threads
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def passes(target: Target) -> tuple[Pass, ...]:
     -------
     tuple of Pass
     """
-    return (
+    common = (
         # Split and fused loops index through `outer * factor + inner`, floordiv and
         # floormod; simplifying first reduces them to affine strides and drops the guards
         # that the constant extents already decide, so the passes below (and the
@@ -64,6 +67,18 @@ def passes(target: Target) -> tuple[Pass, ...]:
         # adds the hints of serialized loops, which loops rebuilt by an earlier pass
         # would not carry.
         Pass("legalize", functools.partial(legalize, target=target)),
+    )
+    if target.kind != "cuda":
+        return common
+    return common + (
+        # Virtual threads go innermost before kernels are cut out, so that what a kernel
+        # allocates per virtual thread is known when the barriers are placed.
+        Pass("inject_virtual_threads", inject_virtual_threads),
+        # Each root nest becomes a kernel launch; the host keeps global temporaries.
+        Pass("split_host_device", split_host_device),
+        # Barriers need the launch extents (a thread loop narrower than the block is
+        # divergent), which the split computed.
+        Pass("insert_barriers", insert_barriers),
     )
 
 
