@@ -86,9 +86,10 @@ class CUDAFunction:
             for d, (s, got) in enumerate(zip(p.shape, v.shape)):
                 want = eval_size(s, env)
                 if want != got:
+                    size = str(want) if isinstance(s, int) else f"{spec_str(s)} = {want}"
                     raise ArgumentError(
-                        f"argument {i} ({p.name!r}) of {self.name} must have size "
-                        f"{spec_str(s)} = {want} in dimension {d}, got {got}")
+                        f"argument {i} ({p.name!r}) of {self.name} must have size {size} "
+                        f"in dimension {d}, got {got}")
         return [v.ptr for v in views], env
 
     def _sizes(self, args) -> dict:

@@ -1,0 +1,124 @@
+"""CUDA runtime modules: export/load, device-array interop, the error without a GPU, and
+(marked ``gpu``) running on a real GPU."""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp.runtime import CUDAModule, CUDAUnavailableError, load_module
+from tecomp.runtime.args import ArgumentError, ArgumentTypeError
+from tecomp.runtime.cuda_arrays import device_array
+
+import cuda_schedules
+import util
+
+
+@pytest.fixture
+def matmul(cuda_target, rng):
+    s, args = cuda_schedules.matmul_shared()
+    mod = tecomp.build(s, args, target=cuda_target, name="mm")
+    a = rng.random((32, 16), dtype="float32")
+    b = rng.random((16, 32), dtype="float32")
+    return mod, a, b
+
+
+class _FakeDeviceArray:
+    """What CuPy, PyTorch or pycuda hand over: ``__cuda_array_interface__``."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x7000_0000):
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": typestr, "strides": strides, "data": (ptr, False),
+            "version": 3,
+        }
+
+
+def test_calling_without_a_gpu_is_one_clear_error(matmul):
+    if util.gpu_available():
+        pytest.skip("this machine has a GPU")
+    mod, a, b = matmul
+    with pytest.raises(CUDAUnavailableError, match=r"run only where an NVIDIA GPU .* "
+                                                   r"mod.simulate"):
+        mod(a, b, np.zeros((32, 32), "float32"))
+
+
+def test_export_and_load_keep_the_kernels_and_the_plan(matmul, tmp_path):
+    mod, a, b = matmul
+    path = mod.export_library(str(tmp_path / "mm.cuda"))
+    loaded = load_module(path)
+    assert isinstance(loaded, CUDAModule)
+    assert loaded.cubin == mod.cubin
+    assert loaded.get_source("cuda") == mod.get_source("cuda")
+    assert loaded.plans == mod.plans
+    assert str(loaded["mm"].signature) == "A: float32[32, 16], B: float32[16, 32], " \
+                                          "C: float32[32, 32]"
+    with pytest.raises(tecomp.TecompError, match="holds no loop IR to simulate"):
+        loaded.simulate(a, b, np.zeros((32, 32), "float32"))
+
+
+def test_launch_plan_of_two_kernels_allocates_the_temporary(cuda_target):
+    s, args = cuda_schedules.two_kernels(n=48)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    steps = mod.plans["f"]
+    assert [st["op"] for st in steps] == ["alloc", "launch", "launch", "free"]
+    assert steps[0]["size"] == 48
+    assert steps[1]["buffers"] == [{"param": 0}, {"temp": "B"}]
+    assert steps[2]["buffers"] == [{"param": 1}, {"temp": "B"}]
+    assert steps[1]["grid"] == [3, 1, 1] and steps[1]["block"] == [16, 1, 1]
+
+
+def test_simulate_validates_arguments(matmul):
+    mod, a, b = matmul
+    with pytest.raises(ArgumentError, match="argument 2 .*'C'.* size 32 in dimension 1"):
+        mod.simulate(a, b, np.zeros((32, 31), "float32"))
+
+
+def test_cuda_array_interface_is_read_without_copies():
+    v = device_array(_FakeDeviceArray((4, 8)))
+    assert (v.ptr, v.shape, v.dtype, v.c_contiguous) == (0x7000_0000, (4, 8),
+                                                        np.dtype("float32"), True)
+    assert not device_array(_FakeDeviceArray((4, 8), strides=(4, 16))).c_contiguous
+    assert device_array(np.zeros(3)) is None
+
+
+def test_device_arrays_are_checked_like_numpy_ones(matmul):
+    mod, a, b = matmul
+    f = mod["mm"]
+    ok = [_FakeDeviceArray((32, 16)), _FakeDeviceArray((16, 32)), _FakeDeviceArray((32, 32))]
+    ptrs, _ = f._bind(ok)
+    assert ptrs == [0x7000_0000] * 3
+    with pytest.raises(ArgumentTypeError, match="argument 1 .*'B'.* dtype float32, got float64"):
+        f._bind([ok[0], _FakeDeviceArray((16, 32), "<f8"), ok[2]])
+    with pytest.raises(ArgumentError, match="argument 2 .*'C'.* size 32 in dimension 0, got 8"):
+        f._bind([ok[0], ok[1], _FakeDeviceArray((8, 32))])
+    with pytest.raises(ArgumentError, match="'A'.* must be C-contiguous"):
+        f._bind([_FakeDeviceArray((32, 16), strides=(4, 128)), ok[1], ok[2]])
+    with pytest.raises(ArgumentTypeError, match="all as device arrays"):
+        f._bind([a, ok[1], ok[2]])
+
+
+@pytest.mark.gpu
+def test_runs_on_the_gpu_with_numpy_arrays(matmul, gpu):
+    mod, a, b = matmul
+    c = np.zeros((32, 32), "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    t = mod.time_evaluator(number=5, repeat=2)(a, b, c)
+    assert len(t.results) == 2 and t.mean > 0
+
+
+@pytest.mark.gpu
+def test_loaded_module_runs_on_the_gpu(matmul, gpu, tmp_path):
+    mod, a, b = matmul
+    loaded = load_module(mod.export_library(str(tmp_path / "mm.cuda")))
+    c = np.zeros((32, 32), "float32")
+    loaded(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_runs_on_device_arrays_in_place(matmul, gpu):
+    cupy = pytest.importorskip("cupy")
+    mod, a, b = matmul
+    da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.zeros((32, 32), "float32")
+    mod(da, db, dc)
+    np.testing.assert_allclose(cupy.asnumpy(dc), a @ b, rtol=1e-5)
