@@ -4,8 +4,8 @@
 is available and otherwise runs the loop IR lowered for that target through the
 interpreter (``tecomp.ir.interpreter``), so the same tests check lowering before codegen
 exists and the whole pipeline after. A cuda target is always built (its kernels compile
-with NVRTC) and runs on the GPU, or simulated on the CPU where there is none. ``TECOMP_TEST_BACKEND=llvm|interp`` forces one
-backend.
+with NVRTC) and runs on the GPU, or simulated on the CPU where there is none.
+``TECOMP_TEST_BACKEND=llvm|interp`` forces one backend for CPU targets.
 
 End-to-end tests take the target from the ``target`` fixture (tests/conftest.py), whose
 parameters are ``TEST_TARGETS``; one that cannot run on this machine is skipped with the
