@@ -11,10 +11,11 @@ global buffers never get one.
 The pass walks each kernel body in program order, tracking the shared buffers read and
 written since the last barrier, and puts a barrier before the first statement that
 conflicts with them. It places barriers only where every thread of the block reaches
-them: inside sequences, allocations, lets, loops whose extent does not depend on the
-thread, and loops bound to a thread index whose extent is the launch extent. A
-statement under any other control flow (an ``if``, a thread loop narrower than the
-block) gets its barrier before it as a whole. A loop whose body conflicts with its own
+them: inside sequences, allocations, lets, ``if``s and loops whose condition or extent
+does not depend on the thread index (block indices are uniform), and loops bound to a
+thread index whose extent is the launch extent. A statement under any other control flow
+(an ``if`` on the thread index, a thread loop narrower than the block) gets its barrier
+before it as a whole. A loop whose body conflicts with its own
 next iteration gets a barrier at the top of its body.
 """
 
@@ -65,6 +66,8 @@ class _Planner:
 
     def uniform(self, s) -> bool:
         """Whether every thread of the block runs ``s``'s body the same number of times."""
+        if isinstance(s, S.IfThenElse):
+            return not uses_var(s.condition, self.thread_vars)
         if isinstance(s, S.For):
             if s.kind == "thread_binding":
                 full = self.extent.get(s.thread_tag)
@@ -92,13 +95,22 @@ class _Planner:
             state = _State()
         if isinstance(s, S.For) and self.uniform(s):
             s, state = self.sync_loop(s, state)
+        elif isinstance(s, S.IfThenElse) and self.uniform(s):
+            then, after_then = self.sync(s.then_case, state)
+            other, after_else = (None, state) if s.else_case is None else \
+                self.sync(s.else_case, state)
+            s = dataclasses.replace(s, then_case=then, else_case=other)
+            state = after_then | after_else
         else:
             state = state | acc
         return (S.seq(S.Barrier(), s) if barrier else s), state
 
     def sync_loop(self, s: S.For, state: _State) -> tuple:
         if s.kind == "thread_binding":
-            self.thread_vars.add(s.loop_var)
+            if s.thread_tag.startswith("threadIdx"):
+                # Block indices are the same for every thread of a block: conditions on
+                # them do not diverge.
+                self.thread_vars.add(s.loop_var)
             body, state = self.sync(s.body, state)
             return dataclasses.replace(s, body=body), state
         _, after_one = self.sync(s.body, state)

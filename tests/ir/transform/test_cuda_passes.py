@@ -140,3 +140,16 @@ def test_simulation_reports_a_barrier_some_threads_never_reach():
 
     with pytest.raises(TecompError, match=r"2 threads wait at a barrier that 2 others"):
         run(f.with_body(_Swap().visit(f.body)), np.zeros(8, "float32"), np.zeros(8, "float32"))
+
+
+def test_barriers_stay_outside_the_guards_of_a_partial_tile(rng):
+    # 40 rows do not divide into 16-row blocks: in the last block, some threads skip
+    # their loads and stores; the barriers stay where every thread reaches them.
+    s, args = cuda_schedules.matmul_shared(M=40, N=32, K=16)
+    f = tecomp.lower(s, args, target="cuda")
+    assert len(_nodes(f, S.Barrier)) == 2
+    a = rng.random((40, 16), dtype="float32")
+    b = rng.random((16, 32), dtype="float32")
+    c = np.zeros((40, 32), "float32")
+    run(f, a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
