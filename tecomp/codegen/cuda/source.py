@@ -72,13 +72,15 @@ def c_type(dtype: str) -> str:
 
 #: Identifiers a variable or buffer must not take: C++ keywords and types, CUDA's
 #: built-in variables, and names the generated code calls.
-RESERVED = frozenset("""
-    auto bool break case char class const continue default delete do double else enum
-    extern false float for goto if inline int long new operator private public register
-    return short signed sizeof static struct switch template this true typedef typename
-    union unsigned using virtual void volatile while half half2 float2 float4 int2 int4
-    double2 threadIdx blockIdx blockDim gridDim warpSize min max tc_floordiv tc_floormod
-""".split()) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
+RESERVED = frozenset((
+    "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete",
+    "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline",
+    "int", "long", "new", "operator", "private", "public", "register", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "template", "this", "true", "typedef",
+    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "half",
+    "half2", "float2", "float4", "int2", "int4", "double2", "threadIdx", "blockIdx",
+    "blockDim", "gridDim", "warpSize", "min", "max", "tc_floordiv", "tc_floormod",
+)) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
 
 
 class _Names:

@@ -2,11 +2,12 @@
 
 ``tecomp.lower`` builds one loop nest per stage and hands the function to
 ``run_pipeline``; a PrimFunc written by hand can go through it directly. The passes are
-listed once, in order, by ``passes``: for every target simplify, partition and legalize;
-for a cuda target then the device passes — virtual threads interleaved
+listed once, in order, by ``passes``: for every target simplify, partition and
+legalize; for a cuda target then the device passes — virtual threads interleaved
 (``vthread``), each root nest cut out as a kernel launch (``host_device``), and barriers
-placed where threads share data through shared memory (``barrier``). ``TECOMP_DUMP_IR=1`` prints the function before the
-first pass and after each one, headed by the pass name.
+placed where threads share data through shared memory (``barrier``).
+``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one, headed
+by the pass name.
 """
 
 from __future__ import annotations
