@@ -30,6 +30,13 @@ def test_matmul_larger_tiles_and_more_steps(cuda_target, rng):
     _check(s, args, [a, b], [a @ b], cuda_target, rtol=1e-5, atol=1e-5)
 
 
+def test_matmul_whose_rows_do_not_fill_the_last_block(cuda_target, rng):
+    s, args = cuda_schedules.matmul_shared(M=40, N=32, K=16)
+    a = util.rand(rng, (40, 16))
+    b = util.rand(rng, (16, 32))
+    _check(s, args, [a, b], [a @ b], cuda_target, rtol=1e-5, atol=1e-5)
+
+
 def test_reduction_into_a_register(cuda_target, rng):
     s, args = cuda_schedules.row_sum()
     a = util.rand(rng, (8, 32))
