@@ -107,3 +107,17 @@ def two_kernels(n=48, threads=16):
         s[T].bind(bx, te.thread_axis("blockIdx.x"))
         s[T].bind(tx, te.thread_axis("threadIdx.x"))
     return s, [A, C]
+
+
+def producer_per_thread(n=64, threads=16):
+    """C = B + 1 with B = 2 * A (a "global" stage) computed inside each thread: a
+    temporary of one thread, computed for just the element that thread needs."""
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=threads)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    s[B].compute_at(s[C], tx)
+    return s, [A, C]

@@ -103,6 +103,15 @@ class CUDAFunction:
         if ptrs is not None:
             self._module._run_plan(drv, self, ptrs, env)
             return
+        self._run_numpy(drv, args)
+
+    def call_trusted(self, *arrays) -> None:
+        """Call with numpy arrays that the caller has already validated against
+        ``signature`` (see ``PackedFunction.call_trusted``); they are still copied to the
+        device and back."""
+        self._run_numpy(driver(), arrays)
+
+    def _run_numpy(self, drv, args) -> None:
         owned = [drv.alloc(a.nbytes) for a in args]
         try:
             for p, a in zip(owned, args):

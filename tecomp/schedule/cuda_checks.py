@@ -5,7 +5,8 @@ Two groups, each naming the stage and axis at fault:
 - ``check_gpu_schedule`` (before bound inference): every stage that owns a loop nest at
   the top of the function is a kernel, so its outermost loop must be bound to a block or
   thread index and no unbound loop may enclose a bound one (it would run on the host);
-  ``parallel`` has no meaning on a GPU; a "shared" stage must be computed inside a block.
+  ``parallel`` has no meaning on a GPU; a "shared" ("local") stage must be computed
+  inside a block (a thread).
 - ``check_gpu_limits`` (after bound inference, when extents are known): the threads of a
   block and the shared memory of a kernel fit the target's ``caps``.
 
@@ -22,7 +23,6 @@ from ..te.tensor import PlaceholderOp
 
 #: Thread tags that index threads within a block (virtual threads run inside one thread).
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 
 def _owns_loops(st) -> bool:
@@ -63,11 +63,12 @@ def check_gpu_schedule(sch) -> None:
                     f"parallel on stage {st.name}, axis {iv.name}: a CUDA target has no CPU "
                     f"threads; bind the axis to blockIdx.*/threadIdx.* instead"
                 )
-        if st.attach_type == "root" and st.scope == "shared":
+        if st.attach_type == "root" and st.scope in ("shared", "local"):
+            lives = "one thread block" if st.scope == "shared" else "one thread"
+            where = "blockIdx.*" if st.scope == "shared" else "threadIdx.*"
             raise ScheduleError(
-                f"stage {st.name} is in the 'shared' scope, which lives in one thread "
-                f"block, but is computed at root; compute_at it inside a loop bound to "
-                f"blockIdx.*"
+                f"stage {st.name} is in the {st.scope!r} scope, which lives in {lives}, "
+                f"but is computed at root; compute_at it inside a loop bound to {where}"
             )
         if st.attach_type != "root":
             continue

@@ -29,7 +29,6 @@ from ..ir.transform.pipeline import run_pipeline
 from ..target import Target, as_target
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .cuda_checks import (
-    BLOCK_TAGS,
     THREAD_TAGS,
     check_cpu_schedule,
     check_gpu_limits,
@@ -159,7 +158,7 @@ class _BoundInference:
         """The enclosing loops bound to GPU threads over which one instance of
         ``producer`` is shared: for "shared" storage, every thread and virtual thread of
         the block computes and reads the same copy, so its region covers all of them (as
-        in TVM); "global" storage inside a kernel is shared by the whole grid."""
+        in TVM)."""
         tags = RELAXED_TAGS.get(producer.scope, ())
         out = []
         inner = producer
@@ -273,10 +272,9 @@ class _BoundInference:
 
 
 #: Per storage scope, the thread tags of enclosing loops that one copy is shared across.
-RELAXED_TAGS = {
-    "shared": THREAD_TAGS + ("vthread",),
-    "global": BLOCK_TAGS + THREAD_TAGS + ("vthread",),
-}
+#: A "local" stage, or a "global" one computed inside a kernel (a temporary of one
+#: thread), has a copy per thread and computes only what its thread reads.
+RELAXED_TAGS = {"shared": THREAD_TAGS + ("vthread",)}
 
 
 # ---- 3. loop nests -----------------------------------------------------------------------------

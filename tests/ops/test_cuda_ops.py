@@ -55,6 +55,14 @@ def test_two_kernels_through_a_global_temporary(cuda_target, rng):
     _check(s, args, [a], [np.exp(a) + 1], cuda_target, rtol=1e-6)
 
 
+def test_producer_computed_inside_each_thread(cuda_target, rng):
+    s, args = cuda_schedules.producer_per_thread()
+    mod = tecomp.build(s, args, target=cuda_target)
+    assert "float B[1];" in mod.get_source("cuda")  # one element per thread, a register
+    a = util.rand(rng, (64,))
+    _check(s, args, [a], [a * 2 + 1], cuda_target)
+
+
 def test_symbolic_size_at_several_values(cuda_target):
     s, args = cuda_schedules.elementwise(threads=32)
     f = util.compile_schedule(s, args, cuda_target)

@@ -109,6 +109,16 @@ def test_shared_stage_at_root():
         tecomp.lower(s, [A, B], target="cuda")
 
 
+def test_local_stage_at_root():
+    A, B, s = _vector()
+    BL = s.cache_write(B, "local")
+    s[B].bind(B.op.axis[0], te.thread_axis("threadIdx.x"))
+    s[BL].bind(BL.op.axis[0], te.thread_axis("threadIdx.x"))
+    with pytest.raises(ScheduleError, match=r"stage B.local is in the 'local' scope, which "
+                                            r"lives in one thread, but is computed at root"):
+        tecomp.lower(s, [A, B], target="cuda")
+
+
 def test_shared_scope_on_llvm():
     A, B, s = _vector()
     s.cache_read(A, "shared", [B])
