@@ -109,9 +109,11 @@ class Evaluate(Stmt):
 @_node
 class Barrier(Stmt):
     """Every thread of a GPU block waits here until all have arrived, and their writes to
-    shared memory before it are visible to all after it (``__syncthreads()``)."""
+    ``scope`` memory before it are visible to all after it (``__syncthreads()``)."""
 
     child_fields = ()
+
+    scope: str = "shared"
 
 
 @_node

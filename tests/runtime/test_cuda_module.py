@@ -122,3 +122,17 @@ def test_runs_on_device_arrays_in_place(matmul, gpu):
     da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.zeros((32, 32), "float32")
     mod(da, db, dc)
     np.testing.assert_allclose(cupy.asnumpy(dc), a @ b, rtol=1e-5)
+
+
+def test_dlpack_tensors_are_read_from_their_capsule():
+    from tecomp.runtime.cuda_arrays import _from_dlpack
+
+    # numpy exports DLPack too (CPU memory): the capsule is read the same way.
+    x = np.arange(24, dtype="float32").reshape(4, 6)
+    v = _from_dlpack(x)
+    assert (v.ptr, v.shape, v.dtype, v.c_contiguous) == (x.ctypes.data, (4, 6),
+                                                        np.dtype("float32"), True)
+    t = _from_dlpack(x.T)
+    assert t.shape == (6, 4) and not t.c_contiguous
+    assert _from_dlpack(x[1:]).ptr == x.ctypes.data + 6 * 4
+    assert device_array(x) is None  # a CPU array is not a device array
