@@ -121,3 +121,49 @@ def producer_per_thread(n=64, threads=16):
     s[C].bind(tx, te.thread_axis("threadIdx.x"))
     s[B].compute_at(s[C], tx)
     return s, [A, C]
+
+
+def conv2d_shared(C=4, H=8, W=8, K=8):
+    """A 3x3 convolution (NCHW, padding 1, batch 1): a block per 4 output channels x 4
+    rows, a thread per output element; per input channel the block loads the padded
+    input rows it needs (the padding as a condition in the copy) and the weights into
+    shared memory, every thread taking a share of the fused copy loop."""
+    A = te.placeholder((1, C, H, W), name="A")
+    Wt = te.placeholder((K, C, 3, 3), name="W")
+    Ap = te.compute(
+        (1, C, H + 2, W + 2),
+        lambda n, c, y, x: te.if_then_else((y >= 1) & (y <= H) & (x >= 1) & (x <= W),
+                                           A[n, c, y - 1, x - 1], 0.0),
+        name="Ap")
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    B = te.compute((1, K, H, W), lambda n, k, y, x: te.sum(
+        Ap[n, rc, y + ry, x + rx] * Wt[k, rc, ry, rx], axis=[rc, ry, rx]), name="B")
+    s = te.create_schedule(B.op)
+    s[Ap].compute_inline()
+    AS = s.cache_read(Ap, "shared", [B])
+    WS = s.cache_read(Wt, "shared", [B])
+    BL = s.cache_write(B, "local")
+    n, k, y, x = s[B].op.axis
+    ko, ki = s[B].split(k, factor=4)
+    yo, yi = s[B].split(y, factor=4)
+    s[B].reorder(n, ko, yo, ki, yi, x)
+    s[B].bind(n, te.thread_axis("blockIdx.x"))
+    s[B].bind(ko, te.thread_axis("blockIdx.z"))
+    s[B].bind(yo, te.thread_axis("blockIdx.y"))
+    s[B].bind(ki, te.thread_axis("threadIdx.z"))
+    s[B].bind(yi, te.thread_axis("threadIdx.y"))
+    s[B].bind(x, te.thread_axis("threadIdx.x"))
+    s[BL].compute_at(s[B], x)
+    s[AS].compute_at(s[BL], BL.op.reduce_axis[0])
+    s[WS].compute_at(s[BL], BL.op.reduce_axis[0])
+    for T in (AS, WS):
+        fused = s[T].fuse(*s[T].op.axis)
+        fo, _ = s[T].split(fused, nparts=4 * 4 * W)
+        tz, rest = s[T].split(fo, nparts=4)
+        ty, tx = s[T].split(rest, nparts=4)
+        s[T].bind(tz, te.thread_axis("threadIdx.z"))
+        s[T].bind(ty, te.thread_axis("threadIdx.y"))
+        s[T].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, Wt, B]

@@ -37,6 +37,16 @@ def test_matmul_whose_rows_do_not_fill_the_last_block(cuda_target, rng):
     _check(s, args, [a, b], [a @ b], cuda_target, rtol=1e-5, atol=1e-5)
 
 
+def test_conv2d_with_padded_input_tiles_in_shared_memory(cuda_target, rng):
+    s, args = cuda_schedules.conv2d_shared()
+    a = util.rand(rng, (1, 4, 8, 8))
+    w = util.rand(rng, (8, 4, 3, 3))
+    ap = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(ap[0], (3, 3), axis=(1, 2))
+    ref = np.einsum("cyxij,kcij->kyx", windows, w)[None]
+    _check(s, args, [a, w], [ref.astype("float32")], cuda_target, rtol=1e-5, atol=1e-5)
+
+
 def test_reduction_into_a_register(cuda_target, rng):
     s, args = cuda_schedules.row_sum()
     a = util.rand(rng, (8, 32))
