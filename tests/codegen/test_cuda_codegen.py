@@ -2,6 +2,7 @@
 it compiles to a cubin for the requested architecture, and how errors read."""
 
 import re
+import sys
 from math import erf
 
 import numpy as np
@@ -98,3 +99,19 @@ def test_nvrtc_error_carries_the_log_and_the_offending_line():
     msg = str(info.value)
     assert "NVRTC could not compile" in msg and "undefined_name" in msg
     assert "2 |   a[0] = undefined_name;" in msg
+
+
+def test_building_without_nvrtc_says_what_to_install(monkeypatch):
+    from tecomp.codegen.cuda import nvrtc
+
+    # The bindings are not importable (None in sys.modules makes an import fail).
+    monkeypatch.delattr("cuda.bindings.nvrtc", raising=False)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", None)
+    monkeypatch.setitem(sys.modules, "cuda.nvrtc", None)
+    nvrtc._nvrtc.cache_clear()
+    try:
+        s, args = cuda_schedules.elementwise(n=64)
+        with pytest.raises(CodegenError, match=r'NVRTC bindings.*pip install "tecomp\[cuda\]"'):
+            tecomp.build(s, args, target="cuda")
+    finally:
+        nvrtc._nvrtc.cache_clear()
