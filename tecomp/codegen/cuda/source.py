@@ -4,8 +4,9 @@ One ``extern "C" __global__`` function per kernel, readable: loops keep their na
 block and thread loops read ``blockIdx``/``threadIdx`` (guarded when narrower than the
 launch), shared buffers are declared ``__shared__`` at the top of the kernel, local ones
 as arrays where they are allocated. ``unrolled`` loops carry ``#pragma unroll``; a
-``vectorized`` copy of 2 or 4 contiguous, aligned elements is one ``float2``/``float4``
-(or ``int2``/``int4``, ``double2``) access, any other vectorized loop an unrolled loop.
+``vectorized`` loop of 2 or 4 lanes whose accesses are contiguous and aligned is computed
+lane by lane between ``float2``/``float4`` (or ``int2``/``int4``, ``double2``, ``half2``)
+loads and one vector store, any other vectorized loop is an unrolled loop.
 Parameters are ``__restrict__`` (the runtime passes distinct buffers) and ``const`` when
 only read; ``__launch_bounds__`` gives the block size. float16 uses ``cuda_fp16.h``
 (arithmetic on ``half``; math functions through ``float``).
@@ -22,7 +23,7 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.analysis import const_stride
 from ...ir.arith import const_int_bound, prove
-from ...ir.functor import post_order_visit
+from ...ir.functor import children, post_order_visit, uses_var
 from ...ir.transform.host_device import DIMS
 
 C_TYPES = {
@@ -113,6 +114,7 @@ class KernelEmitter:
         self.lines: list = []
         self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
         self.uses_half = False
+        self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
         self.launch_ext = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
         self.launch_ext.update({f"blockIdx.{d}": e for d, e in zip(DIMS, launch.grid)})
 
@@ -174,6 +176,9 @@ class KernelEmitter:
         return f"(({c_type(dst)})({v}))"
 
     def e_Load(self, e):
+        lane = self.lane_loads.get(id(e))
+        if lane is not None:
+            return lane
         return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
 
     def e_Select(self, e):
@@ -296,7 +301,7 @@ class KernelEmitter:
         try:
             if s.kind == "thread_binding":
                 self._thread_loop(s, v, ty, indent)
-            elif s.kind == "vectorized" and self._vector_copy(s, indent):
+            elif s.kind == "vectorized" and self._vector_loop(s, indent):
                 pass
             else:
                 if s.kind in ("unrolled", "vectorized"):
@@ -324,28 +329,63 @@ class KernelEmitter:
             self.emit("}", indent + 1)
         self.emit("}", indent)
 
-    def _vector_copy(self, s, indent) -> bool:
-        """``dst[i0 + v] = src[j0 + v]`` for v < lanes as one vector access, when both
-        starts are multiples of the lanes (aligned) and a vector type exists."""
-        body, lanes = s.body, E.const_value(s.extent)
-        if not (isinstance(body, S.Store) and isinstance(body.value, E.Load)):
+    def _aligned_start(self, index, var, lanes):
+        """``start`` when ``index`` is ``start + var`` with ``start`` a multiple of
+        ``lanes`` (so the access is one aligned vector), else None."""
+        start = _start(index, var)
+        if start is None:
+            return None
+        aligned = E.binary(E.EQ, E.binary(E.FloorMod, start, E.IntImm(lanes, start.dtype)),
+                           E.IntImm(0, start.dtype))
+        return start if prove(aligned, self.bounds) else None
+
+    def _vector_loop(self, s, indent) -> bool:
+        """A vectorized loop of 2 or 4 lanes storing ``dst[start + v]`` as one vector
+        access: loads ``src[start' + v]`` become vector loads, loads that do not depend
+        on ``v`` stay scalar, the value is computed lane by lane. False (emit a loop)
+        when an access is not contiguous and aligned, or ``v`` is used otherwise."""
+        body, lanes, var = s.body, E.const_value(s.extent), s.loop_var
+        if not isinstance(body, S.Store):
             return False
         vt = VECTOR_TYPES.get((body.buffer.dtype, lanes))
-        if vt is None or body.value.dtype != body.buffer.dtype:
+        dst = self._aligned_start(body.index, var, lanes) if vt else None
+        if dst is None:
             return False
+        loads = []
+        post_order_visit(body.value, lambda n: loads.append(n) if isinstance(n, E.Load) else None)
+        vector_loads = [ld for ld in loads if uses_var(ld.index, var)]
         starts = []
-        for idx in (body.index, body.value.index):
-            start = _start(idx, s.loop_var)
-            if start is None:
-                return False
-            aligned = E.binary(E.EQ, E.binary(E.FloorMod, start, E.IntImm(lanes, start.dtype)),
-                               E.IntImm(0, start.dtype))
-            if not prove(aligned, self.bounds):
+        for ld in vector_loads:
+            start = self._aligned_start(ld.index, var, lanes)
+            if start is None or (ld.dtype, lanes) not in VECTOR_TYPES:
                 return False
             starts.append(start)
-        dst, src = self.buf(body.buffer), self.buf(body.value.buffer)
-        self.emit(f"*({vt}*)({dst} + {self.expr(starts[0])}) = "
-                  f"*(const {vt}*)({src} + {self.expr(starts[1])});", indent)
+        if _uses_var_outside(body.value, var, {id(ld) for ld in vector_loads}):
+            return False
+        if body.value is (vector_loads or [None])[0] and body.value.dtype == body.buffer.dtype:
+            # A copy: one vector load, one vector store.
+            self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = "
+                      f"*(const {vt}*)({self.buf(body.value.buffer)} + "
+                      f"{self.expr(starts[0])});", indent)
+            return True
+        self.emit("{", indent)
+        names = []
+        for k, (ld, start) in enumerate(zip(vector_loads, starts)):
+            lt = VECTOR_TYPES[(ld.dtype, lanes)]
+            name = self.names(("vec", id(ld)), f"{ld.buffer.name}_v{k}")
+            names.append(name)
+            self.emit(f"{lt} {name} = *(const {lt}*)({self.buf(ld.buffer)} + "
+                      f"{self.expr(start)});", indent + 1)
+        out = self.names(("vec", id(body)), f"{body.buffer.name}_v")
+        self.emit(f"{vt} {out};", indent + 1)
+        for lane in "xyzw"[:lanes]:
+            self.lane_loads = {id(ld): f"{n}.{lane}" for ld, n in zip(vector_loads, names)}
+            try:
+                self.emit(f"{out}.{lane} = {self.expr(body.value)};", indent + 1)
+            finally:
+                self.lane_loads = {}
+        self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = {out};", indent + 1)
+        self.emit("}", indent)
         return True
 
     # ---- the function -----------------------------------------------------------------
@@ -384,6 +424,16 @@ class KernelEmitter:
         bounds = f"__launch_bounds__({math.prod(threads)}) " if None not in threads else ""
         head = f'extern "C" __global__ void {bounds}{k.name}({", ".join(params)}) {{'
         return "\n".join([head, *body, "}"])
+
+
+def _uses_var_outside(e, var, skip: set) -> bool:
+    """Whether ``var`` occurs in ``e`` other than inside the loads whose ids are in
+    ``skip``."""
+    if id(e) in skip:
+        return False
+    if e is var:
+        return True
+    return any(_uses_var_outside(c, var, skip) for c in children(e))
 
 
 def _start(index, var):
