@@ -186,9 +186,11 @@ class CUDAModule(Module):
 
     def _run_plan(self, drv, f: CUDAFunction, ptrs: list, env: dict, sync: bool = True,
                   kept: dict | None = None):
-        """Run ``f``'s plan. Temporaries are allocated and freed around their kernels,
-        or, with ``kept`` (a dict the caller frees), allocated once and reused: timing
-        measures the kernels, not the allocator."""
+        """Run ``f``'s plan. Temporaries are allocated before their kernels and freed
+        after the last one has finished (freeing waits for the device, so a kernel's
+        fault is reported by the synchronization that names it), or, with ``kept`` (a
+        dict the caller frees), allocated once and reused: timing measures the kernels,
+        not the allocator."""
         temps: dict = {} if kept is None else kept
         try:
             for step in f.plan:
@@ -196,8 +198,6 @@ class CUDAModule(Module):
                 if op == "alloc" and step["name"] not in temps:
                     nbytes = eval_size(step["size"], env) * np.dtype(step["dtype"]).itemsize
                     temps[step["name"]] = drv.alloc(nbytes)
-                elif op == "free" and kept is None:
-                    drv.free(temps.pop(step["name"]))
                 elif op == "launch":
                     self._launch(drv, step, ptrs, temps, env)
             if sync:

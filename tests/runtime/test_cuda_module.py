@@ -136,3 +136,74 @@ def test_dlpack_tensors_are_read_from_their_capsule():
     assert t.shape == (6, 4) and not t.c_contiguous
     assert _from_dlpack(x[1:]).ptr == x.ctypes.data + 6 * 4
     assert device_array(x) is None  # a CPU array is not a device array
+
+
+class _RecordingDriver:
+    """Stands in for the CUDA driver: records what a call asks of it."""
+
+    def __init__(self):
+        self.calls = []
+        self.next_ptr = 0x1000
+
+    def alloc(self, nbytes):
+        self.next_ptr += 0x1000
+        self.calls.append(("alloc", nbytes))
+        return self.next_ptr
+
+    def free(self, ptr):
+        self.calls.append(("free", ptr))
+
+    def to_device(self, ptr, array):
+        self.calls.append(("to_device", ptr, array.nbytes))
+
+    def to_host(self, array, ptr):
+        self.calls.append(("to_host", ptr, array.nbytes))
+
+    def load_module(self, cubin):
+        self.calls.append(("load_module",))
+        return "module"
+
+    def get_function(self, module, name):
+        return name
+
+    def launch(self, func, name, grid, block, args):
+        self.calls.append(("launch", name, list(grid), list(block),
+                           [a.value for a in args]))
+
+    def synchronize(self, what):
+        self.calls.append(("synchronize", what))
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    import tecomp.runtime.cuda_module as cm
+
+    drv = _RecordingDriver()
+    monkeypatch.setattr(cm, "driver", lambda: drv)
+    return drv
+
+
+def test_numpy_call_copies_in_launches_and_copies_outputs_back(cuda_target, recording):
+    s, args = cuda_schedules.two_kernels(n=48)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    a, c = np.zeros(48, "float32"), np.zeros(48, "float32")
+    mod(a, c)
+    ops = [call[0] for call in recording.calls]
+    assert ops == ["alloc", "alloc", "to_device", "to_device", "alloc", "load_module",
+                   "launch", "launch", "synchronize", "free", "to_host", "free", "free"]
+    a_ptr, c_ptr, b_ptr = 0x2000, 0x3000, 0x4000
+    launches = [call for call in recording.calls if call[0] == "launch"]
+    assert launches == [("launch", "f_kernel0", [3, 1, 1], [16, 1, 1], [a_ptr, b_ptr]),
+                        ("launch", "f_kernel1", [3, 1, 1], [16, 1, 1], [c_ptr, b_ptr])]
+    assert ("to_host", c_ptr, 192) in recording.calls  # only the output comes back
+    assert ("to_host", a_ptr, 192) not in recording.calls
+
+
+def test_device_arrays_are_passed_without_copies(cuda_target, recording):
+    s, args = cuda_schedules.elementwise(threads=64)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    mod(_FakeDeviceArray((100,), ptr=0x9000), _FakeDeviceArray((100,), ptr=0xA000))
+    ops = [call[0] for call in recording.calls]
+    assert ops == ["load_module", "launch", "synchronize"]
+    # ceil(100 / 64) blocks, and the symbolic size as the last kernel argument.
+    assert recording.calls[1][2:] == ([2, 1, 1], [64, 1, 1], [0x9000, 0xA000, 100])
