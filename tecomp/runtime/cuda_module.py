@@ -2,8 +2,8 @@
 
 A function of a CUDA module is a *launch plan*: the host part of the lowered function,
 as data — allocate a global temporary, launch kernel K with grid G and block B on these
-buffers and sizes, free the temporary — so an exported module needs no compiler and no
-IR to run. Calling it:
+buffers and sizes (temporaries are freed once the kernels are done) — so an exported
+module needs no compiler and no IR to run. Calling it:
 
 - with numpy arrays: validated as for CPU modules, copied to the device, run, outputs
   copied back;

@@ -41,7 +41,6 @@ def launch_plan(func: S.PrimFunc) -> tuple:
             steps.append({"op": "alloc", "name": s.buffer.name, "dtype": s.buffer.dtype,
                           "size": _size_spec(size)})
             walk(s.body)
-            steps.append({"op": "free", "name": s.buffer.name})
         elif isinstance(s, S.KernelLaunch):
             launches.append(s)
             steps.append({
