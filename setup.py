@@ -18,6 +18,19 @@ _NO_CPU_WHEELS = (
     " or (platform_machine != 'x86_64' and platform_machine != 'AMD64')"
 )
 
+# CUDA targets: NVRTC compiles the generated CUDA C (no GPU, no driver, no toolkit
+# needed), cuda_fp16.h comes with the runtime headers wheel, and NVIDIA's bindings
+# (`cuda.bindings.nvrtc`, `cuda.bindings.driver`) call NVRTC and, where a GPU is, the
+# driver. The 12.x bindings load the CUDA 12 NVRTC of the cu12 wheels (13.x would look
+# for CUDA 13's). pycuda is not a dependency: it builds only against a local toolkit and
+# driver; its GPUArray (like CuPy and PyTorch tensors) is passed to a module as is,
+# through __cuda_array_interface__.
+_CUDA = [
+    "cuda-bindings>=12.6,<13",
+    "nvidia-cuda-nvrtc-cu12>=12.6",
+    "nvidia-cuda-runtime-cu12>=12.6",
+]
+
 setup(
     name="tecomp",
     version="0.1.0",
@@ -37,7 +50,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
-        "cuda": ["nvidia-cuda-nvrtc-cu12>=12.0", "pycuda>=2024.1"],
+        "cuda": _CUDA,
         "xgboost-gpu": ["xgboost>=2.0"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},

@@ -33,3 +33,20 @@ def needs_llvm():
     """Skip unless ``tecomp.build`` works (for runtime tests that need a real module)."""
     if not util.llvm_available():
         pytest.skip(util.llvm_status_message())
+
+
+@pytest.fixture
+def cuda_target():
+    """"cuda", for tests of CUDA schedules: they build with NVRTC and run on the GPU, or
+    simulated on the CPU without one (``util.compile_schedule``); skipped without NVRTC."""
+    reason = util.target_unavailable("cuda")
+    if reason is not None:
+        pytest.skip(reason)
+    return "cuda"
+
+
+@pytest.fixture
+def gpu():
+    """Skip unless a CUDA GPU is usable (for tests marked ``gpu``)."""
+    if not util.gpu_available():
+        pytest.skip("no CUDA GPU and driver on this machine")

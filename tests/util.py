@@ -3,8 +3,9 @@
 ``compile_schedule`` builds for a target with ``tecomp.build`` when the code generator
 is available and otherwise runs the loop IR lowered for that target through the
 interpreter (``tecomp.ir.interpreter``), so the same tests check lowering before codegen
-exists and the whole pipeline after. ``TECOMP_TEST_BACKEND=llvm|interp`` forces one
-backend.
+exists and the whole pipeline after. A cuda target is always built (its kernels compile
+with NVRTC) and runs on the GPU, or simulated on the CPU where there is none.
+``TECOMP_TEST_BACKEND=llvm|interp`` forces one backend for CPU targets.
 
 End-to-end tests take the target from the ``target`` fixture (tests/conftest.py), whose
 parameters are ``TEST_TARGETS``; one that cannot run on this machine is skipped with the
@@ -69,12 +70,27 @@ def llvm_status_message() -> str:
     return _llvm_status()[1]
 
 
+@functools.cache
+def gpu_available() -> bool:
+    """Whether a CUDA GPU and its driver are usable in this process."""
+    from tecomp.runtime.cuda_driver import device_arch
+
+    return device_arch() is not None
+
+
 def target_unavailable(target: str) -> str | None:
-    """Why modules built for ``target`` cannot run on this machine, or None if they can
-    (here, or under qemu-user)."""
+    """Why modules built for ``target`` cannot run on this machine, or None if they can:
+    here, under qemu-user, or for a cuda target on the GPU where there is one and simulated
+    on the CPU otherwise (``CUDAModule.simulate``) — either way its kernels must compile,
+    so a cuda target is unavailable only without NVRTC."""
     t = tecomp.Target(target)
     if t.is_host:
         return None
+    if t.kind == "cuda":
+        from tecomp.codegen.cuda import nvrtc_available
+
+        reason = nvrtc_available()
+        return None if reason is None else f"NVRTC is not usable here ({reason})"
     reason = QemuRunner.missing(t.target_arch)
     return f"target {target!r} cannot run here: {reason}" if reason else None
 
@@ -132,6 +148,9 @@ def compile_schedule(s, args, target: str = "llvm", backend: str | None = None,
                      name: str = "default_function"):
     """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``, built for
     ``target`` (``backend`` "llvm") or lowered for it and interpreted ("interp")."""
+    if tecomp.Target(target).kind == "cuda":
+        mod = tecomp.build(s, args, target=target, name=name)
+        return mod if gpu_available() else mod.simulate
     backend = backend or default_backend()
     if backend == "llvm":
         mod = tecomp.build(s, args, target=target, name=name)

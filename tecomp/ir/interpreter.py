@@ -3,6 +3,8 @@
 It runs a PrimFunc on numpy arrays in Python, element by element, so lowering can be
 checked against numpy without any code generator (tests use tiny shapes). Loop kinds
 are ignored: every loop runs serially, which is what each kind must be equivalent to.
+GPU kernels (``KernelLaunch``) run block by block with their threads simulated
+(``tecomp.ir.gpu_sim``).
 Integer operators and casts compute what :mod:`tecomp.ir.semantics` says the generated
 code computes; a result it leaves undefined (division by zero, a float cast that does not
 fit) is an error here.
@@ -19,6 +21,7 @@ from . import dtype as dt
 from . import expr as E
 from . import semantics
 from . import stmt as S
+from .gpu_sim import run_kernel
 
 _CALLS = {
     "exp": np.exp,
@@ -49,9 +52,42 @@ def _scalar(value, dtype):
 
 
 class Interpreter:
+    """Runs loop IR on numpy arrays. ``mem`` maps buffers to flat arrays, ``env``
+    variables to values. Inside a simulated GPU kernel (``tecomp.ir.gpu_sim``),
+    ``thread_index`` maps each block and thread tag to this thread's index: a loop bound to
+    the tag then runs its body once, for that index, and shared buffers are the block's."""
+
     def __init__(self):
         self.env: dict = {}
         self.mem: dict = {}
+        self.thread_index: dict | None = None
+
+    def fork(self, thread_index: dict, shared: dict) -> Interpreter:
+        """An interpreter for one GPU thread: this one's variables and buffers, the
+        block's ``shared`` buffers, and its own local ones."""
+        t = Interpreter()
+        t.env = dict(self.env)
+        t.mem = {**self.mem, **shared}
+        t.thread_index = thread_index
+        return t
+
+    def allocate(self, buf) -> _CheckedArray:
+        """A fresh array for ``buf``, filled with NaN (floats) so a read before a write
+        shows up in results."""
+        size = 1
+        for d in buf.shape:
+            size *= int(self.expr(d))
+        arr = np.empty(size, dtype=np.dtype(buf.dtype))
+        if arr.dtype.kind == "f":
+            arr.fill(np.nan)
+        return _CheckedArray(arr, buf.name)
+
+    def thread_loop_index(self, s) -> int | None:
+        """This thread's index for a loop bound to a block or thread tag (None when the
+        loop runs as a loop: outside a kernel, or a virtual thread)."""
+        if self.thread_index is None or s.kind != "thread_binding":
+            return None
+        return self.thread_index.get(s.thread_tag)
 
     def expr(self, e):
         t = type(e)
@@ -101,6 +137,12 @@ class Interpreter:
                 self.stmt(c)
         elif t is S.For:
             lo = int(self.expr(s.min))
+            idx = self.thread_loop_index(s)
+            if idx is not None:
+                if idx < int(self.expr(s.extent)):
+                    self.env[s.loop_var] = _scalar(lo + idx, s.loop_var.dtype)
+                    self.stmt(s.body)
+                return
             for v in range(lo, lo + int(self.expr(s.extent))):
                 self.env[s.loop_var] = _scalar(v, s.loop_var.dtype)
                 self.stmt(s.body)
@@ -111,14 +153,10 @@ class Interpreter:
                 raise TecompError(f"interpreter: store to {s.buffer.name}[{idx}] out of bounds")
             buf[idx] = self.expr(s.value)
         elif t is S.Allocate:
-            size = 1
-            for d in s.buffer.shape:
-                size *= int(self.expr(d))
-            # Fill with NaN / a pattern so a read before write shows up in results.
-            arr = np.empty(size, dtype=np.dtype(s.buffer.dtype))
-            if arr.dtype.kind == "f":
-                arr.fill(np.nan)
-            self.mem[s.buffer] = _CheckedArray(arr, s.buffer.name)
+            if self.thread_index is not None and s.buffer.scope == "shared":
+                self.stmt(s.body)  # the block allocated it
+                return
+            self.mem[s.buffer] = self.allocate(s.buffer)
             self.stmt(s.body)
             del self.mem[s.buffer]
         elif t is S.LetStmt:
@@ -131,6 +169,10 @@ class Interpreter:
                 self.stmt(s.else_case)
         elif t is S.Evaluate:
             self.expr(s.value)
+        elif t is S.KernelLaunch:
+            run_kernel(self, s)
+        elif t is S.Barrier:
+            raise TecompError("interpreter: a barrier outside a GPU kernel")
         else:
             raise TecompError(f"interpreter: cannot run {t.__name__}")
 

@@ -142,6 +142,13 @@ def stmt_lines(s, indent: int, out: list) -> None:
             stmt_lines(s.else_case, indent + 1, out)
     elif t is S.Evaluate:
         out.append(pad + expr_str(s.value))
+    elif t is S.Barrier:
+        out.append(pad + "barrier()")
+    elif t is S.KernelLaunch:
+        dims = ", ".join(f"{d}=({', '.join(expr_str(x) for x in getattr(s, d))})"
+                         for d in ("grid", "block"))
+        out.append(f"{pad}launch {s.name}({dims}):")
+        stmt_lines(s.body, indent + 1, out)
     else:
         out.append(f"{pad}<{t.__name__}>")
 

@@ -106,6 +106,37 @@ class Evaluate(Stmt):
     value: PrimExpr
 
 
+@_node
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived, and their writes to
+    ``scope`` memory before it are visible to all after it (``__syncthreads()``)."""
+
+    child_fields = ()
+
+    scope: str = "shared"
+
+
+@_node
+class KernelLaunch(Stmt):
+    """Run ``body`` on a GPU as the kernel ``name``: a grid of ``grid`` (x, y, z) blocks of
+    ``block`` (x, y, z) threads.
+
+    Inside ``body`` a ``For`` of kind ``thread_binding`` does not loop: its variable is the
+    thread's (or block's) index along its tag, and threads whose index reaches the loop's
+    extent skip its body. ``params`` are the global buffers and ``scalars`` the size
+    variables the kernel reads, in the kernel's parameter order.
+    """
+
+    child_fields = ("grid", "block", "body")
+
+    name: str
+    params: tuple
+    scalars: tuple
+    grid: tuple
+    block: tuple
+    body: Stmt
+
+
 def seq(*stmts) -> Stmt:
     """A statement running ``stmts`` in order, flattening nested sequences, dropping None."""
     flat = []

@@ -7,10 +7,15 @@ written by ``export_library`` loads and runs (``load_module``) without LLVM.
 
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
+from .cuda_driver import CUDAError, CUDAUnavailableError
+from .cuda_module import CUDAModule
 from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
 from .runner import QemuRunner, RemoteModule, Runner, RunnerError, SSHRunner
 
 __all__ = [
+    "CUDAError",
+    "CUDAModule",
+    "CUDAUnavailableError",
     "FunctionSignature",
     "LibraryModule",
     "Module",

@@ -290,11 +290,22 @@ class LibraryModule(Module):
         return os.fspath(path)
 
 
+#: File headers of module formats other than shared libraries -> their loader.
+_LOADERS: dict = {}
+
+
+def register_loader(magic: bytes, load) -> None:
+    """Make ``load_module`` open files starting with ``magic`` with ``load(path)``
+    (e.g. exported CUDA modules, ``tecomp.runtime.cuda_module``)."""
+    _LOADERS[magic] = load
+
+
 def load_module(path: str) -> Module:
     """Load a library written by ``Module.export_library``.
 
     Loading needs no code generator: it opens the library with the system loader and
-    reads the argument metadata (``tecomp.runtime.abi``) it embeds.
+    reads the argument metadata (``tecomp.runtime.abi``) it embeds. Files in another
+    registered format (``register_loader``: an exported CUDA module) go to their loader.
 
     Raises
     ------
@@ -305,7 +316,10 @@ def load_module(path: str) -> Module:
     if not os.path.exists(path):
         raise FileNotFoundError(f"no module file at {path!r}")
     with open(path, "rb") as fh:
-        head = fh.read(20)
+        head = fh.read(64)
+    for magic, load in _LOADERS.items():
+        if head.startswith(magic):
+            return load(path)
     if head[:4] != b"\x7fELF":
         raise TecompError(f"{path!r} is not an ELF shared library")
     if head[16] != 3:

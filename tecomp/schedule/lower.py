@@ -20,14 +20,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import LoweringError, ScheduleError
+from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.arith import const_int_bound, eval_interval, prove, simplify
 from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.transform.pipeline import run_pipeline
+from ..target import Target, as_target
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .cuda_checks import (
+    THREAD_TAGS,
+    check_cpu_schedule,
+    check_gpu_limits,
+    check_gpu_schedule,
+)
 from .relations import pass_down_extents, pass_up_values, split_guards
 from .schedule import Schedule, Stage
 
@@ -145,6 +152,23 @@ class _BoundInference:
             out.extend(st.leaf_iter_vars)
         leaves = target.leaf_iter_vars
         out.extend(leaves[leaves.index(axis) + 1 :])
+        return out + self.relaxed_threads(producer, chain[chain.index(target):])
+
+    @staticmethod
+    def relaxed_threads(producer: Stage, enclosing: list) -> list:
+        """The enclosing loops bound to GPU threads over which one instance of
+        ``producer`` is shared: for "shared" storage, every thread and virtual thread of
+        the block computes and reads the same copy, so its region covers all of them (as
+        in TVM)."""
+        tags = RELAXED_TAGS.get(producer.scope, ())
+        out = []
+        inner = producer
+        for st in enclosing:
+            leaves = st.leaf_iter_vars
+            scope = leaves[: leaves.index(inner.attach_ivar) + 1]
+            out.extend(iv for iv in scope
+                       if iv in st.bind_threads and st.bind_threads[iv].thread_tag in tags)
+            inner = st
         return out
 
     def region(self, producer: Stage) -> list:
@@ -242,6 +266,12 @@ class _BoundInference:
         ]
         self.done[st] = info
         self.extent_of.update(info.extents)
+
+
+#: Per storage scope, the thread tags of enclosing loops that one copy is shared across.
+#: A "local" stage, or a "global" one computed inside a kernel (a temporary of one
+#: thread), has a copy per thread and computes only what its thread reads.
+RELAXED_TAGS = {"shared": THREAD_TAGS + ("vthread",)}
 
 
 # ---- 3. loop nests -----------------------------------------------------------------------------
@@ -450,8 +480,10 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
         The target whose code generator will compile the result: loop kinds are
         legalized for it (a loop it cannot vectorize, unroll or parallelize as scheduled
         comes back ``serial``). By default the one of the innermost ``with
-        tecomp.Target(...)`` scope, else the host (``"llvm"``). When given, target-specific
-        schedule checks also run (``bind`` and "shared" need CUDA).
+        tecomp.Target(...)`` scope, else the host (``"llvm"``). With a target (given or
+        from the scope), its schedule checks also run (``bind`` and "shared" need CUDA;
+        a CUDA target needs every kernel's loops bound and within its limits, see
+        ``tecomp.schedule.cuda_checks``).
     simple_mode : bool
         Accepted for compatibility with TVM's ``lower``; the result is always the
         readable loop nest.
@@ -471,8 +503,13 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
         raise LoweringError(f"lower: name={name!r} must be a valid identifier")
     args = _check_args(sch, args)
     _check_attach(sch)
+    target = target if target is not None else Target.current()
     if target is not None:
-        _check_target(sch, target)
+        target = as_target(target)
+        if target.kind == "cuda":
+            check_gpu_schedule(sch)
+        else:
+            check_cpu_schedule(sch, target.kind)
     expanded = expand_inline(sch)
     arg_set = set(args)
     params = {}
@@ -504,6 +541,8 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     for st in reversed(sch.stages):
         if st in infos:
             inference.infer(infos[st])
+    if target is not None and target.kind == "cuda":
+        check_gpu_limits(sch, infos, target)
 
     attached: dict = {}
     roots = []
@@ -545,22 +584,3 @@ def _check_free_vars(func: S.PrimFunc) -> None:
             f"neither a loop variable nor a size of an argument of {func.name}; pass a "
             f"tensor with that size in args, or use a constant"
         )
-
-
-def _check_target(sch: Schedule, target):
-    kind = str(target).split()[0] if not hasattr(target, "kind") else target.kind
-    if kind == "cuda":
-        return
-    for st in sch.stages:
-        if st.bind_threads:
-            iv = next(iter(st.bind_threads))
-            raise ScheduleError(
-                f"bind on stage {st.name}, axis {iv.name} to "
-                f"{st.bind_threads[iv].thread_tag}: thread binding needs a CUDA target, "
-                f"not {kind}"
-            )
-        if st.scope == "shared":
-            raise ScheduleError(
-                f"stage {st.name} uses the 'shared' scope, which needs a CUDA target, "
-                f"not {kind}; use 'local' or 'global'"
-            )

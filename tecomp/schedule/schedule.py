@@ -214,6 +214,27 @@ class Stage:
         """Map ``axis`` to a GPU thread or block index (CUDA targets only)."""
         if not isinstance(thread_ivar, E.IterVar) or thread_ivar.iter_type != "thread":
             raise self._error("bind", "thread_ivar must come from te.thread_axis(tag)")
+        self._check_schedulable("bind")
+        self._check_leaf("bind", axis)
+        if axis in self.bind_threads:
+            raise self._error(
+                "bind", f"axis {axis.name} is already bound to "
+                f"{self.bind_threads[axis].thread_tag}; an axis is bound once"
+            )
+        tag = thread_ivar.thread_tag
+        if tag != "vthread":
+            for other, ta in self.bind_threads.items():
+                if ta.thread_tag == tag:
+                    raise self._error(
+                        "bind", f"{tag} is already bound to axis {other.name} of this stage; "
+                        f"each block or thread index is bound to one axis per stage (fuse "
+                        f"the axes first)"
+                    )
+        if self._is_reduce(axis):
+            raise self._error(
+                "bind", f"axis {axis.name} is a reduction axis; binding it to {tag} would "
+                f"make threads race on the accumulator (use rfactor first)"
+            )
         self._annotate("bind", axis, "thread_binding")
         self.bind_threads[axis] = thread_ivar
 

@@ -2,8 +2,12 @@
 
 ``tecomp.lower`` builds one loop nest per stage and hands the function to
 ``run_pipeline``; a PrimFunc written by hand can go through it directly. The passes are
-listed once, in order, by ``passes``. ``TECOMP_DUMP_IR=1`` prints the function before the
-first pass and after each one, headed by the pass name.
+listed once, in order, by ``passes``: for every target simplify, partition and
+legalize; for a cuda target then the device passes — virtual threads interleaved
+(``vthread``), each root nest cut out as a kernel launch (``host_device``), and barriers
+placed where threads share data through shared memory (``barrier``).
+``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one, headed
+by the pass name.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from dataclasses import dataclass
 
 from ...target import Target, as_target
 from ..stmt import PrimFunc
+from .barrier import insert_barriers
+from .host_device import split_host_device
 from .legalize import legalize
 from .partition import partition_loops
 from .simplify import simplify
+from .vthread import inject_virtual_threads
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ def passes(target: Target) -> tuple[Pass, ...]:
     -------
     tuple of Pass
     """
-    return (
+    common = (
         # Split and fused loops index through `outer * factor + inner`, floordiv and
         # floormod; simplifying first reduces them to affine strides and drops the guards
         # that the constant extents already decide, so the passes below (and the
@@ -64,6 +71,18 @@ def passes(target: Target) -> tuple[Pass, ...]:
         # adds the hints of serialized loops, which loops rebuilt by an earlier pass
         # would not carry.
         Pass("legalize", functools.partial(legalize, target=target)),
+    )
+    if target.kind != "cuda":
+        return common
+    return common + (
+        # Virtual threads go innermost before kernels are cut out, so that what a kernel
+        # allocates per virtual thread is known when the barriers are placed.
+        Pass("inject_virtual_threads", inject_virtual_threads),
+        # Each root nest becomes a kernel launch; the host keeps global temporaries.
+        Pass("split_host_device", split_host_device),
+        # Barriers need the launch extents (a thread loop narrower than the block is
+        # divergent), which the split computed.
+        Pass("insert_barriers", insert_barriers),
     )
 
 

@@ -6,6 +6,7 @@ import tecomp
 from tecomp import te
 from tecomp.ir import For, IntImm, Load, PrimFunc, Store, Var
 from tecomp.ir.buffer import make_buffer
+from tecomp.ir.functor import post_order_visit
 from tecomp.ir.transform.pipeline import passes, run_pipeline
 from tecomp.target import Target
 
@@ -65,12 +66,31 @@ def test_lower_serializes_what_the_cpu_code_generator_cannot_vectorize():
     assert _outer_kind(tecomp.lower(s, args, target="llvm -mcpu=haswell")) == "serial"
 
 
+def _outer_vectorized_in_a_kernel():
+    """The same for a GPU: rows bound to blocks, each row's outer column loop vectorized
+    over a serial inner one."""
+    A = te.placeholder((16, 64), name="A")
+    B = te.compute((16, 64), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    jo, _ = s[B].split(B.op.axis[1], nparts=4)
+    s[B].vectorize(jo)
+    return s, [A, B]
+
+
 @pytest.mark.parametrize("how", ["argument", "scope"])
 def test_the_target_decides_the_rules(how):
-    s, args = _outer_vectorized()
+    s, args = _outer_vectorized_in_a_kernel()
     if how == "argument":
         func = tecomp.lower(s, args, target="cuda")
     else:
         with tecomp.Target("cuda"):
             func = tecomp.lower(s, args)
-    assert _outer_kind(func) == "vectorized"
+    kinds = {f.loop_var.name: f.kind for f in _loops(func)}
+    assert kinds["j.outer"] == "vectorized"
+
+
+def _loops(func):
+    out = []
+    post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, For) else None)
+    return out

@@ -1,0 +1,478 @@
+"""CUDA C source from the kernels of a lowered function (``KernelLaunch`` nodes).
+
+One ``extern "C" __global__`` function per kernel, readable: loops keep their names,
+block and thread loops read ``blockIdx``/``threadIdx`` (guarded when narrower than the
+launch), shared buffers are declared ``__shared__`` at the top of the kernel, local ones
+as arrays where they are allocated. ``unrolled`` loops carry ``#pragma unroll``; a
+``vectorized`` loop of 2 or 4 lanes whose accesses are contiguous and aligned is computed
+lane by lane between ``float2``/``float4`` (or ``int2``/``int4``, ``double2``, ``half2``)
+loads and one vector store, any other vectorized loop is an unrolled loop.
+Parameters are ``__restrict__`` (the runtime passes distinct buffers) and ``const`` when
+only read; ``__launch_bounds__`` gives the block size. float16 uses ``cuda_fp16.h``
+(arithmetic on ``half``; math functions through ``float``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ...errors import CodegenError, UnsupportedOpError
+from ...ir import dtype as dt
+from ...ir import expr as E
+from ...ir import stmt as S
+from ...ir.analysis import const_stride
+from ...ir.arith import const_int_bound, prove
+from ...ir.functor import children, post_order_visit, uses_var
+from ...ir.transform.host_device import DIMS
+
+C_TYPES = {
+    "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+    "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
+    "int64": "long long", "uint64": "unsigned long long", "float16": "half",
+    "float32": "float", "float64": "double",
+}
+
+#: Vector types by (dtype, lanes) for vectorized copies.
+VECTOR_TYPES = {
+    ("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2",
+    ("int32", 4): "int4", ("float64", 2): "double2", ("float16", 2): "half2",
+}
+
+#: Math intrinsics (the loop IR's Call names) -> CUDA's functions, by float width.
+_MATH32 = {
+    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
+    "erf": "erff", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
+    "fabs": "fabsf", "pow": "powf", "sin": "sinf", "cos": "cosf", "exp2": "exp2f",
+    "log2": "log2f", "log10": "log10f",
+}
+_MATH64 = {k: v[:-1] for k, v in _MATH32.items()}
+
+_PREAMBLE = """\
+// floor division and modulo (Python semantics) for operands that may be negative
+template <typename T> __device__ __forceinline__ T tc_floordiv(T a, T b) {
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+"""
+
+_BINOPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=",
+           E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
+
+
+def c_type(dtype: str) -> str:
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise UnsupportedOpError(f"dtype {dtype} has no CUDA C type") from None
+
+
+#: Identifiers a variable or buffer must not take: C++ keywords and types, CUDA's
+#: built-in variables, and names the generated code calls.
+RESERVED = frozenset((
+    "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete",
+    "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline",
+    "int", "long", "new", "operator", "private", "public", "register", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "template", "this", "true", "typedef",
+    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "half",
+    "half2", "float2", "float4", "int2", "int4", "double2", "threadIdx", "blockIdx",
+    "blockDim", "gridDim", "warpSize", "min", "max", "tc_floordiv", "tc_floormod",
+)) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
+
+
+class _Names:
+    """Unique C identifiers for variables and buffers."""
+
+    def __init__(self):
+        self.taken: set = set(RESERVED)
+        self.names: dict = {}
+
+    def __call__(self, key, hint: str) -> str:
+        name = self.names.get(key)
+        if name is None:
+            base = re.sub(r"\W", "_", hint) or "v"
+            if base[0].isdigit():
+                base = "_" + base
+            name, i = base, 1
+            while name in self.taken:
+                name, i = f"{base}_{i}", i + 1
+            self.taken.add(name)
+            self.names[key] = name
+        return name
+
+
+class KernelEmitter:
+    """Writes one kernel (a ``KernelLaunch``) as a CUDA C function."""
+
+    def __init__(self, launch: S.KernelLaunch):
+        self.launch = launch
+        self.names = _Names()
+        self.lines: list = []
+        self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
+        self.uses_half = False
+        self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
+        self.launch_ext = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
+        self.launch_ext.update({f"blockIdx.{d}": e for d, e in zip(DIMS, launch.grid)})
+
+    # ---- expressions ------------------------------------------------------------------
+
+    def var(self, v: E.Var) -> str:
+        return self.names(v, v.name)
+
+    def buf(self, b) -> str:
+        return self.names(b.data if b.data is not None else b, b.name)
+
+    def expr(self, e) -> str:
+        fn = getattr(self, "e_" + type(e).__name__, None)
+        if fn is None:
+            raise UnsupportedOpError(f"the CUDA code generator cannot emit {type(e).__name__} "
+                                     f"({e})")
+        if e.dtype == "float16":
+            self.uses_half = True
+        return fn(e)
+
+    def e_Var(self, e):
+        return self.var(e)
+
+    def e_IntImm(self, e):
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        suffix = {"int64": "LL", "uint64": "ULL", "uint32": "U"}.get(e.dtype, "")
+        if e.dtype in ("int32", "int64") and e.value < 0:
+            return f"({e.value}{suffix})"
+        return f"{e.value}{suffix}" if suffix or e.dtype == "int32" else \
+            f"(({c_type(e.dtype)}){e.value})"
+
+    def e_FloatImm(self, e):
+        v = e.value
+        if math.isnan(v):
+            text = "__int_as_float(0x7fffffff)" if e.dtype != "float64" else \
+                "__longlong_as_double(0x7fffffffffffffffLL)"
+        elif math.isinf(v):
+            text = ("-" if v < 0 else "") + ("__int_as_float(0x7f800000)"
+                                             if e.dtype != "float64" else
+                                             "__longlong_as_double(0x7ff0000000000000LL)")
+        else:
+            text = repr(float(v))
+            if "e" not in text and "." not in text:
+                text += ".0"
+            if e.dtype != "float64":
+                text += "f"
+        if e.dtype == "float16":
+            return f"__float2half({text})"
+        return f"({text})" if text.startswith("-") else text
+
+    def e_Cast(self, e):
+        v = self.expr(e.value)
+        src, dst = e.value.dtype, e.dtype
+        if dst == "float16":
+            return f"__float2half((float)({v}))" if src != "float16" else v
+        if src == "float16":
+            return f"(({c_type(dst)})__half2float({v}))"
+        return f"(({c_type(dst)})({v}))"
+
+    def e_Load(self, e):
+        lane = self.lane_loads.get(id(e))
+        if lane is not None:
+            return lane
+        return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
+
+    def e_Select(self, e):
+        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    def e_Not(self, e):
+        return f"(!{self.expr(e.a)})"
+
+    def e_Let(self, e):
+        raise UnsupportedOpError(
+            f"the CUDA code generator cannot emit an expression let ({e}); simplify the "
+            f"compute so the value is inlined")
+
+    def e_Call(self, e):
+        args = [self.expr(a) for a in e.args]
+        d = e.dtype
+        if e.name == "sigmoid":
+            return self._math(d, lambda x: f"(1.0f / (1.0f + expf(-{x})))",
+                              lambda x: f"(1.0 / (1.0 + exp(-{x})))", args)
+        table = _MATH64 if d == "float64" else _MATH32
+        fn = table.get(e.name)
+        if fn is None or not dt.is_float(d):
+            raise UnsupportedOpError(
+                f"intrinsic {e.name} on {d} has no CUDA function (supported: "
+                f"{', '.join(sorted(_MATH32))}, sigmoid on float types)")
+        return self._math(d, lambda *xs: f"{fn}({', '.join(xs)})",
+                          lambda *xs: f"{fn}({', '.join(xs)})", args)
+
+    def _math(self, d, f32, f64, args):
+        if d == "float64":
+            return f64(*args)
+        if d == "float16":
+            return f"__float2half({f32(*[f'__half2float({a})' for a in args])})"
+        return f32(*args)
+
+    def _nonneg(self, e) -> bool:
+        lo, _ = const_int_bound(e, self.bounds)
+        return lo is not None and lo >= 0
+
+    def _binary(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        t, d = type(e), e.a.dtype
+        op = _BINOPS.get(t)
+        if op is not None:
+            return f"({a} {op} {b})"
+        if t in (E.Min, E.Max):
+            if dt.is_float(d) and d != "float16":
+                fn = ("fmin" if t is E.Min else "fmax") + ("f" if d == "float32" else "")
+                return f"{fn}({a}, {b})"
+            cmp = "<" if t is E.Min else ">"
+            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
+        if t in (E.FloorDiv, E.FloorMod):
+            div = t is E.FloorDiv
+            if dt.is_float(d):
+                f = "floorf" if d == "float32" else "floor"
+                q = f"{f}({a} / {b})"
+                return q if div else f"({a} - {q} * {b})"
+            if not dt.is_signed(d) or (self._nonneg(e.a) and self._nonneg(e.b)):
+                return f"({a} {'/' if div else '%'} {b})"
+            return f"tc_floor{'div' if div else 'mod'}<{c_type(d)}>({a}, {b})"
+        raise UnsupportedOpError(f"{t.__name__} is not supported by the CUDA code generator")
+
+    e_Add = e_Sub = e_Mul = e_Div = e_FloorDiv = e_FloorMod = e_Min = e_Max = _binary
+    e_EQ = e_NE = e_LT = e_LE = e_GT = e_GE = e_And = e_Or = _binary
+
+    # ---- statements -------------------------------------------------------------------
+
+    def emit(self, line: str, indent: int) -> None:
+        self.lines.append("  " * indent + line)
+
+    def stmt(self, s, indent: int) -> None:
+        fn = getattr(self, "s_" + type(s).__name__, None)
+        if fn is None:
+            raise UnsupportedOpError(
+                f"the CUDA code generator cannot emit the statement {type(s).__name__}")
+        fn(s, indent)
+
+    def s_SeqStmt(self, s, indent):
+        for c in s.seq:
+            self.stmt(c, indent)
+
+    def s_Store(self, s, indent):
+        self.emit(f"{self.buf(s.buffer)}[{self.expr(s.index)}] = {self.expr(s.value)};",
+                  indent)
+
+    def s_Evaluate(self, s, indent):
+        self.emit(f"{self.expr(s.value)};", indent)
+
+    def s_Barrier(self, s, indent):
+        self.emit("__syncthreads();", indent)
+
+    def s_LetStmt(self, s, indent):
+        self.emit(f"{c_type(s.var.dtype)} {self.var(s.var)} = {self.expr(s.value)};", indent)
+        self.stmt(s.body, indent)
+
+    def s_IfThenElse(self, s, indent):
+        self.emit(f"if ({self.expr(s.condition)}) {{", indent)
+        self.stmt(s.then_case, indent + 1)
+        if s.else_case is not None:
+            self.emit("} else {", indent)
+            self.stmt(s.else_case, indent + 1)
+        self.emit("}", indent)
+
+    def s_Allocate(self, s, indent):
+        b = s.buffer
+        if b.scope == "shared":  # declared at the top of the kernel
+            self.stmt(s.body, indent)
+            return
+        size = _const_size(b)
+        self.emit(f"{c_type(b.dtype)} {self.buf(b)}[{size}];", indent)
+        self.stmt(s.body, indent)
+
+    def s_For(self, s, indent):
+        v = self.var(s.loop_var)
+        ty = c_type(s.loop_var.dtype)
+        lo, hi_ext = const_int_bound(s.min, self.bounds), const_int_bound(s.extent,
+                                                                         self.bounds)
+        hi = None if lo[1] is None or hi_ext[1] is None else lo[1] + hi_ext[1] - 1
+        self.bounds[s.loop_var] = (lo[0], hi)
+        try:
+            if s.kind == "thread_binding":
+                self._thread_loop(s, v, ty, indent)
+            elif s.kind == "vectorized" and self._vector_loop(s, indent):
+                pass
+            else:
+                if s.kind in ("unrolled", "vectorized"):
+                    self.emit("#pragma unroll", indent)
+                start = self.expr(s.min)
+                end = self.expr(s.extent) if start == "0" else \
+                    f"{start} + {self.expr(s.extent)}"
+                self.emit(f"for ({ty} {v} = {start}; {v} < {end}; ++{v}) {{", indent)
+                self.stmt(s.body, indent + 1)
+                self.emit("}", indent)
+        finally:
+            del self.bounds[s.loop_var]
+
+    def _thread_loop(self, s, v, ty, indent):
+        tag = s.thread_tag
+        full = self.launch_ext.get(tag)
+        self.emit(f"{{  // {s.loop_var.name}: {tag}", indent)
+        self.emit(f"{ty} {v} = ({ty}){tag};", indent + 1)
+        if full is s.extent or (E.const_value(full) is not None
+                                and E.const_value(full) == E.const_value(s.extent)):
+            self.stmt(s.body, indent + 1)
+        else:
+            self.emit(f"if ({v} < {self.expr(s.extent)}) {{", indent + 1)
+            self.stmt(s.body, indent + 2)
+            self.emit("}", indent + 1)
+        self.emit("}", indent)
+
+    def _aligned_start(self, index, var, lanes):
+        """``start`` when ``index`` is ``start + var`` with ``start`` a multiple of
+        ``lanes`` (so the access is one aligned vector), else None."""
+        start = _start(index, var)
+        if start is None:
+            return None
+        aligned = E.binary(E.EQ, E.binary(E.FloorMod, start, E.IntImm(lanes, start.dtype)),
+                           E.IntImm(0, start.dtype))
+        return start if prove(aligned, self.bounds) else None
+
+    def _vector_loop(self, s, indent) -> bool:
+        """A vectorized loop of 2 or 4 lanes storing ``dst[start + v]`` as one vector
+        access: loads ``src[start' + v]`` become vector loads, loads that do not depend
+        on ``v`` stay scalar, the value is computed lane by lane. False (emit a loop)
+        when an access is not contiguous and aligned, or ``v`` is used otherwise."""
+        body, lanes, var = s.body, E.const_value(s.extent), s.loop_var
+        if not isinstance(body, S.Store):
+            return False
+        vt = VECTOR_TYPES.get((body.buffer.dtype, lanes))
+        dst = self._aligned_start(body.index, var, lanes) if vt else None
+        if dst is None:
+            return False
+        loads = []
+        post_order_visit(body.value, lambda n: loads.append(n) if isinstance(n, E.Load) else None)
+        vector_loads = [ld for ld in loads if uses_var(ld.index, var)]
+        starts = []
+        for ld in vector_loads:
+            start = self._aligned_start(ld.index, var, lanes)
+            if start is None or (ld.dtype, lanes) not in VECTOR_TYPES:
+                return False
+            starts.append(start)
+        if _uses_var_outside(body.value, var, {id(ld) for ld in vector_loads}):
+            return False
+        if body.value is (vector_loads or [None])[0] and body.value.dtype == body.buffer.dtype:
+            # A copy: one vector load, one vector store.
+            self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = "
+                      f"*(const {vt}*)({self.buf(body.value.buffer)} + "
+                      f"{self.expr(starts[0])});", indent)
+            return True
+        self.emit("{", indent)
+        names = []
+        for k, (ld, start) in enumerate(zip(vector_loads, starts)):
+            lt = VECTOR_TYPES[(ld.dtype, lanes)]
+            name = self.names(("vec", id(ld)), f"{ld.buffer.name}_v{k}")
+            names.append(name)
+            self.emit(f"{lt} {name} = *(const {lt}*)({self.buf(ld.buffer)} + "
+                      f"{self.expr(start)});", indent + 1)
+        out = self.names(("vec", id(body)), f"{body.buffer.name}_v")
+        self.emit(f"{vt} {out};", indent + 1)
+        for lane in "xyzw"[:lanes]:
+            self.lane_loads = {id(ld): f"{n}.{lane}" for ld, n in zip(vector_loads, names)}
+            try:
+                self.emit(f"{out}.{lane} = {self.expr(body.value)};", indent + 1)
+            finally:
+                self.lane_loads = {}
+        self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = {out};", indent + 1)
+        self.emit("}", indent)
+        return True
+
+    # ---- the function -----------------------------------------------------------------
+
+    def function(self) -> str:
+        k = self.launch
+        written = set()
+
+        def fn(n):
+            if isinstance(n, S.Store):
+                written.add(n.buffer.data)
+
+        post_order_visit(k.body, fn)
+        params = []
+        for b in k.params:
+            const = "" if b.data in written else "const "
+            params.append(f"{const}{c_type(b.dtype)}* __restrict__ {self.buf(b)}")
+            if b.dtype == "float16":
+                self.uses_half = True
+        for v in k.scalars:
+            params.append(f"{c_type(v.dtype)} {self.var(v)}")
+            self.bounds[v] = (1, None)
+        shared = []
+
+        def find_shared(n):
+            if isinstance(n, S.Allocate) and n.buffer.scope == "shared":
+                shared.append(n.buffer)
+
+        post_order_visit(k.body, find_shared)
+        body_start = len(self.lines)
+        for b in shared:
+            self.emit(f"__shared__ {c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];", 1)
+        self.stmt(k.body, 1)
+        body = self.lines[body_start:]
+        threads = [E.const_value(x) for x in k.block]
+        bounds = f"__launch_bounds__({math.prod(threads)}) " if None not in threads else ""
+        head = f'extern "C" __global__ void {bounds}{k.name}({", ".join(params)}) {{'
+        return "\n".join([head, *body, "}"])
+
+
+def _uses_var_outside(e, var, skip: set) -> bool:
+    """Whether ``var`` occurs in ``e`` other than inside the loads whose ids are in
+    ``skip``."""
+    if id(e) in skip:
+        return False
+    if e is var:
+        return True
+    return any(_uses_var_outside(c, var, skip) for c in children(e))
+
+
+def _start(index, var):
+    """``start`` when ``index`` is ``start + var`` (stride 1), else None."""
+    stride = const_stride(index, var)
+    return None if stride is None or stride[0] != 1 else stride[1]
+
+
+def _const_size(b) -> int:
+    n = 1
+    for d in b.shape:
+        _, hi = const_int_bound(d)
+        if hi is None:
+            raise CodegenError(
+                f"buffer {b.name} in {b.scope} memory has the size {d}, which is not a "
+                f"constant; GPU local and shared buffers need constant sizes (compute the "
+                f"stage at a loop whose tile has constant extents)")
+        n *= hi
+    return n
+
+
+def kernel_source(launches) -> str:
+    """The CUDA C translation unit holding every kernel of ``launches``.
+
+    Parameters
+    ----------
+    launches : list of KernelLaunch
+
+    Returns
+    -------
+    str
+    """
+    funcs = []
+    uses_half = False
+    for k in launches:
+        em = KernelEmitter(k)
+        funcs.append(em.function())
+        uses_half |= em.uses_half
+    head = ["// generated by tecomp"]
+    if uses_half:
+        head.append("#include <cuda_fp16.h>")
+    return "\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n"

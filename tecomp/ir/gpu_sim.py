@@ -1,0 +1,203 @@
+"""Simulated GPU execution of a ``KernelLaunch``, so CUDA schedules are checked against
+numpy on machines without a GPU.
+
+Blocks run one after another. Within a block, every thread has its own interpreter
+(its block and thread indices, its local buffers) and the block's shared buffers are
+common to all; the threads advance phase by phase: each runs until its next barrier,
+and only when all have arrived does the next phase start. A barrier that some threads
+reach and others do not (divergent control flow) is an error, as it would hang or
+corrupt a real GPU.
+
+Within a phase, the order in which threads run is undefined on a GPU, so a shared
+element written by one thread and read or written by another in the same phase is a
+race: the simulation reports it (naming the kernel, buffer, element and threads) rather
+than producing whatever order it happened to pick. A missing barrier is caught this way.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import TecompError
+from . import stmt as S
+from .functor import post_order_visit
+from .transform.host_device import DIMS
+
+
+class RaceError(TecompError):
+    """Threads of a simulated GPU block conflict on shared memory between two barriers."""
+
+
+class _Phase:
+    """Who wrote and read each shared element since the last barrier."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.thread = None
+        self.writer: dict = {}
+        self.readers: dict = {}
+
+    def clear(self):
+        self.writer.clear()
+        self.readers.clear()
+
+
+class _SharedArray:
+    """A block's shared buffer: bounds-checked, every access checked for races."""
+
+    def __init__(self, arr, name: str, phase: _Phase):
+        self.arr, self.name, self.phase, self.size = arr, name, phase, arr.size
+
+    def _race(self, i, what, other):
+        p = self.phase
+        return RaceError(
+            f"kernel {p.kernel}: thread {p.thread} {what} {self.name}[{i}], which thread "
+            f"{other} accessed since the last barrier; a __syncthreads() is missing "
+            f"between them"
+        )
+
+    def __getitem__(self, i):
+        if not 0 <= i < self.size:
+            raise TecompError(f"interpreter: load from {self.name}[{i}] out of bounds")
+        p = self.phase
+        w = p.writer.get((self.name, i))
+        if w is not None and w != p.thread:
+            raise self._race(i, "reads", w)
+        p.readers.setdefault((self.name, i), set()).add(p.thread)
+        return self.arr[i]
+
+    def __setitem__(self, i, v):
+        p = self.phase
+        key = (self.name, i)
+        w = p.writer.get(key)
+        if w is not None and w != p.thread:
+            raise self._race(i, "writes", w)
+        others = p.readers.get(key, set()) - {p.thread}
+        if others:
+            raise self._race(i, "writes", min(others))
+        p.writer[key] = p.thread
+        self.arr[i] = v
+
+
+class _Thread:
+    """Runs one thread's part of a kernel body as a generator that stops at barriers."""
+
+    def __init__(self, interp, with_barrier: set):
+        self.interp = interp
+        self.with_barrier = with_barrier  # ids of the nodes that contain a barrier
+
+    def run(self, s):
+        it = self.interp
+        if id(s) not in self.with_barrier:
+            it.stmt(s)
+            return
+        t = type(s)
+        if t is S.Barrier:
+            yield
+        elif t is S.SeqStmt:
+            for c in s.seq:
+                yield from self.run(c)
+        elif t is S.For:
+            lo = int(it.expr(s.min))
+            idx = it.thread_loop_index(s)
+            if idx is not None:
+                if idx < int(it.expr(s.extent)):
+                    it.env[s.loop_var] = _index(lo + idx, s.loop_var)
+                    yield from self.run(s.body)
+                return
+            for v in range(lo, lo + int(it.expr(s.extent))):
+                it.env[s.loop_var] = _index(v, s.loop_var)
+                yield from self.run(s.body)
+        elif t is S.Allocate:
+            if s.buffer.scope != "shared":
+                it.mem[s.buffer] = it.allocate(s.buffer)
+            yield from self.run(s.body)
+        elif t is S.LetStmt:
+            it.env[s.var] = it.expr(s.value)
+            yield from self.run(s.body)
+        elif t is S.IfThenElse:
+            if it.expr(s.condition):
+                yield from self.run(s.then_case)
+            elif s.else_case is not None:
+                yield from self.run(s.else_case)
+        else:
+            raise TecompError(f"interpreter: cannot run {t.__name__} in a kernel")
+
+
+def _index(v: int, var):
+    return np.dtype(var.dtype).type(v)
+
+
+def _nodes_with_barrier(body) -> set:
+    marked: set = set()
+
+    def fn(n):
+        if isinstance(n, S.Barrier) or any(
+                id(c) in marked for c in _stmt_children(n)):
+            marked.add(id(n))
+
+    post_order_visit(body, fn)
+    return marked
+
+
+def _stmt_children(n) -> tuple:
+    if isinstance(n, S.SeqStmt):
+        return n.seq
+    return tuple(getattr(n, f) for f in ("body", "then_case", "else_case")
+                 if isinstance(getattr(n, f, None), S.Stmt))
+
+
+def run_kernel(interp, launch: S.KernelLaunch) -> None:
+    """Run ``launch`` with ``interp``'s variables and global buffers (see the module
+    docstring).
+
+    Raises
+    ------
+    RaceError
+        When two threads of a block access a shared element between two barriers and
+        one of them writes it.
+    TecompError
+        When some threads of a block reach a barrier and others finish instead.
+    """
+    grid = [int(interp.expr(d)) for d in launch.grid]
+    block = [int(interp.expr(d)) for d in launch.block]
+    with_barrier = _nodes_with_barrier(launch.body)
+    shared_bufs = []
+
+    def fn(n):
+        if isinstance(n, S.Allocate) and n.buffer.scope == "shared":
+            shared_bufs.append(n.buffer)
+
+    post_order_visit(launch.body, fn)
+    phase = _Phase(launch.name)
+    for bz, by, bx in itertools.product(*(range(g) for g in reversed(grid))):
+        shared = {}
+        for buf in shared_bufs:
+            arr = interp.allocate(buf).arr
+            shared[buf] = _SharedArray(arr, buf.name, phase)
+        threads = []
+        for tz, ty, tx in itertools.product(*(range(b) for b in reversed(block))):
+            index = {f"blockIdx.{d}": v for d, v in zip(DIMS, (bx, by, bz))}
+            index.update({f"threadIdx.{d}": v for d, v in zip(DIMS, (tx, ty, tz))})
+            t = _Thread(interp.fork(index, shared), with_barrier)
+            threads.append(((tx, ty, tz), t.run(launch.body)))
+        phase.clear()
+        while threads:
+            waiting, done = [], []
+            for tid, gen in threads:
+                phase.thread = tid
+                try:
+                    next(gen)
+                    waiting.append((tid, gen))
+                except StopIteration:
+                    done.append(tid)
+            if waiting and done:
+                raise TecompError(
+                    f"kernel {launch.name}, block {(bx, by, bz)}: {len(waiting)} threads "
+                    f"wait at a barrier that {len(done)} others (e.g. thread {done[0]}) "
+                    f"never reach; a __syncthreads() under divergent control flow"
+                )
+            threads = waiting
+            phase.clear()

@@ -1,0 +1,172 @@
+"""The CUDA driver API through NVIDIA's Python bindings (``cuda.bindings.driver``).
+
+One ``Driver`` per process (``driver()``): it initializes CUDA on first use, makes the
+primary context of device 0 current, and wraps the calls the CUDA runtime module needs
+(module load, device memory, copies, launches, events), turning every failing status
+into a ``CUDAError`` that names the call (and the kernel, for launches).
+
+Importing this module needs nothing; ``driver()`` on a machine without the bindings, the
+driver library or a GPU raises ``CUDAUnavailableError``, which says so and what still
+works (building, ``simulate``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from ..errors import TargetError, TecompError
+
+
+class CUDAError(TecompError, RuntimeError):
+    """A CUDA driver call failed (the message names the call, or the kernel, and the
+    driver's error name)."""
+
+
+class CUDAUnavailableError(TargetError):
+    """CUDA modules cannot run in this process: no bindings, no driver or no GPU."""
+
+
+_INSTALL = 'pip install "tecomp[cuda]"'
+
+
+def _import_driver():
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        try:
+            from cuda import cuda as cu  # cuda-python before the cuda.bindings namespace
+        except ImportError:
+            raise CUDAUnavailableError(
+                f"running a CUDA module needs NVIDIA's driver bindings (cuda-python); "
+                f"install them with {_INSTALL}"
+            ) from None
+    return cu
+
+
+class Driver:
+    """The initialized driver with device 0's primary context current."""
+
+    def __init__(self):
+        cu = self.cu = _import_driver()
+        try:
+            self._check(cu.cuInit(0), "cuInit")
+            self.device = self._check(cu.cuDeviceGet(0), "cuDeviceGet")
+            self.context = self._check(cu.cuDevicePrimaryCtxRetain(self.device),
+                                       "cuDevicePrimaryCtxRetain")
+        except CUDAError as err:
+            raise CUDAUnavailableError(
+                f"no usable CUDA GPU on this machine ({err}); CUDA modules build here but "
+                f"run only where an NVIDIA GPU and its driver are; mod.simulate(...) runs "
+                f"the kernels on the CPU"
+            ) from None
+        except Exception as err:  # noqa: BLE001 - the bindings raise their own types
+            raise CUDAUnavailableError(
+                f"the CUDA driver cannot be loaded on this machine ({type(err).__name__}: "
+                f"{err}); CUDA modules build here but run only where an NVIDIA GPU and its "
+                f"driver are; mod.simulate(...) runs the kernels on the CPU"
+            ) from None
+        self.make_current()
+
+    def make_current(self) -> None:
+        self._check(self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def _check(self, result, what: str):
+        err = result[0]
+        if int(err) != 0:
+            _, name = self.cu.cuGetErrorName(err)
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            raise CUDAError(f"{what} failed: {name}")
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else result[1:]
+
+    # ---- device ---------------------------------------------------------------------
+
+    def arch(self) -> str:
+        """The device's architecture, e.g. "sm_90"."""
+        attr = self.cu.CUdevice_attribute
+        major = self._check(self.cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device), "cuDeviceGetAttribute")
+        minor = self._check(self.cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device), "cuDeviceGetAttribute")
+        return f"sm_{major}{minor}"
+
+    # ---- modules and launches -------------------------------------------------------
+
+    def load_module(self, cubin: bytes):
+        return self._check(self.cu.cuModuleLoadData(cubin), "cuModuleLoadData")
+
+    def get_function(self, module, name: str):
+        return self._check(self.cu.cuModuleGetFunction(module, name.encode()),
+                           f"cuModuleGetFunction({name})")
+
+    def launch(self, func, name: str, grid, block, args, stream=0) -> None:
+        """Launch ``func`` (kernel ``name``) with ``args``: ctypes values, in order."""
+        ptrs = (ctypes.c_void_p * max(len(args), 1))(
+            *[ctypes.addressof(a) for a in args])
+        self._check(self.cu.cuLaunchKernel(func, *grid, *block, 0, stream,
+                                           ctypes.addressof(ptrs), 0),
+                    f"launching kernel {name}")
+
+    def synchronize(self, what: str) -> None:
+        """Wait for the device; a failure of work already queued (an illegal address, a
+        launch failure) is reported as a failure of ``what``."""
+        self._check(self.cu.cuCtxSynchronize(), what)
+
+    # ---- memory ---------------------------------------------------------------------
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self._check(self.cu.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
+
+    def free(self, ptr: int) -> None:
+        self._check(self.cu.cuMemFree(ptr), "cuMemFree")
+
+    def to_device(self, ptr: int, array) -> None:
+        if array.nbytes:
+            self._check(self.cu.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes),
+                        "cuMemcpyHtoD")
+
+    def to_host(self, array, ptr: int) -> None:
+        if array.nbytes:
+            self._check(self.cu.cuMemcpyDtoH(array.ctypes.data, ptr, array.nbytes),
+                        "cuMemcpyDtoH")
+
+    # ---- timing ---------------------------------------------------------------------
+
+    def event(self):
+        return self._check(self.cu.cuEventCreate(0), "cuEventCreate")
+
+    def record(self, event) -> None:
+        self._check(self.cu.cuEventRecord(event, 0), "cuEventRecord")
+
+    def elapsed_seconds(self, start, end) -> float:
+        self._check(self.cu.cuEventSynchronize(end), "cuEventSynchronize")
+        ms = self._check(self.cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+        return float(ms) / 1e3
+
+
+@functools.cache
+def _driver() -> Driver:
+    return Driver()
+
+
+def driver() -> Driver:
+    """The process's ``Driver``, created on first use.
+
+    Raises
+    ------
+    CUDAUnavailableError
+        When the bindings, the driver library or a GPU is missing.
+    """
+    d = _driver()
+    d.make_current()
+    return d
+
+
+def device_arch() -> str | None:
+    """The architecture of device 0 ("sm_90"), or None where no GPU can be used."""
+    try:
+        return driver().arch()
+    except CUDAUnavailableError:
+        return None

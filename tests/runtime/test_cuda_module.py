@@ -1,0 +1,209 @@
+"""CUDA runtime modules: export/load, device-array interop, the error without a GPU, and
+(marked ``gpu``) running on a real GPU."""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp.runtime import CUDAModule, CUDAUnavailableError, load_module
+from tecomp.runtime.args import ArgumentError, ArgumentTypeError
+from tecomp.runtime.cuda_arrays import device_array
+
+import cuda_schedules
+import util
+
+
+@pytest.fixture
+def matmul(cuda_target, rng):
+    s, args = cuda_schedules.matmul_shared()
+    mod = tecomp.build(s, args, target=cuda_target, name="mm")
+    a = rng.random((32, 16), dtype="float32")
+    b = rng.random((16, 32), dtype="float32")
+    return mod, a, b
+
+
+class _FakeDeviceArray:
+    """What CuPy, PyTorch or pycuda hand over: ``__cuda_array_interface__``."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=0x7000_0000):
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": typestr, "strides": strides, "data": (ptr, False),
+            "version": 3,
+        }
+
+
+def test_calling_without_a_gpu_is_one_clear_error(matmul):
+    if util.gpu_available():
+        pytest.skip("this machine has a GPU")
+    mod, a, b = matmul
+    with pytest.raises(CUDAUnavailableError, match=r"run only where an NVIDIA GPU .* "
+                                                   r"mod.simulate"):
+        mod(a, b, np.zeros((32, 32), "float32"))
+
+
+def test_export_and_load_keep_the_kernels_and_the_plan(matmul, tmp_path):
+    mod, a, b = matmul
+    path = mod.export_library(str(tmp_path / "mm.cuda"))
+    loaded = load_module(path)
+    assert isinstance(loaded, CUDAModule)
+    assert loaded.cubin == mod.cubin
+    assert loaded.get_source("cuda") == mod.get_source("cuda")
+    assert loaded.plans == mod.plans
+    assert str(loaded["mm"].signature) == "A: float32[32, 16], B: float32[16, 32], " \
+                                          "C: float32[32, 32]"
+    with pytest.raises(tecomp.TecompError, match="holds no loop IR to simulate"):
+        loaded.simulate(a, b, np.zeros((32, 32), "float32"))
+
+
+def test_launch_plan_of_two_kernels_allocates_the_temporary(cuda_target):
+    s, args = cuda_schedules.two_kernels(n=48)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    steps = mod.plans["f"]
+    assert [st["op"] for st in steps] == ["alloc", "launch", "launch"]
+    assert steps[0]["size"] == 48
+    assert steps[1]["buffers"] == [{"param": 0}, {"temp": "B"}]
+    assert steps[2]["buffers"] == [{"param": 1}, {"temp": "B"}]
+    assert steps[1]["grid"] == [3, 1, 1] and steps[1]["block"] == [16, 1, 1]
+
+
+def test_simulate_validates_arguments(matmul):
+    mod, a, b = matmul
+    with pytest.raises(ArgumentError, match="argument 2 .*'C'.* size 32 in dimension 1"):
+        mod.simulate(a, b, np.zeros((32, 31), "float32"))
+
+
+def test_cuda_array_interface_is_read_without_copies():
+    v = device_array(_FakeDeviceArray((4, 8)))
+    assert (v.ptr, v.shape, v.dtype, v.c_contiguous) == (0x7000_0000, (4, 8),
+                                                        np.dtype("float32"), True)
+    assert not device_array(_FakeDeviceArray((4, 8), strides=(4, 16))).c_contiguous
+    assert device_array(np.zeros(3)) is None
+
+
+def test_device_arrays_are_checked_like_numpy_ones(matmul):
+    mod, a, b = matmul
+    f = mod["mm"]
+    ok = [_FakeDeviceArray((32, 16)), _FakeDeviceArray((16, 32)), _FakeDeviceArray((32, 32))]
+    ptrs, _ = f._bind(ok)
+    assert ptrs == [0x7000_0000] * 3
+    with pytest.raises(ArgumentTypeError, match="argument 1 .*'B'.* dtype float32, got float64"):
+        f._bind([ok[0], _FakeDeviceArray((16, 32), "<f8"), ok[2]])
+    with pytest.raises(ArgumentError, match="argument 2 .*'C'.* size 32 in dimension 0, got 8"):
+        f._bind([ok[0], ok[1], _FakeDeviceArray((8, 32))])
+    with pytest.raises(ArgumentError, match="'A'.* must be C-contiguous"):
+        f._bind([_FakeDeviceArray((32, 16), strides=(4, 128)), ok[1], ok[2]])
+    with pytest.raises(ArgumentTypeError, match="all as device arrays"):
+        f._bind([a, ok[1], ok[2]])
+
+
+@pytest.mark.gpu
+def test_runs_on_the_gpu_with_numpy_arrays(matmul, gpu):
+    mod, a, b = matmul
+    c = np.zeros((32, 32), "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    t = mod.time_evaluator(number=5, repeat=2)(a, b, c)
+    assert len(t.results) == 2 and t.mean > 0
+
+
+@pytest.mark.gpu
+def test_loaded_module_runs_on_the_gpu(matmul, gpu, tmp_path):
+    mod, a, b = matmul
+    loaded = load_module(mod.export_library(str(tmp_path / "mm.cuda")))
+    c = np.zeros((32, 32), "float32")
+    loaded(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_runs_on_device_arrays_in_place(matmul, gpu):
+    cupy = pytest.importorskip("cupy")
+    mod, a, b = matmul
+    da, db, dc = cupy.asarray(a), cupy.asarray(b), cupy.zeros((32, 32), "float32")
+    mod(da, db, dc)
+    np.testing.assert_allclose(cupy.asnumpy(dc), a @ b, rtol=1e-5)
+
+
+def test_dlpack_tensors_are_read_from_their_capsule():
+    from tecomp.runtime.cuda_arrays import _from_dlpack
+
+    # numpy exports DLPack too (CPU memory): the capsule is read the same way.
+    x = np.arange(24, dtype="float32").reshape(4, 6)
+    v = _from_dlpack(x)
+    assert (v.ptr, v.shape, v.dtype, v.c_contiguous) == (x.ctypes.data, (4, 6),
+                                                        np.dtype("float32"), True)
+    t = _from_dlpack(x.T)
+    assert t.shape == (6, 4) and not t.c_contiguous
+    assert _from_dlpack(x[1:]).ptr == x.ctypes.data + 6 * 4
+    assert device_array(x) is None  # a CPU array is not a device array
+
+
+class _RecordingDriver:
+    """Stands in for the CUDA driver: records what a call asks of it."""
+
+    def __init__(self):
+        self.calls = []
+        self.next_ptr = 0x1000
+
+    def alloc(self, nbytes):
+        self.next_ptr += 0x1000
+        self.calls.append(("alloc", nbytes))
+        return self.next_ptr
+
+    def free(self, ptr):
+        self.calls.append(("free", ptr))
+
+    def to_device(self, ptr, array):
+        self.calls.append(("to_device", ptr, array.nbytes))
+
+    def to_host(self, array, ptr):
+        self.calls.append(("to_host", ptr, array.nbytes))
+
+    def load_module(self, cubin):
+        self.calls.append(("load_module",))
+        return "module"
+
+    def get_function(self, module, name):
+        return name
+
+    def launch(self, func, name, grid, block, args):
+        self.calls.append(("launch", name, list(grid), list(block),
+                           [a.value for a in args]))
+
+    def synchronize(self, what):
+        self.calls.append(("synchronize", what))
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    import tecomp.runtime.cuda_module as cm
+
+    drv = _RecordingDriver()
+    monkeypatch.setattr(cm, "driver", lambda: drv)
+    return drv
+
+
+def test_numpy_call_copies_in_launches_and_copies_outputs_back(cuda_target, recording):
+    s, args = cuda_schedules.two_kernels(n=48)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    a, c = np.zeros(48, "float32"), np.zeros(48, "float32")
+    mod(a, c)
+    ops = [call[0] for call in recording.calls]
+    assert ops == ["alloc", "alloc", "to_device", "to_device", "alloc", "load_module",
+                   "launch", "launch", "synchronize", "free", "to_host", "free", "free"]
+    a_ptr, c_ptr, b_ptr = 0x2000, 0x3000, 0x4000
+    launches = [call for call in recording.calls if call[0] == "launch"]
+    assert launches == [("launch", "f_kernel0", [3, 1, 1], [16, 1, 1], [a_ptr, b_ptr]),
+                        ("launch", "f_kernel1", [3, 1, 1], [16, 1, 1], [c_ptr, b_ptr])]
+    assert ("to_host", c_ptr, 192) in recording.calls  # only the output comes back
+    assert ("to_host", a_ptr, 192) not in recording.calls
+
+
+def test_device_arrays_are_passed_without_copies(cuda_target, recording):
+    s, args = cuda_schedules.elementwise(threads=64)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    mod(_FakeDeviceArray((100,), ptr=0x9000), _FakeDeviceArray((100,), ptr=0xA000))
+    ops = [call[0] for call in recording.calls]
+    assert ops == ["load_module", "launch", "synchronize"]
+    # ceil(100 / 64) blocks, and the symbolic size as the last kernel argument.
+    assert recording.calls[1][2:] == ([2, 1, 1], [64, 1, 1], [0x9000, 0xA000, 100])
