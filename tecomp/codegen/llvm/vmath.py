@@ -252,10 +252,10 @@ def tanh(b: _Body, x: str) -> str:
     ax = b.call("fabs", x)
     s = exp(b, b.add(ax, ax))
     big = b.sub(b.f(1.0), b.div(b.f(2.0), b.add(s, b.f(1.0))))
-    big = b.call("copysign", big, x)
     z = b.mul(x, x)
     small = b.fma(b.mul(b.poly(z, _TANH_P), z), x, x)
-    return b.select(b.cmp("ogt", ax, b.f(_TANH_SMALL)), big, small)
+    # The sign of x, also for x = -0, where the polynomial's sum gives +0.
+    return b.call("copysign", b.select(b.cmp("ogt", ax, b.f(_TANH_SMALL)), big, small), x)
 
 
 def sigmoid(b: _Body, x: str) -> str:
