@@ -92,6 +92,32 @@ def test_vector_math_special_values_are_exact(name):
     np.testing.assert_array_equal(np.signbit(out[signed]), np.signbit(ref[signed]))
 
 
+def test_vector_pow_ulp_error_and_special_values(rng):
+    mod = build(split_vectorized(lambda a, b: E.Call(a.dtype, "pow", (a, b))))
+    n = 1 << 17
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    bases = np.concatenate([np.abs(bits), rng.random(n).astype(np.float32) * 4,
+                            -rng.random(n).astype(np.float32) * 3])
+    exps = np.concatenate([(rng.random(n) * 8 - 4).astype(np.float32),
+                           (rng.random(n) * 200 - 100).astype(np.float32),
+                           np.round(rng.random(n) * 20 - 10).astype(np.float32)])
+    special = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf,
+                        np.nan, 1e-45, 1e38, 2.0**24 + 2], np.float32)
+    sx, sy = np.meshgrid(special, special)
+    x = np.concatenate([bases, sx.ravel()])
+    y = np.concatenate([exps, sy.ravel()])
+    out = np.empty_like(x)
+    mod(x, y, out)
+    with np.errstate(all="ignore"):
+        ref = np.power(x.astype(np.float64), y.astype(np.float64))
+    err = _ulp_errors(out, ref)
+    k = int(np.argmax(err))
+    assert err[k] <= 0.51, f"pow({x[k]!r}, {y[k]!r}) = {out[k]!r}, exact {ref[k]!r}"
+    # Signs of zero and infinite results (odd integer powers of negative bases).
+    signed = ~np.isnan(ref) & ((ref == 0) | np.isinf(ref))
+    np.testing.assert_array_equal(np.signbit(out[signed]), np.signbit(ref[signed]))
+
+
 @pytest.mark.parametrize("lanes", [4, 8, 16])
 def test_vector_math_any_lane_count_and_tail(rng, lanes):
     x = (rng.random(53) * 20 - 10).astype(np.float32)

@@ -41,7 +41,7 @@ class MathMixin:
         ty = args[0].ty
         # LLVM would call libm once per lane for these; scalar calls keep libm.
         if n > 1 and ty in ("float", "half") and name in vmath.FUNCTIONS:
-            return self.vector_math(name, args[0])
+            return self.vector_math(name, args)
         if name == "sigmoid":  # 1 / (1 + exp(-x)), IEEE (no fast-math)
             x = args[0]
             neg = self.val(f"fneg {x.vty} {x.ref}", ty, n)
@@ -63,21 +63,22 @@ class MathMixin:
             f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt'}))}"
         )
 
-    def vector_math(self, name: str, x: Val) -> Val:
-        """``name`` of a float32 vector by the module's own ``vmath`` function (float16
+    def vector_math(self, name: str, args) -> Val:
+        """``name`` of float32 vectors by the module's own ``vmath`` function (float16
         computes through float32)."""
-        n = x.lanes
+        n = args[0].lanes
         f32 = T.vec("float", n)
-        half = x.ty == "half"
+        half = args[0].ty == "half"
         if half:
-            x = self.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n)
+            args = [self.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n) for x in args]
         fn = vmath.symbol(name, n)
         if fn not in self.decls:
             text, intrinsics = vmath.definition(name, n, self.fn_attrs)
             for decl_name, decl in intrinsics.items():
                 self.declare(decl_name, decl)
             self.declare(fn, text)
-        r = self.val(f"call {f32} {fn}({f32} {x.ref})", "float", n)
+        argl = ", ".join(f"{f32} {x.ref}" for x in args)
+        r = self.val(f"call {f32} {fn}({argl})", "float", n)
         if half:
             r = self.val(f"fptrunc {f32} {r.ref} to {T.vec('half', n)}", "half", n)
         return r

@@ -1,4 +1,4 @@
-"""Vector float32 math as LLVM IR: exp, exp2, log, log2, log10, tanh, sigmoid and erf.
+"""Vector float32 math as LLVM IR: exp, exp2, log, log2, log10, tanh, sigmoid, erf, pow.
 
 LLVM lowers a vector ``llvm.exp`` (and every math intrinsic without a vector instruction)
 to one libm call per lane. These functions are instead written out as range reduction
@@ -18,6 +18,7 @@ patterns, dense sweeps and edge values, with and without FMA
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 
@@ -27,7 +28,6 @@ from . import types as T
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693359375  # 9 significant bits: n * _LN2_HI is exact for |n| < 2**15
 _LN2_LO = -2.12194440e-4  # ln 2 - _LN2_HI
-_ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer
 _SQRT_HALF = 0.70710678118654752
 _FLT_MIN = 1.17549435e-38  # smallest normal float32
 
@@ -55,20 +55,42 @@ _ERF_LARGE_Q = (-2.1793563064420596e-05, 0.0004426450759638101, -0.0042112953960
 _ERF_CLAMP = 4.0
 
 
+#: Per float type: its dtype, the integer type of its bits, and 1.5 * 2**(mantissa bits)
+#: (adding it rounds |v| < 2**(mantissa bits - 1) to an integer).
+_FLOAT_TYPES = {
+    "float": ("float32", "i32", 1.5 * 2.0**23),
+    "double": ("float64", "i64", 1.5 * 2.0**52),
+}
+
+
 class _Body:
-    """The instructions of one vector function over ``<lanes x float>`` values.
+    """The instructions of one vector function over ``<lanes x ty>`` values (``ty``:
+    float or double).
 
     Methods take and return SSA names (or constant vectors); ``f`` / ``i`` are splat
-    constants of float and i32."""
+    constants of the float type and of the integer type of its bits."""
 
-    def __init__(self, lanes: int):
+    def __init__(self, lanes: int, ty: str = "float"):
         self.lanes = lanes
+        self.ty = ty
+        self.dtype, ity, self.round_magic = _FLOAT_TYPES[ty]
         self.lines: list = []
         self.count = itertools.count()
         self.intrinsics: dict = {}
-        self.fty = T.vec("float", lanes)
-        self.ity = T.vec("i32", lanes)
+        self.fty = T.vec(ty, lanes)
+        self.ity = T.vec(ity, lanes)
         self.bty = T.vec("i1", lanes)
+
+    def view(self, ty: str) -> _Body:
+        """The same function body, with values of float type ``ty``."""
+        other = _Body(self.lanes, ty)
+        other.lines, other.count, other.intrinsics = self.lines, self.count, self.intrinsics
+        return other
+
+    def convert(self, x: str, to: _Body) -> str:
+        """x converted to ``to``'s float type (fpext / fptrunc, rounding to nearest)."""
+        op = "fpext" if to.ty == "double" else "fptrunc"
+        return self._v(f"{op} {self.fty} {x} to {to.fty}")
 
     def _v(self, rhs: str) -> str:
         name = f"%v{next(self.count)}"
@@ -76,11 +98,12 @@ class _Body:
         return name
 
     def f(self, value: float) -> str:
-        c = T.float_const(value, "float32")
-        return "<" + ", ".join([f"float {c}"] * self.lanes) + ">"
+        c = T.float_const(value, self.dtype)
+        return "<" + ", ".join([f"{self.ty} {c}"] * self.lanes) + ">"
 
     def i(self, value: int) -> str:
-        return "<" + ", ".join([f"i32 {int(value)}"] * self.lanes) + ">"
+        ity = _FLOAT_TYPES[self.ty][1]
+        return "<" + ", ".join([f"{ity} {int(value)}"] * self.lanes) + ">"
 
     def fop(self, op: str, a: str, b: str) -> str:
         return self._v(f"{op} {self.fty} {a}, {b}")
@@ -108,7 +131,7 @@ class _Body:
 
     def call(self, name: str, *args: str) -> str:
         """A float vector intrinsic ``llvm.<name>``."""
-        fn = f"@llvm.{name}.{T.suffix('float', self.lanes)}"
+        fn = f"@llvm.{name}.{T.suffix(self.ty, self.lanes)}"
         params = ", ".join([self.fty] * len(args))
         self.intrinsics[fn] = f"declare {self.fty} {fn}({params})"
         return self._v(f"call {self.fty} {fn}({', '.join(f'{self.fty} {a}' for a in args)})")
@@ -127,6 +150,10 @@ class _Body:
     def cmp(self, pred: str, a: str, b: str) -> str:
         return self._v(f"fcmp {pred} {self.fty} {a}, {b}")
 
+    def logic(self, op: str, a: str, b: str) -> str:
+        """``and`` / ``or`` of two lane masks."""
+        return self._v(f"{op} {self.bty} {a}, {b}")
+
     def select(self, c: str, a: str, b: str, ty: str | None = None) -> str:
         ty = ty or self.fty
         return self._v(f"select {self.bty} {c}, {ty} {a}, {ty} {b}")
@@ -144,11 +171,12 @@ class _Body:
 
 
 def _round(b: _Body, v: str) -> tuple:
-    """(n as i32, n as float) for n = v rounded to nearest even, |v| < 2**22. The integer
-    comes from the bits of v + 1.5 * 2**23, so a NaN lane gives a defined (unused) n."""
-    t = b.add(v, b.f(_ROUND_MAGIC))
-    n_int = b.iop("sub", b.bits(t), b.bits(b.f(_ROUND_MAGIC)))
-    return n_int, b.sub(t, b.f(_ROUND_MAGIC))
+    """(n as an integer, n as a float) for n = v rounded to nearest even, |v| < 2**22
+    (float) or 2**51 (double). The integer comes from the bits of v + 1.5 * 2**23 (2**52),
+    so a NaN lane gives a defined (unused) n."""
+    t = b.add(v, b.f(b.round_magic))
+    n_int = b.iop("sub", b.bits(t), b.bits(b.f(b.round_magic)))
+    return n_int, b.sub(t, b.f(b.round_magic))
 
 
 def _exp_reduced(b: _Body, n_int: str, r: str) -> str:
@@ -278,10 +306,64 @@ def erf(b: _Body, x: str) -> str:
     return b.select(b.cmp("olt", ax, b.f(1.0)), small, big)
 
 
+def _log2_wide(d: _Body, x: str) -> str:
+    """log2(x) in double for positive finite x: x = m * 2**e with sqrt(1/2) <= m < sqrt(2),
+    log(m) = 2 atanh(s) = 2 (s + s**3 / 3 + ... + s**13 / 13) for s = (m - 1) / (m + 1),
+    |s| < 0.172 (the series' remainder is below 2**-42)."""
+    bits = d.bits(x)
+    e = d.iop("sub", d.iop("lshr", bits, d.i(52)), d.i(1022))
+    m = d.from_bits(d.iop("or", d.iop("and", bits, d.i((1 << 52) - 1)), d.i(0x3FE << 52)))
+    low = d.cmp("olt", m, d.f(_SQRT_HALF))
+    e = d.iop("sub", e, d.select(low, d.i(1), d.i(0), d.ity))
+    m = d.select(low, d.add(m, m), m)
+    sv = d.div(d.sub(m, d.f(1.0)), d.add(m, d.f(1.0)))
+    series = d.poly(d.mul(sv, sv), [1.0 / k for k in range(13, 0, -2)])
+    ln_m = d.mul(d.mul(sv, d.f(2.0)), series)
+    return d.fma(ln_m, d.f(_LOG2E), d.int_to_float(e))
+
+
+def _exp2_wide(d: _Body, t: str) -> str:
+    """2**t in double to about 2**-40 relative error for |t| <= 200 (clamped there, where
+    float32 results are 0 or inf): 2**n * exp(r * ln2) with n = round(t), the exponential
+    a degree-11 Taylor polynomial (|r * ln2| <= 0.35)."""
+    t = d.clamp(t, -200.0, 200.0)
+    n_int, n = _round(d, t)
+    r = d.mul(d.sub(t, n), d.f(math.log(2.0)))
+    p = d.poly(r, [1.0 / math.factorial(k) for k in range(11, -1, -1)])
+    scale = d.iop("shl", d.iop("add", n_int, d.i(1023)), d.i(52))
+    return d.mul(p, d.from_bits(scale))
+
+
+def power(b: _Body, x: str, y: str) -> str:
+    """x ** y with C99 powf's special cases: 2**(y * log2|x|) in double, so that the float32
+    result is rounded once from a value accurate to about 2**-35. Negative x needs an
+    integer y (the sign then follows its parity; otherwise NaN); y = 0, x = 1 and
+    (x = -1, y = +-inf) give 1. Max error 0.51 ulp."""
+    d = b.view("double")
+    ax = b.call("fabs", x)
+    axd = b.convert(ax, d)
+    lg = _log2_wide(d, axd)
+    lg = d.select(d.cmp("oeq", axd, d.f(math.inf)), d.f(math.inf), lg)
+    lg = d.select(d.cmp("oeq", axd, d.f(0.0)), d.f(-math.inf), lg)
+    lg = d.select(d.cmp("uno", axd, axd), axd, lg)
+    r = d.convert(_exp2_wide(d, d.mul(b.convert(y, d), lg)), b)
+    is_int = b.cmp("oeq", b.call("trunc", y), y)  # also +-inf
+    half = b.mul(y, b.f(0.5))
+    odd = b.logic("and", is_int, b.cmp("une", b.call("trunc", half), half))
+    r = b.select(odd, b.call("copysign", r, x), r)
+    neg_finite = b.logic("and", b.cmp("olt", x, b.f(0.0)), b.cmp("ogt", x, b.f(-math.inf)))
+    not_int = b.cmp("une", b.call("trunc", y), y)
+    r = b.select(b.logic("and", neg_finite, not_int), b.f(math.nan), r)
+    one = b.logic("or", b.cmp("oeq", y, b.f(0.0)), b.cmp("oeq", x, b.f(1.0)))
+    unit_inf = b.logic("and", b.cmp("oeq", ax, b.f(1.0)),
+                       b.cmp("oeq", b.call("fabs", y), b.f(math.inf)))
+    return b.select(b.logic("or", one, unit_inf), b.f(1.0), r)
+
+
 #: The functions this module implements, by the name of the tecomp intrinsic.
 FUNCTIONS = {
     "exp": exp, "exp2": exp2, "log": log, "log2": log2, "log10": log10, "tanh": tanh,
-    "sigmoid": sigmoid, "erf": erf,
+    "sigmoid": sigmoid, "erf": erf, "pow": power,
 }
 
 
@@ -294,8 +376,10 @@ def definition(name: str, lanes: int, fn_attrs: str) -> tuple:
     the intrinsic declarations it needs as name -> declaration). ``fn_attrs`` are the
     caller's attributes (target CPU and features), which inlining requires to match."""
     b = _Body(lanes)
-    r = FUNCTIONS[name](b, "%x")
-    head = (f"define internal {b.fty} {symbol(name, lanes)}({b.fty} %x) "
-            f"alwaysinline {fn_attrs} {{")
+    fn = FUNCTIONS[name]
+    params = [f"%x{k}" for k in range(len(inspect.signature(fn).parameters) - 1)]
+    r = fn(b, *params)
+    head = (f"define internal {b.fty} {symbol(name, lanes)}"
+            f"({', '.join(f'{b.fty} {p}' for p in params)}) alwaysinline {fn_attrs} {{")
     text = "\n".join([head, "entry:", *b.lines, f"  ret {b.fty} {r}", "}", ""])
     return text, b.intrinsics
