@@ -164,9 +164,12 @@ class _Body:
     def from_bits(self, x: str) -> str:
         return self._v(f"bitcast {self.ity} {x} to {self.fty}")
 
-    def clamp(self, x: str, lo: float, hi: float) -> str:
-        """x limited to [lo, hi]; NaN stays NaN (ordered compares are false for it)."""
+    def clamp(self, x: str, lo: float | None, hi: float) -> str:
+        """x limited to [lo, hi] (lo None: not limited below); NaN stays NaN (ordered
+        compares are false for it)."""
         x = self.select(self.cmp("ogt", x, self.f(hi)), self.f(hi), x)
+        if lo is None:
+            return x
         return self.select(self.cmp("olt", x, self.f(lo)), self.f(lo), x)
 
 
@@ -179,29 +182,41 @@ def _round(b: _Body, v: str) -> tuple:
     return n_int, b.sub(t, b.f(b.round_magic))
 
 
-def _exp_reduced(b: _Body, n_int: str, r: str) -> str:
-    """2**n * exp(r) for |r| <= ln2 / 2 and -151 <= n <= 129. The scale is applied as two
-    halves, 2**(n >> 1) then 2**(n - (n >> 1)), each a normal float: the result overflows
-    to inf only when it really does, and a denormal result is rounded once."""
+def _exp_reduced(b: _Body, n_int: str, r: str, normal: bool) -> str:
+    """2**n * exp(r) for |r| <= ln2 / 2 and -151 <= n <= 129. Unless the caller knows
+    the result is ``normal`` (-125 <= n <= 127: one multiply by 2**n), the scale is
+    applied as two halves, 2**(n >> 1) then 2**(n - (n >> 1)), each a normal float: the
+    result overflows to inf only when it really does, and a denormal result is rounded
+    once."""
     p = b.poly(r, _EXP_P)
     p = b.fma(p, b.mul(r, r), r)
     p = b.add(p, b.f(1.0))
-    n1 = b.iop("ashr", n_int, b.i(1))
-    n2 = b.iop("sub", n_int, n1)
-    for n in (n1, n2):
+    if normal:
+        halves = (n_int,)
+    else:
+        n1 = b.iop("ashr", n_int, b.i(1))
+        halves = (n1, b.iop("sub", n_int, n1))
+    for n in halves:
         e = b.iop("shl", b.iop("add", n, b.i(127)), b.i(23))
         p = b.mul(p, b.from_bits(e))
     return p
 
 
-def exp(b: _Body, x: str) -> str:
-    """e**x with n = round(x / ln2), r = x - n * ln2 in two parts (Cody and Waite).
-    Max error 1 ulp."""
-    x = b.clamp(x, -104.0, 89.0)  # beyond these the result is 0 / inf anyway
+def _exp(b: _Body, x: str, lo: float | None = -104.0, hi: float = 89.0) -> str:
+    """e**x for x clamped to [lo, hi]: the full float32 range by default (beyond it the
+    result is 0 or inf anyway); a narrower range known to the caller saves work."""
+    x = b.clamp(x, lo, hi)
     n_int, n = _round(b, b.mul(x, b.f(_LOG2E)))
     r = b.fma(n, b.f(-_LN2_HI), x)
     r = b.fma(n, b.f(-_LN2_LO), r)
-    return _exp_reduced(b, n_int, r)
+    normal = lo is not None and lo >= -86.0 and hi <= 88.0
+    return _exp_reduced(b, n_int, r, normal)
+
+
+def exp(b: _Body, x: str) -> str:
+    """e**x with n = round(x / ln2), r = x - n * ln2 in two parts (Cody and Waite).
+    Max error 1 ulp."""
+    return _exp(b, x)
 
 
 def exp2(b: _Body, x: str) -> str:
@@ -209,7 +224,7 @@ def exp2(b: _Body, x: str) -> str:
     x = b.clamp(x, -151.0, 129.0)
     n_int, n = _round(b, x)
     r = b.mul(b.sub(x, n), b.f(math.log(2.0)))
-    return _exp_reduced(b, n_int, r)
+    return _exp_reduced(b, n_int, r, normal=False)
 
 
 def _log_parts(b: _Body, x: str) -> tuple:
@@ -278,7 +293,8 @@ def tanh(b: _Body, x: str) -> str:
     """Hyperbolic tangent (Cephes tanhf): x + x**3 * P(x**2) for |x| <= 0.625, else
     sign(x) * (1 - 2 / (exp(2|x|) + 1)), which saturates to +-1. Max error 2 ulp."""
     ax = b.call("fabs", x)
-    s = exp(b, b.add(ax, ax))
+    # tanh(x) rounds to 1 from |x| = 9.01 on: exp(2|x|) may stop at exp(20).
+    s = _exp(b, b.add(ax, ax), 0.0, 20.0)
     big = b.sub(b.f(1.0), b.div(b.f(2.0), b.add(s, b.f(1.0))))
     z = b.mul(x, x)
     small = b.fma(b.mul(b.poly(z, _TANH_P), z), x, x)
@@ -301,7 +317,8 @@ def erf(b: _Body, x: str) -> str:
     ax = b.call("fabs", x)
     small = b.fma(x, b.poly(b.mul(x, x), _ERF_SMALL_P), x)
     a = b.clamp(ax, 1.0, _ERF_CLAMP)
-    big = b.sub(b.f(1.0), exp(b, b.poly(a, _ERF_LARGE_Q)))
+    # Q is within [-17.5, -1.8] on [1, 4].
+    big = b.sub(b.f(1.0), _exp(b, b.poly(a, _ERF_LARGE_Q), -18.0, 0.0))
     big = b.call("copysign", big, x)
     return b.select(b.cmp("olt", ax, b.f(1.0)), small, big)
 
