@@ -10,7 +10,8 @@ an IEEE operation on whole vectors, with ``llvm.fmuladd`` where a step is a mult
 Each function is emitted once per module and lane count as an internal, always-inlined
 LLVM function (``definition``). Special values are those of C99 / numpy: NaN in, NaN out;
 exp overflows to inf and underflows through the denormals to 0; log of 0 is -inf and of a
-negative number NaN; tanh, sigmoid and erf saturate to +-1 (0 and 1 for sigmoid).
+negative number NaN; tanh, sigmoid and erf saturate to +-1 (0 and 1 for sigmoid); pow
+follows C99 powf (signed zeros and infinities for odd integer powers, pow(x, 0) = 1).
 The error bounds in the docstrings hold against a float64 reference on random bit
 patterns, dense sweeps and edge values, with and without FMA
 (``tests/codegen/test_llvm_vmath.py`` asserts them).
