@@ -1,11 +1,13 @@
-"""Math calls for the LLVM emitter: LLVM intrinsics, the few functions composed from
-them, and libm calls lane by lane where LLVM has no intrinsic."""
+"""Math calls for the LLVM emitter: vector math of our own (``vmath``) for float32 and
+float16 vectors, LLVM intrinsics, the few functions composed from them, and libm calls
+lane by lane where LLVM has no intrinsic."""
 
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
 from ...ir import dtype as dt
 from . import types as T
+from . import vmath
 from .ir import Val
 
 #: Calls that are one LLVM intrinsic (``llvm.<name>.<type>``).
@@ -37,6 +39,9 @@ class MathMixin:
         args = self.unify(*[self.ev(a) for a in e.args])
         n = args[0].lanes
         ty = args[0].ty
+        # LLVM would call libm once per lane for these; scalar calls keep libm.
+        if n > 1 and ty in ("float", "half") and name in vmath.FUNCTIONS:
+            return self.vector_math(name, args)
         if name == "sigmoid":  # 1 / (1 + exp(-x)), IEEE (no fast-math)
             x = args[0]
             neg = self.val(f"fneg {x.vty} {x.ref}", ty, n)
@@ -57,6 +62,26 @@ class MathMixin:
             f"intrinsic {name!r} is not supported by the LLVM code generator; supported: "
             f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt'}))}"
         )
+
+    def vector_math(self, name: str, args) -> Val:
+        """``name`` of float32 vectors by the module's own ``vmath`` function (float16
+        computes through float32)."""
+        n = args[0].lanes
+        f32 = T.vec("float", n)
+        half = args[0].ty == "half"
+        if half:
+            args = [self.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n) for x in args]
+        fn = vmath.symbol(name, n)
+        if fn not in self.decls:
+            text, intrinsics = vmath.definition(name, n, self.fn_attrs)
+            for decl_name, decl in intrinsics.items():
+                self.declare(decl_name, decl)
+            self.declare(fn, text)
+        argl = ", ".join(f"{f32} {x.ref}" for x in args)
+        r = self.val(f"call {f32} {fn}({argl})", "float", n)
+        if half:
+            r = self.val(f"fptrunc {f32} {r.ref} to {T.vec('half', n)}", "half", n)
+        return r
 
     def libm_call(self, names, d: str, args) -> Val:
         """Call a libm function lane by lane (float16 goes through float)."""
