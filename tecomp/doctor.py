@@ -13,6 +13,11 @@ import os
 import platform
 import sys
 
+from . import __version__
+from .runtime import toolchain
+from .runtime.system_libs import libgomp_path
+from .target import Target
+
 
 def _version(module: str) -> str:
     try:
@@ -41,8 +46,6 @@ def _llvm_line() -> str:
 
 def _cpu_lines() -> list:
     try:
-        from .target import Target
-
         t = Target("llvm")
         interesting = ("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
                        "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile",
@@ -61,8 +64,6 @@ def _cpu_lines() -> list:
 
 def _libgomp() -> str:
     try:
-        from .runtime.system_libs import libgomp_path
-
         p = libgomp_path()
         return p if p else "NOT FOUND (parallel loops cannot run)"
     except Exception as err:  # noqa: BLE001
@@ -76,8 +77,6 @@ CROSS_ARCHS = ("aarch64", "riscv64")
 def _cross_lines() -> list:
     """For each cross architecture: the linker export_library uses and whether its
     modules can run here under qemu-user (what to install when not)."""
-    from .runtime import toolchain
-
     lines = []
     for arch in CROSS_ARCHS:
         if arch == toolchain.host_arch():
@@ -174,8 +173,6 @@ def report() -> str:
     --------
     >>> print(tecomp.doctor.report())   # doctest: +SKIP
     """
-    from . import __version__
-
     driver, gpus = _cuda_driver_and_gpus()
     lines = [
         f"tecomp          : {__version__}",

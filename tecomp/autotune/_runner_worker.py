@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from ..runtime import load_module
+
 _MODULES: dict = {}      # path -> loaded module (a candidate is loaded once)
 _INPUTS: dict = {}       # arg-spec key -> arrays (inputs random, outputs scratch)
 _REFERENCE: dict = {}    # reference path -> expected outputs
@@ -30,8 +32,6 @@ _FLUSH = None
 def _load(path):
     mod = _MODULES.get(path)
     if mod is None:
-        from tecomp.runtime import load_module
-
         mod = _MODULES[path] = load_module(path)
     return mod
 
@@ -166,8 +166,6 @@ def main():
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import tecomp.runtime  # noqa: F401 - import before the first request, not during it
-
     out.write(json.dumps({"ok": True, "ready": True}) + "\n")
     for line in sys.stdin:
         if not line.strip():

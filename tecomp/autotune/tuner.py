@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from . import features as F
+from .cost_model import XGBoostCostModel
 from .measure import gflops
 from .measure import measure_option as _default_option
 from .records import _as_records, shipped_candidates, target_key
@@ -379,8 +380,6 @@ class XGBTuner(Tuner):
                  min_train: int = 16, sa_chains: int = 32, sa_steps: int = 24,
                  num_boost_round: int = 60, **kw):
         super().__init__(task, **kw)
-        from .cost_model import XGBoostCostModel
-
         self.model = XGBoostCostModel(num_boost_round=num_boost_round,
                                       seed=int(self.rng.integers(1 << 30)))
         self.plan_size = plan_size
