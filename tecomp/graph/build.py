@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import te
 from ..autotune.space import FallbackConfigEntity
+from ..autotune.task import TEMPLATES, dispatch
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
@@ -97,8 +98,13 @@ def _config(impl, input_types, attrs):
     if not all(dims.is_static(d) for s in shapes for d in s):
         # Tuning workloads have static shapes: a symbolic one has no record to look up.
         return FallbackConfigEntity(), "fallback config"
-    cfg = select_config(impl, *shapes, **_workload_attrs(impl, input_types, attrs))
-    return cfg, "fallback config" if cfg.is_fallback else "tuned record"
+    kwargs = _workload_attrs(impl, input_types, attrs)
+    cfg = select_config(impl, *shapes, **kwargs)
+    # select_config gives the fallback as a point of the space (every knob defined), so
+    # whether a record applied is dispatch's answer for the same workload.
+    args = TEMPLATES[impl.template].full_args(impl.workload(*shapes, **kwargs))
+    tuned = not dispatch(impl.template, args).is_fallback
+    return cfg, "tuned record" if tuned else "fallback config"
 
 
 def _workload_attrs(impl, input_types, attrs) -> dict:
