@@ -62,6 +62,9 @@ class TaskScheduler:
         self.backward_window = backward_window
         # Best cost (seconds) of each task after each of its batches, newest last.
         self.cost_history: list[list[float]] = [[] for _ in self.tasks]
+        # (trials over all tasks, estimated_latency()) after each batch from the first at
+        # which every task has a measured cost: the model's tuning curve.
+        self.curve: list[tuple[int, float]] = []
         self.n_resumed = 0
         self.stop_reason = ""
 
@@ -179,6 +182,8 @@ class TaskScheduler:
                 alive[i] = self.tuners[i].measure_batch(n, builder, runner, (forward,),
                                                         early_stopping)
                 self.cost_history[i].append(self.best_cost(i))
+                if all(math.isfinite(self.best_cost(j)) for j in range(len(self.tasks))):
+                    self.curve.append((self.n_done, self.estimated_latency()))
             for tuner in self.tuners:
                 tuner.finish(builder, runner, (forward,), remeasure_top, remeasure_rounds)
         finally:
