@@ -8,9 +8,10 @@ scheduler does (Zheng et al., OSDI 2020, section 6):
 
 - the *backward* gradient, the task's recent improvement per batch over the last
   ``backward_window`` batches;
-- the *forward* gradient, an optimistic guess of the next batch's gain: the smaller of
-  the ``1/t`` decay ``-cost/t`` (``t``: the task's batches so far) and reaching
-  ``beta`` times the best FLOP throughput any task of the same template has reached;
+- the *forward* gradient, an optimistic guess of the next batch's gain: the larger of
+  the ``1/t`` decay ``cost/t`` (``t``: the task's batches so far) and the gain of
+  running at ``1/beta`` of the best FLOP throughput that another task of the same
+  template has reached;
 
 mixed as ``weight * (alpha * backward + (1 - alpha) * forward)``. A task stops getting
 trials when its space is exhausted or after ``early_stopping`` trials without an
@@ -40,8 +41,8 @@ class TaskScheduler:
     batch_size : int, optional
         Trials per batch given to one task (default 8).
     alpha, beta : float, optional
-        Weight of the backward gradient against the forward one; how far beyond the best
-        throughput of similar tasks a task is assumed able to go.
+        Weight of the backward gradient against the forward one; the forward one
+        assumes a task can reach ``1/beta`` of the best throughput of its template.
     backward_window : int, optional
         Batches over which the backward gradient is taken.
 
@@ -101,7 +102,8 @@ class TaskScheduler:
         task = self.tasks[i]
         similar = [self.tasks[j].flop / self.best_cost(j) for j in range(len(self.tasks))
                    if self.tasks[j].name == task.name and math.isfinite(self.best_cost(j))]
-        reach = self.beta * task.flop / max(similar) if task.flop and similar else 0.0
+        reach = (self.beta * task.flop / max(similar) if len(similar) > 1 and max(similar) > 0
+                 else math.inf)
         forward = min(cost - cost / len(history), reach) - cost
         return task.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
@@ -161,7 +163,7 @@ class TaskScheduler:
                     1, tuner.n_resumed // self.batch_size)
         self.stop_reason = "budget"
 
-        def forward(tuner, inputs, results):
+        def relay(tuner, inputs, results):
             for cb in callbacks:
                 cb(self, inputs, results)
 
@@ -179,13 +181,13 @@ class TaskScheduler:
                     break
                 i = self._next_task(alive)
                 n = min(self.batch_size, n_trial - self.n_done)
-                alive[i] = self.tuners[i].measure_batch(n, builder, runner, (forward,),
+                alive[i] = self.tuners[i].measure_batch(n, builder, runner, (relay,),
                                                         early_stopping)
                 self.cost_history[i].append(self.best_cost(i))
                 if all(math.isfinite(self.best_cost(j)) for j in range(len(self.tasks))):
                     self.curve.append((self.n_done, self.estimated_latency()))
             for tuner in self.tuners:
-                tuner.finish(builder, runner, (forward,), remeasure_top, remeasure_rounds)
+                tuner.finish(builder, runner, (relay,), remeasure_top, remeasure_rounds)
         finally:
             builder.close()
             runner.close()
