@@ -2,12 +2,13 @@
 Ctrl-C, the per-task final re-measurement; with a fake builder and runner (no compiling)."""
 
 import io
+import time
 
 import pytest
 from conftest import FakeBuilder, FakeRunner, fake_cost
 
 from tecomp import autotune
-from tecomp.autotune import RandomTuner, TaskScheduler
+from tecomp.autotune import MeasureErrorNo, MeasureResult, RandomTuner, TaskScheduler
 from tecomp.autotune.records import load_from_file
 
 
@@ -127,3 +128,23 @@ def test_the_model_progress_bar_counts_all_tasks_trials():
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("model: 8/16 trials, errors 0, tuned kernels")
     assert any(line.startswith("model: 16/16 trials") for line in lines)
+
+
+def _with_costs(sched, i, history):
+    sched.tuners[i].best_result = MeasureResult((history[-1],), MeasureErrorNo.NO_ERROR, "",
+                                                0.0, time.time())
+    sched.cost_history[i] = list(history)
+
+
+def test_the_gradient_scales_with_weight_and_rewards_a_recent_improvement():
+    sched = TaskScheduler(_tasks(1, 1), tuner=_random)
+    assert sched.gradient(0) == 0.0  # no batch yet: the warm-up round decides
+    _with_costs(sched, 0, [1e-3] * 4)
+    _with_costs(sched, 1, [1e-3] * 4)
+    flat = sched.gradient(0)
+    assert flat < 0
+    sched.tasks[0].weight = 3
+    assert sched.gradient(0) == pytest.approx(3 * flat)
+    sched.tasks[0].weight = 1
+    _with_costs(sched, 0, [4e-3, 3e-3, 2e-3, 1e-3])
+    assert sched.gradient(0) < flat
