@@ -4,6 +4,8 @@ Subcommands::
 
     tecomp tune --op matmul --args 1024,1024,1024 --target llvm --trials 200 \\
                 --tuner xgb --output mm.json [--resume] [--plot curve.png] [--early-stopping K]
+    tecomp tune MODEL.onnx --trials 2000 --output model.json [--resume] [--plot curve.png]
+                [--input-shape input:1,3,224,224]
     tecomp tune --list-ops
     tecomp demo [--n 1024] [--trials 64]
     tecomp doctor
@@ -34,6 +36,8 @@ from .codegen import backend_kinds
 from .demo import add_parser as add_demo_parser
 from .doctor import report
 from .errors import TecompError
+from .frontend import from_onnx
+from .model_cli import ModelUsageError, parse_input_shape
 from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
 from .target import Target
@@ -222,26 +226,15 @@ def _tune(ns, out, err) -> int:
     if ns.list_ops:
         return _list_ops(out)
     if ns.model:
-        raise UsageError(
-            f"tuning a model ({ns.model}) needs the ONNX frontend, which this installation "
-            f"does not have yet; tune single operators with --op NAME --args ..."
-        )
+        return _tune_model(ns, out, err)
     if not ns.op:
         raise UsageError("give --op NAME (see `tecomp tune --list-ops`) or a MODEL.onnx")
-    if ns.trials <= 0:
-        raise UsageError(f"--trials {ns.trials}: must be a positive number")
-    if ns.early_stopping is not None and ns.early_stopping <= 0:
-        raise UsageError(f"--early-stopping {ns.early_stopping}: must be positive")
+    target = _check_tune_limits(ns)
     templates = _templates()
     if ns.op not in templates:
         raise UsageError(
             f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
         )
-    try:
-        target = Target(ns.target)
-    except TecompError as e:
-        raise UsageError(str(e)) from None
-    _check_target_runs(target)
     args = parse_op_args(ns.args or "")
     try:
         task = autotune.create_task(ns.op, args, ns.target)
@@ -309,6 +302,143 @@ def _tune(ns, out, err) -> int:
     return 0
 
 
+def _check_tune_limits(ns) -> Target:
+    """The checks of ``--trials``, ``--early-stopping`` and ``--target`` that an operator
+    and a model share; returns the target."""
+    if ns.trials <= 0:
+        raise UsageError(f"--trials {ns.trials}: must be a positive number")
+    if ns.early_stopping is not None and ns.early_stopping <= 0:
+        raise UsageError(f"--early-stopping {ns.early_stopping}: must be positive")
+    try:
+        target = Target(ns.target)
+    except TecompError as e:
+        raise UsageError(str(e)) from None
+    _check_target_runs(target)
+    return target
+
+
+def _model_tasks(ns, target, err):
+    """The model's tuning tasks, or None after printing why it cannot be read."""
+    if not os.path.exists(ns.model):
+        raise UsageError(f"{ns.model}: no such file")
+    try:
+        shapes = dict(parse_input_shape(s) for s in ns.input_shape)
+    except ModelUsageError as e:
+        raise UsageError(str(e)) from None
+    try:
+        mod, params = from_onnx(ns.model, shape=shapes or None)
+        return autotune.extract_tasks(mod, params, target)
+    except TecompError as e:
+        print(f"tecomp: error: {e}", file=err)
+        return None
+
+
+def _untuned_cost(tuner) -> float:
+    """The measured cost of the task's default (fallback) config, inf if not measured."""
+    index = tuner.task.default_config.index
+    costs = [r.cost for c, r in tuner.history if c.index == index and r.stage == "trial"]
+    return min(costs, default=float("inf"))
+
+
+def _plot_model(path, sched, title):
+    """The estimated time of the model's tunable kernels against trials over all tasks,
+    from 0 (the curve starts once every task has a measured config)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [n for n, _ in sched.curve]
+    ax.plot(xs, [lat * 1e3 for _, lat in sched.curve], drawstyle="steps-post",
+            label="sum over tasks of weight x best cost")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("trials (all tasks)")
+    ax.set_ylabel("tunable kernels, ms")
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _tune_model(ns, out, err) -> int:
+    """``tecomp tune MODEL.onnx``: every tunable workload of the model, by the task
+    scheduler, into one log."""
+    target = _check_tune_limits(ns)
+    output = ns.output or _default_output(os.path.splitext(os.path.basename(ns.model))[0])
+    _check_writable(output, "--output")
+    if ns.plot:
+        _check_plot_path(ns.plot)
+    tasks = _model_tasks(ns, target, err)
+    if tasks is None:
+        return 1
+    if not tasks:
+        print(f"{ns.model} has no tunable kernels with static shapes (fix symbolic "
+              f"dimensions with --input-shape); nothing to tune", file=err)
+        return 0
+    runner = _measure_runner(ns, target)
+    for task in tasks:
+        print(f"task {task.name}{task.args}: weight {task.weight}, "
+              f"{len(task.config_space)} configs, {task.flop / 1e9:.4f} GFLOP", file=err)
+    tuner_class = {
+        "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
+        "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
+    }[ns.tuner]
+    # Small budgets still give every task its warm-up batch.
+    batch = max(1, min(8, ns.trials // len(tasks)))
+    sched = autotune.TaskScheduler(tasks, tuner=lambda t: tuner_class(t, seed=ns.seed),
+                                   batch_size=batch)
+    resume = None
+    if ns.resume and not os.path.exists(output):
+        print(f"tecomp: --resume: {output} does not exist yet; starting fresh", file=err)
+    elif ns.resume:
+        resume = output
+    elif os.path.exists(output) and os.path.getsize(output) > 0:
+        print(f"tecomp: appending to existing log {output} (use --resume to skip its "
+              f"configs)", file=err)
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=ns.timeout),
+                                     runner=runner)
+    name = os.path.basename(ns.model)
+    bar = autotune.model_progress_bar(ns.trials, prefix=name, file=err)
+    interrupted = False
+    try:
+        sched.tune(ns.trials, option, callbacks=[bar, autotune.log_to_file(output)],
+                   resume_from=resume, early_stopping=ns.early_stopping)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    if sched.n_done == sched.n_resumed and sched.n_resumed >= ns.trials:
+        print(f"nothing to do: {sched.n_resumed} trials already in {output} "
+              f"(raise --trials to tune further)", file=err)
+        return 0
+    if ns.plot and sched.curve:
+        _plot_model(ns.plot, sched, f"{name}: {len(tasks)} tasks\n{target} on "
+                    f"{_cpu_name(target)}")
+        print(f"tuning curve written to {ns.plot}", file=err)
+    if interrupted:
+        print(f"interrupted after {sched.n_done} trials; the log {output} is intact "
+              f"(continue with --resume)", file=err)
+        return 130
+    if not any(t.best_result is not None for t in sched.tuners):
+        print(f"tecomp: every trial failed ({sched.n_done} trials); first error of each "
+              f"kind:", file=err)
+        for kind, (cfg, msg) in bar.first_error.items():
+            print(f"  {kind}: {msg}  [{cfg}]", file=err)
+        return 1
+    for i, tuner in enumerate(sched.tuners):
+        task = tuner.task
+        print(f"{task.name}{task.args} x{task.weight}: {tuner.n_done} trials, "
+              f"{_untuned_cost(tuner) * 1e3:.4f} ms untuned -> "
+              f"{sched.best_cost(i) * 1e3:.4f} ms", file=out)
+    untuned = sum(t.task.weight * _untuned_cost(t) for t in sched.tuners)
+    print(f"tunable kernels (sum of weight x cost): {untuned * 1e3:.4f} ms untuned -> "
+          f"{sched.estimated_latency() * 1e3:.4f} ms; log: {output}", file=out)
+    return 0
+
+
 def _default_output(op: str) -> str:
     return f"{op.replace('/', '_')}.json"
 
@@ -328,10 +458,16 @@ def _doctor(ns, out, err) -> int:
 
 def add_tune_parser(sub) -> None:
     """``tecomp tune``: tune one operator template and write its tuning log."""
-    t = sub.add_parser("tune", help="tune an operator template and write a tuning log",
-                       description="Tune an operator template; every measured config is "
-                       "appended to a tuning log (JSON lines).")
-    t.add_argument("model", nargs="?", help="an ONNX model (needs the ONNX frontend)")
+    t = sub.add_parser("tune", help="tune an operator template or an ONNX model and write "
+                       "a tuning log",
+                       description="Tune an operator template, or every tunable kernel of "
+                       "an ONNX model (trials go to the kernel expected to cut the model's "
+                       "time most); every measured config is appended to a tuning log "
+                       "(JSON lines) that `tecomp compile --tuning-records` reads.")
+    t.add_argument("model", nargs="?", help="an ONNX model to tune (instead of --op)")
+    t.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
+                   help="fix a model input's shape (repeat for several inputs); kernels "
+                   "with symbolic shapes are not tuned")
     t.add_argument("--op", help="template name, e.g. matmul (see --list-ops)")
     t.add_argument("--args", default="",
                    help="template arguments, e.g. 1024,1024,1024 or "
@@ -343,7 +479,8 @@ def add_tune_parser(sub) -> None:
                    help="search strategy (default: %(default)s)")
     t.add_argument("--output", "-o",
                    help="tuning log, appended to; missing folders are created "
-                   "(default: OP.json in the current directory, e.g. matmul.json)")
+                   "(default: OP.json in the current directory, e.g. matmul.json, or "
+                   "MODEL.json for MODEL.onnx)")
     t.add_argument("--resume", action="store_true",
                    help="continue from --output: its trials count toward --trials and "
                    "are not measured again")

@@ -173,3 +173,33 @@ def decomposed_layer_norm(seed=0):
     ]
     return _model(nodes, [_vi("x", ["batch", 16])], [_vi("y", ["batch", 16])], inits,
                   opset=13)
+
+
+def small_cnn(batch=1, seed=0):
+    """Three Conv -> BatchNormalization -> Relu blocks (the last two of the same shape),
+    GlobalAveragePool, Flatten, Gemm; input ``x[batch, 3, 16, 16]``."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, prev = [], [], "x"
+    for k, cin in enumerate((3, 16, 16)):
+        inits += [
+            _init(rng, f"w{k}", (16, cin, 3, 3)), _init(rng, f"b{k}", (16,)),
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype("float32"), f"gamma{k}"),
+            _init(rng, f"beta{k}", (16,)), _init(rng, f"mean{k}", (16,)),
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype("float32"), f"var{k}"),
+        ]
+        nodes += [
+            helper.make_node("Conv", [prev, f"w{k}", f"b{k}"], [f"c{k}"], name=f"conv{k}",
+                             pads=[1, 1, 1, 1]),
+            helper.make_node("BatchNormalization", [f"c{k}", f"gamma{k}", f"beta{k}",
+                                                    f"mean{k}", f"var{k}"], [f"bn{k}"],
+                             name=f"bn{k}", epsilon=1e-5),
+            helper.make_node("Relu", [f"bn{k}"], [f"r{k}"], name=f"relu{k}"),
+        ]
+        prev = f"r{k}"
+    inits += [_init(rng, "fc_w", (10, 16)), _init(rng, "fc_b", (10,))]
+    nodes += [
+        helper.make_node("GlobalAveragePool", [prev], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
+    ]
+    return _model(nodes, [_vi("x", [batch, 3, 16, 16])], [_vi("y", [batch, 10])], inits)

@@ -1,5 +1,7 @@
 import json
 
+import onnx
+import onnx_models
 import pytest
 
 from tecomp import autotune, cli, te
@@ -223,3 +225,53 @@ def test_tune_aarch64_under_qemu(tmp_path, capsys):
     assert len(trials) == 2 and len(records) == 4  # and the final interleaved re-measurement
     assert all(r["result"]["error_no"] == 0 and min(r["result"]["costs"]) > 0 for r in trials)
     assert "aarch64" in records[0]["target"]["key"]
+
+
+def _save_model(tmp_path, model):
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path, capsys):
+    model = _save_model(tmp_path, onnx_models.conv_bn_relu_pool_gemm(batch=1))
+    log = tmp_path / "m.json"
+    tune = ["tune", model, "--trials", "4", "--tuner", "random", "--seed", "0",
+            "--number", "1", "--repeat", "1", "--output", str(log)]
+    assert cli.main(tune) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "task conv2d_packed_kernel" in captured.err and "task dense_packed" in captured.err
+    assert "m.onnx: 4/4 trials" in captured.err
+    assert "tunable kernels (sum of weight x cost)" in captured.out
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    trials = [r for r in records if r["result"]["stage"] == "trial"]
+    assert sorted(r["workload"]["name"] for r in trials) == ["conv2d_packed_kernel"] * 2 + [
+        "dense_packed"] * 2
+
+    lib = tmp_path / "m.so"
+    assert cli.main(["compile", model, "-o", str(lib), "--tuning-records", str(log),
+                     "--verbose"]) == 0
+    summary = capsys.readouterr().out
+    assert "[conv2d: tuned record]" in summary and "[dense: tuned record]" in summary
+
+    assert cli.main(tune + ["--resume"]) == 0
+    assert "nothing to do: 4 trials already in" in capsys.readouterr().err
+    assert len(log.read_text().splitlines()) == len(records)
+
+
+def test_tune_a_model_without_static_tunable_kernels_says_so(tmp_path, capsys):
+    model = _save_model(tmp_path, onnx_models.decomposed_layer_norm())
+    assert cli.main(["tune", model, "--output", str(tmp_path / "m.json")]) == 0
+    assert "has no tunable kernels with static shapes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, words", [
+    ([], "no such file"),
+    (["--input-shape", "x:"], "expected NAME:D1,D2"),
+    (["--trials", "0"], "--trials"),
+])
+def test_tune_model_argument_errors_give_one_line(tmp_path, capsys, extra, words):
+    model = (str(tmp_path / "nosuch.onnx") if not extra
+             else _save_model(tmp_path, onnx_models.decomposed_layer_norm()))
+    err = _one_line_error(capsys, ["tune", model] + extra)
+    assert words in err

@@ -5,12 +5,16 @@ Write a template with ``@template(name)`` and ``get_config()`` knobs, make a tas
 ``GridSearchTuner``) and ``measure_option(LocalBuilder(), LocalRunner())``, log with
 ``log_to_file``, and build with the best config under ``apply_history_best``.
 
+For a model: ``extract_tasks(mod, params, target)`` lists its tasks with their weights and
+``TaskScheduler(tasks).tune(n_trial, option, callbacks=[model_progress_bar(n_trial),
+log_to_file(path)])`` tunes them all into one log.
+
 The autotuner knows no operator by itself: the built-in templates (``matmul``, ``dense``,
 ``conv2d``, ...) are registered by the operator library, ``tecomp.topi``, which
 ``from tecomp import autotune`` loads along with this package.
 """
 
-from .callback import log_to_file, progress_bar
+from .callback import log_to_file, model_progress_bar, progress_bar
 from .measure import BuildResult, LocalBuilder, LocalRunner, OffHostRunner, measure_option
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .records import (
@@ -28,6 +32,7 @@ from .space import (
     FallbackConfigEntity,
 )
 from .task import TEMPLATES, Task, TemplateError, create_task, get_config, template
+from .task_scheduler import TaskScheduler
 from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
 
 __all__ = [
@@ -49,17 +54,31 @@ __all__ = [
     "RandomTuner",
     "Record",
     "Task",
+    "TaskScheduler",
     "TemplateError",
     "Tuner",
     "XGBTuner",
     "apply_history_best",
     "create_task",
+    "extract_tasks",
     "get_config",
     "load_from_file",
     "log_to_file",
+    "model_progress_bar",
     "measure_option",
     "pick_best",
     "progress_bar",
     "template",
     "use_shipped_logs",
 ]
+
+
+def __getattr__(name):
+    # extract_tasks reads a graph, and the graph layer imports the operator library: it
+    # loads on first use so that the autotuner itself depends on no operator.
+    if name == "extract_tasks":
+        from .graph_tasks import extract_tasks
+
+        globals()[name] = extract_tasks
+        return extract_tasks
+    raise AttributeError(f"module 'tecomp.autotune' has no attribute {name!r}")

@@ -60,10 +60,13 @@ class _Progress:
     def start(self, tuner):
         """Called by ``Tuner.tune`` before the first measurement: the bar's clock starts
         here and it counts the trials resumed from a log as done."""
+        self.best = tuner.best_flops
+        self._open(tuner)
+
+    def _open(self, tuner):
         self.tuner = tuner
         self.started = time.perf_counter()
         self.trials = min(tuner.n_resumed, self.total)
-        self.best = tuner.best_flops
         self._next_line = self.trials + self.every
         out = self._out()
         if hasattr(out, "isatty") and out.isatty():
@@ -75,26 +78,35 @@ class _Progress:
     def __call__(self, tuner, inputs, results):
         if self.tuner is None:  # called by a loop that has no start hook
             self.start(tuner)
-        trials = [r for r in results if r.stage == "trial"]
+        n = self._count(inputs, results)
+        for r in results:
+            if r.stage == "trial" and r.ok:
+                self.best = max(self.best, gflops(tuner.task.flop, r.cost))
+        if not n:  # the final re-measurement
+            self.best = tuner.best_flops
+            self._show(f"best {self.best:.1f} GFLOPS (re-measured)", force=True)
+            return
+        self._show(f"errors {self.errors}, best {self.best:.1f} GFLOPS",
+                   force=self.trials >= self.total)
+
+    def _count(self, inputs, results) -> int:
+        """Count the trials among ``results`` and their errors, advance the bar; returns
+        how many trials there were (0 for a final re-measurement)."""
+        trials = 0
         for inp, r in zip(inputs, results):
             if r.stage != "trial":
                 continue
+            trials += 1
             if r.error_no != MeasureErrorNo.NO_ERROR:
                 self.errors += 1
                 kind = MeasureErrorNo(r.error_no).name
                 self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
                 self.first_error.setdefault(kind, (inp.config, r.error_msg))
-            else:
-                self.best = max(self.best, gflops(tuner.task.flop, r.cost))
-        if not trials:  # the final re-measurement
-            self.best = tuner.best_flops
-            self._show(f"best {self.best:.1f} GFLOPS (re-measured)", force=True)
-            return
-        self.trials = min(self.trials + len(trials), self.total)
-        if self.bar is not None:
-            self.bar.update(self.trials - self.bar.n)
-        self._show(f"errors {self.errors}, best {self.best:.1f} GFLOPS",
-                   force=self.trials >= self.total)
+        if trials:
+            self.trials = min(self.trials + trials, self.total)
+            if self.bar is not None:
+                self.bar.update(self.trials - self.bar.n)
+        return trials
 
     def _show(self, status, force=False):
         if self.bar is not None:
@@ -147,3 +159,37 @@ def progress_bar(total: int, prefix: str = "", file=None, every: int | None = No
         A ``Tuner.tune`` callback with ``start(tuner)`` and ``close()``.
     """
     return _Progress(total, prefix, file, every=every, **tqdm_kwargs)
+
+
+class _ModelProgress(_Progress):
+    """Progress of a ``TaskScheduler``: trials of all tasks and the estimated latency of
+    the model's tunable kernels (``TaskScheduler.estimated_latency``)."""
+
+    def start(self, scheduler):
+        self._open(scheduler)
+
+    def __call__(self, scheduler, inputs, results):
+        if self.tuner is None:
+            self.start(scheduler)
+        trials = self._count(inputs, results)
+        task = inputs[0].task if inputs else None
+        latency = scheduler.estimated_latency() * 1e3
+        if not trials:
+            self._show(f"{task.name} re-measured, tuned kernels {latency:.3f} ms", force=True)
+            return
+        self._show(f"errors {self.errors}, tuned kernels {latency:.3f} ms (last: "
+                   f"{task.name})", force=self.trials >= self.total)
+
+
+def model_progress_bar(total: int, prefix: str = "", file=None, every: int | None = None,
+                       **tqdm_kwargs):
+    """Progress of a ``TaskScheduler.tune`` run of ``total`` trials over all tasks: errors
+    and the estimated time of the model's tunable kernels, as :func:`progress_bar` shows
+    one task's (a tqdm bar on a terminal, else a plain line every ``every`` trials).
+
+    Returns
+    -------
+    callable
+        A ``TaskScheduler.tune`` callback with ``start(scheduler)`` and ``close()``.
+    """
+    return _ModelProgress(total, prefix, file, every=every, **tqdm_kwargs)

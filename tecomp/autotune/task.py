@@ -203,6 +203,8 @@ class Task:
     config_space : ConfigSpace, collected by running the template once.
     flop : float, floating point operations of one run, derived from the compute.
     workload_hash : str, structural hash of the compute (keys tuning records).
+    weight : int, how many times the workload runs in one run of a model
+        (``extract_tasks`` sets it; 1 for a task made on its own).
     """
 
     def __init__(self, name: str, args, target: Target | str = "llvm"):
@@ -217,6 +219,7 @@ class Task:
         self.args = self.template.full_args(tuple(args) if isinstance(args, (list, tuple))
                                             else (args,))
         self.target = as_target(target)
+        self.weight = 1
         self._space = None
         self._fallback = None
         self._flop = None

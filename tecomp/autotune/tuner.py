@@ -60,7 +60,9 @@ class Tuner:
         self.best_result = None
         self.history: list = []  # (config, result) measured by this tuner (all sessions)
         self.n_resumed = 0
+        self.n_done = 0  # trials of this task, resumed ones included
         self.stop_reason = ""
+        self._pending: list = []  # first candidates not measured yet
 
     # -- to override -------------------------------------------------------------------------
 
@@ -150,57 +152,81 @@ class Tuner:
         """
         option = measure_option or _default_option()
         builder, runner = option["builder"], option["runner"]
-        self._builder = builder
         if resume_from is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.load_history(resume_from)
         n_trial = int(n_trial)
-        done = self.n_resumed
-        best_at = done
-        last_best = self.best_flops
-        self.stop_reason = "budget"
         try:
-            for cb in callbacks:
-                if hasattr(cb, "start"):
-                    cb.start(self)
-            pending = self._first_candidates()
-            self.visited.update(c.index for c in pending)  # so no tuner proposes them
-            while done < n_trial:
-                if not self.has_next() and not pending:
-                    self.stop_reason = "space exhausted"
-                    break
-                n = min(self.batch_size, n_trial - done)
-                configs = pending[:n]
-                del pending[:n]
-                seen = {c.index for c in configs}
-                for c in self.next_batch(n - len(configs)):
-                    c = self.space.get(c) if isinstance(c, (int, np.integer)) else c
-                    if c.index in seen or c.index in self.measured:
-                        continue  # defensive: a tuner must not propose a config twice
-                    seen.add(c.index)
-                    configs.append(c)
-                if not configs:
-                    self.stop_reason = "space exhausted"
-                    break
-                inputs = [MeasureInput(self.task, c) for c in configs]
-                results = self._measure(builder, runner, inputs)
-                for inp, res in zip(inputs, results):
-                    self._record(inp.config, res)
-                done += len(inputs)
-                self.update(inputs, results)
-                for cb in callbacks:
-                    cb(self, inputs, results)
-                if self.best_flops > last_best:
-                    last_best, best_at = self.best_flops, done
-                if early_stopping is not None and done - best_at >= early_stopping:
-                    self.stop_reason = f"no improvement in {early_stopping} trials"
-                    break
-            if remeasure_top and remeasure_top > 1 and done > self.n_resumed:
-                self._remeasure(builder, runner, remeasure_top, remeasure_rounds, callbacks)
+            self.start(builder, callbacks)
+            while self.n_done < n_trial and self.measure_batch(
+                    min(self.batch_size, n_trial - self.n_done), builder, runner, callbacks,
+                    early_stopping):
+                pass
+            self.finish(builder, runner, callbacks, remeasure_top, remeasure_rounds)
         finally:
             builder.close()
             runner.close()
         return self
+
+    def start(self, builder, callbacks=()) -> None:
+        """Begin a session (after any ``load_history``): call the callbacks' ``start``
+        hooks and queue the first candidates (see ``_first_candidates``). ``tune`` calls
+        it; a scheduler that interleaves several tuners calls it once per tuner."""
+        self._builder = builder
+        self.n_done = self.n_resumed
+        self._best_at = self.n_done
+        self._last_best = self.best_flops
+        self.stop_reason = "budget"
+        for cb in callbacks:
+            if hasattr(cb, "start"):
+                cb.start(self)
+        self._pending = self._first_candidates()
+        self.visited.update(c.index for c in self._pending)  # so no tuner proposes them
+
+    def measure_batch(self, n: int, builder, runner, callbacks=(),
+                      early_stopping: int | None = None) -> bool:
+        """Measure up to ``n`` configs not measured before (queued first candidates
+        first), learn from them and call the callbacks; ``n_done`` counts them.
+
+        Returns False when the tuner should stop (``stop_reason`` says why: the space is
+        exhausted, or ``early_stopping`` trials brought no improvement), else True.
+        """
+        if not self.has_next() and not self._pending:
+            self.stop_reason = "space exhausted"
+            return False
+        configs = self._pending[:n]
+        del self._pending[:n]
+        seen = {c.index for c in configs}
+        for c in self.next_batch(n - len(configs)):
+            c = self.space.get(c) if isinstance(c, (int, np.integer)) else c
+            if c.index in seen or c.index in self.measured:
+                continue  # defensive: a tuner must not propose a config twice
+            seen.add(c.index)
+            configs.append(c)
+        if not configs:
+            self.stop_reason = "space exhausted"
+            return False
+        inputs = [MeasureInput(self.task, c) for c in configs]
+        results = self._measure(builder, runner, inputs)
+        for inp, res in zip(inputs, results):
+            self._record(inp.config, res)
+        self.n_done += len(inputs)
+        self.update(inputs, results)
+        for cb in callbacks:
+            cb(self, inputs, results)
+        if self.best_flops > self._last_best:
+            self._last_best, self._best_at = self.best_flops, self.n_done
+        if early_stopping is not None and self.n_done - self._best_at >= early_stopping:
+            self.stop_reason = f"no improvement in {early_stopping} trials"
+            return False
+        return True
+
+    def finish(self, builder, runner, callbacks=(), remeasure_top: int = 3,
+               remeasure_rounds: int = 5) -> None:
+        """End a session: if it measured anything, re-measure the best ``remeasure_top``
+        candidates interleaved and declare the winner from those samples."""
+        if remeasure_top and remeasure_top > 1 and self.n_done > self.n_resumed:
+            self._remeasure(builder, runner, remeasure_top, remeasure_rounds, callbacks)
 
     def _first_candidates(self) -> list:
         """Configs measured before any the tuner proposes: the default (fallback) config,

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import te
 from ..autotune.space import FallbackConfigEntity
+from ..autotune.task import TEMPLATES, dispatch
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
@@ -97,12 +98,21 @@ def _config(impl, input_types, attrs):
     if not all(dims.is_static(d) for s in shapes for d in s):
         # Tuning workloads have static shapes: a symbolic one has no record to look up.
         return FallbackConfigEntity(), "fallback config"
-    # The workload takes the attributes that identify the task; layout hints such as
-    # dense's ``units`` are the compute's alone.
+    kwargs = _workload_attrs(impl, input_types, attrs)
+    cfg = select_config(impl, *shapes, **kwargs)
+    # select_config gives the fallback as a point of the space (every knob defined), so
+    # whether a record applied is dispatch's answer for the same workload.
+    args = TEMPLATES[impl.template].full_args(impl.workload(*shapes, **kwargs))
+    tuned = not dispatch(impl.template, args).is_fallback
+    return cfg, "tuned record" if tuned else "fallback config"
+
+
+def _workload_attrs(impl, input_types, attrs) -> dict:
+    """The keyword arguments of ``impl.workload`` for a node: its dtype and the attributes
+    that identify the task; layout hints such as dense's ``units`` are the compute's
+    alone."""
     accepted = inspect.signature(impl.workload).parameters
-    cfg = select_config(impl, *shapes, dtype=input_types[0].dtype,
-                        **{k: v for k, v in attrs.items() if k in accepted})
-    return cfg, "fallback config" if cfg.is_fallback else "tuned record"
+    return {"dtype": input_types[0].dtype, **{k: v for k, v in attrs.items() if k in accepted}}
 
 
 # Operators whose computes need a static batch: a group holding one, whose only symbolic
@@ -236,3 +246,38 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
     read = {i for n in nodes for i in n.inputs} | set(graph.outputs)
     graph = graph.with_(nodes=tuple(nodes), consts={k: v for k, v in consts.items() if k in read})
     return GraphLibrary(graph, module, tuple(infos), target)
+
+
+def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> list:
+    """The tuning workloads :func:`build` looks records up for, without compiling.
+
+    One entry per unique workload of the fused groups' anchors that have a tuning
+    template and static shapes (a group run per batch item counts with a batch of 1, as
+    it is built).
+
+    Returns
+    -------
+    list of (str, tuple, int)
+        ``(template, args, count)``: the template name, its workload arguments and how
+        many groups use that workload, in the order of their first group.
+    """
+    target = target if isinstance(target, Target) else as_target(target)
+    graph = optimize(bind_params(mod, params))
+    counts: dict = {}
+    for node in graph.nodes:
+        body = node.attrs["body"]
+        anchor = anchor_of(body)
+        impl = get_implementation(anchor.op, target)
+        if impl.template is None:
+            continue
+        batch = item_batch(body)
+        fresh = [(batch, 1)] if batch is not None else []
+        types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
+                 for i in anchor.inputs]
+        shapes = [tuple(t.shape) for t in types]
+        if not all(dims.is_static(d) for s in shapes for d in s):
+            continue
+        args = impl.workload(*shapes, **_workload_attrs(impl, types, dict(anchor.attrs)))
+        key = (impl.template, args)
+        counts[key] = counts.get(key, 0) + 1
+    return [(name, args, n) for (name, args), n in counts.items()]

@@ -1,0 +1,67 @@
+"""extract_tasks: a model's tuning tasks, their weights, and that records of them are the
+ones a build of the model uses."""
+
+import time
+
+import numpy as np
+import onnx_models
+
+from tecomp import autotune
+from tecomp.autotune import MeasureErrorNo, MeasureResult
+from tecomp.autotune.records import LogWriter, make_record
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+
+CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
+CONV_REPEATED = ((1, 16, 16, 16), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
+
+
+def test_one_task_per_unique_workload_weighted_by_its_kernels():
+    mod, params = from_onnx(onnx_models.small_cnn())
+    tasks = autotune.extract_tasks(mod, params, target="llvm")
+    got = [(t.name, t.args, t.weight) for t in tasks]
+    assert got == [
+        ("conv2d_packed_kernel", CONV_SMALL, 1),
+        ("conv2d_packed_kernel", CONV_REPEATED, 2),
+        ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
+    ]
+    assert all(str(t.target) == "llvm" and t.flop > 0 for t in tasks)
+
+
+def test_a_symbolic_batch_keeps_the_per_item_convolutions_and_drops_the_dense():
+    # Convolutions run per batch item (batch 1); the Gemm's batch stays symbolic, so it
+    # has no workload to tune.
+    mod, params = from_onnx(onnx_models.small_cnn(batch="N"))
+    tasks = autotune.extract_tasks(mod, params, target="llvm")
+    assert [(t.args, t.weight) for t in tasks] == [(CONV_SMALL, 1), (CONV_REPEATED, 2)]
+
+
+def test_a_graph_without_tunable_operators_has_no_tasks():
+    mod, params = from_onnx(onnx_models.decomposed_layer_norm())
+    assert autotune.extract_tasks(mod, params) == []
+
+
+def _write_record(path, task, config):
+    result = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0, time.time())
+    log = LogWriter(str(path))
+    log.write(make_record(task, config, result))
+    log.close()
+
+
+def test_a_record_of_a_task_is_what_the_build_uses(needs_llvm, tmp_path, rng):
+    model = onnx_models.small_cnn()
+    mod, params = from_onnx(model)
+    task = next(t for t in autotune.extract_tasks(mod, params) if t.weight == 2)
+    config = next(c for c in (task.config_space.get(i) for i in range(len(task.config_space)))
+                  if c.index != task.default_config.index)
+    log = tmp_path / "model.json"
+    _write_record(log, task, config)
+
+    untuned = build(mod, params=params)
+    with autotune.apply_history_best(str(log)):
+        tuned = build(mod, params=params)
+    sources = [k.schedule for k in tuned.kernels if k.anchor == "conv2d"]
+    assert sources.count("tuned record") == 2 and "tuned record" not in untuned.summary()
+    x = rng.standard_normal((1, 3, 16, 16)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
