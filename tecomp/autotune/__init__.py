@@ -15,6 +15,7 @@ The autotuner knows no operator by itself: the built-in templates (``matmul``, `
 """
 
 from .callback import log_to_file, model_progress_bar, progress_bar
+from .extract import extract_tasks, register_task_extractor
 from .measure import BuildResult, LocalBuilder, LocalRunner, OffHostRunner, measure_option
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .records import (
@@ -61,6 +62,7 @@ __all__ = [
     "apply_history_best",
     "create_task",
     "extract_tasks",
+    "register_task_extractor",
     "get_config",
     "load_from_file",
     "log_to_file",
@@ -71,14 +73,3 @@ __all__ = [
     "template",
     "use_shipped_logs",
 ]
-
-
-def __getattr__(name):
-    # extract_tasks reads a graph, and the graph layer imports the operator library: it
-    # loads on first use so that the autotuner itself depends on no operator.
-    if name == "extract_tasks":
-        from .graph_tasks import extract_tasks
-
-        globals()[name] = extract_tasks
-        return extract_tasks
-    raise AttributeError(f"module 'tecomp.autotune' has no attribute {name!r}")

@@ -12,10 +12,12 @@ from .infer import infer_types
 from .ir import Graph, Node, TensorType
 from .library import GraphLibrary, KernelInfo, load
 from .ops import GraphTypeError
+from .tasks import extract_graph_tasks
 
 __all__ = [
     "Graph",
     "GraphBuildError",
+    "extract_graph_tasks",
     "GraphInputError",
     "GraphLibrary",
     "GraphModule",

@@ -4,6 +4,7 @@ ones a build of the model uses."""
 import time
 
 import numpy as np
+import pytest
 import onnx_models
 
 from tecomp import autotune
@@ -65,3 +66,10 @@ def test_a_record_of_a_task_is_what_the_build_uses(needs_llvm, tmp_path, rng):
     x = rng.standard_normal((1, 3, 16, 16)).astype("float32")
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_extract_tasks_of_something_not_a_graph_names_what_it_takes():
+    from tecomp.errors import TecompError
+
+    with pytest.raises(TecompError, match="tecomp.graph.Graph"):
+        autotune.extract_tasks([1, 2, 3])

@@ -1,5 +1,8 @@
 """The tuning tasks of a model: one per unique tunable workload of its fused groups.
 
+Registered as the task extractor for graphs, so ``autotune.extract_tasks(mod, ...)``
+reaches it without the autotuner importing the graph layer.
+
 A model's kernels take their schedules from the records of their anchors' workloads
 (``tecomp.graph.build`` looks them up under ``apply_history_best``); the tasks here are
 exactly those workloads, so the records of tuning them apply when the model is built.
@@ -7,12 +10,14 @@ exactly those workloads, so the records of tuning them apply when the model is b
 
 from __future__ import annotations
 
-from ..graph.build import tunable_workloads
+from ..autotune.extract import register_task_extractor
+from ..autotune.task import Task, create_task
 from ..target import Target, as_target
-from .task import Task, create_task
+from .build import tunable_workloads
+from .ir import Graph
 
 
-def extract_tasks(mod, params: dict | None = None, target="llvm") -> list[Task]:
+def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -> list[Task]:
     """The tuning tasks of a graph, each with ``weight`` = how many kernels share it.
 
     Parameters
@@ -56,3 +61,6 @@ def extract_tasks(mod, params: dict | None = None, target="llvm") -> list[Task]:
             task.weight = count
             tasks[key] = task
     return list(tasks.values())
+
+
+register_task_extractor(Graph, extract_graph_tasks)

@@ -1,0 +1,59 @@
+"""``extract_tasks``: the tuning tasks of a whole program (a model's graph).
+
+What a program is belongs to a layer above the autotuner (``tecomp.graph``), so that
+layer registers how to read tasks off its programs (``register_task_extractor``) when it
+is imported: a graph exists only once ``tecomp.graph`` has been, so its extractor is
+always there when one is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import TecompError
+
+_EXTRACTORS: dict[type, Callable] = {}
+
+
+def register_task_extractor(program_type: type, extractor: Callable) -> None:
+    """Make ``extract_tasks`` call ``extractor(program, params, target)`` for programs of
+    ``program_type``."""
+    _EXTRACTORS[program_type] = extractor
+
+
+def extract_tasks(mod, params: dict | None = None, target="llvm") -> list:
+    """The tuning tasks of ``mod``, one per unique tunable workload, each with ``weight`` =
+    how many of the program's kernels share it.
+
+    Parameters
+    ----------
+    mod : tecomp.graph.Graph
+        A model's graph (``tecomp.frontend.from_onnx``'s first result).
+    params : dict, optional
+        Weight name -> array, as :func:`tecomp.graph.build` takes them.
+    target : str or Target
+        The target the model will be built for (records are keyed by it).
+
+    Returns
+    -------
+    list of Task
+
+    Raises
+    ------
+    TecompError
+        ``mod`` is not a kind of program tasks can be extracted from.
+
+    Examples
+    --------
+    >>> mod, params = tecomp.frontend.from_onnx("model.onnx")            # doctest: +SKIP
+    >>> tasks = autotune.extract_tasks(mod, params, target="llvm")        # doctest: +SKIP
+    >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
+    [('conv2d_packed_kernel', 2), ('dense_packed', 1)]
+    """
+    for program_type, extractor in _EXTRACTORS.items():
+        if isinstance(mod, program_type):
+            return extractor(mod, params, target)
+    raise TecompError(
+        f"extract_tasks: mod is a {type(mod).__name__}; tasks are extracted from a model's "
+        "graph (tecomp.graph.Graph, from tecomp.frontend.from_onnx)"
+    )
