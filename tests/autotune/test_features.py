@@ -34,7 +34,8 @@ def _features(axis):
 
 
 def _kind(feats, level):
-    onehot = feats[LEVELS + 5 * level + 1: LEVELS + 5 * level + 5]
+    start = LEVELS + F.LEVEL_LEN * level
+    onehot = feats[start + 1: start + F.LEVEL_LEN]
     assert onehot.sum() == 1
     return F._KINDS[int(onehot.argmax())]
 
