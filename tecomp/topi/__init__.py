@@ -127,6 +127,7 @@ from .conv2d import (
     schedule_depthwise_conv2d,
 )
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
+from . import cuda  # registers the cuda templates and implementations
 from .elemwise import (
     acosh,
     asinh,
@@ -264,6 +265,7 @@ __all__ = [
     "conv2d_packed_kernel",
     "cos",
     "cosh",
+    "cuda",
     "cumsum",
     "dense",
     "dense_packed",

@@ -8,13 +8,14 @@ that has an ``llvm`` one (the same compute, scheduled by :func:`schedule_injecti
 :func:`schedule_reduce`), so a graph compiler can target ``cuda``.
 """
 
-from . import conv2d, product
+from . import conv2d, injective, product
 from .conv2d import (
     compute_conv2d,
     compute_depthwise_conv2d,
     schedule_conv2d,
     schedule_depthwise_conv2d,
 )
+from .injective import schedule_injective, schedule_reduce
 from .product import (
     compute_batch_matmul,
     compute_dense,
@@ -30,11 +31,14 @@ __all__ = [
     "compute_dense",
     "compute_depthwise_conv2d",
     "conv2d",
+    "injective",
     "compute_matmul",
     "product",
     "schedule_batch_matmul",
     "schedule_conv2d",
     "schedule_dense",
     "schedule_depthwise_conv2d",
+    "schedule_injective",
     "schedule_matmul",
+    "schedule_reduce",
 ]
