@@ -36,6 +36,7 @@ from .doctor import report
 from .errors import TecompError
 from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
+from .runtime.cuda_driver import device_arch
 from .target import Target
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -178,9 +179,22 @@ def _check_target_runs(target) -> None:
         )
 
 
+def _template_for(op: str, target, templates) -> str:
+    """The template ``--op`` names for ``target``: ``op`` itself, or for a target kind
+    with templates of its own (``matmul.cuda``) the one of that kind."""
+    own = f"{op}.{target.kind}"
+    return own if own in templates else op
+
+
 def _measure_runner(ns, target):
     """Where candidates run: in a local process, or (``--runner qemu``) under qemu-user
     for a target of another architecture (timings then only rank candidates)."""
+    if target.kind == "cuda" and device_arch() is None:
+        raise UsageError(
+            f"--target {target}: no CUDA GPU and driver on this machine, so candidates "
+            f"cannot be timed; building needs none (tutorials/04_matmul_cuda.py shows the "
+            f"space and checks configs in simulation)"
+        )
     if ns.runner == "local":
         if target.kind == "llvm" and not target.is_host:
             raise UsageError(
@@ -233,22 +247,23 @@ def _tune(ns, out, err) -> int:
     if ns.early_stopping is not None and ns.early_stopping <= 0:
         raise UsageError(f"--early-stopping {ns.early_stopping}: must be positive")
     templates = _templates()
-    if ns.op not in templates:
-        raise UsageError(
-            f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
-        )
     try:
         target = Target(ns.target)
     except TecompError as e:
         raise UsageError(str(e)) from None
+    op = _template_for(ns.op, target, templates)
+    if op not in templates:
+        raise UsageError(
+            f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
+        )
     _check_target_runs(target)
     args = parse_op_args(ns.args or "")
     try:
-        task = autotune.create_task(ns.op, args, ns.target)
+        task = autotune.create_task(op, args, ns.target)
     except (TecompError, TypeError, ValueError) as e:
-        bad = _malformed_arg(templates[ns.op], args)
+        bad = _malformed_arg(templates[op], args)
         raise UsageError(f"--op {ns.op} --args {ns.args!r}: {bad or e}") from None
-    output = ns.output or _default_output(ns.op)
+    output = ns.output or _default_output(op)
     _check_writable(output, "--output")
     if ns.plot:
         _check_plot_path(ns.plot)
@@ -280,7 +295,7 @@ def _tune(ns, out, err) -> int:
         builder=autotune.LocalBuilder(timeout=ns.timeout),
         runner=runner,
     )
-    bar = autotune.progress_bar(ns.trials, prefix=ns.op, file=err)
+    bar = autotune.progress_bar(ns.trials, prefix=op, file=err)
     interrupted = False
     try:
         tuner.tune(ns.trials, option, early_stopping=ns.early_stopping,

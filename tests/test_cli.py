@@ -223,3 +223,28 @@ def test_tune_aarch64_under_qemu(tmp_path, capsys):
     assert len(trials) == 2 and len(records) == 4  # and the final interleaved re-measurement
     assert all(r["result"]["error_no"] == 0 and min(r["result"]["costs"]) > 0 for r in trials)
     assert "aarch64" in records[0]["target"]["key"]
+
+
+def test_tune_cuda_without_a_gpu_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "device_arch", lambda: None)
+    err = _one_line_error(capsys, _MM + ["--target", "cuda",
+                                         "--output", str(tmp_path / "mm.json")])
+    assert "no CUDA GPU" in err and "simulation" in err
+
+
+def test_tune_op_matmul_for_cuda_tunes_the_cuda_template(capsys, monkeypatch, tmp_path):
+    """With a GPU (here the driver is faked in the measuring process), ``--op matmul
+    --target cuda`` tunes ``matmul.cuda`` and logs its records."""
+    import fake_cuda
+    import util
+
+    if util.target_unavailable("cuda"):
+        pytest.skip(util.target_unavailable("cuda"))
+    fake_cuda.install(tmp_path, monkeypatch)
+    monkeypatch.setattr(cli, "device_arch", lambda: "sm_90")
+    log = tmp_path / "mm.json"
+    code = cli.main(["tune", "--op", "matmul", "--args", "16,8,16", "--target", "cuda",
+                     "--trials", "2", "--tuner", "random", "--output", str(log)])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records and all(r["workload"]["name"] == "matmul.cuda" for r in records)
