@@ -43,6 +43,7 @@ from tecomp.runtime.cuda_driver import device_arch
 GPU = device_arch() is not None
 # Simulation runs every thread in Python: keep it to a 32x32 problem.
 N = int(os.environ.get("TECOMP_TUTORIAL_N", "1024")) if GPU else 32
+TRIALS = int(os.environ.get("TECOMP_TUTORIAL_TRIALS", "64"))
 
 
 def matmul(n):
@@ -129,7 +130,7 @@ def run_schedule(step_name, s, args):
     return mod
 
 
-def tune(trials=int(os.environ.get("TECOMP_TUTORIAL_TRIALS", "64"))):
+def tune(trials=TRIALS):
     """Step 3: tune ``matmul.cuda`` on the GPU, or without one show its space and check
     its fallback config in simulation."""
     task = autotune.create_task("matmul.cuda", (N, N, N, "float32"), "cuda")
