@@ -40,6 +40,7 @@ from .frontend import from_onnx
 from .model_cli import ModelUsageError, parse_input_shape
 from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
+from .runtime.cuda_driver import device_arch
 from .target import Target
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -182,9 +183,32 @@ def _check_target_runs(target) -> None:
         )
 
 
+def _template_for(op: str, target, templates) -> str:
+    """The template ``--op`` names for ``target``: for a target kind with templates of its
+    own the one of that kind (``matmul.cuda``), else ``op`` itself, which is for CPUs."""
+    own = f"{op}.{target.kind}"
+    if own in templates:
+        return own
+    if op not in templates:
+        raise UsageError(f"unknown operator {op!r}; available: {', '.join(sorted(templates))}")
+    if target.kind != "llvm" and "." not in op:
+        theirs = sorted(t for t in templates if t.endswith(f".{target.kind}"))
+        raise UsageError(
+            f"--op {op} --target {target}: {op} is a CPU template with no {target.kind} "
+            f"version; {target.kind} templates: {', '.join(theirs) or 'none'}"
+        )
+    return op
+
+
 def _measure_runner(ns, target):
     """Where candidates run: in a local process, or (``--runner qemu``) under qemu-user
     for a target of another architecture (timings then only rank candidates)."""
+    if target.kind == "cuda" and device_arch() is None:
+        raise UsageError(
+            f"--target {target}: no CUDA GPU and driver on this machine, so candidates "
+            f"cannot be timed; building needs none (tutorials/04_matmul_cuda.py shows the "
+            f"space and checks configs in simulation)"
+        )
     if ns.runner == "local":
         if target.kind == "llvm" and not target.is_host:
             raise UsageError(
@@ -231,17 +255,14 @@ def _tune(ns, out, err) -> int:
         raise UsageError("give --op NAME (see `tecomp tune --list-ops`) or a MODEL.onnx")
     target = _check_tune_limits(ns)
     templates = _templates()
-    if ns.op not in templates:
-        raise UsageError(
-            f"unknown operator {ns.op!r}; available: {', '.join(sorted(templates))}"
-        )
+    op = _template_for(ns.op, target, templates)
     args = parse_op_args(ns.args or "")
     try:
-        task = autotune.create_task(ns.op, args, ns.target)
+        task = autotune.create_task(op, args, ns.target)
     except (TecompError, TypeError, ValueError) as e:
-        bad = _malformed_arg(templates[ns.op], args)
+        bad = _malformed_arg(templates[op], args)
         raise UsageError(f"--op {ns.op} --args {ns.args!r}: {bad or e}") from None
-    output = ns.output or _default_output(ns.op)
+    output = ns.output or _default_output(op)
     _check_writable(output, "--output")
     if ns.plot:
         _check_plot_path(ns.plot)
@@ -273,7 +294,7 @@ def _tune(ns, out, err) -> int:
         builder=autotune.LocalBuilder(timeout=ns.timeout),
         runner=runner,
     )
-    bar = autotune.progress_bar(ns.trials, prefix=ns.op, file=err)
+    bar = autotune.progress_bar(ns.trials, prefix=op, file=err)
     interrupted = False
     try:
         tuner.tune(ns.trials, option, early_stopping=ns.early_stopping,

@@ -275,3 +275,36 @@ def test_tune_model_argument_errors_give_one_line(tmp_path, capsys, extra, words
              else _save_model(tmp_path, onnx_models.decomposed_layer_norm()))
     err = _one_line_error(capsys, ["tune", model] + extra)
     assert words in err
+
+
+def test_tune_cuda_without_a_gpu_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "device_arch", lambda: None)
+    err = _one_line_error(capsys, _MM + ["--target", "cuda",
+                                         "--output", str(tmp_path / "mm.json")])
+    assert "no CUDA GPU" in err and "simulation" in err
+
+
+def test_tune_op_matmul_for_cuda_tunes_the_cuda_template(capsys, monkeypatch, tmp_path):
+    """With a GPU (here the driver is faked in the measuring process), ``--op matmul
+    --target cuda`` tunes ``matmul.cuda`` and logs its records."""
+    import fake_cuda
+    import util
+
+    if util.target_unavailable("cuda"):
+        pytest.skip(util.target_unavailable("cuda"))
+    fake_cuda.install(tmp_path, monkeypatch)
+    monkeypatch.setattr(cli, "device_arch", lambda: "sm_90")
+    log = tmp_path / "mm.json"
+    code = cli.main(["tune", "--op", "matmul", "--args", "16,8,16", "--target", "cuda",
+                     "--trials", "2", "--tuner", "random", "--output", str(log)])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records and all(r["workload"]["name"] == "matmul.cuda" for r in records)
+
+
+def test_tune_a_cpu_only_template_for_cuda_names_the_cuda_templates(capsys, tmp_path):
+    err = _one_line_error(capsys, ["tune", "--op", "conv2d_packed_kernel", "--args",
+                                   "(1,8,8,8),(8,8,3,3)", "--target", "cuda",
+                                   "--output", str(tmp_path / "c.json")])
+    assert "conv2d_packed_kernel is a CPU template with no cuda version" in err
+    assert "matmul.cuda" in err

@@ -14,11 +14,19 @@ The same C = A @ B as tutorial 1, scheduled for a GPU in two steps:
    unrolled loop, B's); tecomp puts the ``__syncthreads()`` between loading and reading
    the tiles, and before the next step overwrites them.
 
+3. tuning: the operator library's ``matmul.cuda`` template is this schedule with its
+   tile sizes, virtual threads, k step, load width and unrolling as knobs; the autotuner
+   times candidates on the GPU (CUDA events, each candidate in an isolated process, so
+   a kernel that faults costs one trial) and keeps the best in a log that
+   ``apply_history_best`` reads at build time (``tecomp tune --op matmul --target cuda``
+   does the same from the command line).
+
 Each step prints its loop nest (or its CUDA C) and is checked against numpy. On a machine
 with a GPU it runs there and prints GFLOPS; without one the kernels are compiled all the
 same (NVRTC needs no GPU) and run in simulation on the CPU — one thread at a time, so at
-a small size — and the script says so. Tuning such a schedule's tile sizes uses the same
-``autotune`` templates as tutorial 2, with a cuda target.
+a small size — and the script says so; tuning then cannot time anything, so it shows the
+space and checks the template's fallback config (what a build without a log uses) in
+simulation instead.
 
 Run it:  python tutorials/04_matmul_cuda.py            (n = 1024 on a GPU)
          TECOMP_TUTORIAL_N=2048 python tutorials/04_matmul_cuda.py
@@ -29,12 +37,13 @@ import os
 import numpy as np
 
 import tecomp
-from tecomp import te
+from tecomp import autotune, te
 from tecomp.runtime.cuda_driver import device_arch
 
 GPU = device_arch() is not None
 # Simulation runs every thread in Python: keep it to a 32x32 problem.
 N = int(os.environ.get("TECOMP_TUTORIAL_N", "1024")) if GPU else 32
+TRIALS = int(os.environ.get("TECOMP_TUTORIAL_TRIALS", "64"))
 
 
 def matmul(n):
@@ -97,7 +106,11 @@ def tiled(n, block=32, threads=4, vthreads=2, step=8):
 
 
 def run(step_name, make):
-    s, args = make(N)
+    return run_schedule(step_name, *make(N))
+
+
+def run_schedule(step_name, s, args):
+    """Build ``s`` for cuda, check it against numpy, and time it where there is a GPU."""
     mod = tecomp.build(s, args, target="cuda", name="mm")
     rng = np.random.default_rng(0)
     a = rng.random((N, N), dtype="float32")
@@ -117,6 +130,29 @@ def run(step_name, make):
     return mod
 
 
+def tune(trials=TRIALS):
+    """Step 3: tune ``matmul.cuda`` on the GPU, or without one show its space and check
+    its fallback config in simulation."""
+    task = autotune.create_task("matmul.cuda", (N, N, N, "float32"), "cuda")
+    print(task.config_space)
+    if not GPU:
+        s, args = task.instantiate()  # the fallback: no log, no GPU needed
+        print(f"step 3, tuning: no GPU here, so no candidate can be timed; the fallback "
+              f"config {task.best_config()} is what a build without a log uses:")
+        run_schedule("step 3, matmul.cuda fallback", s, args)
+        return
+    log = "matmul_cuda.json"
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=10, repeat=3,
+                                                                 timeout=30))
+    autotune.XGBTuner(task).tune(trials, option, early_stopping=trials,
+                                 callbacks=[autotune.progress_bar(trials),
+                                            autotune.log_to_file(log)])
+    with autotune.apply_history_best(log):
+        s, args = task.instantiate()
+    run_schedule(f"step 3, matmul.cuda after {trials} trials", s, args)
+
+
 if __name__ == "__main__":
     print("GPU:", device_arch() or "none — compiling for sm_90 and simulating")
     s, args = naive(N)
@@ -126,3 +162,4 @@ if __name__ == "__main__":
     src = mod.get_source("cuda")
     start = src.index("for (int k_outer")
     print(src[start:start + 1500], "...")
+    tune()

@@ -8,6 +8,12 @@ that crashes kills only this process; the parent notices and starts a new one.
 Timing follows ``docs/measuring.md``: an untimed warm-up before each timed batch (so the
 previous candidate's spinning threads have gone quiet), then ``repeat`` batches of
 ``number`` calls; the parent ranks by the median batch.
+
+A CUDA candidate is timed on the GPU with CUDA events (its module's ``time_evaluator``:
+inputs copied to the device once, no host copies in the timed batches). A failure while
+one runs (an illegal address, a launch failure) can leave the CUDA context unusable for
+every later launch, so the reply asks the parent to start a fresh process (a fresh
+context) for the next candidate: a faulting kernel costs one trial.
 """
 
 from __future__ import annotations
@@ -94,6 +100,16 @@ def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
     return costs
 
 
+def _is_cuda(mod) -> bool:
+    return getattr(getattr(mod, "target", None), "kind", None) == "cuda"
+
+
+def _time_cuda(mod, args, number, repeat, min_repeat_ms, warmup_ms):
+    """Seconds per call of each of ``repeat`` batches, measured with CUDA events."""
+    return list(mod.time_evaluator(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                   warmup_ms=warmup_ms)(*args).results)
+
+
 def _check(fn, args, specs, ref_path):
     expected = _REFERENCE.get(ref_path)
     if expected is None:
@@ -139,10 +155,15 @@ def _handle(req):
                 msg = _check(fn, args, specs, req["ref"])
                 if msg:
                     return {"ok": False, "kind": "wrong", "msg": msg}
-            costs = _time(fn, args, req["number"], req["repeat"], req["min_repeat_ms"],
-                          req["warmup_ms"], req["flush"], req["budget_s"])
+            if _is_cuda(fn):
+                costs = _time_cuda(fn, args, req["number"], req["repeat"],
+                                   req["min_repeat_ms"], req["warmup_ms"])
+            else:
+                costs = _time(fn, args, req["number"], req["repeat"], req["min_repeat_ms"],
+                              req["warmup_ms"], req["flush"], req["budget_s"])
         except Exception as err:  # noqa: BLE001
-            return {"ok": False, "kind": "runtime", "msg": f"{type(err).__name__}: {err}"}
+            return {"ok": False, "kind": "runtime", "msg": f"{type(err).__name__}: {err}",
+                    "restart": _is_cuda(fn)}
         _MODULES.pop(req["path"], None)  # tuning loads each candidate once
         return {"ok": True, "costs": costs}
     if cmd == "interleave":
@@ -153,6 +174,8 @@ def _handle(req):
         for _ in range(req["rounds"]):
             for i, (fn, args) in enumerate(zip(fns, arg_sets)):
                 samples[i].extend(
+                    _time_cuda(fn, args, req["number"], 1, req["min_repeat_ms"],
+                               req["warmup_ms"]) if _is_cuda(fn) else
                     _time(fn, args, req["number"], 1, req["min_repeat_ms"],
                           req["warmup_ms"], req["flush"], req["budget_s"])
                 )
@@ -172,6 +195,9 @@ def main():
             continue
         reply = _handle(json.loads(line))
         out.write(json.dumps(reply) + "\n")
+        if reply.get("restart"):
+            # The CUDA context may be unusable now; the parent starts a fresh process.
+            break
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ version (``FEATURE_VERSION``): a model trained on one layout refuses another.
 
 Layout (all sizes are ``log2(1 + x)`` unless said otherwise)
 -------------------------------------------------------------
-Global (``N_GLOBAL`` = 6): number of stores, number of loops, deepest nest, bytes of
+Global (``N_GLOBAL`` = 11): number of stores, number of loops, deepest nest, bytes of
 local (register/stack) allocations, total iterations over all stores, number of
-guarded (tail) statements.
+guarded (tail) statements; then the GPU structure (zeros on CPU targets): kernels
+launched, threads per block and blocks per grid (of the largest launch), bytes of shared
+memory per block and barriers (``__syncthreads()``), the most of each over the kernels.
 
 Then, for the ``N_STORES`` = 2 stores that run the most iterations (usually the main
 computation and the write-back or packing), ``STORE_LEN`` values each (zeros when the
@@ -20,10 +22,11 @@ function has fewer stores):
   product of unrolled extents, whether the vectorized loop is the innermost one,
   depth of the outermost parallel loop (count), number of parallel loops (count);
 - per loop level (``N_LEVELS`` = 6, innermost first; 5 each): extent and a one-hot
-  kind (serial, parallel, vectorized, unrolled);
-- per access (``N_ACCESS`` = 4: the store, then its loads by footprint; 16 each):
+  kind (serial, parallel, vectorized, unrolled, bound to a GPU thread or block index);
+- per access (``N_ACCESS`` = 4: the store, then its loads by footprint; 17 each):
   stride along the innermost loop, stride along the vectorized loop, whether that stride
-  is 1 (a contiguous vector access, as a 0/1), whether the buffer is local (0/1), then
+  is 1 (a contiguous vector access, as a 0/1), whether the buffer is local (0/1), whether
+  it is in GPU shared memory (0/1), then
   for each of the ``N_LEVELS`` innermost loop levels the bytes the access touches inside
   that level (its footprint) and the reuse there (iterations per touched element);
 - arithmetic intensity (1): arithmetic ops in total per byte touched by the whole nest.
@@ -45,16 +48,16 @@ from ..ir import stmt as S
 from ..schedule.lower import lower
 from .measure import _worker_task
 
-FEATURE_VERSION = 1
-N_GLOBAL = 6
+FEATURE_VERSION = 2
+N_GLOBAL = 11
 N_STORES = 2
 N_LEVELS = 6
 N_ACCESS = 4
-ACCESS_LEN = 4 + 2 * N_LEVELS
-STORE_LEN = 4 + 6 + 5 * N_LEVELS + N_ACCESS * ACCESS_LEN + 1
+_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+LEVEL_LEN = 1 + len(_KINDS)
+ACCESS_LEN = 5 + 2 * N_LEVELS
+STORE_LEN = 4 + 6 + LEVEL_LEN * N_LEVELS + N_ACCESS * ACCESS_LEN + 1
 FEATURE_LENGTH = N_GLOBAL + N_STORES * STORE_LEN
-
-_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 
 
 def _lg(x) -> float:
@@ -167,6 +170,10 @@ class _Collector:
         self.local_bytes = 0
         self.guards = 0
         self.lets = {}
+        self.launches = []      # KernelLaunch nodes
+        self.shared_bytes = {}  # kernel name -> bytes of shared memory per block
+        self.barriers = 0
+        self._kernel = None
 
     def visit(self, st, loops):
         if isinstance(st, S.For):
@@ -179,10 +186,22 @@ class _Collector:
             for s in st.seq:
                 self.visit(s, loops)
         elif isinstance(st, S.Allocate):
-            if st.buffer.scope == "local":
+            if st.buffer.scope in ("local", "shared"):
                 ev = _Eval(self.lets)
-                self.local_bytes += _buffer_elems(st.buffer, ev) * _bytes_of(st.buffer.dtype)
+                nbytes = _buffer_elems(st.buffer, ev) * _bytes_of(st.buffer.dtype)
+                if st.buffer.scope == "local":
+                    self.local_bytes += nbytes
+                else:
+                    self.shared_bytes[self._kernel] = (
+                        self.shared_bytes.get(self._kernel, 0) + nbytes)
             self.visit(st.body, loops)
+        elif isinstance(st, S.KernelLaunch):
+            self.launches.append(st)
+            self._kernel = st.name
+            self.visit(st.body, loops)
+            self._kernel = None
+        elif isinstance(st, S.Barrier):
+            self.barriers += 1
         elif isinstance(st, S.LetStmt):
             self.lets[st.var] = st.value
             self.visit(st.body, loops)
@@ -213,11 +232,23 @@ def extract(func) -> np.ndarray:
     out[:N_GLOBAL] = [
         _lg(len(col.stores)), _lg(col.n_loops), _lg(col.max_depth), _lg(col.local_bytes),
         _lg(total_iters), _lg(col.guards),
+        *_gpu_features(col, ev),
     ]
     for k, (iters, loops, st) in enumerate(scored[:N_STORES]):
         base = N_GLOBAL + k * STORE_LEN
         out[base:base + STORE_LEN] = _store_features(iters, loops, st, ev, extent)
     return out
+
+
+def _gpu_features(col, ev) -> list:
+    """Kernels, threads per block, blocks, shared bytes per block and barriers (see the
+    module docstring); zeros for a function without kernel launches."""
+    threads = max((math.prod(max(1, ev(d, {})) for d in k.block) for k in col.launches),
+                  default=0)
+    blocks = max((math.prod(max(1, ev(d, {})) for d in k.grid) for k in col.launches),
+                 default=0)
+    return [_lg(len(col.launches)), _lg(threads), _lg(blocks),
+            _lg(max(col.shared_bytes.values(), default=0)), _lg(col.barriers)]
 
 
 def _store_features(iters, loops, st, ev, extent) -> list:
@@ -242,7 +273,7 @@ def _store_features(iters, loops, st, ev, extent) -> list:
             onehot = [1.0 if lp.kind == k else 0.0 for k in _KINDS]
             f += [_lg(extent(lp))] + onehot
         else:
-            f += [0.0] * 5
+            f += [0.0] * LEVEL_LEN
 
     accesses = [(st.buffer, st.index)] + [(ld.buffer, ld.index) for ld in _loads(st.value)]
     vec_loop = loops[vec[-1]] if vec else None
@@ -273,7 +304,8 @@ def _store_features(iters, loops, st, ev, extent) -> list:
         s_in = abs(strides[inner[0]]) if inner else 0
         s_vec = abs(strides[vec_loop]) if vec_loop is not None else 0
         row = [_lg(s_in), _lg(s_vec), 1.0 if s_vec == 1 else 0.0,
-               1.0 if buf.scope == "local" else 0.0]
+               1.0 if buf.scope == "local" else 0.0,
+               1.0 if buf.scope == "shared" else 0.0]
         row += [a for a, _ in row_f] + [b for _, b in row_f]
         rows.append((whole, row))
     store_row, load_rows = rows[0], sorted(rows[1:], key=lambda r: -r[0])

@@ -514,6 +514,10 @@ class LocalRunner:
                 code = (MeasureErrorNo.WRONG_ANSWER if reply.get("kind") == "wrong"
                         else MeasureErrorNo.RUNTIME_ERROR)
                 out.append(MeasureResult((), code, reply.get("msg", ""), cost, now))
+                if reply.get("restart"):
+                    # A GPU fault may poison the CUDA context: the next candidate runs
+                    # in a fresh process (the worker has exited already).
+                    self._restart()
         return out
 
     def remeasure(self, builds: list[BuildResult], rounds: int = 5) -> list[list[float]] | None:

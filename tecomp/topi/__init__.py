@@ -13,6 +13,8 @@ Importing this package registers the templates ``matmul``, ``dense``, ``dense_pa
 constant-folded) and ``depthwise_conv2d`` with ``tecomp.autotune``. Calling a template
 outside tuning gives the best shipped or ``apply_history_best`` record, else a fallback
 config.
+The cuda templates (``matmul.cuda``, ``dense.cuda``, ...) and the ``cuda``
+implementations are registered by :mod:`tecomp.topi.cuda`, imported with this package.
 
 It also registers, for target kind ``llvm``, one :class:`~tecomp.topi.strategy.Implementation`
 per operator below (``strategy.get_implementation(op, target)``). A graph compiler calls
@@ -127,6 +129,7 @@ from .conv2d import (
     schedule_depthwise_conv2d,
 )
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
+from . import cuda  # registers the cuda templates and implementations
 from .elemwise import (
     acosh,
     asinh,
@@ -264,6 +267,7 @@ __all__ = [
     "conv2d_packed_kernel",
     "cos",
     "cosh",
+    "cuda",
     "cumsum",
     "dense",
     "dense_packed",

@@ -112,6 +112,14 @@ def registered_ops(target) -> list[str]:
     return sorted(o for (o, k) in _REGISTRY if k == kind)
 
 
+def implementations(target) -> list[Implementation]:
+    """The implementations registered for ``target``'s kind (a Target or a kind string),
+    sorted by operator name."""
+    kind = target if isinstance(target, str) else target.kind
+    kind = kind.split()[0]
+    return [impl for (o, k), impl in sorted(_REGISTRY.items()) if k == kind]
+
+
 def select_config(impl: Implementation, *input_shapes, target=None, **attrs):
     """The config ``impl``'s ``prepack``, ``compute`` and ``schedule`` take for inputs of
     ``input_shapes`` (``attrs``: the operator's attributes and ``dtype``, as

@@ -34,7 +34,8 @@ def _features(axis):
 
 
 def _kind(feats, level):
-    onehot = feats[LEVELS + 5 * level + 1: LEVELS + 5 * level + 5]
+    start = LEVELS + F.LEVEL_LEN * level
+    onehot = feats[start + 1: start + F.LEVEL_LEN]
     assert onehot.sum() == 1
     return F._KINDS[int(onehot.argmax())]
 
@@ -49,3 +50,35 @@ def test_loop_the_code_generator_serializes_counts_as_serial():
     feats = _features("i")
     assert _kind(feats, 0) == "serial" and _kind(feats, 1) == "serial"
     assert feats[VECTOR_LANES] == 0.0
+
+
+def _cuda_features(tile_y, tile_x):
+    """Features of the matmul.cuda config with these row and column splits."""
+    task = autotune.create_task("matmul.cuda", (64, 32, 64, "float32"), "cuda")
+    space = task.config_space
+    config = next(c for c in map(space.get, range(len(space)))
+                  if list(c["tile_y"].size) == tile_y and list(c["tile_x"].size) == tile_x
+                  and list(c["tile_k"].size) == [4, 8])
+    return F.candidate_features(task, config)
+
+
+#: Offsets of the GPU globals: kernels, threads per block, blocks, shared bytes, barriers.
+KERNELS, THREADS, BLOCKS, SHARED, BARRIERS = range(6, 11)
+
+
+def test_cuda_candidate_features_reflect_its_threads_blocks_and_shared_tiles():
+    small = _cuda_features([4, 2, 4, 2], [4, 2, 4, 2])   # 16 x 16 tiles, 4 x 4 threads
+    large = _cuda_features([1, 2, 8, 4], [1, 2, 8, 4])   # 64 x 64 tiles, 8 x 8 threads
+    assert small[KERNELS] == large[KERNELS] == pytest.approx(F._lg(1))
+    assert small[THREADS] == pytest.approx(F._lg(16))
+    assert large[THREADS] == pytest.approx(F._lg(64))
+    assert small[BLOCKS] == pytest.approx(F._lg(16))
+    assert large[BLOCKS] == pytest.approx(F._lg(1))
+    # Two tiles of (tile rows or columns) x 8 floats: 2 * 16 * 8 * 4 bytes, 2 * 64 * 8 * 4.
+    assert small[SHARED] == pytest.approx(F._lg(1024))
+    assert large[SHARED] == pytest.approx(F._lg(4096))
+    assert small[BARRIERS] >= F._lg(2)
+
+
+def test_cpu_candidate_has_no_gpu_features():
+    assert not _features("j")[KERNELS:BARRIERS + 1].any()

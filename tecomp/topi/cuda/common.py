@@ -1,0 +1,53 @@
+"""Pieces the CUDA schedules share: tile knobs, binding a block's loops, and the
+cooperative copy of a tile into shared memory."""
+
+from __future__ import annotations
+
+from ... import te
+
+#: Thread index names for 1, 2 or 3 thread dimensions, outermost first.
+_THREAD_TAGS = {1: ("threadIdx.x",), 2: ("threadIdx.y", "threadIdx.x"),
+                3: ("threadIdx.z", "threadIdx.y", "threadIdx.x")}
+
+
+def shape_ints(shape) -> tuple:
+    """A constant shape as a tuple of ints."""
+    return tuple(int(getattr(d, "value", d)) for d in shape)
+
+
+def define_tile(cfg, name: str, extent: int, vthreads: bool = True) -> None:
+    """A split knob of an output axis into (blocks, virtual threads, threads, per thread),
+    or (blocks, threads, per thread) without ``vthreads``: at most 8 virtual threads, 32
+    threads and 8 values per thread along one axis, so a block stays within 1024 threads
+    over two axes and a thread's accumulators within its registers."""
+    limits = (8, 32, 8) if vthreads else (32, 8)
+    cfg.define_split(name, extent, num_outputs=len(limits) + 1,
+                     filter=lambda e: all(f <= m for f, m in zip(e.size[1:], limits)))
+
+
+def bind_block(stage, z_axes, by, bx) -> None:
+    """Bind ``by`` / ``bx`` to blockIdx.y / blockIdx.x and the (fused, at most one) loop
+    in ``z_axes`` to blockIdx.z."""
+    for ax in z_axes:
+        stage.bind(ax, te.thread_axis("blockIdx.z"))
+    stage.bind(by, te.thread_axis("blockIdx.y"))
+    stage.bind(bx, te.thread_axis("blockIdx.x"))
+
+
+def cooperative_load(s, T, threads, vec: int) -> None:
+    """Schedule the copy ``T`` (a "shared" stage attached inside a block) over the
+    block's threads: its axes fused, split into ``vec``-wide vector loads, the chunks
+    dealt out round-robin to the ``threads`` (extents, outermost first, as bound in the
+    block), so neighbouring threads load neighbouring chunks (coalesced)."""
+    stage = s[T]
+    fused = stage.fuse(*stage.op.axis)
+    rest, lanes = stage.split(fused, factor=vec)
+    bound = []
+    for n in reversed(threads):
+        rest, t = stage.split(rest, factor=n)
+        bound.insert(0, t)
+    stage.reorder(*bound, rest, lanes)
+    for ax, tag in zip(bound, _THREAD_TAGS[len(threads)]):
+        stage.bind(ax, te.thread_axis(tag))
+    if vec > 1:
+        stage.vectorize(lanes)

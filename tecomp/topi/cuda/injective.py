@@ -1,0 +1,132 @@
+"""Default CUDA schedules of the operator library's elementwise, broadcast, transform
+and reduction operators, and their registration for target kind ``cuda``.
+
+These operators have one compute for every target (registered for ``llvm`` by their
+modules); for ``cuda`` the same compute is registered with the schedules below. A group's
+injective stages that are not outputs are inlined; each output is one kernel of
+``THREADS``-thread blocks, one output element per thread. A reduction is computed by the
+thread of its output element, serially over the reduced axes into a register; one read
+by a single output of its own shape (``reduce_mean``'s division, an activation) runs
+inside that output's thread, any other in a kernel of its own.
+"""
+
+from __future__ import annotations
+
+from ... import te
+from ...errors import ScheduleError
+from ...te.analysis import ops_of
+# The operator modules register their llvm implementations when imported; the cuda ones
+# below are made from those, so they must be registered first.
+from .. import broadcast, cpu_schedule, elemwise, nn, quantize, reduction, resize, transform  # noqa: F401
+from ..cpu_schedule import as_list, inline_injective, num_elements, same_shape
+from ..strategy import Implementation, implementations, register_implementation
+
+#: Threads per block of an elementwise kernel: enough warps to hide memory latency,
+#: few enough that small tensors still spread over several multiprocessors.
+THREADS = 256
+
+
+def _bind_elements(stage, tensor):
+    """One thread per element of ``tensor``: its axes fused and split into blocks of
+    ``THREADS`` (fewer for a smaller constant size). Returns the thread loop."""
+    axes = list(stage.op.axis)
+    if not axes:
+        raise ScheduleError(
+            f"cuda schedule of {tensor.name}: a 0-d result has no loop to bind to GPU "
+            f"threads; give it shape (1,) (keepdims) to compute it on a GPU")
+    total = num_elements(tensor.shape)
+    threads = THREADS if total is None else max(1, min(THREADS, total))
+    fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+    bx, tx = stage.split(fused, factor=threads)
+    stage.bind(bx, te.thread_axis("blockIdx.x"))
+    stage.bind(tx, te.thread_axis("threadIdx.x"))
+    return tx
+
+
+def schedule_injective(cfg, outs):
+    """Schedule a group of elementwise, broadcast and index-remapping stages for a GPU.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused (the schedule has no knobs); present for the strategy signature.
+    outs : Tensor or list of Tensor
+        The group's outputs; every non-output compute stage they read is inlined.
+
+    Returns
+    -------
+    Schedule
+        One kernel per output, one thread per element (see the module docstring).
+
+    Raises
+    ------
+    ScheduleError
+        An output has no axes (a 0-d tensor has no loop to bind to threads).
+
+    Examples
+    --------
+    >>> s = schedule_injective(None, [topi.relu(topi.add(a, b))])   # doctest: +SKIP
+    """
+    outs = list(dict.fromkeys(as_list(outs)))
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s, outs)
+    for t in outs:
+        _bind_elements(s[t], t)
+    return s
+
+
+def schedule_reduce(cfg, outs):
+    """Schedule a group ending in reductions, or in elementwise stages of one, for a GPU.
+
+    Parameters
+    ----------
+    cfg : config entity or None
+        Unused; present for the strategy signature.
+    outs : Tensor or list of Tensor
+        The group's outputs: reductions or elementwise epilogues computed from them.
+
+    Returns
+    -------
+    Schedule
+        One kernel per output (and per reduction that cannot run inside one), one thread
+        per output element, each reduction accumulated in a register.
+
+    Raises
+    ------
+    ScheduleError
+        An output has no axes (a 0-d tensor has no loop to bind to threads).
+    """
+    outs = list(dict.fromkeys(as_list(outs)))
+    s = te.create_schedule([t.op for t in outs])
+    inline_injective(s, outs)
+    out_ops = {t.op for t in outs}
+    reductions = [st.op for st in s.stages
+                  if getattr(st.op, "reduce_axis", None) and st.attach_type != "inline"]
+    readers = {op: [t for t in outs if op in ops_of([t]) and t.op is not op]
+               for op in reductions}
+    nested = {op for r in reductions for op in ops_of([r.output(0)]) if op is not r}
+    threads = {t.op: _bind_elements(s[t], t) for t in outs}
+    for op in reductions:
+        if op in out_ops:
+            continue
+        r = op.output(0)
+        users = readers[op]
+        if len(users) == 1 and op not in nested and same_shape(r.shape, users[0].shape):
+            s[r].compute_at(s[users[0]], threads[users[0].op])
+        else:
+            _bind_elements(s[r], r)
+    return s
+
+
+def _register_shared_computes():
+    """A ``cuda`` implementation, with the schedules above, of every operator whose
+    ``llvm`` implementation is the default injective or reduction schedule."""
+    cuda_schedule = {cpu_schedule.schedule_injective: schedule_injective,
+                     cpu_schedule.schedule_reduce: schedule_reduce}
+    for impl in implementations("llvm"):
+        schedule = cuda_schedule.get(impl.schedule)
+        if schedule is not None and impl.template is None:
+            register_implementation(Implementation(impl.op, "cuda", impl.compute, schedule))
+
+
+_register_shared_computes()

@@ -1,0 +1,244 @@
+"""Matrix products for NVIDIA GPUs: ``matmul``, ``dense`` and ``batch_matmul``, each a
+compute, a schedule of the compute with any elementwise epilogue, and a tunable template
+(``matmul.cuda``, ``dense.cuda``, ``batch_matmul.cuda``).
+
+The schedule is the classic shared-memory tiling of TVM's CUDA matmul: a block computes
+a tile of the output (``tile_y`` x ``tile_x``: block, virtual threads, threads, registers
+per thread); the threads accumulate in registers (``cache_write`` "local"), each also
+running ``vthread`` interleaved sub-tiles, so a warp's accesses stay contiguous while
+every thread holds several accumulators; per step of k (``tile_k``) the block loads the
+tiles of both operands into shared memory cooperatively (``vec``-wide vector loads, the
+copy spread over all threads of the block), and each thread copies the values it needs
+into registers. An epilogue (bias, activation, residual) is computed from the
+accumulators in the output's loop nest.
+
+Unlike the CPU computes, the operands are read in their own layout: the coalesced
+shared-memory copy replaces the packing pass.
+"""
+
+from __future__ import annotations
+
+from ... import te
+from ...autotune import get_config, template
+from ...errors import ShapeError
+from ..group import find_anchor, group_output, inline_epilogue
+from ..strategy import Implementation, register_implementation
+from .common import bind_block, cooperative_load, define_tile, shape_ints
+
+ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+
+#: The row count whose knobs a symbolic number of rows is tiled for (its tail is guarded).
+_NOMINAL_ROWS = 128
+
+
+def _rows(dim):
+    value = getattr(dim, "value", dim)
+    return int(value) if isinstance(value, int) else dim
+
+
+def _activation(x, act):
+    if act == "relu":
+        return te.max(x, 0.0)
+    if act == "sigmoid":
+        return te.sigmoid(x)
+    if act == "tanh":
+        return te.tanh(x)
+    return x
+
+
+def define_product_knobs(cfg, N, K, M):
+    """Register the knobs of a product ``[N, K] x [K, M]`` (a second call changes nothing).
+
+    ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
+    thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
+    lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop. The fallback
+    is a 64 x 64 block tile of 8 x 8 threads, each running 2 x 2 virtual threads of
+    4 x 4 accumulators (the nearest the shape's divisors allow), k in steps of 8.
+    """
+    rows = N if isinstance(N, int) else _NOMINAL_ROWS
+    define_tile(cfg, "tile_y", rows)
+    define_tile(cfg, "tile_x", M)
+    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] <= 32)
+    cfg.define_knob("vec", [1, 2, 4])
+    cfg.define_knob("unroll_k", [True, False])
+    if cfg.is_fallback:
+        cfg.fallback_split("tile_y", [-1, 2, 8, 4])
+        cfg.fallback_split("tile_x", [-1, 2, 8, 4])
+        cfg.fallback_split("tile_k", [-1, 8])
+        cfg.fallback_knob("vec", 4 if K % 4 == 0 and M % 4 == 0 else 1)
+        cfg.fallback_knob("unroll_k", True)
+
+
+# ---- computes -------------------------------------------------------------------------
+
+
+def compute_matmul(cfg, A, B):
+    """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); N may be symbolic."""
+    N, K = _rows(A.shape[0]), shape_ints(A.shape[1:])[0]
+    K2, M = shape_ints(B.shape)
+    if K2 != K:
+        raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
+    define_product_knobs(cfg, N, K, M)
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C",
+                      tag="matmul")
+
+
+def compute_dense(cfg, X, W, b=None):
+    """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product); N may be
+    symbolic. The bias is a separate elementwise stage the schedule fuses."""
+    N, K = _rows(X.shape[0]), shape_ints(X.shape[1:])[0]
+    M, K2 = shape_ints(W.shape)
+    if K2 != K:
+        raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
+    define_product_knobs(cfg, N, K, M)
+    k = te.reduce_axis((0, K), name="k")
+    P = te.compute((N, M), lambda i, j: te.sum(X[i, k] * W[j, k], axis=k), name="P",
+                   tag="dense")
+    if b is None:
+        return P
+    return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
+
+
+def compute_batch_matmul(cfg, A, B):
+    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``)."""
+    Bt, N, K = shape_ints(A.shape)
+    Bt2, K2, M = shape_ints(B.shape)
+    if (Bt2, K2) != (Bt, K):
+        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
+    define_product_knobs(cfg, N, K, M)
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute((Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
+                      name="C", tag="batch_matmul")
+
+
+# ---- schedules ------------------------------------------------------------------------
+
+
+def _schedule_product(cfg, outs, tag):
+    what = f"schedule_{tag} (cuda)"
+    out = group_output(outs, what)
+    s = te.create_schedule(out.op)
+    anchor = find_anchor(out, tag, what)
+    CL = inline_epilogue(s, out, anchor, what)
+    operands = list(anchor.input_tensors)
+    shared = [s.cache_read(t, "shared", [CL]) for t in operands]
+    local = [s.cache_read(t, "local", [CL]) for t in shared]
+
+    *outer, i, j = s[out].op.axis
+    by, vy, ty, yi = cfg["tile_y"].apply(s, out, i)
+    bx, vx, tx, xi = cfg["tile_x"].apply(s, out, j)
+    s[out].reorder(*outer, by, bx, vy, vx, ty, tx, yi, xi)
+    bind_block(s[out], [s[out].fuse(*outer)] if outer else [], by, bx)
+    s[out].bind(vy, te.thread_axis("vthread"))
+    s[out].bind(vx, te.thread_axis("vthread"))
+    s[out].bind(ty, te.thread_axis("threadIdx.y"))
+    s[out].bind(tx, te.thread_axis("threadIdx.x"))
+
+    s[CL].compute_at(s[out], tx)
+    *_, ci, cj = s[CL].op.axis
+    ko, ki = cfg["tile_k"].apply(s, CL, s[CL].op.reduce_axis[0])
+    s[CL].reorder(ko, ki, ci, cj)
+    if cfg["unroll_k"].val:
+        s[CL].unroll(ki)
+    threads = (cfg["tile_y"].size[2], cfg["tile_x"].size[2])
+    for sh, lo in zip(shared, local):
+        s[sh].compute_at(s[CL], ko)
+        s[lo].compute_at(s[CL], ki)
+        cooperative_load(s, sh, threads, cfg["vec"].val)
+    return s
+
+
+def schedule_matmul(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_matmul` and any elementwise
+    epilogue, computed from the register accumulators."""
+    return _schedule_product(cfg, outs, "matmul")
+
+
+def schedule_dense(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_dense` (with or without its
+    bias) and any elementwise epilogue.
+
+    Examples
+    --------
+    >>> Y = te.compute(P.shape, lambda i, j: te.max(compute_dense(cfg, X, W, b)[i, j], 0.0))
+    >>> s = schedule_dense(cfg, [Y])
+    """
+    return _schedule_product(cfg, outs, "dense")
+
+
+def schedule_batch_matmul(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_batch_matmul` and any
+    elementwise epilogue (the batch is the grid's z dimension)."""
+    return _schedule_product(cfg, outs, "batch_matmul")
+
+
+# ---- templates --------------------------------------------------------------------------
+
+
+@template("matmul.cuda")
+def matmul(N, K, M, dtype="float32"):
+    """Tunable ``C[N, M] = A[N, K] @ B[K, M]`` on a GPU."""
+    cfg = get_config()
+    A = te.placeholder((N, K), dtype, name="A")
+    B = te.placeholder((K, M), dtype, name="B")
+    C = compute_matmul(cfg, A, B)
+    return schedule_matmul(cfg, [C]), [A, B, C]
+
+
+@template("dense.cuda")
+def dense(N, K, M, dtype="float32", bias=True, activation="none"):
+    """Tunable ``Y = act(X[N, K] @ W[M, K]^T + b[M])`` on a GPU."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"dense: activation={activation!r}; allowed: {ACTIVATIONS}")
+    cfg = get_config()
+    X = te.placeholder((N, K), dtype, name="X")
+    W = te.placeholder((M, K), dtype, name="W")
+    P = compute_dense(cfg, X, W)
+    args = [X, W]
+    if bias:
+        b = te.placeholder((M,), dtype, name="b")
+        args.append(b)
+        Y = te.compute((N, M), lambda i, j: _activation(P[i, j] + b[j], activation), name="Y")
+    else:
+        Y = te.compute((N, M), lambda i, j: _activation(P[i, j], activation), name="Y")
+    return schedule_dense(cfg, [Y]), args + [Y]
+
+
+@template("batch_matmul.cuda")
+def batch_matmul(Bt, N, K, M, dtype="float32"):
+    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` on a GPU."""
+    cfg = get_config()
+    A = te.placeholder((Bt, N, K), dtype, name="A")
+    B = te.placeholder((Bt, K, M), dtype, name="B")
+    C = compute_batch_matmul(cfg, A, B)
+    return schedule_batch_matmul(cfg, [C]), [A, B, C]
+
+
+# ---- strategies -------------------------------------------------------------------------
+
+
+def _matmul_workload(a_shape, b_shape, dtype="float32"):
+    N, K = shape_ints(a_shape)
+    return (N, K, shape_ints(b_shape)[1], str(dtype))
+
+
+def _dense_workload(x_shape, w_shape, b_shape=None, dtype="float32"):
+    N, K = shape_ints(x_shape)
+    return (N, K, shape_ints(w_shape)[0], str(dtype), b_shape is not None, "none")
+
+
+def _batch_matmul_workload(a_shape, b_shape, dtype="float32"):
+    Bt, N, K = shape_ints(a_shape)
+    return (Bt, N, K, shape_ints(b_shape)[2], str(dtype))
+
+
+register_implementation(Implementation(
+    "matmul", "cuda", compute_matmul, schedule_matmul,
+    template="matmul.cuda", workload=_matmul_workload))
+register_implementation(Implementation(
+    "dense", "cuda", compute_dense, schedule_dense,
+    template="dense.cuda", workload=_dense_workload))
+register_implementation(Implementation(
+    "batch_matmul", "cuda", compute_batch_matmul, schedule_batch_matmul,
+    template="batch_matmul.cuda", workload=_batch_matmul_workload))

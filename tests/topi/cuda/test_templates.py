@@ -1,0 +1,145 @@
+"""The cuda templates under their fallback config and a few random configs: each builds
+with NVRTC and matches numpy, on the GPU where there is one and simulated on the CPU
+otherwise. Shapes are small so simulation stays fast."""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp import autotune, te
+from tecomp.topi import strategy
+
+import util
+
+
+def _conv_ref(data, kernel, stride, pad, depthwise=False):
+    N, C, H, W = data.shape
+    K, _, R, S = kernel.shape
+    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH = (H + 2 * pad - R) // stride + 1
+    OW = (W + 2 * pad - S) // stride + 1
+    out = np.zeros((N, K, OH, OW), "float32")
+    for r in range(R):
+        for c in range(S):
+            win = padded[:, :, r:r + stride * OH:stride, c:c + stride * OW:stride]
+            if depthwise:
+                out += win[:, np.arange(K) // (K // C)] * kernel[None, :, 0, r, c, None, None]
+            else:
+                out += np.einsum("nchw,kc->nkhw", win, kernel[:, :, r, c])
+    return out
+
+
+def _inputs(name, args, rng):
+    if name in ("matmul.cuda",):
+        N, K, M, _ = args
+        a, b = util.rand(rng, (N, K)), util.rand(rng, (K, M))
+        return [a, b], [a @ b]
+    if name == "dense.cuda":
+        N, K, M, _, bias, act = args
+        x, w, b = util.rand(rng, (N, K)), util.rand(rng, (M, K)), util.rand(rng, (M,))
+        y = x @ w.T + b
+        return [x, w, b], [np.maximum(y, 0) if act == "relu" else y]
+    if name == "batch_matmul.cuda":
+        Bt, N, K, M, _ = args
+        a, b = util.rand(rng, (Bt, N, K)), util.rand(rng, (Bt, K, M))
+        return [a, b], [a @ b]
+    data_shape, kernel_shape, strides, padding = args[:4]
+    d, k = util.rand(rng, data_shape), util.rand(rng, kernel_shape)
+    return [d, k], [_conv_ref(d, k, strides[0], padding[0],
+                              depthwise=name.startswith("depthwise"))]
+
+
+CASES = [
+    ("matmul.cuda", (32, 16, 32, "float32")),
+    ("dense.cuda", (8, 16, 24, "float32", True, "relu")),
+    ("batch_matmul.cuda", (2, 16, 8, 16, "float32")),
+    ("conv2d.cuda", ((1, 4, 6, 6), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), "float32")),
+    ("depthwise_conv2d.cuda",
+     ((1, 4, 8, 8), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1), "float32")),
+]
+
+
+def _check(task, config, rng, target):
+    s, args = task.instantiate(config)
+    inputs, expected = _inputs(task.name, task.args, rng)
+    util.check_schedule(s, args, inputs, expected, rtol=1e-4, atol=1e-4, target=target)
+
+
+@pytest.mark.parametrize("name, args", CASES, ids=[c[0] for c in CASES])
+def test_fallback_config_matches_numpy(name, args, cuda_target, rng):
+    task = autotune.create_task(name, args, cuda_target)
+    _check(task, None, rng, cuda_target)
+
+
+@pytest.mark.parametrize("name, args", CASES, ids=[c[0] for c in CASES])
+def test_random_configs_match_numpy(name, args, cuda_target, rng):
+    """Two random configs that fit a block's thread limit (the others are build errors,
+    one trial each, which test_invalid_config_is_a_build_error covers)."""
+    task = autotune.create_task(name, args, cuda_target)
+    space = task.config_space
+    picked = 0
+    for index in rng.permutation(len(space)):
+        config = space.get(int(index))
+        threads = np.prod([v[-2] for v in config.to_json().values()
+                           if isinstance(v, list) and len(v) >= 3])
+        if threads > 256:
+            continue
+        _check(task, config, rng, cuda_target)
+        picked += 1
+        if picked == 2:
+            break
+    assert picked == 2
+
+
+def test_fallback_blocks_threads_and_stages_through_shared_memory(cuda_target):
+    task = autotune.create_task("matmul.cuda", (64, 32, 64, "float32"), cuda_target)
+    s, args = task.instantiate()
+    src = tecomp.build(s, args, target=cuda_target).get_source("cuda")
+    assert "__shared__" in src and "__syncthreads()" in src
+    assert "float4" in src  # the shared tiles are loaded four lanes at a time
+    assert "threadIdx.y" in src and "blockIdx.x" in src
+
+
+def test_dense_with_symbolic_rows(cuda_target, rng):
+    n = te.var("n")
+    impl = strategy.get_implementation("dense", "cuda")
+    X = te.placeholder((n, 16), name="X")
+    W = te.placeholder((8, 16), name="W")
+    cfg = strategy.select_config(impl, (4, 16), (8, 16), None, target=cuda_target)
+    Y = impl.compute(cfg, X, W)
+    s = impl.schedule(cfg, [Y])
+    f = util.compile_schedule(s, [X, W, Y], cuda_target)
+    w = util.rand(rng, (8, 16))
+    for rows in (3, 9):
+        x = util.rand(rng, (rows, 16))
+        util.run_and_check(f, [X, W, Y], [x, w], [x @ w.T], rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_implementation_fuses_an_epilogue(cuda_target, rng):
+    impl = strategy.get_implementation("conv2d", "cuda")
+    data = te.placeholder((1, 4, 5, 5), name="data")
+    kernel = te.placeholder((4, 4, 3, 3), name="kernel")
+    bias = te.placeholder((4,), name="bias")
+    cfg = strategy.select_config(impl, (1, 4, 5, 5), (4, 4, 3, 3), (1, 1), (1, 1),
+                                 target=cuda_target)
+    conv = impl.compute(cfg, data, kernel, (1, 1), (1, 1))
+    out = te.compute(conv.shape, lambda n, k, y, x: te.max(conv[n, k, y, x] + bias[k], 0.0),
+                     name="out")
+    s = impl.schedule(cfg, [out])
+    d, k, b = util.rand(rng, (1, 4, 5, 5)), util.rand(rng, (4, 4, 3, 3)), util.rand(rng, (4,))
+    ref = np.maximum(_conv_ref(d, k, 1, 1) + b[None, :, None, None], 0)
+    util.check_schedule(s, [data, kernel, bias, out], [d, k, b], [ref], rtol=1e-4,
+                        atol=1e-4, target=cuda_target)
+
+
+def test_invalid_config_is_a_build_error():
+    """A config whose block has more threads than the target allows fails when it is
+    lowered (a build error costs one trial), naming the limit."""
+    task = autotune.create_task("matmul.cuda", (1024, 64, 1024, "float32"),
+                                "cuda -max-threads-per-block=64")
+    space = task.config_space
+    config = next(space.get(i) for i in range(len(space))
+                  if space.get(i)["tile_y"].size[2] * space.get(i)["tile_x"].size[2] > 64)
+    s, args = task.instantiate(config)
+    with pytest.raises(tecomp.TecompError, match="max-threads-per-block"):
+        tecomp.lower(s, args, target=task.target)
