@@ -39,6 +39,10 @@ setup(
         "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
         "cuda": ["nvidia-cuda-nvrtc-cu12>=12.0", "pycuda>=2024.1"],
         "xgboost-gpu": ["xgboost>=2.0"],
+        # benchmarks/models_cpu.py adds torchvision's and Hugging Face's models when these
+        # import; without them it runs tecomp.testing.models and the onnx wheel's models.
+        "bench": ["onnxruntime>=1.17", "torch>=2.1", "torchvision>=0.16",
+                  "transformers>=4.36"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )
