@@ -132,15 +132,16 @@ def _gelu_tanh(g: _GraphBuilder, x: str) -> str:
     return g.op("Mul", g.op("Mul", x, g.const(0.5)), t)
 
 
-def _embed(g: _GraphBuilder, ids: str, vocab: int, max_pos: int, hidden: int) -> str:
-    """Token embedding plus learned position embedding for positions ``0 .. seq-1``: the
-    positions are the model's ``position_ids`` buffer sliced to the sequence length, as
-    Hugging Face models export them."""
-    tokens = g.op("Gather", g.weight((vocab, hidden), scale=0.5), ids, axis=0)
+def _embed(g: _GraphBuilder, ids: str, vocab: int, max_pos: int, hidden: int):
+    """Token embedding plus learned position embedding for positions ``0 .. seq-1``, and
+    the token table's name. The positions are the model's ``position_ids`` buffer sliced
+    to the sequence length, as Hugging Face models export them."""
+    table = g.weight((vocab, hidden), scale=0.5)
+    tokens = g.op("Gather", table, ids, axis=0)
     positions = g.op("Slice", g.const(np.arange(max_pos)[None], "int64"),
                      g.const([0], "int64"), _dims(g, ids, 1)[0], g.const([1], "int64"))
-    return g.op("Add", tokens,
-                g.op("Gather", g.weight((max_pos, hidden), scale=0.5), positions, axis=0))
+    return g.op("Add", tokens, g.op("Gather", g.weight((max_pos, hidden), scale=0.5),
+                                    positions, axis=0)), table
 
 
 def bert_encoder(layers: int = 4, hidden: int = 256, heads: int = 4, vocab: int = 1000,
@@ -152,7 +153,7 @@ def bert_encoder(layers: int = 4, hidden: int = 256, heads: int = 4, vocab: int 
     ``last_hidden_state[batch, seq, hidden]``.
     """
     g = _GraphBuilder(seed)
-    x = _layer_norm(g, _embed(g, "input_ids", vocab, max_pos, hidden), hidden)
+    x = _layer_norm(g, _embed(g, "input_ids", vocab, max_pos, hidden)[0], hidden)
     # The extended mask as Hugging Face exports it: (1 - mask[:, None, None, :]) * -10000.
     m = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.const([1, 2], "int64")),
              to=TensorProto.FLOAT)
@@ -179,8 +180,7 @@ def gpt2_decoder(layers: int = 2, hidden: int = 256, heads: int = 4, vocab: int 
     ``logits[batch, seq, vocab]``.
     """
     g = _GraphBuilder(seed)
-    x = _embed(g, "input_ids", vocab, max_pos, hidden)
-    wte = g.inits[0].name  # the token embedding, reused by the LM head
+    x, wte = _embed(g, "input_ids", vocab, max_pos, hidden)  # wte: reused by the LM head
     # The causal mask is a constant lower-triangular table sliced to [seq, seq] and applied
     # with Where, as GPT-2's exported attention does.
     seq = _dims(g, "input_ids", 1)[0]

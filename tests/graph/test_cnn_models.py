@@ -16,6 +16,17 @@ SMALL = {
 }
 
 
+FULL = {"mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet}
+
+
+def _check_batches(model, gm, batches):
+    for batch in batches:
+        feeds = models.example_inputs(model, batch=batch)
+        ref, = onnx_models.run_onnxruntime(model, feeds)
+        got, = gm(**feeds)
+        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_dynamic_batch_matches_onnxruntime_from_one_build(needs_llvm, name):
     model = SMALL[name]()
@@ -25,12 +36,15 @@ def test_dynamic_batch_matches_onnxruntime_from_one_build(needs_llvm, name):
     ops = {op for k in lib.kernels for op in k.ops}
     assert "batch_norm" not in ops
     assert {k.anchor for k in lib.kernels} & {"conv2d", "depthwise_conv2d"}
-    gm = GraphModule(lib)
-    for batch in (1, 3):
-        feeds = models.example_inputs(model, batch=batch)
-        ref, = onnx_models.run_onnxruntime(model, feeds)
-        got, = gm(**feeds)
-        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+    _check_batches(model, GraphModule(lib), (1, 3))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FULL))
+def test_full_size_models_run_batch_1_3_8_from_one_build(needs_llvm, name):
+    model = FULL[name]()
+    mod, params = from_onnx(model)
+    _check_batches(model, GraphModule(build(mod, params=params)), (1, 3, 8))
 
 
 def test_mobilenet_v2_has_the_torchvision_layer_count():
