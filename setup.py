@@ -52,6 +52,10 @@ setup(
         "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
         "cuda": _CUDA,
         "xgboost-gpu": ["xgboost>=2.0"],
+        # benchmarks/models_cpu.py adds torchvision's and Hugging Face's models when these
+        # import; without them it runs tecomp.testing.models and the onnx wheel's models.
+        "bench": ["onnxruntime>=1.17", "torch>=2.1", "torchvision>=0.16",
+                  "transformers>=4.36"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )

@@ -1,0 +1,183 @@
+"""Whole models: tecomp beside ONNX Runtime (2 intra-op threads), in one process, paired.
+
+    python benchmarks/models_cpu.py                            # every model below
+    python benchmarks/models_cpu.py --models bert_encoder,light_resnet50 --rounds 9
+    python benchmarks/models_cpu.py --models light_resnet50 --tuning-records resnet50.json
+
+For each model it prints the compile time (import + build), tecomp's and ONNX Runtime's
+median latency, the median over interleaved rounds of t_tecomp / t_onnxruntime (< 1:
+tecomp is faster; see docs/measuring.md), the largest absolute difference between the
+two outputs and the largest ratio of a difference to the tolerance the tests use
+(1e-4 + 1e-3 |reference|; at most 1 means within tolerance). A model that does not
+import or build gets one row saying why.
+
+Models: the builders of ``tecomp.testing.models`` (a BERT-style encoder, a GPT-2-style
+decoder, MobileNetV2 and ResNet-18 with random weights) and the nine real models shipped
+in the onnx wheel's test data (``light_*``). With the ``[bench]`` extra installed
+(torch, torchvision, transformers) it adds torchvision's constructors and Hugging Face
+BERT / GPT-2 configurations of the same sizes, exported with ``torch.onnx.export``
+(``tv_*``, ``hf_*``). Inputs have fixed shapes (``--batch``, ``--seq``), as
+``tecomp compile --input-shape`` fixes them. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import statistics
+import time
+
+import numpy as np
+import onnx
+
+import tecomp
+from tecomp import autotune
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+from tecomp.testing import models
+from tecomp.timing import median_ratio, paired
+
+RTOL, ATOL = 1e-3, 1e-4
+
+BUILDERS = {
+    "bert_encoder": models.bert_encoder,
+    "gpt2_decoder": models.gpt2_decoder,
+    "mobilenet_v2": models.mobilenet_v2,
+    "resnet18": models.resnet,
+}
+LIGHT = {f"light_{name}": name for name in models.LIGHT_MODELS}
+TORCHVISION = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1",
+               "densenet121")
+
+
+def _export_torch(module, args, input_names, dynamic_axes):
+    """``module`` exported to an in-memory ONNX model (opset 17)."""
+    import torch
+
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(module.eval(), args, buf, input_names=input_names,
+                          dynamic_axes=dynamic_axes, opset_version=17)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def _torchvision(name):
+    import torch
+    import torchvision
+
+    net = getattr(torchvision.models, name)(weights=None)
+    return _export_torch(net, (torch.randn(1, 3, 224, 224),), ["input"],
+                         {"input": {0: "batch"}})
+
+
+def _hf(kind):
+    import torch
+    import transformers
+
+    if kind == "bert":
+        config = transformers.BertConfig(hidden_size=256, num_hidden_layers=4,
+                                         num_attention_heads=4, intermediate_size=1024,
+                                         vocab_size=1000, max_position_embeddings=128)
+        net, names = transformers.BertModel(config), ["input_ids", "attention_mask"]
+    else:
+        config = transformers.GPT2Config(n_embd=256, n_layer=2, n_head=4, vocab_size=1000,
+                                         n_positions=128, use_cache=False)
+        net, names = transformers.GPT2LMHeadModel(config), ["input_ids"]
+    # Return plain tuples: the exporter does not take model-output dataclasses.
+    net.config.return_dict = False
+    args = tuple(torch.ones(1, 8, dtype=torch.int64) for _ in names)
+    return _export_torch(net, args, names, {n: {0: "batch", 1: "seq"} for n in names})
+
+
+def available_models() -> dict:
+    """Model name -> a function returning the ONNX model."""
+    found = dict(BUILDERS)
+    found.update({key: (lambda n=name: onnx.load(models.light_model_path(n)))
+                  for key, name in LIGHT.items()})
+    if importlib.util.find_spec("torchvision") is not None:
+        found.update({f"tv_{n}": (lambda n=n: _torchvision(n)) for n in TORCHVISION})
+    if importlib.util.find_spec("transformers") is not None:
+        found.update({"hf_bert": lambda: _hf("bert"), "hf_gpt2": lambda: _hf("gpt2")})
+    return found
+
+
+def ort_session(model, threads: int = 2):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3  # errors only: the light models carry unused initializers
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def compile_model(model, feeds, tuning_records=None):
+    """``(GraphModule, seconds)``: import with the feeds' shapes fixed, then build (inside
+    ``apply_history_best(tuning_records)`` when a log is given)."""
+    t0 = time.perf_counter()
+    mod, params = from_onnx(model, shape={k: v.shape for k, v in feeds.items()})
+    if tuning_records:
+        with autotune.apply_history_best(tuning_records):
+            lib = build(mod, target="llvm", params=params)
+    else:
+        lib = build(mod, target="llvm", params=params)
+    return GraphModule(lib), time.perf_counter() - t0
+
+
+def compare_outputs(got, ref) -> tuple[float, float]:
+    """The largest absolute difference over all outputs and the largest difference as a
+    fraction of the tolerance ``ATOL + RTOL * |ref|``."""
+    abs_err = max(float(np.max(np.abs(g - r), initial=0.0)) for g, r in zip(got, ref))
+    tol = max(float(np.max(np.abs(g - r) / (ATOL + RTOL * np.abs(r)), initial=0.0))
+              for g, r in zip(got, ref))
+    return abs_err, tol
+
+
+def bench_one(name, make, opts) -> str:
+    """One table row for model ``name``."""
+    model = make()
+    feeds = models.example_inputs(model, batch=opts.batch, seq=opts.seq)
+    sess = ort_session(model)
+    try:
+        gm, compile_s = compile_model(model, feeds, opts.tuning_records)
+    except tecomp.TecompError as err:
+        first_line = str(err).splitlines()[0]
+        return f"{name:<22} not built: {type(err).__name__}: {first_line[:120]}"
+    ref = sess.run(None, feeds)
+    got = gm(**feeds)
+    abs_err, tol = compare_outputs(got, ref)
+    times = paired({"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)},
+                   rounds=opts.rounds)
+    ratio = median_ratio(times["tecomp"], times["onnxruntime"])
+    return (f"{name:<22} {compile_s:9.1f} {statistics.median(times['tecomp']) * 1e3:10.2f} "
+            f"{statistics.median(times['onnxruntime']) * 1e3:10.2f} {ratio:8.2f} "
+            f"{abs_err:10.2e} {tol:8.2f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    known = available_models()
+    p.add_argument("--models", default=",".join(known),
+                   help=f"comma-separated, from: {', '.join(known)}")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=128, help="sequence length of the transformers")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--tuning-records", default=None,
+                   help="a tuning log applied while building (apply_history_best)")
+    opts = p.parse_args()
+    names = [n for n in opts.models.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        p.error(f"unknown models {', '.join(unknown)}; choose from {', '.join(known)}")
+    print(f"target: {tecomp.Target('llvm')}; batch {opts.batch}, sequence {opts.seq}; "
+          f"onnxruntime with 2 intra-op threads")
+    print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
+          f"{'max abs err':>10} {'err/tol':>8}")
+    for name in names:
+        print(bench_one(name, known[name], opts), flush=True)
+
+
+if __name__ == "__main__":
+    main()
