@@ -46,7 +46,7 @@ MODEL_INFO_SYMBOL = "tecomp_model_info"
 
 _CONSTANTS_SYMBOL = "tecomp_model_constants"
 
-MODEL_TYPES = f"""\
+MODEL_TYPES = """\
 #ifndef TECOMP_MODEL_TYPES
 #define TECOMP_MODEL_TYPES
 #define TECOMP_MODEL_OK 0
@@ -61,7 +61,7 @@ typedef int32_t (*tecomp_model_run_fn)(const void *const *inputs,
 typedef int32_t (*tecomp_model_shapes_fn)(const int64_t *const *input_shapes,
                                           int64_t *const *output_shapes);
 
-typedef struct tecomp_model_t {{
+typedef struct tecomp_model_t {
   int32_t abi_version;             /* TECOMP_C_ABI_VERSION of the library */
   const char *name;                /* the graph's name */
   const char *target;              /* the target string it was built for */
@@ -73,7 +73,7 @@ typedef struct tecomp_model_t {{
   const char *const *symbols;      /* the symbolic dimensions, bound from the inputs */
   tecomp_model_shapes_fn output_shapes;
   tecomp_model_run_fn run;
-}} tecomp_model_t;
+} tecomp_model_t;
 #endif
 """
 
@@ -438,8 +438,10 @@ def model_source(graph: Graph, signatures, target: str, constants_path: str | No
 
 
 def _signature_comment(graph: Graph, names) -> str:
-    return ", ".join(f"{n}: {graph.types[n].dtype}[{', '.join(map(dims.to_text, graph.types[n].shape))}]"
-                     for n in names)
+    """``x: float32[N, 3]`` for each value of ``names``."""
+    return ", ".join(
+        f"{n}: {graph.types[n].dtype}[{', '.join(map(dims.to_text, graph.types[n].shape))}]"
+        for n in names)
 
 
 def model_header(graph: Graph, target: str, guard: str = "TECOMP_MODEL_H") -> str:
