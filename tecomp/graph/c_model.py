@@ -259,6 +259,7 @@ class _Writer:
         self.out_slot = {}
         for k, name in enumerate(graph.outputs):
             self.out_slot.setdefault(name, k)
+        self.computed = {n.outputs[0] for n in graph.nodes}
         self.inter = [(n.outputs[0], step, last_use.get(n.outputs[0], step))
                       for step, n in enumerate(graph.nodes) if n.outputs[0] not in self.out_slot]
         self.inter_index = {v: j for j, (v, _, _) in enumerate(self.inter)}
@@ -268,7 +269,7 @@ class _Writer:
         g = self.graph
         if value in self.inter_index:
             return f"(arena + offset[{self.inter_index[value]}])"
-        if value in self.out_slot and any(n.outputs[0] == value for n in g.nodes):
+        if value in self.out_slot and value in self.computed:
             return f"((unsigned char *)outputs[{self.out_slot[value]}])"
         if value in g.inputs:
             return f"((unsigned char *)inputs[{g.inputs.index(value)}])"
@@ -314,9 +315,8 @@ class _Writer:
         """Copies for outputs no kernel writes into their slot: inputs, constants, and a
         value named by more than one output."""
         g, lines = self.graph, []
-        computed = {n.outputs[0] for n in g.nodes}
         for k, name in enumerate(g.outputs):
-            if name in computed and self.out_slot[name] == k:
+            if name in self.computed and self.out_slot[name] == k:
                 continue
             lines.append(f"  memcpy(outputs[{k}], {self.pointer(name)}, "
                          f"(size_t){_bytes(g, self.syms, name)});")
@@ -338,6 +338,7 @@ def _shapes_function(graph: Graph, syms: _Symbols) -> list:
     for k, name in enumerate(graph.outputs):
         for axis, d in enumerate(graph.types[name].shape):
             lines.append(f"  output_shapes[{k}][{axis}] = {syms.c_expr(d)};")
+    # (A graph without symbols, inputs or outputs leaves a parameter unread.)
     lines += ["  (void)s;", "  (void)input_shapes;", "  (void)output_shapes;",
               "  return TECOMP_MODEL_OK;", "}", "",
               "int32_t tecomp_model_output_shapes(const int64_t *const *input_shapes,",
@@ -371,8 +372,8 @@ def _run_function(graph: Graph, writer: _Writer, syms: _Symbols) -> list:
     for node in graph.nodes:
         lines += writer.call(node)
     lines += writer.passthrough()
-    lines += ["  (void)inputs;", "  (void)outputs;",
-              "done:", "  free(arena);", "  return rc;", "}"]
+    lines += ["  (void)inputs;  /* unread in a graph without inputs or outputs */",
+              "  (void)outputs;", "done:", "  free(arena);", "  return rc;", "}"]
     return lines
 
 
