@@ -23,7 +23,7 @@ from ..errors import TecompError
 from ..runtime import toolchain
 from ..runtime.module import load_module
 from ..target import Target
-from .c_model import constants_blob, model_header, model_source
+from .c_model import model_header, model_source, write_constants
 from .ir import Graph
 from .serialize import graph_from_json, graph_to_json
 
@@ -87,11 +87,9 @@ class GraphLibrary:
             self.module.export_library(path)
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                blob, _ = constants_blob(self.graph)
-                blob_path = os.path.join(tmp, "constants.bin") if blob else None
+                blob_path = os.path.join(tmp, "constants.bin") if self.graph.consts else None
                 if blob_path:
-                    with open(blob_path, "wb") as fh:
-                        fh.write(blob)
+                    write_constants(self.graph, blob_path)
                 source = os.path.join(tmp, "model.c")
                 with open(source, "w") as fh:
                     fh.write(model_source(self.graph, self.module.signatures,
