@@ -35,7 +35,7 @@ class LLVMModule(Module):
             return self._artifact.asm()
         raise ValueError(f"get_source format {fmt!r} is not supported; allowed: 'll', 'asm'")
 
-    def export_library(self, path: str, cc: str | None = None) -> str:
+    def export_library(self, path: str, cc: str | None = None, sources=()) -> str:
         """Write a shared library (ELF ET_DYN) with the functions and their metadata.
 
         The argument metadata (names, dtypes, shapes; see ``tecomp.runtime.abi``) is
@@ -51,6 +51,10 @@ class LLVMModule(Module):
         path : str
         cc : str, optional
             The compiler driver that links; found on PATH when not given.
+        sources : sequence of str, optional
+            C files compiled (``-O2 -fPIC``) and linked into the library beside the
+            functions, such as a graph's model entry point (``tecomp.graph.c_model``).
+            They are not part of the object file written when no compiler links.
 
         Returns
         -------
@@ -89,6 +93,6 @@ class LLVMModule(Module):
             # The soname lets programs linked against the library find it by file name
             # (with an rpath) wherever it is deployed.
             soname = f"-Wl,-soname,{os.path.basename(path)}"
-            toolchain.compile_c(compiler, ["-shared", soname, "-o", path, o, "-lgomp", "-lm"],
-                                path)
+            toolchain.compile_c(compiler, ["-shared", "-O2", "-fPIC", soname, "-o", path, o,
+                                           *sources, "-lgomp", "-lm"], path)
         return path
