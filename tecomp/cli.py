@@ -220,6 +220,9 @@ def _measure_runner(ns, target):
     if target.kind != "llvm" or target.is_host:
         raise UsageError(f"--runner qemu runs CPU code of another architecture; --target "
                          f"{target} runs here (use --runner local)")
+    if ns.check_correctness:
+        raise UsageError("--check-correctness compares with a reference build run locally; "
+                         "it is not available with --runner qemu")
     try:
         runner = QemuRunner(target.target_arch, timeout=max(ns.timeout, 30.0))
     except RunnerError as e:

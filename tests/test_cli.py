@@ -210,6 +210,12 @@ def test_qemu_runner_for_a_host_target_is_rejected(capsys):
     assert "--runner qemu runs CPU code of another architecture" in err
 
 
+def test_check_correctness_under_qemu_is_refused_not_ignored(capsys):
+    err = _one_line_error(capsys, _MM + ["--target", "llvm -mtriple=aarch64-linux-gnu",
+                                         "--runner", "qemu", "--check-correctness"])
+    assert "--check-correctness" in err and "not available with --runner qemu" in err
+
+
 def test_tune_aarch64_under_qemu(tmp_path, capsys):
     from tecomp.runtime import QemuRunner
 
