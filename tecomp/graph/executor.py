@@ -78,23 +78,13 @@ class GraphModule:
         self._plans: dict = {}
         self._plan: MemoryPlan | None = None
         graph = self.graph
-        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0], self._item_inputs(n))
-                         for n in graph.nodes]
+        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0]) for n in graph.nodes]
         last_use = {}
         for step, node in enumerate(graph.nodes):
             for i in node.inputs:
                 last_use[i] = step
         self._lifetimes = {n.outputs[0]: (step, last_use.get(n.outputs[0], step))
                            for step, n in enumerate(graph.nodes)}
-
-    def _item_inputs(self, node):
-        """For a kernel built per batch item: per input, whether it is sliced by batch item
-        (its leading axis is the batch); else None."""
-        if not node.attrs.get("per_batch_item"):
-            return None
-        batch = self.graph.types[node.outputs[0]].shape[0]
-        return tuple(i in self.graph.types and len(self.graph.types[i].shape) > 0
-                     and self.graph.types[i].shape[0] is batch for i in node.inputs)
 
     @property
     def input_names(self) -> tuple:
@@ -180,17 +170,8 @@ class GraphModule:
         # Every array here has its kernel's dtype and C layout (set_input converts the
         # inputs, the plan allocates the rest) and the shapes type inference gave for the
         # bound sizes, so the kernels are called without per-call argument checks.
-        for kernel, inputs, output, per_item in self._kernels:
-            args = [values[i] for i in inputs]
-            out = values[output]
-            if per_item is None:
-                kernel.call_trusted(*args, out)
-                continue
-            # Leading-axis slices of C-contiguous arrays are C-contiguous views.
-            for b in range(out.shape[0]):
-                kernel.call_trusted(
-                    *(a[b:b + 1] if sliced else a for a, sliced in zip(args, per_item)),
-                    out[b:b + 1])
+        for kernel, inputs, output in self._kernels:
+            kernel.call_trusted(*(values[i] for i in inputs), values[output])
 
     def get_output(self, index: int) -> np.ndarray:
         """Output ``index`` of the last run. The array is the module's own, overwritten by

@@ -93,15 +93,24 @@ def _divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _batch(dim):
+    """The batch size: an int, or the expression of a symbolic size (one kernel serves
+    every batch; nothing else about the convolution depends on it)."""
+    value = getattr(dim, "value", dim)
+    return int(value) if isinstance(value, (int, np.integer)) else dim
+
+
 def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
-    N, C, H, W = (int(s) for s in data_shape)
+    N = _batch(data_shape[0])
+    C, H, W = (int(getattr(s, "value", s)) for s in data_shape[1:])
     K, KC, R, S = (int(s) for s in kernel_shape)
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
     pads = _pads(padding)
     OH = _out_size(H, R, sh, pads[0], pads[2], dh)
     OW = _out_size(W, S, sw, pads[1], pads[3], dw)
-    if min(N, C, H, W, K, KC, R, S, sh, sw, dh, dw) < 1 or min(pads) < 0:
+    if min(C, H, W, K, KC, R, S, sh, sw, dh, dw) < 1 or min(pads) < 0 or (
+            isinstance(N, int) and N < 1):
         raise ValueError(f"{what}: shapes, strides and dilation must be positive, padding >= 0 "
                          f"(data {tuple(data_shape)}, kernel {tuple(kernel_shape)}, "
                          f"strides {tuple(strides)}, padding {pads}, dilation {tuple(dilation)})")
@@ -130,7 +139,7 @@ def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
     """``data`` [N, C, H, W] as [N, ceil(C'/bn), Hp, Wp, bn]: zero padding of ``pads`` (top,
     left) and up to Hp x Wp; channel ``j`` of the blocked tensor is input channel
     ``channel_of(j)`` (identity by default; C' = C); channels past C' are zero."""
-    N, C = (int(s.value) for s in data.shape[:2])
+    N, C = _batch(data.shape[0]), int(data.shape[1].value)
     chans = C if channel_of is None else channel_of[1]
     of = (lambda j: j) if channel_of is None else channel_of[0]
 
@@ -147,7 +156,7 @@ def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
     """``data[n, c, y - top, x - left]`` where (y, x) is inside the input and the extra
     conditions ``also`` hold, else 0; (y, x) ranges over ``Hp x Wp`` positions of the
     padded input."""
-    _, _, H, W = (int(s.value) for s in data.shape)
+    H, W = (int(s.value) for s in data.shape[2:])
     top, left = pads[0], pads[1]
     conds = _inside_padding(y, x, H, W, Hp, Wp, top, left) + list(also)
     # No clamping: the code generator evaluates a load under if_then_else only where the
@@ -239,7 +248,9 @@ def _check_channels(what, data_shape, kernel_shape):
 
 
 def _shape_of(t):
-    return tuple(int(getattr(d, "value", d)) for d in t.shape)
+    """A conv operand's shape as ints, but a symbolic batch (a data tensor's leading
+    dimension) kept as its expression."""
+    return (_batch(t.shape[0]),) + tuple(int(getattr(d, "value", d)) for d in t.shape[1:])
 
 
 def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
@@ -371,7 +382,9 @@ def schedule_conv2d(cfg, outs):
         s[out].reorder(n, yo, ko, xo, yi, ki, xi)
         # Reading in place, a batch stays a serial outer loop: the row of a fused
         # (n, yo, ko) iteration would be a modulo, which loop partitioning cannot cut.
-        fused = s[out].fuse(yo, ko) if plain and N > 1 else s[out].fuse(n, yo, ko)
+        # A symbolic batch counts as more than one.
+        one_item = isinstance(N, int) and N == 1
+        fused = s[out].fuse(yo, ko) if plain and not one_item else s[out].fuse(n, yo, ko)
     s[out].parallel(fused)
     # The write-back runs along output columns: one vector of reg_n columns per output
     # channel, a contiguous NCHW store. Its lanes are reg_n different accumulators (the

@@ -209,12 +209,15 @@ def test_constant_weights_are_packed_once_at_build(needs_llvm, rng, tmp_path):
     np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
 
 
-def test_dynamic_batch_cnn_runs_per_item_kernels_after_export(needs_llvm, rng, tmp_path):
+def test_dynamic_batch_cnn_builds_conv_kernels_with_a_symbolic_batch(needs_llvm, rng,
+                                                                      tmp_path):
     model = onnx_models.conv_bn_relu_pool_gemm(batch="N")
     mod, params = from_onnx(model)
     lib = build(mod, params=params)
-    per_item = [n.name for n in lib.graph.nodes if n.attrs["per_batch_item"]]
-    assert per_item and all("conv2d" in name for name in per_item)
+    # One kernel per conv group serving every batch size: the batch is a size argument.
+    convs = [k.name for k in lib.kernels if k.anchor == "conv2d"]
+    assert convs
+    assert all(lib.module[name].signature.size_vars for name in convs)
     lib.export_library(str(tmp_path / "cnn.so"))
     gm = GraphModule(load(str(tmp_path / "cnn.so")))
     for n in (2, 5):
