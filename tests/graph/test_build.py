@@ -186,10 +186,9 @@ def test_models_match_onnxruntime(needs_llvm, rng, make, feeds):
     (onnx_models.decomposed_layer_norm, [{"x": (1, 16)}, {"x": (5, 16)}]),
     (onnx_models.conv_bn_relu_pool_gemm, [{"x": (1, 3, 16, 16)}, {"x": (3, 3, 16, 16)},
                                           {"x": (8, 3, 16, 16)}]),
-    pytest.param(onnx_models.attention_block,
-                 [{"x": (1, 4, 32), "mask": (1, 4)}, {"x": (2, 7, 32), "mask": (2, 7)}],
-                 marks=pytest.mark.xfail(strict=True, reason="the batch_matmul compute of "
-                                         "the operator library needs static shapes")),
+    (onnx_models.attention_block,
+     [{"x": (1, 4, 32), "mask": (1, 4)}, {"x": (2, 7, 32), "mask": (2, 7)},
+      {"x": (3, 37, 32), "mask": (3, 37)}]),
 ])
 def test_dynamic_models_run_every_size_from_one_build(needs_llvm, rng, make, feeds):
     _run_model(make, feeds, rng)
