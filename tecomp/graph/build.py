@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import te
 from ..autotune.space import FallbackConfigEntity
+from ..autotune.task import dispatch
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
@@ -105,9 +106,14 @@ def _config(impl, input_types, attrs):
     # The workload takes the attributes that identify the task; layout hints such as
     # dense's ``units`` are the compute's alone.
     accepted = inspect.signature(impl.workload).parameters
-    cfg = select_config(impl, *shapes, dtype=input_types[0].dtype,
-                        **{k: v for k, v in attrs.items() if k in accepted})
-    return cfg, "fallback config" if cfg.is_fallback else "tuned record"
+    attrs = {k: v for k, v in attrs.items() if k in accepted}
+    dtype = input_types[0].dtype
+    cfg = select_config(impl, *shapes, dtype=dtype, **attrs)
+    # select_config gives the fallback as a point of the space (never ``is_fallback``):
+    # whether a record applied is dispatch's answer.
+    record = dispatch(impl.template, impl.workload(*shapes, dtype=dtype, **attrs),
+                      Target.current())
+    return cfg, "fallback config" if record.is_fallback else "tuned record"
 
 
 def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):

@@ -236,3 +236,12 @@ def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
     # The kernels ran on the run's own buffers: the output is still the model's.
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_summary_says_which_kernels_fell_back(needs_llvm):
+    # No record (shipped or applied) covers these 8-channel convolutions.
+    mod, params = from_onnx(onnx_models.residual_block())
+    lib = build(mod, params=params)
+    convs = [k for k in lib.kernels if k.anchor == "conv2d"]
+    assert len(convs) == 2 and all(k.schedule == "fallback config" for k in convs)
+    assert "use fallback configs" in lib.summary()
