@@ -183,16 +183,28 @@ def _conv_candidates(C, K, OH, OW, lanes):
     return ic, oc, ow, oh
 
 
+def _oc_block(oc, lanes):
+    """The fallback's output-channel block among the candidates ``oc``: two vectors, else
+    whole vectors, else at most one vector (a multiple of 4 lanes if one divides K). A
+    block of more than one vector that is not whole vectors is never the fallback: the
+    write-back of its ragged last vector ran 30-50x slower (oc_bn 20, 24, 40 or 48 on a
+    16-lane target: 2-3 GFLOPS against 80-110 with 8, 12 or 16)."""
+    whole = [d for d in oc if d % lanes == 0 and d <= 2 * lanes]
+    if whole:
+        return max(whole)
+    one = [d for d in oc if d <= lanes]
+    if not one:
+        return min(oc)
+    return max([d for d in one if d % 4 == 0] or one)
+
+
 def _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes, registers):
     """The measured sweet spot on AVX-512 (Zen 5, ResNet-50 3x3 layers), in units of the
     target's vectors: oc_bn of two vectors (32 channels there, 8 with NEON) by reg_n
     output columns, about 7/16 of the vector registers as accumulators (14 of 32) and
     never more than all but 4 of them; the input-channel block as large as possible up
     to 32; a width that divides OW before one that pads."""
-    def near(cands, want):
-        return min(cands, key=lambda d: (abs(d - want), -d))
-
-    oc_bn = 2 * lanes if 2 * lanes in oc else near(oc, lanes)
+    oc_bn = _oc_block(oc, lanes)
     vecs = _ceil_div(oc_bn, lanes)
     want = max(1, registers * 7 // 16 // vecs)
 

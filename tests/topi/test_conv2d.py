@@ -10,6 +10,7 @@ from tecomp import autotune, te
 from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
+from tecomp.topi.utils import fp32_lanes
 from tecomp.topi.conv2d import (
     compute_conv2d,
     compute_depthwise_conv2d,
@@ -178,6 +179,17 @@ def test_conv2d_fallback_is_a_register_tile():
     text = str(tecomp.lower(s, args))
     assert "parallel" in text and "vectorized" in text and "unrolled" in text
     assert "local" in text
+
+
+@pytest.mark.parametrize("K", [1000, 24, 144, 40])
+def test_conv2d_fallback_channel_block_is_whole_vectors_or_at_most_one(K):
+    # A block of more than one vector with a ragged last one is 30-50x slower.
+    lanes = fp32_lanes()
+    task = autotune.create_task("conv2d", ((1, 64, 13, 13), (K, 64, 1, 1), (1, 1), (0, 0),
+                                           (1, 1), "float32"))
+    oc_bn = task.default_config["tile_oc"].size[-1]
+    assert K % oc_bn == 0
+    assert oc_bn <= lanes or oc_bn % lanes == 0, oc_bn
 
 
 def test_conv2d_padded_width_candidates():
