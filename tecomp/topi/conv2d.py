@@ -42,7 +42,12 @@ accumulators (see :func:`_conv_fallback`).
 
 Depthwise conv2d reads its input in place as well: channels run in parallel, and each
 ``tile_h x tile_w`` output tile accumulates in registers, vectorized along the output
-row, with the padded borders cut out of the row and tile loops.
+row, with the padded borders cut out of the row and tile loops. With a column stride it
+accumulates every column of the tile's input span (contiguous loads instead of gathers)
+and keeps every ``sw``-th at the write-back.
+
+The batch may be symbolic (a ``te.var``): nothing but the loop bounds depends on it, so
+one kernel serves every batch size with the config of the batch-1 workload.
 
 Workload keys (what a graph produces):
 
