@@ -134,10 +134,10 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, rows, K, M, lanes)
+        _product_fallback(cfg, rows, K, M, lanes, symbolic_rows=not isinstance(N, int))
 
 
-def _product_fallback(cfg, N, K, M, lanes):
+def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
     # 32 lanes of accumulators per row on x86, two vectors on a 4-lane target.
     bn = 32 if lanes >= 8 else 2 * lanes
     cfg.fallback_knob("bn", bn if bn <= M else (16 if M >= 16 else 8))
@@ -158,7 +158,12 @@ def _product_fallback(cfg, N, K, M, lanes):
         cfg.fallback_split("tile_y", [-1, 1, N])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
     cfg.fallback_knob("block_x", 1)
-    cfg.fallback_knob("order", "ji")
+    # A symbolic row count leaves a guarded tail of rows. With rows outer, the row of a
+    # parallel iteration is monotone in it, so loop partitioning moves the guard out of
+    # all but the last row tile; with columns outer the row is a modulo by a symbolic
+    # size, and every multiply-add keeps its guard: 128x256x256 with a symbolic 128 went
+    # from 0.52 to 0.21 ms (one thread, AVX-512; 0.15 ms with a static 128).
+    cfg.fallback_knob("order", "ij" if symbolic_rows else "ji")
 
 
 # ---- computes -------------------------------------------------------------------------
