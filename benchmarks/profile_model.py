@@ -7,8 +7,9 @@ total and ONNX Runtime's total, paired.
 
 The model is built untuned (default schedules, fallback configs and the shipped logs)
 unless ``--tuning-records`` gives a log. Each kernel is timed alone on the arguments a
-run gives it (``GraphModule.profile``) and printed with its share of the sum, its
-operators and where its schedule came from; then tecomp's and ONNX Runtime's model
+run gives it (``GraphModule.profile``) and printed with its median and minimum (on a busy
+machine the minimum is the least disturbed), its share of the sum, its operators and
+where its schedule came from; then tecomp's and ONNX Runtime's model
 latency (``--threads`` intra-op threads, default 2), as the median of interleaved rounds
 and the median of the per-round ratios (see docs/measuring.md). Symbolic input sizes
 are 1 unless ``--input-shape`` fixes them. Run it on an idle machine.
@@ -94,16 +95,17 @@ def main(argv=None) -> None:
         gm.set_input(name, value)
 
     kernels = {k.name: k for k in lib.kernels}
-    times = gm.profile(number=5, repeat=5)
-    total = sum(sec for _, sec in times)
+    times = [(name, t.median, t.min) for name, t in gm.profile(number=3, repeat=15)]
+    total = sum(med for _, med, _ in times)
     rows = sorted(times, key=lambda t: -t[1]) if args.top else times
     print(f"{args.model}: {len(times)} kernels, built in {compile_s:.1f} s")
-    print(f"{'kernel':40s} {'ms':>8s} {'share':>6s}  schedule          ops")
-    for name, sec in rows[:args.top or None]:
+    print(f"{'kernel':40s} {'median ms':>9s} {'min ms':>8s} {'share':>6s}  schedule"
+          f"          ops")
+    for name, med, low in rows[:args.top or None]:
         k = kernels[name]
-        print(f"{name[:40]:40s} {sec * 1e3:8.3f} {sec / total:6.1%}  {k.schedule:17s} "
-              f"{'+'.join(k.ops)}")
-    print(f"{'sum of kernels':40s} {total * 1e3:8.3f}")
+        print(f"{name[:40]:40s} {med * 1e3:9.3f} {low * 1e3:8.3f} {med / total:6.1%}  "
+              f"{k.schedule:17s} {'+'.join(k.ops)}")
+    print(f"{'sum of kernels':40s} {total * 1e3:9.3f} {sum(t[2] for t in times) * 1e3:8.3f}")
 
     contenders = {"tecomp": gm.run}
     if not args.no_ort:
@@ -117,10 +119,10 @@ def main(argv=None) -> None:
                   if a.size)
     rounds = paired(contenders, rounds=args.rounds)
     med = {name: statistics.median(t) * 1e3 for name, t in rounds.items()}
-    print(f"{'model (tecomp)':40s} {med['tecomp']:8.3f}")
+    print(f"{'model (tecomp)':40s} {med['tecomp']:9.3f}")
     if not args.no_ort:
         ratio = median_ratio(rounds["tecomp"], rounds["onnxruntime"])
-        print(f"{'model (onnxruntime)':40s} {med['onnxruntime']:8.3f}")
+        print(f"{'model (onnxruntime)':40s} {med['onnxruntime']:9.3f}")
         print(f"tecomp / onnxruntime: {ratio:.2f}x (median of {args.rounds} paired rounds, "
               f"{args.threads} threads); max abs error {err:.2e}")
     print(f"onnx {onnx.__version__}, threads {args.threads}")

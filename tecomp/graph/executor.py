@@ -183,13 +183,15 @@ class GraphModule:
 
         Returns
         -------
-        list of (str, float)
-            Per kernel, in run order: its name and its median seconds per call.
+        list of (str, TimingResult)
+            Per kernel, in run order: its name and its timings (``.median``, ``.min``,
+            ``.results`` in seconds per call; on a busy machine ``.min`` is the one
+            least disturbed by other processes).
 
         Examples
         --------
-        >>> gm.set_input("x", x)                                    # doctest: +SKIP
-        >>> for name, sec in gm.profile(): print(name, sec * 1e3)   # doctest: +SKIP
+        >>> gm.set_input("x", x)                                            # doctest: +SKIP
+        >>> for name, t in gm.profile(): print(name, t.median * 1e3)        # doctest: +SKIP
         """
         # One run fills the intermediates, so each kernel reads the values it reads in a
         # model run (some kernels' speed depends on them, e.g. a mask).
@@ -198,7 +200,7 @@ class GraphModule:
         values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
         module = self.lib.module
         times = [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
-                     *(values[i] for i in node.inputs), values[node.outputs[0]]).median)
+                     *(values[i] for i in node.inputs), values[node.outputs[0]]))
                  for node in self.graph.nodes]
         # Timing a kernel alone overwrites arena bytes a later kernel's input shares:
         # one more run leaves the outputs of the inputs set for get_output.

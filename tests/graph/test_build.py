@@ -232,7 +232,7 @@ def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
     gm.set_input("x", x)
     times = gm.profile(number=2, repeat=2)
     assert [name for name, _ in times] == [k.name for k in lib.kernels]
-    assert all(sec > 0 for _, sec in times)
+    assert all(0 < t.min <= t.median for _, t in times)
     # The kernels ran on the run's own buffers: the output is still the model's.
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
