@@ -4,9 +4,7 @@ Each fused group becomes one PrimFunc: its inputs become ``te`` placeholders (sy
 dimensions stay ``te.var`` s, so one kernel serves every size), each node calls its
 operator implementation's compute (``tecomp.topi.strategy``), and the implementation of
 the group's anchor (the heavy operator or the reduction) schedules the whole group. All
-kernels are compiled into one module by one ``tecomp.build`` call. A group whose
-operators need a static batch (``STATIC_BATCH_OPS``) is built for one batch item and
-marked ``per_batch_item``: the executor calls it on each item's slice.
+kernels are compiled into one module by one ``tecomp.build`` call.
 """
 
 from __future__ import annotations
@@ -90,13 +88,29 @@ def _replace_dims(value, fresh):
     return value
 
 
+# Operators whose schedule config does not depend on the batch (their blocking is over
+# channels and the image): a symbolic batch takes the config of the batch-1 workload.
+BATCH_FREE_CONFIG_OPS = ("conv2d", "depthwise_conv2d")
+
+
+def _workload_shapes(impl, input_types):
+    """The input shapes a node's tuning workload is keyed by, or None when one stays
+    symbolic (tuning workloads have static shapes: no record can apply). A symbolic batch
+    of a ``BATCH_FREE_CONFIG_OPS`` operator counts as 1."""
+    shapes = [tuple(t.shape) for t in input_types]
+    if impl.op in BATCH_FREE_CONFIG_OPS and not dims.is_static(shapes[0][0]):
+        shapes[0] = (1,) + shapes[0][1:]
+    if not all(dims.is_static(d) for s in shapes for d in s):
+        return None
+    return shapes
+
+
 def _config(impl, input_types, attrs):
     """The schedule config of a node's implementation, and where it came from."""
-    shapes = [tuple(t.shape) for t in input_types]
     if impl.template is None:
         return FallbackConfigEntity(), "default schedule"
-    if not all(dims.is_static(d) for s in shapes for d in s):
-        # Tuning workloads have static shapes: a symbolic one has no record to look up.
+    shapes = _workload_shapes(impl, input_types)
+    if shapes is None:
         return FallbackConfigEntity(), "fallback config"
     kwargs = _workload_attrs(impl, input_types, attrs)
     cfg = select_config(impl, *shapes, **kwargs)
@@ -113,27 +127,6 @@ def _workload_attrs(impl, input_types, attrs) -> dict:
     alone."""
     accepted = inspect.signature(impl.workload).parameters
     return {"dtype": input_types[0].dtype, **{k: v for k, v in attrs.items() if k in accepted}}
-
-
-# Operators whose computes need a static batch: a group holding one, whose only symbolic
-# dimension is the batch, is built for a batch of 1 and run on each item of the batch.
-STATIC_BATCH_OPS = ("conv2d", "depthwise_conv2d")
-
-
-def item_batch(body: Graph):
-    """The batch symbol of a group that runs per batch item (see ``STATIC_BATCH_OPS``),
-    else None."""
-    if not any(n.op in STATIC_BATCH_OPS for n in body.nodes):
-        return None
-    out = body.types[body.outputs[0]].shape
-    if not out or not isinstance(out[0], E.Var):
-        return None
-    batch = out[0]
-    for t in body.types.values():
-        if any(not dims.is_static(d) and not (i == 0 and d is batch)
-               for i, d in enumerate(t.shape)):
-            return None
-    return batch
 
 
 def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):
@@ -169,8 +162,7 @@ def _lower_group(node, graph: Graph, target: Target):
     fused node."""
     body = node.attrs["body"]
     anchor = anchor_of(body)
-    batch = item_batch(body)
-    fresh = ([(batch, 1)] if batch is not None else []) + _local_symbols(
+    fresh = _local_symbols(
         [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
     tensors, configs, packed = {}, {}, {}
     for name in body.inputs:
@@ -197,8 +189,7 @@ def _lower_group(node, graph: Graph, target: Target):
     sch = impl.schedule(cfg, [out])
     func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name)
     info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
-    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs),
-                      attrs={**node.attrs, "per_batch_item": batch is not None})
+    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs))
     return func, info, node, dict(packed.values())
 
 
@@ -252,8 +243,8 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> 
     """The tuning workloads :func:`build` looks records up for, without compiling.
 
     One entry per unique workload of the fused groups' anchors that have a tuning
-    template and static shapes (a group run per batch item counts with a batch of 1, as
-    it is built).
+    template and static shapes (a convolution's symbolic batch counts as 1, the workload
+    whose config it is built with).
 
     Returns
     -------
@@ -270,12 +261,9 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> 
         impl = get_implementation(anchor.op, target)
         if impl.template is None:
             continue
-        batch = item_batch(body)
-        fresh = [(batch, 1)] if batch is not None else []
-        types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
-                 for i in anchor.inputs]
-        shapes = [tuple(t.shape) for t in types]
-        if not all(dims.is_static(d) for s in shapes for d in s):
+        types = [body.types[i] for i in anchor.inputs]
+        shapes = _workload_shapes(impl, types)
+        if shapes is None:
             continue
         args = impl.workload(*shapes, **_workload_attrs(impl, types, dict(anchor.attrs)))
         key = (impl.template, args)

@@ -283,7 +283,7 @@ class _Writer:
                                "by a kernel")
 
     def call(self, node) -> list:
-        """The C statements calling ``node``'s kernel (once, or once per batch item)."""
+        """The C statements calling ``node``'s kernel."""
         g, syms = self.graph, self.syms
         sig = self.signatures[node.name]
         values = list(node.inputs) + [node.outputs[0]]
@@ -293,27 +293,11 @@ class _Writer:
         size_init = ", ".join(sizes) or "0"
         ops = " -> ".join(n.op for n in node.attrs["body"].nodes)
         head = [f"  /* {node.name}: {ops} */", "  {"]
-        if not node.attrs.get("per_batch_item"):
-            args = ", ".join(f"(void *){self.pointer(v)}" for v in values)
-            return head + [f"    void *args[] = {{{args}}};",
-                           f"    int64_t sizes[] = {{{size_init}}};",
-                           f"    rc = {sig.symbol}(args, sizes);",
-                           "    if (rc != TECOMP_MODEL_OK) goto done;", "  }"]
-        # Built for one batch item: called on each item's slice of the batched values
-        # (those whose leading dimension is the output's batch).
-        batch = _shape_of(g, node.outputs[0])[0]
-        args = []
-        for v in values:
-            shape = _shape_of(g, v)
-            if v in g.types and shape and shape[0] is batch:
-                args.append(f"(void *)({self.pointer(v)} + b * {_bytes(g, syms, v, shape[1:])})")
-            else:
-                args.append(f"(void *){self.pointer(v)}")
-        return head + [f"    for (int64_t b = 0; b < {syms.c_expr(batch)}; ++b) {{",
-                       f"      void *args[] = {{{', '.join(args)}}};",
-                       f"      int64_t sizes[] = {{{size_init}}};",
-                       f"      rc = {sig.symbol}(args, sizes);",
-                       "      if (rc != TECOMP_MODEL_OK) goto done;", "    }", "  }"]
+        args = ", ".join(f"(void *){self.pointer(v)}" for v in values)
+        return head + [f"    void *args[] = {{{args}}};",
+                       f"    int64_t sizes[] = {{{size_init}}};",
+                       f"    rc = {sig.symbol}(args, sizes);",
+                       "    if (rc != TECOMP_MODEL_OK) goto done;", "  }"]
 
     def passthrough(self) -> list:
         """Copies for outputs no kernel writes into their slot: inputs, constants, and a

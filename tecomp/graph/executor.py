@@ -78,23 +78,13 @@ class GraphModule:
         self._plans: dict = {}
         self._plan: MemoryPlan | None = None
         graph = self.graph
-        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0], self._item_inputs(n))
-                         for n in graph.nodes]
+        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0]) for n in graph.nodes]
         last_use = {}
         for step, node in enumerate(graph.nodes):
             for i in node.inputs:
                 last_use[i] = step
         self._lifetimes = {n.outputs[0]: (step, last_use.get(n.outputs[0], step))
                            for step, n in enumerate(graph.nodes)}
-
-    def _item_inputs(self, node):
-        """For a kernel built per batch item: per input, whether it is sliced by batch item
-        (its leading axis is the batch); else None."""
-        if not node.attrs.get("per_batch_item"):
-            return None
-        batch = self.graph.types[node.outputs[0]].shape[0]
-        return tuple(i in self.graph.types and len(self.graph.types[i].shape) > 0
-                     and self.graph.types[i].shape[0] is batch for i in node.inputs)
 
     @property
     def input_names(self) -> tuple:
@@ -180,17 +170,42 @@ class GraphModule:
         # Every array here has its kernel's dtype and C layout (set_input converts the
         # inputs, the plan allocates the rest) and the shapes type inference gave for the
         # bound sizes, so the kernels are called without per-call argument checks.
-        for kernel, inputs, output, per_item in self._kernels:
-            args = [values[i] for i in inputs]
-            out = values[output]
-            if per_item is None:
-                kernel.call_trusted(*args, out)
-                continue
-            # Leading-axis slices of C-contiguous arrays are C-contiguous views.
-            for b in range(out.shape[0]):
-                kernel.call_trusted(
-                    *(a[b:b + 1] if sliced else a for a, sliced in zip(args, per_item)),
-                    out[b:b + 1])
+        for kernel, inputs, output in self._kernels:
+            kernel.call_trusted(*(values[i] for i in inputs), values[output])
+
+    def profile(self, number: int = 10, repeat: int = 3) -> list:
+        """Time each kernel alone on the inputs set, with the arguments a run gives it.
+
+        Parameters
+        ----------
+        number, repeat : int
+            As for ``Module.time_evaluator``: ``repeat`` batches of ``number`` calls.
+
+        Returns
+        -------
+        list of (str, TimingResult)
+            Per kernel, in run order: its name and its timings (``.median``, ``.min``,
+            ``.results`` in seconds per call; on a busy machine ``.min`` is the one
+            least disturbed by other processes).
+
+        Examples
+        --------
+        >>> gm.set_input("x", x)                                            # doctest: +SKIP
+        >>> for name, t in gm.profile(): print(name, t.median * 1e3)        # doctest: +SKIP
+        """
+        # One run fills the intermediates, so each kernel reads the values it reads in a
+        # model run (some kernels' speed depends on them, e.g. a mask).
+        self.run()
+        plan = self._plan
+        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+        module = self.lib.module
+        times = [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
+                     *(values[i] for i in node.inputs), values[node.outputs[0]]))
+                 for node in self.graph.nodes]
+        # Timing a kernel alone overwrites arena bytes a later kernel's input shares:
+        # one more run leaves the outputs of the inputs set for get_output.
+        self.run()
+        return times
 
     def get_output(self, index: int) -> np.ndarray:
         """Output ``index`` of the last run. The array is the module's own, overwritten by

@@ -10,11 +10,16 @@ from tecomp import autotune, te
 from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
+from tecomp.topi.utils import fp32_lanes
 from tecomp.topi.conv2d import (
+    compute_conv2d,
+    compute_depthwise_conv2d,
     conv2d_pack_kernel,
     kernel_blocking,
     pack_conv2d_kernel,
     packed_kernel_shape,
+    schedule_conv2d,
+    schedule_depthwise_conv2d,
 )
 
 
@@ -176,6 +181,17 @@ def test_conv2d_fallback_is_a_register_tile():
     assert "local" in text
 
 
+@pytest.mark.parametrize("K", [1000, 24, 144, 40])
+def test_conv2d_fallback_channel_block_is_whole_vectors_or_at_most_one(K):
+    # A block of more than one vector with a ragged last one is 30-50x slower.
+    lanes = fp32_lanes()
+    task = autotune.create_task("conv2d", ((1, 64, 13, 13), (K, 64, 1, 1), (1, 1), (0, 0),
+                                           (1, 1), "float32"))
+    oc_bn = task.default_config["tile_oc"].size[-1]
+    assert K % oc_bn == 0
+    assert oc_bn <= lanes or oc_bn % lanes == 0, oc_bn
+
+
 def test_conv2d_padded_width_candidates():
     # OW = 37 is prime: the space offers widths that pad the blocked output.
     case = next(c for c in CONV_CASES if c[0][3] == 37)
@@ -207,3 +223,37 @@ def test_depthwise_conv2d_matches_numpy(case):
     groups = case[0][1]
     for i in _sample(task):
         _check(task, task.config_space.get(i), groups=groups)
+
+
+@pytest.mark.parametrize("depthwise, layout", [(False, "nchw"), (False, "nchwc"),
+                                               (True, "nchw")])
+def test_conv2d_symbolic_batch_serves_every_batch_size(depthwise, layout):
+    # One kernel whose batch is a te.var, with the fallback config of the batch-1
+    # workload (blocking does not depend on the batch), run at batch 1 and 3.
+    n = te.var("n")
+    K, KC = (16, 1) if depthwise else (24, 16)
+    data = te.placeholder((n, 16, 13, 13), name="data")
+    kernel = te.placeholder((K, KC, 3, 3), name="kernel")
+    cfg = autotune.FallbackConfigEntity()
+    if depthwise:
+        out = compute_depthwise_conv2d(cfg, data, kernel, (2, 2), (1, 1))
+        s = schedule_depthwise_conv2d(cfg, [out])
+    else:
+        out = compute_conv2d(cfg, data, kernel, (1, 1), (1, 1))
+        if layout == "nchwc":
+            cfg = autotune.create_task(
+                "conv2d", ((1, 16, 13, 13), (K, KC, 3, 3), (1, 1), (1, 1), (1, 1),
+                           "float32")).config_space.from_json(
+                {**cfg.to_json(), "data_layout": "nchwc", "order": "oc_oh"})
+            out = compute_conv2d(cfg, data, kernel, (1, 1), (1, 1))
+        s = schedule_conv2d(cfg, [out])
+    mod = tecomp.build(s, [data, kernel, out])
+    rng = np.random.default_rng(1)
+    w = rng.uniform(-1, 1, (K, KC, 3, 3)).astype("float32")
+    for batch in (1, 3):
+        x = rng.uniform(-1, 1, (batch, 16, 13, 13)).astype("float32")
+        ref = ref_conv(x, w, (2, 2) if depthwise else (1, 1), (1, 1),
+                       groups=16 if depthwise else 1)
+        y = np.full(ref.shape, np.nan, "float32")
+        mod(x, w, y)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)

@@ -194,6 +194,9 @@ def test_dense_with_a_symbolic_batch_runs_every_batch_size():
     n = te.var("n")
     cfg = FallbackConfigEntity()
     define_product_knobs(cfg, n, 64, 40)
+    # Rows outer, so loop partitioning can take the row guard out of all but the last
+    # tile (with columns outer the row is a modulo by a symbolic size).
+    assert cfg["order"].val == "ij"
     impl = strategy.get_implementation("dense", "llvm")
     w, b = _rand(40, 64), _rand(40)
     (wp,) = impl.prepack(cfg, w)
@@ -208,3 +211,24 @@ def test_dense_with_a_symbolic_batch_runs_every_batch_size():
         y = np.full((rows, 40), np.nan, "float32")
         mod(x, wp, b, y)
         np.testing.assert_allclose(y, np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_matmul_with_symbolic_sizes_runs_every_size():
+    # Attention with a dynamic batch and sequence: scores[b*h, s, s] = Q @ K^T and
+    # context[b*h, s, d] = P @ V, one build each for every (batch, sequence).
+    impl = strategy.get_implementation("batch_matmul", "llvm")
+    bh, s_ = te.var("bh"), te.var("s")
+    for a_shape, b_shape in (((bh, s_, 16), (bh, 16, s_)), ((bh, s_, s_), (bh, s_, 16))):
+        cfg = FallbackConfigEntity()
+        A = te.placeholder(a_shape, name="A")
+        B = te.placeholder(b_shape, name="B")
+        C = impl.compute(cfg, A, B)
+        Y = te.compute(C.shape, lambda b, i, j: C[b, i, j] * 0.5, name="scale")
+        mod = tecomp.build(impl.schedule(cfg, [Y]), [A, B, Y])
+        for batch, seq in ((1, 1), (3, 37)):
+            sizes = {"bh": batch, "s": seq}
+            a = _rand(*[sizes.get(getattr(d, "name", None), d) for d in a_shape])
+            b = _rand(*[sizes.get(getattr(d, "name", None), d) for d in b_shape])
+            y = np.full((batch, a.shape[1], b.shape[2]), np.nan, "float32")
+            mod(a, b, y)
+            np.testing.assert_allclose(y, 0.5 * (a @ b), rtol=1e-4, atol=1e-4)
