@@ -265,30 +265,40 @@ def _constant(ctx, node, attrs):
 # ---- heavy operators --------------------------------------------------------------------------
 
 
-def _spatial_attrs(ctx, node, attrs, x):
-    """strides, padding (top, left, bottom, right), dilation of a 2-D conv or pool."""
-    rank = len(ctx.type_of(x).shape)
-    if rank != 4:
-        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
-    strides = _ints(attrs.get("strides", (1, 1)))
-    dilation = _ints(attrs.get("dilations", (1, 1)))
+def _window_attrs(ctx, node, attrs, x):
+    """strides, pads (begins then ends, as ONNX lists them) and dilations of a convolution
+    or pooling window over the spatial axes of ``x`` (any number of them)."""
+    spatial = ctx.type_of(x).shape[2:]
+    nsp = len(spatial)
+    strides = _ints(attrs.get("strides", (1,) * nsp))
+    dilation = _ints(attrs.get("dilations", (1,) * nsp))
     auto_pad = attrs.get("auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if auto_pad in ("NOTSET", "VALID"):
-        pads = _ints(attrs.get("pads", (0, 0, 0, 0))) if auto_pad == "NOTSET" else (0, 0, 0, 0)
-        return strides, (pads[0], pads[1], pads[2], pads[3]), dilation
+        pads = _ints(attrs.get("pads", (0,) * 2 * nsp)) if auto_pad == "NOTSET" else (
+            (0,) * 2 * nsp)
+        return strides, pads, dilation
     kernel = attrs.get("kernel_shape")
     if kernel is None:
         kernel = ctx.type_of(node.input[1]).shape[2:]
-    padding = []
-    for size, k, s, d in zip(ctx.type_of(x).shape[2:], kernel, strides, dilation):
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilation):
         if not dims.is_static(size):
             ctx.fail(f"auto_pad={auto_pad} on the symbolic size {size} is not supported")
         out = -(-size // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
         small, large = total // 2, total - total // 2
-        padding.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
-    return strides, (padding[0][0], padding[1][0], padding[0][1], padding[1][1]), dilation
+        begins.append(small if auto_pad == "SAME_UPPER" else large)
+        ends.append(large if auto_pad == "SAME_UPPER" else small)
+    return strides, tuple(begins) + tuple(ends), dilation
+
+
+def _spatial_attrs(ctx, node, attrs, x):
+    """strides, padding (top, left, bottom, right), dilation of a 2-D conv or pool."""
+    rank = len(ctx.type_of(x).shape)
+    if rank != 4:
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
+    return _window_attrs(ctx, node, attrs, x)
 
 
 def _one_d_as_two_d(convert):
@@ -328,8 +338,17 @@ def _one_d_as_two_d(convert):
 @_one_d_as_two_d
 def _conv(ctx, node, attrs):
     x, w = node.input[0], node.input[1]
-    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
     groups = int(attrs.get("group", 1))
+    if len(ctx.type_of(x).shape) != 4:
+        # 3-D (and higher) convolutions: the direct N-D compute, bias added after.
+        strides, pads, dilations = _window_attrs(ctx, node, attrs, x)
+        bias = _input(node, 2)
+        y = ctx.emit("conv", [x, w], node.output if bias is None else None, strides=strides,
+                     pads=pads, dilations=dilations, groups=groups)
+        if bias is not None:
+            _add_channel_bias(ctx, y, bias, node.output)
+        return
+    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
     wshape = ctx.type_of(w).shape
     channels = ctx.type_of(x).shape[1]
     kw = dict(strides=strides, padding=padding, dilation=dilation)
@@ -351,8 +370,55 @@ def _conv(ctx, node, attrs):
             parts.append(ctx.emit("conv2d", [xg, wg], **kw))
         y = ctx.emit("concat", parts, out, axis=1)
     if bias is not None:
-        b = ctx.emit("reshape", [bias], newshape=(-1, 1, 1))
-        ctx.emit("add", [y, b], node.output)
+        _add_channel_bias(ctx, y, bias, node.output)
+
+
+def _add_channel_bias(ctx, y, bias, outputs):
+    """``y + bias`` with the 1-D ``bias`` along axis 1 of the NC... value ``y``."""
+    rank = len(ctx.type_of(y).shape)
+    b = ctx.emit("reshape", [bias], newshape=(-1,) + (1,) * (rank - 2))
+    ctx.emit("add", [y, b], outputs)
+
+
+@converter("ConvTranspose", 1, 11, 22)
+def _conv_transpose(ctx, node, attrs):
+    x, w = node.input[0], node.input[1]
+    spatial = ctx.type_of(x).shape[2:]
+    nsp = len(spatial)
+    kernel = _ints(attrs.get("kernel_shape", ctx.type_of(w).shape[2:]))
+    strides = _ints(attrs.get("strides", (1,) * nsp))
+    dilations = _ints(attrs.get("dilations", (1,) * nsp))
+    extra = list(_ints(attrs.get("output_padding", (0,) * nsp)))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    output_shape = attrs.get("output_shape")
+    if (output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER")) and not all(
+            dims.is_static(d) for d in spatial):
+        ctx.fail("output_shape or auto_pad=SAME on symbolic spatial sizes is not supported")
+    # The size without padding, which pads crop and output_padding extends (ONNX).
+    full = [strides[a] * (spatial[a] - 1) + (kernel[a] - 1) * dilations[a] + 1
+            for a in range(nsp)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        want = _ints(output_shape[-nsp:]) if output_shape is not None else tuple(
+            spatial[a] * strides[a] for a in range(nsp))
+        total = [full[a] + extra[a] - want[a] for a in range(nsp)]
+        small = [t // 2 for t in total]
+        large = [t - t // 2 for t in total]
+        pads = tuple(small + large) if auto_pad == "SAME_UPPER" else tuple(large + small)
+    elif output_shape is not None:
+        # An explicit output shape without auto_pad: no padding, and the positions past
+        # the natural size are output padding.
+        pads = (0,) * 2 * nsp
+        extra = [want - f for want, f in zip(_ints(output_shape[-nsp:]), full)]
+    else:
+        pads = _ints(attrs.get("pads", (0,) * 2 * nsp)) if auto_pad == "NOTSET" else (
+            (0,) * 2 * nsp)
+    bias = _input(node, 2)
+    y = ctx.emit("conv_transpose", [x, w], node.output if bias is None else None,
+                 strides=strides, pads=pads, dilations=dilations,
+                 groups=int(attrs.get("group", 1)), output_padding=tuple(extra))
+    if bias is not None:
+        _add_channel_bias(ctx, y, bias, node.output)
 
 
 @converter("Gemm", 7, 9, 11, 13)
@@ -391,15 +457,19 @@ def _matmul(ctx, node, attrs):
 def _pool(ctx, node, attrs):
     _only_first_output(ctx, node, "the indices")
     x = node.input[0]
-    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
+    rank = len(ctx.type_of(x).shape)
+    if rank not in (4, 5):
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 1-D, 2-D and 3-D pooling are "
+                 "supported")
+    strides, padding, dilation = _window_attrs(ctx, node, attrs, x)
     kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, pads=padding,
               dilations=dilation, ceil_mode=int(attrs.get("ceil_mode", 0)))
     if node.op_type == "MaxPool":
         if attrs.get("storage_order", 0):
             ctx.fail("MaxPool with storage_order=1 is not supported")
-        ctx.emit("max_pool2d", [x], node.output[:1], **kw)
+        ctx.emit(f"max_pool{rank - 2}d", [x], node.output[:1], **kw)
     else:
-        ctx.emit("avg_pool2d", [x], node.output,
+        ctx.emit(f"avg_pool{rank - 2}d", [x], node.output,
                  count_include_pad=int(attrs.get("count_include_pad", 0)), **kw)
 
 

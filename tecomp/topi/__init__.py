@@ -87,6 +87,9 @@ Neural network, one kernel each (``topi.nn``):
     ceil_mode=0; avg: count_include_pad=0) (NCHW; pads = top, left, bottom, right, i.e.
     ONNX's begins then ends); max_pool1d / avg_pool1d and max_pool3d / avg_pool3d alike;
     global_avg_pool / global_max_pool (N, C, spatial...).
+Convolutions on N-D data (``topi.convnd``), schedule ``schedule_reduce``:
+    conv(strides=None, pads=None, dilations=None, groups=1) (x, w; ONNX layouts, pads =
+    begins then ends), conv_transpose(..., output_padding=None) (x, w[C, M/groups, k...]).
 """
 
 from . import strategy
@@ -126,6 +129,7 @@ from .conv2d import (
     schedule_conv2d,
     schedule_depthwise_conv2d,
 )
+from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from .elemwise import (
     acosh,
@@ -262,6 +266,8 @@ __all__ = [
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
+    "conv",
+    "conv_transpose",
     "cos",
     "cosh",
     "cumsum",
