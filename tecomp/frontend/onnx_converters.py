@@ -922,3 +922,57 @@ converter("Shrink", 9)(_with_attrs("shrink", bias=0.0, lambd=0.5))
 def _hardmax(ctx, node, attrs):
     rank = len(ctx.type_of(node.input[0]).shape)
     ctx.emit("hardmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
+
+
+# ---- losses -----------------------------------------------------------------------------------
+
+
+def _nll(ctx, node, attrs, log_prob, target, weight, outputs):
+    """NegativeLogLikelihoodLoss of ``log_prob`` (N, C, d...) at ``target`` (N, d...), written
+    with gather_elements, the class weights gathered per element and the reduction."""
+    tshape = ctx.type_of(target).shape
+    dtype = ctx.type_of(log_prob).dtype
+    ignore = attrs.get("ignore_index")
+    keep = None
+    if ignore is not None:
+        # Ignored elements read class 0 and weigh 0, so an ignore_index outside the
+        # classes (often -100 or -1) never indexes out of range.
+        keep = ctx.emit("not", [ctx.emit("equal", [target, ctx.const(
+            np.array(ignore, ctx.type_of(target).dtype), "ignore_index")])])
+        target = ctx.emit("where", [keep, target, ctx.const(
+            np.array(0, ctx.type_of(target).dtype), "class0")])
+    picked = ctx.emit("gather_elements", [log_prob, ctx.emit(
+        "reshape", [target], newshape=(tshape[0], 1) + tuple(tshape[1:]))], axis=1)
+    picked = ctx.emit("reshape", [picked], newshape=tuple(tshape))
+    w = ctx.emit("gather", [weight, target], axis=0) if weight else None
+    if keep is not None:
+        kept = ctx.emit("cast", [keep], dtype=dtype)
+        w = kept if w is None else ctx.emit("multiply", [w, kept])
+    reduction = attrs.get("reduction", b"mean")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if reduction not in ("none", "sum", "mean"):
+        ctx.fail(f"reduction={reduction!r}; allowed: none, sum, mean")
+    loss = ctx.emit("neg", [picked if w is None else ctx.emit("multiply", [picked, w])],
+                    outputs if reduction == "none" else None)
+    if reduction == "none":
+        return
+    every = tuple(range(len(tshape)))
+    if reduction == "sum" or (reduction == "mean" and w is None):
+        op = "reduce_sum" if reduction == "sum" else "reduce_mean"
+        ctx.emit(op, [loss], outputs, axes=every, keepdims=0)
+        return
+    # A weighted mean divides by the total weight of the elements, not by their count.
+    total = ctx.emit("reduce_sum", [loss], axes=every, keepdims=0)
+    ctx.emit("divide", [total, ctx.emit("reduce_sum", [w], axes=every, keepdims=0)], outputs)
+
+
+@converter("NegativeLogLikelihoodLoss", 12, 13, 22)
+def _negative_log_likelihood_loss(ctx, node, attrs):
+    _nll(ctx, node, attrs, node.input[0], node.input[1], _input(node, 2), node.output[:1])
+
+
+@converter("SoftmaxCrossEntropyLoss", 12, 13)
+def _softmax_cross_entropy_loss(ctx, node, attrs):
+    log_prob_out = node.output[1:2] if len(node.output) > 1 and node.output[1] else None
+    log_prob = ctx.emit("log_softmax", [node.input[0]], log_prob_out, axis=1)
+    _nll(ctx, node, attrs, log_prob, node.input[1], _input(node, 2), node.output[:1])
