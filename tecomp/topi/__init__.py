@@ -49,7 +49,7 @@ Binary (a, b) with numpy broadcasting, schedule ``schedule_injective``:
     minimum mod(fmod=0) equal less greater less_equal greater_equal logical_and
     logical_or logical_xor, prelu (x, slope); where (cond, x, y). Comparisons and logical
     ops give bool. Variadic (any number of inputs, broadcast): sum mean max min.
-    BitShift is not provided.
+    bitshift(direction) (x, amount; unsigned, ``topi.bitshift``).
 Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
     concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
@@ -129,6 +129,7 @@ from .conv2d import (
     schedule_conv2d,
     schedule_depthwise_conv2d,
 )
+from .bitshift import bitshift
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from .elemwise import (
@@ -253,6 +254,7 @@ __all__ = [
     "avg_pool3d",
     "batch_matmul",
     "batch_norm",
+    "bitshift",
     "cast",
     "ceil",
     "celu",
