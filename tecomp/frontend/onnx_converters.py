@@ -237,11 +237,61 @@ def _where(ctx, node, attrs):
 
 @converter("Dropout", 7, 10, 12, 13, 22)
 def _dropout(ctx, node, attrs):
-    _only_first_output(ctx, node, "the mask")
-    if attrs.get("training_mode") or (_input(node, 2) and ctx.value_of(node.input[2],
-                                                                      "training_mode")):
-        ctx.fail("Dropout in training mode is not supported (inference only)")
+    training = attrs.get("training_mode") or (
+        _input(node, 2) and ctx.value_of(node.input[2], "training_mode"))
+    ratio = attrs.get("ratio", 0.5)
+    if _input(node, 1):
+        ratio = ctx.value_of(node.input[1], "ratio")
+    if training and float(ratio) != 0.0:
+        ctx.fail("Dropout in training mode is supported with ratio 0 only (it is random "
+                 "otherwise)")
     ctx.emit("identity", [node.input[0]], node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        # Nothing is dropped: the mask keeps every element.
+        shape = ctx.type_of(node.input[0]).shape
+        if not all(dims.is_static(d) for d in shape):
+            ctx.fail("Dropout's mask output of a symbolic shape is not supported")
+        ctx.const(np.ones(tuple(shape), bool), name=node.output[1])
+
+
+@converter("Mod", 10, 13, 28)
+def _mod(ctx, node, attrs):
+    a, b = node.input[0], node.input[1]
+    fmod = int(attrs.get("fmod", 0))
+    dtype = ctx.type_of(a).dtype
+    if fmod or not np.issubdtype(np.dtype(dtype), np.floating):
+        ctx.emit("mod", [a, b], node.output, fmod=fmod)
+        return
+    # A float remainder with the divisor's sign: C's fmod, moved by one divisor where it
+    # is non-zero and its sign differs from the divisor's.
+    # The library's fmod is a - trunc(a / b) * b, NaN for an infinite divisor; C's fmod
+    # leaves the dividend then.
+    r = ctx.emit("where", [ctx.emit("isinf", [b]), a, ctx.emit("mod", [a, b], fmod=1)])
+    zero = ctx.const(np.array(0, dtype), "zero")
+    differs = ctx.emit("logical_xor", [ctx.emit("less", [r, zero]), ctx.emit("less", [b, zero])])
+    move = ctx.emit("logical_and", [differs, ctx.emit("not", [ctx.emit("equal", [r, zero])])])
+    ctx.emit("where", [move, ctx.emit("add", [r, b]), r], node.output)
+
+
+@converter("Swish", 24)
+def _swish(ctx, node, attrs):
+    x = node.input[0]
+    alpha = ctx.const(np.array(attrs.get("alpha", 1.0), ctx.type_of(x).dtype), "alpha")
+    gate = ctx.emit("sigmoid", [ctx.emit("multiply", [x, alpha])])
+    ctx.emit("multiply", [x, gate], node.output)
+
+
+@converter("LpNormalization", 1, 22)
+def _lp_normalization(ctx, node, attrs):
+    x = node.input[0]
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        ctx.fail(f"LpNormalization with p={p}; allowed: 1, 2")
+    norm = ctx.emit(f"reduce_l{p}", [x], axes=(int(attrs.get("axis", -1)),), keepdims=1)
+    zero = ctx.const(np.array(0, ctx.type_of(x).dtype), "zero")
+    # A zero vector stays zero (ONNX's reference), not 0 / 0.
+    ctx.emit("where", [ctx.emit("equal", [norm, zero]), zero, ctx.emit("divide", [x, norm])],
+             node.output)
 
 
 @converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
@@ -443,9 +493,32 @@ def _gemm(ctx, node, attrs):
         ctx.emit("add", [y, c], node.output)
 
 
+def _matmul_shape(ctx, a, b) -> tuple:
+    """The shape of ``a @ b`` (ONNX MatMul), from the graph's type rule."""
+    probe = Node("matmul", (a, b), ("product",), {}, ctx.node_name)
+    return tuple(op_info(probe).rule(probe, [ctx.type_of(a), ctx.type_of(b)])[0].shape)
+
+
 @converter("MatMul", 9, 13)
 def _matmul(ctx, node, attrs):
-    ctx.emit("matmul", node.input[:2], node.output)
+    a, b = node.input[0], node.input[1]
+    sa, sb = tuple(ctx.type_of(a).shape), tuple(ctx.type_of(b).shape)
+    same_batch = len(sa) == len(sb) and all(dims.equal(x, y) for x, y in zip(sa[:-2], sb[:-2]))
+    if len(sb) < 3 or (len(sa) >= 3 and same_batch):
+        # What graph legalization maps onto the library's matmul and batch_matmul.
+        ctx.emit("matmul", [a, b], node.output)
+        return
+    # B has batch dimensions that A lacks or broadcasts: both operands are expanded to
+    # the common batch shape (a 1-D A is a [1, K] row first, dropped from the result).
+    out_shape = _matmul_shape(ctx, a, b)
+    if len(sa) == 1:
+        a = ctx.emit("reshape", [a], newshape=(1, sa[0]))
+        sa = (1, sa[0])
+    batch = _matmul_shape(ctx, a, b)[:-2]
+    a = ctx.emit("expand", [a], shape=batch + sa[-2:])
+    b = ctx.emit("expand", [b], shape=batch + sb[-2:])
+    y = ctx.emit("matmul", [a, b])
+    ctx.emit("reshape", [y], node.output, newshape=tuple(out_shape))
 
 
 # ---- pooling, reductions, normalisation -------------------------------------------------------
@@ -471,6 +544,25 @@ def _pool(ctx, node, attrs):
     else:
         ctx.emit(f"avg_pool{rank - 2}d", [x], node.output,
                  count_include_pad=int(attrs.get("count_include_pad", 0)), **kw)
+
+
+@converter("LpPool", 2, 11, 18, 22)
+def _lp_pool(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    if rank not in (3, 4, 5):
+        ctx.fail(f"LpPool on a rank-{rank} input: only 1-D, 2-D and 3-D pooling are supported")
+    dtype = ctx.type_of(x).dtype
+    p = float(attrs.get("p", 2))
+    kernel = _ints(attrs["kernel_shape"])
+    strides, pads, dilations = _window_attrs(ctx, node, attrs, x)
+    powered = ctx.emit("power", [ctx.emit("abs", [x]), ctx.const(np.array(p, dtype), "p")])
+    # The window's sum is its mean over every position, padding included, times its size.
+    mean = ctx.emit(f"avg_pool{rank - 2}d", [powered], kernel=kernel, strides=strides,
+                    pads=pads, dilations=dilations, ceil_mode=int(attrs.get("ceil_mode", 0)),
+                    count_include_pad=1)
+    total = ctx.emit("multiply", [mean, ctx.const(np.array(np.prod(kernel), dtype), "size")])
+    ctx.emit("power", [total, ctx.const(np.array(1.0 / p, dtype), "inverse_p")], node.output)
 
 
 @converter("GlobalAveragePool", 1, 22)
@@ -709,7 +801,6 @@ converter("Elu", 6, 22)(_with_attrs("elu", alpha=1.0))
 converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
                                      gamma=1.05070102214813232421875))
 converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
-converter("Mod", 10, 13, 28)(_with_attrs("mod", fmod=0))
 converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
 converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))

@@ -343,7 +343,7 @@ def _batch_norm(node, ts):
     return [TensorType(x.dtype, x.shape)]
 
 
-_register("max_pool2d avg_pool2d max_pool3d avg_pool3d", OPAQUE, _pool)
+_register("max_pool1d avg_pool1d max_pool2d avg_pool2d max_pool3d avg_pool3d", OPAQUE, _pool)
 _register("global_avg_pool global_max_pool", REDUCE, _global_pool)
 _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2 "
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
