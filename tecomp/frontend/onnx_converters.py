@@ -1067,3 +1067,108 @@ def _softmax_cross_entropy_loss(ctx, node, attrs):
     log_prob_out = node.output[1:2] if len(node.output) > 1 and node.output[1] else None
     log_prob = ctx.emit("log_softmax", [node.input[0]], log_prob_out, axis=1)
     _nll(ctx, node, attrs, log_prob, node.input[1], _input(node, 2), node.output[:1])
+
+
+# ---- attention --------------------------------------------------------------------------------
+
+
+def _heads(ctx, x, num_heads, what):
+    """A [B, S, heads * size] input as [B, heads, S, size] (a 4-D one as it is)."""
+    shape = ctx.type_of(x).shape
+    if len(shape) == 4:
+        return x
+    if num_heads is None:
+        ctx.fail(f"Attention on 3-D inputs needs the {what} attribute")
+    b, s, hidden = shape
+    split = ctx.emit("reshape", [x], newshape=(b, s, num_heads, hidden // num_heads))
+    return ctx.emit("transpose", [split], perm=(0, 2, 1, 3))
+
+
+def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype):
+    """The additive bias of the attention scores ([.., q_len, kv_len], 0 or -inf where a
+    key is masked) from attn_mask and is_causal; None if there is neither."""
+    mask = _input(node, 3)
+    bias = None
+    if mask is not None:
+        mshape = ctx.type_of(mask).shape
+        is_bool = ctx.type_of(mask).dtype == "bool"
+        if not dims.is_static(mshape[-1]) or not dims.is_static(kv_len):
+            ctx.fail("Attention's attn_mask with a symbolic key length is not supported")
+        if mshape[-1] < kv_len:
+            # A mask shorter than the keys masks the keys past its end.
+            pads = [0] * (2 * len(mshape))
+            pads[2 * len(mshape) - 1] = kv_len - mshape[-1]
+            mask = ctx.emit("pad", [mask], pads=tuple(pads), mode="constant",
+                            value=False if is_bool else float("-inf"))
+        if is_bool:
+            mask = ctx.emit("where", [mask, ctx.const(np.array(0, dtype), "zero"),
+                                      ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        bias = mask
+    if attrs.get("is_causal", 0):
+        # Query i (after the past keys) sees keys j <= i + past_len.
+        allowed = np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None] + past_len
+        causal = ctx.const(np.where(allowed, 0, -np.inf).astype(dtype), "causal")
+        bias = causal if bias is None else ctx.emit("add", [bias, causal])
+    return bias
+
+
+@converter("Attention", 23, 24)
+def _attention(ctx, node, attrs):
+    if _input(node, 6):
+        ctx.fail("Attention's nonpad_kv_seqlen input is not supported")
+    q_heads, kv_heads = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
+    three_d = len(ctx.type_of(node.input[0]).shape) == 3
+    q = _heads(ctx, node.input[0], q_heads, "q_num_heads")
+    k = _heads(ctx, node.input[1], kv_heads, "kv_num_heads")
+    v = _heads(ctx, node.input[2], kv_heads, "kv_num_heads")
+    past_key, past_value = _input(node, 4), _input(node, 5)
+    past_len = ctx.type_of(past_key).shape[2] if past_key else 0
+    outs = list(node.output) + [""] * (4 - len(node.output))
+    if past_key:
+        k = ctx.emit("concat", [past_key, k], outs[1:2] or None, axis=2)
+        v = ctx.emit("concat", [past_value, v], outs[2:3] or None, axis=2)
+    else:
+        for value, out in ((k, outs[1]), (v, outs[2])):
+            if out:
+                ctx.emit("identity", [value], [out])
+    qt, kt = ctx.type_of(q), ctx.type_of(k)
+    dtype = qt.dtype
+    batch, nq, q_len, head_size = qt.shape
+    nkv, kv_len = kt.shape[1], kt.shape[2]
+    if not all(dims.is_static(d) for d in (nq, nkv, q_len, kv_len, head_size)):
+        ctx.fail("Attention with symbolic heads, sequence lengths or head size is not "
+                 "supported")
+    if nq != nkv:
+        # Grouped-query attention: each key/value head serves nq / nkv query heads.
+        reps = nq // nkv
+        k, v = (ctx.emit("reshape", [ctx.emit("expand", [ctx.emit(
+            "reshape", [t], newshape=(batch, nkv, 1) + tuple(ctx.type_of(t).shape[2:]))],
+            shape=(batch, nkv, reps) + tuple(ctx.type_of(t).shape[2:]))],
+            newshape=(batch, nq) + tuple(ctx.type_of(t).shape[2:])) for t in (k, v))
+    scale = attrs.get("scale")
+    scale = float(1.0 / np.sqrt(head_size) if scale is None else scale)
+    scores = ctx.emit("matmul", [q, ctx.emit("transpose", [k], perm=(0, 1, 3, 2))])
+    scores = ctx.emit("multiply", [scores, ctx.const(np.array(scale, dtype), "scale")])
+    softcap = float(attrs.get("softcap", 0.0))
+    if softcap > 0:
+        cap = ctx.const(np.array(softcap, dtype), "softcap")
+        scores = ctx.emit("multiply", [ctx.emit("tanh", [ctx.emit("divide", [scores, cap])]),
+                                       cap])
+    bias = _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype)
+    biased = scores if bias is None else ctx.emit("add", [scores, bias])
+    probs = ctx.emit("softmax", [biased], axis=3)
+    if bias is not None:
+        # A row whose keys are all masked attends to nothing (ONNX): zeros, not 0 / 0.
+        row_max = ctx.emit("reduce_max", [bias], axes=(-1,), keepdims=1)
+        none = ctx.emit("equal", [row_max, ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        probs = ctx.emit("where", [none, ctx.const(np.array(0, dtype), "zero"), probs])
+    mode = int(attrs.get("qk_matmul_output_mode", 0))
+    if outs[3]:
+        if mode not in (0, 1, 2, 3):
+            ctx.fail(f"qk_matmul_output_mode={mode}; allowed: 0, 1, 2, 3")
+        ctx.emit("identity", [{0: scores, 1: scores, 2: biased, 3: probs}[mode]], [outs[3]])
+    y = ctx.emit("matmul", [probs, v], None if three_d else outs[:1])
+    if three_d:
+        yt = ctx.emit("transpose", [y], perm=(0, 2, 1, 3))
+        shape = ctx.type_of(yt).shape
+        ctx.emit("reshape", [yt], outs[:1], newshape=(shape[0], shape[1], shape[2] * shape[3]))
