@@ -1103,6 +1103,8 @@ def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype):
         if is_bool:
             mask = ctx.emit("where", [mask, ctx.const(np.array(0, dtype), "zero"),
                                       ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        elif ctx.type_of(mask).dtype != dtype:
+            mask = ctx.emit("cast", [mask], dtype=dtype)
         bias = mask
     if attrs.get("is_causal", 0):
         # Query i (after the past keys) sees keys j <= i + past_len.
@@ -1131,6 +1133,10 @@ def _attention(ctx, node, attrs):
         for value, out in ((k, outs[1]), (v, outs[2])):
             if out:
                 ctx.emit("identity", [value], [out])
+    out_dtype = ctx.type_of(q).dtype
+    if out_dtype == "float16":
+        # Scores and softmax in float32, as ONNX's reference computes them.
+        q, k, v = (ctx.emit("cast", [t], dtype="float32") for t in (q, k, v))
     qt, kt = ctx.type_of(q), ctx.type_of(k)
     dtype = qt.dtype
     batch, nq, q_len, head_size = qt.shape
@@ -1166,9 +1172,11 @@ def _attention(ctx, node, attrs):
     if outs[3]:
         if mode not in (0, 1, 2, 3):
             ctx.fail(f"qk_matmul_output_mode={mode}; allowed: 0, 1, 2, 3")
-        ctx.emit("identity", [{0: scores, 1: scores, 2: biased, 3: probs}[mode]], [outs[3]])
-    y = ctx.emit("matmul", [probs, v], None if three_d else outs[:1])
+        ctx.emit("cast", [{0: scores, 1: scores, 2: biased, 3: probs}[mode]], [outs[3]],
+                 dtype=out_dtype)
+    y = ctx.emit("matmul", [probs, v])
     if three_d:
         yt = ctx.emit("transpose", [y], perm=(0, 2, 1, 3))
         shape = ctx.type_of(yt).shape
-        ctx.emit("reshape", [yt], outs[:1], newshape=(shape[0], shape[1], shape[2] * shape[3]))
+        y = ctx.emit("reshape", [yt], newshape=(shape[0], shape[1], shape[2] * shape[3]))
+    ctx.emit("cast", [y], outs[:1], dtype=out_dtype)
