@@ -191,6 +191,25 @@ for _onnx, _op, _versions in [
     converter(_onnx, *_versions)(_binary(_op))
 
 
+def _legacy_binary(op):
+    """Opset-6 arithmetic: ``broadcast=1`` aligns B with A's trailing axes (numpy's rule)
+    unless ``axis`` places it elsewhere, which is not supported."""
+
+    def convert(ctx, node, attrs):
+        if attrs.get("broadcast", 0) and "axis" in attrs:
+            ctx.fail(f"{node.op_type}-{ctx.version} with broadcast axis={attrs['axis']} is not "
+                     "supported (only trailing-axis broadcasting)")
+        ctx.emit(op, node.input[:2], node.output)
+
+    return convert
+
+
+for _onnx, _op, _version in [("Add", "add", 6), ("Sub", "subtract", 6),
+                             ("Mul", "multiply", 6), ("Div", "divide", 6),
+                             ("Pow", "power", 1)]:
+    converter(_onnx, _version)(_legacy_binary(_op))
+
+
 @converter("Max", 6, 8, 12, 13)
 @converter("Min", 6, 8, 12, 13)
 @converter("Sum", 6, 8, 13)
@@ -294,7 +313,7 @@ def _lp_normalization(ctx, node, attrs):
              node.output)
 
 
-@converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
+@converter("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24, 25)
 def _constant(ctx, node, attrs):
     if "value" in attrs:
         value = onnx.numpy_helper.to_array(attrs["value"])
@@ -471,7 +490,7 @@ def _conv_transpose(ctx, node, attrs):
         _add_channel_bias(ctx, y, bias, node.output)
 
 
-@converter("Gemm", 7, 9, 11, 13)
+@converter("Gemm", 6, 7, 9, 11, 13)
 def _gemm(ctx, node, attrs):
     a, b = node.input[0], node.input[1]
     if attrs.get("transA", 0):
@@ -499,7 +518,7 @@ def _matmul_shape(ctx, a, b) -> tuple:
     return tuple(op_info(probe).rule(probe, [ctx.type_of(a), ctx.type_of(b)])[0].shape)
 
 
-@converter("MatMul", 9, 13)
+@converter("MatMul", 1, 9, 13)
 def _matmul(ctx, node, attrs):
     a, b = node.input[0], node.input[1]
     sa, sb = tuple(ctx.type_of(a).shape), tuple(ctx.type_of(b).shape)
@@ -524,8 +543,8 @@ def _matmul(ctx, node, attrs):
 # ---- pooling, reductions, normalisation -------------------------------------------------------
 
 
-@converter("MaxPool", 8, 10, 11, 12, 22)
-@converter("AveragePool", 7, 10, 11, 19, 22)
+@converter("MaxPool", 1, 8, 10, 11, 12, 22)
+@converter("AveragePool", 1, 7, 10, 11, 19, 22)
 @_one_d_as_two_d
 def _pool(ctx, node, attrs):
     _only_first_output(ctx, node, "the indices")
@@ -609,18 +628,21 @@ def _flatten_to_2d(ctx, x, axis):
 
 
 @converter("Softmax", 1, 11, 13)
+@converter("LogSoftmax", 1, 11, 13)
 def _softmax(ctx, node, attrs):
     x = node.input[0]
+    op = "softmax" if node.op_type == "Softmax" else "log_softmax"
     rank = len(ctx.type_of(x).shape)
     if ctx.version >= 13:
-        ctx.emit("softmax", [x], node.output, axis=int(attrs.get("axis", -1)) % rank)
+        ctx.emit(op, [x], node.output, axis=int(attrs.get("axis", -1)) % rank)
         return
     if attrs.get("axis", 1) % rank == rank - 1:
-        ctx.emit("softmax", [x], node.output, axis=rank - 1)
+        ctx.emit(op, [x], node.output, axis=rank - 1)
         return
-    # Before opset 13 Softmax normalises over all axes from `axis` on, as one flattened row.
+    # Before opset 13 (Log)Softmax normalises over all axes from `axis` on, as one
+    # flattened row.
     flat = _flatten_to_2d(ctx, x, attrs.get("axis", 1) % rank)
-    y = ctx.emit("softmax", [flat], axis=1)
+    y = ctx.emit(op, [flat], axis=1)
     ctx.emit("reshape", [y], node.output, newshape=ctx.type_of(x).shape)
 
 
@@ -659,9 +681,11 @@ def _layer_norm(ctx, node, attrs):
              epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
-@converter("BatchNormalization", 7, 9, 14, 15)
+@converter("BatchNormalization", 6, 7, 9, 14, 15)
 def _batch_norm(ctx, node, attrs):
     _only_first_output(ctx, node, "running statistics: training mode")
+    if not attrs.get("spatial", 1) or not attrs.get("is_test", 1):
+        ctx.fail("BatchNormalization with spatial=0 or is_test=0 is not supported")
     if attrs.get("training_mode", 0):
         ctx.fail("BatchNormalization in training mode is not supported (inference only)")
     ctx.emit("batch_norm", node.input[:5], node.output[:1],
@@ -678,7 +702,7 @@ def _reshape(ctx, node, attrs):
     ctx.emit("reshape", node.input[:2], node.output, allowzero=bool(attrs.get("allowzero", 0)))
 
 
-@converter("Flatten", 9, 11, 13, 21, 23, 24, 25)
+@converter("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
 def _flatten(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
@@ -753,8 +777,16 @@ def _gather(ctx, node, attrs):
     ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
 
 
-@converter("Slice", 10, 11, 13)
+@converter("Slice", 1, 10, 11, 13)
 def _slice(ctx, node, attrs):
+    if ctx.version < 10:
+        # Slice-1 takes starts, ends and axes as attributes, with unit steps.
+        starts, ends = _ints(attrs["starts"]), _ints(attrs["ends"])
+        rank = len(ctx.type_of(node.input[0]).shape)
+        axes = _ints(attrs.get("axes", range(len(starts))))
+        ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
+                 starts=starts, ends=ends, steps=(1,) * len(starts))
+        return
     starts = _ints(ctx.value_of(node.input[1], "starts"))
     ends = _ints(ctx.value_of(node.input[2], "ends"))
     rank = len(ctx.type_of(node.input[0]).shape)
@@ -822,12 +854,6 @@ def _gelu(ctx, node, attrs):
              approximate=approximate.decode() if isinstance(approximate, bytes) else approximate)
 
 
-@converter("LogSoftmax", 13)
-def _log_softmax(ctx, node, attrs):
-    rank = len(ctx.type_of(node.input[0]).shape)
-    ctx.emit("log_softmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
-
-
 @converter("ReduceProd", 1, 11, 13, 18)
 @converter("ReduceL1", 1, 11, 13, 18)
 @converter("ReduceL2", 1, 11, 13, 18)
@@ -886,10 +912,17 @@ def _tile(ctx, node, attrs):
     ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
 
 
-@converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+@converter("Pad", 2, 11, 13, 18, 19, 21, 23, 24, 25)
 def _pad(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
+    if ctx.version < 11:
+        # Pad-2 takes pads and the fill value as attributes.
+        mode = attrs.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        ctx.emit("pad", [x], node.output, pads=_ints(attrs["pads"]), mode=mode,
+                 value=float(attrs.get("value", 0.0)))
+        return
     pads = _ints(ctx.value_of(node.input[1], "pads").reshape(-1))
     if _input(node, 3):
         axes = [a % rank for a in _ints(ctx.value_of(node.input[3], "axes").reshape(-1))]
@@ -905,7 +938,7 @@ def _pad(ctx, node, attrs):
     ctx.emit("pad", [x], node.output, pads=pads, mode=mode, value=value)
 
 
-@converter("Split", 11, 13, 18)
+@converter("Split", 2, 11, 13, 18)
 def _split(ctx, node, attrs):
     x = node.input[0]
     shape = ctx.type_of(x).shape
