@@ -210,6 +210,17 @@ for _onnx, _op, _version in [("Add", "add", 6), ("Sub", "subtract", 6),
     converter(_onnx, _version)(_legacy_binary(_op))
 
 
+@converter("PRelu", 6)
+def _prelu_v6(ctx, node, attrs):
+    x, slope = node.input[0], node.input[1]
+    rank = len(ctx.type_of(x).shape)
+    sshape = ctx.type_of(slope).shape
+    if len(sshape) == 1 and rank > 2 and sshape[0] != 1:
+        # PRelu-6's 1-D slope is one value per channel (axis 1).
+        slope = ctx.emit("reshape", [slope], newshape=(sshape[0],) + (1,) * (rank - 2))
+    ctx.emit("prelu", [x, slope], node.output)
+
+
 @converter("Max", 6, 8, 12, 13)
 @converter("Min", 6, 8, 12, 13)
 @converter("Sum", 6, 8, 13)
