@@ -192,14 +192,18 @@ for _onnx, _op, _versions in [
 
 
 def _legacy_binary(op):
-    """Opset-6 arithmetic: ``broadcast=1`` aligns B with A's trailing axes (numpy's rule)
-    unless ``axis`` places it elsewhere, which is not supported."""
+    """Opset-6 arithmetic: ``broadcast=1`` aligns B with A's trailing axes (numpy's rule),
+    or with A's axes from ``axis`` on: B then gets trailing unit axes."""
 
     def convert(ctx, node, attrs):
+        a, b = node.input[0], node.input[1]
         if attrs.get("broadcast", 0) and "axis" in attrs:
-            ctx.fail(f"{node.op_type}-{ctx.version} with broadcast axis={attrs['axis']} is not "
-                     "supported (only trailing-axis broadcasting)")
-        ctx.emit(op, node.input[:2], node.output)
+            rank_a = len(ctx.type_of(a).shape)
+            shape_b = tuple(ctx.type_of(b).shape)
+            trailing = rank_a - int(attrs["axis"]) % rank_a - len(shape_b)
+            if trailing > 0:
+                b = ctx.emit("reshape", [b], newshape=shape_b + (1,) * trailing)
+        ctx.emit(op, [a, b], node.output)
 
     return convert
 
