@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from .. import te
 from ..errors import TecompError, UnsupportedOpError
+from ..graph import dims
 from ..graph.infer import infer_types
 from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
@@ -32,6 +35,53 @@ from .onnx_converters import (
 )
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
+
+
+# ---- folding of nodes whose inputs are known -------------------------------------------------
+
+# Nodes whose inputs are all known and at most this many elements each are evaluated at
+# import (shape arithmetic, small constant tables); heavier constant work is left to the
+# graph's constant folding.
+FOLD_LIMIT = 4096
+
+
+def _known_value(ctx, name: str):
+    """The value of ``name`` if the import knows it (a constant, or shape arithmetic whose
+    result is static), else None."""
+    if name in ctx.consts:
+        return ctx.consts[name]
+    t = ctx.types.get(name)
+    if t is None or t.content is None or not all(dims.is_static(d) for d in t.content):
+        return None
+    return np.array(t.content, dtype=t.dtype).reshape(t.shape)
+
+
+def _fold(ctx, node, opset_imports) -> bool:
+    """Evaluate ``node`` with onnx's reference evaluator when every input is known and
+    small, making its outputs constants; returns whether it did. Nodes without inputs
+    (Constant, ConstantOfShape's absent input) are left to their converters."""
+    values = [_known_value(ctx, i) if i else None for i in node.input]
+    if not node.input or any(v is None and i for v, i in zip(values, node.input)) or any(
+            v is not None and v.size > FOLD_LIMIT for v in values):
+        return False
+    names = [i if i else "" for i in node.input]
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                            v.shape)
+              for n, v in zip(names, values) if n]
+    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+               for o in node.output if o]
+    model = helper.make_model(helper.make_graph([node], "fold", inputs, outputs),
+                              opset_imports=opset_imports)
+    try:
+        results = ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values)
+                                                       if n})
+    except Exception:  # noqa: BLE001 - the converter then handles the node as usual
+        return False
+    if not all(isinstance(r, np.ndarray) for r in results):
+        return False
+    for name, value in zip([o for o in node.output if o], results):
+        ctx.const(value, name=name)
+    return True
 
 
 # ---- checks before conversion -------------------------------------------------------------
@@ -201,7 +251,8 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
         ctx.version = since_version(node.op_type, opsets.get(node.domain or "", 1), node.domain)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         try:
-            CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
+            if not _fold(ctx, node, model.opset_import):
+                CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
         except GraphTypeError as e:
             raise ModelError(str(e)) from None
         except (KeyError, IndexError, TypeError, ValueError) as e:

@@ -191,6 +191,40 @@ for _onnx, _op, _versions in [
     converter(_onnx, *_versions)(_binary(_op))
 
 
+def _legacy_binary(op):
+    """Opset-6 arithmetic: ``broadcast=1`` aligns B with A's trailing axes (numpy's rule),
+    or with A's axes from ``axis`` on: B then gets trailing unit axes."""
+
+    def convert(ctx, node, attrs):
+        a, b = node.input[0], node.input[1]
+        if attrs.get("broadcast", 0) and "axis" in attrs:
+            rank_a = len(ctx.type_of(a).shape)
+            shape_b = tuple(ctx.type_of(b).shape)
+            trailing = rank_a - int(attrs["axis"]) % rank_a - len(shape_b)
+            if trailing > 0:
+                b = ctx.emit("reshape", [b], newshape=shape_b + (1,) * trailing)
+        ctx.emit(op, [a, b], node.output)
+
+    return convert
+
+
+for _onnx, _op, _version in [("Add", "add", 6), ("Sub", "subtract", 6),
+                             ("Mul", "multiply", 6), ("Div", "divide", 6),
+                             ("Pow", "power", 1)]:
+    converter(_onnx, _version)(_legacy_binary(_op))
+
+
+@converter("PRelu", 6)
+def _prelu_v6(ctx, node, attrs):
+    x, slope = node.input[0], node.input[1]
+    rank = len(ctx.type_of(x).shape)
+    sshape = ctx.type_of(slope).shape
+    if len(sshape) == 1 and rank > 2 and sshape[0] != 1:
+        # PRelu-6's 1-D slope is one value per channel (axis 1).
+        slope = ctx.emit("reshape", [slope], newshape=(sshape[0],) + (1,) * (rank - 2))
+    ctx.emit("prelu", [x, slope], node.output)
+
+
 @converter("Max", 6, 8, 12, 13)
 @converter("Min", 6, 8, 12, 13)
 @converter("Sum", 6, 8, 13)
@@ -237,14 +271,64 @@ def _where(ctx, node, attrs):
 
 @converter("Dropout", 7, 10, 12, 13, 22)
 def _dropout(ctx, node, attrs):
-    _only_first_output(ctx, node, "the mask")
-    if attrs.get("training_mode") or (_input(node, 2) and ctx.value_of(node.input[2],
-                                                                      "training_mode")):
-        ctx.fail("Dropout in training mode is not supported (inference only)")
+    training = attrs.get("training_mode") or (
+        _input(node, 2) and ctx.value_of(node.input[2], "training_mode"))
+    ratio = attrs.get("ratio", 0.5)
+    if _input(node, 1):
+        ratio = ctx.value_of(node.input[1], "ratio")
+    if training and float(ratio) != 0.0:
+        ctx.fail("Dropout in training mode is supported with ratio 0 only (it is random "
+                 "otherwise)")
     ctx.emit("identity", [node.input[0]], node.output[:1])
+    if len(node.output) > 1 and node.output[1]:
+        # Nothing is dropped: the mask keeps every element.
+        shape = ctx.type_of(node.input[0]).shape
+        if not all(dims.is_static(d) for d in shape):
+            ctx.fail("Dropout's mask output of a symbolic shape is not supported")
+        ctx.const(np.ones(tuple(shape), bool), name=node.output[1])
 
 
-@converter("Constant", 9, 11, 12, 13, 19, 21, 23, 24, 25)
+@converter("Mod", 10, 13, 28)
+def _mod(ctx, node, attrs):
+    a, b = node.input[0], node.input[1]
+    fmod = int(attrs.get("fmod", 0))
+    dtype = ctx.type_of(a).dtype
+    if fmod or not np.issubdtype(np.dtype(dtype), np.floating):
+        ctx.emit("mod", [a, b], node.output, fmod=fmod)
+        return
+    # A float remainder with the divisor's sign: C's fmod, moved by one divisor where it
+    # is non-zero and its sign differs from the divisor's.
+    # The library's fmod is a - trunc(a / b) * b, NaN for an infinite divisor; C's fmod
+    # leaves the dividend then.
+    r = ctx.emit("where", [ctx.emit("isinf", [b]), a, ctx.emit("mod", [a, b], fmod=1)])
+    zero = ctx.const(np.array(0, dtype), "zero")
+    differs = ctx.emit("logical_xor", [ctx.emit("less", [r, zero]), ctx.emit("less", [b, zero])])
+    move = ctx.emit("logical_and", [differs, ctx.emit("not", [ctx.emit("equal", [r, zero])])])
+    ctx.emit("where", [move, ctx.emit("add", [r, b]), r], node.output)
+
+
+@converter("Swish", 24)
+def _swish(ctx, node, attrs):
+    x = node.input[0]
+    alpha = ctx.const(np.array(attrs.get("alpha", 1.0), ctx.type_of(x).dtype), "alpha")
+    gate = ctx.emit("sigmoid", [ctx.emit("multiply", [x, alpha])])
+    ctx.emit("multiply", [x, gate], node.output)
+
+
+@converter("LpNormalization", 1, 22)
+def _lp_normalization(ctx, node, attrs):
+    x = node.input[0]
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        ctx.fail(f"LpNormalization with p={p}; allowed: 1, 2")
+    norm = ctx.emit(f"reduce_l{p}", [x], axes=(int(attrs.get("axis", -1)),), keepdims=1)
+    zero = ctx.const(np.array(0, ctx.type_of(x).dtype), "zero")
+    # A zero vector stays zero (ONNX's reference), not 0 / 0.
+    ctx.emit("where", [ctx.emit("equal", [norm, zero]), zero, ctx.emit("divide", [x, norm])],
+             node.output)
+
+
+@converter("Constant", 1, 9, 11, 12, 13, 19, 21, 23, 24, 25)
 def _constant(ctx, node, attrs):
     if "value" in attrs:
         value = onnx.numpy_helper.to_array(attrs["value"])
@@ -265,30 +349,40 @@ def _constant(ctx, node, attrs):
 # ---- heavy operators --------------------------------------------------------------------------
 
 
-def _spatial_attrs(ctx, node, attrs, x):
-    """strides, padding (top, left, bottom, right), dilation of a 2-D conv or pool."""
-    rank = len(ctx.type_of(x).shape)
-    if rank != 4:
-        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
-    strides = _ints(attrs.get("strides", (1, 1)))
-    dilation = _ints(attrs.get("dilations", (1, 1)))
+def _window_attrs(ctx, node, attrs, x):
+    """strides, pads (begins then ends, as ONNX lists them) and dilations of a convolution
+    or pooling window over the spatial axes of ``x`` (any number of them)."""
+    spatial = ctx.type_of(x).shape[2:]
+    nsp = len(spatial)
+    strides = _ints(attrs.get("strides", (1,) * nsp))
+    dilation = _ints(attrs.get("dilations", (1,) * nsp))
     auto_pad = attrs.get("auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if auto_pad in ("NOTSET", "VALID"):
-        pads = _ints(attrs.get("pads", (0, 0, 0, 0))) if auto_pad == "NOTSET" else (0, 0, 0, 0)
-        return strides, (pads[0], pads[1], pads[2], pads[3]), dilation
+        pads = _ints(attrs.get("pads", (0,) * 2 * nsp)) if auto_pad == "NOTSET" else (
+            (0,) * 2 * nsp)
+        return strides, pads, dilation
     kernel = attrs.get("kernel_shape")
     if kernel is None:
         kernel = ctx.type_of(node.input[1]).shape[2:]
-    padding = []
-    for size, k, s, d in zip(ctx.type_of(x).shape[2:], kernel, strides, dilation):
+    begins, ends = [], []
+    for size, k, s, d in zip(spatial, kernel, strides, dilation):
         if not dims.is_static(size):
             ctx.fail(f"auto_pad={auto_pad} on the symbolic size {size} is not supported")
         out = -(-size // s)
         total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
         small, large = total // 2, total - total // 2
-        padding.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
-    return strides, (padding[0][0], padding[1][0], padding[0][1], padding[1][1]), dilation
+        begins.append(small if auto_pad == "SAME_UPPER" else large)
+        ends.append(large if auto_pad == "SAME_UPPER" else small)
+    return strides, tuple(begins) + tuple(ends), dilation
+
+
+def _spatial_attrs(ctx, node, attrs, x):
+    """strides, padding (top, left, bottom, right), dilation of a 2-D conv or pool."""
+    rank = len(ctx.type_of(x).shape)
+    if rank != 4:
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 2-D (NCHW) is supported")
+    return _window_attrs(ctx, node, attrs, x)
 
 
 def _one_d_as_two_d(convert):
@@ -328,8 +422,17 @@ def _one_d_as_two_d(convert):
 @_one_d_as_two_d
 def _conv(ctx, node, attrs):
     x, w = node.input[0], node.input[1]
-    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
     groups = int(attrs.get("group", 1))
+    if len(ctx.type_of(x).shape) != 4:
+        # 3-D (and higher) convolutions: the direct N-D compute, bias added after.
+        strides, pads, dilations = _window_attrs(ctx, node, attrs, x)
+        bias = _input(node, 2)
+        y = ctx.emit("conv", [x, w], node.output if bias is None else None, strides=strides,
+                     pads=pads, dilations=dilations, groups=groups)
+        if bias is not None:
+            _add_channel_bias(ctx, y, bias, node.output)
+        return
+    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
     wshape = ctx.type_of(w).shape
     channels = ctx.type_of(x).shape[1]
     kw = dict(strides=strides, padding=padding, dilation=dilation)
@@ -351,11 +454,58 @@ def _conv(ctx, node, attrs):
             parts.append(ctx.emit("conv2d", [xg, wg], **kw))
         y = ctx.emit("concat", parts, out, axis=1)
     if bias is not None:
-        b = ctx.emit("reshape", [bias], newshape=(-1, 1, 1))
-        ctx.emit("add", [y, b], node.output)
+        _add_channel_bias(ctx, y, bias, node.output)
 
 
-@converter("Gemm", 7, 9, 11, 13)
+def _add_channel_bias(ctx, y, bias, outputs):
+    """``y + bias`` with the 1-D ``bias`` along axis 1 of the NC... value ``y``."""
+    rank = len(ctx.type_of(y).shape)
+    b = ctx.emit("reshape", [bias], newshape=(-1,) + (1,) * (rank - 2))
+    ctx.emit("add", [y, b], outputs)
+
+
+@converter("ConvTranspose", 1, 11, 22)
+def _conv_transpose(ctx, node, attrs):
+    x, w = node.input[0], node.input[1]
+    spatial = ctx.type_of(x).shape[2:]
+    nsp = len(spatial)
+    kernel = _ints(attrs.get("kernel_shape", ctx.type_of(w).shape[2:]))
+    strides = _ints(attrs.get("strides", (1,) * nsp))
+    dilations = _ints(attrs.get("dilations", (1,) * nsp))
+    extra = list(_ints(attrs.get("output_padding", (0,) * nsp)))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    output_shape = attrs.get("output_shape")
+    if (output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER")) and not all(
+            dims.is_static(d) for d in spatial):
+        ctx.fail("output_shape or auto_pad=SAME on symbolic spatial sizes is not supported")
+    # The size without padding, which pads crop and output_padding extends (ONNX).
+    full = [strides[a] * (spatial[a] - 1) + (kernel[a] - 1) * dilations[a] + 1
+            for a in range(nsp)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        want = _ints(output_shape[-nsp:]) if output_shape is not None else tuple(
+            spatial[a] * strides[a] for a in range(nsp))
+        total = [full[a] + extra[a] - want[a] for a in range(nsp)]
+        small = [t // 2 for t in total]
+        large = [t - t // 2 for t in total]
+        pads = tuple(small + large) if auto_pad == "SAME_UPPER" else tuple(large + small)
+    elif output_shape is not None:
+        # An explicit output shape without auto_pad: no padding, and the positions past
+        # the natural size are output padding.
+        pads = (0,) * 2 * nsp
+        extra = [want - f for want, f in zip(_ints(output_shape[-nsp:]), full)]
+    else:
+        pads = _ints(attrs.get("pads", (0,) * 2 * nsp)) if auto_pad == "NOTSET" else (
+            (0,) * 2 * nsp)
+    bias = _input(node, 2)
+    y = ctx.emit("conv_transpose", [x, w], node.output if bias is None else None,
+                 strides=strides, pads=pads, dilations=dilations,
+                 groups=int(attrs.get("group", 1)), output_padding=tuple(extra))
+    if bias is not None:
+        _add_channel_bias(ctx, y, bias, node.output)
+
+
+@converter("Gemm", 6, 7, 9, 11, 13)
 def _gemm(ctx, node, attrs):
     a, b = node.input[0], node.input[1]
     if attrs.get("transA", 0):
@@ -377,30 +527,76 @@ def _gemm(ctx, node, attrs):
         ctx.emit("add", [y, c], node.output)
 
 
-@converter("MatMul", 9, 13)
+def _matmul_shape(ctx, a, b) -> tuple:
+    """The shape of ``a @ b`` (ONNX MatMul), from the graph's type rule."""
+    probe = Node("matmul", (a, b), ("product",), {}, ctx.node_name)
+    return tuple(op_info(probe).rule(probe, [ctx.type_of(a), ctx.type_of(b)])[0].shape)
+
+
+@converter("MatMul", 1, 9, 13)
 def _matmul(ctx, node, attrs):
-    ctx.emit("matmul", node.input[:2], node.output)
+    a, b = node.input[0], node.input[1]
+    sa, sb = tuple(ctx.type_of(a).shape), tuple(ctx.type_of(b).shape)
+    same_batch = len(sa) == len(sb) and all(dims.equal(x, y) for x, y in zip(sa[:-2], sb[:-2]))
+    if len(sb) < 3 or (len(sa) >= 3 and same_batch):
+        # What graph legalization maps onto the library's matmul and batch_matmul.
+        ctx.emit("matmul", [a, b], node.output)
+        return
+    # B has batch dimensions that A lacks or broadcasts: both operands are expanded to
+    # the common batch shape (a 1-D A is a [1, K] row first, dropped from the result).
+    out_shape = _matmul_shape(ctx, a, b)
+    if len(sa) == 1:
+        a = ctx.emit("reshape", [a], newshape=(1, sa[0]))
+        sa = (1, sa[0])
+    batch = _matmul_shape(ctx, a, b)[:-2]
+    a = ctx.emit("expand", [a], shape=batch + sa[-2:])
+    b = ctx.emit("expand", [b], shape=batch + sb[-2:])
+    y = ctx.emit("matmul", [a, b])
+    ctx.emit("reshape", [y], node.output, newshape=tuple(out_shape))
 
 
 # ---- pooling, reductions, normalisation -------------------------------------------------------
 
 
-@converter("MaxPool", 8, 10, 11, 12, 22)
-@converter("AveragePool", 7, 10, 11, 19, 22)
+@converter("MaxPool", 1, 8, 10, 11, 12, 22)
+@converter("AveragePool", 1, 7, 10, 11, 19, 22)
 @_one_d_as_two_d
 def _pool(ctx, node, attrs):
     _only_first_output(ctx, node, "the indices")
     x = node.input[0]
-    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
+    rank = len(ctx.type_of(x).shape)
+    if rank not in (4, 5):
+        ctx.fail(f"{node.op_type} on a rank-{rank} input: only 1-D, 2-D and 3-D pooling are "
+                 "supported")
+    strides, padding, dilation = _window_attrs(ctx, node, attrs, x)
     kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, pads=padding,
               dilations=dilation, ceil_mode=int(attrs.get("ceil_mode", 0)))
     if node.op_type == "MaxPool":
         if attrs.get("storage_order", 0):
             ctx.fail("MaxPool with storage_order=1 is not supported")
-        ctx.emit("max_pool2d", [x], node.output[:1], **kw)
+        ctx.emit(f"max_pool{rank - 2}d", [x], node.output[:1], **kw)
     else:
-        ctx.emit("avg_pool2d", [x], node.output,
+        ctx.emit(f"avg_pool{rank - 2}d", [x], node.output,
                  count_include_pad=int(attrs.get("count_include_pad", 0)), **kw)
+
+
+@converter("LpPool", 2, 11, 18, 22)
+def _lp_pool(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.type_of(x).shape)
+    if rank not in (3, 4, 5):
+        ctx.fail(f"LpPool on a rank-{rank} input: only 1-D, 2-D and 3-D pooling are supported")
+    dtype = ctx.type_of(x).dtype
+    p = float(attrs.get("p", 2))
+    kernel = _ints(attrs["kernel_shape"])
+    strides, pads, dilations = _window_attrs(ctx, node, attrs, x)
+    powered = ctx.emit("power", [ctx.emit("abs", [x]), ctx.const(np.array(p, dtype), "p")])
+    # The window's sum is its mean over every position, padding included, times its size.
+    mean = ctx.emit(f"avg_pool{rank - 2}d", [powered], kernel=kernel, strides=strides,
+                    pads=pads, dilations=dilations, ceil_mode=int(attrs.get("ceil_mode", 0)),
+                    count_include_pad=1)
+    total = ctx.emit("multiply", [mean, ctx.const(np.array(np.prod(kernel), dtype), "size")])
+    ctx.emit("power", [total, ctx.const(np.array(1.0 / p, dtype), "inverse_p")], node.output)
 
 
 @converter("GlobalAveragePool", 1, 22)
@@ -447,18 +643,21 @@ def _flatten_to_2d(ctx, x, axis):
 
 
 @converter("Softmax", 1, 11, 13)
+@converter("LogSoftmax", 1, 11, 13)
 def _softmax(ctx, node, attrs):
     x = node.input[0]
+    op = "softmax" if node.op_type == "Softmax" else "log_softmax"
     rank = len(ctx.type_of(x).shape)
     if ctx.version >= 13:
-        ctx.emit("softmax", [x], node.output, axis=int(attrs.get("axis", -1)) % rank)
+        ctx.emit(op, [x], node.output, axis=int(attrs.get("axis", -1)) % rank)
         return
     if attrs.get("axis", 1) % rank == rank - 1:
-        ctx.emit("softmax", [x], node.output, axis=rank - 1)
+        ctx.emit(op, [x], node.output, axis=rank - 1)
         return
-    # Before opset 13 Softmax normalises over all axes from `axis` on, as one flattened row.
+    # Before opset 13 (Log)Softmax normalises over all axes from `axis` on, as one
+    # flattened row.
     flat = _flatten_to_2d(ctx, x, attrs.get("axis", 1) % rank)
-    y = ctx.emit("softmax", [flat], axis=1)
+    y = ctx.emit(op, [flat], axis=1)
     ctx.emit("reshape", [y], node.output, newshape=ctx.type_of(x).shape)
 
 
@@ -497,9 +696,11 @@ def _layer_norm(ctx, node, attrs):
              epsilon=float(attrs.get("epsilon", 1e-5)))
 
 
-@converter("BatchNormalization", 7, 9, 14, 15)
+@converter("BatchNormalization", 6, 7, 9, 14, 15)
 def _batch_norm(ctx, node, attrs):
     _only_first_output(ctx, node, "running statistics: training mode")
+    if not attrs.get("spatial", 1) or not attrs.get("is_test", 1):
+        ctx.fail("BatchNormalization with spatial=0 or is_test=0 is not supported")
     if attrs.get("training_mode", 0):
         ctx.fail("BatchNormalization in training mode is not supported (inference only)")
     ctx.emit("batch_norm", node.input[:5], node.output[:1],
@@ -516,7 +717,7 @@ def _reshape(ctx, node, attrs):
     ctx.emit("reshape", node.input[:2], node.output, allowzero=bool(attrs.get("allowzero", 0)))
 
 
-@converter("Flatten", 9, 11, 13, 21, 23, 24, 25)
+@converter("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)
 def _flatten(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
@@ -591,8 +792,16 @@ def _gather(ctx, node, attrs):
     ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
 
 
-@converter("Slice", 10, 11, 13)
+@converter("Slice", 1, 10, 11, 13)
 def _slice(ctx, node, attrs):
+    if ctx.version < 10:
+        # Slice-1 takes starts, ends and axes as attributes, with unit steps.
+        starts, ends = _ints(attrs["starts"]), _ints(attrs["ends"])
+        rank = len(ctx.type_of(node.input[0]).shape)
+        axes = _ints(attrs.get("axes", range(len(starts))))
+        ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
+                 starts=starts, ends=ends, steps=(1,) * len(starts))
+        return
     starts = _ints(ctx.value_of(node.input[1], "starts"))
     ends = _ints(ctx.value_of(node.input[2], "ends"))
     rank = len(ctx.type_of(node.input[0]).shape)
@@ -639,7 +848,6 @@ converter("Elu", 6, 22)(_with_attrs("elu", alpha=1.0))
 converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
                                      gamma=1.05070102214813232421875))
 converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
-converter("Mod", 10, 13, 28)(_with_attrs("mod", fmod=0))
 converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
 converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
@@ -659,12 +867,6 @@ def _gelu(ctx, node, attrs):
     approximate = attrs.get("approximate", b"none")
     ctx.emit("gelu", [node.input[0]], node.output,
              approximate=approximate.decode() if isinstance(approximate, bytes) else approximate)
-
-
-@converter("LogSoftmax", 13)
-def _log_softmax(ctx, node, attrs):
-    rank = len(ctx.type_of(node.input[0]).shape)
-    ctx.emit("log_softmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
 
 
 @converter("ReduceProd", 1, 11, 13, 18)
@@ -725,10 +927,17 @@ def _tile(ctx, node, attrs):
     ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
 
 
-@converter("Pad", 11, 13, 18, 19, 21, 23, 24, 25)
+@converter("Pad", 2, 11, 13, 18, 19, 21, 23, 24, 25)
 def _pad(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
+    if ctx.version < 11:
+        # Pad-2 takes pads and the fill value as attributes.
+        mode = attrs.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        ctx.emit("pad", [x], node.output, pads=_ints(attrs["pads"]), mode=mode,
+                 value=float(attrs.get("value", 0.0)))
+        return
     pads = _ints(ctx.value_of(node.input[1], "pads").reshape(-1))
     if _input(node, 3):
         axes = [a % rank for a in _ints(ctx.value_of(node.input[3], "axes").reshape(-1))]
@@ -744,7 +953,7 @@ def _pad(ctx, node, attrs):
     ctx.emit("pad", [x], node.output, pads=pads, mode=mode, value=value)
 
 
-@converter("Split", 11, 13, 18)
+@converter("Split", 2, 11, 13, 18)
 def _split(ctx, node, attrs):
     x = node.input[0]
     shape = ctx.type_of(x).shape
@@ -852,3 +1061,170 @@ converter("Shrink", 9)(_with_attrs("shrink", bias=0.0, lambd=0.5))
 def _hardmax(ctx, node, attrs):
     rank = len(ctx.type_of(node.input[0]).shape)
     ctx.emit("hardmax", [node.input[0]], node.output, axis=int(attrs.get("axis", -1)) % rank)
+
+
+# ---- losses -----------------------------------------------------------------------------------
+
+
+def _nll(ctx, node, attrs, log_prob, target, weight, outputs):
+    """NegativeLogLikelihoodLoss of ``log_prob`` (N, C, d...) at ``target`` (N, d...), written
+    with gather_elements, the class weights gathered per element and the reduction."""
+    tshape = ctx.type_of(target).shape
+    dtype = ctx.type_of(log_prob).dtype
+    ignore = attrs.get("ignore_index")
+    keep = None
+    if ignore is not None:
+        # Ignored elements read class 0 and weigh 0, so an ignore_index outside the
+        # classes (often -100 or -1) never indexes out of range.
+        keep = ctx.emit("not", [ctx.emit("equal", [target, ctx.const(
+            np.array(ignore, ctx.type_of(target).dtype), "ignore_index")])])
+        target = ctx.emit("where", [keep, target, ctx.const(
+            np.array(0, ctx.type_of(target).dtype), "class0")])
+    picked = ctx.emit("gather_elements", [log_prob, ctx.emit(
+        "reshape", [target], newshape=(tshape[0], 1) + tuple(tshape[1:]))], axis=1)
+    picked = ctx.emit("reshape", [picked], newshape=tuple(tshape))
+    w = ctx.emit("gather", [weight, target], axis=0) if weight else None
+    if keep is not None:
+        kept = ctx.emit("cast", [keep], dtype=dtype)
+        w = kept if w is None else ctx.emit("multiply", [w, kept])
+    reduction = attrs.get("reduction", b"mean")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if reduction not in ("none", "sum", "mean"):
+        ctx.fail(f"reduction={reduction!r}; allowed: none, sum, mean")
+    loss = ctx.emit("neg", [picked if w is None else ctx.emit("multiply", [picked, w])],
+                    outputs if reduction == "none" else None)
+    if reduction == "none":
+        return
+    every = tuple(range(len(tshape)))
+    if reduction == "sum" or (reduction == "mean" and w is None):
+        op = "reduce_sum" if reduction == "sum" else "reduce_mean"
+        ctx.emit(op, [loss], outputs, axes=every, keepdims=0)
+        return
+    # A weighted mean divides by the total weight of the elements, not by their count.
+    total = ctx.emit("reduce_sum", [loss], axes=every, keepdims=0)
+    ctx.emit("divide", [total, ctx.emit("reduce_sum", [w], axes=every, keepdims=0)], outputs)
+
+
+@converter("NegativeLogLikelihoodLoss", 12, 13, 22)
+def _negative_log_likelihood_loss(ctx, node, attrs):
+    _nll(ctx, node, attrs, node.input[0], node.input[1], _input(node, 2), node.output[:1])
+
+
+@converter("SoftmaxCrossEntropyLoss", 12, 13)
+def _softmax_cross_entropy_loss(ctx, node, attrs):
+    log_prob_out = node.output[1:2] if len(node.output) > 1 and node.output[1] else None
+    log_prob = ctx.emit("log_softmax", [node.input[0]], log_prob_out, axis=1)
+    _nll(ctx, node, attrs, log_prob, node.input[1], _input(node, 2), node.output[:1])
+
+
+# ---- attention --------------------------------------------------------------------------------
+
+
+def _heads(ctx, x, num_heads, what):
+    """A [B, S, heads * size] input as [B, heads, S, size] (a 4-D one as it is)."""
+    shape = ctx.type_of(x).shape
+    if len(shape) == 4:
+        return x
+    if num_heads is None:
+        ctx.fail(f"Attention on 3-D inputs needs the {what} attribute")
+    b, s, hidden = shape
+    split = ctx.emit("reshape", [x], newshape=(b, s, num_heads, hidden // num_heads))
+    return ctx.emit("transpose", [split], perm=(0, 2, 1, 3))
+
+
+def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype):
+    """The additive bias of the attention scores ([.., q_len, kv_len], 0 or -inf where a
+    key is masked) from attn_mask and is_causal; None if there is neither."""
+    mask = _input(node, 3)
+    bias = None
+    if mask is not None:
+        mshape = ctx.type_of(mask).shape
+        is_bool = ctx.type_of(mask).dtype == "bool"
+        if not dims.is_static(mshape[-1]) or not dims.is_static(kv_len):
+            ctx.fail("Attention's attn_mask with a symbolic key length is not supported")
+        if mshape[-1] < kv_len:
+            # A mask shorter than the keys masks the keys past its end.
+            pads = [0] * (2 * len(mshape))
+            pads[2 * len(mshape) - 1] = kv_len - mshape[-1]
+            mask = ctx.emit("pad", [mask], pads=tuple(pads), mode="constant",
+                            value=False if is_bool else float("-inf"))
+        if is_bool:
+            mask = ctx.emit("where", [mask, ctx.const(np.array(0, dtype), "zero"),
+                                      ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        elif ctx.type_of(mask).dtype != dtype:
+            mask = ctx.emit("cast", [mask], dtype=dtype)
+        bias = mask
+    if attrs.get("is_causal", 0):
+        # Query i (after the past keys) sees keys j <= i + past_len.
+        allowed = np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None] + past_len
+        causal = ctx.const(np.where(allowed, 0, -np.inf).astype(dtype), "causal")
+        bias = causal if bias is None else ctx.emit("add", [bias, causal])
+    return bias
+
+
+@converter("Attention", 23, 24)
+def _attention(ctx, node, attrs):
+    if _input(node, 6):
+        ctx.fail("Attention's nonpad_kv_seqlen input is not supported")
+    q_heads, kv_heads = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
+    three_d = len(ctx.type_of(node.input[0]).shape) == 3
+    q = _heads(ctx, node.input[0], q_heads, "q_num_heads")
+    k = _heads(ctx, node.input[1], kv_heads, "kv_num_heads")
+    v = _heads(ctx, node.input[2], kv_heads, "kv_num_heads")
+    past_key, past_value = _input(node, 4), _input(node, 5)
+    past_len = ctx.type_of(past_key).shape[2] if past_key else 0
+    outs = list(node.output) + [""] * (4 - len(node.output))
+    if past_key:
+        k = ctx.emit("concat", [past_key, k], outs[1:2] or None, axis=2)
+        v = ctx.emit("concat", [past_value, v], outs[2:3] or None, axis=2)
+    else:
+        for value, out in ((k, outs[1]), (v, outs[2])):
+            if out:
+                ctx.emit("identity", [value], [out])
+    out_dtype = ctx.type_of(q).dtype
+    if out_dtype == "float16":
+        # Scores and softmax in float32, as ONNX's reference computes them.
+        q, k, v = (ctx.emit("cast", [t], dtype="float32") for t in (q, k, v))
+    qt, kt = ctx.type_of(q), ctx.type_of(k)
+    dtype = qt.dtype
+    batch, nq, q_len, head_size = qt.shape
+    nkv, kv_len = kt.shape[1], kt.shape[2]
+    if not all(dims.is_static(d) for d in (nq, nkv, q_len, kv_len, head_size)):
+        ctx.fail("Attention with symbolic heads, sequence lengths or head size is not "
+                 "supported")
+    if nq != nkv:
+        # Grouped-query attention: each key/value head serves nq / nkv query heads.
+        reps = nq // nkv
+        k, v = (ctx.emit("reshape", [ctx.emit("expand", [ctx.emit(
+            "reshape", [t], newshape=(batch, nkv, 1) + tuple(ctx.type_of(t).shape[2:]))],
+            shape=(batch, nkv, reps) + tuple(ctx.type_of(t).shape[2:]))],
+            newshape=(batch, nq) + tuple(ctx.type_of(t).shape[2:])) for t in (k, v))
+    scale = attrs.get("scale")
+    scale = float(1.0 / np.sqrt(head_size) if scale is None else scale)
+    scores = ctx.emit("matmul", [q, ctx.emit("transpose", [k], perm=(0, 1, 3, 2))])
+    scores = ctx.emit("multiply", [scores, ctx.const(np.array(scale, dtype), "scale")])
+    softcap = float(attrs.get("softcap", 0.0))
+    if softcap > 0:
+        cap = ctx.const(np.array(softcap, dtype), "softcap")
+        scores = ctx.emit("multiply", [ctx.emit("tanh", [ctx.emit("divide", [scores, cap])]),
+                                       cap])
+    bias = _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype)
+    biased = scores if bias is None else ctx.emit("add", [scores, bias])
+    probs = ctx.emit("softmax", [biased], axis=3)
+    if bias is not None:
+        # A row whose keys are all masked attends to nothing (ONNX): zeros, not 0 / 0.
+        row_max = ctx.emit("reduce_max", [bias], axes=(-1,), keepdims=1)
+        none = ctx.emit("equal", [row_max, ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        probs = ctx.emit("where", [none, ctx.const(np.array(0, dtype), "zero"), probs])
+    mode = int(attrs.get("qk_matmul_output_mode", 0))
+    if outs[3]:
+        if mode not in (0, 1, 2, 3):
+            ctx.fail(f"qk_matmul_output_mode={mode}; allowed: 0, 1, 2, 3")
+        ctx.emit("cast", [{0: scores, 1: scores, 2: biased, 3: probs}[mode]], [outs[3]],
+                 dtype=out_dtype)
+    y = ctx.emit("matmul", [probs, v])
+    if three_d:
+        yt = ctx.emit("transpose", [y], perm=(0, 2, 1, 3))
+        shape = ctx.type_of(yt).shape
+        y = ctx.emit("reshape", [yt], newshape=(shape[0], shape[1], shape[2] * shape[3]))
+    ctx.emit("cast", [y], outs[:1], dtype=out_dtype)

@@ -210,7 +210,41 @@ def _matmul(node, ts):
     return [TensorType(a.dtype, shape)]
 
 
+def _conv_nd(node, ts):
+    """``conv`` / ``conv_transpose`` on N-D data (ONNX layouts, ``pads`` begins then ends)."""
+    data, weight = ts[0], ts[1]
+    nsp = len(data.shape) - 2
+    if nsp < 1 or len(weight.shape) != nsp + 2:
+        _fail(node, f"data {_shape_text(data.shape)} and weight {_shape_text(weight.shape)} "
+                    "must have the same rank, at least 3")
+    groups = node.attrs.get("groups", 1)
+    strides = node.attrs.get("strides") or (1,) * nsp
+    dilations = node.attrs.get("dilations") or (1,) * nsp
+    pads = node.attrs.get("pads") or (0,) * (2 * nsp)
+    transposed = node.op == "conv_transpose"
+    cin = weight.shape[0] if transposed else dims.normalize(weight.shape[1] * groups)
+    if not dims.equal(cin, data.shape[1]):
+        _fail(node, f"weight {_shape_text(weight.shape)} with groups={groups} needs "
+                    f"{dims.to_text(cin)} input channels, the data has "
+                    f"{dims.to_text(data.shape[1])}")
+    shape = [data.shape[0]]
+    if transposed:
+        extra = node.attrs.get("output_padding") or (0,) * nsp
+        shape.append(dims.normalize(weight.shape[1] * groups))
+        for a in range(nsp):
+            shape.append(dims.normalize(
+                strides[a] * (data.shape[2 + a] - 1) + extra[a]
+                + (weight.shape[2 + a] - 1) * dilations[a] + 1 - pads[a] - pads[nsp + a]))
+    else:
+        shape.append(weight.shape[0])
+        for a in range(nsp):
+            shape.append(_conv_out(data.shape[2 + a], weight.shape[2 + a], strides[a], pads[a],
+                                   pads[nsp + a], dilations[a]))
+    return [TensorType(data.dtype, tuple(shape))]
+
+
 _register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
+_register("conv conv_transpose", OPAQUE, _conv_nd)
 _register("dense", OUT_FUSABLE, _dense)
 def _batch_matmul(node, ts):
     a, b = ts
@@ -228,18 +262,21 @@ _register("batch_matmul", OUT_FUSABLE, _batch_matmul)
 # ---- pooling, reductions, normalisation -------------------------------------------------------
 
 
-def _pool2d(node, ts):
+def _pool(node, ts):
+    """``max_pool{n}d`` / ``avg_pool{n}d``: ``pads`` lists the begins, then the ends."""
     x = ts[0]
-    if len(x.shape) != 4:
-        _fail(node, f"input {_shape_text(x.shape)} must be 4-D (NCHW)")
-    n, c, h, w = x.shape
-    kh, kw = node.attrs["kernel"]
-    sh, sw = node.attrs.get("strides", (1, 1))
-    dh, dw = node.attrs.get("dilations", (1, 1))
-    top, left, bottom, right = node.attrs.get("pads", (0, 0, 0, 0))
+    nsp = len(node.attrs["kernel"])
+    if len(x.shape) != nsp + 2:
+        _fail(node, f"input {_shape_text(x.shape)} must have rank {nsp + 2} (N, C and "
+                    f"{nsp} spatial axes)")
+    kernel = node.attrs["kernel"]
+    strides = node.attrs.get("strides") or (1,) * nsp
+    dilations = node.attrs.get("dilations") or (1,) * nsp
+    pads = node.attrs.get("pads") or (0,) * (2 * nsp)
     ceil = node.attrs.get("ceil_mode", 0)
-    return [TensorType(x.dtype, (n, c, _pool_out(h, kh, sh, top, bottom, dh, ceil),
-                                 _pool_out(w, kw, sw, left, right, dw, ceil)))]
+    return [TensorType(x.dtype, tuple(x.shape[:2]) + tuple(
+        _pool_out(x.shape[2 + a], kernel[a], strides[a], pads[a], pads[nsp + a], dilations[a],
+                  ceil) for a in range(nsp)))]
 
 
 def _pool_out(size, k, stride, lo, hi, dil, ceil_mode):
@@ -306,7 +343,7 @@ def _batch_norm(node, ts):
     return [TensorType(x.dtype, x.shape)]
 
 
-_register("max_pool2d avg_pool2d", OPAQUE, _pool2d)
+_register("max_pool1d avg_pool1d max_pool2d avg_pool2d max_pool3d avg_pool3d", OPAQUE, _pool)
 _register("global_avg_pool global_max_pool", REDUCE, _global_pool)
 _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2 "
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)

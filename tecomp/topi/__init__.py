@@ -51,7 +51,7 @@ Binary (a, b) with numpy broadcasting, schedule ``schedule_injective``:
     minimum mod(fmod=0) equal less greater less_equal greater_equal logical_and
     logical_or logical_xor, prelu (x, slope); where (cond, x, y). Comparisons and logical
     ops give bool. Variadic (any number of inputs, broadcast): sum mean max min.
-    BitShift is not provided.
+    bitshift(direction) (x, amount; unsigned, ``topi.bitshift``).
 Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
     concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
@@ -89,6 +89,9 @@ Neural network, one kernel each (``topi.nn``):
     ceil_mode=0; avg: count_include_pad=0) (NCHW; pads = top, left, bottom, right, i.e.
     ONNX's begins then ends); max_pool1d / avg_pool1d and max_pool3d / avg_pool3d alike;
     global_avg_pool / global_max_pool (N, C, spatial...).
+Convolutions on N-D data (``topi.convnd``), schedule ``schedule_reduce``:
+    conv(strides=None, pads=None, dilations=None, groups=1) (x, w; ONNX layouts, pads =
+    begins then ends), conv_transpose(..., output_padding=None) (x, w[C, M/groups, k...]).
 """
 
 from . import strategy
@@ -128,6 +131,8 @@ from .conv2d import (
     schedule_conv2d,
     schedule_depthwise_conv2d,
 )
+from .bitshift import bitshift
+from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
 from .elemwise import (
@@ -252,6 +257,7 @@ __all__ = [
     "avg_pool3d",
     "batch_matmul",
     "batch_norm",
+    "bitshift",
     "cast",
     "ceil",
     "celu",
@@ -265,6 +271,8 @@ __all__ = [
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
+    "conv",
+    "conv_transpose",
     "cos",
     "cosh",
     "cuda",

@@ -58,14 +58,14 @@ def test_shape_gather_concat_reshape_chain_keeps_symbolic_dims():
 
 def test_unsupported_ops_are_listed_all_at_once_with_their_nodes():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
-             helper.make_node("LpNormalization", ["a"], ["b"], name="h1"),
-             helper.make_node("LpNormalization", ["b"], ["c"], name="h2"),
+             helper.make_node("MeanVarianceNormalization", ["a"], ["b"], name="h1"),
+             helper.make_node("MeanVarianceNormalization", ["b"], ["c"], name="h2"),
              helper.make_node("Det", ["c"], ["y"], name="d")]
     model = _model(nodes, [_vi("x", [2, 2])], [_vi("y", [])])
     with pytest.raises(UnsupportedOpError) as e:
         from_onnx(model)
     text = str(e.value)
-    assert "LpNormalization (version 1): nodes h1, h2" in text
+    assert "MeanVarianceNormalization (version 13): nodes h1, h2" in text
     assert "Det (version 11): nodes d" in text
     assert "Relu" not in text
 
@@ -145,3 +145,20 @@ def test_external_data_model_loads(tmp_path):
     assert (tmp_path / "m.data").exists()
     _, params = from_onnx(path)
     np.testing.assert_array_equal(params["w1"], ref["w1"])
+
+
+def test_nodes_on_known_values_are_evaluated_at_import():
+    # Equal/Not/Where on a static shape decide an Expand's target shape, as the
+    # function-expanded forms of Attention write it; the import folds them to a constant.
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Equal", ["s", "one"], ["is_one"]),
+             helper.make_node("Not", ["is_one"], ["keep"]),
+             helper.make_node("Where", ["keep", "s", "four"], ["target"]),
+             helper.make_node("Expand", ["x", "target"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([1, 1], "int64"), "one"),
+             numpy_helper.from_array(np.array([4, 4], "int64"), "four")]
+    mod, _ = from_onnx(_model(nodes, [_vi("x", [1, 3])], [_vi("y", [4, 3])], inits))
+    # Only the Shape node stays (unused now: dead-code elimination drops it at build).
+    assert [n.op for n in mod.nodes] == ["shape_of", "expand"]
+    assert mod.nodes[1].attrs["shape"] == (4, 3)
+    assert mod.types["y"].shape == (4, 3)
