@@ -5,9 +5,9 @@
 listed once, in order, by ``passes``: for every target simplify, partition and
 legalize; for a cuda target then the device passes — virtual threads interleaved
 (``vthread``), each root nest cut out as a kernel launch (``host_device``), shared
-tiles double-buffered (``double_buffer``), and barriers placed where threads share data through shared memory (``barrier``).
-``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one, headed
-by the pass name.
+tiles double-buffered (``double_buffer``), and barriers placed where threads share
+data through shared memory (``barrier``). ``TECOMP_DUMP_IR=1`` prints the function
+before the first pass and after each one, headed by the pass name.
 """
 
 from __future__ import annotations
