@@ -153,6 +153,8 @@ def check_gpu_limits(sch, infos: dict, target) -> None:
                         f"tile has constant extents"
                     )
                 nbytes *= hi
+            if st.double_buffered:
+                nbytes *= 2
             per_kernel_shared.setdefault(root, []).append((st.name, nbytes))
     for root, dims in per_kernel_threads.items():
         total = 1
