@@ -15,9 +15,9 @@ compute of step ``k`` does not read::
 Lowering lists the storage (``buffer_key``) of the double-buffered stages in the
 function's ``attrs["double_buffer"]``; the pass rewrites each loop whose body starts with
 the allocation and fill of such a buffer (several buffers computed at one loop are
-handled together). Barriers are placed afterwards by ``insert_barriers``, which tracks
-whole buffers: it keeps a barrier between the fill of the next half and the compute on
-the current one, though the two touch different halves.
+handled together) and lists the doubled storage in ``attrs["double_buffered"]``, for
+``insert_barriers``: it tells the halves apart, so a step needs one barrier, before the
+fill of the next half (the compute of the previous step read that half).
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ class _Injector(IRMutator):
     def __init__(self, keys: frozenset):
         super().__init__()
         self.keys = keys
+        self.doubled: set = set()  # the storage of the doubled buffers
 
     def visit_For(self, s: S.For):
         s = self.generic(s)
@@ -98,6 +99,7 @@ class _Injector(IRMutator):
             return s
         doubled = {buffer_key(b): make_buffer(b.name, b.dtype, (2, *b.shape), b.scope)
                    for b, _ in tiles}
+        self.doubled.update(buffer_key(b) for b in doubled.values())
         k, first, end = s.loop_var, s.min, s.min + s.extent
         fills = S.seq(*[f for _, f in tiles])
         prefetch = _Halves(doubled, E.IntImm(0, k.dtype)).visit(
@@ -133,6 +135,11 @@ def inject_double_buffer(func: S.PrimFunc) -> S.PrimFunc:
     keys = func.attrs.get("double_buffer")
     if not keys:
         return func
-    body = _Injector(frozenset(keys)).visit(func.body)
+    injector = _Injector(frozenset(keys))
+    body = injector.visit(func.body)
+    if body is func.body:
+        return func
+    attrs = {k: v for k, v in func.attrs.items() if k != "double_buffer"}
+    attrs["double_buffered"] = frozenset(injector.doubled)
     # The fills substituted with the first and the next step fold to plain indices.
-    return func if body is func.body else simplify(func.with_body(body))
+    return simplify(S.PrimFunc(func.name, func.params, body, attrs))

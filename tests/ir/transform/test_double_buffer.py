@@ -36,6 +36,14 @@ def test_tiles_are_doubled_and_indexed_by_the_parity_of_the_k_step():
                          text)
         assert re.search(rf"= {name}\.shared\[[^]]*[^(]k\.outer % 2 \* 128", text)
     assert text.index("A.shared = allocate") < text.index("for k.outer")
+    # One barrier after the prefetch and one per step, before the fill of the next half
+    # (the previous step read it): the fill and the compute of a step touch different
+    # halves and need none between them.
+    loop = text[text.index("for k.outer"):]
+    assert text.count("barrier()") == 2 and loop.count("barrier()") == 1
+    assert loop.index("barrier()") < loop.index("if k.outer + 1 < 4:")
+    assert f.attrs["double_buffered"] == {allocs["A.shared"].buffer.data,
+                                          allocs["B.shared"].buffer.data}
 
 
 def test_without_double_buffer_the_tiles_stay_single():
