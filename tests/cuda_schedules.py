@@ -3,12 +3,14 @@
 from tecomp import te
 
 
-def matmul_shared(M=32, N=32, K=16, block=16, threads=4, vthreads=2, step=8):
+def matmul_shared(M=32, N=32, K=16, block=16, threads=4, vthreads=2, step=8,
+                  double_buffer=False):
     """C = A @ B as a GPU user writes it (TVM's tutorial schedule): a block computes a
     ``block``-square tile of C; its threads (``threads`` x ``threads``, each also running
     ``vthreads`` x ``vthreads`` virtual threads) accumulate in registers; per step of k,
     the block loads tiles of A and B into shared memory cooperatively, with vectorized
-    loads, and each thread copies what it needs of them into registers."""
+    loads (double-buffered with ``double_buffer``), and each thread copies what it needs
+    of them into registers."""
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
     k = te.reduce_axis((0, K), name="k")
@@ -50,6 +52,8 @@ def matmul_shared(M=32, N=32, K=16, block=16, threads=4, vthreads=2, step=8):
         s[T].bind(ty2, te.thread_axis("threadIdx.y"))
         s[T].bind(tx2, te.thread_axis("threadIdx.x"))
         s[T].vectorize(xi2)
+        if double_buffer:
+            s[T].double_buffer()
     return s, [A, B, C]
 
 

@@ -30,8 +30,14 @@ def _owns_loops(st) -> bool:
 
 
 def check_cpu_schedule(sch, kind: str) -> None:
-    """Reject GPU-only schedule features (``bind``, the "shared" scope) on a CPU target."""
+    """Reject GPU-only schedule features (``bind``, the "shared" scope,
+    ``double_buffer``) on a CPU target."""
     for st in sch.stages:
+        if st.double_buffered:
+            raise ScheduleError(
+                f"double_buffer on stage {st.name}: double buffering shared memory needs a "
+                f"CUDA target, not {kind}"
+            )
         if st.bind_threads:
             iv = next(iter(st.bind_threads))
             raise ScheduleError(
@@ -147,6 +153,8 @@ def check_gpu_limits(sch, infos: dict, target) -> None:
                         f"tile has constant extents"
                     )
                 nbytes *= hi
+            if st.double_buffered:
+                nbytes *= 2
             per_kernel_shared.setdefault(root, []).append((st.name, nbytes))
     for root, dims in per_kernel_threads.items():
         total = 1

@@ -24,6 +24,7 @@ from ..errors import LoweringError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.arith import const_int_bound, eval_interval, prove, simplify
+from ..ir.analysis import buffer_key
 from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.transform.pipeline import run_pipeline
@@ -558,7 +559,11 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     for st in reversed(roots):
         if not infos[st].is_arg:
             body = builder.allocate(st, body)
-    func = S.PrimFunc(name, tuple(params[a] for a in args), body)
+    # The storage of double-buffered stages, for tecomp.ir.transform.double_buffer.
+    doubled = frozenset(buffer_key(b) for st, info in infos.items() if st.double_buffered
+                        for b in info.buffers)
+    func = S.PrimFunc(name, tuple(params[a] for a in args), body,
+                      {"double_buffer": doubled} if doubled else {})
     _check_free_vars(func)
     return run_pipeline(func, target)
 

@@ -38,6 +38,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.pragmas: dict = {}
+        self.double_buffered = False
 
     def _reset_axes(self):
         self.all_iter_vars = list(self.op.axis) + list(self.op.reduce_axis)
@@ -271,6 +272,31 @@ class Stage:
         self.attach_type = "scope"
         self.attach_stage = parent
         self.attach_ivar = scope
+
+    def double_buffer(self):
+        """Double the storage of this "shared" stage, computed at a loop, so that the load
+        for the loop's next iteration overlaps the compute of the current one (as TVM's
+        ``double_buffer``): lowering fills one half before the loop and, in each
+        iteration, the other half for the next one (``tecomp.ir.transform.double_buffer``).
+
+        Raises
+        ------
+        ScheduleError
+            When the stage is not in the "shared" scope or not computed at a loop (call
+            ``compute_at`` first); lowering for a CPU target rejects it too.
+        """
+        self._check_schedulable("double_buffer")
+        if self.scope != "shared":
+            raise self._error(
+                "double_buffer",
+                f"the stage is in the {self.scope!r} scope; only a 'shared' stage "
+                f"(cache_read(..., 'shared', ...)) can be double-buffered")
+        if self.attach_type != "scope":
+            raise self._error(
+                "double_buffer",
+                "the stage is not computed at a loop; compute_at it inside the loop whose "
+                "iterations it should alternate between halves (the k-step loop)")
+        self.double_buffered = True
 
     def compute_inline(self):
         """Substitute this stage's expression into its consumers (elementwise stages only)."""

@@ -144,3 +144,19 @@ def test_unaligned_vectorized_loop_stays_a_loop():
     s[B].vectorize(v)
     src = tecomp.build(s, [A, B], target="cuda").get_source("cuda")
     assert "float4" not in src and "#pragma unroll" in src
+
+
+def test_partitioned_loop_declares_its_shared_tiles_once(rng):
+    # K = 20 is not a multiple of the k step (8): partitioning copies the k loop body,
+    # with the allocations of the tiles in it, for the last, guarded step.
+    s, args = cuda_schedules.matmul_shared(K=20)
+    assert str(tecomp.lower(s, args, target="cuda")).count("A.shared = allocate") == 2
+    mod = tecomp.build(s, args, target="cuda")
+    src = mod.get_source("cuda")
+    assert src.count("__shared__ float A_shared[128];") == 1
+    assert src.count("__shared__ float B_shared[128];") == 1
+    a = rng.random((32, 20), dtype="float32")
+    b = rng.random((20, 32), dtype="float32")
+    c = np.zeros((32, 32), "float32")
+    mod.simulate(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)

@@ -21,7 +21,7 @@ from ...errors import CodegenError, UnsupportedOpError
 from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.analysis import const_stride
+from ...ir.analysis import buffer_key, const_stride
 from ...ir.arith import const_int_bound, prove
 from ...ir.functor import children, post_order_visit, uses_var
 from ...ir.transform.host_device import DIMS
@@ -408,15 +408,17 @@ class KernelEmitter:
         for v in k.scalars:
             params.append(f"{c_type(v.dtype)} {self.var(v)}")
             self.bounds[v] = (1, None)
-        shared = []
+        # Storage -> buffer. Loop partitioning copies a loop body with the allocations in
+        # it; the copies run one after another, so they share one declaration.
+        shared = {}
 
         def find_shared(n):
             if isinstance(n, S.Allocate) and n.buffer.scope == "shared":
-                shared.append(n.buffer)
+                shared.setdefault(buffer_key(n.buffer), n.buffer)
 
         post_order_visit(k.body, find_shared)
         body_start = len(self.lines)
-        for b in shared:
+        for b in shared.values():
             self.emit(f"__shared__ {c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];", 1)
         self.stmt(k.body, 1)
         body = self.lines[body_start:]

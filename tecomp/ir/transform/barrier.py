@@ -17,6 +17,12 @@ thread index whose extent is the launch extent. A statement under any other cont
 (an ``if`` on the thread index, a thread loop narrower than the block) gets its barrier
 before it as a whole. A loop whose body conflicts with its own
 next iteration gets a barrier at the top of its body.
+
+A double-buffered tile (``double_buffer``, listed in the function's
+``attrs["double_buffered"]``) is tracked per half where an access names its half by the
+parity of a loop variable (``(k + c) % 2 * half_size + offset``): the fill of the next
+half and the compute on the current one do not conflict, and from one iteration of the
+loop over ``k`` to the next the halves swap, so one barrier per step suffices.
 """
 
 from __future__ import annotations
@@ -25,13 +31,41 @@ import dataclasses
 
 from .. import expr as E
 from .. import stmt as S
+from ..analysis import buffer_key
 from ..functor import IRMutator, post_order_visit, uses_var
 from .host_device import DIMS
 
 
 @dataclasses.dataclass(frozen=True)
+class _Access:
+    """A shared buffer, or one half of a double-buffered one: the half ``(var + parity)
+    % 2``, for every value of ``var`` (``var`` None: the whole buffer)."""
+
+    buffer: object
+    var: E.Var | None = None
+    parity: int = 0
+
+    def overlaps(self, other: _Access) -> bool:
+        if self.buffer is not other.buffer:
+            return False
+        return (self.var is None or other.var is None or self.var is not other.var
+                or self.parity == other.parity)
+
+    def next_iteration(self, var: E.Var) -> _Access:
+        """This access as the next iteration of the loop over ``var`` sees it (the half
+        ``(var + p) % 2`` of one iteration is ``(var + p + 1) % 2`` of the next)."""
+        if self.var is not var:
+            return self
+        return dataclasses.replace(self, parity=1 - self.parity)
+
+
+def _any_overlap(xs, ys) -> bool:
+    return any(x.overlaps(y) for x in xs for y in ys)
+
+
+@dataclasses.dataclass(frozen=True)
 class _State:
-    """Shared buffers read and written since the last barrier."""
+    """Shared accesses (``_Access``) read and written since the last barrier."""
 
     reads: frozenset = frozenset()
     writes: frozenset = frozenset()
@@ -39,27 +73,67 @@ class _State:
     def conflicts(self, other: _State) -> bool:
         # Two cooperative writes of one buffer write distinct elements (each thread its
         # share), so only read-after-write and write-after-read need a barrier.
-        return bool(other.reads & self.writes or other.writes & self.reads)
+        return _any_overlap(other.reads, self.writes) or _any_overlap(other.writes, self.reads)
 
     def __or__(self, other: _State) -> _State:
         return _State(self.reads | other.reads, self.writes | other.writes)
 
+    def next_iteration(self, var: E.Var) -> _State:
+        return _State(frozenset(a.next_iteration(var) for a in self.reads),
+                      frozenset(a.next_iteration(var) for a in self.writes))
 
-def _accesses(s) -> _State:
+
+def _terms(e):
+    if isinstance(e, E.Add):
+        return _terms(e.a) + _terms(e.b)
+    return [e]
+
+
+def _half(index, half_size: int):
+    """(var, parity) when ``index`` has a term ``(var + c) % 2 * half_size``, else None."""
+    for term in _terms(index):
+        if not isinstance(term, E.Mul):
+            continue
+        mod, size = (term.a, term.b) if isinstance(term.a, E.FloorMod) else (term.b, term.a)
+        if not (isinstance(mod, E.FloorMod) and E.const_value(mod.b) == 2
+                and E.const_value(size) == half_size):
+            continue
+        x = mod.a
+        if isinstance(x, E.Var):
+            return x, 0
+        if isinstance(x, (E.Add, E.Sub)) and isinstance(x.a, E.Var) \
+                and E.const_value(x.b) is not None:
+            return x.a, E.const_value(x.b) % 2
+    return None
+
+
+def _access(buf, index, doubled: frozenset) -> _Access:
+    if buffer_key(buf) in doubled:
+        half_size = 1
+        for d in buf.shape[1:]:
+            half_size *= E.const_value(d)
+        half = _half(index, half_size)
+        if half is not None:
+            return _Access(buf, *half)
+    return _Access(buf)
+
+
+def _accesses(s, doubled: frozenset) -> _State:
     reads, writes = set(), set()
 
     def fn(n):
         if isinstance(n, E.Load) and n.buffer.scope == "shared":
-            reads.add(n.buffer)
+            reads.add(_access(n.buffer, n.index, doubled))
         elif isinstance(n, S.Store) and n.buffer.scope == "shared":
-            writes.add(n.buffer)
+            writes.add(_access(n.buffer, n.index, doubled))
 
     post_order_visit(s, fn)
     return _State(frozenset(reads), frozenset(writes))
 
 
 class _Planner:
-    def __init__(self, launch: S.KernelLaunch):
+    def __init__(self, launch: S.KernelLaunch, doubled: frozenset):
+        self.doubled = doubled
         self.extent = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
         self.extent.update({f"blockIdx.{d}": e for d, e in zip(DIMS, launch.grid)})
         self.thread_vars: set = set()
@@ -89,7 +163,7 @@ class _Planner:
         if isinstance(s, (S.Allocate, S.LetStmt)):
             body, state = self.sync(s.body, state)
             return dataclasses.replace(s, body=body), state
-        acc = _accesses(s)
+        acc = _accesses(s, self.doubled)
         barrier = state.conflicts(acc)
         if barrier:
             state = _State()
@@ -115,13 +189,17 @@ class _Planner:
             return dataclasses.replace(s, body=body), state
         _, after_one = self.sync(s.body, state)
         # The second iteration starts with what the first left pending.
-        body, after = self.sync(s.body, state | after_one)
+        body, after = self.sync(s.body, state | after_one.next_iteration(s.loop_var))
         return dataclasses.replace(s, body=body), after
 
 
 class _Inserter(IRMutator):
+    def __init__(self, doubled: frozenset):
+        super().__init__()
+        self.doubled = doubled
+
     def visit_KernelLaunch(self, s: S.KernelLaunch):
-        body, _ = _Planner(s).sync(s.body, _State())
+        body, _ = _Planner(s, self.doubled).sync(s.body, _State())
         return s if body is s.body else dataclasses.replace(s, body=body)
 
 
@@ -142,5 +220,5 @@ def insert_barriers(func: S.PrimFunc) -> S.PrimFunc:
     --------
     >>> func = insert_barriers(split_host_device(func))   # doctest: +SKIP
     """
-    body = _Inserter().visit(func.body)
+    body = _Inserter(frozenset(func.attrs.get("double_buffered", ()))).visit(func.body)
     return func if body is func.body else func.with_body(body)

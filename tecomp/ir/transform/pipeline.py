@@ -4,10 +4,10 @@
 ``run_pipeline``; a PrimFunc written by hand can go through it directly. The passes are
 listed once, in order, by ``passes``: for every target simplify, partition and
 legalize; for a cuda target then the device passes — virtual threads interleaved
-(``vthread``), each root nest cut out as a kernel launch (``host_device``), and barriers
-placed where threads share data through shared memory (``barrier``).
-``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one, headed
-by the pass name.
+(``vthread``), each root nest cut out as a kernel launch (``host_device``), shared
+tiles double-buffered (``double_buffer``), and barriers placed where threads share
+data through shared memory (``barrier``). ``TECOMP_DUMP_IR=1`` prints the function
+before the first pass and after each one, headed by the pass name.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ...target import Target, as_target
 from ..stmt import PrimFunc
 from .barrier import insert_barriers
+from .double_buffer import inject_double_buffer
 from .host_device import split_host_device
 from .legalize import legalize
 from .partition import partition_loops
@@ -80,6 +81,9 @@ def passes(target: Target) -> tuple[Pass, ...]:
         Pass("inject_virtual_threads", inject_virtual_threads),
         # Each root nest becomes a kernel launch; the host keeps global temporaries.
         Pass("split_host_device", split_host_device),
+        # Doubled shared tiles change what each loop iteration reads and writes, which
+        # the barriers below must see.
+        Pass("inject_double_buffer", inject_double_buffer),
         # Barriers need the launch extents (a thread loop narrower than the block is
         # divergent), which the split computed.
         Pass("insert_barriers", insert_barriers),

@@ -8,7 +8,8 @@ per thread); the threads accumulate in registers (``cache_write`` "local"), each
 running ``vthread`` interleaved sub-tiles, so a warp's accesses stay contiguous while
 every thread holds several accumulators; per step of k (``tile_k``) the block loads the
 tiles of both operands into shared memory cooperatively (``vec``-wide vector loads, the
-copy spread over all threads of the block), and each thread copies the values it needs
+copy spread over all threads of the block, optionally double-buffered so the load of the
+next step overlaps the compute of this one), and each thread copies the values it needs
 into registers. An epilogue (bias, activation, residual) is computed from the
 accumulators in the output's loop nest.
 
@@ -51,9 +52,11 @@ def define_product_knobs(cfg, N, K, M):
 
     ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
     thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
-    lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop. The fallback
+    lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop;
+    ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
     is a 64 x 64 block tile of 8 x 8 threads, each running 2 x 2 virtual threads of
-    4 x 4 accumulators (the nearest the shape's divisors allow), k in steps of 8.
+    4 x 4 accumulators (the nearest the shape's divisors allow), k in steps of 8, single
+    shared tiles.
     """
     rows = N if isinstance(N, int) else _NOMINAL_ROWS
     define_tile(cfg, "tile_y", rows)
@@ -61,12 +64,14 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] <= 32)
     cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("unroll_k", [True, False])
+    cfg.define_knob("double_buffer", [False, True])
     if cfg.is_fallback:
         cfg.fallback_split("tile_y", [-1, 2, 8, 4])
         cfg.fallback_split("tile_x", [-1, 2, 8, 4])
         cfg.fallback_split("tile_k", [-1, 8])
         cfg.fallback_knob("vec", 4 if K % 4 == 0 and M % 4 == 0 else 1)
         cfg.fallback_knob("unroll_k", True)
+        cfg.fallback_knob("double_buffer", False)
 
 
 # ---- computes -------------------------------------------------------------------------
@@ -146,6 +151,8 @@ def _schedule_product(cfg, outs, tag):
         s[sh].compute_at(s[CL], ko)
         s[lo].compute_at(s[CL], ki)
         cooperative_load(s, sh, threads, cfg["vec"].val)
+        if cfg["double_buffer"].val:
+            s[sh].double_buffer()
     return s
 
 

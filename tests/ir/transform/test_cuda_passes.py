@@ -24,7 +24,7 @@ def _nodes(func, cls):
 def test_cuda_pipeline_adds_the_device_passes_after_the_common_ones():
     names = [p.name for p in passes(tecomp.Target("cuda"))]
     assert names == ["simplify", "partition_loops", "legalize", "inject_virtual_threads",
-                     "split_host_device", "insert_barriers"]
+                     "split_host_device", "inject_double_buffer", "insert_barriers"]
     assert "split_host_device" not in [p.name for p in passes(tecomp.Target("llvm"))]
 
 

@@ -2,6 +2,8 @@
 with NVRTC and matches numpy, on the GPU where there is one and simulated on the CPU
 otherwise. Shapes are small so simulation stays fast."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -143,3 +145,27 @@ def test_invalid_config_is_a_build_error():
     s, args = task.instantiate(config)
     with pytest.raises(tecomp.TecompError, match="max-threads-per-block"):
         tecomp.lower(s, args, target=task.target)
+
+
+@pytest.mark.parametrize("name, args", [c for c in CASES if c[0] in
+                                        ("matmul.cuda", "dense.cuda", "batch_matmul.cuda")],
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_double_buffer_knob_doubles_the_tiles_and_matches_numpy(name, args, cuda_target,
+                                                                 rng):
+    task = autotune.create_task(name, args, cuda_target)
+    fallback = task.instantiate()[0]
+    assert not any(st.double_buffered for st in fallback.stages)
+    space = task.config_space
+    # Double buffering with at least two k steps, in a block the thread limit allows.
+    config = next(c for c in map(space.get, range(len(space)))
+                  if c["double_buffer"].val and c["tile_k"].size[0] >= 2
+                  and np.prod([v[-2] for v in c.to_json().values()
+                               if isinstance(v, list) and len(v) >= 3]) <= 256)
+    s, args = task.instantiate(config)
+    shared = [st.name for st in s.stages if st.scope == "shared"]
+    assert len(shared) == 2 and all(st.double_buffered for st in s.stages
+                                    if st.scope == "shared")
+    text = str(tecomp.lower(s, args, target=cuda_target))
+    for n in shared:
+        assert re.search(rf"{re.escape(n)} = allocate\(float32, \[2, ", text)
+    _check(task, config, rng, cuda_target)
