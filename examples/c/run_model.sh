@@ -8,21 +8,7 @@
 #
 # OUT=DIR keeps the exported files there (default: a temporary directory).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-arch=${1:-host}
-if [ -n "${OUT:-}" ]; then
-  out=$OUT
-  mkdir -p "$out"
-else
-  out=$(mktemp -d)
-  trap 'rm -rf "$out"' EXIT
-fi
-if [ "$arch" = host ]; then
-  target=llvm cc=${CC:-cc} run=()
-else
-  target="llvm -mtriple=$arch-linux-gnu" cc=$arch-linux-gnu-gcc
-  run=(qemu-"$arch" -L /usr/"$arch"-linux-gnu)
-fi
+source "$(dirname "$0")/env.sh" "${1:-host}"
 python "$here/export_model.py" --out "$out" --target "$target"
 cd "$out"
 "$cc" -O2 -Wall -I. -o model_demo "$here/model_main.c" model.so -Wl,-rpath,'$ORIGIN'
