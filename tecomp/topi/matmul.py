@@ -33,9 +33,8 @@ from ..autotune import get_config, template
 from ..errors import ShapeError
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
-from .utils import fp32_lanes
+from .utils import dense_epilogue, fp32_lanes
 
-ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
 #: The row count whose knobs and fallback a symbolic number of rows gets: every
 #: candidate register tile and cache block fits it.
@@ -95,16 +94,6 @@ def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
     padded = np.zeros((Mp, K), weight.dtype)
     padded[:M] = weight
     return np.ascontiguousarray(padded.reshape(Mp // bn, bn, K).transpose(0, 2, 1))
-
-
-def _activation(x, act):
-    if act == "relu":
-        return te.max(x, 0.0)
-    if act == "sigmoid":
-        return te.sigmoid(x)
-    if act == "tanh":
-        return te.tanh(x)
-    return x
 
 
 def define_product_knobs(cfg, N, K, M):
@@ -372,8 +361,6 @@ def matmul(N, K, M, dtype="float32"):
 
 
 def _dense_template(N, K, M, dtype, bias, activation, packed):
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"dense: activation={activation!r}; allowed: {ACTIVATIONS}")
     cfg = get_config()
     X = te.placeholder((N, K), dtype, name="X")
     if packed:
@@ -386,12 +373,10 @@ def _dense_template(N, K, M, dtype, bias, activation, packed):
     args = [X, W]
     # Bias and activation as one epilogue stage: the compute (and so its hash, which
     # keys the shipped tuning records) is the one this template has always had.
+    b = te.placeholder((M,), dtype, name="b") if bias else None
     if bias:
-        b = te.placeholder((M,), dtype, name="b")
         args.append(b)
-        Y = te.compute((N, M), lambda i, j: _activation(P[i, j] + b[j], activation), name="Y")
-    else:
-        Y = te.compute((N, M), lambda i, j: _activation(P[i, j], activation), name="Y")
+    Y = dense_epilogue(P, b, activation)
     return schedule_dense(cfg, [Y]), args + [Y]
 
 

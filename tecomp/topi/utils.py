@@ -1,7 +1,10 @@
-"""Helpers for writing operators: reading constant shapes out of tensor expressions, and
-the vector capabilities of the target a schedule is written for."""
+"""Helpers for writing operators: reading constant shapes out of tensor expressions, the
+vector capabilities of the target a schedule is written for, and the dense templates'
+bias + activation epilogue."""
 
 from __future__ import annotations
+
+from .. import te
 
 from ..errors import ShapeError
 from ..ir.expr import IntImm
@@ -57,3 +60,35 @@ def get_const_tuple(shape) -> tuple[int, ...]:
                 f"(a symbolic size such as te.var('n') has no value until the call binds it)"
             )
     return tuple(out)
+
+
+#: The activations the ``dense`` templates' ``activation`` argument names.
+ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+
+
+def _activate(x, act):
+    if act == "relu":
+        return te.max(x, 0.0)
+    if act == "sigmoid":
+        return te.sigmoid(x)
+    if act == "tanh":
+        return te.tanh(x)
+    return x
+
+
+def dense_epilogue(P, bias, activation: str):
+    """``Y = activation(P + bias)`` (``bias`` a ``[M]`` tensor or None) as one stage named
+    "Y": the epilogue of the ``dense`` templates, whose compute hash keys their tuning
+    records.
+
+    Raises
+    ------
+    ValueError
+        ``activation`` is not one of ``ACTIVATIONS``.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"dense: activation={activation!r}; allowed: {ACTIVATIONS}")
+    if bias is None:
+        return te.compute(P.shape, lambda i, j: _activate(P[i, j], activation), name="Y")
+    return te.compute(P.shape, lambda i, j: _activate(P[i, j] + bias[j], activation),
+                      name="Y")
