@@ -33,7 +33,13 @@ from ..autotune import get_config, template
 from ..errors import ShapeError
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
-from .utils import dense_epilogue, fp32_lanes
+from .utils import (
+    batch_matmul_workload,
+    dense_epilogue,
+    dense_workload,
+    fp32_lanes,
+    matmul_workload,
+)
 
 
 #: The row count whose knobs and fallback a symbolic number of rows gets: every
@@ -407,35 +413,19 @@ def batch_matmul(Bt, N, K, M, dtype="float32"):
 # ---- strategies -------------------------------------------------------------------------
 
 
-def _dense_workload(x_shape, w_shape, b_shape=None, dtype="float32"):
-    N, K = _ints(x_shape)
-    M = _ints(w_shape)[0]
-    return (N, K, M, str(dtype), b_shape is not None, "none")
-
-
 def _prepack_dense(cfg, weight, **attrs):
     """The weight in the config's packed layout (the operator's attributes, given to
     every prepack, do not change it)."""
     return (pack_dense_weight(weight, cfg["bn"].val),)
 
 
-def _matmul_workload(a_shape, b_shape, dtype="float32"):
-    N, K = _ints(a_shape)
-    return (N, K, _ints(b_shape)[1], str(dtype))
-
-
-def _batch_matmul_workload(a_shape, b_shape, dtype="float32"):
-    Bt, N, K = _ints(a_shape)
-    return (Bt, N, K, _ints(b_shape)[2], str(dtype))
-
-
 register_implementation(Implementation(
     "matmul", "llvm", compute_matmul, schedule_matmul,
-    template="matmul", workload=_matmul_workload))
+    template="matmul", workload=matmul_workload))
 register_implementation(Implementation(
     "dense", "llvm", compute_dense, schedule_dense,
-    template="dense_packed", workload=_dense_workload,
+    template="dense_packed", workload=dense_workload,
     prepack=_prepack_dense, packed_inputs=(1,)))
 register_implementation(Implementation(
     "batch_matmul", "llvm", compute_batch_matmul, schedule_batch_matmul,
-    template="batch_matmul", workload=_batch_matmul_workload))
+    template="batch_matmul", workload=batch_matmul_workload))

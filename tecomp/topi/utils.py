@@ -92,3 +92,24 @@ def dense_epilogue(P, bias, activation: str):
         return te.compute(P.shape, lambda i, j: _activate(P[i, j], activation), name="Y")
     return te.compute(P.shape, lambda i, j: _activate(P[i, j] + bias[j], activation),
                       name="Y")
+
+
+# The tuning workloads of the matrix products, the same for every target kind: the
+# template arguments that identify a product from its (static) input shapes.
+
+def matmul_workload(a_shape, b_shape, dtype="float32") -> tuple:
+    """``(N, K, M, dtype)`` of ``A[N, K] @ B[K, M]``."""
+    N, K = get_const_tuple(a_shape)
+    return (N, K, get_const_tuple(b_shape)[1], str(dtype))
+
+
+def dense_workload(x_shape, w_shape, b_shape=None, dtype="float32") -> tuple:
+    """``(N, K, M, dtype, bias, "none")`` of ``X[N, K] @ W[M, K]^T (+ b[M])``."""
+    N, K = get_const_tuple(x_shape)
+    return (N, K, get_const_tuple(w_shape)[0], str(dtype), b_shape is not None, "none")
+
+
+def batch_matmul_workload(a_shape, b_shape, dtype="float32") -> tuple:
+    """``(B, N, K, M, dtype)`` of ``A[B, N, K] @ B[B, K, M]``."""
+    Bt, N, K = get_const_tuple(a_shape)
+    return (Bt, N, K, get_const_tuple(b_shape)[2], str(dtype))

@@ -24,7 +24,7 @@ from ...autotune import get_config, template
 from ...errors import ShapeError
 from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
-from ..utils import dense_epilogue
+from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from .common import bind_block, cooperative_load, define_tile, shape_ints
 
 
@@ -211,27 +211,12 @@ def batch_matmul(Bt, N, K, M, dtype="float32"):
 # ---- strategies -------------------------------------------------------------------------
 
 
-def _matmul_workload(a_shape, b_shape, dtype="float32"):
-    N, K = shape_ints(a_shape)
-    return (N, K, shape_ints(b_shape)[1], str(dtype))
-
-
-def _dense_workload(x_shape, w_shape, b_shape=None, dtype="float32"):
-    N, K = shape_ints(x_shape)
-    return (N, K, shape_ints(w_shape)[0], str(dtype), b_shape is not None, "none")
-
-
-def _batch_matmul_workload(a_shape, b_shape, dtype="float32"):
-    Bt, N, K = shape_ints(a_shape)
-    return (Bt, N, K, shape_ints(b_shape)[2], str(dtype))
-
-
 register_implementation(Implementation(
     "matmul", "cuda", compute_matmul, schedule_matmul,
-    template="matmul.cuda", workload=_matmul_workload))
+    template="matmul.cuda", workload=matmul_workload))
 register_implementation(Implementation(
     "dense", "cuda", compute_dense, schedule_dense,
-    template="dense.cuda", workload=_dense_workload))
+    template="dense.cuda", workload=dense_workload))
 register_implementation(Implementation(
     "batch_matmul", "cuda", compute_batch_matmul, schedule_batch_matmul,
-    template="batch_matmul.cuda", workload=_batch_matmul_workload))
+    template="batch_matmul.cuda", workload=batch_matmul_workload))
