@@ -137,6 +137,16 @@ class Context:
                                      "constant (an initializer or a Constant node)", name)
         return self.consts[name]
 
+    def dims_of(self, name: str, what: str) -> tuple:
+        """The elements of input ``name``, a 1-D integer tensor known at compile time up to
+        the symbolic dimensions (a constant, or shape arithmetic such as
+        ``Shape(x)[1]``): ints and ``te`` expressions of the symbols; ``what`` names the
+        argument in the error."""
+        t = self.types.get(name)
+        if t is not None and t.content is not None:
+            return tuple(t.content)
+        return _ints(self.value_of(name, what).reshape(-1))
+
     def fail(self, message: str, error=UnsupportedOpError):
         """Raise ``error`` naming the node being converted."""
         raise error(f"node {self.node_name!r}: {message}")
@@ -802,8 +812,10 @@ def _slice(ctx, node, attrs):
         ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
                  starts=starts, ends=ends, steps=(1,) * len(starts))
         return
-    starts = _ints(ctx.value_of(node.input[1], "starts"))
-    ends = _ints(ctx.value_of(node.input[2], "ends"))
+    # Starts and ends may be symbolic sizes (``Shape(x)[1]``: slicing a position table to
+    # the sequence length); axes and steps decide the loop structure, so they are ints.
+    starts = ctx.dims_of(node.input[1], "starts")
+    ends = ctx.dims_of(node.input[2], "ends")
     rank = len(ctx.type_of(node.input[0]).shape)
     axes = _ints(ctx.value_of(node.input[3], "axes")) if _input(node, 3) else tuple(
         range(len(starts)))

@@ -9,7 +9,8 @@ whole model for C:
   void *const *outputs, int64_t *const *output_shapes)``: one data pointer and one shape
   array per graph input, in graph order; one data pointer and one shape array (written)
   per graph output. Symbolic dimensions are bound from the input shapes and every input
-  dimension is checked against them; intermediates live in one arena allocated per call
+  dimension is checked against them, as are the shape conditions type inference left
+  to run time (``tecomp.graph.checks``); intermediates live in one arena allocated per call
   (their offsets planned from the bound sizes, values whose lifetimes do not overlap share
   bytes, as ``GraphModule`` plans them); each kernel is called through its C entry point
   (``tecomp.runtime.abi``).
@@ -37,6 +38,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..runtime.c_api import ABI_TYPES, C_ABI_VERSION, _identifiers, c_type
 from . import dims
+from .checks import runtime_dim_checks
 from .ir import Graph
 
 #: Arena and constant offsets are multiples of this (a cache line, the widest vector).
@@ -141,6 +143,11 @@ static int64_t tecomp_plan(const int64_t *size, const int32_t *first, const int3
 
 class ModelExportError(TecompError):
     """A graph cannot be given a C entry point; the message names the value and why."""
+
+
+def _c_comment(text: str) -> str:
+    """``text`` safe inside a C comment (a model's node names are arbitrary strings)."""
+    return text.replace("*/", "* /")
 
 
 def _c_string(text: str) -> str:
@@ -312,8 +319,8 @@ class _Writer:
 
 
 def _shapes_function(graph: Graph, syms: _Symbols) -> list:
-    """``tecomp_model_bind``: bind the symbols, check every input dimension, write the
-    output shapes."""
+    """``tecomp_model_bind``: bind the symbols, check every input dimension and the shape
+    conditions left to run time (``tecomp.graph.checks``), write the output shapes."""
     lines = ["static int32_t tecomp_model_bind(const int64_t *const *input_shapes, int64_t *s,",
              "                                 int64_t *const *output_shapes) {"]
     for k, (i, axis) in enumerate(syms.sources):
@@ -323,6 +330,10 @@ def _shapes_function(graph: Graph, syms: _Symbols) -> list:
             lines.append(f"  if (input_shapes[{i}][{axis}] < 0 || "
                          f"input_shapes[{i}][{axis}] != {syms.c_expr(d)}) "
                          "return TECOMP_MODEL_ESHAPE;")
+    for check in runtime_dim_checks(graph):
+        lines.append(f"  if ({syms.c_expr(check.got)} != {syms.c_expr(check.want)}) "
+                     f"return TECOMP_MODEL_ESHAPE;  /* {_c_comment(check.node)}: "
+                     f"{_c_comment(check.value)} axis {check.axis} */")
     for k, name in enumerate(graph.outputs):
         for axis, d in enumerate(graph.types[name].shape):
             lines.append(f"  output_shapes[{k}][{axis}] = {syms.c_expr(d)};")

@@ -12,15 +12,29 @@ from ..ir import expr as E
 from ..ir.structural import structural_equal
 from ..ir.functor import collect_vars, substitute
 from ..ir.arith import simplify
+from ..ir.arith.analyzer import prove
+
+
+def _size_bounds(d) -> dict:
+    """Every symbol of ``d`` bounded below by 0: a symbol is a size, so a clamp such as
+    ``max(min(seq, 512), 0)`` simplifies to ``min(seq, 512)``."""
+    return {v: (0, None) for v in collect_vars(d)}
 
 
 def normalize(d):
-    """``d`` (int, numpy integer or integer expression) simplified: an ``int`` when it folds
-    to a constant, else a simplified expression."""
+    """``d`` (int, numpy integer or integer expression) simplified, its symbols taken as
+    non-negative sizes: an ``int`` when it folds to a constant, else a simplified
+    expression."""
     if isinstance(d, E.PrimExpr):
-        s = simplify(d)
+        s = simplify(d, _size_bounds(d))
         return int(s.value) if isinstance(s, E.IntImm) else s
     return int(d)
+
+
+def provably_nonnegative(d) -> bool:
+    """Whether dimension ``d`` is ``>= 0`` for every non-negative value of its symbols."""
+    d = normalize(d)
+    return d >= 0 if is_static(d) else prove(d >= 0, _size_bounds(d))
 
 
 def is_static(d) -> bool:
@@ -36,6 +50,19 @@ def equal(a, b) -> bool:
     if is_static(a) or is_static(b):
         return False
     return structural_equal(a, b)
+
+
+def may_equal(a, b) -> bool:
+    """Whether two symbolic dimensions that are not provably equal are still taken to be
+    equal, checked when the sizes are known (``tecomp.graph.checks``): they share a
+    symbol and do not differ by a constant, as ``seq`` and ``min(seq, 512)`` (a
+    position table sliced to the sequence) do, equal while ``seq <= 512``. Dimensions of
+    unrelated symbols (``batch`` and ``seq``) are not: a model combining them is reported
+    at compile time."""
+    a, b = normalize(a), normalize(b)
+    if is_static(a) or is_static(b) or is_static(normalize(a - b)):
+        return False
+    return any(v is u for v in collect_vars(a) for u in collect_vars(b))
 
 
 def symbols(shape) -> list:

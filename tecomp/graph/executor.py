@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import TecompError
 from ..ir import expr as E
 from . import dims
+from .checks import runtime_dim_checks
 
 # Offsets in the arena are multiples of this (a cache line, and the widest vector load).
 ALIGNMENT = 64
@@ -85,6 +86,7 @@ class GraphModule:
                 last_use[i] = step
         self._lifetimes = {n.outputs[0]: (step, last_use.get(n.outputs[0], step))
                            for step, n in enumerate(graph.nodes)}
+        self._dim_checks = runtime_dim_checks(graph)
 
     @property
     def input_names(self) -> tuple:
@@ -139,6 +141,13 @@ class GraphModule:
                                       f"got {self._inputs[name].shape}")
         return bindings
 
+    def _check_dims(self, bindings) -> None:
+        """Raise if ``bindings`` break a shape condition left to run time (a position
+        table sliced to ``min(seq, 512)`` rows added to ``seq`` tokens)."""
+        for check in self._dim_checks:
+            if not check.holds(bindings):
+                raise GraphInputError(check.message(bindings))
+
     def _make_plan(self, bindings) -> MemoryPlan:
         graph = self.graph
         outputs, inter = {}, []
@@ -164,6 +173,7 @@ class GraphModule:
         key = tuple(sorted((v.name, n) for v, n in bindings.items()))
         plan = self._plans.get(key)
         if plan is None:
+            self._check_dims(bindings)
             plan = self._plans[key] = self._make_plan(bindings)
         self._plan = plan
         values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from ..errors import TecompError
+from ..ir import expr as E
+from ..topi.transform import slice_bounds as clamped_slice_bounds, slice_extent
 from . import dims
 from .ir import TensorType
 
@@ -43,14 +45,17 @@ class OpInfo:
     name: str
     pattern: str
     rule: Callable
+    #: Whether the inputs broadcast to the output under numpy's rules (so every input
+    #: dimension is 1 or the output's: :func:`tecomp.graph.checks.runtime_dim_checks`).
+    broadcasts: bool = False
 
 
 OPS: dict[str, OpInfo] = {}
 
 
-def _register(names, pattern, rule):
+def _register(names, pattern, rule, broadcasts=False):
     for name in names.split():
-        OPS[name] = OpInfo(name, pattern, rule)
+        OPS[name] = OpInfo(name, pattern, rule, broadcasts)
 
 
 def _fail(node, message):
@@ -81,18 +86,20 @@ def _cast(node, ts):
 
 def broadcast_shapes(node, shapes):
     """The numpy broadcast of ``shapes``; a symbolic dimension broadcasts with 1 or with
-    itself."""
+    itself, or with a dimension it may equal (:func:`dims.may_equal`): then the output
+    takes the unclamped one (``seq`` of ``seq`` and ``min(seq, 512)``) and the run checks
+    that they are equal (:mod:`tecomp.graph.checks`)."""
     rank = max(len(s) for s in shapes)
     out = []
     for i in range(rank):
         ds = [s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0]
         ds = [d for d in ds if not (dims.is_static(d) and d == 1)]
-        d = ds[0] if ds else 1
-        for other in ds[1:]:
-            if not dims.equal(d, other):
+        for a, b in zip(ds, ds[1:]):
+            if not (dims.equal(a, b) or dims.may_equal(a, b)):
                 _fail(node, "shapes " + ", ".join(_shape_text(s) for s in shapes)
                       + " do not broadcast")
-        out.append(d)
+        unclamped = [d for d in ds if not isinstance(d, (E.Min, E.Max))]
+        out.append((unclamped or ds or [1])[0])
     return tuple(out)
 
 
@@ -150,12 +157,11 @@ _register("relu sigmoid tanh exp log sqrt erf abs neg floor ceil round reciproca
 _register("cast", ELEMWISE, _cast)
 _register("isnan isinf", ELEMWISE, lambda node, ts: [TensorType("bool", ts[0].shape)])
 _register("add subtract multiply divide maximum minimum mod prelu bitshift", BROADCAST,
-          _broadcast)
-_register("power", BROADCAST, _power)
+          _broadcast, broadcasts=True)
+_register("power", BROADCAST, _power, broadcasts=True)
 _register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
-          BROADCAST,
-          _compare)
-_register("where", BROADCAST, _where)
+          BROADCAST, _compare, broadcasts=True)
+_register("where", BROADCAST, _where, broadcasts=True)
 
 
 # ---- heavy operators ------------------------------------------------------------------------
@@ -456,6 +462,23 @@ def slice_bounds(extent, start, end, step):
     return (r.start if len(r) else 0), len(r)
 
 
+def _slice_length(node, extent, start, end, step):
+    """The length of ``start:end:step`` over ``extent`` elements (ONNX clamping): an int,
+    or an expression when the extent or a bound is symbolic (a position table sliced to
+    the sequence length has ``min(seq, 512)`` rows)."""
+    if step == 0:
+        _fail(node, "a slice step cannot be 0")
+    if all(dims.is_static(d) for d in (extent, start, end)):
+        return slice_bounds(extent, start, end, step)[1]
+    for bound in (start, end):
+        if not (dims.is_static(bound) or dims.provably_nonnegative(bound)):
+            _fail(node, f"the slice bound {dims.to_text(bound)} may be negative; a bound "
+                        "computed from symbolic sizes must be a size (only constant bounds "
+                        "count from the end)")
+    first, stop = clamped_slice_bounds(extent, start, end, step)
+    return dims.normalize(slice_extent(first, stop, step))
+
+
 def _slice(node, ts):
     x = ts[0]
     shape = list(x.shape)
@@ -464,18 +487,10 @@ def _slice(node, ts):
     steps = node.attrs.get("steps") or (1,) * len(starts)
     for axis, start, end, step in zip(axes, starts, ends, steps):
         axis = _axis(node, axis, len(shape))
-        extent = shape[axis]
-        if step == 0:
-            _fail(node, "a slice step cannot be 0")
-        if dims.is_static(extent):
-            shape[axis] = slice_bounds(extent, start, end, step)[1]
-        elif step == 1 and start == 0 and end >= 2**31 - 1:
-            continue
-        else:
-            _fail(node, f"slicing the symbolic dimension {dims.to_text(extent)} "
-                        f"[{start}:{end}:{step}] is not supported")
+        shape[axis] = _slice_length(node, shape[axis], start, end, step)
     content = None
-    if len(x.shape) == 1 and x.content is not None:
+    if len(x.shape) == 1 and x.content is not None and all(
+            dims.is_static(d) for d in (starts[0], ends[0])):
         content = tuple(x.content[slice(starts[0], ends[0], steps[0])])
     return [TensorType(x.dtype, tuple(shape), content)]
 
@@ -543,7 +558,7 @@ def _resize(node, ts):
 
 _register("resize", INJECTIVE, _resize)
 _register("reshape", INJECTIVE, _reshape)
-_register("expand", BROADCAST, _expand)
+_register("expand", BROADCAST, _expand, broadcasts=True)
 _register("tile", INJECTIVE, _tile)
 _register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
 _register("gather_elements", INJECTIVE, _gather_elements)

@@ -222,14 +222,20 @@ def concat(*tensors, axis: int = 0):
     return _remap(shape, read, "concat")
 
 
+def slice_extent(start, stop, step: int):
+    """How many elements ``start, start + step, ...`` lie before ``stop`` (bounds already
+    clamped to the axis; expressions or ints)."""
+    start, stop = E.as_expr(start), E.as_expr(stop)
+    if step > 0:
+        return te.max((stop - start + (step - 1)) // step, 0)
+    return te.max((start - stop + (-step - 1)) // -step, 0)
+
+
 def slice_axis(x, axis: int, start, stop, step=1, name: str = "slice"):
     """Elements ``start, start + step, ...`` (before ``stop``) of ``x`` along ``axis``;
     start and stop already clamped to the axis (expressions or ints)."""
-    start, stop = E.as_expr(start), E.as_expr(stop)
-    if step > 0:
-        extent = te.max((stop - start + (step - 1)) // step, 0)
-    else:
-        extent = te.max((start - stop + (-step - 1)) // -step, 0)
+    start = E.as_expr(start)
+    extent = slice_extent(start, stop, step)
     shape = tuple(extent if k == axis else d for k, d in enumerate(x.shape))
 
     def read(idx):
@@ -263,9 +269,36 @@ def _clamp(v, lo, hi):
     return te.min(te.max(E.as_expr(v), lo), hi)
 
 
+# Int slice bounds at or beyond this magnitude mean "from / to the far end" (exporters
+# write INT64_MAX); sizes are below it.
+_UNBOUNDED = 2**31 - 1
+
+
+def slice_bounds(dim, start, end, step: int) -> tuple:
+    """(first, stop) of ONNX Slice's ``start:end:step`` along an axis of ``dim`` elements,
+    clamped into the axis as numpy slicing does: an int bound below 0 counts from the end.
+    An expression bound (computed from symbolic sizes, e.g. a sequence length) is a
+    position from the start, never negative; one past the axis clamps to it, so slicing
+    512 rows to ``seq`` gives ``min(seq, 512)`` rows."""
+
+    def resolve(v, lo, hi):
+        if not isinstance(v, E.PrimExpr):
+            if v >= _UNBOUNDED:
+                return E.as_expr(hi)
+            if v <= -_UNBOUNDED:
+                return E.as_expr(lo)
+            v = v + dim if v < 0 else v
+        return _clamp(v, lo, hi)
+
+    if step > 0:
+        return resolve(start, 0, dim), resolve(end, 0, dim)
+    return resolve(start, 0, dim - 1), resolve(end, -1, dim - 1)
+
+
 def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
-    """ONNX Slice: per listed axis, ``start:end:step`` with negative values counting from
-    the end and out-of-range values clamped, as numpy slicing does."""
+    """ONNX Slice: per listed axis, ``start:end:step`` with negative int values counting
+    from the end and out-of-range values clamped, as numpy slicing does. Starts and ends
+    may be expressions of symbolic sizes (never negative; see :func:`slice_bounds`)."""
     ndim = len(x.shape)
     axes = list(range(len(starts))) if axes is None else list(axes)
     steps = [1] * len(starts) if steps is None else list(steps)
@@ -274,16 +307,8 @@ def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
         axis = normalize_axis(axis, ndim, "axes")
         if step == 0:
             raise ShapeError("slice: steps must not be 0")
-        dim = x.shape[axis]
-        big = 2**31 - 1
-        start, end = (max(min(v, big), -big) for v in (start, end))
-        start = start + dim if start < 0 else E.as_expr(start)
-        end = end + dim if end < 0 else E.as_expr(end)
-        if step > 0:
-            start, end = _clamp(start, 0, dim), _clamp(end, 0, dim)
-        else:
-            start, end = _clamp(start, 0, dim - 1), _clamp(end, -1, dim - 1)
-        out = slice_axis(out, axis, start, end, step)
+        first, stop = slice_bounds(x.shape[axis], start, end, step)
+        out = slice_axis(out, axis, first, stop, step)
     return out if out is not x else _remap(x.shape, lambda idx: x[idx], "slice")
 
 

@@ -11,11 +11,6 @@ from tecomp.testing import models
 
 RTOL, ATOL = 1e-3, 1e-4
 
-# Both models slice their position ids (and GPT-2 its causal mask) to the sequence length
-# with a Slice whose end comes from Shape, and multiply heads with batch_matmul.
-DYNAMIC_GAPS = ("the importer needs Slice ends known at compile time (a symbolic sequence "
-                "length is not), and the batch_matmul compute needs static shapes")
-
 
 def _compare(model, gm, feeds):
     ref = onnx_models.run_onnxruntime(model, feeds)
@@ -39,13 +34,11 @@ def test_static_shapes_match_onnxruntime(needs_llvm, make):
     _compare(model, GraphModule(lib), feeds)
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(models.bert_encoder, marks=pytest.mark.xfail(strict=True,
-                                                              reason=DYNAMIC_GAPS)),
-    pytest.param(models.gpt2_decoder, marks=pytest.mark.xfail(strict=True,
-                                                              reason=DYNAMIC_GAPS)),
-], ids=["bert_encoder", "gpt2_decoder"])
+@pytest.mark.parametrize("make", [models.bert_encoder, models.gpt2_decoder],
+                         ids=lambda f: f.__name__)
 def test_dynamic_batch_and_sequence_from_one_build(needs_llvm, make):
+    # Both models slice their position ids (and GPT-2 its causal mask) to the sequence
+    # length with a Slice whose end comes from Shape: one build serves every size.
     model = make()
     mod, params = from_onnx(model)
     gm = GraphModule(build(mod, params=params))

@@ -67,7 +67,10 @@ def fold_constants(graph: Graph) -> Graph:
                                                              for d in t.content):
             consts[node.outputs[0]] = np.array(t.content, t.dtype).reshape(t.shape)
             continue
-        if len(types) == 1 and node.op in NUMPY and all(i in consts for i in node.inputs):
+        if len(types) == 1 and node.op in NUMPY and all(i in consts for i in node.inputs) and (
+                all(dims.is_static(d) for d in t.shape)):
+            # (A constant sliced to a symbolic length stays a node: its size is known only
+            # when the inputs are.)
             value = NUMPY[node.op](node.attrs, t, *(consts[i] for i in node.inputs))
             consts[node.outputs[0]] = np.ascontiguousarray(value, dtype=t.dtype)
             continue

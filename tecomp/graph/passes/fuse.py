@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dims
+from ...ir import expr as E
 from ..infer import infer_types
 from ..ir import Graph, Node
 from ..ops import BROADCAST, ELEMWISE, INJECTIVE, OUT_FUSABLE, REDUCE, op_info
@@ -108,6 +109,41 @@ def _same_shape(a, b) -> bool:
     return len(a) == len(b) and all(dims.equal(x, y) for x, y in zip(a, b))
 
 
+def _attr_symbols(nodes) -> list:
+    """The ``te.var`` symbols the attributes of ``nodes`` use (a slice ending at ``seq``)."""
+    exprs: list = []
+
+    def collect(value):
+        if isinstance(value, tuple):
+            for v in value:
+                collect(v)
+        elif isinstance(value, E.PrimExpr):
+            exprs.append(value)
+
+    for n in nodes:
+        for value in n.attrs.values():
+            collect(value)
+    return dims.symbols(exprs)
+
+
+def _size_carriers(graph: Graph, nodes, values) -> list:
+    """Graph inputs a group's kernel takes only for their shapes: a kernel reads its
+    symbolic sizes off its arguments' shapes, so each symbol the attributes of ``nodes``
+    use and no dimension of ``values`` (the group's inputs and output) is by itself gets
+    the first graph input that has it as a dimension."""
+    bare = [d for v in values for d in graph.types[v].shape if isinstance(d, E.Var)]
+    carriers: list = []
+    for sym in _attr_symbols(nodes):
+        if any(sym is d for d in bare):
+            continue
+        carrier = next((i for i in graph.inputs
+                        if any(sym is d for d in graph.types[i].shape)), None)
+        if carrier is not None and carrier not in carriers:
+            carriers.append(carrier)
+            bare += [d for d in graph.types[carrier].shape if isinstance(d, E.Var)]
+    return carriers
+
+
 def _fused_node(graph: Graph, group: _Group, index: int) -> Node:
     inside = {o for n in group.nodes for o in n.outputs}
     inputs = []
@@ -115,6 +151,7 @@ def _fused_node(graph: Graph, group: _Group, index: int) -> Node:
         for i in n.inputs:
             if i and i not in inside and i not in inputs:
                 inputs.append(i)
+    inputs += _size_carriers(graph, group.nodes, inputs + [group.output])
     names = {i for i in inputs} | inside
     body = Graph(inputs=tuple(inputs), outputs=(group.output,), nodes=tuple(group.nodes),
                  types={k: t for k, t in graph.types.items() if k in names},

@@ -1,0 +1,71 @@
+"""Shape conditions left to run time.
+
+Type inference accepts a broadcast of two symbolic dimensions it cannot prove equal when
+they may be (:func:`tecomp.graph.dims.may_equal`): a position table of 512 rows sliced
+to the sequence length has ``min(seq, 512)`` rows, and adding it to the token embeddings
+(``seq`` rows) is valid exactly while ``seq <= 512``. The kernels index such an input as
+if the dimensions were equal, so whoever runs the graph checks them once the sizes are
+bound, before any kernel runs: ``GraphModule`` raises ``GraphInputError`` naming the
+node, the C entry point returns ``TECOMP_MODEL_ESHAPE``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import dims
+from .ir import Graph
+from .ops import op_info
+
+
+@dataclass(frozen=True)
+class DimCheck:
+    """Dimension ``axis`` of input ``value`` of node ``node`` (operator ``op``) is ``got``
+    and must equal the node's output dimension ``want`` at run time."""
+
+    node: str
+    op: str
+    value: str
+    axis: int
+    got: object
+    want: object
+
+    def holds(self, bindings: dict) -> bool:
+        """Whether the condition holds for ``bindings`` (symbol -> size)."""
+        return dims.evaluate(self.got, bindings) == dims.evaluate(self.want, bindings)
+
+    def message(self, bindings: dict) -> str:
+        """Why ``bindings`` break the condition, for the error a user sees."""
+        sizes = ", ".join(f"{v.name}={n}" for v, n in bindings.items())
+        return (f"node {self.node!r} ({self.op}): input {self.value!r} has "
+                f"{dims.to_text(self.got)} = {dims.evaluate(self.got, bindings)} elements on "
+                f"axis {self.axis} where the output has {dims.to_text(self.want)} = "
+                f"{dims.evaluate(self.want, bindings)}, with the input sizes {sizes}")
+
+
+def _node_checks(node, types) -> list:
+    out_shape = types[node.outputs[0]].shape
+    checks = []
+    for value in node.inputs:
+        shape = types[value].shape
+        offset = len(out_shape) - len(shape)
+        for axis, got in enumerate(shape):
+            want = out_shape[offset + axis]
+            if (dims.is_static(got) and got == 1) or dims.equal(got, want):
+                continue
+            checks.append(DimCheck(node.name or node.op, node.op, value, axis, got, want))
+    return checks
+
+
+def runtime_dim_checks(graph: Graph) -> tuple:
+    """The :class:`DimCheck` s type inference left to run time, for every broadcasting node
+    of ``graph`` and of the bodies of its fused nodes."""
+    checks: list = []
+    for node in graph.nodes:
+        body = node.attrs.get("body")
+        if body is not None:
+            checks += runtime_dim_checks(body)
+        elif op_info(node).broadcasts:
+            checks += _node_checks(node, graph.types)
+    return tuple(checks)
+
