@@ -162,3 +162,112 @@ def test_nodes_on_known_values_are_evaluated_at_import():
     assert [n.op for n in mod.nodes] == ["shape_of", "expand"]
     assert mod.nodes[1].attrs["shape"] == (4, 3)
     assert mod.types["y"].shape == (4, 3)
+
+
+# ---- slices ending at a symbolic size ---------------------------------------------------------
+
+
+def _dim_of(x, axis, name):
+    """``Shape(x)[axis]`` as a one-element int64 tensor ``name`` (as exporters write it)."""
+    return [helper.make_node("Shape", [x], [f"{name}_shape"]),
+            helper.make_node("Gather", [f"{name}_shape", f"{name}_axis"], [f"{name}_scalar"],
+                             axis=0),
+            helper.make_node("Unsqueeze", [f"{name}_scalar", "zero"], [name])], [
+        numpy_helper.from_array(np.array(axis, "int64"), f"{name}_axis")]
+
+
+def _table_sliced_to_length(extra_nodes=(), output_shape=("rows", 4)):
+    """A model slicing an 8x4 table to ``x``'s length (``table[:n]``), plus
+    ``extra_nodes``; input ``x[n, 4]``."""
+    dim_nodes, dim_inits = _dim_of("x", 0, "n")
+    inits = dim_inits + [
+        numpy_helper.from_array(np.arange(32, dtype="float32").reshape(8, 4), "table"),
+        numpy_helper.from_array(np.array([0], "int64"), "zero")]
+    nodes = dim_nodes + [helper.make_node("Slice", ["table", "zero", "n", "zero"], ["rows"],
+                                          name="slice_rows"), *extra_nodes]
+    out = "y" if extra_nodes else "rows"
+    return _model(nodes, [_vi("x", ["n", 4])], [_vi(out, list(output_shape))], inits)
+
+
+def _run_each_length(model, lengths):
+    """One build of ``model``, run for each length of ``x`` and compared with onnx's
+    reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    from tecomp.graph import GraphModule, build
+
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    ref = ReferenceEvaluator(model)
+    for n in lengths:
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype("float32")
+        want, = ref.run(None, {"x": x})
+        got, = gm(x=x)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_slice_to_a_symbolic_length_clamps_to_the_dimension():
+    mod, _ = from_onnx(_table_sliced_to_length())
+    n = mod.types["x"].shape[0]
+    rows = mod.types["rows"].shape
+    assert dims.to_text(rows[0]) == "min(n, 8)" and rows[1] == 4
+    assert dims.evaluate(rows[0], {n: 3}) == 3 and dims.evaluate(rows[0], {n: 11}) == 8
+
+
+def test_slice_to_a_symbolic_length_runs_shorter_and_longer_than_the_table(needs_llvm):
+    _run_each_length(_table_sliced_to_length(), (3, 8, 11))
+
+
+def test_causal_mask_sliced_to_seq_by_seq_from_one_build(needs_llvm):
+    # GPT-2's pattern: ends = Concat(seq, seq) over two axes of a lower-triangular table.
+    dim_nodes, dim_inits = _dim_of("x", 0, "n")
+    inits = dim_inits + [
+        numpy_helper.from_array(np.tril(np.ones((8, 8), "float32")), "tril"),
+        numpy_helper.from_array(np.array([0, 0], "int64"), "zeros"),
+        numpy_helper.from_array(np.array([0, 1], "int64"), "axes"),
+        numpy_helper.from_array(np.array([0], "int64"), "zero")]
+    nodes = dim_nodes + [helper.make_node("Concat", ["n", "n"], ["ends"], axis=0),
+                         helper.make_node("Slice", ["tril", "zeros", "ends", "axes"], ["y"])]
+    model = _model(nodes, [_vi("x", ["n", 4])], [_vi("y", ["r", "c"])], inits)
+    mod, _ = from_onnx(model)
+    assert [dims.to_text(d) for d in mod.types["y"].shape] == ["min(n, 8)", "min(n, 8)"]
+    _run_each_length(model, (1, 5, 8, 12))
+
+
+def test_sliced_table_added_to_the_input_checks_the_length_at_run_time(needs_llvm):
+    from tecomp.graph import GraphInputError, GraphModule, build
+
+    model = _table_sliced_to_length([helper.make_node("Add", ["x", "rows"], ["y"],
+                                                      name="add_rows")], ["n", 4])
+    mod, params = from_onnx(model)
+    assert dims.to_text(mod.types["y"].shape[0]) == "n"
+    _run_each_length(model, (2, 8))
+    gm = GraphModule(build(mod, params=params))
+    # ONNX Runtime fails too: 9 rows do not broadcast with the 8 the table has.
+    with pytest.raises(GraphInputError, match=r"'add_rows' \(add\).*'rows'.*min\(n, 8\) = 8"
+                                              r".*n = 9"):
+        gm(x=np.zeros((9, 4), "float32"))
+
+
+def test_slice_bound_that_may_be_negative_names_the_node():
+    # n - 1 is negative for n = 0, and a negative bound counts from the end: not a size.
+    dim_nodes, dim_inits = _dim_of("x", 0, "n")
+    inits = dim_inits + [numpy_helper.from_array(np.array([0], "int64"), "zero"),
+                         numpy_helper.from_array(np.array([1], "int64"), "one")]
+    nodes = dim_nodes + [helper.make_node("Sub", ["n", "one"], ["end"]),
+                         helper.make_node("Slice", ["x", "zero", "end", "zero"], ["y"],
+                                          name="drop_last")]
+    model = _model(nodes, [_vi("x", ["n", 4])], [_vi("y", ["r", 4])], inits)
+    with pytest.raises(ModelError, match="'drop_last'.*n - 1 may be negative"):
+        from_onnx(model)
+
+
+def test_slice_with_computed_steps_needs_them_constant():
+    dim_nodes, dim_inits = _dim_of("x", 0, "n")
+    inits = dim_inits + [numpy_helper.from_array(np.array([0], "int64"), "zero")]
+    nodes = dim_nodes + [helper.make_node("Slice", ["x", "zero", "n", "zero", "n"], ["y"],
+                                          name="strided")]
+    model = _model(nodes, [_vi("x", ["n", 4])], [_vi("y", ["r", 4])], inits)
+    with pytest.raises(UnsupportedOpError, match="'strided'.*steps"):
+        from_onnx(model)

@@ -120,6 +120,46 @@ def test_inconsistent_input_shapes_are_an_error_code_and_nothing_is_written(mode
                                          _pointers(out_shapes)) == ESHAPE
 
 
+def _position_table_model():
+    """``y = x + table[:N]`` for ``x[N, 4]`` and an 8-row table: the slice ends at
+    ``Shape(x)[0]``, so the table has ``min(N, 8)`` rows and the add needs ``N <= 8``."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "axis"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "zero"], ["end"]),
+             helper.make_node("Slice", ["table", "zero", "end", "zero"], ["rows"]),
+             helper.make_node("Add", ["x", "rows"], ["y"])]
+    inits = [helper.make_tensor("table", TensorProto.FLOAT, [8, 4],
+                                np.arange(32, dtype="float32")),
+             helper.make_tensor("axis", TensorProto.INT64, [], [0]),
+             helper.make_tensor("zero", TensorProto.INT64, [1], [0])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "positions", [vi("x", TensorProto.FLOAT, ["N", 4])],
+                              [vi("y", TensorProto.FLOAT, ["N", 4])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_sizes_checked_at_run_time_are_checked_by_the_c_entry_point(tmp_path):
+    if target_unavailable("llvm"):
+        pytest.skip(target_unavailable("llvm"))
+    mod, params = tecomp.frontend.from_onnx(_position_table_model())
+    path = str(tmp_path / "positions.so")
+    tecomp.graph.build(mod, target="llvm", params=params).export_library(path)
+    so = ctypes.CDLL(path)
+    table = np.arange(32, dtype="float32").reshape(8, 4)
+    for n in (3, 8):
+        x = np.random.default_rng(n).normal(size=(n, 4)).astype("float32")
+        y, y_shape = np.zeros((n, 4), "float32"), np.zeros(2, np.int64)
+        assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
+                                   _pointers([y]), _pointers([y_shape])) == 0
+        np.testing.assert_allclose(y, x + table[:n], rtol=1e-6)
+        assert list(y_shape) == [n, 4]
+    # 9 rows against the table's 8: the add does not broadcast (ONNX Runtime fails too).
+    x, y = np.zeros((9, 4), "float32"), np.full((9, 4), 7, "float32")
+    assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
+                               _pointers([y]), _pointers([np.zeros(2, np.int64)])) == ESHAPE
+    assert (y == 7).all()
+
+
 def test_output_shapes_without_running(model_so):
     _, so = model_so
     out_shapes = [np.zeros(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)]

@@ -12,6 +12,7 @@ import pytest
 from tecomp import te
 from tecomp.frontend import from_onnx
 from tecomp.graph import Graph, dims, GraphTypeError, Node, TensorType, infer_types
+from tecomp.graph.checks import runtime_dim_checks
 from tecomp.graph.passes import (
     eliminate_common_subexpressions,
     eliminate_dead_code,
@@ -43,6 +44,47 @@ def test_broadcast_of_mismatched_symbols_is_a_type_error():
     with pytest.raises(GraphTypeError, match="do not broadcast"):
         _graph([Node("add", ("x", "y"), ("z",))],
                {"x": TensorType(F, (a, 4)), "y": TensorType(F, (b, 4))}, ["z"])
+
+
+def _table_sliced_to_n(n, extra=(), end=None):
+    """``rows = table[:end]`` of a constant 8x4 table (``end``: ``n``, the length of input
+    ``x``, by default), then the ``extra`` nodes."""
+    end = n if end is None else end
+    return _graph([Node("slice", ("table",), ("rows",),
+                        {"starts": (0,), "ends": (end,), "axes": (0,), "steps": (1,)},
+                        name="sl"), *extra],
+                  {"x": TensorType(F, (n, 4))}, [extra[-1].outputs[0] if extra else "rows"],
+                  {"table": np.zeros((8, 4), F)})
+
+
+def test_slice_to_a_symbolic_end_clamps_to_the_dimension():
+    n = te.var("n")
+    rows = _table_sliced_to_n(n).types["rows"].shape
+    assert dims.to_text(rows[0]) == "min(n, 8)" and rows[1] == 4
+    with pytest.raises(GraphTypeError, match="'sl'.*n - 1 may be negative"):
+        _table_sliced_to_n(n, end=n - 1)  # n - 1 is negative for n = 0: not a size
+
+
+def test_broadcast_with_a_clamped_dimension_is_checked_at_run_time():
+    n = te.var("n")
+    g = _table_sliced_to_n(n, [Node("add", ("x", "rows"), ("y",), name="add_rows")])
+    assert g.types["y"].shape == (n, 4)  # the unclamped one
+    check, = runtime_dim_checks(g)
+    assert (check.node, check.value, check.axis) == ("add_rows", "rows", 0)
+    assert check.holds({n: 8}) and not check.holds({n: 9})
+    assert "min(n, 8) = 8" in check.message({n: 9}) and "n = 9" in check.message({n: 9})
+    # The fused kernel keeps the condition (its body's nodes are walked).
+    fused_check, = runtime_dim_checks(optimize(g))
+    assert fused_check.message({n: 9}) == check.message({n: 9})
+
+
+def test_fused_kernel_takes_an_input_binding_the_symbol_its_slice_ends_at():
+    n = te.var("n")
+    fused = optimize(_table_sliced_to_n(n, [Node("relu", ("rows",), ("y",))]))
+    node, = fused.nodes
+    # table[:n] -> relu reads only the table; x comes along to bind n from its shape.
+    assert node.inputs == ("table", "x")
+    assert node.attrs["body"].inputs == ("table", "x")
 
 
 def test_fold_constants_resolves_a_symbolic_shape_chain_and_folds_static_ones():

@@ -6,7 +6,7 @@ import onnx_models
 import pytest
 
 from tecomp.frontend import from_onnx
-from tecomp.graph import GraphModule, build
+from tecomp.graph import GraphInputError, GraphModule, build
 from tecomp.testing import models
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -71,3 +71,15 @@ def test_causal_mask_hides_later_tokens(needs_llvm):
     second, = gm(**feeds)
     np.testing.assert_allclose(first[0, :-1], second[0, :-1], rtol=RTOL, atol=ATOL)
     assert not np.allclose(first[0, -1], second[0, -1])
+
+
+def test_sequence_longer_than_the_position_table_is_a_clear_error(needs_llvm):
+    # The position ids are sliced to min(seq, max_pos) rows; ONNX Runtime rejects the add
+    # of a longer sequence too. One build still serves every length up to max_pos.
+    model = models.gpt2_decoder(layers=1, max_pos=16)
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    _compare(model, gm, models.example_inputs(model, batch=1, seq=16))
+    with pytest.raises(GraphInputError, match=r"min\(seq, 16\) = 16 .* seq = 17"):
+        gm(**models.example_inputs(model, batch=1, seq=17))
+    _compare(model, gm, models.example_inputs(model, batch=2, seq=3))

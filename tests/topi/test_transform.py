@@ -103,6 +103,23 @@ def test_slice_of_a_symbolic_axis(rng, check_op):
          steps=[2, 1])
 
 
+def test_slice_to_a_symbolic_end_from_one_build(rng):
+    # table[1:n] of an 8-row table: n comes from an argument read only for its shape (a
+    # sequence length), and clamps to the table past 8, as ONNX Slice does.
+    n = te.var("n")
+    table = te.placeholder((8, 4), name="table")
+    length = te.placeholder((n,), name="length")
+    out = transform.slice(table, starts=[1], ends=[n], axes=[0])
+    impl = strategy.get_implementation("slice", "llvm")
+    mod = tecomp.build(impl.schedule(None, [out]), [table, length, out], target="llvm")
+    a = rng.normal(size=(8, 4)).astype("float32")
+    for size in (0, 1, 5, 8, 11):
+        want = a[1:size]
+        got = np.full(want.shape, np.nan, "float32")
+        mod(a, np.zeros(size, "float32"), got)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_gather_and_gather_elements(rng, check_op, onnx_ref):
     x = te.placeholder((5, 4, 3), name="x")
     a = rng.normal(size=(5, 4, 3)).astype("float32")
