@@ -31,6 +31,7 @@ import numpy as np
 from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
+from ..te.analysis import ops_of
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import (
@@ -50,6 +51,9 @@ _NOMINAL_ROWS = 128
 #: a copy of B[K, M] column blocks, or a transpose of W[M, K] row blocks.
 PACK_TAG = "matmul_pack"
 TRANSPOSE_PACK_TAG = "dense_pack"
+
+#: Tag of the stage that crops a product computed over whole register tiles to its size.
+CROP_TAG = "product_crop"
 
 
 def _ceil_div(a, b):
@@ -164,6 +168,29 @@ def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
 # ---- computes -------------------------------------------------------------------------
 
 
+def _tiled_product(cfg, shape, body, name: str, tag: str):
+    """``te.compute(shape, body)``: the ``[N, M]`` product of ``matmul`` or ``dense``,
+    tagged ``tag``.
+
+    A symbolic row count N is rounded up to whole register tiles of ``tile_y`` rows, the
+    rows past the end reading the last one, and a crop back to ``shape`` (tag
+    :data:`CROP_TAG`) follows. The tile's accumulation then needs no guard per row: loop
+    partitioning cannot cut the guard out of a loop with symbolic bounds, and a guard in
+    the reduction keeps the accumulators out of registers (128x256x256 with a symbolic
+    128 rows: 0.42 -> 0.19 ms on one thread, the time of a static 128). Columns are
+    left as they are: clamping a column index would turn the vector loads into gathers.
+    ``batch_matmul`` is not padded either: its row tile is a modulo of the parallel loop
+    by the symbolic tile count, and the simplifier does not prove that tile in range, so
+    the guard stays anyway."""
+    rows, cols = shape
+    if isinstance(rows, int):
+        return te.compute(shape, body, name=name, tag=tag)
+    tile = cfg["tile_y"].size[-1]
+    P = te.compute((_ceil_div(rows, tile) * tile, cols),
+                   lambda i, j: body(te.min(i, rows - 1), j), name=name, tag=tag)
+    return te.compute(shape, lambda i, j: P[i, j], name=f"{name}.crop", tag=CROP_TAG)
+
+
 def compute_matmul(cfg, A, B):
     """``C[N, M] = A[N, K] @ B[K, M]``, reading B through a packed copy (tag ``"matmul"``).
 
@@ -188,9 +215,9 @@ def compute_matmul(cfg, A, B):
     bn = cfg["bn"].val
     PB = _pack(B, bn)
     k = te.reduce_axis((0, K), name="k")
-    return te.compute(
-        (N, M), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), name="C",
-        tag="matmul")
+    return _tiled_product(
+        cfg, (N, M), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k), "C",
+        "matmul")
 
 
 def compute_dense(cfg, X, W, b=None, units=None):
@@ -233,9 +260,9 @@ def compute_dense(cfg, X, W, b=None, units=None):
                          f"reads [{_ceil_div(M, bn)}, {K}, {bn}] (bn={bn})")
     PW = W if packed else _pack(W, bn, k_axis_first=False, name="W.packed")
     k = te.reduce_axis((0, K), name="k")
-    P = te.compute(
-        (N, M), lambda i, j: te.sum(X[i, k] * PW[j // bn, k, j % bn], axis=k), name="P",
-        tag="dense")
+    P = _tiled_product(
+        cfg, (N, M), lambda i, j: te.sum(X[i, k] * PW[j // bn, k, j % bn], axis=k), "P",
+        "dense")
     if b is None:
         return P
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
@@ -279,7 +306,10 @@ def _schedule_group(cfg, outs, tag):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     anchor = find_anchor(out, tag, what)
-    local = inline_epilogue(s, out, anchor, what)
+    # The output is tiled like the operator's result: the crop of a product computed over
+    # whole tiles, or the product itself.
+    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
+    local = inline_epilogue(s, out, anchor, what, head=crop[0] if crop else None)
     *outer, i_axis, j_axis = s[out].op.axis
     _schedule_product(s, cfg, local, out, i_axis, j_axis, tuple(outer))
     for t in anchor.input_tensors:
