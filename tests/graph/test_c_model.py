@@ -158,6 +158,12 @@ def test_sizes_checked_at_run_time_are_checked_by_the_c_entry_point(tmp_path):
     assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
                                _pointers([y]), _pointers([np.zeros(2, np.int64)])) == ESHAPE
     assert (y == 7).all()
+    # The library loaded back in Python keeps the slice's symbolic end and the check.
+    gm = tecomp.graph.GraphModule(tecomp.graph.load(path))
+    x = np.ones((5, 4), "float32")
+    np.testing.assert_allclose(gm(x=x)[0], x + table[:5], rtol=1e-6)
+    with pytest.raises(tecomp.graph.GraphInputError, match=r"min\(N, 8\) = 8"):
+        gm(x=np.ones((9, 4), "float32"))
 
 
 def test_output_shapes_without_running(model_so):

@@ -13,7 +13,10 @@ An operator joins its producer's group only when the producer's value has no oth
 reader and is not a graph output (so every group has one output and no cycle can form),
 and, for an epilogue, when it does not broadcast that value to a larger shape (the
 epilogue runs in the anchor's output loop). Each group becomes one ``fused`` node whose
-``body`` attribute is the group as a graph.
+``body`` attribute is the group as a graph. A kernel reads its symbolic sizes off its
+arguments' shapes, so a group whose attributes use a symbol that none of its values has
+as a dimension by itself (a constant table sliced to ``seq`` rows) also takes a graph
+input that has it, read only for its shape.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ def _same_shape(a, b) -> bool:
 
 
 def _attr_symbols(nodes) -> list:
-    """The ``te.var`` symbols the attributes of ``nodes`` use (a slice ending at ``seq``)."""
+    """The ``te.var`` symbols the attributes of ``nodes`` use (a slice ending at ``seq``,
+    a reshape to ``[batch, seq, 4, 64]``)."""
     exprs: list = []
 
     def collect(value):
