@@ -118,6 +118,18 @@ def test_gather_and_gather_elements(rng, check_op, onnx_ref):
          check_op, axis=2)
 
 
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_matches_onnx(batch_dims, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 4, 5), name="x")
+    a = rng.normal(size=(3, 4, 5)).astype("float32")
+    # Two index tuples per batch row, each naming (axis 1, axis 2) after the batch axis, or
+    # (axis 0, axis 1) without one; negative indices count from the end.
+    ia = np.array([[[0, -1], [2, 3]], [[1, 0], [-3, 2]], [[2, 2], [0, -4]]], "int64")
+    idx = te.placeholder(ia.shape, dtype="int64", name="idx")
+    _run("gather_nd", [x, idx], [a, ia],
+         onnx_ref("GatherND", [a, ia], batch_dims=batch_dims), check_op, batch_dims=batch_dims)
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
 def test_pad_matches_onnx(mode, rng, check_op, onnx_ref):
     x = te.placeholder((2, 3, 5, 6), name="x")
