@@ -525,9 +525,8 @@ def _gather_elements(node, ts):
 def _gather_nd(node, ts):
     data, indices = ts
     batch_dims = node.attrs.get("batch_dims", 0)
-    k = indices.shape[-1] if indices.shape else 0
-    if not dims.is_static(k) or not 1 <= k + batch_dims <= len(data.shape) or (
-            batch_dims >= len(indices.shape)):
+    k = indices.shape[-1] if len(indices.shape) > batch_dims else 0
+    if not dims.is_static(k) or not 1 <= k <= len(data.shape) - batch_dims:
         _fail(node, f"indices {_shape_text(indices.shape)} with batch_dims {batch_dims} do "
                     f"not index data {_shape_text(data.shape)}: their last axis must be a "
                     "static size of at most the data's rank less batch_dims")

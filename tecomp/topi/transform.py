@@ -330,13 +330,16 @@ def gather_nd(data, indices, batch_dims: int = 0):
     """ONNX GatherND: the last axis of ``indices`` holds ``k`` indices into the ``k`` axes
     of ``data`` after its ``batch_dims`` leading (batch) axes, which ``data`` and
     ``indices`` share; the output is ``indices.shape[:-1] + data.shape[batch_dims + k:]``."""
+    if batch_dims >= len(indices.shape):
+        raise ShapeError(f"gather_nd: indices of rank {len(indices.shape)} have no axis "
+                         f"after {batch_dims} batch axes")
     k = const_int(indices.shape[-1])
     if k is None:
         raise ShapeError("gather_nd: the last axis of indices must have a static size")
-    if not 1 <= k + batch_dims <= len(data.shape) or batch_dims >= len(indices.shape):
-        raise ShapeError(f"gather_nd: {k} indices per element after {batch_dims} batch axes "
-                         f"do not fit data of rank {len(data.shape)} and indices of rank "
-                         f"{len(indices.shape)}")
+    if not 1 <= k <= len(data.shape) - batch_dims:
+        raise ShapeError(f"gather_nd: {k} indices per element do not fit the "
+                         f"{len(data.shape) - batch_dims} axes of data after {batch_dims} "
+                         "batch axes")
     lead = len(indices.shape) - 1
     shape = tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + k:])
 

@@ -228,5 +228,7 @@ def test_shapes_that_would_read_out_of_bounds_are_errors():
         transform.pad(x, [3, 0, 0, 0], mode="reflect")
     with pytest.raises(ShapeError, match="more than data's 5"):
         transform.gather_elements(x, te.placeholder((3, 6), dtype="int64", name="i"), axis=0)
+    with pytest.raises(ShapeError, match="2 indices per element do not fit the 1 axes"):
+        transform.gather_nd(x, te.placeholder((3, 2), dtype="int64", name="i"), batch_dims=1)
     with pytest.raises(ShapeError, match="blocks of 2 x 2"):
         transform.depth_to_space(te.placeholder((1, 6, 2, 2), name="z"), blocksize=2)
