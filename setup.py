@@ -54,8 +54,10 @@ setup(
         "xgboost-gpu": ["xgboost>=2.0"],
         # benchmarks/models_cpu.py adds torchvision's and Hugging Face's models when these
         # import; without them it runs tecomp.testing.models and the onnx wheel's models.
-        "bench": ["onnxruntime>=1.17", "torch>=2.1", "torchvision>=0.16",
-                  "transformers>=4.36"],
+        # The versions it was run with: torch.export's exporter (dynamo=True, which needs
+        # onnxscript) and transformers 5 write the graphs tecomp was checked on.
+        "bench": ["onnxruntime>=1.17", "torch>=2.14", "torchvision>=0.29",
+                  "transformers>=5.24", "onnxscript>=0.7"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )

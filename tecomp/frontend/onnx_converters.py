@@ -863,6 +863,7 @@ converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positi
 converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
 converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
+converter("GatherND", 11, 12, 13)(_with_attrs("gather_nd", batch_dims=0))
 converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
 
 

@@ -1,10 +1,12 @@
-"""``tecomp.graph.build``: a graph -> one module holding a kernel per fused group.
+"""``tecomp.graph.build``: a graph -> one module holding a kernel per distinct fused group.
 
 Each fused group becomes one PrimFunc: its inputs become ``te`` placeholders (symbolic
 dimensions stay ``te.var`` s, so one kernel serves every size), each node calls its
 operator implementation's compute (``tecomp.topi.strategy``), and the implementation of
-the group's anchor (the heavy operator or the reduction) schedules the whole group. All
-kernels are compiled into one module by one ``tecomp.build`` call.
+the group's anchor (the heavy operator or the reduction) schedules the whole group. Groups
+that compute alike (same operators, attributes and types) share one kernel: each graph
+node is named after the kernel it calls. All kernels are compiled into one module by one
+``tecomp.build`` call.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..target import Target, as_target
 from ..topi.strategy import get_implementation, select_config
 from . import dims
 from .infer import infer_types
-from .ir import Graph, TensorType
+from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
 from .passes import optimize
 from .passes.fuse import anchor_of
@@ -193,6 +195,20 @@ def _lower_group(node, graph: Graph, target: Target):
     return func, info, node, dict(packed.values())
 
 
+def _kernel_key(body: Graph, consts) -> tuple:
+    """What the machine code of a fused group depends on: its operators and attributes,
+    wired by position, the type of every value, and which inputs are constant weights
+    (packed at build time, so read in another layout). Groups with equal keys compile to
+    the same kernel, which repeated layers (a ResNet stage's blocks, a transformer's
+    layers) then share."""
+    values = body.inputs + tuple(o for n in body.nodes for o in n.outputs)
+    position = {name: k for k, name in enumerate(values)}
+    return (tuple((str(body.types[i]), i in consts) for i in body.inputs),
+            tuple((n.op, attrs_text(n.attrs), tuple(position.get(i) for i in n.inputs))
+                  for n in body.nodes),
+            tuple(str(body.types[v]) for v in values), position[body.outputs[0]])
+
+
 def build(mod: Graph, target="llvm", params: dict | None = None):
     """Compile a graph into one module and a plan to run it.
 
@@ -225,12 +241,17 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
     target = target if isinstance(target, Target) else as_target(target)
     graph = optimize(bind_params(mod, params))
     funcs, infos, nodes, consts = [], [], [], dict(graph.consts)
+    compiled: dict = {}  # kernel key -> the name of the kernel compiled for it
     with target:
         for node in graph.nodes:
+            key = _kernel_key(node.attrs["body"], graph.consts)
+            # Lowered even when an equal kernel exists: that packs this group's weights.
             func, info, node, packed = _lower_group(node, graph, target)
-            funcs.append(func)
-            infos.append(info)
-            nodes.append(node)
+            if key not in compiled:
+                compiled[key] = func.name
+                funcs.append(func)
+                infos.append(info)
+            nodes.append(node.with_(name=compiled[key]))
             consts.update(packed)
     module = build_funcs(funcs, target=target) if funcs else None
     # Weights only read packed are dropped; the packed copies join the constants.

@@ -382,7 +382,7 @@ def model_source(graph: Graph, signatures, target: str, constants_path: str | No
     Parameters
     ----------
     graph : Graph
-        A built graph (``GraphLibrary.graph``): one kernel per node.
+        A built graph (``GraphLibrary.graph``): one kernel call per node.
     signatures : iterable of FunctionSignature
         The kernels' entry points (``GraphLibrary.module.signatures``).
     target : str

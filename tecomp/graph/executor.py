@@ -194,7 +194,8 @@ class GraphModule:
         Returns
         -------
         list of (str, TimingResult)
-            Per kernel, in run order: its name and its timings (``.median``, ``.min``,
+            Per kernel call, in run order (a kernel that several nodes share appears
+            once per call): its name and its timings (``.median``, ``.min``,
             ``.results`` in seconds per call; on a busy machine ``.min`` is the one
             least disturbed by other processes).
 

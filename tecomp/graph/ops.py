@@ -537,6 +537,18 @@ def _gather_elements(node, ts):
     return [TensorType(data.dtype, indices.shape)]
 
 
+def _gather_nd(node, ts):
+    data, indices = ts
+    batch_dims = node.attrs.get("batch_dims", 0)
+    k = indices.shape[-1] if len(indices.shape) > batch_dims else 0
+    if not dims.is_static(k) or not 1 <= k <= len(data.shape) - batch_dims:
+        _fail(node, f"indices {_shape_text(indices.shape)} with batch_dims {batch_dims} do "
+                    f"not index data {_shape_text(data.shape)}: their last axis must be a "
+                    "static size of at most the data's rank less batch_dims")
+    shape = tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + k:])
+    return [TensorType(data.dtype, shape)]
+
+
 def _resize(node, ts):
     x = ts[0]
     sizes, scales = node.attrs.get("sizes"), node.attrs.get("scales")
@@ -562,6 +574,7 @@ _register("expand", BROADCAST, _expand, broadcasts=True)
 _register("tile", INJECTIVE, _tile)
 _register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
 _register("gather_elements", INJECTIVE, _gather_elements)
+_register("gather_nd", INJECTIVE, _gather_nd)
 _register("trilu", INJECTIVE, _same)
 _register("transpose", INJECTIVE, _transpose)
 _register("concat", INJECTIVE, _concatenate)

@@ -57,7 +57,8 @@ Transforms (injective), schedule ``schedule_injective``:
     concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
     tuple of tensors),
     slice(starts, ends, axes=None, steps=None) (ONNX clamping), gather(axis=0)
-    (data, indices; negative indices wrap), gather_elements(axis=0), expand(shape),
+    (data, indices; negative indices wrap), gather_elements(axis=0),
+    gather_nd(batch_dims=0), expand(shape),
     squeeze(axes=None), unsqueeze(axes), flatten(axis=1),
     pad(pads, mode="constant" | "reflect" | "edge", value=0) (pads = ONNX begin+end list),
     tile(repeats), depth_to_space(blocksize, mode="DCR" | "CRD"),
@@ -232,6 +233,7 @@ from .transform import (
     flatten,
     gather,
     gather_elements,
+    gather_nd,
     one_hot,
     pad,
     reshape,
@@ -292,6 +294,7 @@ __all__ = [
     "floor",
     "gather",
     "gather_elements",
+    "gather_nd",
     "gelu",
     "global_avg_pool",
     "global_max_pool",

@@ -351,6 +351,31 @@ def gather_elements(data, indices, axis: int = 0):
     return _remap(indices.shape, read, "gather_elements")
 
 
+def gather_nd(data, indices, batch_dims: int = 0):
+    """ONNX GatherND: the last axis of ``indices`` holds ``k`` indices into the ``k`` axes
+    of ``data`` after its ``batch_dims`` leading (batch) axes, which ``data`` and
+    ``indices`` share; the output is ``indices.shape[:-1] + data.shape[batch_dims + k:]``."""
+    if batch_dims >= len(indices.shape):
+        raise ShapeError(f"gather_nd: indices of rank {len(indices.shape)} have no axis "
+                         f"after {batch_dims} batch axes")
+    k = const_int(indices.shape[-1])
+    if k is None:
+        raise ShapeError("gather_nd: the last axis of indices must have a static size")
+    if not 1 <= k <= len(data.shape) - batch_dims:
+        raise ShapeError(f"gather_nd: {k} indices per element do not fit the "
+                         f"{len(data.shape) - batch_dims} axes of data after {batch_dims} "
+                         "batch axes")
+    lead = len(indices.shape) - 1
+    shape = tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + k:])
+
+    def read(idx):
+        picked = tuple(_wrap_index(indices[idx[:lead] + (j,)], data.shape[batch_dims + j])
+                       for j in range(k))
+        return data[idx[:batch_dims] + picked + idx[lead:]]
+
+    return _remap(shape, read, "gather_nd")
+
+
 def pad(x, pads, mode: str = "constant", value=0):
     """ONNX Pad: ``pads`` = begin of every axis, then end of every axis (negative crops);
     ``mode`` constant (``value``), reflect (mirror without the edge) or edge (repeat)."""
@@ -460,7 +485,7 @@ for _name, _fn in [
     ("reshape", reshape), ("flatten", flatten), ("transpose", transpose),
     ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("expand", expand), ("concat", concat),
     ("split", split), ("slice", slice), ("gather", gather),
-    ("gather_elements", gather_elements), ("pad", pad), ("tile", tile),
+    ("gather_elements", gather_elements), ("gather_nd", gather_nd), ("pad", pad), ("tile", tile),
     ("depth_to_space", depth_to_space), ("space_to_depth", space_to_depth),
     ("trilu", trilu), ("one_hot", one_hot),
 ]:

@@ -62,7 +62,7 @@ def test_an_input_used_as_a_compile_time_value_is_specialised_on(needs_llvm):
 # `benchmarks/onnx_node_coverage.py` runs every case.
 _OPS = ("abs|add|and|argmax|argmin|averagepool|batchnorm|bitshift|cast|castlike|ceil|"
         "clip|concat|constant|constantofshape|conv|cos|cumsum|depthtospace|div|dropout|elu|"
-        "equal|erf|exp|expand|flatten|floor|gather|gelu|gemm|globalaveragepool|"
+        "equal|erf|exp|expand|flatten|floor|gather|gathernd|gelu|gemm|globalaveragepool|"
         "globalmaxpool|greater|hardsigmoid|hardswish|identity|instancenorm|isinf|isnan|"
         "layer_normalization|leakyrelu|less|log|logsoftmax|lrn|matmul|max|maxpool|mean|min|"
         "mish|mod|mul|neg|not|onehot|or|pow|prelu|range|reciprocal|reduce|relu|reshape|"
@@ -93,7 +93,7 @@ _EXCLUDED = {
     "range_.*loop|cumsum_1d_reverse_exclusive|reduce_log_sum_exp_do_not_keepdims|"
     "reduce_max_bool|reduce_min_bool|shape_clip|shape_start_greater|shape_end|"
     "slice_start_out_of_bounds|slice_end_out_of_bounds|squeeze_negative|"
-    "gathernd|gather_elements_negative|onehot_negative|onehot_with_negative|"
+    "gather_elements_negative|onehot_negative|onehot_with_negative|"
     "size_|constant_pad|edge_pad|reflect_pad|wrap_pad|cast_.*_to_STRING|clip_default_int8|"
     "where_long|spacetodepth_crd|depthtospace_crd|max_uint|min_uint|max_int16|min_int16|"
     "argmax_.*select_last|argmin_.*select_last|lrn_default|instancenorm_epsilon|logsoftmax_"

@@ -223,6 +223,38 @@ def test_dynamic_batch_cnn_builds_conv_kernels_with_a_symbolic_batch(needs_llvm,
         _check(model, {"x": rng.standard_normal((n, 3, 16, 16)).astype("float32")}, gm)
 
 
+def _repeated_conv_layers_model(rng):
+    """Three Conv + Relu layers with weights of their own: the first two alike (8 -> 8
+    channels, stride 1), the third with stride 2."""
+    nodes, inits, x = [], [], "x"
+    for k, stride in enumerate((1, 1, 2)):
+        w = (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype("float32")
+        inits.append(numpy_helper.from_array(w, f"w{k}"))
+        nodes += [helper.make_node("Conv", [x, f"w{k}"], [f"c{k}"], pads=[1, 1, 1, 1],
+                                   strides=[stride, stride]),
+                  helper.make_node("Relu", [f"c{k}"], [f"r{k}"])]
+        x = f"r{k}"
+    graph = helper.make_graph(
+        nodes, "layers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 8, 4, 4])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_groups_computing_alike_share_one_kernel(needs_llvm, rng, tmp_path):
+    model = _repeated_conv_layers_model(rng)
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    # Two kernels compiled for three calls; each call reads its own (packed) weights.
+    assert len(lib.kernels) == 2
+    first, second, third = lib.graph.nodes
+    assert first.name == second.name != third.name
+    assert len({first.inputs[1], second.inputs[1]}) == 2
+    x = {"x": rng.standard_normal((1, 8, 8, 8)).astype("float32")}
+    _check(model, x, GraphModule(lib))
+    lib.export_library(str(tmp_path / "layers.so"))
+    _check(model, x, GraphModule(load(str(tmp_path / "layers.so"))))
+
+
 def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
     model = onnx_models.residual_block()
     mod, params = from_onnx(model)

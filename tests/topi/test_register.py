@@ -11,7 +11,7 @@ CATALOGUE = (
     "identity", "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "mod",
     "equal", "less", "greater", "less_equal", "greater_equal", "logical_and", "logical_or",
     "logical_xor", "prelu", "where", "reshape", "transpose", "concat", "split", "slice", "gather",
-    "gather_elements", "expand", "squeeze", "unsqueeze", "flatten", "pad", "tile",
+    "gather_elements", "gather_nd", "expand", "squeeze", "unsqueeze", "flatten", "pad", "tile",
     "depth_to_space", "space_to_depth", "resize", "one_hot", "cumsum", "trilu", "reduce_sum",
     "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2",
     "reduce_log_sum_exp", "reduce_sum_square", "argmax", "argmin", "softmax", "log_softmax",

@@ -135,6 +135,18 @@ def test_gather_and_gather_elements(rng, check_op, onnx_ref):
          check_op, axis=2)
 
 
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_matches_onnx(batch_dims, rng, check_op, onnx_ref):
+    x = te.placeholder((3, 4, 5), name="x")
+    a = rng.normal(size=(3, 4, 5)).astype("float32")
+    # Two index tuples per batch row, each naming (axis 1, axis 2) after the batch axis, or
+    # (axis 0, axis 1) without one; negative indices count from the end.
+    ia = np.array([[[0, -1], [2, 3]], [[1, 0], [-3, 2]], [[2, 2], [0, -4]]], "int64")
+    idx = te.placeholder(ia.shape, dtype="int64", name="idx")
+    _run("gather_nd", [x, idx], [a, ia],
+         onnx_ref("GatherND", [a, ia], batch_dims=batch_dims), check_op, batch_dims=batch_dims)
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
 def test_pad_matches_onnx(mode, rng, check_op, onnx_ref):
     x = te.placeholder((2, 3, 5, 6), name="x")
@@ -233,5 +245,7 @@ def test_shapes_that_would_read_out_of_bounds_are_errors():
         transform.pad(x, [3, 0, 0, 0], mode="reflect")
     with pytest.raises(ShapeError, match="more than data's 5"):
         transform.gather_elements(x, te.placeholder((3, 6), dtype="int64", name="i"), axis=0)
+    with pytest.raises(ShapeError, match="2 indices per element do not fit the 1 axes"):
+        transform.gather_nd(x, te.placeholder((3, 2), dtype="int64", name="i"), batch_dims=1)
     with pytest.raises(ShapeError, match="blocks of 2 x 2"):
         transform.depth_to_space(te.placeholder((1, 6, 2, 2), name="z"), blocksize=2)
