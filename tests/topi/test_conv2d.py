@@ -257,3 +257,16 @@ def test_conv2d_symbolic_batch_serves_every_batch_size(depthwise, layout):
         y = np.full(ref.shape, np.nan, "float32")
         mod(x, w, y)
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case, order", [
+    (((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1)), "oh_oc"),
+    (((1, 512, 28, 28), (128, 512, 1, 1), (1, 1), (0, 0)), "oh_oc"),
+    (((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1)), "oc_oh"),
+    (((1, 2048, 7, 7), (512, 2048, 1, 1), (1, 1), (0, 0)), "oc_oh"),
+])
+def test_conv2d_fallback_puts_the_larger_operand_outside(case, order):
+    # Rows outside while the input is the larger operand; output-channel blocks outside
+    # once the kernel is, so each thread reads its part of the kernel once.
+    task = autotune.create_task("conv2d_packed_kernel", case + ((1, 1), "float32"))
+    assert task.default_config["order"].val == order
