@@ -909,17 +909,21 @@ def _cumsum(ctx, node, attrs):
 
 @converter("Trilu", 14)
 def _trilu(ctx, node, attrs):
-    k = int(ctx.value_of(node.input[1], "k").reshape(-1)[0]) if _input(node, 1) else 0
+    k = _scalar_dim(ctx, node.input[1], "k") if _input(node, 1) else 0
     ctx.emit("trilu", [node.input[0]], node.output, k=k, upper=int(attrs.get("upper", 1)))
 
 
 @converter("ConstantOfShape", 9, 20, 21, 23, 24, 25)
 def _constant_of_shape(ctx, node, attrs):
-    shape = _ints(ctx.value_of(node.input[0], "shape").reshape(-1))
+    shape = ctx.dims_of(node.input[0], "shape")
     value = attrs.get("value")
     value = onnx.numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(
         1, "float32")
-    ctx.const(np.full(shape, value[0], dtype=value.dtype), name=node.output[0])
+    if all(dims.is_static(d) for d in shape):
+        ctx.const(np.full(shape, value[0], dtype=value.dtype), name=node.output[0])
+        return
+    ctx.emit("full", [], node.output, shape=shape, value=value[0].item(),
+             dtype=str(value.dtype))
 
 
 @converter("Unsqueeze", 1)
@@ -930,13 +934,14 @@ def _squeeze_v1(ctx, node, attrs):
 
 @converter("Expand", 8, 13)
 def _expand(ctx, node, attrs):
-    shape = _ints(ctx.value_of(node.input[1], "shape").reshape(-1))
+    # The target shape is often computed from the inputs' shapes (Shape -> Concat).
+    shape = ctx.dims_of(node.input[1], "shape")
     ctx.emit("expand", [node.input[0]], node.output, shape=shape)
 
 
 @converter("Tile", 6, 13)
 def _tile(ctx, node, attrs):
-    repeats = _ints(ctx.value_of(node.input[1], "repeats").reshape(-1))
+    repeats = ctx.dims_of(node.input[1], "repeats")
     ctx.emit("tile", [node.input[0]], node.output, repeats=repeats)
 
 
@@ -1000,11 +1005,30 @@ def _size(ctx, node, attrs):
     ctx.emit("size_of", [node.input[0]], node.output)
 
 
+def _scalar_dim(ctx, name: str, what: str):
+    """The one element of scalar input ``name``: an int, or an expression of the symbolic
+    sizes (``Shape(x)[1]``)."""
+    values = ctx.dims_of(name, what)
+    if len(values) != 1:
+        ctx.fail(f"{what} ({name!r}) must be a scalar; it has {len(values)} elements",
+                 ModelError)
+    return values[0]
+
+
 @converter("Range", 11, 27)
 def _range(ctx, node, attrs):
-    start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
-                                                                ("start", "limit", "delta")))
-    ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
+    dtype = ctx.type_of(node.input[0]).dtype
+    bounds = [_scalar_dim(ctx, i, n) for i, n in zip(node.input, ("start", "limit", "delta"))]
+    if all(dims.is_static(d) for d in bounds):
+        start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
+                                                                    ("start", "limit", "delta")))
+        ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
+        return
+    if dtype not in ("int32", "int64"):
+        ctx.fail(f"a Range of {dtype} with bounds computed from symbolic sizes is not "
+                 "supported; allowed: int32, int64")
+    start, limit, delta = bounds
+    ctx.emit("arange", [], node.output, start=start, limit=limit, delta=delta, dtype=dtype)
 
 
 @converter("BitShift", 11, 28)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..errors import TecompError
 from ..ir import expr as E
-from ..topi.transform import slice_bounds as clamped_slice_bounds, slice_extent
+from ..topi.transform import range_length, slice_bounds as clamped_slice_bounds, slice_extent
 from . import dims
 from .ir import TensorType
 
@@ -568,6 +568,29 @@ def _resize(node, ts):
     return [TensorType(x.dtype, tuple(shape))]
 
 
+def _arange(node, ts):
+    """ONNX Range with bounds known up to the symbolic sizes: ``max(ceil((limit - start) /
+    delta), 0)`` elements. A symbolic step must be a size; that it is not 0 is checked
+    when the sizes are bound (:mod:`tecomp.graph.checks`)."""
+    delta = node.attrs["delta"]
+    if dims.is_static(delta) and delta == 0:
+        _fail(node, "the step (delta) of a Range cannot be 0")
+    if not dims.provably_nonnegative(delta):
+        _fail(node, f"the step {dims.to_text(delta)} may be negative; a step computed from "
+                    "symbolic sizes must be a size")
+    n = dims.normalize(range_length(node.attrs["start"], node.attrs["limit"], delta))
+    return [TensorType(node.attrs["dtype"], (n,))]
+
+
+def _full(node, ts):
+    shape = tuple(dims.normalize(d) for d in node.attrs["shape"])
+    for d in shape:
+        if not dims.provably_nonnegative(d):
+            _fail(node, f"the dimension {dims.to_text(d)} of shape {_shape_text(shape)} may "
+                        "be negative")
+    return [TensorType(node.attrs["dtype"], shape)]
+
+
 _register("resize", INJECTIVE, _resize)
 _register("reshape", INJECTIVE, _reshape)
 _register("expand", BROADCAST, _expand, broadcasts=True)
@@ -576,6 +599,8 @@ _register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
 _register("gather_elements", INJECTIVE, _gather_elements)
 _register("gather_nd", INJECTIVE, _gather_nd)
 _register("trilu", INJECTIVE, _same)
+_register("arange", INJECTIVE, _arange)
+_register("full", INJECTIVE, _full)
 _register("transpose", INJECTIVE, _transpose)
 _register("concat", INJECTIVE, _concatenate)
 _register("gather", INJECTIVE, _gather)

@@ -227,10 +227,12 @@ from .reduction import (
 )
 from .resize import resize
 from .transform import (
+    arange,
     concat,
     depth_to_space,
     expand,
     flatten,
+    full,
     gather,
     gather_elements,
     gather_nd,
@@ -249,6 +251,7 @@ from .transform import (
 __all__ = [
     "acosh",
     "add",
+    "arange",
     "argmax",
     "argmin",
     "asinh",
@@ -270,10 +273,10 @@ __all__ = [
     "compute_depthwise_conv2d",
     "compute_matmul",
     "concat",
+    "conv",
     "conv2d",
     "conv2d_pack_kernel",
     "conv2d_packed_kernel",
-    "conv",
     "conv_transpose",
     "cos",
     "cosh",
@@ -292,6 +295,7 @@ __all__ = [
     "expand",
     "flatten",
     "floor",
+    "full",
     "gather",
     "gather_elements",
     "gather_nd",

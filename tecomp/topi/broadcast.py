@@ -41,7 +41,11 @@ def broadcast_shape(*shapes) -> tuple:
                 f"shapes {[tuple(str(d) for d in s) for s in shapes]} do not broadcast: "
                 f"dimension {pos - ndim} is {sorted(consts)}; each must be equal or 1")
         const = [d for d in big if const_int(d) is not None]
-        out.append(const[0] if const else big[0])
+        # A clamped size (``min(seq, 512)``: a table sliced to the sequence) broadcasts with
+        # the size it is checked equal to at run time; the output takes the unclamped one,
+        # as the graph types it (``tecomp.graph.ops.broadcast_shapes``).
+        unclamped = [d for d in big if not isinstance(d, (E.Min, E.Max))]
+        out.append(const[0] if const else (unclamped or big)[0])
     return tuple(out)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from .. import te
 from ..errors import ShapeError
 from ..ir import expr as E
+from ..ir.arith import simplify
+from ..ir.functor import collect_vars
 from .broadcast import broadcast_index, broadcast_shape
 from .cpu_schedule import const_int, schedule_injective
 from .register import register_llvm
@@ -222,6 +224,14 @@ def concat(*tensors, axis: int = 0):
     return _remap(shape, read, "concat")
 
 
+def simplified_size(d):
+    """Dimension ``d`` simplified with its symbols taken as sizes (>= 0), as the graph types
+    it (``tecomp.graph.dims.normalize``): Range(0, seq, 1) has ``seq`` elements, not
+    ``max(seq, 0)``. A kernel binds its symbols from the dimensions its arguments have
+    alone, so its output must have the dimension its type names."""
+    return simplify(E.as_expr(d), {v: (0, None) for v in collect_vars(E.as_expr(d))})
+
+
 def slice_extent(start, stop, step: int):
     """How many elements ``start, start + step, ...`` lie before ``stop`` (bounds already
     clamped to the axis; expressions or ints)."""
@@ -235,7 +245,7 @@ def slice_axis(x, axis: int, start, stop, step=1, name: str = "slice"):
     """Elements ``start, start + step, ...`` (before ``stop``) of ``x`` along ``axis``;
     start and stop already clamped to the axis (expressions or ints)."""
     start = E.as_expr(start)
-    extent = slice_extent(start, stop, step)
+    extent = simplified_size(slice_extent(start, stop, step))
     shape = tuple(extent if k == axis else d for k, d in enumerate(x.shape))
 
     def read(idx):
@@ -465,6 +475,32 @@ def trilu(x, k: int = 0, upper: int = 1):
     return _remap(x.shape, read, "trilu")
 
 
+def range_length(start, limit, delta):
+    """How many elements ONNX Range(start, limit, delta) has, ``max(ceil((limit - start) /
+    delta), 0)`` (ints or expressions). An expression ``delta`` is taken to be positive:
+    whoever runs the graph checks it (``tecomp.graph.checks``)."""
+    if not isinstance(delta, E.PrimExpr):
+        return slice_extent(start, limit, int(delta))
+    return te.max((E.as_expr(limit) - start + (delta - 1)) // delta, 0)
+
+
+def arange(start, limit, delta, dtype: str = "int64"):
+    """ONNX Range: ``start, start + delta, ...`` before ``limit``; the bounds may be
+    expressions of symbolic sizes (position ids ``Range(0, Shape(x)[1], 1)``)."""
+    start, delta = E.as_expr(start), E.as_expr(delta)
+    n = simplified_size(range_length(start, limit, delta))
+    return te.compute((n,), lambda i: (start + i * delta).astype(dtype), name="arange",
+                      tag=TAG)
+
+
+def full(shape, value, dtype: str = "float32"):
+    """ONNX ConstantOfShape: ``value`` everywhere in a tensor of ``shape`` (ints or
+    expressions of symbolic sizes)."""
+    fill = te.const(value, dtype)
+    return te.compute(tuple(E.as_expr(d) for d in shape), lambda *idx: fill, name="full",
+                      tag=TAG)
+
+
 def one_hot(indices, depth: int, values=(0, 1), axis: int = -1, dtype: str = "float32"):
     """ONNX OneHot: a new axis of size ``depth`` at ``axis`` holding ``values[1]`` where it
     equals the index (negative indices count from ``depth``) and ``values[0]`` elsewhere."""
@@ -487,6 +523,6 @@ for _name, _fn in [
     ("split", split), ("slice", slice), ("gather", gather),
     ("gather_elements", gather_elements), ("gather_nd", gather_nd), ("pad", pad), ("tile", tile),
     ("depth_to_space", depth_to_space), ("space_to_depth", space_to_depth),
-    ("trilu", trilu), ("one_hot", one_hot),
+    ("trilu", trilu), ("one_hot", one_hot), ("arange", arange), ("full", full),
 ]:
     register_llvm(_name, _fn, schedule_injective)
