@@ -331,9 +331,8 @@ def _shapes_function(graph: Graph, syms: _Symbols) -> list:
                          f"input_shapes[{i}][{axis}] != {syms.c_expr(d)}) "
                          "return TECOMP_MODEL_ESHAPE;")
     for check in runtime_dim_checks(graph):
-        lines.append(f"  if ({syms.c_expr(check.got)} != {syms.c_expr(check.want)}) "
-                     f"return TECOMP_MODEL_ESHAPE;  /* {_c_comment(check.node)}: "
-                     f"{_c_comment(check.value)} axis {check.axis} */")
+        lines.append(f"  if ({check.c_violation(syms.c_expr)}) "
+                     f"return TECOMP_MODEL_ESHAPE;  /* {_c_comment(check.where())} */")
     for k, name in enumerate(graph.outputs):
         for axis, d in enumerate(graph.types[name].shape):
             lines.append(f"  output_shapes[{k}][{axis}] = {syms.c_expr(d)};")

@@ -7,6 +7,10 @@ to the sequence length has ``min(seq, 512)`` rows, and adding it to the token em
 if the dimensions were equal, so whoever runs the graph checks them once the sizes are
 bound, before any kernel runs: ``GraphModule`` raises ``GraphInputError`` naming the
 node, the C entry point returns ``TECOMP_MODEL_ESHAPE``.
+
+Likewise a Range whose step is a symbolic size (:class:`StepCheck`): its length
+``ceil((limit - start) / delta)`` is exact for any step of at least 1, and a step of 0
+is an error ONNX Runtime reports too.
 """
 
 from __future__ import annotations
@@ -42,6 +46,44 @@ class DimCheck:
                 f"axis {self.axis} where the output has {dims.to_text(self.want)} = "
                 f"{dims.evaluate(self.want, bindings)}, with the input sizes {sizes}")
 
+    def c_violation(self, c_expr) -> str:
+        """The C condition under which the check fails, with dimensions written by
+        ``c_expr``."""
+        return f"{c_expr(self.got)} != {c_expr(self.want)}"
+
+    def where(self) -> str:
+        """Where the condition comes from, for a comment."""
+        return f"{self.node}: {self.value} axis {self.axis}"
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """The step ``delta`` of Range node ``node``, computed from symbolic sizes, must be at
+    least 1 at run time."""
+
+    node: str
+    delta: object
+
+    def holds(self, bindings: dict) -> bool:
+        """Whether the condition holds for ``bindings`` (symbol -> size)."""
+        return dims.evaluate(self.delta, bindings) >= 1
+
+    def message(self, bindings: dict) -> str:
+        """Why ``bindings`` break the condition, for the error a user sees."""
+        sizes = ", ".join(f"{v.name}={n}" for v, n in bindings.items())
+        return (f"node {self.node!r} (arange): the step {dims.to_text(self.delta)} = "
+                f"{dims.evaluate(self.delta, bindings)} of the Range must be at least 1, with "
+                f"the input sizes {sizes}")
+
+    def c_violation(self, c_expr) -> str:
+        """The C condition under which the check fails, with dimensions written by
+        ``c_expr``."""
+        return f"{c_expr(self.delta)} < 1"
+
+    def where(self) -> str:
+        """Where the condition comes from, for a comment."""
+        return f"{self.node}: Range step"
+
 
 def _node_checks(node, types) -> list:
     out_shape = types[node.outputs[0]].shape
@@ -58,7 +100,8 @@ def _node_checks(node, types) -> list:
 
 
 def runtime_dim_checks(graph: Graph) -> tuple:
-    """The :class:`DimCheck` s type inference left to run time, for every broadcasting node
+    """The conditions type inference left to run time (:class:`DimCheck` s of every
+    broadcasting node, :class:`StepCheck` s of ranges with a symbolic step), for the nodes
     of ``graph`` and of the bodies of its fused nodes."""
     checks: list = []
     for node in graph.nodes:
@@ -67,5 +110,7 @@ def runtime_dim_checks(graph: Graph) -> tuple:
             checks += runtime_dim_checks(body)
         elif op_info(node).broadcasts:
             checks += _node_checks(node, graph.types)
+        elif node.op == "arange" and not dims.is_static(node.attrs["delta"]):
+            checks.append(StepCheck(node.name or node.op, node.attrs["delta"]))
     return tuple(checks)
 
