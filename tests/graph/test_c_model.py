@@ -238,3 +238,39 @@ def test_c_model_example_matches_onnxruntime(arch, tmp_path):
     bad = subprocess.run(run + ["./model_demo", "bad_", "data/image_b3.bin", "3,4,16,16"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 1 and "error -2" in bad.stderr, bad.stderr
+
+
+def _range_by_rows_model():
+    """``Range(0, 12, Shape(x)[0])``: a step that is a size, 0 for an empty ``x``."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "axis"], ["n"], axis=0),
+             helper.make_node("Range", ["zero", "twelve", "n"], ["y"], name="by_rows")]
+    inits = [helper.make_tensor("axis", TensorProto.INT64, [], [0]),
+             helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+             helper.make_tensor("twelve", TensorProto.INT64, [], [12])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "steps", [vi("x", TensorProto.FLOAT, ["N", 4])],
+                              [vi("y", TensorProto.INT64, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_range_step_computed_from_a_size_is_checked_by_the_c_entry_point(tmp_path):
+    if target_unavailable("llvm"):
+        pytest.skip(target_unavailable("llvm"))
+    mod, params = tecomp.frontend.from_onnx(_range_by_rows_model())
+    path = str(tmp_path / "steps.so")
+    tecomp.graph.build(mod, target="llvm", params=params).export_library(path)
+    so = ctypes.CDLL(path)
+    for n in (5, 12, 13):
+        x = np.zeros((n, 4), "float32")
+        want = np.arange(0, 12, n)
+        y, y_shape = np.zeros(want.shape, np.int64), np.zeros(1, np.int64)
+        assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
+                                   _pointers([y]), _pointers([y_shape])) == 0
+        np.testing.assert_array_equal(y, want)
+        assert list(y_shape) == [len(want)]
+    x, y_shape = np.zeros((0, 4), "float32"), np.full(1, 7, np.int64)
+    assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
+                               _pointers([np.zeros(1, np.int64)]),
+                               _pointers([y_shape])) == ESHAPE
+    assert y_shape[0] == 7

@@ -120,6 +120,28 @@ def test_slice_to_a_symbolic_end_from_one_build(rng):
         np.testing.assert_array_equal(got, want)
 
 
+def test_arange_and_full_to_symbolic_sizes_from_one_build():
+    # Range(1, n, 3) and a full [n, 2] tensor: the output's length is the size a graph types
+    # it with (the symbols are sizes), so the output's shape binds n where it is n alone.
+    n = te.var("n")
+    ramp = transform.arange(1, n, 3, dtype="int64")
+    assert str(transform.arange(0, n, 1).shape[0]) == "n"
+    filled = transform.full((n, 2), 2.5, dtype="float32")
+    schedule = strategy.get_implementation("arange", "llvm").schedule
+    length = te.placeholder((n,), name="length")
+    mod = tecomp.build(schedule(None, [ramp]), [length, ramp], target="llvm")
+    schedule = strategy.get_implementation("full", "llvm").schedule
+    full_mod = tecomp.build(schedule(None, [filled]), [filled], target="llvm")
+    for size in (0, 1, 4, 10):
+        want = np.arange(1, size, 3)
+        got = np.full(want.shape, -1, "int64")
+        mod(np.zeros(size, "float32"), got)
+        np.testing.assert_array_equal(got, want)
+        got = np.zeros((size, 2), "float32")
+        full_mod(got)
+        np.testing.assert_array_equal(got, np.full((size, 2), 2.5, "float32"))
+
+
 def test_gather_and_gather_elements(rng, check_op, onnx_ref):
     x = te.placeholder((5, 4, 3), name="x")
     a = rng.normal(size=(5, 4, 3)).astype("float32")
