@@ -1017,11 +1017,12 @@ def _scalar_dim(ctx, name: str, what: str):
 
 @converter("Range", 11, 27)
 def _range(ctx, node, attrs):
+    inputs = list(zip(node.input, ("start", "limit", "delta")))
     dtype = ctx.type_of(node.input[0]).dtype
-    bounds = [_scalar_dim(ctx, i, n) for i, n in zip(node.input, ("start", "limit", "delta"))]
+    bounds = [_scalar_dim(ctx, i, what) for i, what in inputs]
     if all(dims.is_static(d) for d in bounds):
-        start, limit, delta = (ctx.value_of(i, n) for i, n in zip(node.input,
-                                                                    ("start", "limit", "delta")))
+        # Read as arrays: a float Range keeps its fractional bounds.
+        start, limit, delta = (ctx.value_of(i, what) for i, what in inputs)
         ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
         return
     if dtype not in ("int32", "int64"):

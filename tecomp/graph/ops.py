@@ -575,7 +575,7 @@ def _arange(node, ts):
     delta = node.attrs["delta"]
     if dims.is_static(delta) and delta == 0:
         _fail(node, "the step (delta) of a Range cannot be 0")
-    if not dims.provably_nonnegative(delta):
+    if not dims.is_static(delta) and not dims.provably_nonnegative(delta):
         _fail(node, f"the step {dims.to_text(delta)} may be negative; a step computed from "
                     "symbolic sizes must be a size")
     n = dims.normalize(range_length(node.attrs["start"], node.attrs["limit"], delta))

@@ -487,8 +487,8 @@ def range_length(start, limit, delta):
 def arange(start, limit, delta, dtype: str = "int64"):
     """ONNX Range: ``start, start + delta, ...`` before ``limit``; the bounds may be
     expressions of symbolic sizes (position ids ``Range(0, Shape(x)[1], 1)``)."""
-    start, delta = E.as_expr(start), E.as_expr(delta)
     n = simplified_size(range_length(start, limit, delta))
+    start, delta = E.as_expr(start), E.as_expr(delta)
     return te.compute((n,), lambda i: (start + i * delta).astype(dtype), name="arange",
                       tag=TAG)
 

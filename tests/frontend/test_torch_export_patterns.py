@@ -136,6 +136,19 @@ def test_position_ids_from_a_range_to_the_sequence_length(needs_llvm, rng):
     _build_once_and_compare(model, _ids(rng, 50))
 
 
+def test_reversed_range_from_the_sequence_length(needs_llvm, rng):
+    """``arange(seq - 1, -1, -1)``, positions counted from the end: a negative constant step
+    from a symbolic start."""
+    nodes = _sequence_length_nodes("input_ids", "seq") + [
+        helper.make_node("Sub", ["seq", "one"], ["last"]),
+        helper.make_node("Range", ["last", "minus_one", "minus_one"], ["reversed"]),
+        helper.make_node("Cast", ["reversed"], ["positions"], to=TensorProto.FLOAT),
+    ]
+    inits = [_i64("one", 1), _i64("minus_one", -1)]
+    model = _model(nodes, [_ids_input()], [_float_output("positions")], inits)
+    _build_once_and_compare(model, _ids(rng, 10))
+
+
 def test_causal_mask_from_ranges_expand_and_where(needs_llvm, rng):
     """The causal mask of the sdpa attention, ``kv_idx <= q_idx``: Ranges to the sequence
     length broadcast against each other (Unsqueeze, Max, Shape, Expand), then Where picks 0

@@ -126,6 +126,7 @@ def test_arange_and_full_to_symbolic_sizes_from_one_build():
     n = te.var("n")
     ramp = transform.arange(1, n, 3, dtype="int64")
     assert str(transform.arange(0, n, 1).shape[0]) == "n"
+    assert str(transform.arange(n - 1, -1, -1).shape[0]) == "n"  # n - 1, ..., 0
     filled = transform.full((n, 2), 2.5, dtype="float32")
     schedule = strategy.get_implementation("arange", "llvm").schedule
     length = te.placeholder((n,), name="length")
