@@ -152,10 +152,10 @@ def _fallback_bn(N, K, M, lanes):
     accumulator vector is one chain of dependent multiply-adds (4 cycles each), and 2
     chains leave the FMA units idle most of the time. Single-threaded on a Xeon (AVX-512),
     weight prepacked: 1x256x1024 took 15.7 us with 32 lanes, 11.6 us with 64 (numpy
-    16.8 us); 1x1024x256 23.3, 15.9 and 11.4 us with 16, 32 and 64. A weight streamed
-    from memory is bound by bandwidth (1x512x1000, 2 MB, already ran the same with either
-    width; 1x2048x1000, 8 MB, and 1x768x3072 too) and keeps 32, the width the shipped
-    1x2048x1000 record's workload hash was computed with."""
+    16.8 us); 1x1024x256 23.3, 15.9 and 11.4 us with 16, 32 and 64; 1x512x1000 (2 MB, the
+    size of one core's L2) the same with either. A weight streamed from memory is bound
+    by bandwidth (1x2048x1000, 8 MB, and 1x768x3072 ran the same with either width) and
+    keeps 32, the width the shipped 1x2048x1000 record's workload hash was computed with."""
     bn = 32 if lanes >= 8 else 2 * lanes
     weight_bytes = 4 * K * M
     if (lanes >= 8 and N <= _WIDE_BLOCK_ROWS and weight_bytes <= _WIDE_BLOCK_MAX_BYTES
