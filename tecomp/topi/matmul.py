@@ -136,10 +136,40 @@ def define_product_knobs(cfg, N, K, M):
         _product_fallback(cfg, rows, K, M, lanes, symbolic_rows=not isinstance(N, int))
 
 
-def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
-    # 32 lanes of accumulators per row on x86, two vectors on a 4-lane target.
+#: Products of at most this many rows may get the wide (64-lane) block in the fallback.
+_WIDE_BLOCK_ROWS = 4
+
+#: Accumulator vectors a wide block's register tile may hold (half the 32 AVX-512
+#: registers, all 16 of AVX2: the weight vectors and the broadcast need the rest).
+_WIDE_BLOCK_ACCUMULATORS = 16
+
+#: The largest right-hand matrix the wide block is for: one that stays in the L2 caches
+#: of two cores between calls (2 MiB each on the Xeon measured).
+_WIDE_BLOCK_MAX_BYTES = 4 << 20
+
+
+def _fallback_bn(N, K, M, lanes):
+    """The packed block width of the fallback: 32 lanes of accumulators per row on x86,
+    two vectors on a 4-lane target, narrower for a narrow output.
+
+    With a few rows and a weight that stays in cache, 64 lanes: at batch 1 each
+    accumulator vector is one chain of dependent multiply-adds (4 cycles each), and 2
+    chains leave the FMA units idle most of the time. Single-threaded on a Xeon (AVX-512),
+    weight prepacked: 1x256x1024 took 15.7 us with 32 lanes, 11.6 us with 64 (numpy
+    16.8 us); 1x1024x256 23.3, 15.9 and 11.4 us with 16, 32 and 64; 1x512x1000 (2 MB, the
+    size of one core's L2) the same with either. A weight streamed from memory is bound
+    by bandwidth (1x2048x1000, 8 MB, and 1x768x3072 ran the same with either width) and
+    keeps 32, the width the shipped 1x2048x1000 record's workload hash was computed with."""
     bn = 32 if lanes >= 8 else 2 * lanes
-    cfg.fallback_knob("bn", bn if bn <= M else (16 if M >= 16 else 8))
+    weight_bytes = 4 * K * M
+    if (lanes >= 8 and N <= _WIDE_BLOCK_ROWS and weight_bytes <= _WIDE_BLOCK_MAX_BYTES
+            and N * 64 // lanes <= _WIDE_BLOCK_ACCUMULATORS):
+        bn = 64
+    return next((width for width in (bn, 32, 16) if width <= M), 8)
+
+
+def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
+    cfg.fallback_knob("bn", _fallback_bn(N, K, M, lanes))
     if N >= 8:
         # The tutorial's final schedule (01_optimize_matmul_cpu.py): 8 rows x 32 lanes of
         # accumulators, k unrolled by 4; column blocks outermost so a packed block of B

@@ -36,6 +36,7 @@ class Fn:
         self.is_entry = is_entry  # returns i32 (entry point) or void (outlined body)
         self.err_ptr = err_ptr  # outlined bodies report allocation failure through this
         self.heap: list = []  # live heap pointers, freed on the failure path
+        self.scratch: str | None = None  # an alloca masked-off scalar loads read instead
 
     def text(self) -> str:
         body = [self.lines[0]] + ["  " + a for a in self.allocas] + self.lines[1:]

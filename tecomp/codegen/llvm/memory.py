@@ -55,16 +55,20 @@ class MemoryMixin:
         if idx.lanes == 1:
             p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ref}", "ptr")
             if self.mask is not None:
-                # A lane-invariant load under a lane mask: only load if some lane is on.
-                v = self.gather(mt, Val(p.ref, "ptr"), self.mask, md, eb)
-            else:
-                v = self.val(f"load {mt}, ptr {p.ref}, align {eb}{md}", mt)
+                p = self.unless_all_lanes_off(p)
+            v = self.val(f"load {mt}, ptr {p.ref}, align {eb}{md}", mt)
         elif idx.ramp is not None and idx.ramp[1] == 1:
             n = idx.lanes
             p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ramp[0].ref}", "ptr")
             vt = T.vec(mt, n)
             if self.mask is None:
                 v = self.val(f"load {vt}, ptr {p.ref}, align {eb}{md}", mt, n)
+            elif self.stack_ramp(ptr, idx):
+                # Every lane is inside a stack buffer: a plain load keeps it promotable
+                # to registers (a masked tail tile's accumulators), disabled lanes as 0.
+                v = self.val(f"load {vt}, ptr {p.ref}, align {eb}{md}", mt, n)
+                v = self.val(f"select <{n} x i1> {self.mask.ref}, {vt} {v.ref}, {vt} "
+                             f"zeroinitializer", mt, n)
             else:
                 fn = f"@llvm.masked.load.{T.suffix(mt, n)}.p0"
                 self.declare(fn, f"declare {vt} {fn}(ptr, <{n} x i1>, {vt})")
@@ -103,6 +107,20 @@ class MemoryMixin:
             return False
         lo, hi = sorted((int(base.ref), int(base.ref) + stride * (idx.lanes - 1)))
         return lo >= 0 and hi < elems
+
+    def unless_all_lanes_off(self, p: Val) -> Val:
+        """The address of a lane-invariant load under the current lane mask: ``p`` when
+        some lane is on, else a scratch slot of the function, so that the load is one
+        scalar load (broadcast where it is used) that never faults. A masked gather of the
+        one address (the alternative) costs a gather per use in a masked tail tile."""
+        n = self.mask.lanes
+        fn = f"@llvm.vector.reduce.or.v{n}i1"
+        self.declare(fn, f"declare i1 {fn}(<{n} x i1>)")
+        some_on = self.val(f"call i1 {fn}(<{n} x i1> {self.mask.ref})", "i1")
+        if self.fn.scratch is None:
+            self.fn.scratch = f"%scratch.{next(self.tmp)}"
+            self.fn.allocas.append(f"{self.fn.scratch} = alloca [2 x i64], align 16")
+        return self.val(f"select i1 {some_on.ref}, ptr {p.ref}, ptr {self.fn.scratch}", "ptr")
 
     def lanewise_load(self, mt: str, ptr: str, idx: Val, md: str, eb: int) -> Val:
         """A strided vector load from a stack buffer as scalar loads + ``insertelement``.
@@ -202,7 +220,14 @@ class MemoryMixin:
         vt = T.vec(mt, n)
         if idx.ramp is not None and idx.ramp[1] == 1:
             p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ramp[0].ref}", "ptr")
-            if self.mask is None:
+            if self.mask is not None and self.stack_ramp(ptr, idx):
+                # Every lane is inside a stack buffer: read, blend and write back, which
+                # LLVM promotes to registers as it does an unmasked tile (a masked store
+                # intrinsic would keep a tail tile's accumulators in memory).
+                old = self.val(f"load {vt}, ptr {p.ref}, align {eb}{md}", mt, n)
+                v = self.val(f"select <{n} x i1> {self.mask.ref}, {vt} {v.ref}, {vt} "
+                             f"{old.ref}", mt, n)
+            if self.mask is None or self.stack_ramp(ptr, idx):
                 self.emit(f"store {vt} {v.ref}, ptr {p.ref}, align {eb}{md}")
             else:
                 self.masked_store(mt, p, v, self.mask.ref, eb, md)

@@ -1,0 +1,123 @@
+"""Untuned matrix products beside numpy: the fallback configs of ``matmul`` and ``dense``.
+
+A model built without tuning records runs these schedules, so they have to hold their own
+on the shapes models use: square matmuls (one whose size no tile divides, and one with a
+symbolic row count, as a graph with a dynamic batch builds it), a classifier head or a
+projection at batch 1, and the BERT-style encoder's projections at sequence length 128.
+``dense`` reads its weight prepacked and adds a bias, as a built model's does; numpy
+computes ``x @ w.T + b``. tecomp's kernel is called as a built model's executor calls it
+(``call_trusted``, the arguments checked once), which matters at batch 1, where a checked
+call's ~2 us is a tenth of the kernel.
+
+For each shape it prints tecomp's GFLOPS, numpy's measured in alternation with it, and
+the median over interleaved rounds of t_numpy / t_tecomp (> 1: tecomp is faster); see
+docs/measuring.md. Run it on an idle machine. Both sides use as many threads as
+``OMP_NUM_THREADS`` (tecomp's parallel loops) and ``OPENBLAS_NUM_THREADS`` (numpy) say;
+set both to 1 for a steadier single-thread comparison.
+
+    python benchmarks/products_cpu.py [--rounds 9] [--only dense]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+import tecomp
+from tecomp import autotune, te
+from tecomp.autotune.space import FallbackConfigEntity
+from tecomp.timing import median_ratio, paired
+from tecomp.topi.matmul import compute_matmul, pack_dense_weight, schedule_matmul
+
+MATMULS = [(1000, 1000, 1000), (1024, 1024, 1024), (512, 512, 512)]
+SYMBOLIC_MATMULS = [(1000, 1000, 1000)]
+DENSES = [(1, 512, 1000), (1, 2048, 1000), (1, 768, 3072), (1, 256, 1024),
+          (128, 256, 256), (128, 256, 1024), (128, 1024, 256)]
+
+
+@dataclass
+class Case:
+    label: str
+    flop: float
+    ours: Callable[[], object]
+    numpy: Callable[[], object]
+
+
+def _checked_call(mod, arrays: tuple, want: np.ndarray, label: str) -> Callable[[], None]:
+    """Run ``mod`` once with argument checks, compare its output (the last array) with
+    ``want``, and return the unchecked call a model's executor makes."""
+    mod(*arrays)
+    np.testing.assert_allclose(arrays[-1], want, rtol=1e-3, atol=1e-3, err_msg=label)
+    fn = mod.get_function(mod.entry_name)
+    return lambda: fn.call_trusted(*arrays)
+
+
+def matmul_case(n: int, k: int, m: int, rng) -> Case:
+    task = autotune.create_task("matmul", (n, k, m, "float32"))
+    s, args = task.instantiate(task.default_config)
+    return _matmul_case(f"matmul {n}x{k}x{m}", tecomp.build(s, args), n, k, m, rng)
+
+
+def symbolic_matmul_case(n: int, k: int, m: int, rng) -> Case:
+    """The fallback a graph with a dynamic batch builds: rows bound at call time."""
+    with tecomp.Target("llvm"):
+        cfg = FallbackConfigEntity()
+        A = te.placeholder((te.var("n"), k), "float32", name="A")
+        B = te.placeholder((k, m), "float32", name="B")
+        C = compute_matmul(cfg, A, B)
+        s = schedule_matmul(cfg, [C])
+    return _matmul_case(f"matmul n={n}x{k}x{m}", tecomp.build(s, [A, B, C]), n, k, m, rng)
+
+
+def _matmul_case(label: str, mod, n: int, k: int, m: int, rng) -> Case:
+    a = rng.standard_normal((n, k), dtype=np.float32)
+    b = rng.standard_normal((k, m), dtype=np.float32)
+    ours = _checked_call(mod, (a, b, np.empty((n, m), np.float32)), a @ b, label)
+    return Case(label, 2.0 * n * k * m, ours, lambda: a @ b)
+
+
+def dense_case(n: int, k: int, m: int, rng) -> Case:
+    task = autotune.create_task("dense_packed", (n, k, m, "float32", True, "none"))
+    s, args = task.instantiate(task.default_config)
+    mod = tecomp.build(s, args)
+    bn = int(args[1].shape[2].value)
+    x = rng.standard_normal((n, k), dtype=np.float32)
+    w = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal(m, dtype=np.float32)
+    w_packed = pack_dense_weight(w, bn)
+    label = f"dense {n}x{k}x{m}"
+    arrays = (x, w_packed, b, np.empty((n, m), np.float32))
+    ours = _checked_call(mod, arrays, x @ w.T + b, label)
+    return Case(label, 2.0 * n * k * m, ours, lambda: x @ w.T + b)
+
+
+def cases(only: str):
+    rng = np.random.default_rng(0)
+    if only in ("", "matmul"):
+        yield from (matmul_case(*shape, rng) for shape in MATMULS)
+        yield from (symbolic_matmul_case(*shape, rng) for shape in SYMBOLIC_MATMULS)
+    if only in ("", "dense"):
+        yield from (dense_case(*shape, rng) for shape in DENSES)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--only", choices=["matmul", "dense"], default="")
+    opts = p.parse_args()
+    print(f"target: {tecomp.Target('llvm')}")
+    print(f"{'shape':<24} {'GFLOPS':>8} {'numpy':>8} {'ratio':>6}")
+    for case in cases(opts.only):
+        times = paired({"numpy": case.numpy, "ours": case.ours}, opts.rounds)
+        ours, theirs = statistics.median(times["ours"]), statistics.median(times["numpy"])
+        ratio = median_ratio(times["numpy"], times["ours"])
+        print(f"{case.label:<24} {case.flop / ours / 1e9:8.1f} "
+              f"{case.flop / theirs / 1e9:8.1f} {ratio:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
