@@ -180,8 +180,9 @@ def test_fusion_groups_epilogues_chains_and_reductions():
     fused = optimize(from_onnx(onnx_models.residual_block())[0])
     assert _fused_ops(fused) == [["conv2d", "add", "relu"], ["conv2d", "add", "add", "relu"]]
     fused = optimize(from_onnx(onnx_models.layer_norm_gelu())[0])
-    assert _fused_ops(fused) == [["layer_norm"], ["multiply", "erf", "add", "multiply",
-                                                  "multiply"]]
+    # GELU reads the norm's output twice; both reads reconverge, so it is the epilogue.
+    assert _fused_ops(fused) == [["layer_norm", "multiply", "erf", "add", "multiply",
+                                  "multiply"]]
 
 
 def test_fusion_takes_elementwise_producers_into_a_reduction():
@@ -191,14 +192,33 @@ def test_fusion_takes_elementwise_producers_into_a_reduction():
     assert _fused_ops(fuse_operators(g)) == [["exp", "multiply", "reduce_sum", "sqrt"]]
 
 
-def test_fusion_does_not_fuse_a_value_read_twice_or_a_broadcast_that_grows_it():
+def test_fusion_takes_a_diamond_whose_readers_reconverge_inside_the_group():
+    # relu(a) + a: both reads of the dense's output end in one add.
+    g = _graph([Node("dense", ("x", "w"), ("a",)), Node("relu", ("a",), ("b",)),
+                Node("add", ("a", "b"), ("y",)), Node("multiply", ("y", "y"), ("z",))],
+               {"x": TensorType(F, (4, 8))}, ["z"], {"w": np.ones((8, 8), F)})
+    assert _fused_ops(fuse_operators(g)) == [["dense", "relu", "add", "multiply"]]
+
+
+def test_fusion_does_not_fuse_a_value_read_outside_the_diamond_or_a_growing_broadcast():
     g = _graph([Node("dense", ("x", "w"), ("a",)), Node("relu", ("a",), ("b",)),
                 Node("add", ("a", "b"), ("y",)),
+                Node("reduce_sum", ("a",), ("s",), {"axes": (1,), "keepdims": 1}),
+                Node("sigmoid", ("x",), ("c",)), Node("multiply", ("c", "x"), ("m",)),
                 Node("reduce_sum", ("x",), ("r",), {"axes": (1,), "keepdims": 1}),
                 Node("add", ("r", "x"), ("z",))],
-               {"x": TensorType(F, (4, 8))}, ["y", "z"], {"w": np.ones((8, 8), F)})
+               {"x": TensorType(F, (4, 8))}, ["y", "s", "m", "z"], {"w": np.ones((8, 8), F)})
+    # ``a`` is also read by a reduction: it stays the dense's output. ``r`` grows when added
+    # to ``x``, so it is no epilogue of the reduction.
     assert _fused_ops(fuse_operators(g)) == [["dense"], ["relu", "add"], ["reduce_sum"],
-                                             ["add"]]
+                                             ["sigmoid", "multiply"], ["reduce_sum"], ["add"]]
+
+
+def test_fusion_does_not_fuse_a_diamond_value_that_is_a_graph_output():
+    g = _graph([Node("exp", ("x",), ("a",)), Node("sigmoid", ("a",), ("b",)),
+                Node("multiply", ("a", "b"), ("y",))],
+               {"x": TensorType(F, (4, 8))}, ["y", "a"])
+    assert _fused_ops(fuse_operators(g)) == [["exp"], ["sigmoid", "multiply"]]
 
 
 def test_dump_graph_prints_after_each_pass():
