@@ -15,11 +15,13 @@ and, for an epilogue, when it does not broadcast that value to a larger shape (t
 epilogue runs in the anchor's output loop). A value read several times joins too when
 all its readers are elementwise and reconverge in one node (a *diamond*: SiLU's
 ``x * sigmoid(x)``, GELU's ``x * 0.5 * (1 + erf(x / sqrt2))``): the whole diamond joins
-the group at once, so the value stays inside it. The group's schedule computes a heavy
-anchor or a reduction once and reads it from registers; an elementwise producer inlined
-into several readers is recomputed, which costs less than a pass over memory. A value
-that a node outside the diamond also reads (a reduction, another group) stays the
-group's output, as does one a graph output names. A reshape that would start a group of
+the group at once, so the value stays inside it. A heavy anchor's schedule computes it
+once and reads it from registers; an elementwise producer inlined into several readers
+is recomputed, which costs less than a pass over memory. A reduction's group takes no
+diamond: its schedule inlines the reduction's elementwise tail (softmax's division)
+into each reader, which recomputes it per read. A value that a node outside the diamond
+also reads (a reduction, another group) stays the group's output, as does one a graph
+output names. A reshape that would start a group of
 its own is no kernel: it stays a ``reshape`` node, a view of its input's bytes
 (:mod:`tecomp.graph.storage`), unless a graph output names it. Each group becomes one
 ``fused`` node whose ``body`` attribute is the group as a graph. A kernel reads its
@@ -88,10 +90,12 @@ def fuse_operators(graph: Graph) -> Graph:
     position = {id(n): k for k, n in enumerate(graph.nodes)}
     claimed: dict = {}  # id(node) -> the group a diamond joining it has promised it
 
-    def joiners(node, value):
-        """The nodes that join ``value``'s group with ``node``, or None."""
+    def joiners(node, value, group):
+        """The nodes that join ``group`` with ``node`` through ``value``, or None."""
         if single_use(value):
             return [node]
+        if group.kind == REDUCE:
+            return None
         members = _diamond(graph, consumers, position, value)
         return members if members and members[0] is node else None
 
@@ -103,7 +107,7 @@ def fuse_operators(graph: Graph) -> Graph:
                 g = group_of.get(value)
                 if g is None or groups[g].output != value:
                     continue
-                members = joiners(node, value)
+                members = joiners(node, value, groups[g])
                 if members is None or not all(_joins(graph, groups[g], value, m)
                                               for m in members):
                     continue
