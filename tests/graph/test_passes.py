@@ -265,3 +265,44 @@ def test_legalize_makes_vector_operands_matrices_and_casts_double_to_half_via_fl
     assert [n.op for n in out.nodes] == ["reshape", "matmul", "reshape", "cast", "cast"]
     assert out.types["y"].shape == (5,)
     assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]
+
+
+def _matmul_bias_gelu_model():
+    """The exporter's ``gelu(x @ W + b)`` on a 3-D ``x[B, S, 8]``: MatMul, Add of the bias
+    after it, GELU as ``x * 0.5 * (1 + erf(x / sqrt2))`` reading ``x`` twice."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor("W", TensorProto.FLOAT, [8, 4],
+                                rng.standard_normal(32).astype(F)),
+             helper.make_tensor("b", TensorProto.FLOAT, [4], rng.standard_normal(4).astype(F)),
+             helper.make_tensor("sqrt2", TensorProto.FLOAT, [], [1.4142135]),
+             helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+             helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])]
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["x", "W"], ["m"]), mk("Add", ["m", "b"], ["h"]),
+             mk("Div", ["h", "sqrt2"], ["d"]), mk("Erf", ["d"], ["e"]),
+             mk("Add", ["e", "one"], ["a"]), mk("Mul", ["h", "half"], ["hh"]),
+             mk("Mul", ["hh", "a"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "gelu", [vi("x", TensorProto.FLOAT, ["B", "S", 8])],
+                              [vi("y", TensorProto.FLOAT, ["B", "S", 4])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_3d_matmul_with_bias_and_gelu_is_one_dense_kernel():
+    import onnxruntime as ort
+
+    import tecomp
+    model = _matmul_bias_gelu_model()
+    mod, params = from_onnx(model)
+    fused = optimize(mod)
+    kernels = fused.with_(nodes=tuple(n for n in fused.nodes if n.op == "fused"))
+    # The reshape of the input to [B*S, 8] is a view; the one back to [B, S, 4] writes the
+    # graph's output, a buffer of its own, so it copies.
+    assert _fused_ops(kernels) == [["dense", "add", "divide", "erf", "add", "multiply",
+                                    "multiply"], ["reshape"]]
+    assert [n.op for n in fused.nodes if n.op != "fused"] == ["reshape"]
+    gm = tecomp.graph.GraphModule(tecomp.graph.build(mod, params=params))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(F)
+    np.testing.assert_allclose(gm(x=x)[0], sess.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4)
