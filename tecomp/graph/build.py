@@ -1,9 +1,10 @@
 """``tecomp.graph.build``: a graph -> one module holding a kernel per distinct fused group.
 
-Each fused group becomes one PrimFunc: its inputs become ``te`` placeholders (symbolic
-dimensions stay ``te.var`` s, so one kernel serves every size), each node calls its
-operator implementation's compute (``tecomp.topi.strategy``), and the implementation of
-the group's anchor (the heavy operator or the reduction) schedules the whole group. Groups
+Each fused group becomes one PrimFunc (a reshape that fusion left alone is a view, no
+kernel): its inputs become ``te`` placeholders (symbolic dimensions stay ``te.var`` s,
+so one kernel serves every size), each node calls its operator implementation's compute
+(``tecomp.topi.strategy``), and the implementation of the group's anchor (the heavy
+operator or the reduction) schedules the whole group. Groups
 that compute alike (same operators, attributes and types) share one kernel: each graph
 node is named after the kernel it calls. All kernels are compiled into one module by one
 ``tecomp.build`` call.
@@ -31,6 +32,7 @@ from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
 from .passes import optimize
 from .passes.fuse import anchor_of
+from .storage import is_view
 
 
 class GraphBuildError(TecompError):
@@ -244,6 +246,9 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
     compiled: dict = {}  # kernel key -> the name of the kernel compiled for it
     with target:
         for node in graph.nodes:
+            if is_view(node):
+                nodes.append(node)
+                continue
             key = _kernel_key(node.attrs["body"], graph.consts)
             # Lowered even when an equal kernel exists: that packs this group's weights.
             func, info, node, packed = _lower_group(node, graph, target)
@@ -277,6 +282,8 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> 
     graph = optimize(bind_params(mod, params))
     counts: dict = {}
     for node in graph.nodes:
+        if is_view(node):
+            continue
         body = node.attrs["body"]
         anchor = anchor_of(body)
         impl = get_implementation(anchor.op, target)

@@ -12,8 +12,8 @@ whole model for C:
   dimension is checked against them, as are the shape conditions type inference left
   to run time (``tecomp.graph.checks``); intermediates live in one arena allocated per call
   (their offsets planned from the bound sizes, values whose lifetimes do not overlap share
-  bytes, as ``GraphModule`` plans them); each kernel is called through its C entry point
-  (``tecomp.runtime.abi``).
+  bytes, as ``GraphModule`` plans them; a reshape is a view of its source's bytes); each
+  kernel is called through its C entry point (``tecomp.runtime.abi``).
 - ``int32_t tecomp_model_output_shapes(const int64_t *const *input_shapes,
   int64_t *const *output_shapes)``: the output shapes for given input shapes, so a caller
   can size the output buffers before a run (the run does not know their capacity).
@@ -40,6 +40,7 @@ from ..runtime.c_api import ABI_TYPES, C_ABI_VERSION, _identifiers, c_type
 from . import dims
 from .checks import runtime_dim_checks
 from .ir import Graph
+from .storage import buffer_lifetimes, is_view, view_sources
 
 #: Arena and constant offsets are multiples of this (a cache line, the widest vector).
 ALIGNMENT = 64
@@ -261,23 +262,23 @@ class _Writer:
     def __init__(self, graph: Graph, signatures: dict, syms: _Symbols, const_offsets: dict):
         self.graph, self.signatures, self.syms = graph, signatures, syms
         self.const_offsets = const_offsets
-        last_use: dict = {}
-        for step, node in enumerate(graph.nodes):
-            for i in node.inputs:
-                last_use[i] = step
+        self.kernel_nodes = [n for n in graph.nodes if not is_view(n)]
+        self.view_source = view_sources(graph)
         # Outputs a kernel writes go straight to the caller's buffer (the first output
         # slot naming the value); the other intermediates share the arena.
         self.out_slot = {}
         for k, name in enumerate(graph.outputs):
             self.out_slot.setdefault(name, k)
-        self.computed = {n.outputs[0] for n in graph.nodes}
-        self.inter = [(n.outputs[0], step, last_use.get(n.outputs[0], step))
-                      for step, n in enumerate(graph.nodes) if n.outputs[0] not in self.out_slot]
+        self.computed = {n.outputs[0] for n in self.kernel_nodes}
+        self.inter = [(v, first, last) for v, (first, last) in buffer_lifetimes(graph).items()
+                      if v not in self.out_slot]
         self.inter_index = {v: j for j, (v, _, _) in enumerate(self.inter)}
 
     def pointer(self, value: str) -> str:
-        """A C ``unsigned char *`` expression for where ``value``'s data is."""
+        """A C ``unsigned char *`` expression for where ``value``'s data is (a view's is
+        its source's)."""
         g = self.graph
+        value = self.view_source.get(value, value)
         if value in self.inter_index:
             return f"(arena + offset[{self.inter_index[value]}])"
         if value in self.out_slot and value in self.computed:
@@ -367,7 +368,7 @@ def _run_function(graph: Graph, writer: _Writer, syms: _Symbols) -> list:
                   "  int64_t total = tecomp_plan(size, first, last, offset);",
                   "  if (posix_memalign((void **)&arena, TECOMP_ALIGNMENT, (size_t)total) != 0)",
                   "    return TECOMP_MODEL_ENOMEM;"]
-    for node in graph.nodes:
+    for node in writer.kernel_nodes:
         lines += writer.call(node)
     lines += writer.passthrough()
     lines += ["  (void)inputs;  /* unread in a graph without inputs or outputs */",
@@ -381,7 +382,7 @@ def model_source(graph: Graph, signatures, target: str, constants_path: str | No
     Parameters
     ----------
     graph : Graph
-        A built graph (``GraphLibrary.graph``): one kernel call per node.
+        A built graph (``GraphLibrary.graph``): a kernel call per fused node, views.
     signatures : iterable of FunctionSignature
         The kernels' entry points (``GraphLibrary.module.signatures``).
     target : str
@@ -413,7 +414,7 @@ def model_source(graph: Graph, signatures, target: str, constants_path: str | No
     if writer.inter:
         lines.append(_PLANNER)
     lines += [f"int32_t {by_name[n.name].symbol}(void **args, int64_t *sizes);"
-              for n in graph.nodes]
+              for n in writer.kernel_nodes]
     if constants_path is not None:
         # Hidden: the library's own code reads it PC-relative, and it is no export.
         lines += ["", f"extern const unsigned char {_CONSTANTS_SYMBOL}[] "

@@ -4,8 +4,9 @@ The symbolic dimensions of the graph are bound from the inputs' shapes at run ti
 build serves every batch or sequence size. For each combination of input shapes a
 *memory plan* is made once and kept: every intermediate value gets an offset in one
 arena, and values whose lifetimes (from the kernel that writes them to the last kernel
-that reads them) do not overlap share bytes. A run then only calls kernels on views of
-the arena: nothing is allocated per call for shapes seen before.
+that reads them or a reshape of them) do not overlap share bytes; a reshape is no kernel
+but a view of its source's bytes (:mod:`tecomp.graph.storage`). A run then only calls
+kernels on views of the arena: nothing is allocated per call for shapes seen before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from . import dims
 from .checks import runtime_dim_checks
+from .storage import buffer_lifetimes, is_view, view_sources
 
 # Offsets in the arena are multiples of this (a cache line, and the widest vector load).
 ALIGNMENT = 64
@@ -31,11 +33,13 @@ class GraphInputError(TecompError, ValueError):
 class MemoryPlan:
     """Where every value of one run lives, for one binding of the symbolic dimensions:
     ``arena`` (bytes) with ``views`` (value -> array over it) for intermediates, and
-    ``outputs`` (value -> array) that a run writes and ``get_output`` returns."""
+    ``outputs`` (value -> array) that a run writes and ``get_output`` returns; a reshape of
+    a graph input is made on each run: ``input_views`` holds (value, input, shape)."""
 
     arena: np.ndarray
     views: dict
     outputs: dict
+    input_views: tuple
 
 
 def plan_offsets(sizes: list, lifetimes: list) -> tuple:
@@ -79,13 +83,10 @@ class GraphModule:
         self._plans: dict = {}
         self._plan: MemoryPlan | None = None
         graph = self.graph
-        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0]) for n in graph.nodes]
-        last_use = {}
-        for step, node in enumerate(graph.nodes):
-            for i in node.inputs:
-                last_use[i] = step
-        self._lifetimes = {n.outputs[0]: (step, last_use.get(n.outputs[0], step))
-                           for step, n in enumerate(graph.nodes)}
+        self._kernel_nodes = [n for n in graph.nodes if not is_view(n)]
+        self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0])
+                         for n in self._kernel_nodes]
+        self._lifetimes = buffer_lifetimes(graph)
         self._dim_checks = runtime_dim_checks(graph)
 
     @property
@@ -151,10 +152,10 @@ class GraphModule:
     def _make_plan(self, bindings) -> MemoryPlan:
         graph = self.graph
         outputs, inter = {}, []
-        for node in graph.nodes:
+        for node in self._kernel_nodes:
             v = node.outputs[0]
             t = graph.types[v]
-            shape = tuple(dims.evaluate(d, bindings) for d in t.shape)
+            shape = self._shape(v, bindings)
             if v in graph.outputs:
                 outputs[v] = np.empty(shape, t.dtype)
             else:
@@ -165,7 +166,17 @@ class GraphModule:
         base = (-arena.ctypes.data) % ALIGNMENT
         views = {v: np.ndarray(s, dt, buffer=arena, offset=base + off)
                  for (v, s, dt), off in zip(inter, offsets)}
-        return MemoryPlan(arena, views, outputs)
+        input_views = []
+        arrays = {**graph.consts, **views, **outputs}
+        for v, source in view_sources(graph).items():
+            if source in arrays:
+                views[v] = arrays[source].reshape(self._shape(v, bindings))
+            else:
+                input_views.append((v, source, self._shape(v, bindings)))
+        return MemoryPlan(arena, views, outputs, tuple(input_views))
+
+    def _shape(self, value: str, bindings) -> tuple:
+        return tuple(dims.evaluate(d, bindings) for d in self.graph.types[value].shape)
 
     def run(self) -> None:
         """Run the graph on the inputs set."""
@@ -176,12 +187,19 @@ class GraphModule:
             self._check_dims(bindings)
             plan = self._plans[key] = self._make_plan(bindings)
         self._plan = plan
-        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+        values = self._values(plan)
         # Every array here has its kernel's dtype and C layout (set_input converts the
         # inputs, the plan allocates the rest) and the shapes type inference gave for the
         # bound sizes, so the kernels are called without per-call argument checks.
         for kernel, inputs, output in self._kernels:
             kernel.call_trusted(*(values[i] for i in inputs), values[output])
+
+    def _values(self, plan: MemoryPlan) -> dict:
+        """Value -> array for a run with ``plan`` on the inputs set."""
+        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+        for v, source, shape in plan.input_views:
+            values[v] = values[source].reshape(shape)
+        return values
 
     def profile(self, number: int = 10, repeat: int = 3) -> list:
         """Time each kernel alone on the inputs set, with the arguments a run gives it.
@@ -207,12 +225,11 @@ class GraphModule:
         # One run fills the intermediates, so each kernel reads the values it reads in a
         # model run (some kernels' speed depends on them, e.g. a mask).
         self.run()
-        plan = self._plan
-        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+        values = self._values(self._plan)
         module = self.lib.module
         times = [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
                      *(values[i] for i in node.inputs), values[node.outputs[0]]))
-                 for node in self.graph.nodes]
+                 for node in self._kernel_nodes]
         # Timing a kernel alone overwrites arena bytes a later kernel's input shares:
         # one more run leaves the outputs of the inputs set for get_output.
         self.run()

@@ -180,6 +180,8 @@ def test_fusion_groups_epilogues_chains_and_reductions():
     fused = optimize(from_onnx(onnx_models.residual_block())[0])
     assert _fused_ops(fused) == [["conv2d", "add", "relu"], ["conv2d", "add", "add", "relu"]]
     fused = optimize(from_onnx(onnx_models.layer_norm_gelu())[0])
+    # GELU reads the norm's output twice: a reduction's group takes no diamond (its
+    # schedule would recompute the norm's elementwise tail for each read).
     assert _fused_ops(fused) == [["layer_norm"], ["multiply", "erf", "add", "multiply",
                                                   "multiply"]]
 
@@ -191,14 +193,33 @@ def test_fusion_takes_elementwise_producers_into_a_reduction():
     assert _fused_ops(fuse_operators(g)) == [["exp", "multiply", "reduce_sum", "sqrt"]]
 
 
-def test_fusion_does_not_fuse_a_value_read_twice_or_a_broadcast_that_grows_it():
+def test_fusion_takes_a_diamond_whose_readers_reconverge_inside_the_group():
+    # relu(a) + a: both reads of the dense's output end in one add.
+    g = _graph([Node("dense", ("x", "w"), ("a",)), Node("relu", ("a",), ("b",)),
+                Node("add", ("a", "b"), ("y",)), Node("multiply", ("y", "y"), ("z",))],
+               {"x": TensorType(F, (4, 8))}, ["z"], {"w": np.ones((8, 8), F)})
+    assert _fused_ops(fuse_operators(g)) == [["dense", "relu", "add", "multiply"]]
+
+
+def test_fusion_does_not_fuse_a_value_read_outside_the_diamond_or_a_growing_broadcast():
     g = _graph([Node("dense", ("x", "w"), ("a",)), Node("relu", ("a",), ("b",)),
                 Node("add", ("a", "b"), ("y",)),
+                Node("reduce_sum", ("a",), ("s",), {"axes": (1,), "keepdims": 1}),
+                Node("sigmoid", ("x",), ("c",)), Node("multiply", ("c", "x"), ("m",)),
                 Node("reduce_sum", ("x",), ("r",), {"axes": (1,), "keepdims": 1}),
                 Node("add", ("r", "x"), ("z",))],
-               {"x": TensorType(F, (4, 8))}, ["y", "z"], {"w": np.ones((8, 8), F)})
+               {"x": TensorType(F, (4, 8))}, ["y", "s", "m", "z"], {"w": np.ones((8, 8), F)})
+    # ``a`` is also read by a reduction: it stays the dense's output. ``r`` grows when added
+    # to ``x``, so it is no epilogue of the reduction.
     assert _fused_ops(fuse_operators(g)) == [["dense"], ["relu", "add"], ["reduce_sum"],
-                                             ["add"]]
+                                             ["sigmoid", "multiply"], ["reduce_sum"], ["add"]]
+
+
+def test_fusion_does_not_fuse_a_diamond_value_that_is_a_graph_output():
+    g = _graph([Node("exp", ("x",), ("a",)), Node("sigmoid", ("a",), ("b",)),
+                Node("multiply", ("a", "b"), ("y",))],
+               {"x": TensorType(F, (4, 8))}, ["y", "a"])
+    assert _fused_ops(fuse_operators(g)) == [["exp"], ["sigmoid", "multiply"]]
 
 
 def test_dump_graph_prints_after_each_pass():
@@ -244,3 +265,44 @@ def test_legalize_makes_vector_operands_matrices_and_casts_double_to_half_via_fl
     assert [n.op for n in out.nodes] == ["reshape", "matmul", "reshape", "cast", "cast"]
     assert out.types["y"].shape == (5,)
     assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]
+
+
+def _matmul_bias_gelu_model():
+    """The exporter's ``gelu(x @ W + b)`` on a 3-D ``x[B, S, 8]``: MatMul, Add of the bias
+    after it, GELU as ``x * 0.5 * (1 + erf(x / sqrt2))`` reading ``x`` twice."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor("W", TensorProto.FLOAT, [8, 4],
+                                rng.standard_normal(32).astype(F)),
+             helper.make_tensor("b", TensorProto.FLOAT, [4], rng.standard_normal(4).astype(F)),
+             helper.make_tensor("sqrt2", TensorProto.FLOAT, [], [1.4142135]),
+             helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+             helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])]
+    mk = helper.make_node
+    nodes = [mk("MatMul", ["x", "W"], ["m"]), mk("Add", ["m", "b"], ["h"]),
+             mk("Div", ["h", "sqrt2"], ["d"]), mk("Erf", ["d"], ["e"]),
+             mk("Add", ["e", "one"], ["a"]), mk("Mul", ["h", "half"], ["hh"]),
+             mk("Mul", ["hh", "a"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "gelu", [vi("x", TensorProto.FLOAT, ["B", "S", 8])],
+                              [vi("y", TensorProto.FLOAT, ["B", "S", 4])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_3d_matmul_with_bias_and_gelu_is_one_dense_kernel():
+    import onnxruntime as ort
+
+    import tecomp
+    model = _matmul_bias_gelu_model()
+    mod, params = from_onnx(model)
+    fused = optimize(mod)
+    kernels = fused.with_(nodes=tuple(n for n in fused.nodes if n.op == "fused"))
+    # The reshape of the input to [B*S, 8] is a view; the one back to [B, S, 4] writes the
+    # graph's output, a buffer of its own, so it copies.
+    assert _fused_ops(kernels) == [["dense", "add", "divide", "erf", "add", "multiply",
+                                    "multiply"], ["reshape"]]
+    assert [n.op for n in fused.nodes if n.op != "fused"] == ["reshape"]
+    gm = tecomp.graph.GraphModule(tecomp.graph.build(mod, params=params))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(F)
+    np.testing.assert_allclose(gm(x=x)[0], sess.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4)

@@ -7,6 +7,7 @@ from .fuse import fuse_operators
 from .legalize import legalize
 from .pipeline import PIPELINE, optimize
 from .simplify import simplify
+from .sink_reshapes import sink_reshapes
 
 __all__ = [
     "PIPELINE",
@@ -17,4 +18,5 @@ __all__ = [
     "legalize",
     "optimize",
     "simplify",
+    "sink_reshapes",
 ]

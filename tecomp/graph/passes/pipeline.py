@@ -14,16 +14,19 @@ from .fold_constants import fold_constants
 from .fuse import fuse_operators
 from .legalize import legalize
 from .simplify import simplify
+from .sink_reshapes import sink_reshapes
 
 # Folding first resolves every shape computation, so simplification sees static reshapes
 # and constant BatchNorm statistics; legalization then maps matmuls onto the library's
-# forms. Both leave new constant arithmetic (a folded BatchNorm's bias, a transposed
-# weight) and new duplicates, hence folding and CSE again before DCE drops what the
-# rewrites orphaned. Fusion comes last: it needs the final operators.
+# forms, whose reshapes around a dense then sink below its elementwise consumers (so they
+# fuse into its epilogue). These leave new constant arithmetic (a folded BatchNorm's bias,
+# a transposed weight, a reshaped bias) and new duplicates, hence folding and CSE again
+# before DCE drops what the rewrites orphaned. Fusion comes last: it needs the final operators.
 PIPELINE = (
     ("fold_constants", fold_constants),
     ("simplify", simplify),
     ("legalize", legalize),
+    ("sink_reshapes", sink_reshapes),
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("eliminate_dead_code", eliminate_dead_code),

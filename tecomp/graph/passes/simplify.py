@@ -109,11 +109,16 @@ def _fold_batch_norms(graph: Graph) -> Graph:
     return infer_types(graph.with_(nodes=tuple(nodes), consts=consts))
 
 
-def simplify(graph: Graph) -> Graph:
-    """``graph`` with BatchNorm folded into the preceding conv (or into a scale and shift),
-    identity/dropout and no-op reshapes removed, and reshape chains collapsed."""
-    graph = _fold_batch_norms(infer_types(graph))
+def tidy_reshapes(graph: Graph) -> Graph:
+    """``graph`` with identity/dropout and no-op reshapes removed and reshape chains
+    collapsed."""
     # Identities first so reshape chains through them are seen; collapsing can leave
     # reshapes back to the original shape, which the second round removes.
     graph = _collapse_reshapes(_remove_identities(graph))
     return _remove_identities(graph)
+
+
+def simplify(graph: Graph) -> Graph:
+    """``graph`` with BatchNorm folded into the preceding conv (or into a scale and shift),
+    identity/dropout and no-op reshapes removed, and reshape chains collapsed."""
+    return tidy_reshapes(_fold_batch_norms(infer_types(graph)))
