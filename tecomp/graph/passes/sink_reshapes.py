@@ -42,11 +42,20 @@ def _operand_shape(shape, out_shape, src_shape):
     return tuple(shape[len(shape) - k:])
 
 
+def _shape_follows_operands(node: Node) -> bool:
+    """Whether ``node`` works element by element on operands broadcast under numpy's
+    rules, with nothing else shaping its output: only such a node computes the same on a
+    reshape's source. Expand's target shape and BatchNorm's channel axis do shape theirs."""
+    info = op_info(node)
+    return info.pattern == ELEMWISE or (
+        info.pattern == BROADCAST and info.broadcasts and "shape" not in node.attrs)
+
+
 def _sunk(node: Node, source: dict, types: dict) -> list | None:
     """``node`` computed on its reshaped operand's source and reshaped after, as new
     nodes, or None when it does not apply (see the module text). The types of the new
     values join ``types``."""
-    if op_info(node).pattern not in (ELEMWISE, BROADCAST) or len(node.outputs) != 1:
+    if not _shape_follows_operands(node) or len(node.outputs) != 1:
         return None
     out = node.outputs[0]
     out_shape = types[out].shape
