@@ -11,22 +11,16 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..ir.structural import structural_equal
 from ..ir.functor import collect_vars, substitute
-from ..ir.arith import simplify
+from ..ir.arith import simplify, simplify_size, size_bounds, size_factors
 from ..ir.arith.analyzer import prove
-
-
-def _size_bounds(d) -> dict:
-    """Every symbol of ``d`` bounded below by 0: a symbol is a size, so a clamp such as
-    ``max(min(seq, 512), 0)`` simplifies to ``min(seq, 512)``."""
-    return {v: (0, None) for v in collect_vars(d)}
 
 
 def normalize(d):
     """``d`` (int, numpy integer or integer expression) simplified, its symbols taken as
-    non-negative sizes: an ``int`` when it folds to a constant, else a simplified
-    expression."""
+    non-negative sizes (:func:`tecomp.ir.arith.simplify_size`): an ``int`` when it folds
+    to a constant, else a simplified expression."""
     if isinstance(d, E.PrimExpr):
-        s = simplify(d, _size_bounds(d))
+        s = simplify_size(d)
         return int(s.value) if isinstance(s, E.IntImm) else s
     return int(d)
 
@@ -34,7 +28,7 @@ def normalize(d):
 def provably_nonnegative(d) -> bool:
     """Whether dimension ``d`` is ``>= 0`` for every non-negative value of its symbols."""
     d = normalize(d)
-    return d >= 0 if is_static(d) else prove(d >= 0, _size_bounds(d))
+    return d >= 0 if is_static(d) else prove(d >= 0, size_bounds(d))
 
 
 def is_static(d) -> bool:
@@ -139,28 +133,16 @@ def from_json(data, symbols_by_name: dict):
                               from_json(b, symbols_by_name)))
 
 
-def _factors(d) -> tuple:
-    """(integer coefficient, symbolic factors) of a product of dimensions."""
-    d = normalize(d)
-    if is_static(d):
-        return d, []
-    if isinstance(d, E.Mul):
-        ca, fa = _factors(d.a)
-        cb, fb = _factors(d.b)
-        return ca * cb, fa + fb
-    return 1, [d]
-
-
 def quotient(numerator, denominator):
     """``prod(numerator) / prod(denominator)`` as a dimension, cancelling equal symbolic
     factors (``(b * s * 64) / (b * s) = 64``), or None when it does not divide exactly."""
     num_c, num_f = 1, []
     for d in numerator:
-        c, f = _factors(d)
+        c, f = size_factors(d)
         num_c, num_f = num_c * c, num_f + f
     den_c, den_f = 1, []
     for d in denominator:
-        c, f = _factors(d)
+        c, f = size_factors(d)
         den_c, den_f = den_c * c, den_f + f
     for f in den_f:
         match = next((i for i, g in enumerate(num_f) if structural_equal(f, g)), None)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from .. import te
 from ..errors import ShapeError
 from ..ir import expr as E
-from ..ir.arith import simplify
-from ..ir.functor import collect_vars
+from ..ir.arith import simplify_size, size_factors
+from ..ir.structural import structural_equal
 from .broadcast import broadcast_index, broadcast_shape
 from .cpu_schedule import const_int, schedule_injective
 from .register import register_llvm
@@ -88,39 +88,71 @@ def reshape(x, newshape):
     return _remap(tuple(dims), read, "reshape")
 
 
-def _same_dim(a, b) -> bool:
-    return a is b or (const_int(a) is not None and const_int(a) == const_int(b))
+class _Product:
+    """A product of dimensions as ``coefficient * symbolic factors``, so that products of
+    symbolic dimensions can be compared (``batch * 4`` against ``batch``, ``4``)."""
+
+    def __init__(self, dims=()):
+        self.coeff, self.factors = 1, []
+        for d in dims:
+            self.times(d)
+
+    def times(self, d) -> None:
+        c, f = size_factors(d)
+        self.coeff *= c
+        self.factors += f
+
+    def _missing_from(self, other: _Product) -> list:
+        """The factors of ``self`` that ``other`` lacks (as multisets)."""
+        rest = list(other.factors)
+        missing = []
+        for f in self.factors:
+            k = next((k for k, g in enumerate(rest) if structural_equal(f, g)), None)
+            if k is None:
+                missing.append(f)
+            else:
+                rest.pop(k)
+        return missing
+
+    def equals(self, other: _Product) -> bool:
+        return (self.coeff == other.coeff and len(self.factors) == len(other.factors)
+                and not self._missing_from(other))
+
+    def below(self, other: _Product) -> bool:
+        """Whether ``self`` should take the next axis before ``other`` does: its symbolic
+        factors are among ``other``'s and it is not the larger (a strict sub-product, or
+        the same factors and a smaller coefficient)."""
+        if self._missing_from(other):
+            return False
+        return len(self.factors) < len(other.factors) or self.coeff < other.coeff
 
 
 def _reshape_groups(src, dst):
     """Consecutive groups of axes of ``src`` and ``dst`` with equal sizes, as pairs of
-    axis lists, or None when symbolic dimensions do not line up.
+    axis lists, or None when the dimensions do not line up as products.
 
     A reshape only moves elements within a group, so indexing group by group keeps the
     index arithmetic small (an axis kept as is reads straight through, and merged axes
     simplify back to one affine index) instead of unravelling one flat index over every
-    axis."""
+    axis. With symbolic dimensions this is what keeps divisions by symbolic sizes out of
+    the index: ``[b, 4, 64, s] -> [b * 4, 64, s]`` splits ``b * 4`` by the constant 4 and
+    reads the other axes straight through."""
     groups, i, j = [], 0, 0
     while i < len(src) and j < len(dst):
-        if _same_dim(src[i], dst[j]):
-            groups.append(([i], [j]))
-            i, j = i + 1, j + 1
-            continue
-        ps, pd = const_int(src[i]), const_int(dst[j])
-        if ps is None or pd is None:
-            return None
         gin, gout = [i], [j]
+        pin, pout = _Product([src[i]]), _Product([dst[j]])
         i, j = i + 1, j + 1
-        while ps != pd:
-            side, k = (src, i) if ps < pd else (dst, j)
-            if k >= len(side) or const_int(side[k]) is None:
-                return None
-            if ps < pd:
-                ps, i = ps * const_int(side[k]), i + 1
-                gin.append(k)
+        while not pin.equals(pout):
+            if pin.below(pout) and i < len(src):
+                pin.times(src[i])
+                gin.append(i)
+                i += 1
+            elif pout.below(pin) and j < len(dst):
+                pout.times(dst[j])
+                gout.append(j)
+                j += 1
             else:
-                pd, j = pd * const_int(side[k]), j + 1
-                gout.append(k)
+                return None
         groups.append((gin, gout))
     rest_in, rest_out = list(range(i, len(src))), list(range(j, len(dst)))
     if any(const_int(src[k]) != 1 for k in rest_in) or any(
@@ -224,14 +256,6 @@ def concat(*tensors, axis: int = 0):
     return _remap(shape, read, "concat")
 
 
-def simplified_size(d):
-    """Dimension ``d`` simplified with its symbols taken as sizes (>= 0), as the graph types
-    it (``tecomp.graph.dims.normalize``): Range(0, seq, 1) has ``seq`` elements, not
-    ``max(seq, 0)``. A kernel binds its symbols from the dimensions its arguments have
-    alone, so its output must have the dimension its type names."""
-    return simplify(E.as_expr(d), {v: (0, None) for v in collect_vars(E.as_expr(d))})
-
-
 def slice_extent(start, stop, step: int):
     """How many elements ``start, start + step, ...`` lie before ``stop`` (bounds already
     clamped to the axis; expressions or ints)."""
@@ -245,7 +269,9 @@ def slice_axis(x, axis: int, start, stop, step=1, name: str = "slice"):
     """Elements ``start, start + step, ...`` (before ``stop``) of ``x`` along ``axis``;
     start and stop already clamped to the axis (expressions or ints)."""
     start = E.as_expr(start)
-    extent = simplified_size(slice_extent(start, stop, step))
+    # Simplified as the graph types the output (a kernel binds its symbols from its
+    # arguments' dimensions alone, so its output must have the dimension its type names).
+    extent = simplify_size(slice_extent(start, stop, step))
     shape = tuple(extent if k == axis else d for k, d in enumerate(x.shape))
 
     def read(idx):
@@ -487,7 +513,8 @@ def range_length(start, limit, delta):
 def arange(start, limit, delta, dtype: str = "int64"):
     """ONNX Range: ``start, start + delta, ...`` before ``limit``; the bounds may be
     expressions of symbolic sizes (position ids ``Range(0, Shape(x)[1], 1)``)."""
-    n = simplified_size(range_length(start, limit, delta))
+    # Range(0, seq, 1) has ``seq`` elements, as the graph types it, not ``max(seq, 0)``.
+    n = simplify_size(range_length(start, limit, delta))
     start, delta = E.as_expr(start), E.as_expr(delta)
     return te.compute((n,), lambda i: (start + i * delta).astype(dtype), name="arange",
                       tag=TAG)

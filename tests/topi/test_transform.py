@@ -4,7 +4,12 @@ import pytest
 import tecomp
 from tecomp import te
 from tecomp.errors import ShapeError
+from tecomp.ir.expr import FloorDiv, FloorMod, IntImm
+from tecomp.ir.functor import post_order_visit, uses_var
+from tecomp.ir.stmt import For
 from tecomp.topi import strategy, transform
+from tecomp.topi.broadcast import add as topi_add
+from tecomp.topi.cpu_schedule import schedule_injective
 
 
 def _i64(v):
@@ -272,3 +277,65 @@ def test_shapes_that_would_read_out_of_bounds_are_errors():
         transform.gather_nd(x, te.placeholder((3, 2), dtype="int64", name="i"), batch_dims=1)
     with pytest.raises(ShapeError, match="blocks of 2 x 2"):
         transform.depth_to_space(te.placeholder((1, 6, 2, 2), name="z"), blocksize=2)
+
+
+def _head_split(rows, bias, batch, seq, key: bool):
+    """A transformer's head split as the graph fuses it: ``[b * s, 256]`` rows plus a bias,
+    viewed as ``[b, s, 4, 64]`` and transposed to ``[b * 4, s, 64]`` (``[b * 4, 64, s]``
+    for the keys)."""
+    x = topi_add(transform.reshape(rows, (batch, seq, 256)), bias)
+    x = transform.reshape(x, (batch, seq, 4, 64))
+    if key:
+        return transform.reshape(transform.transpose(x, (0, 2, 3, 1)), (batch * 4, 64, seq))
+    return transform.reshape(transform.transpose(x, (0, 2, 1, 3)), (batch * 4, seq, 64))
+
+
+@pytest.mark.parametrize("key", [False, True])
+def test_head_split_with_symbolic_sizes_from_one_build(key, rng):
+    batch, seq = te.var("batch"), te.var("seq")
+    rows = te.placeholder((batch * seq, 256), name="rows")
+    bias = te.placeholder((256,), name="bias")
+    # As in a model, an input of shape [batch, seq] (the token ids) binds the sizes.
+    ids = te.placeholder((batch, seq), dtype="int64", name="ids")
+    out = _head_split(rows, bias, batch, seq, key)
+    mod = tecomp.build(schedule_injective(None, [out]), [rows, bias, ids, out], target="llvm")
+    b = rng.normal(size=256).astype("float32")
+    for nb, ns in ((1, 1), (1, 7), (2, 16), (3, 33)):
+        a = rng.normal(size=(nb * ns, 256)).astype("float32")
+        heads = (a + b).reshape(nb, ns, 4, 64)
+        want = heads.transpose(0, 2, 3, 1) if key else heads.transpose(0, 2, 1, 3)
+        want = want.reshape(nb * 4, *want.shape[2:])
+        got = np.full(want.shape, np.nan, "float32")
+        mod(a, b, np.zeros((nb, ns), "int64"), got)
+        np.testing.assert_array_equal(got, want)
+
+
+def _innermost_loops(stmt) -> list:
+    loops = []
+    post_order_visit(stmt, lambda n: loops.append(n) if isinstance(n, For) else None)
+    return [f for f in loops if not any(isinstance(g, For) and g is not f
+                                        for g in _nodes(f.body))]
+
+
+def _nodes(node) -> list:
+    out = []
+    post_order_visit(node, out.append)
+    return out
+
+
+@pytest.mark.parametrize("key", [False, True])
+def test_head_split_divides_by_no_symbolic_size_per_element(key):
+    # The reshapes map indices axis group by axis group, so no element's index is a flat
+    # position divided (or taken modulo) by an expression in seq: what the innermost loop
+    # divides by a symbolic size does not depend on its variable (one division per row).
+    batch, seq = te.var("batch"), te.var("seq")
+    rows = te.placeholder((batch * seq, 256), name="rows")
+    bias = te.placeholder((256,), name="bias")
+    out = _head_split(rows, bias, batch, seq, key)
+    func = tecomp.lower(schedule_injective(None, [out]), [rows, bias, out])
+    inner = _innermost_loops(func.body)
+    assert inner and all(f.kind == "vectorized" for f in inner)
+    per_element = [str(n) for f in inner for n in _nodes(f.body)
+                   if isinstance(n, (FloorDiv, FloorMod)) and not isinstance(n.b, IntImm)
+                   and uses_var(n, [f.loop_var])]
+    assert per_element == []

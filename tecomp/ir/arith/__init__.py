@@ -9,7 +9,8 @@ intervals and linear forms, split as TVM splits its ``arith`` namespace.
   logic, select, cast, let);
 - :mod:`.int_set`: symbolic intervals of expressions while variables vary;
 - :mod:`.analyzer`: the :class:`Analyzer` facade that combines them, and one-shot
-  functions over it.
+  functions over it;
+- :mod:`.sizes`: tensor dimensions, whose symbols are sizes (never negative).
 
 All integer reasoning here is over mathematical integers: index arithmetic is assumed
 not to overflow its dtype (as in TVM and Halide). ``//`` and ``%`` are floor division and
@@ -33,3 +34,4 @@ from .interval import (
     iv_scale,
     iv_union,
 )
+from .sizes import simplify_size, size_bounds, size_factors

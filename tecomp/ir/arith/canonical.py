@@ -88,6 +88,38 @@ class _DivInfo:
         self.num, self.c, self.num_rep, self.is_mod = num, c, num_rep, is_mod
 
 
+def _split_multiple(a: SumExpr, b: SumExpr) -> tuple | None:
+    """``(q, r)`` with ``a == q*b + r``, where ``q`` takes every term of ``a`` that is a
+    multiple of the single-term divisor ``b`` (its factors and a multiple of its
+    coefficient) and ``r`` the rest; None when ``b`` is not one positive term."""
+    if b.const or len(b.terms) != 1:
+        return None
+    (mb, kb), = b.terms.items()
+    if kb <= 0:
+        return None
+    q_terms, r_terms = {}, {}
+    for m, k in a.terms.items():
+        rest = _without_factors(m, mb)
+        if rest is not None and k % kb == 0:
+            q_terms[rest] = q_terms.get(rest, 0) + k // kb
+        else:
+            r_terms[m] = k
+    q_const = q_terms.pop((), 0)
+    return SumExpr(q_terms, q_const), SumExpr(r_terms, a.const)
+
+
+def _without_factors(m: tuple, factors: tuple) -> tuple | None:
+    """Monomial ``m`` with each atom of ``factors`` removed once (atoms are interned, so
+    compared by identity), or None when ``m`` lacks one of them."""
+    rest = list(m)
+    for f in factors:
+        k = next((k for k, a in enumerate(rest) if a is f), None)
+        if k is None:
+            return None
+        rest.pop(k)
+    return tuple(rest)
+
+
 class CanonicalSimplifier:
     """The canonical-form part of :class:`~tecomp.ir.arith.Analyzer`: builds, divides and
     rebuilds canonical sums. Bounds come from :class:`.ConstIntBoundAnalyzer`, the other
@@ -140,15 +172,30 @@ class CanonicalSimplifier:
         return self._divmod_symbolic(e, b)
 
     def _divmod_symbolic(self, e, b: SumExpr) -> SumExpr:
-        """x // y, x % y with a non-constant (or zero) divisor: fold only 0 <= x < y."""
+        """x // y, x % y with a non-constant (or zero) divisor: with ``x == q*y + r`` where
+        ``0 <= r < y`` is provable, ``x // y == q`` and ``x % y == r`` (what a flat index
+        over an axis of symbolic extent ``y``, ``i*y + j`` with ``j`` in ``[0, y)``, leaves
+        when it is split back into its axes)."""
         a = self.canon(e.a)
-        if not b.is_const():
-            alo = self.sum_bound(a)[0]
-            dhi = self.sum_bound(sum_add(a, b, -1))[1]
-            if alo is not None and alo >= 0 and dhi is not None and dhi < 0:
-                return a if type(e) is E.FloorMod else const_sum(0)
+        split = None if b.is_const() else _split_multiple(a, b)
+        if split is not None and self._in_divisor_range(split[1], b, e.dtype):
+            return split[1] if type(e) is E.FloorMod else split[0]
         ra, rb = self.rebuild(a, e.dtype), self.rebuild(b, e.dtype)
         return self._atom(type(e)(ra, rb, e.dtype))
+
+    def _in_divisor_range(self, r: SumExpr, b: SumExpr, dtype: str) -> bool:
+        """Whether ``0 <= r < b`` holds, from constant bounds or the symbolic ranges of
+        the loop variables in scope (``j < n`` inside ``for j in range(n)``)."""
+        diff = sum_add(r, b, -1)
+        lo = self.sum_bound(r)[0]
+        nonneg = lo is not None and lo >= 0
+        if not nonneg and self.sym_ranges:
+            nonneg = self._decide_symbolic(E.GE, r, dtype) is True
+        hi = self.sum_bound(diff)[1]
+        below = hi is not None and hi < 0
+        if not below and nonneg and self.sym_ranges:
+            below = self._decide_symbolic(E.LT, diff, dtype) is True
+        return nonneg and below
 
     def _canon_minmax(self, e) -> SumExpr:
         is_min = type(e) is E.Min

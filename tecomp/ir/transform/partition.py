@@ -24,6 +24,11 @@ it stops holding, and keeps the cut only if the prover then sees the conjunct ho
 whole side at once (true of comparisons of expressions monotone in the variable, as
 indices are; a conjunct like ``v % 14 >= 1`` cuts nothing).
 
+A serial loop over the chunks of a symbolic extent, ``for vo in range((n + c - 1) // c)``
+around the guard ``vo * c + vi < n``, is cut at ``n // c`` into the whole chunks and the
+last, partial one, without any search: the simplifier proves the guard on the whole chunks
+from the loop's symbolic range.
+
 Each loop is cut at most into three, and a body is copied at most ``MAX_COPIES`` times in
 all (copies multiply down a nest), so code size stays bounded.
 """
@@ -33,7 +38,7 @@ from __future__ import annotations
 from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
-from ..arith import prove
+from ..arith import prove, simplify
 from ..functor import post_order_visit, uses_var
 from ..structural import structural_equal, structural_hash
 
@@ -95,13 +100,11 @@ class _Partitioner:
         lo, ext = _const(s.min), _const(s.extent)
         v = s.loop_var
         if lo is None or ext is None or ext < 1:
-            # Symbolic range: not cut, but the inner loops may be.
-            self.bounds[v] = (lo, None)
-            try:
-                body = self.stmt(s.body, copies)
-            finally:
-                del self.bounds[v]
-            return s if body is s.body else S.For(v, s.min, s.extent, s.kind, body, s.thread_tag)
+            whole = self._whole_chunks(s, copies)
+            if whole is not None:
+                return S.seq(self._symbolic_loop(s, s.min, whole, copies * 2),
+                             self._symbolic_loop(s, whole, s.extent - whole, copies * 2))
+            return self._symbolic_loop(s, s.min, s.extent, copies)
         cut = None
         if s.kind in _PARTITIONED_KINDS and ext > 1:
             pieces = 3 if copies * 3 <= MAX_COPIES else 2 if copies * 2 <= MAX_COPIES else 1
@@ -114,6 +117,38 @@ class _Partitioner:
         if s.kind == "parallel":
             return self._dispatch(s, ranges, copies * n)
         return S.seq(*[self._loop(s, a, b, copies * n) for a, b in ranges])
+
+    def _symbolic_loop(self, s: S.For, start, extent, copies: int):
+        """``s`` over ``extent`` iterations from ``start`` (not both constant): not cut, but
+        the inner loops may be."""
+        v = s.loop_var
+        self.bounds[v] = (_const(s.min), None)
+        try:
+            body = self.stmt(s.body, copies)
+        finally:
+            del self.bounds[v]
+        if start is s.min and extent is s.extent and body is s.body:
+            return s
+        return S.For(v, start, extent, s.kind, body, s.thread_tag)
+
+    def _whole_chunks(self, s: S.For, copies: int):
+        """``n // c`` for a serial loop over the ``(n + c - 1) // c`` chunks of a symbolic
+        extent ``n`` split by a constant ``c`` whose body tests its variable (the guard
+        ``vo * c + vi < n`` of the last, partial chunk): iterations below it are whole
+        chunks, where the simplifier removes that guard (it knows ``vo < n // c``). None
+        for any other loop, or when a cut would copy the body too often."""
+        ext = s.extent
+        if (s.kind != "serial" or _const(s.min) != 0 or type(ext) is not E.FloorDiv
+                or copies * 2 > MAX_COPIES):
+            return None
+        c = _const(ext.b)
+        if c is None or c < 2:
+            return None
+        n = simplify(ext.a - (c - 1))
+        # A negative n would start the partial part below 0; sizes are never negative.
+        if not prove(n >= 0, self.bounds) or not _conditions(s.body, s.loop_var):
+            return None
+        return n // c
 
     def _body_over(self, s: S.For, a: int, b: int, copies: int):
         """The body of ``s`` partitioned in turn, knowing its variable is in ``[a, b)``."""

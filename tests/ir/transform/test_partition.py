@@ -110,6 +110,24 @@ def test_symbolic_loop_is_not_cut_but_inner_loops_are(rng):
         run_and_check(fn, [A, B], [a], [np.pad(a, ((0, 0), (1, 1)))])
 
 
+@pytest.mark.parametrize("backend", ["interp", None])
+def test_chunks_of_a_symbolic_extent_split_into_whole_ones_and_the_tail(backend, rng):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor=16)
+    s[B].vectorize(xi)
+    f = tecomp.lower(s, [A, B])
+    whole, tail = [lp for lp in nodes(f.body, S.For) if lp.loop_var.name == "i.outer"]
+    assert str(whole.extent) == "n // 16" and not nodes(whole, S.IfThenElse), str(f)
+    assert len(nodes(tail, S.IfThenElse)) == 1, str(f)
+    fn = compile_schedule(s, [A, B], backend=backend)
+    for size in (1, 16, 33):
+        a = rng.standard_normal(size).astype("float32")
+        run_and_check(fn, [A, B], [a], [a * 2])
+
+
 def test_vectorized_and_unrolled_loops_are_not_cut():
     s, A, P, xo, xi = padded_1d(n=14, factor=16)
     s[P].unroll(xi)

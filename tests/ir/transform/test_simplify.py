@@ -139,6 +139,17 @@ def test_symbolic_loop_ranges_decide_guards():
     assert "if io * 8 + ii < n:" in str(simplify_stmt(tail, {n: (1, None)}))
 
 
+def test_flat_index_over_a_symbolic_extent_splits_back_into_its_loops():
+    A, B = _buf("A"), _buf("B")
+    flat = io * n + j
+    body = S.Store(B, Load(A, flat // n * 7 + flat % n, "float32"), flat)
+    nest = S.For(io, c(0), k, "serial", S.For(j, c(0), n, "serial", body))
+    assert str(simplify_stmt(nest)).endswith("B[io * n + j] = A[io * 7 + j]")
+    # j reaches n in range(n + 1): (io*n + n) // n is io + 1, so the division stays.
+    wider = S.For(io, c(0), k, "serial", S.For(j, c(0), n + 1, "serial", body))
+    assert "(io * n + j) // n" in str(simplify_stmt(wider))
+
+
 @st.composite
 def loop_nests(draw):
     """Two nested loops over x and y (constant or symbolic extent ``j``), a guarded store
