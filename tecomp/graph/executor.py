@@ -6,12 +6,14 @@ build serves every batch or sequence size. For each combination of input shapes 
 arena, and values whose lifetimes (from the kernel that writes them to the last kernel
 that reads them or a reshape of them) do not overlap share bytes; a reshape is no kernel
 but a view of its source's bytes (:mod:`tecomp.graph.storage`). A run then only calls
-kernels on views of the arena: nothing is allocated per call for shapes seen before.
+kernels on views of the arena, their arguments packed once per plan
+(``PackedFunction.prepare``): nothing is allocated per call for shapes seen before, and a
+run is one native call per kernel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,6 +42,10 @@ class MemoryPlan:
     views: dict
     outputs: dict
     input_views: tuple
+    #: The kernel calls of a run, their arguments packed once (``PreparedCall``), and
+    #: (call, argument index, graph input) for each argument a run points at its input.
+    calls: tuple = ()
+    input_slots: tuple = ()
 
 
 def plan_offsets(sizes: list, lifetimes: list) -> tuple:
@@ -185,14 +191,30 @@ class GraphModule:
         plan = self._plans.get(key)
         if plan is None:
             self._check_dims(bindings)
-            plan = self._plans[key] = self._make_plan(bindings)
+            plan = self._plans[key] = self._prepare_calls(self._make_plan(bindings))
         self._plan = plan
+        for call, index, name in plan.input_slots:
+            call.set_pointer(index, self._inputs[name])
+        for call in plan.calls:
+            call()
+
+    def _prepare_calls(self, plan: MemoryPlan) -> MemoryPlan:
+        """``plan`` with its kernel calls packed: every array of a run has its kernel's
+        dtype and C layout (set_input converts the inputs, the plan allocates the rest)
+        and the shapes type inference gave for the bound sizes, so the arguments are
+        checked once, here, by construction, and a run is one native call per kernel. Only
+        the inputs' addresses change from run to run (a view of an input shares its
+        address)."""
         values = self._values(plan)
-        # Every array here has its kernel's dtype and C layout (set_input converts the
-        # inputs, the plan allocates the rest) and the shapes type inference gave for the
-        # bound sizes, so the kernels are called without per-call argument checks.
+        root = {v: source for v, source, _ in plan.input_views}
+        root.update((name, name) for name in self.graph.inputs)
+        calls, slots = [], []
         for kernel, inputs, output in self._kernels:
-            kernel.call_trusted(*(values[i] for i in inputs), values[output])
+            args = (*inputs, output)
+            call = kernel.prepare(*(values[a] for a in args))
+            calls.append(call)
+            slots += [(call, k, root[a]) for k, a in enumerate(args) if a in root]
+        return replace(plan, calls=tuple(calls), input_slots=tuple(slots))
 
     def _values(self, plan: MemoryPlan) -> dict:
         """Value -> array for a run with ``plan`` on the inputs set."""

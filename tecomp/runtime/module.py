@@ -93,6 +93,19 @@ class PackedFunction:
         fn = self._native()
         self._run(fn, *self._pack(args))
 
+    def prepare(self, *arrays) -> PreparedCall:
+        """A call with these arguments, packed once, for a caller that repeats it.
+
+        The same trust as :meth:`call_trusted`: nothing is checked. The call keeps the
+        arrays' addresses and sizes, so it is only valid while they stay alive and keep
+        their shapes; :meth:`PreparedCall.set_pointer` points an argument at new bytes of
+        the same shape (an executor's new input). Calling it costs one native call.
+        """
+        fn = self._native()
+        ptrs = self._ptr_array(*[data_pointer(a) for a in arrays])
+        sizes = self._size_array(*[arrays[i].shape[d] for i, d in self._size_sources])
+        return PreparedCall(self, fn, ptrs, sizes)
+
     def call_trusted(self, *arrays) -> None:
         """Call without validating the arguments, for a caller that already has.
 
@@ -116,6 +129,25 @@ class PackedFunction:
 
     def __repr__(self):
         return f"<PackedFunction {self.name}({self.checker.sig})>"
+
+
+class PreparedCall:
+    """A :class:`PackedFunction` call with its arguments packed (see
+    :meth:`PackedFunction.prepare`)."""
+
+    __slots__ = ("function", "_fn", "_ptrs", "_sizes")
+
+    def __init__(self, function: PackedFunction, fn, ptrs, sizes):
+        self.function = function
+        self._fn, self._ptrs, self._sizes = fn, ptrs, sizes
+
+    def set_pointer(self, index: int, array) -> None:
+        """Argument ``index`` reads (or writes) ``array`` from now on; it must have the
+        shape and dtype of the array it replaces."""
+        self._ptrs[index] = data_pointer(array)
+
+    def __call__(self) -> None:
+        self.function._run(self._fn, self._ptrs, self._sizes)
 
 
 class Module:

@@ -78,6 +78,20 @@ def test_set_input_run_get_output_and_summary(needs_llvm, rng):
     assert gm.get_output(0) is out  # same shapes: same buffers, nothing allocated
 
 
+def test_a_run_reads_the_arrays_set_last_for_a_shape_seen_before(needs_llvm, rng):
+    # A run's kernel calls are packed once per shape; only the inputs' addresses change.
+    model = _elementwise_model()
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    xs = [rng.standard_normal((5, 8)).astype("float32") for _ in range(3)]
+    for x in xs + xs[:1]:
+        _check(model, {"x": x}, gm)
+    got = gm(x=xs[1].astype("float64"))  # converted by set_input: a new array each time
+    for g, r in zip(got, onnx_models.run_onnxruntime(model, {"x": xs[1]})):
+        np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL)
+    assert len(gm._plans) == 1
+
+
 def test_layer_norm_gelu_with_dynamic_batch_and_sequence(needs_llvm, rng):
     _needs("layer_norm")
     model = onnx_models.layer_norm_gelu()

@@ -251,3 +251,15 @@ def test_call_trusted_gives_the_checked_result(mm, rng):
     mm.get_function("f").call_trusted(a, b, trusted)
     np.testing.assert_array_equal(trusted, checked)
     np.testing.assert_allclose(checked, a[:, :1] + b[:1, :])  # C[i, j] = A[i*4] + B[j]
+
+
+def test_a_prepared_call_reuses_its_arguments_and_follows_a_new_pointer(mm, rng):
+    a, a2 = (rng.random((6, 4), dtype=np.float32) for _ in range(2))
+    b = rng.random((4, 7), dtype=np.float32)
+    c = np.zeros((6, 7), np.float32)
+    call = mm.get_function("f").prepare(a, b, c)
+    call()
+    np.testing.assert_allclose(c, a[:, :1] + b[:1, :])
+    call.set_pointer(0, a2)
+    call()
+    np.testing.assert_allclose(c, a2[:, :1] + b[:1, :])
