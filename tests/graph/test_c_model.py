@@ -138,25 +138,34 @@ def _position_table_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def test_sizes_checked_at_run_time_are_checked_by_the_c_entry_point(tmp_path):
+def _export_model(model, path):
+    """``model`` built for the host and exported to ``path``, opened with ctypes."""
     if target_unavailable("llvm"):
         pytest.skip(target_unavailable("llvm"))
-    mod, params = tecomp.frontend.from_onnx(_position_table_model())
-    path = str(tmp_path / "positions.so")
+    mod, params = tecomp.frontend.from_onnx(model)
     tecomp.graph.build(mod, target="llvm", params=params).export_library(path)
-    so = ctypes.CDLL(path)
+    return ctypes.CDLL(path)
+
+
+def _run_one_input(so, x, y, y_shape) -> int:
+    """``tecomp_model_run`` of a model with one input and one output: its status."""
+    return so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
+                               _pointers([y]), _pointers([y_shape]))
+
+
+def test_sizes_checked_at_run_time_are_checked_by_the_c_entry_point(tmp_path):
+    path = str(tmp_path / "positions.so")
+    so = _export_model(_position_table_model(), path)
     table = np.arange(32, dtype="float32").reshape(8, 4)
     for n in (3, 8):
         x = np.random.default_rng(n).normal(size=(n, 4)).astype("float32")
         y, y_shape = np.zeros((n, 4), "float32"), np.zeros(2, np.int64)
-        assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
-                                   _pointers([y]), _pointers([y_shape])) == 0
+        assert _run_one_input(so, x, y, y_shape) == 0
         np.testing.assert_allclose(y, x + table[:n], rtol=1e-6)
         assert list(y_shape) == [n, 4]
     # 9 rows against the table's 8: the add does not broadcast (ONNX Runtime fails too).
     x, y = np.zeros((9, 4), "float32"), np.full((9, 4), 7, "float32")
-    assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
-                               _pointers([y]), _pointers([np.zeros(2, np.int64)])) == ESHAPE
+    assert _run_one_input(so, x, y, np.zeros(2, np.int64)) == ESHAPE
     assert (y == 7).all()
     # The library loaded back in Python keeps the slice's symbolic end and the check.
     gm = tecomp.graph.GraphModule(tecomp.graph.load(path))
@@ -255,22 +264,14 @@ def _range_by_rows_model():
 
 
 def test_a_range_step_computed_from_a_size_is_checked_by_the_c_entry_point(tmp_path):
-    if target_unavailable("llvm"):
-        pytest.skip(target_unavailable("llvm"))
-    mod, params = tecomp.frontend.from_onnx(_range_by_rows_model())
-    path = str(tmp_path / "steps.so")
-    tecomp.graph.build(mod, target="llvm", params=params).export_library(path)
-    so = ctypes.CDLL(path)
+    so = _export_model(_range_by_rows_model(), str(tmp_path / "steps.so"))
     for n in (5, 12, 13):
         x = np.zeros((n, 4), "float32")
         want = np.arange(0, 12, n)
         y, y_shape = np.zeros(want.shape, np.int64), np.zeros(1, np.int64)
-        assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
-                                   _pointers([y]), _pointers([y_shape])) == 0
+        assert _run_one_input(so, x, y, y_shape) == 0
         np.testing.assert_array_equal(y, want)
         assert list(y_shape) == [len(want)]
     x, y_shape = np.zeros((0, 4), "float32"), np.full(1, 7, np.int64)
-    assert so.tecomp_model_run(_pointers([x]), _pointers([np.array(x.shape, np.int64)]),
-                               _pointers([np.zeros(1, np.int64)]),
-                               _pointers([y_shape])) == ESHAPE
+    assert _run_one_input(so, x, np.zeros(1, np.int64), y_shape) == ESHAPE
     assert y_shape[0] == 7
