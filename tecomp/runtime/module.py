@@ -122,10 +122,7 @@ class PackedFunction:
         >>> for _ in range(1000):              # doctest: +SKIP
         ...     f.call_trusted(a, b, c)
         """
-        fn = self._native()
-        ptrs = self._ptr_array(*[data_pointer(a) for a in arrays])
-        sizes = self._size_array(*[arrays[i].shape[d] for i, d in self._size_sources])
-        self._run(fn, ptrs, sizes)
+        self.prepare(*arrays)()
 
     def __repr__(self):
         return f"<PackedFunction {self.name}({self.checker.sig})>"

@@ -220,14 +220,15 @@ class MemoryMixin:
         vt = T.vec(mt, n)
         if idx.ramp is not None and idx.ramp[1] == 1:
             p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ramp[0].ref}", "ptr")
-            if self.mask is not None and self.stack_ramp(ptr, idx):
+            in_stack = self.mask is not None and self.stack_ramp(ptr, idx)
+            if in_stack:
                 # Every lane is inside a stack buffer: read, blend and write back, which
                 # LLVM promotes to registers as it does an unmasked tile (a masked store
                 # intrinsic would keep a tail tile's accumulators in memory).
                 old = self.val(f"load {vt}, ptr {p.ref}, align {eb}{md}", mt, n)
                 v = self.val(f"select <{n} x i1> {self.mask.ref}, {vt} {v.ref}, {vt} "
                              f"{old.ref}", mt, n)
-            if self.mask is None or self.stack_ramp(ptr, idx):
+            if self.mask is None or in_stack:
                 self.emit(f"store {vt} {v.ref}, ptr {p.ref}, align {eb}{md}")
             else:
                 self.masked_store(mt, p, v, self.mask.ref, eb, md)
