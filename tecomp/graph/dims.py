@@ -11,7 +11,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..ir.structural import structural_equal
 from ..ir.functor import collect_vars, substitute
-from ..ir.arith import simplify, simplify_size, size_bounds, size_factors
+from ..ir.arith import product_factors, remove_factors, simplify, simplify_size, size_bounds
 from ..ir.arith.analyzer import prove
 
 
@@ -44,6 +44,11 @@ def equal(a, b) -> bool:
     if is_static(a) or is_static(b):
         return False
     return structural_equal(a, b)
+
+
+def same_shape(a, b) -> bool:
+    """Whether shapes ``a`` and ``b`` have the same rank and provably equal dimensions."""
+    return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
 
 
 def may_equal(a, b) -> bool:
@@ -136,20 +141,10 @@ def from_json(data, symbols_by_name: dict):
 def quotient(numerator, denominator):
     """``prod(numerator) / prod(denominator)`` as a dimension, cancelling equal symbolic
     factors (``(b * s * 64) / (b * s) = 64``), or None when it does not divide exactly."""
-    num_c, num_f = 1, []
-    for d in numerator:
-        c, f = size_factors(d)
-        num_c, num_f = num_c * c, num_f + f
-    den_c, den_f = 1, []
-    for d in denominator:
-        c, f = size_factors(d)
-        den_c, den_f = den_c * c, den_f + f
-    for f in den_f:
-        match = next((i for i, g in enumerate(num_f) if structural_equal(f, g)), None)
-        if match is None:
-            return None
-        num_f.pop(match)
-    if den_c == 0 or num_c % den_c:
+    num_c, num_f = product_factors(numerator)
+    den_c, den_f = product_factors(denominator)
+    num_f, missing = remove_factors(num_f, den_f)
+    if missing or den_c == 0 or num_c % den_c:
         return None
     out = num_c // den_c
     for f in num_f:

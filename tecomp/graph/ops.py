@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from ..errors import TecompError
-from ..ir import expr as E
+from ..ir.arith import prefer_unclamped
 from ..topi.transform import range_length, slice_bounds as clamped_slice_bounds, slice_extent
 from . import dims
 from .ir import TensorType
@@ -98,8 +98,7 @@ def broadcast_shapes(node, shapes):
             if not (dims.equal(a, b) or dims.may_equal(a, b)):
                 _fail(node, "shapes " + ", ".join(_shape_text(s) for s in shapes)
                       + " do not broadcast")
-        unclamped = [d for d in ds if not isinstance(d, (E.Min, E.Max))]
-        out.append((unclamped or ds or [1])[0])
+        out.append(prefer_unclamped(ds) if ds else 1)
     return tuple(out)
 
 

@@ -12,6 +12,7 @@ from .. import te
 from ..errors import DTypeError, ShapeError
 from ..ir import dtype as dt
 from ..ir import expr as E
+from ..ir.arith import prefer_unclamped
 from .cpu_schedule import const_int, schedule_injective
 from .register import register_llvm
 
@@ -44,8 +45,7 @@ def broadcast_shape(*shapes) -> tuple:
         # A clamped size (``min(seq, 512)``: a table sliced to the sequence) broadcasts with
         # the size it is checked equal to at run time; the output takes the unclamped one,
         # as the graph types it (``tecomp.graph.ops.broadcast_shapes``).
-        unclamped = [d for d in big if not isinstance(d, (E.Min, E.Max))]
-        out.append(const[0] if const else (unclamped or big)[0])
+        out.append(const[0] if const else prefer_unclamped(big))
     return tuple(out)
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from .. import te
 from ..errors import ShapeError
 from ..ir import expr as E
-from ..ir.arith import simplify_size, size_factors
-from ..ir.structural import structural_equal
+from ..ir.arith import remove_factors, simplify_size, size_factors
 from .broadcast import broadcast_index, broadcast_shape
 from .cpu_schedule import const_int, schedule_injective
 from .register import register_llvm
@@ -104,15 +103,7 @@ class _Product:
 
     def _missing_from(self, other: _Product) -> list:
         """The factors of ``self`` that ``other`` lacks (as multisets)."""
-        rest = list(other.factors)
-        missing = []
-        for f in self.factors:
-            k = next((k for k, g in enumerate(rest) if structural_equal(f, g)), None)
-            if k is None:
-                missing.append(f)
-            else:
-                rest.pop(k)
-        return missing
+        return remove_factors(other.factors, self.factors)[1]
 
     def equals(self, other: _Product) -> bool:
         return (self.coeff == other.coeff and len(self.factors) == len(other.factors)

@@ -141,7 +141,7 @@ def _joins(graph: Graph, group: _Group, value: str, node: Node) -> bool:
     if not _accepts(group.kind, op_info(node).pattern):
         return False
     if group.kind in (OUT_FUSABLE, REDUCE):
-        return _same_shape(graph.types[value].shape, graph.types[node.outputs[0]].shape)
+        return dims.same_shape(graph.types[value].shape, graph.types[node.outputs[0]].shape)
     return True
 
 
@@ -181,10 +181,6 @@ def _is_view(graph: Graph, group: _Group) -> bool:
     input's bytes, unless a graph output names it (outputs are buffers of their own)."""
     return (len(group.nodes) == 1 and is_view(group.nodes[0])
             and group.output not in graph.outputs)
-
-
-def _same_shape(a, b) -> bool:
-    return len(a) == len(b) and all(dims.equal(x, y) for x, y in zip(a, b))
 
 
 def _attr_symbols(nodes) -> list:

@@ -20,15 +20,11 @@ from ..ops import BROADCAST, ELEMWISE, op_info
 from .simplify import tidy_reshapes
 
 
-def _equal(a, b) -> bool:
-    return len(a) == len(b) and all(dims.equal(x, y) for x, y in zip(a, b))
-
-
 def _operand_shape(shape, out_shape, src_shape):
     """How an operand of ``shape`` that is not the reshaped value is read against the
     reshape's source (``src_shape``) instead of ``out_shape``: the target shape of a
     reshape of it, ``shape`` itself when it needs none, or None when it cannot."""
-    if _equal(shape, out_shape):
+    if dims.same_shape(shape, out_shape):
         return tuple(src_shape)
     size_one = [dims.is_static(d) and d == 1 for d in shape]
     if not all(one or dims.equal(d, o) for d, o, one in zip(
@@ -36,7 +32,7 @@ def _operand_shape(shape, out_shape, src_shape):
         return None  # sizes equal only once bound (checked at run time) stay as they are
     # The trailing axes the operand does not broadcast over must be kept by the reshape.
     k = len(shape) - next((i for i, one in enumerate(size_one) if not one), len(shape))
-    if k > len(src_shape) or not _equal(out_shape[len(out_shape) - k:],
+    if k > len(src_shape) or not dims.same_shape(out_shape[len(out_shape) - k:],
                                         src_shape[len(src_shape) - k:]):
         return None
     return tuple(shape[len(shape) - k:])
@@ -59,7 +55,8 @@ def _sunk(node: Node, source: dict, types: dict) -> list | None:
         return None
     out = node.outputs[0]
     out_shape = types[out].shape
-    reshaped = [i for i in node.inputs if i in source and _equal(types[i].shape, out_shape)]
+    reshaped = [i for i in node.inputs
+                if i in source and dims.same_shape(types[i].shape, out_shape)]
     if not reshaped:
         return None
     src_shape = types[source[reshaped[0]]].shape
@@ -67,14 +64,14 @@ def _sunk(node: Node, source: dict, types: dict) -> list | None:
         return None  # a 0 in a target shape copies the input's dimension
     nodes, inputs = [], []
     for i in node.inputs:
-        if i in source and _equal(types[i].shape, out_shape) and _equal(
+        if i in source and dims.same_shape(types[i].shape, out_shape) and dims.same_shape(
                 types[source[i]].shape, src_shape):
             inputs.append(source[i])
             continue
         shape = _operand_shape(types[i].shape, out_shape, src_shape)
         if shape is None:
             return None
-        if _equal(shape, types[i].shape):
+        if dims.same_shape(shape, types[i].shape):
             inputs.append(i)
             continue
         name = f"{i}.as.{out}"

@@ -34,4 +34,11 @@ from .interval import (
     iv_scale,
     iv_union,
 )
-from .sizes import simplify_size, size_bounds, size_factors
+from .sizes import (
+    prefer_unclamped,
+    product_factors,
+    remove_factors,
+    simplify_size,
+    size_bounds,
+    size_factors,
+)

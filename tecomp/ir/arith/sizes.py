@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..functor import collect_vars
+from ..structural import structural_equal
 from .analyzer import simplify
 from .interval import Bounds
 
@@ -33,6 +34,36 @@ def size_factors(size) -> tuple[int, list]:
     return _factors_of(simplify_size(size))
 
 
+def product_factors(sizes) -> tuple[int, list]:
+    """``(coefficient, symbolic factors)`` of the product of ``sizes`` (see
+    :func:`size_factors`)."""
+    coeff, factors = 1, []
+    for size in sizes:
+        c, f = size_factors(size)
+        coeff, factors = coeff * c, factors + f
+    return coeff, factors
+
+
+def remove_factors(factors: list, removed: list) -> tuple[list, list]:
+    """``factors`` less ``removed``, as multisets of structurally equal expressions:
+    ``(what is left of factors, the factors of removed that factors lacks)``."""
+    rest, missing = list(factors), []
+    for f in removed:
+        k = next((k for k, g in enumerate(rest) if structural_equal(f, g)), None)
+        if k is None:
+            missing.append(f)
+        else:
+            rest.pop(k)
+    return rest, missing
+
+
+def prefer_unclamped(sizes: list):
+    """The size a broadcast of ``sizes`` (equal, or checked equal when bound) takes: the
+    first that is not a clamp (``seq`` before ``min(seq, 512)``, a table sliced to the
+    sequence), else the first."""
+    return next((d for d in sizes if not isinstance(d, (E.Min, E.Max))), sizes[0])
+
+
 def _factors_of(size: E.PrimExpr) -> tuple[int, list]:
     if isinstance(size, E.IntImm):
         return int(size.value), []
@@ -43,4 +74,5 @@ def _factors_of(size: E.PrimExpr) -> tuple[int, list]:
     return 1, [size]
 
 
-__all__ = ["simplify_size", "size_bounds", "size_factors"]
+__all__ = ["prefer_unclamped", "product_factors", "remove_factors", "simplify_size",
+           "size_bounds", "size_factors"]
