@@ -22,6 +22,11 @@ from .ir import Graph
 from .ops import op_info
 
 
+def _sizes_text(bindings: dict) -> str:
+    """``bindings`` (symbol -> size) as an error message names them: ``batch=2, seq=9``."""
+    return ", ".join(f"{v.name}={n}" for v, n in bindings.items())
+
+
 @dataclass(frozen=True)
 class DimCheck:
     """Dimension ``axis`` of input ``value`` of node ``node`` (operator ``op``) is ``got``
@@ -40,11 +45,11 @@ class DimCheck:
 
     def message(self, bindings: dict) -> str:
         """Why ``bindings`` break the condition, for the error a user sees."""
-        sizes = ", ".join(f"{v.name}={n}" for v, n in bindings.items())
         return (f"node {self.node!r} ({self.op}): input {self.value!r} has "
                 f"{dims.to_text(self.got)} = {dims.evaluate(self.got, bindings)} elements on "
                 f"axis {self.axis} where the output has {dims.to_text(self.want)} = "
-                f"{dims.evaluate(self.want, bindings)}, with the input sizes {sizes}")
+                f"{dims.evaluate(self.want, bindings)}, with the input sizes "
+                f"{_sizes_text(bindings)}")
 
     def c_violation(self, c_expr) -> str:
         """The C condition under which the check fails, with dimensions written by
@@ -70,10 +75,9 @@ class StepCheck:
 
     def message(self, bindings: dict) -> str:
         """Why ``bindings`` break the condition, for the error a user sees."""
-        sizes = ", ".join(f"{v.name}={n}" for v, n in bindings.items())
         return (f"node {self.node!r} (arange): the step {dims.to_text(self.delta)} = "
                 f"{dims.evaluate(self.delta, bindings)} of the Range must be at least 1, with "
-                f"the input sizes {sizes}")
+                f"the input sizes {_sizes_text(bindings)}")
 
     def c_violation(self, c_expr) -> str:
         """The C condition under which the check fails, with dimensions written by
