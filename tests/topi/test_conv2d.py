@@ -112,7 +112,7 @@ def test_conv2d_reads_nchw_input_in_place(case):
     task = autotune.create_task("conv2d", case + ("float32",))
     base = task.default_config.to_json()
     for ow in (base["tile_ow"], task.config_space.space_map["tile_ow"].entities[0].size):
-        for order in ("oh_oc", "oc_oh"):
+        for order in [e.val for e in task.config_space.space_map["order"].entities]:
             cfg = task.config_space.from_json(
                 {**base, "tile_ow": list(ow), "order": order, "data_layout": "nchw"})
             s, tensors = task.instantiate(cfg)
@@ -262,11 +262,13 @@ def test_conv2d_symbolic_batch_serves_every_batch_size(depthwise, layout):
 @pytest.mark.parametrize("case, order", [
     (((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1)), "oh_oc"),
     (((1, 512, 28, 28), (128, 512, 1, 1), (1, 1), (0, 0)), "oh_oc"),
-    (((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1)), "oc_oh"),
-    (((1, 2048, 7, 7), (512, 2048, 1, 1), (1, 1), (0, 0)), "oc_oh"),
+    (((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1)), "oc_plane"),
+    (((1, 2048, 7, 7), (512, 2048, 1, 1), (1, 1), (0, 0)), "oc_plane"),
+    (((1, 64, 20, 20), (1024, 64, 3, 3), (1, 1), (1, 1)), "oc_oh"),
 ])
 def test_conv2d_fallback_puts_the_larger_operand_outside(case, order):
     # Rows outside while the input is the larger operand; output-channel blocks outside
-    # once the kernel is, so each thread reads its part of the kernel once.
+    # once the kernel is, so each thread reads its part of the kernel once, with the
+    # whole output plane accumulating at once where it fits in L1.
     task = autotune.create_task("conv2d_packed_kernel", case + ((1, 1), "float32"))
     assert task.default_config["order"].val == order
