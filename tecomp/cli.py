@@ -215,8 +215,10 @@ def _measure_runner(ns, target):
                 f"--target {target} does not run on this machine; add --runner qemu to "
                 f"measure candidates under emulation"
             )
+        cold = ns.model is not None if ns.cache_flush is None else ns.cache_flush
         return autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
-                                    check_correctness=ns.check_correctness)
+                                    check_correctness=ns.check_correctness,
+                                    enable_cpu_cache_flush=cold)
     if target.kind != "llvm" or target.is_host:
         raise UsageError(f"--runner qemu runs CPU code of another architecture; --target "
                          f"{target} runs here (use --runner local)")
@@ -526,6 +528,10 @@ def add_tune_parser(sub) -> None:
                    "default: %(default)s)")
     t.add_argument("--check-correctness", action="store_true",
                    help="compare every candidate's output with a reference build")
+    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
+                   help="time each call with its weights and outputs (all arguments but "
+                   "the first) cold, read from copies spanning 256 MiB, as a model run "
+                   "reads them (default: on for MODEL.onnx, off for --op)")
     t.add_argument("--seed", type=int, default=None,
                    help="seed of the tuner's random choices (default: none, a different "
                    "search each run)")

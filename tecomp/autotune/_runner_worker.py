@@ -18,6 +18,7 @@ context) for the next candidate: a faulting kernel costs one trial.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -32,7 +33,9 @@ from ..runtime import load_module
 _MODULES: dict = {}      # path -> loaded module (a candidate is loaded once)
 _INPUTS: dict = {}       # arg-spec key -> arrays (inputs random, outputs scratch)
 _REFERENCE: dict = {}    # reference path -> expected outputs
-_FLUSH = None
+_COLD = None             # (argument list, its cold copies), see _cold_sets
+_COLD_BYTES = 256 << 20  # more than the weights of the models tuned here
+_COLD_MAX_SETS = 1024
 
 
 def _load(path):
@@ -63,22 +66,38 @@ def _arrays(specs, seed=0):
     return arrs
 
 
-def _flush_cache():
-    global _FLUSH
-    if _FLUSH is None:
-        _FLUSH = np.zeros(64 << 20 >> 3)  # 64 MiB: larger than any last-level cache here
-    _FLUSH += 1.0
+def _cold_sets(args):
+    """Argument sets for cold-cache timing, as TVM's cache flush: every argument but the
+    first (the data, which a model's previous kernel has just written) comes from its own
+    copy, and the copies of all sets span ``_COLD_BYTES``, so a set is reused only after
+    that much other memory has been touched, as a model run at batch 1 reads its weights
+    once per run. The sets of one argument list are kept while its candidates are timed."""
+    global _COLD
+    if _COLD is not None and _COLD[0] is args:
+        return _COLD[1]
+    _COLD = None  # free the previous workload's copies first
+    rest = sum(a.nbytes for a in args[1:])
+    copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1))))
+    sets = [args] + [[args[0]] + [a.copy() for a in args[1:]] for _ in range(copies - 1)]
+    _COLD = (args, sets)
+    return sets
 
 
 def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
+    # Each call of a flushed timing takes the next cold argument set.
+    next_set = itertools.cycle(_cold_sets(args) if flush else [args]).__next__
+
+    def call():
+        fn(*next_set())
+
     # Warm-up: at least one call, and calls until warmup_ms have passed.
     t_start = time.perf_counter()
     t0 = time.perf_counter()
-    fn(*args)
+    call()
     one = time.perf_counter() - t0
     while time.perf_counter() - t_start < warmup_ms / 1000.0:
         t0 = time.perf_counter()
-        fn(*args)
+        call()
         one = min(one, time.perf_counter() - t0)
     if min_repeat_ms > 0 and one > 0:
         number = max(number, math.ceil(min_repeat_ms / 1000.0 / one))
@@ -91,11 +110,9 @@ def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
             repeat -= 1
     costs = []
     for _ in range(repeat):
-        if flush:
-            _flush_cache()
         t0 = time.perf_counter()
         for _ in range(number):
-            fn(*args)
+            call()
         costs.append((time.perf_counter() - t0) / number)
     return costs
 

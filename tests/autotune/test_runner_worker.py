@@ -1,0 +1,76 @@
+"""The measuring process's timing loop: warm by default, every call with cold weights
+(its own copy of all arguments but the first) when the cache flush is on."""
+
+import numpy as np
+import pytest
+
+from tecomp import autotune
+from tecomp.autotune import _runner_worker as worker
+from tecomp.cli import _measure_runner, build_parser
+from tecomp.target import Target
+
+
+def _recording():
+    seen = []
+
+    def fn(*args):
+        seen.append(tuple(id(a) for a in args))
+    return fn, seen
+
+
+def _args(weight_bytes):
+    data = np.arange(16, dtype="float32")
+    weight = np.random.default_rng(0).random(weight_bytes // 4).astype("float32")
+    out = np.zeros(8, "float32")
+    return [data, weight, out]
+
+
+def test_warm_timing_calls_with_the_same_arrays():
+    fn, seen = _recording()
+    args = _args(4096)
+    costs = worker._time(fn, args, number=3, repeat=2, min_repeat_ms=0, warmup_ms=0,
+                         flush=False, budget_s=10)
+    assert len(costs) == 2
+    assert set(seen) == {tuple(id(a) for a in args)}
+
+
+def test_cold_timing_reads_all_but_the_first_argument_from_rotating_copies(monkeypatch):
+    monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
+    fn, seen = _recording()
+    args = _args(64 << 10)
+    worker._time(fn, args, number=40, repeat=2, min_repeat_ms=0, warmup_ms=0, flush=True,
+                 budget_s=10)
+    assert {s[0] for s in seen} == {id(args[0])}
+    sets = worker._cold_sets(args)
+    # 1 MiB of copies of a 64 KiB weight (and its 32-byte output): 16 sets, each used in
+    # turn, so a weight is read again only after the 15 others.
+    assert len(sets) == 16
+    assert len({s[1] for s in seen[:16]}) == 16
+    assert seen[16][1] == seen[0][1]
+    for copy in sets[1:]:
+        assert copy[0] is args[0]
+        np.testing.assert_array_equal(copy[1], args[1])
+        assert copy[1] is not args[1] and copy[2] is not args[2]
+
+
+def test_cold_sets_are_made_once_per_argument_list(monkeypatch):
+    monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
+    args = _args(1 << 20)
+    assert worker._cold_sets(args) is worker._cold_sets(args)
+    other = _args(1 << 20)
+    assert worker._cold_sets(other)[0] is other
+    # At least one copy even when one set already spans the budget.
+    assert len(worker._cold_sets(other)) == 2
+
+
+@pytest.mark.parametrize("argv, cold", [
+    (["tune", "model.onnx"], True),
+    (["tune", "model.onnx", "--no-cache-flush"], False),
+    (["tune", "--op", "matmul"], False),
+    (["tune", "--op", "matmul", "--cache-flush"], True),
+])
+def test_tune_times_a_model_with_cold_weights_by_default(argv, cold):
+    ns = build_parser().parse_args(argv)
+    runner = _measure_runner(ns, Target("llvm"))
+    assert isinstance(runner, autotune.LocalRunner)
+    assert runner.flush is cold
