@@ -133,7 +133,7 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, rows, K, M, lanes, symbolic_rows=not isinstance(N, int))
+        _product_fallback(cfg, rows, K, M, lanes)
 
 
 #: Products of at most this many rows may get the wide (64-lane) block in the fallback.
@@ -168,7 +168,7 @@ def _fallback_bn(N, K, M, lanes):
     return next((width for width in (bn, 32, 16) if width <= M), 8)
 
 
-def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
+def _product_fallback(cfg, N, K, M, lanes):
     cfg.fallback_knob("bn", _fallback_bn(N, K, M, lanes))
     if N >= 8:
         # The tutorial's final schedule (01_optimize_matmul_cpu.py): 8 rows x 32 lanes of
@@ -187,12 +187,13 @@ def _product_fallback(cfg, N, K, M, lanes, symbolic_rows=False):
         cfg.fallback_split("tile_y", [-1, 1, N])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
     cfg.fallback_knob("block_x", 1)
-    # A symbolic row count leaves a guarded tail of rows. With rows outer, the row of a
-    # parallel iteration is monotone in it, so loop partitioning moves the guard out of
-    # all but the last row tile; with columns outer the row is a modulo by a symbolic
-    # size, and every multiply-add keeps its guard: 128x256x256 with a symbolic 128 went
-    # from 0.52 to 0.21 ms (one thread, AVX-512; 0.15 ms with a static 128).
-    cfg.fallback_knob("order", "ij" if symbolic_rows else "ji")
+    # Column blocks outside, also with a symbolic row count: the product runs over whole
+    # row tiles and column blocks (see _tiled_product), and the simplifier proves a row
+    # tile ``f % T`` and column block ``f // T`` of the parallel loop over ``32*T`` chunks
+    # in range, so no multiply-add keeps a guard. A packed block of B then stays in cache
+    # across the row tiles: a symbolic-row 1000x1000x1000 matmul took 6.6 ms so (numpy
+    # 6.7), 10.5 ms with rows outside, which streams all of B once per row tile.
+    cfg.fallback_knob("order", "ji")
 
 
 # ---- computes -------------------------------------------------------------------------
@@ -207,16 +208,19 @@ def _tiled_product(cfg, shape, body, name: str, tag: str):
     :data:`CROP_TAG`) follows. The tile's accumulation then needs no guard per row: loop
     partitioning cannot cut the guard out of a loop with symbolic bounds, and a guard in
     the reduction keeps the accumulators out of registers (128x256x256 with a symbolic
-    128 rows: 0.42 -> 0.19 ms on one thread, the time of a static 128). Columns are
-    left as they are: clamping a column index would turn the vector loads into gathers.
-    ``batch_matmul`` is not padded either: its row tile is a modulo of the parallel loop
-    by the symbolic tile count, and the simplifier does not prove that tile in range, so
-    the guard stays anyway."""
+    128 rows: 0.42 -> 0.19 ms on one thread, the time of a static 128). The columns go up
+    to whole blocks of ``bn`` as well, read from the zero columns of the packed operand:
+    with symbolic rows the parallel loop runs rows outside, so a column block is a modulo
+    of it that loop partitioning cannot cut, and a guard on the last block's columns
+    would stay in every multiply-add (a symbolic-row 1000x1000x1000 matmul: 10.7 ms with
+    it, numpy 6.9). ``batch_matmul`` is not padded: its row tile is a modulo of the
+    parallel loop by the symbolic tile count, and the simplifier does not prove that tile
+    in range, so the guard stays anyway."""
     rows, cols = shape
     if isinstance(rows, int):
         return te.compute(shape, body, name=name, tag=tag)
-    tile = cfg["tile_y"].size[-1]
-    P = te.compute((_ceil_div(rows, tile) * tile, cols),
+    tile, bn = cfg["tile_y"].size[-1], cfg["bn"].val
+    P = te.compute((_ceil_div(rows, tile) * tile, _ceil_div(cols, bn) * bn),
                    lambda i, j: body(te.min(i, rows - 1), j), name=name, tag=tag)
     return te.compute(shape, lambda i, j: P[i, j], name=f"{name}.crop", tag=CROP_TAG)
 

@@ -196,9 +196,9 @@ def test_dense_with_a_symbolic_batch_runs_every_batch_size():
     n = te.var("n")
     cfg = FallbackConfigEntity()
     define_product_knobs(cfg, n, 64, 40)
-    # Rows outer, so loop partitioning can take the row guard out of all but the last
-    # tile (with columns outer the row is a modulo by a symbolic size).
-    assert cfg["order"].val == "ij"
+    # Column blocks outer, as with a static batch: a packed block stays in cache across
+    # the row tiles.
+    assert cfg["order"].val == "ji"
     impl = strategy.get_implementation("dense", "llvm")
     w, b = _rand(40, 64), _rand(40)
     (wp,) = impl.prepack(cfg, w)
@@ -208,12 +208,15 @@ def test_dense_with_a_symbolic_batch_runs_every_batch_size():
     D = impl.compute(cfg, X, W, B)
     Y = te.compute(D.shape, lambda i, j: te.max(D[i, j], 0.0), name="relu")
     sch = impl.schedule(cfg, [Y])
-    # The product runs over whole row tiles (the last real row read again past n), so
-    # only the store is guarded, not every multiply-add of the reduction.
+    # The product runs over whole row tiles (the last real row read again past n) and
+    # whole column blocks (the packed weight's zero columns past 40), and the row tile
+    # and column block of the parallel loop are proved in range, so only the store is
+    # guarded (its row and its column), not the multiply-adds of the reduction.
     text = str(tecomp.lower(sch, [X, W, B, Y], target="llvm"))
-    row_guards = [line for line in text.splitlines()
-                  if line.strip().startswith("if") and re.search(r"\bn\b", line)]
-    assert len(row_guards) == 1 and "relu[" in text.split(row_guards[0])[1]
+    guards = [line for line in text.splitlines() if line.strip().startswith("if")]
+    row_guards = [line for line in guards if re.search(r"< n:$", line)]
+    assert len(row_guards) == 1 and len(guards) == 2, guards
+    assert text.rfind("X[") < text.find(guards[0])
     mod = tecomp.build(sch, [X, W, B, Y])
     for rows in (1, 3, 8, 17):
         x = _rand(rows, 64)

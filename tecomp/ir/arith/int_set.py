@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..expr import PrimExpr, Var
-from .canonical import CANONICAL_DTYPES, SumExpr, const_sum, sum_add
+from .canonical import CANONICAL_DTYPES, SumExpr, _split_multiple, const_sum, sum_add
 from .interval import UNBOUNDED, iv_intersect
 
 
@@ -128,6 +128,10 @@ class IntSetAnalyzer:
                     # One period: x % c == x - c*q with the same q at both ends.
                     return sum_add(il, ql, -c), sum_add(ih, ql, -c)
             return const_sum(0), const_sum(c - 1)
+        if t in (E.FloorDiv, E.FloorMod):
+            res = self._divmod_symbolic_interval(a)
+            if res is not None:
+                return res
         if t in (E.Min, E.Max):
             (al, ah), (bl, bh) = self._expr_interval(a.a), self._expr_interval(a.b)
             if t is E.Min:
@@ -143,6 +147,30 @@ class IntSetAnalyzer:
             return self._iv_mul_sym(self._expr_interval(a.a), self._expr_interval(a.b))
         b = self._atom_bound(a)
         return tuple(None if x is None else const_sum(x) for x in b)
+
+    def _divmod_symbolic_interval(self, a) -> tuple | None:
+        """``x // y`` and ``x % y`` for a divisor ``y`` that stays fixed and is at least 1
+        (a tile count such as ``(n + 7) // 8``): ``x % y`` lies in ``[0, y - 1]``, and an
+        end ``q*y + r`` of ``x`` (r constant) gives ``q + r // y``, which for ``y >= 1``
+        lies in ``[q + min(r, 0), q + max(r, -1)]``. So a loop over ``32*y`` chunks split
+        as ``f // y`` and ``f % y`` has its parts in ``[0, 31]`` and ``[0, y - 1]``. None
+        when the divisor varies or may be below 1."""
+        if self._vars(a.b) & self._ranged:
+            return None
+        lo_b = self.bound(a.b)[0]
+        if lo_b is None or lo_b < 1:
+            return None
+        y = self.canon(a.b)
+        if type(a) is E.FloorMod:
+            return const_sum(0), sum_add(y, const_sum(1), -1)
+        ends = []
+        for end, low in zip(self._sum_interval(self.canon(a.a)), (True, False)):
+            split = None if end is None else _split_multiple(end, y)
+            if split is None or not split[1].is_const():
+                return None
+            q, r = split[0], split[1].const
+            ends.append(sum_add(q, const_sum(min(r, 0) if low else max(r, -1))))
+        return tuple(ends)
 
     def _sym_minmax(self, cls, x, y, low_side: bool):
         """min/max of two interval ends (None = infinite towards ``low_side``)."""

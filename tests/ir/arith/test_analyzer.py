@@ -147,3 +147,35 @@ def test_analyzer_interval_and_linear_coeff():
     assert (str(lo), str(hi)) == ("io * 8", "io * 8 + 7")
     coeff, base = an.linear_coeff(io * 8 + ii * 3 + 2, ii)
     assert (str(coeff), str(base)) == ("3", "io * 8 + 2")
+
+
+def test_eval_interval_splits_chunks_of_a_symbolic_count():
+    # A parallel loop over 32 column blocks times T = ceil(n / 8) row tiles, split back
+    # as f // T (column block) and f % T (row tile): both provably in range.
+    f = Var("f")
+    T = (n + 7) // 8
+    ranges, fixed = {f: (c(0), T * 32 - 1)}, {n: (1, None)}
+    assert tuple(map(str, eval_interval(f // T, ranges, fixed))) == ("0", "31")
+    lo, hi = eval_interval(f % T * 8 + ii, {**ranges, ii: (c(0), c(7))}, fixed)
+    assert str(lo) == "0" and prove(EQ(hi, T * 8 - 1), {n: (1, None)})
+    # A divisor that may be 0 (n unbounded below) gives no symbolic answer.
+    lo, hi = eval_interval(f // n, {f: (c(0), n * 4 - 1)})
+    assert str(hi) != "3"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 9), st.integers(-3, 3), st.data())
+def test_eval_interval_of_a_symbolic_divisor_is_sound(nv, blocks, shift, data):
+    f = Var("f")
+    T = (n + 3) // 4
+    ranges, fixed = {f: (c(0), T * blocks + shift)}, {n: (1, None)}
+    tv = (nv + 3) // 4
+    hi_f = tv * blocks + shift
+    if hi_f < 0:
+        return
+    fv = data.draw(st.integers(0, hi_f))
+    env = {n: nv, f: fv}
+    for e, value in ((f // T, fv // tv), (f % T, fv % tv)):
+        lo, hi = eval_interval(e, ranges, fixed)
+        assert lo is None or evaluate(lo, env) <= value
+        assert hi is None or value <= evaluate(hi, env)
