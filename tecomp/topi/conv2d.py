@@ -28,19 +28,28 @@ Knobs: ``tile_ic`` (ic_bn, a divisor of C), ``tile_oc`` (oc_bn, a divisor of K),
 ``tile_ow`` (reg_n; a divisor of OW, or, when OW has none that fits a register tile, a
 value that pads the output width with columns that are computed and dropped),
 ``tile_oh`` (rows per tile), ``unroll_kw``, ``order`` (which of output-channel block and
-output row is the outer parallel loop) and ``data_layout``: ``"nchwc"`` reads the input
-from the blocked ``data_vec`` above, ``"nchw"`` from the NCHW input itself, with no copy
-at all (the micro-kernel broadcasts single input values, so any layout serves). There the
-zero padding is a condition on each read, and loop partitioning
-(:mod:`tecomp.ir.transform.partition`) cuts the parallel row loop and the tile loop so that
-only the border tiles keep it, each specialised to its border; the row cut needs the row to
-be monotone in the parallel loop, i.e. ``order="oh_oc"`` (a batch is then a serial outer
-loop). Reading in place saves the packing pass and its memory traffic (5-7% of a
-ResNet-50 3x3 layer), at the price of input channels a plane apart instead of next to
-each other. The fallback config reads in place, picks a register tile of about 16-28
-accumulators (see :func:`_conv_fallback`) and puts rows outside while the input is larger
-than the kernel, output-channel blocks outside once the kernel is larger
-(:func:`_fallback_order`).
+output row is the outer parallel loop; ``"oc_plane"``, offered for small output planes:
+channel blocks in parallel, each accumulating its whole output plane with the reduction
+outermost, so a block of weights serves every row while it is in cache) and
+``data_layout``: ``"nchwc"`` reads the input from the blocked ``data_vec`` above,
+``"nchw"`` from the NCHW input itself, with no copy at all (the micro-kernel broadcasts
+single input values, so any layout serves). There the zero padding is a condition on each
+read, and loop partitioning (:mod:`tecomp.ir.transform.partition`) cuts the parallel row
+loop and the tile loop so that only the border tiles keep it, each specialised to its
+border; the row cut needs the row to be monotone in the parallel loop, i.e.
+``order="oh_oc"`` (a batch is then a serial outer loop). Reading in place saves the
+packing pass and its memory traffic (5-7% of a ResNet-50 3x3 layer), at the price of
+input channels a plane apart instead of next to each other. The fallback config reads in
+place, picks a register tile of about 16-28 accumulators (see :func:`_conv_fallback`) and
+puts rows outside while the input is larger than the kernel, output-channel blocks
+outside once the kernel is larger (:func:`_fallback_order`).
+
+A 1x1 convolution with unit stride and no padding also offers ``data_layout="gemm"``, its
+fallback: the product ``W[K, C] x X[C, H*W]`` per batch item, in register tiles of
+``tile_oc`` output channels (one broadcast weight each) by ``gemm_vecs`` vectors of output
+points, read and written in place as contiguous vectors of the NCHW planes (a residual
+add in the epilogue reads whole vectors too); ``order`` picks whether column blocks or
+row tiles run in parallel (:func:`_pointwise_fallback`).
 
 Depthwise conv2d reads its input in place as well: channels run in parallel, and each
 ``tile_h x tile_w`` output tile accumulates in registers, vectorized along the output
@@ -270,7 +279,10 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     # channel blocks fits twice over (a larger block is the tuner's to measure).
     cfg.define_knob("order", ["oc_oh", "oh_oc"]
                     + (["oc_plane"] if _plane_fits(2 * OH, OW, min(oc)) else []))
-    cfg.define_knob("data_layout", ["nchwc", "nchw"])
+    gemm = _is_pointwise(R, S, sh, sw, pads)
+    cfg.define_knob("data_layout", ["nchwc", "nchw"] + (["gemm"] if gemm else []))
+    if gemm:
+        cfg.define_knob("gemm_vecs", [1, 2, 3])
     if cfg.is_fallback:
         ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes,
                                              vector_registers())
@@ -283,6 +295,33 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
         cfg.fallback_knob("unroll_kw", True)
         cfg.fallback_knob("order", _fallback_order(C, H, W, K, R, S, OH, OW, oc_bn))
         cfg.fallback_knob("data_layout", "nchw")
+        if gemm:
+            _pointwise_fallback(cfg, K, ic, oc, vector_registers())
+
+
+def _is_pointwise(R, S, sh, sw, pads) -> bool:
+    """Whether the convolution is a plain product over channels (1x1, unit stride, no
+    padding), which ``data_layout="gemm"`` computes as ``W[K, C] x X[C, H*W]``."""
+    return (R, S, sh, sw) == (1, 1, 1, 1) and not any(pads)
+
+
+def _pointwise_fallback(cfg, K, ic, oc, registers):
+    """A 1x1 convolution computes as a product (``data_layout="gemm"``): register tiles
+    of 8 output channels by two vectors of output points (one where 16 registers would not
+    hold them with the operands), input channels 8 at a time, unrolled. Row tiles run in
+    parallel from 256 output channels on, column blocks below that: with many output
+    channels a column block would write (and read a residual from) all of their planes at
+    once, and a thread streaming 8 planes at a time is faster. Measured on the ResNet-50
+    1x1 layers (2 threads, AVX-512, with bias and ReLU, a residual add where ResNet has
+    one): 0.40-0.60 ms against 0.42-0.70 ms with ``data_layout="nchw"`` (64->256 at 56x56
+    with a residual: 0.43 against 0.67), never slower."""
+    rows = min(oc, key=lambda d: abs(d - 8))
+    cfg.fallback_split("tile_oc", [-1, rows])
+    cfg.fallback_split("tile_ic", [-1, min(ic, key=lambda d: abs(d - 8))])
+    cfg.fallback_knob("gemm_vecs", max(1, min(2, (registers - 4) // rows)))
+    cfg.fallback_knob("unroll_kw", True)
+    cfg.fallback_knob("order", "oc_oh" if K >= 256 else "oh_oc")
+    cfg.fallback_knob("data_layout", "gemm")
 
 
 def _check_channels(what, data_shape, kernel_shape):
@@ -357,6 +396,8 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         lanes = fp32_lanes()
         data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, lanes) * lanes, pads)
     kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
+    if cfg["data_layout"].val == "gemm":
+        return _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, ic_bn, oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
@@ -378,6 +419,59 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     return te.compute(
         (N, K, OH, OW), lambda n, k, y, x: conv[n, k // oc_bn, y, x, k % oc_bn], name="out",
         tag="conv2d")
+
+
+def _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, ic_bn, oc_bn):
+    """A 1x1 convolution as the product ``W[K, C] x X[C, OH*OW]`` per batch item, in
+    ``[N, K/oc_bn, oc_bn, OH*OW]``: rows are output channels (a weight broadcast per row),
+    columns the flattened output plane, read in place as contiguous vectors of the NCHW
+    input and written as contiguous vectors of the NCHW output."""
+    plane = OH * OW
+    ico = te.reduce_axis((0, C // ic_bn), name="ico")
+    ici = te.reduce_axis((0, ic_bn), name="ici")
+    conv = te.compute(
+        (N, K // oc_bn, oc_bn, plane),
+        lambda n, o, ob, q: te.sum(
+            data[n, ico * ic_bn + ici, q // OW, q % OW] * kernel_vec[o, ico, 0, 0, ici, ob],
+            axis=[ico, ici]),
+        name="conv", tag="conv2d_nchwc")
+    return te.compute(
+        (N, K, OH, OW), lambda n, k, y, x: conv[n, k // oc_bn, k % oc_bn, y * OW + x],
+        name="out", tag="conv2d")
+
+
+def _schedule_pointwise_gemm(s, cfg, out, CL):
+    """Register tiles of ``oc_bn`` rows (output channels) by ``gemm_vecs`` vectors of
+    columns (output points); per input channel, the tile loads its columns once and
+    multiplies them by one broadcast weight per row. With ``order="oh_oc"`` the column
+    blocks run in parallel and every row tile of one block reads the same input columns
+    while they are in cache; otherwise the row tiles run in parallel and each thread's
+    weights stay in cache across the column blocks. The serial loop inside has constant
+    bounds, so loop partitioning cuts the guard of a ragged last column block out of the
+    others."""
+    n, k, y, x = s[out].op.axis
+    ko, ki = s[out].split(k, factor=cfg["tile_oc"].size[-1])
+    qo, qi = s[out].split(s[out].fuse(y, x), factor=cfg["gemm_vecs"].val * fp32_lanes())
+    if cfg["order"].val == "oh_oc":
+        s[out].reorder(n, qo, ko, ki, qi)
+        # Past one batch item the batch stays a serial outer loop, so the column block
+        # is monotone in the parallel loop and loop partitioning can cut its last one.
+        fused, tile = (s[out].fuse(n, qo) if _shape_of(out)[0] == 1 else qo), ko
+    else:
+        s[out].reorder(n, ko, qo, ki, qi)
+        fused, tile = s[out].fuse(n, ko), qo
+    s[out].parallel(fused)
+    s[out].unroll(ki)
+    s[out].vectorize(qi)
+    s[CL].compute_at(s[out], tile)
+    _, _, lob, lq = s[CL].op.axis
+    rco, rci = s[CL].op.reduce_axis
+    s[CL].reorder(rco, rci, lob, lq)
+    if cfg["unroll_kw"].val:
+        s[CL].unroll(rci)
+    s[CL].unroll(lob)
+    s[CL].vectorize(lq)
+    return s
 
 
 def schedule_conv2d(cfg, outs):
@@ -417,6 +511,8 @@ def schedule_conv2d(cfg, outs):
     # The micro-kernel's accumulators live at the output tile; the unpack to NCHW (and
     # the epilogue) reads them there (the blocked ``conv`` tensor is never materialised).
     CL = inline_epilogue(s, out, conv, what, head=head)
+    if cfg["data_layout"].val == "gemm":
+        return _schedule_pointwise_gemm(s, cfg, out, CL)
     n, k, y, x = s[out].op.axis
     ko, ki = s[out].split(k, factor=oc_bn)
     yo, yi = s[out].split(y, factor=oh_bn)

@@ -4,13 +4,15 @@ need padded register tiles; the fallback config and sampled points of each space
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tecomp
 from tecomp import autotune, te
 from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
-from tecomp.topi.utils import fp32_lanes
+from tecomp.topi.utils import fp32_lanes, vector_registers
 from tecomp.topi.conv2d import (
     compute_conv2d,
     compute_depthwise_conv2d,
@@ -261,9 +263,9 @@ def test_conv2d_symbolic_batch_serves_every_batch_size(depthwise, layout):
 
 @pytest.mark.parametrize("case, order", [
     (((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1)), "oh_oc"),
-    (((1, 512, 28, 28), (128, 512, 1, 1), (1, 1), (0, 0)), "oh_oc"),
+    (((1, 256, 28, 28), (64, 256, 3, 3), (1, 1), (1, 1)), "oh_oc"),
     (((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1)), "oc_plane"),
-    (((1, 2048, 7, 7), (512, 2048, 1, 1), (1, 1), (0, 0)), "oc_plane"),
+    (((1, 512, 7, 7), (512, 512, 3, 3), (1, 1), (1, 1)), "oc_plane"),
     (((1, 64, 20, 20), (1024, 64, 3, 3), (1, 1), (1, 1)), "oc_oh"),
 ])
 def test_conv2d_fallback_puts_the_larger_operand_outside(case, order):
@@ -272,3 +274,129 @@ def test_conv2d_fallback_puts_the_larger_operand_outside(case, order):
     # whole output plane accumulating at once where it fits in L1.
     task = autotune.create_task("conv2d_packed_kernel", case + ((1, 1), "float32"))
     assert task.default_config["order"].val == order
+
+
+POINTWISE_CASES = [
+    # (data, kernel): 1x1, unit stride, no padding
+    ((1, 16, 7, 7), (48, 16, 1, 1)),      # plane 49: a ragged last column block
+    ((2, 24, 8, 8), (16, 24, 1, 1)),      # batch 2, plane 64
+    ((1, 5, 13, 11), (6, 5, 1, 1)),       # nothing divides 8
+    ((1, 64, 14, 14), (256, 64, 1, 1)),   # 256 output channels: row tiles in parallel
+]
+
+
+def _pointwise_configs(task):
+    """Every gemm-layout config over order, columns and row tiles, the rest fallback."""
+    base = task.default_config.to_json()
+    space = task.config_space.space_map
+    for order in [e.val for e in space["order"].entities]:
+        for vecs in [e.val for e in space["gemm_vecs"].entities]:
+            for oc in [e.size for e in space["tile_oc"].entities][:2]:
+                yield task.config_space.from_json(
+                    {**base, "data_layout": "gemm", "order": order, "gemm_vecs": vecs,
+                     "tile_oc": list(oc)})
+
+
+@pytest.mark.parametrize("case", POINTWISE_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_pointwise_conv2d_as_a_product_matches_numpy(case):
+    task = autotune.create_task("conv2d_packed_kernel",
+                                case + ((1, 1), (0, 0), (1, 1), "float32"))
+    assert task.default_config["data_layout"].val == "gemm"
+    for cfg in _pointwise_configs(task):
+        _check(task, cfg)
+
+
+@pytest.mark.parametrize("case, order", [
+    (((1, 256, 56, 56), (64, 256, 1, 1)), "oh_oc"),
+    (((1, 512, 28, 28), (128, 512, 1, 1)), "oh_oc"),
+    (((1, 64, 56, 56), (256, 64, 1, 1)), "oc_oh"),
+    (((1, 2048, 7, 7), (512, 2048, 1, 1)), "oc_oh"),
+])
+def test_pointwise_fallback_is_a_product_of_8_row_tiles(case, order):
+    # Column blocks in parallel below 256 output channels, row tiles from 256 on; 8 rows
+    # by as many vectors as the registers hold (two with 32 registers).
+    task = autotune.create_task("conv2d_packed_kernel", case + ((1, 1), (0, 0), (1, 1),
+                                                               "float32"))
+    cfg = task.default_config
+    assert cfg["data_layout"].val == "gemm" and cfg["order"].val == order
+    assert cfg["tile_oc"].size[-1] == 8 and cfg["tile_ic"].size[-1] == 8
+    assert cfg["gemm_vecs"].val == (2 if vector_registers() >= 32 else 1)
+
+
+def test_pointwise_gemm_is_offered_only_for_plain_products():
+    for strides, padding, kernel in (((2, 2), (0, 0), (8, 4, 1, 1)),
+                                     ((1, 1), (1, 1), (8, 4, 1, 1)),
+                                     ((1, 1), (0, 0), (8, 4, 3, 3))):
+        task = autotune.create_task("conv2d", ((1, 4, 9, 9), kernel, strides, padding,
+                                               (1, 1), "float32"))
+        layouts = [e.val for e in task.config_space.space_map["data_layout"].entities]
+        assert "gemm" not in layouts and "gemm_vecs" not in task.config_space.space_map
+
+
+def _guarded(text: str, needle: str) -> list:
+    """For each line containing ``needle``: whether its enclosing line is an ``if`` (a
+    guard around the statement itself, not a partitioned branch further out)."""
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if needle in line:
+            depth = len(line) - len(line.lstrip())
+            parent = next(a for a in reversed(lines[:i]) if len(a) - len(a.lstrip()) < depth)
+            out.append(parent.strip().startswith("if"))
+    return out
+
+
+@pytest.mark.parametrize("order", ["oh_oc", "oc_oh"])
+def test_pointwise_gemm_guards_only_the_ragged_last_column_block(order):
+    task = autotune.create_task("conv2d_packed_kernel", ((1, 16, 7, 7), (48, 16, 1, 1),
+                                                         (1, 1), (0, 0), (1, 1), "float32"))
+    cfg = task.config_space.from_json(
+        {**task.default_config.to_json(), "order": order, "gemm_vecs": 1})
+    text = str(tecomp.lower(*task.instantiate(cfg)))
+    # 49 points in blocks of a vector: the full blocks accumulate unguarded, the
+    # last one (its own copy after loop partitioning) keeps the guard.
+    guarded = _guarded(text, "+ data[")
+    assert False in guarded and True in guarded, text
+
+
+@pytest.mark.parametrize("order", ["oh_oc", "oc_oh"])
+def test_pointwise_gemm_with_a_symbolic_batch_and_a_residual_epilogue(order):
+    n = te.var("n")
+    data = te.placeholder((n, 24, 9, 9), name="data")
+    kernel = te.placeholder((32, 24, 1, 1), name="kernel")
+    bias = te.placeholder((32,), name="bias")
+    res = te.placeholder((n, 32, 9, 9), name="res")
+    cfg = autotune.create_task("conv2d", ((1, 24, 9, 9), (32, 24, 1, 1), (1, 1), (0, 0),
+                                          (1, 1), "float32")).config_space
+    cfg = cfg.from_json({**autotune.create_task(
+        "conv2d", ((1, 24, 9, 9), (32, 24, 1, 1), (1, 1), (0, 0), (1, 1), "float32"))
+        .default_config.to_json(), "order": order})
+    out = compute_conv2d(cfg, data, kernel, (1, 1), (0, 0))
+    Y = te.compute(out.shape, lambda b, k, y, x: te.max(
+        out[b, k, y, x] + bias[k] + res[b, k, y, x], 0.0), name="Y")
+    mod = tecomp.build(schedule_conv2d(cfg, [Y]), [data, kernel, bias, res, Y])
+    rng = np.random.default_rng(2)
+    w = rng.uniform(-1, 1, (32, 24, 1, 1)).astype("float32")
+    b = rng.uniform(-1, 1, 32).astype("float32")
+    for batch in (1, 3):
+        x = rng.uniform(-1, 1, (batch, 24, 9, 9)).astype("float32")
+        r = rng.uniform(-1, 1, (batch, 32, 9, 9)).astype("float32")
+        y = np.full(r.shape, np.nan, "float32")
+        mod(x, w, b, r, y)
+        ref = np.maximum(ref_conv(x, w, (1, 1), (0, 0)) + b[:, None, None] + r, 0)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 20), st.integers(1, 40), st.integers(1, 9),
+       st.integers(1, 9), st.sampled_from(["oh_oc", "oc_oh"]), st.integers(1, 3))
+def test_pointwise_gemm_random_shapes_and_schedules(batch, C, K, H, W, order, vecs):
+    task = autotune.create_task("conv2d", ((batch, C, H, W), (K, C, 1, 1), (1, 1), (0, 0),
+                                           (1, 1), "float32"))
+    space = task.config_space
+    oc = [e.size for e in space.space_map["tile_oc"].entities]
+    ic = [e.size for e in space.space_map["tile_ic"].entities]
+    cfg = space.from_json({**task.default_config.to_json(), "data_layout": "gemm",
+                           "order": order, "gemm_vecs": vecs, "tile_oc": list(oc[-1]),
+                           "tile_ic": list(ic[0])})
+    _check(task, cfg)
