@@ -300,9 +300,10 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
 
 
 def _is_pointwise(R, S, sh, sw, pads) -> bool:
-    """Whether the convolution is a plain product over channels (1x1, unit stride, no
-    padding), which ``data_layout="gemm"`` computes as ``W[K, C] x X[C, H*W]``."""
-    return (R, S, sh, sw) == (1, 1, 1, 1) and not any(pads)
+    """Whether the convolution is a plain product over channels (1x1, no padding), which
+    ``data_layout="gemm"`` computes as ``W[K, C] x X[C, OH*OW]`` (with a stride, of the
+    input's every ``sh``-th row and ``sw``-th column, copied first)."""
+    return (R, S) == (1, 1) and not any(pads)
 
 
 def _pointwise_fallback(cfg, K, ic, oc, registers):
@@ -397,7 +398,8 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, lanes) * lanes, pads)
     kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
     if cfg["data_layout"].val == "gemm":
-        return _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, ic_bn, oc_bn)
+        return _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, sh, sw, ic_bn,
+                                       oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
@@ -421,12 +423,17 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         tag="conv2d")
 
 
-def _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, ic_bn, oc_bn):
+def _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, sh, sw, ic_bn, oc_bn):
     """A 1x1 convolution as the product ``W[K, C] x X[C, OH*OW]`` per batch item, in
     ``[N, K/oc_bn, oc_bn, OH*OW]``: rows are output channels (a weight broadcast per row),
     columns the flattened output plane, read in place as contiguous vectors of the NCHW
-    input and written as contiguous vectors of the NCHW output."""
+    input and written as contiguous vectors of the NCHW output. A strided convolution
+    first copies the points it reads (``OH x OW`` of every channel, a quarter of the input
+    at stride 2), so the product's columns are contiguous too."""
     plane = OH * OW
+    if (sh, sw) != (1, 1):
+        data = te.compute((N, C, OH, OW), lambda n, c, y, x: data[n, c, y * sh, x * sw],
+                          name="data_sub", tag="conv2d_data_subsample")
     ico = te.reduce_axis((0, C // ic_bn), name="ico")
     ici = te.reduce_axis((0, ic_bn), name="ici")
     conv = te.compute(
@@ -467,7 +474,10 @@ def _schedule_pointwise_gemm(s, cfg, out, CL):
     _, _, lob, lq = s[CL].op.axis
     rco, rci = s[CL].op.reduce_axis
     s[CL].reorder(rco, rci, lob, lq)
-    if cfg["unroll_kw"].val:
+    # Unrolled input channels multiply the tile's code: past 256 multiply-add rows LLVM
+    # took more than the tuner's 10 s build limit (64 channels by 64 rows), for code that
+    # no longer fits the instruction cache.
+    if cfg["unroll_kw"].val and cfg["tile_ic"].size[-1] * cfg["tile_oc"].size[-1] <= 256:
         s[CL].unroll(rci)
     s[CL].unroll(lob)
     s[CL].vectorize(lq)
@@ -502,6 +512,9 @@ def schedule_conv2d(cfg, outs):
             s[t].parallel(s[t].fuse(n, c, y))
             s[t].unroll(s[t].split(x, factor=fp32_lanes())[1])
             s[t].vectorize(cb)
+        elif t.op.tag == "conv2d_data_subsample":
+            n, c, y, x = s[t].op.axis
+            s[t].parallel(s[t].fuse(n, c))
         elif t.op.tag == "conv2d_kernel_pack":
             o, c, r, s_, cb, ob = s[t].op.axis
             s[t].parallel(s[t].fuse(o, c))

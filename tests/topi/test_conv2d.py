@@ -277,11 +277,13 @@ def test_conv2d_fallback_puts_the_larger_operand_outside(case, order):
 
 
 POINTWISE_CASES = [
-    # (data, kernel): 1x1, unit stride, no padding
-    ((1, 16, 7, 7), (48, 16, 1, 1)),      # plane 49: a ragged last column block
-    ((2, 24, 8, 8), (16, 24, 1, 1)),      # batch 2, plane 64
-    ((1, 5, 13, 11), (6, 5, 1, 1)),       # nothing divides 8
-    ((1, 64, 14, 14), (256, 64, 1, 1)),   # 256 output channels: row tiles in parallel
+    # (data, kernel, strides): 1x1, no padding
+    ((1, 16, 7, 7), (48, 16, 1, 1), (1, 1)),      # plane 49: a ragged last column block
+    ((2, 24, 8, 8), (16, 24, 1, 1), (1, 1)),      # batch 2, plane 64
+    ((1, 5, 13, 11), (6, 5, 1, 1), (1, 1)),       # nothing divides 8
+    ((1, 64, 14, 14), (256, 64, 1, 1), (1, 1)),   # 256 output channels: row tiles in parallel
+    ((2, 16, 15, 13), (32, 16, 1, 1), (2, 2)),    # stride 2 on odd sizes: a subsampled copy
+    ((1, 8, 9, 12), (16, 8, 1, 1), (3, 2)),       # unequal strides
 ]
 
 
@@ -297,10 +299,10 @@ def _pointwise_configs(task):
                      "tile_oc": list(oc)})
 
 
-@pytest.mark.parametrize("case", POINTWISE_CASES, ids=lambda c: "x".join(map(str, c[0] + c[1])))
+@pytest.mark.parametrize("case", POINTWISE_CASES,
+                         ids=lambda c: "x".join(map(str, c[0] + c[1] + c[2])))
 def test_pointwise_conv2d_as_a_product_matches_numpy(case):
-    task = autotune.create_task("conv2d_packed_kernel",
-                                case + ((1, 1), (0, 0), (1, 1), "float32"))
+    task = autotune.create_task("conv2d_packed_kernel", case + ((0, 0), (1, 1), "float32"))
     assert task.default_config["data_layout"].val == "gemm"
     for cfg in _pointwise_configs(task):
         _check(task, cfg)
@@ -323,14 +325,15 @@ def test_pointwise_fallback_is_a_product_of_8_row_tiles(case, order):
     assert cfg["gemm_vecs"].val == (2 if vector_registers() >= 32 else 1)
 
 
-def test_pointwise_gemm_is_offered_only_for_plain_products():
-    for strides, padding, kernel in (((2, 2), (0, 0), (8, 4, 1, 1)),
-                                     ((1, 1), (1, 1), (8, 4, 1, 1)),
-                                     ((1, 1), (0, 0), (8, 4, 3, 3))):
+def test_pointwise_gemm_is_offered_only_for_unpadded_1x1_kernels():
+    for strides, padding, kernel, offered in (((2, 2), (0, 0), (8, 4, 1, 1), True),
+                                              ((1, 1), (1, 1), (8, 4, 1, 1), False),
+                                              ((1, 1), (0, 0), (8, 4, 3, 3), False)):
         task = autotune.create_task("conv2d", ((1, 4, 9, 9), kernel, strides, padding,
                                                (1, 1), "float32"))
         layouts = [e.val for e in task.config_space.space_map["data_layout"].entities]
-        assert "gemm" not in layouts and "gemm_vecs" not in task.config_space.space_map
+        assert ("gemm" in layouts) == offered
+        assert ("gemm_vecs" in task.config_space.space_map) == offered
 
 
 def _guarded(text: str, needle: str) -> list:
@@ -389,9 +392,10 @@ def test_pointwise_gemm_with_a_symbolic_batch_and_a_residual_epilogue(order):
 
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 2), st.integers(1, 20), st.integers(1, 40), st.integers(1, 9),
-       st.integers(1, 9), st.sampled_from(["oh_oc", "oc_oh"]), st.integers(1, 3))
-def test_pointwise_gemm_random_shapes_and_schedules(batch, C, K, H, W, order, vecs):
-    task = autotune.create_task("conv2d", ((batch, C, H, W), (K, C, 1, 1), (1, 1), (0, 0),
+       st.integers(1, 9), st.sampled_from(["oh_oc", "oc_oh"]), st.integers(1, 3),
+       st.sampled_from([(1, 1), (2, 2), (1, 3)]))
+def test_pointwise_gemm_random_shapes_and_schedules(batch, C, K, H, W, order, vecs, strides):
+    task = autotune.create_task("conv2d", ((batch, C, H, W), (K, C, 1, 1), strides, (0, 0),
                                            (1, 1), "float32"))
     space = task.config_space
     oc = [e.size for e in space.space_map["tile_oc"].entities]
