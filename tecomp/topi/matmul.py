@@ -199,30 +199,32 @@ def _product_fallback(cfg, N, K, M, lanes):
 # ---- computes -------------------------------------------------------------------------
 
 
-def _tiled_product(cfg, shape, body, name: str, tag: str):
-    """``te.compute(shape, body)``: the ``[N, M]`` product of ``matmul`` or ``dense``,
-    tagged ``tag``.
+def _tiled_product(cfg, shape, body, name: str, tag: str, pad_cols: bool = True):
+    """``te.compute(shape, body)``: the ``[..., N, M]`` product of ``matmul``, ``dense`` or
+    ``batch_matmul``, tagged ``tag``.
 
     A symbolic row count N is rounded up to whole register tiles of ``tile_y`` rows, the
     rows past the end reading the last one, and a crop back to ``shape`` (tag
     :data:`CROP_TAG`) follows. The tile's accumulation then needs no guard per row: loop
     partitioning cannot cut the guard out of a loop with symbolic bounds, and a guard in
     the reduction keeps the accumulators out of registers (128x256x256 with a symbolic
-    128 rows: 0.42 -> 0.19 ms on one thread, the time of a static 128). The columns go up
-    to whole blocks of ``bn`` as well, read from the zero columns of the packed operand:
-    with symbolic rows the parallel loop runs rows outside, so a column block is a modulo
-    of it that loop partitioning cannot cut, and a guard on the last block's columns
-    would stay in every multiply-add (a symbolic-row 1000x1000x1000 matmul: 10.7 ms with
-    it, numpy 6.9). ``batch_matmul`` is not padded: its row tile is a modulo of the
-    parallel loop by the symbolic tile count, and the simplifier does not prove that tile
-    in range, so the guard stays anyway."""
-    rows, cols = shape
+    128 rows: 0.42 -> 0.19 ms on one thread, the time of a static 128). With
+    ``pad_cols`` (the right-hand operand read through a zero-padded packed copy) the
+    columns go up to whole blocks of ``bn`` as well: the row tile and the column block
+    of the parallel loop are then a modulo and a quotient by the symbolic tile count,
+    which loop partitioning cannot cut, so a guard on the last block's columns would stay
+    in every multiply-add (a symbolic-row 1000x1000x1000 matmul: 10.7 ms with it, numpy
+    6.9)."""
+    *outer, rows, cols = shape
     if isinstance(rows, int):
         return te.compute(shape, body, name=name, tag=tag)
     tile, bn = cfg["tile_y"].size[-1], cfg["bn"].val
-    P = te.compute((_ceil_div(rows, tile) * tile, _ceil_div(cols, bn) * bn),
-                   lambda i, j: body(te.min(i, rows - 1), j), name=name, tag=tag)
-    return te.compute(shape, lambda i, j: P[i, j], name=f"{name}.crop", tag=CROP_TAG)
+    if pad_cols and isinstance(cols, int):
+        cols = _ceil_div(cols, bn) * bn
+    P = te.compute((*outer, _ceil_div(rows, tile) * tile, cols),
+                   lambda *idx: body(*idx[:-2], te.min(idx[-2], rows - 1), idx[-1]),
+                   name=name, tag=tag)
+    return te.compute(shape, lambda *idx: P[idx], name=f"{name}.crop", tag=CROP_TAG)
 
 
 def compute_matmul(cfg, A, B):
@@ -321,15 +323,13 @@ def compute_batch_matmul(cfg, A, B):
     k = te.reduce_axis((0, K), name="k")
     if isinstance(K, int) and isinstance(M, int):
         PB = _pack(B, bn)
-        return te.compute(
-            (Bt, N, M),
-            lambda b, i, j: te.sum(A[b, i, k] * PB[b, j // bn, k, j % bn], axis=k),
-            name="C", tag="batch_matmul",
-        )
-    return te.compute(
-        (Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
-        name="C", tag="batch_matmul",
-    )
+        return _tiled_product(
+            cfg, (Bt, N, M),
+            lambda b, i, j: te.sum(A[b, i, k] * PB[b, j // bn, k, j % bn], axis=k), "C",
+            "batch_matmul")
+    return _tiled_product(
+        cfg, (Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), "C",
+        "batch_matmul", pad_cols=False)
 
 
 # ---- schedules ------------------------------------------------------------------------
