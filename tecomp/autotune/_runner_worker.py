@@ -18,6 +18,7 @@ context) for the next candidate: a faulting kernel costs one trial.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -84,11 +85,14 @@ def _cold_sets(args):
 
 
 def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
-    # Each call of a flushed timing takes the next cold argument set.
-    next_set = itertools.cycle(_cold_sets(args) if flush else [args]).__next__
+    if flush:
+        # Each call takes the next cold argument set.
+        next_set = itertools.cycle(_cold_sets(args)).__next__
 
-    def call():
-        fn(*next_set())
+        def call():
+            fn(*next_set())
+    else:
+        call = functools.partial(fn, *args)
 
     # Warm-up: at least one call, and calls until warmup_ms have passed.
     t_start = time.perf_counter()

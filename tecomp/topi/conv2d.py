@@ -44,12 +44,12 @@ place, picks a register tile of about 16-28 accumulators (see :func:`_conv_fallb
 puts rows outside while the input is larger than the kernel, output-channel blocks
 outside once the kernel is larger (:func:`_fallback_order`).
 
-A 1x1 convolution with unit stride and no padding also offers ``data_layout="gemm"``, its
-fallback: the product ``W[K, C] x X[C, H*W]`` per batch item, in register tiles of
-``tile_oc`` output channels (one broadcast weight each) by ``gemm_vecs`` vectors of output
-points, read and written in place as contiguous vectors of the NCHW planes (a residual
-add in the epilogue reads whole vectors too); ``order`` picks whether column blocks or
-row tiles run in parallel (:func:`_pointwise_fallback`).
+A 1x1 convolution with no padding also offers ``data_layout="gemm"``, its fallback: the
+product ``W[K, C] x X[C, OH*OW]`` per batch item (with a stride, over a copy of the points
+it reads), in register tiles of ``tile_oc`` output channels (one broadcast weight each) by
+``gemm_vecs`` vectors of output points, read and written in place as contiguous vectors of
+the NCHW planes (a residual add in the epilogue reads whole vectors too); ``order`` picks
+whether column blocks or row tiles run in parallel (:func:`_pointwise_fallback`).
 
 Depthwise conv2d reads its input in place as well: channels run in parallel, and each
 ``tile_h x tile_w`` output tile accumulates in registers, vectorized along the output
@@ -286,17 +286,18 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     if cfg.is_fallback:
         ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes,
                                              vector_registers())
-        cfg.fallback_split("tile_ic", [-1, ic_bn])
-        cfg.fallback_split("tile_oc", [-1, oc_bn])
         cfg.fallback_split("tile_ow", [-1, reg_n])
         cfg.fallback_split("tile_oh", [-1, 1])
-        # The input read in place: measured ahead of the blocked copy on every ResNet-50
-        # layer shape tried, 3x faster on 1x1 convolutions (no pack).
         cfg.fallback_knob("unroll_kw", True)
-        cfg.fallback_knob("order", _fallback_order(C, H, W, K, R, S, OH, OW, oc_bn))
-        cfg.fallback_knob("data_layout", "nchw")
         if gemm:
             _pointwise_fallback(cfg, K, ic, oc, vector_registers())
+        else:
+            cfg.fallback_split("tile_ic", [-1, ic_bn])
+            cfg.fallback_split("tile_oc", [-1, oc_bn])
+            cfg.fallback_knob("order", _fallback_order(C, H, W, K, R, S, OH, OW, oc_bn))
+            # The input read in place: measured ahead of the blocked copy on every
+            # ResNet-50 layer shape tried, 3x faster on 1x1 convolutions (no pack).
+            cfg.fallback_knob("data_layout", "nchw")
 
 
 def _is_pointwise(R, S, sh, sw, pads) -> bool:
@@ -320,7 +321,6 @@ def _pointwise_fallback(cfg, K, ic, oc, registers):
     cfg.fallback_split("tile_oc", [-1, rows])
     cfg.fallback_split("tile_ic", [-1, min(ic, key=lambda d: abs(d - 8))])
     cfg.fallback_knob("gemm_vecs", max(1, min(2, (registers - 4) // rows)))
-    cfg.fallback_knob("unroll_kw", True)
     cfg.fallback_knob("order", "oc_oh" if K >= 256 else "oh_oc")
     cfg.fallback_knob("data_layout", "gemm")
 
@@ -389,6 +389,10 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     Hp = (OHp - 1) * sh + (R - 1) * dh + 1
     Wp = (OWp - 1) * sw + (S - 1) * dw + 1
     ICc, OCc = C // ic_bn, K // oc_bn
+    kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
+    if cfg["data_layout"].val == "gemm":
+        return _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, sh, sw, ic_bn,
+                                       oc_bn)
     plain = cfg["data_layout"].val == "nchw"
     if not plain:
         # Columns in blocks of a vector's lanes (zero columns past Wp, never read): the
@@ -396,10 +400,6 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         # code generator turns into contiguous row loads and in-register transposes.
         lanes = fp32_lanes()
         data_vec = _pack_data(data, ic_bn, Hp, _ceil_div(Wp, lanes) * lanes, pads)
-    kernel_vec = kernel if packed_kernel else conv2d_pack_kernel(kernel, ic_bn, oc_bn)
-    if cfg["data_layout"].val == "gemm":
-        return _compute_pointwise_gemm(data, kernel_vec, N, C, K, OH, OW, sh, sw, ic_bn,
-                                       oc_bn)
     ico = te.reduce_axis((0, ICc), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
