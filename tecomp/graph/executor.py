@@ -21,10 +21,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from . import dims
 from .checks import runtime_dim_checks
-from .storage import buffer_lifetimes, is_view, view_sources
-
-# Offsets in the arena are multiples of this (a cache line, and the widest vector load).
-ALIGNMENT = 64
+from .storage import ALIGNMENT, buffer_lifetimes, is_view, view_sources
 
 
 class GraphInputError(TecompError, ValueError):

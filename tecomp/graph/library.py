@@ -26,6 +26,7 @@ from ..target import Target
 from .c_model import model_header, model_source, write_constants
 from .ir import Graph
 from .serialize import graph_from_json, graph_to_json
+from .storage import pack_constants
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,13 @@ SIDECAR_SUFFIX = ".graph.npz"
 
 
 class GraphLibrary:
-    """The result of :func:`tecomp.graph.build`: run it with :class:`GraphModule`."""
+    """The result of :func:`tecomp.graph.build`: run it with :class:`GraphModule`.
+
+    Its graph's constants live in one buffer, in the order a run reads them
+    (:func:`~tecomp.graph.storage.pack_constants`)."""
 
     def __init__(self, graph: Graph, module, kernels: tuple, target: Target):
-        self.graph = graph
+        self.graph = pack_constants(graph)
         self.module = module
         self.kernels = kernels
         self.target = target

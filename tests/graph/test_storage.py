@@ -90,3 +90,41 @@ def test_the_c_entry_point_reads_views_from_their_source(tmp_path):
     want_y, want_t = _reference(model, x)
     np.testing.assert_allclose(y, want_y, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(t, want_t, rtol=1e-3, atol=1e-4)
+
+
+def _root(array):
+    """The array owning ``array``'s memory."""
+    while array.base is not None:
+        array = array.base
+    return array
+
+
+def test_pack_constants_lays_weights_out_in_first_read_order():
+    from tecomp.graph.ir import Graph, Node
+    from tecomp.graph.storage import ALIGNMENT, pack_constants
+
+    rng = np.random.default_rng(1)
+    consts = {"unread": rng.standard_normal(3).astype("float32"),
+              "b": rng.standard_normal((5, 7)).astype("float32"),
+              "a": np.arange(6, dtype="int64").reshape(2, 3)}
+    graph = Graph(inputs=("x",), outputs=("z",), consts=consts,
+                  nodes=(Node("add", ("x", "a"), ("y",)), Node("add", ("y", "b"), ("z",)),
+                         Node("add", ("b", "a"), ("w",))))
+    packed = pack_constants(graph).consts
+    assert list(packed) == list(consts)
+    addresses = [packed[name].ctypes.data for name in ("a", "b", "unread")]
+    assert addresses == sorted(addresses)
+    assert all(address % ALIGNMENT == 0 for address in addresses)
+    base = _root(packed["a"])
+    for name, value in consts.items():
+        np.testing.assert_array_equal(packed[name], value)
+        assert packed[name].dtype == value.dtype and packed[name].flags.c_contiguous
+        assert np.shares_memory(packed[name], base)
+    assert pack_constants(graph.with_(consts={})).consts == {}
+
+
+def test_built_library_constants_share_one_buffer():
+    mod, params = tecomp.frontend.from_onnx(_views_model())
+    arrays = list(tecomp.graph.build(mod, params=params).graph.consts.values())
+    assert len(arrays) >= 2
+    assert len({id(_root(a)) for a in arrays}) == 1
