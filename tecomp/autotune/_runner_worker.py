@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..runtime import load_module
+from ..runtime import aligned, load_module
 
 _MODULES: dict = {}      # path -> loaded module (a candidate is loaded once)
 _INPUTS: dict = {}       # arg-spec key -> arrays (inputs random, outputs scratch)
@@ -62,7 +62,8 @@ def _arrays(specs, seed=0):
                 a = rng.integers(0, 2, size=shape).astype(dt)
             else:
                 a = rng.integers(-4 if dt.kind == "i" else 0, 5, size=shape).astype(dt)
-            arrs.append(a)
+            # As a built model's buffers are: vectors never straddle two cache lines.
+            arrs.append(aligned.ascontiguous(a))
         _INPUTS[key] = arrs
     return arrs
 
@@ -79,7 +80,7 @@ def _cold_sets(args):
     _COLD = None  # free the previous workload's copies first
     rest = sum(a.nbytes for a in args[1:])
     copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1))))
-    sets = [args] + [[args[0]] + [a.copy() for a in args[1:]] for _ in range(copies - 1)]
+    sets = [args] + [[args[0]] + [aligned.copy(a) for a in args[1:]] for _ in range(copies - 1)]
     _COLD = (args, sets)
     return sets
 

@@ -19,9 +19,11 @@ import numpy as np
 
 from ..errors import TecompError
 from ..ir import expr as E
+from ..runtime import aligned
+from ..runtime.aligned import ALIGNMENT
 from . import dims
 from .checks import runtime_dim_checks
-from .storage import ALIGNMENT, buffer_lifetimes, is_view, view_sources
+from .storage import buffer_lifetimes, is_view, view_sources
 
 
 class GraphInputError(TecompError, ValueError):
@@ -160,14 +162,13 @@ class GraphModule:
             t = graph.types[v]
             shape = self._shape(v, bindings)
             if v in graph.outputs:
-                outputs[v] = np.empty(shape, t.dtype)
+                outputs[v] = aligned.empty(shape, t.dtype)
             else:
                 inter.append((v, shape, np.dtype(t.dtype)))
         sizes = [max(int(np.prod(s)) * dt.itemsize, 1) for _, s, dt in inter]
         offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
-        arena = np.empty(total + ALIGNMENT, np.uint8)
-        base = (-arena.ctypes.data) % ALIGNMENT
-        views = {v: np.ndarray(s, dt, buffer=arena, offset=base + off)
+        arena = aligned.empty(total, np.uint8)
+        views = {v: np.ndarray(s, dt, buffer=arena, offset=off)
                  for (v, s, dt), off in zip(inter, offsets)}
         input_views = []
         arrays = {**graph.consts, **views, **outputs}

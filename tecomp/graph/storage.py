@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime import aligned
+from ..runtime.aligned import ALIGNMENT
 from .ir import Graph, Node
-
-# Buffers in an arena start at multiples of this (a cache line, and the widest vector load).
-ALIGNMENT = 64
 
 
 def is_view(node: Node) -> bool:
@@ -68,9 +67,8 @@ def pack_constants(graph: Graph) -> Graph:
                                if i in graph.consts)
     order = [*first_read, *(name for name in graph.consts if name not in first_read)]
     sizes = [-(-graph.consts[name].nbytes // ALIGNMENT) * ALIGNMENT for name in order]
-    arena = np.empty(sum(sizes) + ALIGNMENT, np.uint8)
-    offset = (-arena.ctypes.data) % ALIGNMENT
-    packed = {}
+    arena = aligned.empty(sum(sizes), np.uint8)
+    offset, packed = 0, {}
     for name, size in zip(order, sizes):
         value = graph.consts[name]
         packed[name] = np.ndarray(value.shape, value.dtype, buffer=arena, offset=offset)

@@ -84,6 +84,7 @@ import numpy as np
 
 from .. import te
 from ..autotune import get_config, template
+from ..runtime import aligned
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import fp32_lanes, vector_registers
@@ -634,7 +635,7 @@ def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
     K, C, R, S = kernel.shape
     OCc, ICc = packed_kernel_shape(kernel.shape, ic_bn, oc_bn)[:2]
     blocked = kernel.reshape(OCc, oc_bn, ICc, ic_bn, R, S)
-    return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))
+    return aligned.ascontiguous(blocked.transpose(0, 2, 4, 5, 3, 1))
 
 
 def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):

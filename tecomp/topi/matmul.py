@@ -31,6 +31,7 @@ import numpy as np
 from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
+from ..runtime import aligned
 from ..te.analysis import ops_of
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
@@ -92,7 +93,7 @@ def _pack(B, bn, k_axis_first=True, name="B.packed"):
 
 def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
     """A dense weight ``W[M, K]`` in the layout ``compute_dense`` reads it in,
-    ``[ceil(M / bn), K, bn]`` (zero columns past M), as a contiguous numpy copy.
+    ``[ceil(M / bn), K, bn]`` (zero columns past M), as a contiguous numpy copy on a cache line.
 
     Examples
     --------
@@ -103,7 +104,7 @@ def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
     Mp = _ceil_div(M, bn) * bn
     padded = np.zeros((Mp, K), weight.dtype)
     padded[:M] = weight
-    return np.ascontiguousarray(padded.reshape(Mp // bn, bn, K).transpose(0, 2, 1))
+    return aligned.ascontiguous(padded.reshape(Mp // bn, bn, K).transpose(0, 2, 1))
 
 
 def define_product_knobs(cfg, N, K, M):

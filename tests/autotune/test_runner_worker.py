@@ -51,6 +51,7 @@ def test_cold_timing_reads_all_but_the_first_argument_from_rotating_copies(monke
         assert copy[0] is args[0]
         np.testing.assert_array_equal(copy[1], args[1])
         assert copy[1] is not args[1] and copy[2] is not args[2]
+        assert copy[1].ctypes.data % 64 == 0 and copy[2].ctypes.data % 64 == 0
 
 
 def test_cold_sets_are_made_once_per_argument_list(monkeypatch):
@@ -74,3 +75,14 @@ def test_tune_times_a_model_with_cold_weights_by_default(argv, cold):
     runner = _measure_runner(ns, Target("llvm"))
     assert isinstance(runner, autotune.LocalRunner)
     assert runner.flush is cold
+
+
+def test_measured_arrays_start_on_a_cache_line():
+    """As a built model's buffers do (numpy puts a large array 16 bytes past a page)."""
+    specs = [((1000, 1000), "float32", False), ((3, 5), "int64", False),
+             ((1000, 1000), "float32", True)]
+    arrays = worker._arrays(specs, seed=3)
+    assert [a.shape for a in arrays] == [(1000, 1000), (3, 5), (1000, 1000)]
+    assert all(a.ctypes.data % 64 == 0 and a.flags.c_contiguous for a in arrays)
+    assert np.abs(arrays[0]).max() <= 1.0 and arrays[0].std() > 0.1
+    assert not arrays[2].any()
