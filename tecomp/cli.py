@@ -225,6 +225,10 @@ def _measure_runner(ns, target):
     if ns.check_correctness:
         raise UsageError("--check-correctness compares with a reference build run locally; "
                          "it is not available with --runner qemu")
+    if ns.cache_flush:
+        raise UsageError("--cache-flush times candidates with cold arguments in the local "
+                         "measuring process; it is not available with --runner qemu (whose "
+                         "timings only rank candidates)")
     try:
         runner = QemuRunner(target.target_arch, timeout=max(ns.timeout, 30.0))
     except RunnerError as e:
@@ -531,7 +535,7 @@ def add_tune_parser(sub) -> None:
     t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
                    help="time each call with its weights and outputs (all arguments but "
                    "the first) cold, read from copies spanning 256 MiB, as a model run "
-                   "reads them (default: on for MODEL.onnx, off for --op)")
+                   "reads them (default: on for MODEL.onnx with the local runner, off otherwise)")
     t.add_argument("--seed", type=int, default=None,
                    help="seed of the tuner's random choices (default: none, a different "
                    "search each run)")

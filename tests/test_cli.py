@@ -216,6 +216,12 @@ def test_check_correctness_under_qemu_is_refused_not_ignored(capsys):
     assert "--check-correctness" in err and "not available with --runner qemu" in err
 
 
+def test_cache_flush_under_qemu_is_refused_not_ignored(capsys):
+    err = _one_line_error(capsys, _MM + ["--target", "llvm -mtriple=aarch64-linux-gnu",
+                                         "--runner", "qemu", "--cache-flush"])
+    assert "--cache-flush" in err and "not available with --runner qemu" in err
+
+
 def test_tune_aarch64_under_qemu(tmp_path, capsys):
     from tecomp.runtime import QemuRunner
 

@@ -977,22 +977,24 @@ def _split(ctx, node, attrs):
     shape = ctx.type_of(x).shape
     axis = int(attrs.get("axis", 0)) % len(shape)
     extent = shape[axis]
-    if _input(node, 1):
-        sizes = _ints(ctx.value_of(node.input[1], "split").reshape(-1))
-    elif "split" in attrs:
-        sizes = _ints(attrs["split"])
+    if _input(node, 1) or "split" in attrs:
+        sizes = (_ints(ctx.value_of(node.input[1], "split").reshape(-1)) if _input(node, 1)
+                 else _ints(attrs["split"]))
+        ends = np.cumsum(sizes, dtype=np.int64).tolist()
+        bounds = list(zip([0] + ends[:-1], ends))
     else:
-        if not dims.is_static(extent):
-            ctx.fail(f"Split of the symbolic dimension {extent} is not supported")
+        # Equal parts, the last one smaller when they do not divide the axis (opset 18's
+        # num_outputs), also of a symbolic axis: the bounds are then expressions of its
+        # size, and slicing clamps the last end to the axis.
         parts = len(node.output)
-        chunk = -(-extent // parts)
-        sizes = tuple(min(chunk, extent - i * chunk) for i in range(parts))
+        chunk = dims.normalize((extent + (parts - 1)) // parts)
+        bounds = [(dims.normalize(i * chunk), dims.normalize((i + 1) * chunk))
+                  for i in range(parts)]
+        if dims.is_static(extent):
+            bounds = [(lo, min(hi, extent)) for lo, hi in bounds]
     # One slice per output: each is an injective kernel that can fuse with its consumers.
-    start = 0
-    for out, size in zip(node.output, sizes):
-        ctx.emit("slice", [x], [out], starts=(start,), ends=(start + size,), axes=(axis,),
-                 steps=(1,))
-        start += size
+    for out, (start, end) in zip(node.output, bounds):
+        ctx.emit("slice", [x], [out], starts=(start,), ends=(end,), axes=(axis,), steps=(1,))
 
 
 @converter("CastLike", 15, 19, 21, 23, 24, 25)

@@ -232,3 +232,24 @@ def test_range_with_a_symbolic_step_is_checked_at_run_time(needs_llvm, rng):
 def test_float_range_to_a_symbolic_size_is_rejected_naming_the_node():
     with pytest.raises(UnsupportedOpError, match="'by_seq'.*float32.*int32, int64"):
         from_onnx(_range_stepping_by_the_sequence_length(TensorProto.FLOAT))
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_split_of_a_symbolic_axis_into_equal_parts_from_one_build(needs_llvm, rng, parts):
+    """``torch.chunk`` of the batch: Split with ``num_outputs`` and no sizes, the last part
+    smaller when they do not divide the batch; one build serves every batch."""
+    outs = [f"y{i}" for i in range(parts)]
+    nodes = [helper.make_node("Split", ["x"], outs, axis=0, num_outputs=parts)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    for batch in (3, 7, 8):
+        x = rng.standard_normal((batch, 5)).astype("float32")
+        got = gm(x=x)
+        want = onnx_models.run_onnxruntime(model, {"x": x})
+        assert [g.shape for g in got] == [w.shape for w in want]
+        chunk = -(-batch // parts)
+        assert got[0].shape == (chunk, 5)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
