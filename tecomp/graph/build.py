@@ -30,7 +30,7 @@ from . import dims
 from .infer import infer_types
 from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
-from .passes import optimize
+from .passes import optimize, pipeline_for
 from .passes.fuse import anchor_of
 from .storage import is_view
 
@@ -94,7 +94,7 @@ def _replace_dims(value, fresh):
 
 # Operators whose schedule config does not depend on the batch (their blocking is over
 # channels and the image): a symbolic batch takes the config of the batch-1 workload.
-BATCH_FREE_CONFIG_OPS = ("conv2d", "depthwise_conv2d")
+BATCH_FREE_CONFIG_OPS = ("conv2d", "conv2d_nchwc", "depthwise_conv2d")
 
 
 def _workload_shapes(impl, input_types):
@@ -241,7 +241,7 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
     >>> y, = tecomp.graph.GraphModule(lib)(x=x)                          # doctest: +SKIP
     """
     target = target if isinstance(target, Target) else as_target(target)
-    graph = optimize(bind_params(mod, params))
+    graph = optimize(bind_params(mod, params), passes=pipeline_for(target))
     funcs, infos, nodes, consts = [], [], [], dict(graph.consts)
     compiled: dict = {}  # kernel key -> the name of the kernel compiled for it
     with target:
@@ -279,7 +279,7 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> 
         many groups use that workload, in the order of their first group.
     """
     target = target if isinstance(target, Target) else as_target(target)
-    graph = optimize(bind_params(mod, params))
+    graph = optimize(bind_params(mod, params), passes=pipeline_for(target))
     counts: dict = {}
     for node in graph.nodes:
         if is_view(node):

@@ -249,6 +249,28 @@ def _conv_nd(node, ts):
 
 
 _register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
+
+
+def _conv2d_nchwc(node, ts):
+    """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight OIHW, output ``[N, K/b, OH, OW,
+    b]`` (``tecomp.topi.conv2d_nchwc``)."""
+    data, weight = ts[0], ts[1]
+    b = node.attrs["block"]
+    if len(data.shape) != 5 or len(weight.shape) != 4 or data.shape[4] != b:
+        _fail(node, f"data {_shape_text(data.shape)} must be [N, C/{b}, H, W, {b}] and the "
+                    f"weight {_shape_text(weight.shape)} OIHW")
+    n, cb, h, w, _ = data.shape
+    k, c, r, s = weight.shape
+    if not dims.equal(c, cb * b) or k % b:
+        _fail(node, f"weight {_shape_text(weight.shape)} does not fit data "
+                    f"{_shape_text(data.shape)} blocked by {b}")
+    (out,) = _conv2d(node.with_(op="conv2d"),
+                     [TensorType(data.dtype, (n, c, h, w)), weight])
+    _, _, oh, ow = out.shape
+    return [TensorType(data.dtype, (n, k // b, oh, ow, b))]
+
+
+_register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc)
 _register("conv conv_transpose", OPAQUE, _conv_nd)
 _register("dense", OUT_FUSABLE, _dense)
 def _batch_matmul(node, ts):

@@ -6,9 +6,9 @@ a page start, so each of its 64-byte vectors would straddle two cache lines and 
 loads. The multiply-add loop of a batch-1 classifier head (1x512x1000 with its 2 MB
 weight in the L2 cache, the loop tecomp's dense generates, written in C) took 42.7 us with
 the weight so placed against 30.7 us with it on a cache line (one Xeon core, AVX-512);
-tecomp's dense itself went from 0.93x to 1.17x numpy's speed (2 threads). The buffers tecomp allocates for kernels (prepacked weights, a built model's
-constants and intermediates, the tuner's arguments) therefore start at a multiple of
-:data:`ALIGNMENT`.
+tecomp's dense itself went from 0.93x to 1.17x numpy's speed (2 threads). The buffers
+tecomp allocates for kernels (prepacked weights, a built model's constants and
+intermediates, the tuner's arguments) therefore start at a multiple of :data:`ALIGNMENT`.
 """
 
 from __future__ import annotations

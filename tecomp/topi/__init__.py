@@ -10,9 +10,10 @@ compiler finds them.
 
 Importing this package registers the templates ``matmul``, ``dense``, ``dense_packed``,
 ``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
-constant-folded) and ``depthwise_conv2d`` with ``tecomp.autotune``. Calling a template
-outside tuning gives the best shipped or ``apply_history_best`` record, else a fallback
-config.
+constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
+:mod:`tecomp.topi.conv2d_nchwc`) and ``depthwise_conv2d`` with ``tecomp.autotune``.
+Calling a template outside tuning gives the best shipped or ``apply_history_best``
+record, else a fallback config.
 The cuda templates (``matmul.cuda``, ``dense.cuda``, ...) and the ``cuda``
 implementations are registered by :mod:`tecomp.topi.cuda`, imported with this package.
 
@@ -131,6 +132,12 @@ from .conv2d import (
     pack_conv2d_kernel,
     schedule_conv2d,
     schedule_depthwise_conv2d,
+)
+from .conv2d_nchwc import (
+    compute_conv2d_nchwc,
+    conv2d_nchwc,
+    pack_nchwc_kernel,
+    schedule_conv2d_nchwc,
 )
 from .bitshift import bitshift
 from .convnd import conv, conv_transpose
@@ -269,6 +276,7 @@ __all__ = [
     "clip",
     "compute_batch_matmul",
     "compute_conv2d",
+    "compute_conv2d_nchwc",
     "compute_dense",
     "compute_depthwise_conv2d",
     "compute_matmul",
@@ -276,6 +284,7 @@ __all__ = [
     "conv",
     "conv2d",
     "conv2d_pack_kernel",
+    "conv2d_nchwc",
     "conv2d_packed_kernel",
     "conv_transpose",
     "cos",
@@ -339,6 +348,7 @@ __all__ = [
     "neg",
     "one_hot",
     "pack_conv2d_kernel",
+    "pack_nchwc_kernel",
     "pack_dense_weight",
     "pad",
     "power",
@@ -361,6 +371,7 @@ __all__ = [
     "rms_norm",
     "schedule_batch_matmul",
     "schedule_conv2d",
+    "schedule_conv2d_nchwc",
     "schedule_dense",
     "schedule_depthwise_conv2d",
     "schedule_injective",

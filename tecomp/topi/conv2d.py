@@ -563,15 +563,25 @@ def schedule_conv2d(cfg, outs):
     else:
         s[CL].compute_at(s[out], xo)
         tiles = [rco]
-    if cfg["unroll_kw"].val:
-        s[CL].reorder(*tiles, rr, rci, rs, ly, lx, lob)
-        s[CL].unroll(rs)
-    else:
-        s[CL].reorder(*tiles, rr, rs, rci, ly, lx, lob)
-    s[CL].unroll(ly)
-    s[CL].unroll(lx)
-    s[CL].vectorize(lob)
+    order_window(s[CL], tiles, (rr, rs, rci), (ly, lx, lob), cfg["unroll_kw"].val)
     return s
+
+
+def order_window(stage, outer, window, tile, unroll_kw):
+    """The accumulation loops of a register tile: ``outer`` loops, then the kernel rows,
+    then with ``unroll_kw`` each input channel with the kernel columns unrolled inside it
+    (else the columns as a loop outside the channels), then the ``tile`` axes, unrolled
+    but the last, which is vectorized. ``window`` is (kernel rows, kernel columns, input
+    channels)."""
+    rr, rs, rci = window
+    if unroll_kw:
+        stage.reorder(*outer, rr, rci, rs, *tile)
+        stage.unroll(rs)
+    else:
+        stage.reorder(*outer, rr, rs, rci, *tile)
+    for axis in tile[:-1]:
+        stage.unroll(axis)
+    stage.vectorize(tile[-1])
 
 
 @template("conv2d")

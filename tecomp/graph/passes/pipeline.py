@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 
 from ..infer import infer_types
 from ..ir import Graph
+from .alter_layout import alter_conv_layout
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
@@ -32,6 +34,18 @@ PIPELINE = (
     ("eliminate_dead_code", eliminate_dead_code),
     ("fuse_operators", fuse_operators),
 )
+
+
+def pipeline_for(target) -> tuple:
+    """:data:`PIPELINE` for ``target``: on a CPU (``llvm``) target, convolutions keep their
+    activations blocked by a vector of float32 lanes (:func:`alter_conv_layout`), run
+    before the second constant folding so that the passes after it clean up."""
+    if target.kind != "llvm":
+        return PIPELINE
+    block = target.vector_width_bits // 32
+    at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
+    return (*PIPELINE[:at], ("alter_conv_layout", partial(alter_conv_layout, block=block)),
+            *PIPELINE[at:])
 
 
 def optimize(graph: Graph, passes=PIPELINE) -> Graph:

@@ -1,0 +1,250 @@
+"""Channel-blocked activations between convolutions (NCHW -> NCHW{b}c), as ONNX Runtime's
+NCHWc transformer and TVM's AlterOpLayout do for CNNs on CPUs.
+
+A ``conv2d`` whose input and output channels are multiples of the block ``b`` (a vector
+of float32 lanes) becomes a ``conv2d_nchwc`` on ``[N, C/b, H, W, b]`` data
+(:mod:`tecomp.topi.conv2d_nchwc`), and the nodes after it follow it into the blocked
+layout while they can:
+
+- elementwise and broadcast operators whose other inputs are blocked values with all the
+  channels (the same shape, or 1 along other axes: an SE block's scale) or per-channel
+  constants (a bias ``[C, 1, 1]``, a scalar), which are re-laid out here once;
+- 2-D max and average pooling, as 3-D pooling with a window of 1 along the block;
+- a global average pool, as a mean over the spatial axes;
+- a concatenation of blocked values along the channels (SqueezeNet's fire modules,
+  DenseNet's blocks), as one of their channel blocks.
+
+Every blocked value keeps its planar form under its original name (a transpose and a
+reshape back), so a reader that does not follow, or a graph output, still gets NCHW; dead
+code elimination drops the planar forms no one reads. A convolution whose input is planar
+gets it blocked by a reshape and a transpose. So a ResNet pays one transform after its
+first convolution (3 input channels) and one before its classifier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dims
+from ..infer import infer_types
+from ..ir import Graph, Node
+from ..ops import BROADCAST, ELEMWISE, op_info
+
+
+def _blocked_const(value: np.ndarray, channels: int, block: int):
+    """A constant read by a 4-D NCHW elementwise node, as the same node on blocked data
+    reads it: a single value as it is, a per-channel one (``[C, 1, 1]``, ``[1, C, 1, 1]``)
+    blocked; None for any other shape."""
+    if value.size == 1:
+        return value
+    if value.ndim > 4:
+        return None
+    v = value.reshape((1,) * (4 - value.ndim) + value.shape)
+    if v.shape[0] != 1 or v.shape[2:] != (1, 1) or v.shape[1] != channels:
+        return None
+    return np.ascontiguousarray(
+        v.reshape(1, channels // block, block, 1, 1).transpose(0, 1, 3, 4, 2))
+
+
+def _broadcasts_per_block(shape, out_shape) -> bool:
+    """Whether a 4-D value of ``shape`` broadcast to ``out_shape`` still does so blocked:
+    it has all the channels, and every other axis is the output's or 1 (an SE block's
+    ``[N, C, 1, 1]`` scale of ``[N, C, H, W]``)."""
+    return dims.equal(shape[1], out_shape[1]) and all(
+        dims.equal(a, b) or (dims.is_static(a) and a == 1) for a, b in zip(shape, out_shape))
+
+
+class _Rewriter:
+    def __init__(self, graph: Graph, block: int):
+        self.graph = graph
+        self.block = block
+        self.nodes: list = []
+        self.consts = dict(graph.consts)
+        self.blocked: dict = {}  # planar value -> its blocked twin
+        self.const_twins: dict = {}  # per-channel constant -> its blocked copy
+        self.taken = set(graph.types) | set(graph.consts)
+
+    def fresh(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.taken:
+            k += 1
+            name = f"{hint}{k}"
+        self.taken.add(name)
+        return name
+
+    def emit(self, op, inputs, output, name, **attrs) -> str:
+        self.nodes.append(Node(op, tuple(inputs), (output,), attrs, name))
+        return output
+
+    def channels(self, value):
+        """The channel count of a 4-D float32 NCHW value if the block divides it."""
+        t = self.graph.types.get(value)
+        if t is None or t.dtype != "float32" or len(t.shape) != 4:
+            return None
+        c = t.shape[1]
+        return c if dims.is_static(c) and c % self.block == 0 else None
+
+    def to_blocked(self, value, name) -> str:
+        if value not in self.blocked:
+            _, c, h, w = self.graph.types[value].shape
+            b = self.block
+            # 0 keeps the (possibly symbolic) batch.
+            split = self.emit("reshape", [value], self.fresh(f"{value}.split{b}c"), name,
+                              newshape=(0, c // b, b, h, w))
+            self.blocked[value] = self.emit("transpose", [split],
+                                            self.fresh(f"{value}.nchw{b}c"), name,
+                                            perm=(0, 1, 3, 4, 2))
+        return self.blocked[value]
+
+    def planar_twin(self, value, blocked, name):
+        """Record ``blocked`` as ``value``'s blocked form and compute ``value`` from it."""
+        self.blocked[value] = blocked
+        _, c, h, w = self.graph.types[value].shape
+        moved = self.emit("transpose", [blocked], self.fresh(f"{blocked}.planar"), name,
+                          perm=(0, 1, 4, 2, 3))
+        self.emit("reshape", [moved], value, name, newshape=(0, c, h, w))
+
+    def conv2d(self, node) -> bool:
+        x, w = node.inputs
+        if (self.channels(x) is None or self.channels(node.outputs[0]) is None
+                or w not in self.consts):
+            return False
+        out = self.emit("conv2d_nchwc", [self.to_blocked(x, node.name), w],
+                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name,
+                        block=self.block, **node.attrs)
+        self.planar_twin(node.outputs[0], out, node.name)
+        return True
+
+    def elementwise(self, node) -> bool:
+        out = node.outputs[0]
+        channels = self.channels(out)
+        if channels is None or not any(i in self.blocked for i in node.inputs):
+            return False
+        shape = self.graph.types[out].shape
+        inputs, relaid = [], {}
+        for i in node.inputs:
+            if i in self.blocked and _broadcasts_per_block(self.graph.types[i].shape, shape):
+                inputs.append(self.blocked[i])
+                continue
+            value = self.consts.get(i)
+            blocked = None if value is None else _blocked_const(value, channels, self.block)
+            if blocked is None:
+                return False
+            if blocked is not value:
+                relaid[i] = blocked
+            inputs.append(i)
+        # Committed only now that the whole node follows.
+        for i, blocked in relaid.items():
+            if i not in self.const_twins:
+                self.const_twins[i] = self.fresh(f"{i}.nchw{self.block}c")
+                self.consts[self.const_twins[i]] = blocked
+        inputs = [self.const_twins[i] if i in relaid else i for i in inputs]
+        self.emit(node.op, inputs, self.fresh(f"{out}.nchw{self.block}c"), node.name,
+                  **node.attrs)
+        self.planar_twin(out, self.nodes[-1].outputs[0], node.name)
+        return True
+
+    def pool(self, node) -> bool:
+        x = node.inputs[0]
+        if x not in self.blocked:
+            return False
+        a = node.attrs
+        pads = a.get("pads") or (0, 0, 0, 0)
+        attrs = dict(a, kernel=(*a["kernel"], 1), strides=(*(a.get("strides") or (1, 1)), 1),
+                     dilations=(*(a.get("dilations") or (1, 1)), 1),
+                     pads=(pads[0], pads[1], 0, pads[2], pads[3], 0))
+        op = "max_pool3d" if node.op == "max_pool2d" else "avg_pool3d"
+        out = self.emit(op, [self.blocked[x]],
+                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name, **attrs)
+        self.planar_twin(node.outputs[0], out, node.name)
+        return True
+
+    def global_avg_pool(self, node) -> bool:
+        x = node.inputs[0]
+        if x not in self.blocked:
+            return False
+        out = self.emit("reduce_mean", [self.blocked[x]],
+                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name,
+                        axes=(2, 3), keepdims=1)
+        self.planar_twin(node.outputs[0], out, node.name)
+        return True
+
+    def concat(self, node) -> bool:
+        """Blocked values joined along the channels: their blocks, in order (every input's
+        channel count is a multiple of the block)."""
+        if node.attrs.get("axis") not in (1, -3) or self.channels(node.outputs[0]) is None:
+            return False
+        if not all(i in self.blocked and self.channels(i) for i in node.inputs):
+            return False
+        out = self.emit("concat", [self.blocked[i] for i in node.inputs],
+                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name, axis=1)
+        self.planar_twin(node.outputs[0], out, node.name)
+        return True
+
+    def rewrite(self, node) -> bool:
+        if node.op == "conv2d":
+            return self.conv2d(node)
+        if node.op == "concat":
+            return self.concat(node)
+        if node.op in ("max_pool2d", "avg_pool2d"):
+            return self.pool(node)
+        if node.op == "global_avg_pool":
+            return self.global_avg_pool(node)
+        if op_info(node).pattern in (ELEMWISE, BROADCAST) and len(node.outputs) == 1:
+            return self.elementwise(node)
+        return False
+
+
+#: The blocked layout is chosen for a graph whose 1x1 convolutions hold at least this
+#: share of the multiply-adds of the convolutions it would block (and that has no
+#: depthwise convolution, which has no blocked kernel yet).
+MIN_POINTWISE_SHARE = 0.4
+
+
+def pointwise_share(graph: Graph, block: int) -> float:
+    """The share of 1x1 convolutions in the multiply-adds of the convolutions whose
+    channels ``block`` divides (0 when there are none)."""
+    total = pointwise = 0
+    for node in graph.nodes:
+        if node.op != "conv2d":
+            continue
+        k, c, r, s = graph.types[node.inputs[1]].shape
+        _, _, oh, ow = graph.types[node.outputs[0]].shape
+        if not all(dims.is_static(d) for d in (k, c, oh, ow)) or k % block or c % block:
+            continue
+        macs = k * c * r * s * oh * ow
+        total += macs
+        pointwise += macs if (r, s) == (1, 1) else 0
+    return pointwise / total if total else 0.0
+
+
+def alter_conv_layout(graph: Graph, block: int, min_pointwise_share: float | None = None
+                      ) -> Graph:
+    """``graph`` with its convolutions, and the nodes that can follow them, on activations
+    blocked by ``block`` channels (see the module docstring), where that is faster.
+
+    The blocked 1x1 kernel is faster than the planar one (it reads a point's channels as
+    one vector), the blocked 3x3 kernel 5-15% slower (it copies the padded input first,
+    and the planar one keeps a deep layer's weights in cache across the whole output
+    plane). So the layout is chosen where 1x1 convolutions hold at least
+    ``min_pointwise_share`` (default :data:`MIN_POINTWISE_SHARE`) of the multiply-adds:
+    measured untuned against ONNX Runtime
+    (2 threads, AVX-512), blocked / planar: ResNet-50 (53% 1x1) 1.10 / 1.17 and
+    DenseNet-121 (54%) 0.78 / 0.87 gain; ResNet-18 (1%) 1.10 / 1.03, SqueezeNet 1.1 (22%)
+    1.54 / 1.32 and Inception v1 (24%) 1.00 / 0.82 lose, and stay planar. A graph with a
+    depthwise convolution stays planar too (MobileNetV2 1.14 / 1.12: a transform around
+    each depthwise layer). Otherwise, or without a convolution that qualifies, ``graph``
+    comes back unchanged."""
+    if min_pointwise_share is None:
+        min_pointwise_share = MIN_POINTWISE_SHARE
+    if (any(n.op == "depthwise_conv2d" for n in graph.nodes)
+            or pointwise_share(graph, block) < min_pointwise_share):
+        return graph
+    rw = _Rewriter(graph, block)
+    for node in graph.nodes:
+        if not rw.rewrite(node):
+            rw.nodes.append(node)
+    if not any(n.op == "conv2d_nchwc" for n in rw.nodes):
+        return graph
+    types = {name: graph.types[name] for name in graph.inputs}
+    return infer_types(graph.with_(nodes=tuple(rw.nodes), consts=rw.consts, types=types))

@@ -1,0 +1,143 @@
+"""The channel-blocked layout pass: which nodes follow a convolution into NCHW{b}c, where
+the layout transforms go, and that the built models still match onnxruntime."""
+
+from functools import partial
+
+import numpy as np
+import onnx_models
+from onnx import TensorProto, helper, numpy_helper
+
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+from tecomp.graph.passes import PIPELINE, alter_conv_layout, optimize
+from tecomp.graph.passes import alter_layout
+from tecomp.graph.passes.alter_layout import pointwise_share
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def _cnn(extra_outputs=(), planar_add=False):
+    """x[N, 16, 12, 12] -> conv 3x3 + bias -> relu -> conv 1x1 -> + relu output -> relu ->
+    max pool 2x2 -> conv 3x3 -> sigmoid * 0.5 -> global average pool -> flatten -> gemm.
+    ``planar_add`` adds a [1, 32, 12, 12] constant (not per channel) after the first
+    ReLU."""
+    rng = np.random.default_rng(0)
+
+    def const(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype("float32"), name)
+
+    inits = [const("w1", 32, 16, 3, 3), const("b1", 32), const("w2", 32, 32, 1, 1),
+             const("w3", 16, 32, 3, 3), const("fc", 16, 10), const("fb", 10),
+             numpy_helper.from_array(np.array(0.5, "float32"), "half"),
+             const("plane", 1, 32, 12, 12)]
+    h = "r1"
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"])]
+    if planar_add:
+        nodes.append(helper.make_node("Add", ["r1", "plane"], ["r1p"]))
+        h = "r1p"
+    nodes += [helper.make_node("Conv", [h, "w2"], ["c2"]),
+              helper.make_node("Add", ["c2", h], ["s2"]),
+              helper.make_node("Relu", ["s2"], ["r2"]),
+              helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+              helper.make_node("Conv", ["p2", "w3"], ["c3"], pads=[1, 1, 1, 1]),
+              helper.make_node("Sigmoid", ["c3"], ["g3"]),
+              helper.make_node("Mul", ["g3", "half"], ["m3"]),
+              helper.make_node("GlobalAveragePool", ["m3"], ["gap"]),
+              helper.make_node("Flatten", ["gap"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fc", "fb"], ["y"])]
+    vi = helper.make_tensor_value_info
+    outputs = [vi("y", TensorProto.FLOAT, None)] + [vi(o, TensorProto.FLOAT, None)
+                                                    for o in extra_outputs]
+    graph = helper.make_graph(nodes, "cnn", [vi("x", TensorProto.FLOAT, ["N", 16, 12, 12])],
+                              outputs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _blocked_graph(model, block):
+    """The graph after the pipeline up to fusion, with the layout pass (``block``
+    channels) where the pipeline for a CPU target runs it."""
+    mod, _ = from_onnx(model)
+    at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
+    layout = partial(alter_conv_layout, block=block, min_pointwise_share=0.0)
+    passes = [*PIPELINE[:at], ("alter", layout), *PIPELINE[at:-1]]
+    return optimize(mod, passes=passes)
+
+
+def _ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def test_a_cnn_pays_one_transform_in_and_one_out():
+    graph = _blocked_graph(_cnn(), block=8)
+    ops = _ops(graph)
+    assert ops.count("conv2d_nchwc") == 3 and "conv2d" not in ops
+    assert "max_pool3d" in ops and "max_pool2d" not in ops
+    assert "reduce_mean" in ops and "global_avg_pool" not in ops
+    # x blocked once; the pooled features made planar once, for the classifier.
+    assert ops.count("transpose") == 2
+    pool = next(n for n in graph.nodes if n.op == "max_pool3d")
+    assert pool.attrs["kernel"] == (2, 2, 1) and pool.attrs["strides"] == (2, 2, 1)
+    conv = next(n for n in graph.nodes if n.op == "conv2d_nchwc")
+    assert graph.types[conv.inputs[0]].shape[1:] == (2, 12, 12, 8)
+    # The bias became a blocked per-channel constant.
+    adds = [n for n in graph.nodes if n.op == "add" and len(graph.types[n.outputs[0]].shape) == 5
+            and any(i in graph.consts for i in n.inputs)]
+    assert {graph.consts[i].shape for n in adds for i in n.inputs if i in graph.consts} == {
+        (1, 4, 1, 1, 8)}
+
+
+def test_channels_the_block_does_not_divide_stay_planar():
+    graph = _blocked_graph(_cnn(), block=64)
+    assert "conv2d_nchwc" not in _ops(graph) and "transpose" not in _ops(graph)
+
+
+def test_a_graph_of_mostly_3x3_convolutions_stays_planar():
+    """1x1 convolutions are 15% of this CNN's multiply-adds: below the share the blocked
+    layout needs to pay off."""
+    mod, _ = from_onnx(_cnn())
+    graph = optimize(mod, passes=PIPELINE[:4])
+    assert abs(pointwise_share(graph, 8) - 147456 / 976_896) < 1e-9
+    assert alter_conv_layout(graph, 8) is graph
+    assert alter_conv_layout(graph, 8, min_pointwise_share=0.1) is not graph
+
+
+def test_blocked_models_match_onnxruntime_from_one_build(needs_llvm, monkeypatch):
+    """Batch 1 and 3 from one build; a convolution's output that is also a graph output
+    and a constant that is not per channel get the planar form."""
+    monkeypatch.setattr(alter_layout, "MIN_POINTWISE_SHARE", 0.0)
+    rng = np.random.default_rng(5)
+    for model in (_cnn(), _cnn(extra_outputs=("c2",), planar_add=True)):
+        mod, params = from_onnx(model)
+        lib = build(mod, params=params)
+        assert any("conv2d_nchwc" in k.ops for k in lib.kernels)
+        gm = GraphModule(lib)
+        for batch in (1, 3):
+            x = rng.uniform(-1, 1, (batch, 16, 12, 12)).astype("float32")
+            got = gm(x=x)
+            want = onnx_models.run_onnxruntime(model, {"x": x})
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+
+
+def test_planar_forms_go_where_a_reader_needs_them():
+    graph = _blocked_graph(_cnn(extra_outputs=("c2",), planar_add=True), block=8)
+    ops = _ops(graph)
+    assert ops.count("conv2d_nchwc") == 3
+    # c2 (a graph output) and r1 (read by the add of a whole-plane constant) come back
+    # planar, r1p goes blocked again for the next convolution, the features for the
+    # classifier: 4 transposes besides blocking x.
+    assert ops.count("transpose") == 5
+    assert graph.types["c2"].shape[1:] == (32, 12, 12)
+
+
+def test_the_pass_runs_for_cpu_targets_with_their_vector_width():
+    from tecomp.graph.passes import pipeline_for
+    from tecomp.target import Target
+
+    assert pipeline_for(Target("cuda")) == PIPELINE
+    names = [name for name, _ in pipeline_for(Target("llvm -mcpu=skylake-avx512"))]
+    assert names.index("alter_conv_layout") == names.index("sink_reshapes") + 1
+    layout = dict(pipeline_for(Target("llvm -mcpu=haswell")))["alter_conv_layout"]
+    assert layout.keywords == {"block": 8}

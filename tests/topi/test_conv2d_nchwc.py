@@ -1,0 +1,122 @@
+"""conv2d on channel-blocked activations against the numpy NCHW reference: every config of
+small spaces, strides, asymmetric padding, dilation, blocks of 4, 8 and 16 channels, a
+symbolic batch, a fused epilogue, random shapes (hypothesis) and the error paths."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tecomp
+from tecomp import autotune, te
+from tecomp.autotune.space import FallbackConfigEntity
+from tecomp.topi.conv2d_nchwc import (
+    compute_conv2d_nchwc,
+    from_blocked,
+    pack_nchwc_kernel,
+    schedule_conv2d_nchwc,
+    to_blocked,
+)
+
+from .test_conv2d import ref_conv
+
+
+def _run(task, cfg, rng):
+    data_shape, kernel_shape, strides, pads, dilation, _ = task.args
+    N, Cb, H, W, b = data_shape
+    s, tensors = task.instantiate(cfg)
+    mod = tecomp.build(s, tensors)
+    x = rng.uniform(-1, 1, (N, Cb * b, H, W)).astype("float32")
+    w = rng.uniform(-1, 1, kernel_shape).astype("float32")
+    y = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
+    mod(to_blocked(x, b), pack_nchwc_kernel(w, b), y)
+    np.testing.assert_allclose(from_blocked(y), ref_conv(x, w, strides, pads, dilation),
+                               rtol=1e-4, atol=1e-4)
+
+
+def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), b=16):
+    return autotune.create_task(
+        "conv2d_nchwc", ((1, C // b, H, W, b), (K, C, R, S), strides, pads, dilation,
+                         "float32"))
+
+
+@pytest.mark.parametrize("case", [
+    dict(C=32, K=64, H=9, W=14, R=3, S=3, pads=(1, 1, 1, 1)),
+    dict(C=16, K=64, H=7, W=7, R=1, S=1, strides=(2, 2)),
+    dict(C=32, K=32, H=10, W=12, R=3, S=2, pads=(2, 0, 1, 1), dilation=(2, 1)),
+])
+def test_every_config_of_a_small_space(case):
+    task = _task(**case)
+    rng = np.random.default_rng(1)
+    for index in range(len(task.config_space)):
+        _run(task, task.config_space.get(index), rng)
+
+
+@pytest.mark.parametrize("b", [4, 8, 16])
+def test_fallback_with_blocks_of_one_vector_or_narrower(b):
+    task = _task(2 * b, 4 * b, 11, 11, 3, 3, strides=(2, 2), pads=(1, 1, 1, 1), b=b)
+    _run(task, task.default_config, np.random.default_rng(2))
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(3, 12), st.integers(3, 12),
+       st.sampled_from([(1, 1), (3, 3), (1, 3), (5, 5)]), st.integers(1, 2),
+       st.integers(0, 2), st.integers(0, 10_000))
+def test_random_shapes_and_configs(cb, kb, H, W, kernel, stride, pad, seed):
+    R, S = kernel
+    if H + 2 * pad < R or W + 2 * pad < S:
+        return
+    task = _task(8 * cb, 8 * kb, H, W, R, S, (stride, stride), (pad,) * 4, b=8)
+    rng = np.random.default_rng(seed)
+    _run(task, task.config_space.get(int(rng.integers(len(task.config_space)))), rng)
+
+
+def test_symbolic_batch_and_a_fused_residual_epilogue():
+    """One kernel for every batch size, the bias, residual add and ReLU at the tile."""
+    b, C, K, H, W = 8, 16, 32, 6, 6
+    n = te.var("n")
+    data = te.placeholder((n, C // b, H, W, b), "float32", name="data")
+    kernel = te.placeholder((K // b, C // b, 3, 3, b, b), "float32", name="kernel")
+    bias = te.placeholder((1, K // b, 1, 1, b), "float32", name="bias")
+    res = te.placeholder((n, K // b, H, W, b), "float32", name="res")
+    cfg = FallbackConfigEntity()
+    conv = compute_conv2d_nchwc(cfg, data, kernel, (1, 1), (1, 1, 1, 1), block=b)
+    out = te.compute(conv.shape, lambda *i: te.max(
+        conv(*i) + bias[0, i[1], 0, 0, i[4]] + res(*i), 0.0), name="out")
+    mod = tecomp.build(schedule_conv2d_nchwc(cfg, [out]), [data, kernel, bias, res, out])
+    rng = np.random.default_rng(3)
+    w = rng.uniform(-1, 1, (K, C, 3, 3)).astype("float32")
+    bvec = rng.uniform(-1, 1, K).astype("float32")
+    for batch in (1, 3):
+        x = rng.uniform(-1, 1, (batch, C, H, W)).astype("float32")
+        r = rng.uniform(-1, 1, (batch, K, H, W)).astype("float32")
+        y = np.empty((batch, K // b, H, W, b), "float32")
+        mod(to_blocked(x, b), pack_nchwc_kernel(w, b),
+            to_blocked(bvec.reshape(1, K, 1, 1), b), to_blocked(r, b), y)
+        want = np.maximum(ref_conv(x, w, (1, 1), (1, 1, 1, 1)) + bvec[:, None, None] + r, 0)
+        np.testing.assert_allclose(from_blocked(y), want, rtol=1e-4, atol=1e-4)
+
+
+def test_layout_helpers_round_trip():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 32, 3, 5)).astype("float32")
+    xb = to_blocked(x, 16)
+    assert xb.shape == (2, 2, 3, 5, 16) and xb[1, 1, 2, 4, 3] == x[1, 19, 2, 4]
+    np.testing.assert_array_equal(from_blocked(xb), x)
+    w = rng.standard_normal((32, 16, 3, 3)).astype("float32")
+    wb = pack_nchwc_kernel(w, 8)
+    assert wb.shape == (4, 2, 3, 3, 8, 8) and wb[3, 1, 2, 0, 5, 6] == w[3 * 8 + 6, 8 + 5, 2, 0]
+    assert xb.ctypes.data % 64 == 0 and wb.ctypes.data % 64 == 0
+
+
+def test_channels_that_the_block_does_not_divide_are_refused():
+    with pytest.raises(autotune.task.TemplateError, match="multiples of the block"):
+        autotune.create_task("conv2d_nchwc", ((1, 1, 8, 8, 16), (24, 16, 3, 3), (1, 1),
+                                              (1, 1), (1, 1), "float32"))
+    data = te.placeholder((1, 2, 8, 8, 8), "float32")
+    kernel = te.placeholder((2, 2, 3, 3, 8, 8), "float32")
+    with pytest.raises(ValueError, match="block=16"):
+        compute_conv2d_nchwc(FallbackConfigEntity(), data, kernel, block=16)
+    with pytest.raises(ValueError, match="does not fit the blocked data"):
+        compute_conv2d_nchwc(FallbackConfigEntity(), data,
+                             te.placeholder((2, 1, 3, 3, 8, 8), "float32"))
