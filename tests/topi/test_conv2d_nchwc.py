@@ -120,3 +120,13 @@ def test_channels_that_the_block_does_not_divide_are_refused():
     with pytest.raises(ValueError, match="does not fit the blocked data"):
         compute_conv2d_nchwc(FallbackConfigEntity(), data,
                              te.placeholder((2, 1, 3, 3, 8, 8), "float32"))
+
+
+def test_fallback_reads_the_larger_of_input_and_weights_once():
+    """Early layers (large input) share out rows among the threads, deep ones (large
+    weights) channel blocks."""
+    early = _task(256, 64, 56, 56, 1, 1)
+    deep = _task(512, 512, 7, 7, 3, 3, pads=(1, 1, 1, 1))
+    assert early.default_config["order"].val == "oh_oc"
+    assert deep.default_config["order"].val == "oc_oh"
+    assert early.default_config["tile_ocb"].val * early.default_config["tile_ow"].val <= 28
