@@ -77,12 +77,15 @@ class _Rewriter:
         return output
 
     def channels(self, value):
-        """The channel count of a 4-D float32 NCHW value if the block divides it."""
+        """The channel count of a 4-D float32 NCHW value if the block divides it (and its
+        sizes but the batch are static, as the blocked kernels need)."""
         t = self.graph.types.get(value)
         if t is None or t.dtype != "float32" or len(t.shape) != 4:
             return None
+        if not all(dims.is_static(d) for d in t.shape[1:]):
+            return None
         c = t.shape[1]
-        return c if dims.is_static(c) and c % self.block == 0 else None
+        return c if c % self.block == 0 else None
 
     def to_blocked(self, value, name) -> str:
         if value not in self.blocked:
