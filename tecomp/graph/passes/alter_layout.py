@@ -230,13 +230,13 @@ def alter_conv_layout(graph: Graph, block: int, min_pointwise_share: float | Non
     one vector), the blocked 3x3 kernel 5-15% slower (it copies the padded input first,
     and the planar one keeps a deep layer's weights in cache across the whole output
     plane). So the layout is chosen where 1x1 convolutions hold at least
-    ``min_pointwise_share`` (default :data:`MIN_POINTWISE_SHARE`) of the multiply-adds:
-    measured untuned against ONNX Runtime
-    (2 threads, AVX-512), blocked / planar: ResNet-50 (53% 1x1) 1.10 / 1.17 and
-    DenseNet-121 (54%) 0.78 / 0.87 gain; ResNet-18 (1%) 1.10 / 1.03, SqueezeNet 1.1 (22%)
-    1.54 / 1.32 and Inception v1 (24%) 1.00 / 0.82 lose, and stay planar. A graph with a
-    depthwise convolution stays planar too (MobileNetV2 1.14 / 1.12: a transform around
-    each depthwise layer). Otherwise, or without a convolution that qualifies, ``graph``
+    ``min_pointwise_share`` (default :data:`MIN_POINTWISE_SHARE`) of the multiply-adds.
+    Measured untuned against ONNX Runtime (2 threads, AVX-512), blocked / planar:
+    ResNet-50 (53% 1x1) 1.03-1.07 / 1.12-1.17 and DenseNet-121 (54%) 0.74-0.78 / 0.87
+    gain; ResNet-18 (1%) 1.09 / 1.04, SqueezeNet 1.1 (22%) 1.51 / 1.38 and Inception v1
+    (24%) 0.98 / 0.83 lose, and stay planar. A graph with a depthwise convolution stays
+    planar too (MobileNetV2 1.14 / 1.12: a transform around each depthwise layer).
+    Otherwise, or without a convolution that qualifies, ``graph``
     comes back unchanged."""
     if min_pointwise_share is None:
         min_pointwise_share = MIN_POINTWISE_SHARE
