@@ -141,3 +141,31 @@ def test_the_pass_runs_for_cpu_targets_with_their_vector_width():
     assert names.index("alter_conv_layout") == names.index("sink_reshapes") + 1
     layout = dict(pipeline_for(Target("llvm -mcpu=haswell")))["alter_conv_layout"]
     assert layout.keywords == {"block": 8}
+
+
+def test_an_expand_and_a_batch_norm_stay_planar():
+    """Broadcasting operators with a shape in their attributes, or [C] vectors along
+    axis 1, do not follow a blocked input; the graph still matches onnxruntime."""
+    rng = np.random.default_rng(6)
+    w = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (16, 16, 1, 1)).astype("float32"), "w")
+    stats = [numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype("float32"), n)
+             for n in ("scale", "bias", "mean", "var")]
+    shape = numpy_helper.from_array(np.array([2, 16, 4, 4], "int64"), "shape")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Expand", ["c", "shape"], ["e"]),
+             helper.make_node("BatchNormalization", ["e", "scale", "bias", "mean", "var"],
+                              ["y"])]
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [1, 16, 4, 4])],
+                          [vi("y", TensorProto.FLOAT, None)], [w, *stats, shape]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    graph = _blocked_graph(model, block=8)
+    assert "conv2d_nchwc" in _ops(graph)
+    expand = next(n for n in graph.nodes if n.op == "expand")
+    assert len(graph.types[expand.inputs[0]].shape) == 4
+    x = rng.uniform(-1, 1, (1, 16, 4, 4)).astype("float32")
+    mod, params = from_onnx(model)
+    got, = GraphModule(build(mod, params=params))(x=x)
+    np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],
+                               rtol=RTOL, atol=ATOL)

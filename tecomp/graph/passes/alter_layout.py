@@ -6,9 +6,9 @@ of float32 lanes) becomes a ``conv2d_nchwc`` on ``[N, C/b, H, W, b]`` data
 (:mod:`tecomp.topi.conv2d_nchwc`), and the nodes after it follow it into the blocked
 layout while they can:
 
-- elementwise and broadcast operators whose other inputs are blocked values with all the
-  channels (the same shape, or 1 along other axes: an SE block's scale) or per-channel
-  constants (a bias ``[C, 1, 1]``, a scalar), which are re-laid out here once;
+- elementwise operators and broadcasting arithmetic whose other inputs are blocked values
+  with all the channels (the same shape, or 1 along other axes: an SE block's scale) or
+  per-channel constants (a bias ``[C, 1, 1]``, a scalar), which are re-laid out here once;
 - 2-D max and average pooling, as 3-D pooling with a window of 1 along the block;
 - a global average pool, as a mean over the spatial axes;
 - a concatenation of blocked values along the channels (SqueezeNet's fire modules,
@@ -28,7 +28,12 @@ import numpy as np
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
-from ..ops import BROADCAST, ELEMWISE, op_info
+from ..ops import ELEMWISE, op_info
+
+#: Broadcasting operators that follow a blocked input: plain arithmetic, no shape in their
+#: attributes (``expand`` has one, ``batch_norm`` reads [C] vectors along axis 1).
+_ARITHMETIC = frozenset(("add", "subtract", "multiply", "divide", "maximum", "minimum",
+                         "prelu", "power"))
 
 
 def _blocked_const(value: np.ndarray, channels: int, block: int):
@@ -193,7 +198,8 @@ class _Rewriter:
             return self.pool(node)
         if node.op == "global_avg_pool":
             return self.global_avg_pool(node)
-        if op_info(node).pattern in (ELEMWISE, BROADCAST) and len(node.outputs) == 1:
+        if (op_info(node).pattern == ELEMWISE or node.op in _ARITHMETIC) and len(
+                node.outputs) == 1:
             return self.elementwise(node)
         return False
 
