@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...topi import conv2d_nchwc
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
@@ -47,8 +48,7 @@ def _blocked_const(value: np.ndarray, channels: int, block: int):
     v = value.reshape((1,) * (4 - value.ndim) + value.shape)
     if v.shape[0] != 1 or v.shape[2:] != (1, 1) or v.shape[1] != channels:
         return None
-    return np.ascontiguousarray(
-        v.reshape(1, channels // block, block, 1, 1).transpose(0, 1, 3, 4, 2))
+    return conv2d_nchwc.to_blocked(v, block)
 
 
 def _broadcasts_per_block(shape, out_shape) -> bool:
