@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...topi import conv2d_nchwc
+from ...topi.conv2d_nchwc import to_blocked as blocked_array
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
@@ -48,7 +48,7 @@ def _blocked_const(value: np.ndarray, channels: int, block: int):
     v = value.reshape((1,) * (4 - value.ndim) + value.shape)
     if v.shape[0] != 1 or v.shape[2:] != (1, 1) or v.shape[1] != channels:
         return None
-    return conv2d_nchwc.to_blocked(v, block)
+    return blocked_array(v, block)
 
 
 def _broadcasts_per_block(shape, out_shape) -> bool:
