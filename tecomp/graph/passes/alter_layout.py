@@ -112,16 +112,21 @@ class _Rewriter:
                           perm=(0, 1, 4, 2, 3))
         self.emit("reshape", [moved], value, name, newshape=(0, c, h, w))
 
+    def follow(self, node, op, inputs, **attrs) -> bool:
+        """Emit ``op`` on blocked ``inputs`` as the blocked form of ``node``'s output."""
+        out = node.outputs[0]
+        blocked = self.emit(op, inputs, self.fresh(f"{out}.nchw{self.block}c"), node.name,
+                            **attrs)
+        self.planar_twin(out, blocked, node.name)
+        return True
+
     def conv2d(self, node) -> bool:
         x, w = node.inputs
         if (self.channels(x) is None or self.channels(node.outputs[0]) is None
                 or w not in self.consts):
             return False
-        out = self.emit("conv2d_nchwc", [self.to_blocked(x, node.name), w],
-                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name,
-                        block=self.block, **node.attrs)
-        self.planar_twin(node.outputs[0], out, node.name)
-        return True
+        return self.follow(node, "conv2d_nchwc", [self.to_blocked(x, node.name), w],
+                           block=self.block, **node.attrs)
 
     def elementwise(self, node) -> bool:
         out = node.outputs[0]
@@ -146,11 +151,9 @@ class _Rewriter:
             if i not in self.const_twins:
                 self.const_twins[i] = self.fresh(f"{i}.nchw{self.block}c")
                 self.consts[self.const_twins[i]] = blocked
-        inputs = [self.const_twins[i] if i in relaid else i for i in inputs]
-        self.emit(node.op, inputs, self.fresh(f"{out}.nchw{self.block}c"), node.name,
-                  **node.attrs)
-        self.planar_twin(out, self.nodes[-1].outputs[0], node.name)
-        return True
+        return self.follow(node, node.op,
+                           [self.const_twins[i] if i in relaid else i for i in inputs],
+                           **node.attrs)
 
     def pool(self, node) -> bool:
         x = node.inputs[0]
@@ -162,20 +165,13 @@ class _Rewriter:
                      dilations=(*(a.get("dilations") or (1, 1)), 1),
                      pads=(pads[0], pads[1], 0, pads[2], pads[3], 0))
         op = "max_pool3d" if node.op == "max_pool2d" else "avg_pool3d"
-        out = self.emit(op, [self.blocked[x]],
-                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name, **attrs)
-        self.planar_twin(node.outputs[0], out, node.name)
-        return True
+        return self.follow(node, op, [self.blocked[x]], **attrs)
 
     def global_avg_pool(self, node) -> bool:
         x = node.inputs[0]
         if x not in self.blocked:
             return False
-        out = self.emit("reduce_mean", [self.blocked[x]],
-                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name,
-                        axes=(2, 3), keepdims=1)
-        self.planar_twin(node.outputs[0], out, node.name)
-        return True
+        return self.follow(node, "reduce_mean", [self.blocked[x]], axes=(2, 3), keepdims=1)
 
     def concat(self, node) -> bool:
         """Blocked values joined along the channels: their blocks, in order (every input's
@@ -184,10 +180,7 @@ class _Rewriter:
             return False
         if not all(i in self.blocked and self.channels(i) for i in node.inputs):
             return False
-        out = self.emit("concat", [self.blocked[i] for i in node.inputs],
-                        self.fresh(f"{node.outputs[0]}.nchw{self.block}c"), node.name, axis=1)
-        self.planar_twin(node.outputs[0], out, node.name)
-        return True
+        return self.follow(node, "concat", [self.blocked[i] for i in node.inputs], axis=1)
 
     def rewrite(self, node) -> bool:
         if node.op == "conv2d":
