@@ -310,6 +310,13 @@ def _deepest(cond, positions: dict) -> int:
     return max((positions.get(v, -1) for v in collect_vars(cond)), default=-1)
 
 
+def _conjuncts(cond) -> list:
+    """The operands of a tree of ``And`` (``cond`` itself if it is not one)."""
+    if isinstance(cond, E.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
 def _guard(stmt, conds):
     if not conds:
         return stmt
@@ -349,15 +356,25 @@ class _Builder:
         bufs = info.buffers
         flat = [b.flat_index(store_idx) for b in bufs]
         reduce_pos = next((k for k, iv in enumerate(leaves) if iv.iter_type == "reduce"), None)
-        if isinstance(bodies[0], E.Reduce):
-            update, init = self._reduction(bodies, bufs, flat)
-        else:
-            update = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, bodies, flat)])
-            init = None
-
         by_level: dict = {}
         for g in guards:
             by_level.setdefault(_deepest(g, pos), []).append(g)
+        if isinstance(bodies[0], E.Reduce):
+            update, init = self._reduction(bodies, bufs, flat)
+            # Each conjunct of the reduction's ``where`` skips the update from the
+            # outermost loop that decides it (a padded border's kernel row, say), but
+            # never above the first reduction loop: the init runs unconditionally.
+            # A loop of one iteration (a tile's row) decides nothing: its variable is 0.
+            single = {iv.var: E.IntImm(0, iv.var.dtype) for iv in leaves
+                      if isinstance(info.extents[iv], E.IntImm) and info.extents[iv].value == 1}
+            first = len(leaves) - 1 if reduce_pos is None else reduce_pos
+            for c in _conjuncts(bodies[0].condition):
+                c = simplify(substitute(c, single)) if single else c
+                if not (isinstance(c, E.IntImm) and c.value == 1):
+                    by_level.setdefault(max(_deepest(c, pos), first), []).append(c)
+        else:
+            update = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, bodies, flat)])
+            init = None
         stmt = update
         for level in range(len(leaves) - 1, -1, -1):
             iv = leaves[level]
@@ -382,8 +399,6 @@ class _Builder:
             update = S.seq(*[S.Store(b, t, f) for b, t, f in zip(bufs, tmps, flat)])
             for t, r in reversed(list(zip(tmps, results))):
                 update = S.LetStmt(t, r, update)
-        if not (isinstance(red.condition, E.IntImm) and red.condition.value == 1):
-            update = S.IfThenElse(red.condition, update)
         init_vals = red.init if red.init else comb.identity
         init = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, init_vals, flat)])
         return update, init

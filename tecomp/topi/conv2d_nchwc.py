@@ -19,8 +19,16 @@ activations blocked the same way, 174). A model keeps its activations blocked fr
 convolution to the next (the graph's ``alter_conv_layout`` pass), so only its first
 and last layers pay a layout transform.
 
-A padded convolution first copies its input into a zero-bordered buffer (``data_pad``),
-so no multiply-add carries a border condition.
+A padded convolution reads its input in place when the config unrolls the kernel's
+columns (``unroll_kw``, the fallback): the zero border is the reduction's ``where``
+condition, whose row part lowering hoists to the kernel-row loop and whose column part
+is decided at compile time for each unrolled (column, kernel column) pair, so no
+multiply-add tests anything at run time and no copy runs. With the columns as a loop it
+first copies the input into a zero-bordered buffer (``data_pad``) instead: a column
+condition inside that loop would stay in the multiply-adds of every border tile.
+Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over the copy):
+3x3 128->128 at 28x28 206 vs 184, 64->64 at 56x56 192 vs 158, 256->256 at 14x14 192 vs
+178, 512->512 at 7x7 189 vs 147, 256->256 stride 2 at 28x28 189 vs 176.
 
 Workload (what a graph produces): ``conv2d_nchwc(data_shape, kernel_shape, strides,
 padding, dilation, dtype)`` with the blocked ``data_shape = (N, C/b, H, W, b)`` and the
@@ -69,10 +77,11 @@ def _logical_shapes(data_shape, kernel_shape, what):
     return (N, C, H, W), (K, C, R, S), b
 
 
-def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b):
+def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
     per tile, a divisor of OW), ``unroll_kw`` (the kernel's columns unrolled inside each
-    input channel, else a loop outside them) and ``order`` (``"oh_oc"``: the threads
+    input channel, reading a padded input in place, else a loop outside them over a padded
+    copy; see the module docstring) and ``order`` (``"oh_oc"``: the threads
     share out output rows, each computing all channel blocks of its rows, so the input is
     read once; ``"oc_oh"``: they share out channel blocks, so the weights are read once).
     The fallback order reads once whichever of input and weights is larger (in a model
@@ -80,13 +89,18 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b):
     see this): ResNet-50's 256->64 1x1 at 56x56 took 0.54 ms in a run with the channel
     blocks shared out (each thread reading the whole 3.2 MB input), ONNX Runtime 0.33.
 
-    The fallback: 2 channel blocks by a 14-column row, else by the widest divisor of the
-    row up to 8 columns (4 blocks where that leaves fewer than 14 accumulators). Measured
-    on one AVX-512 core against every config of the space (best / fallback / the widest
-    tile, 4 blocks by 7 columns, in GFLOPS): 1x1 1024->256 at 14x14 167 / 167 / 149,
-    256->64 at 56x56 163 / 163 / 144, 512->2048 at 7x7 149 / 147 / 149; 3x3 256->256 at
-    14x14 170 / 170 / 155, 64->64 at 56x56 161 / 159 / 142, 128->128 stride 2 at 56x56
-    139 / 137 / 131, 512->512 at 7x7 142 / 142 / 125."""
+    The fallback without padding: 2 channel blocks by a 14-column row, else by the widest
+    divisor of the row up to 8 columns (4 blocks where that leaves fewer than 14
+    accumulators), the kernel's columns as a loop. Measured on one AVX-512 core against
+    every config of the space (best / fallback / the widest tile, 4 blocks by 7 columns,
+    in GFLOPS): 1x1 1024->256 at 14x14 167 / 167 / 149, 256->64 at 56x56 163 / 163 / 144,
+    512->2048 at 7x7 149 / 147 / 149. Padded, it reads in place with the kernel's columns
+    unrolled, whose weight vectors stay live beside the accumulators, so the tile is
+    smaller: one block by a 14-column row, else 2 blocks by the widest divisor up to 8
+    (3x3, one core, GFLOPS, this tile / the best other in place: 256->256 at 14x14 192 /
+    141 (2x7), 64->64 at 56x56 190 / 192 (2x7), 512->512 at 7x7 189 / 169 (1x7),
+    128->128 stride 2 at 56x56 194 / 185 (4x4)); where the unrolled weights and the tile
+    would not fit the registers (kernels wider than 5 columns) it keeps the copy."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
@@ -96,13 +110,16 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b):
     cfg.define_knob("order", ["oc_oh", "oh_oc"])
     if cfg.is_fallback:
         cfg.fallback_knob("order", "oh_oc" if K * C * R * S <= C * H * W else "oc_oh")
+        in_place = padded and S <= 5
         cols = 14 if OW == 14 else max(d for d in ow if d <= 8)
         rows = 2 if 2 in ocb else 1
-        if rows * cols < 14 and 4 in ocb:
+        if in_place and cols == 14:
+            rows = 1
+        elif rows * cols < 14 and 4 in ocb and not in_place:
             rows = 4
         cfg.fallback_knob("tile_ocb", rows)
         cfg.fallback_knob("tile_ow", cols)
-        cfg.fallback_knob("unroll_kw", False)
+        cfg.fallback_knob("unroll_kw", in_place)
 
 
 def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
@@ -123,9 +140,10 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
                                                     what)
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         (N, C, H, W), (K, C, R, S), strides, padding, dilation, what)
-    define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b)
+    define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads))
     top, left, bottom, right = pads
-    if any(pads):
+    in_place = cfg["unroll_kw"].val or not any(pads)
+    if not in_place:
         Hp, Wp = H + top + bottom, W + left + right
         data = te.compute(
             (N, Cb, Hp, Wp, b),
@@ -133,17 +151,22 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
                 te.all(y >= top, y < H + top, x >= left, x < W + left),
                 data[n, c, y - top, x - left, i], 0.0),
             name="data_pad", tag="conv2d_nchwc_pad")
+        top = left = 0
     ico = te.reduce_axis((0, Cb), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
     ici = te.reduce_axis((0, b), name="ici")
-    return te.compute(
-        (N, K // b, OH, OW, b),
-        lambda n, o, y, x, ob: te.sum(
-            data[n, ico, y * sh + ry * dh, x * sw + rx * dw, ici]
-            * kernel[o, ico, ry, rx, ici, ob],
-            axis=[ico, ry, rx, ici]),
-        name="conv", tag="conv2d_nchwc")
+
+    def conv(n, o, y, x, ob):
+        iy, ix = y * sh + ry * dh - top, x * sw + rx * dw - left
+        inside = []
+        if in_place:
+            inside = [c for c, pad in ((iy >= 0, top), (iy < H, bottom), (ix >= 0, left),
+                                       (ix < W, right)) if pad]
+        return te.sum(data[n, ico, iy, ix, ici] * kernel[o, ico, ry, rx, ici, ob],
+                      axis=[ico, ry, rx, ici], where=te.all(*inside) if inside else None)
+
+    return te.compute((N, K // b, OH, OW, b), conv, name="conv", tag="conv2d_nchwc")
 
 
 def schedule_conv2d_nchwc(cfg, outs):

@@ -228,3 +228,57 @@ def test_lowered_function_prints_a_readable_loop_nest():
     )
     assert "# parallel" in text and "# vectorized" in text and "# unrolled" in text
     assert "C.local = allocate(float32, [8, 16], local)" in text
+
+
+def _where_sum():
+    """``B[i] = sum over r, k of A[i, r, k]`` where ``r >= 1``, ``i + k < 9`` and ``i >= 2``:
+    one conjunct per loop level (a reduction loop, the inner reduction loop together
+    with the row, and the row alone). The sizes are symbolic so that loop partitioning,
+    which would decide the conjuncts by cutting constant loops, leaves them in place."""
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m, 5), name="A")
+    r = te.reduce_axis((0, m), name="r")
+    k = te.reduce_axis((0, 5), name="k")
+    B = te.compute((n,), lambda i: te.sum(
+        A[i, r, k], axis=[r, k], where=te.all(r >= 1, i + k < 9, i >= 2)), name="B")
+    a = np.random.default_rng(0).uniform(-1, 1, (6, 3, 5)).astype("float32")
+    i, rr, kk = np.meshgrid(np.arange(6), np.arange(3), np.arange(5), indexing="ij")
+    ref = np.where((rr >= 1) & (i + kk < 9) & (i >= 2), a, 0).sum(axis=(1, 2))
+    return A, B, a, ref
+
+
+def _lower_and_run(s, A, B, a, ref):
+    func = tecomp.lower(s, [A, B])
+    out = np.full(6, np.nan, "float32")
+    run(func, a, out)
+    # i >= 2 says nothing about the init: the rows it rejects still read 0, not NaN.
+    np.testing.assert_allclose(out, ref, rtol=1e-5)
+    return {f.loop_var.name: f for f in nodes(func, S.For)}
+
+
+def test_reduction_where_is_tested_at_the_loop_that_decides_it():
+    A, B, a, ref = _where_sum()
+    s = te.create_schedule(B.op)
+    loops = _lower_and_run(s, A, B, a, ref)
+    # r >= 1 and i >= 2 wrap the k loop (inside r: the init is outside r, untested),
+    # i + k < 9 the update inside k.
+    r_body, k_body = loops["r"].body, loops["k"].body
+    assert isinstance(r_body, S.IfThenElse) and r_body.then_case is loops["k"]
+    assert "r" in str(r_body.condition) and "k" not in str(r_body.condition)
+    assert isinstance(k_body, S.IfThenElse) and "k" in str(k_body.condition)
+    assert isinstance(k_body.then_case, S.Store)
+
+
+def test_reduction_where_ignores_loops_of_one_iteration():
+    """A cache stage's axis of extent 1 (a tile's row) sits inside the reduction loops;
+    the conjuncts over the row alone still go to the reduction loop they need."""
+    A, B, a, ref = _where_sum()
+    s = te.create_schedule(B.op)
+    BL = s.cache_write(B, "local")
+    io, ii = s[B].split(B.op.axis[0], factor=1)
+    s[BL].compute_at(s[B], io)
+    r, k = s[BL].op.reduce_axis
+    s[BL].reorder(r, k, s[BL].op.axis[0])
+    loops = _lower_and_run(s, A, B, a, ref)
+    assert isinstance(loops["r"].body, S.IfThenElse)
+    assert "k" not in str(loops["r"].body.condition)

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 import tecomp
 from tecomp import autotune, te
 from tecomp.autotune.space import FallbackConfigEntity
+from tecomp.ir import stmt as S
+from tecomp.ir.functor import post_order_visit
 from tecomp.topi.conv2d_nchwc import (
     compute_conv2d_nchwc,
     from_blocked,
@@ -130,3 +132,29 @@ def test_fallback_reads_the_larger_of_input_and_weights_once():
     assert early.default_config["order"].val == "oh_oc"
     assert deep.default_config["order"].val == "oc_oh"
     assert early.default_config["tile_ocb"].val * early.default_config["tile_ow"].val <= 28
+
+
+def test_padded_fallback_reads_in_place_and_a_column_loop_copies():
+    """With the kernel's columns unrolled (the padded fallback) the input is read in place,
+    with no zero-bordered copy; with the columns as a loop the copy remains."""
+    task = _task(32, 32, 14, 14, 3, 3, pads=(1, 1, 1, 1))
+    cfg = task.default_config
+    assert cfg["unroll_kw"].val
+
+    def allocations(c):
+        s, tensors = task.instantiate(c)
+        func = tecomp.lower(s, tensors)
+        return {a.buffer.name for a in _nodes(func, S.Allocate)}
+
+    assert "data_pad" not in allocations(cfg)
+    looped = next(task.config_space.get(i) for i in range(len(task.config_space))
+                  if not task.config_space.get(i)["unroll_kw"].val)
+    assert "data_pad" in allocations(looped)
+    _run(task, cfg, np.random.default_rng(3))
+    _run(task, looped, np.random.default_rng(3))
+
+
+def _nodes(func, cls):
+    out = []
+    post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, cls) else None)
+    return out

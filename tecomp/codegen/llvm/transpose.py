@@ -97,7 +97,12 @@ class TransposeMixin:
         on AVX-512) so a block's rows stay in registers."""
         if self.lanes != 1 or self.mask is not None:
             return False
-        nest = transpose_nest(s, ext)
+        # An unrolled loop inside another is emitted once per outer iteration: analyse
+        # each loop once (keyed by identity; the loop is kept alive beside its answer).
+        cache = self.__dict__.setdefault("_transpose_nests", {})
+        if id(s) not in cache:
+            cache[id(s)] = (s, transpose_nest(s, ext))
+        nest = cache[id(s)][1]
         if nest is None:
             return False
         store, inner, step_k = nest
