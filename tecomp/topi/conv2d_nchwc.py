@@ -96,11 +96,12 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     in GFLOPS): 1x1 1024->256 at 14x14 167 / 167 / 149, 256->64 at 56x56 163 / 163 / 144,
     512->2048 at 7x7 149 / 147 / 149. Padded, it reads in place with the kernel's columns
     unrolled, whose weight vectors stay live beside the accumulators, so the tile is
-    smaller: one block by a 14-column row, else 2 blocks by the widest divisor up to 8
-    (3x3, one core, GFLOPS, this tile / the best other in place: 256->256 at 14x14 192 /
-    141 (2x7), 64->64 at 56x56 190 / 192 (2x7), 512->512 at 7x7 189 / 169 (1x7),
-    128->128 stride 2 at 56x56 194 / 185 (4x4)); where the unrolled weights and the tile
-    would not fit the registers (kernels wider than 5 columns) it keeps the copy."""
+    smaller: 2 blocks by the widest divisor of the row up to 8 columns (3x3, one core,
+    GFLOPS, this tile / the next best in place: 256->256 at 14x14 188 / 187 (1x14),
+    256->256 stride 2 at 28x28 167 / 154 (1x14), 64->64 at 56x56 190 / 192 (2x7),
+    512->512 at 7x7 189 / 169 (1x7), 128->128 stride 2 at 56x56 194 / 185 (4x4)); where
+    the unrolled weights and the tile would not fit the registers (kernels wider than 5
+    columns) it keeps the copy."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
@@ -111,11 +112,9 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     if cfg.is_fallback:
         cfg.fallback_knob("order", "oh_oc" if K * C * R * S <= C * H * W else "oc_oh")
         in_place = padded and S <= 5
-        cols = 14 if OW == 14 else max(d for d in ow if d <= 8)
+        cols = 14 if OW == 14 and not in_place else max(d for d in ow if d <= 8)
         rows = 2 if 2 in ocb else 1
-        if in_place and cols == 14:
-            rows = 1
-        elif rows * cols < 14 and 4 in ocb and not in_place:
+        if rows * cols < 14 and 4 in ocb and not in_place:
             rows = 4
         cfg.fallback_knob("tile_ocb", rows)
         cfg.fallback_knob("tile_ow", cols)

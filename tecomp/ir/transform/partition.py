@@ -29,6 +29,13 @@ around the guard ``vo * c + vi < n``, is cut at ``n // c`` into the whole chunks
 last, partial one, without any search: the simplifier proves the guard on the whole chunks
 from the loop's symbolic range.
 
+A test that decides a large body at once (more than ``AMORTIZED_TEST`` statements, such as
+a padded kernel row around a whole unrolled window of multiply-adds) is left alone: it
+runs once per that much work, so copies of the body would buy nothing but code size.
+
+Where no part of the loop satisfies every condition (a row of two tiles, each on one border),
+it is cut all the same, each part then deciding the conditions of its own border.
+
 Each loop is cut at most into three, and a body is copied at most ``MAX_COPIES`` times in
 all (copies multiply down a nest), so code size stays bounded.
 """
@@ -44,6 +51,11 @@ from ..structural import structural_equal, structural_hash
 
 #: How many copies of one loop body partitioning may create, over a whole nest.
 MAX_COPIES = 9
+
+#: An ``IfThenElse`` that decides more statements than this per test (a padded kernel
+#: row around a whole unrolled window of multiply-adds, say) costs too little to be
+#: worth copies of the body: its condition cuts no loop.
+AMORTIZED_TEST = 64
 
 _PARTITIONED_KINDS = ("serial", "parallel")
 _CMP = (E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE)
@@ -205,12 +217,37 @@ class _Partitioner:
             if prove(cond, {**bounds, v: side}):
                 (ends if first else starts).append(hi)
         lo, hi = max(starts), min(ends)
-        if lo >= hi or (lo, hi) == (a, b):
+        if lo > hi:
+            # No value satisfies every conjunct (two tiles, each on one border): cutting
+            # at both points still decides one conjunct in each outer part.
+            lo, hi = hi, lo
+        if (lo, hi) == (a, b) or hi <= a or lo >= b:
             return None
         if pieces == 2 and lo > a and hi < b:
             # Room for one cut only: keep the larger of the two condition-free parts.
             lo, hi = (lo, b) if b - lo >= hi - a else (a, hi)
         return lo, hi
+
+
+def _guarded_work(s) -> float:
+    """How many statements one test of a condition around ``s`` decides: stores, with
+    loops multiplying by their extent (a vectorized loop, lane-parallel, by one; a loop of
+    symbolic extent by infinity)."""
+    t = type(s)
+    if t is S.For:
+        ext = _const(s.extent)
+        inner = _guarded_work(s.body)
+        if s.kind == "vectorized":
+            return inner
+        return inner * ext if ext is not None else float("inf")
+    if t is S.SeqStmt:
+        return sum(_guarded_work(c) for c in s.seq)
+    if t is S.IfThenElse:
+        return max(_guarded_work(s.then_case),
+                   0 if s.else_case is None else _guarded_work(s.else_case))
+    if t in (S.Allocate, S.LetStmt):
+        return _guarded_work(s.body)
+    return 1
 
 
 def _conditions(body, v) -> list:
@@ -248,7 +285,8 @@ def _conditions(body, v) -> list:
             for c in s.seq:
                 walk(c, inner)
         elif t is S.IfThenElse:
-            add(s.condition, inner)
+            if _guarded_work(s.then_case) <= AMORTIZED_TEST:
+                add(s.condition, inner)
             visit_expr(s.condition, inner)
             walk(s.then_case, inner)
             if s.else_case is not None:
@@ -268,4 +306,4 @@ def _conditions(body, v) -> list:
     return [x for same in found.values() for x in same]
 
 
-__all__ = ["MAX_COPIES", "partition_loops"]
+__all__ = ["AMORTIZED_TEST", "MAX_COPIES", "partition_loops"]

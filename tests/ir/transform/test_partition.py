@@ -159,3 +159,34 @@ def test_unchanged_function_is_returned_as_is():
     s = te.create_schedule(B.op)
     func = tecomp.lower(s, [A, B])
     assert partition_loops(func) is func
+
+
+def test_two_tiles_each_on_one_border_are_cut_apart(rng):
+    """A padded row of two tiles: no tile is clear of both borders, yet cutting between
+    them leaves each tile one border, decided at compile time once the tile is unrolled."""
+    s, A, P, xo, xi = padded_1d(n=14, factor=8)
+    s[P].unroll(xi)
+    f = tecomp.lower(s, [A, P])
+    assert not [lp for lp in loops(f) if lp[0] == "i.outer"], str(f)
+    for tile in nodes(f.body, S.For):
+        assert len({str(c.cond) for c in nodes(tile, E.Select)}) <= 1, str(f)
+    a = rng.standard_normal(14).astype("float32")
+    run_and_check(compile_schedule(s, [A, P]), [A, P], [a], [np.pad(a, 1)])
+
+
+def test_a_test_deciding_a_large_body_cuts_nothing():
+    """``if`` around a whole unrolled window runs once per that window: not worth copies."""
+    i, k = E.Var("i", "int64"), E.Var("k", "int64")
+    buf = tecomp.ir.buffer.make_buffer("B", "float32", (64,))
+
+    def nest(extent):
+        store = S.Store(buf, E.FloatImm(1.0, "float32"), k)
+        inner = S.For(k, E.IntImm(0, "int64"), E.IntImm(extent, "int64"), "unrolled", store)
+        guard = S.IfThenElse(E.GE(i, E.IntImm(1, "int64")), inner)
+        return S.PrimFunc("f", [buf], S.For(i, E.IntImm(0, "int64"),
+                                            E.IntImm(8, "int64"), "serial", guard))
+
+    cut = partition_loops(nest(64))
+    assert [f.extent.value for f in nodes(cut.body, S.For) if f.loop_var is i] == [1, 7]
+    large = nest(65)
+    assert partition_loops(large) is large
