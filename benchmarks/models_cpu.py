@@ -11,7 +11,10 @@ two outputs, that difference relative to the largest reference value (torchvisio
 MobileNetV2 and EfficientNet-B0 with their random initial weights output values near 1e-9
 and 1e-14, which any absolute tolerance passes) and the largest ratio of a difference to
 the tolerance the tests use (1e-4 + 1e-3 |reference|; at most 1 means within tolerance).
-A model that does not import or build gets one row saying why.
+A model that does not import or build gets one row saying why. With ``--tuning-records``
+the tuned build is the one measured, and the untuned build (default schedules) runs in the
+same interleaved rounds, its ratio to ONNX Runtime in the last column, so the tuning gain is
+read off one run rather than two runs minutes apart, between which the machine drifts.
 
 Models: the builders of ``tecomp.testing.models`` (a BERT-style encoder, a GPT-2-style
 decoder, MobileNetV2 and ResNet-18 with random weights) and the nine real models shipped
@@ -189,12 +192,18 @@ def bench_one(name, make, opts) -> str:
     ref = sess.run(None, feeds)
     got = gm(**feeds)
     abs_err, rel_err, tol = compare_outputs(got, ref)
-    times = paired({"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)},
-                   rounds=opts.rounds)
+    contenders = {"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)}
+    if opts.tuning_records:
+        untuned, _ = compile_model(model, feeds)
+        contenders["untuned"] = lambda: untuned(**feeds)
+    times = paired(contenders, rounds=opts.rounds)
     ratio = median_ratio(times["tecomp"], times["onnxruntime"])
-    return (f"{name:<22} {compile_s:9.1f} {statistics.median(times['tecomp']) * 1e3:10.2f} "
-            f"{statistics.median(times['onnxruntime']) * 1e3:10.2f} {ratio:8.2f} "
-            f"{abs_err:11.2e} {rel_err:11.2e} {tol:8.2f}")
+    row = (f"{name:<22} {compile_s:9.1f} {statistics.median(times['tecomp']) * 1e3:10.2f} "
+           f"{statistics.median(times['onnxruntime']) * 1e3:10.2f} {ratio:8.2f} "
+           f"{abs_err:11.2e} {rel_err:11.2e} {tol:8.2f}")
+    if opts.tuning_records:
+        row += f" {median_ratio(times['untuned'], times['onnxruntime']):10.2f}"
+    return row
 
 
 def main():
@@ -217,7 +226,8 @@ def main():
     print(f"target: {tecomp.Target('llvm')}; batch {opts.batch}, sequence {opts.seq}; "
           f"onnxruntime with 2 intra-op threads")
     print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
-          f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}")
+          f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}"
+          + (f" {'untuned/ORT':>10}" if opts.tuning_records else ""))
     for name in names:
         print(bench_one(name, known[name], opts), flush=True)
 

@@ -5,9 +5,10 @@ on the shapes models use: square matmuls (one whose size no tile divides, and on
 symbolic row count, as a graph with a dynamic batch builds it), a classifier head or a
 projection at batch 1, and the BERT-style encoder's projections at sequence length 128.
 ``dense`` reads its weight prepacked and adds a bias, as a built model's does; numpy
-computes ``x @ w.T + b``. tecomp's kernel is called as a built model's executor calls it
-(``call_trusted``, the arguments checked once), which matters at batch 1, where a checked
-call's ~2 us is a tenth of the kernel.
+computes ``x @ w.T + b``. tecomp's kernel is called as a built model's executor calls it:
+the arguments checked once, then a prepared call (``PackedFunction.prepare``, one native
+call each time), which matters at batch 1, where a checked call's ~2 us is a tenth of the
+kernel.
 
 For each shape it prints tecomp's GFLOPS, numpy's measured in alternation with it, and
 the median over interleaved rounds of t_numpy / t_tecomp (> 1: tecomp is faster); see
@@ -30,6 +31,7 @@ import numpy as np
 import tecomp
 from tecomp import autotune, te
 from tecomp.autotune.space import FallbackConfigEntity
+from tecomp.runtime import aligned
 from tecomp.timing import median_ratio, paired
 from tecomp.topi.matmul import compute_matmul, pack_dense_weight, schedule_matmul
 
@@ -49,11 +51,10 @@ class Case:
 
 def _checked_call(mod, arrays: tuple, want: np.ndarray, label: str) -> Callable[[], None]:
     """Run ``mod`` once with argument checks, compare its output (the last array) with
-    ``want``, and return the unchecked call a model's executor makes."""
+    ``want``, and return the prepared call a model's executor makes."""
     mod(*arrays)
     np.testing.assert_allclose(arrays[-1], want, rtol=1e-3, atol=1e-3, err_msg=label)
-    fn = mod.get_function(mod.entry_name)
-    return lambda: fn.call_trusted(*arrays)
+    return mod.get_function(mod.entry_name).prepare(*arrays)
 
 
 def matmul_case(n: int, k: int, m: int, rng) -> Case:
@@ -76,7 +77,8 @@ def symbolic_matmul_case(n: int, k: int, m: int, rng) -> Case:
 def _matmul_case(label: str, mod, n: int, k: int, m: int, rng) -> Case:
     a = rng.standard_normal((n, k), dtype=np.float32)
     b = rng.standard_normal((k, m), dtype=np.float32)
-    ours = _checked_call(mod, (a, b, np.empty((n, m), np.float32)), a @ b, label)
+    ours = _checked_call(mod, (aligned.copy(a), aligned.copy(b), aligned.empty((n, m), np.float32)),
+                         a @ b, label)
     return Case(label, 2.0 * n * k * m, ours, lambda: a @ b)
 
 
@@ -90,7 +92,7 @@ def dense_case(n: int, k: int, m: int, rng) -> Case:
     b = rng.standard_normal(m, dtype=np.float32)
     w_packed = pack_dense_weight(w, bn)
     label = f"dense {n}x{k}x{m}"
-    arrays = (x, w_packed, b, np.empty((n, m), np.float32))
+    arrays = (aligned.copy(x), w_packed, aligned.copy(b), aligned.empty((n, m), np.float32))
     ours = _checked_call(mod, arrays, x @ w.T + b, label)
     return Case(label, 2.0 * n * k * m, ours, lambda: x @ w.T + b)
 

@@ -11,9 +11,9 @@ learns from results (``update``); ``Tuner.tune`` runs the loop:
 3. build each batch in parallel, time it, pass the results to the tuner and callbacks;
 4. stop after ``n_trial`` measurements, when the space is exhausted, or when
    ``early_stopping`` trials brought no improvement;
-5. if this session measured anything, re-measure the best few candidates interleaved
-   (``docs/measuring.md``) and declare the best from those measurements; they are
-   logged with ``stage = "final"``.
+5. if this session measured anything, re-measure the best few candidates and the
+   default config interleaved (``docs/measuring.md``) and declare the best from those
+   measurements; they are logged with ``stage = "final"``.
 """
 
 from __future__ import annotations
@@ -224,7 +224,8 @@ class Tuner:
     def finish(self, builder, runner, callbacks=(), remeasure_top: int = 3,
                remeasure_rounds: int = 5) -> None:
         """End a session: if it measured anything, re-measure the best ``remeasure_top``
-        candidates interleaved and declare the winner from those samples."""
+        candidates and the default config interleaved and declare the winner from those
+        samples."""
         if remeasure_top and remeasure_top > 1 and self.n_done > self.n_resumed:
             self._remeasure(builder, runner, remeasure_top, remeasure_rounds, callbacks)
 
@@ -248,8 +249,15 @@ class Tuner:
                 builder.remove(b.filename)
 
     def _remeasure(self, builder, runner, top: int, rounds: int, callbacks):
-        """Re-time the best ``top`` candidates interleaved; the median of those samples
-        decides the winner (a lucky trial sample never wins)."""
+        """Re-time the best ``top`` candidates interleaved, and the default config beside
+        them; the median of those samples decides the winner (a lucky trial sample never
+        wins).
+
+        The default runs in the same rounds because trials minutes apart are not
+        comparable on a drifting machine: tuning ResNet-50 (2000 trials, 17 minutes),
+        the best trial of 10 of its 25 kernels re-measured slower than the default's trial
+        had, and the model built from the log ran 3% slower than untuned. Compared in the
+        same rounds, a candidate that is not faster than the default loses to it."""
         ok = [(c, r) for c, r in self.history if r.ok and r.stage == "trial"]
         ok.sort(key=lambda cr: cr[1].cost)
         picked, seen = [], set()
@@ -259,6 +267,9 @@ class Tuner:
                 picked.append(c)
             if len(picked) == top:
                 break
+        default = self.task.default_config.index
+        if default not in seen and any(c.index == default for c, _r in ok):
+            picked.append(self.task.default_config)
         if len(picked) < 2:
             return
         inputs = [MeasureInput(self.task, c) for c in picked]

@@ -44,8 +44,10 @@ def test_resume_with_new_trials_still_remeasures(tmp_path, mm_task):
     option = _option()
     autotune.RandomTuner(mm_task, seed=1).tune(12, option, resume_from=str(log),
                                                remeasure_top=3)
-    assert len(option["builder"].built) - 3 == 4  # 4 new trials, then the 3 re-measured
+    # 4 new trials, then the 3 best and the default config re-measured
+    assert len(option["builder"].built) - 4 == 4
     assert len(option["runner"].remeasured) == 1
+    assert option["builder"].built[-1] == mm_task.default_config.index
 
 
 def test_start_hook_runs_before_the_first_measurement(mm_task):

@@ -2,6 +2,7 @@ import pytest
 from conftest import FakeBuilder, FakeRunner
 
 from tecomp import autotune
+from tecomp.autotune.result import MeasureResult
 
 TUNERS = [autotune.RandomTuner, autotune.GridSearchTuner, autotune.GATuner, autotune.XGBTuner]
 
@@ -70,9 +71,38 @@ def test_final_remeasure_decides_best(mm_task):
     tuner = autotune.RandomTuner(mm_task, seed=0)
     recorded = []
     tuner.tune(16, option, callbacks=[lambda t, i, r: recorded.extend(r)], remeasure_top=3)
-    assert len(runner.remeasured) == 1 and len(runner.remeasured[0]) == 3
+    # the 3 best trials, and the default config (whose trial was not among them)
+    assert len(runner.remeasured) == 1 and len(runner.remeasured[0]) == 4
+    assert f"fake:{mm_task.default_config.index}" in runner.remeasured[0]
     finals = [r for r in recorded if r.stage == "final"]
-    assert len(finals) == 3
+    assert len(finals) == 4
+    assert tuner.best_result.stage == "final"
+
+
+class _DriftingRunner(FakeRunner):
+    """Trials look fast for every config but the default (measured first, while the
+    machine was slow); interleaved, the default is the fastest."""
+
+    def run(self, inputs, builds):
+        results = super().run(inputs, builds)
+        return [r if i.config.index == self.default else
+                MeasureResult((5e-4,) * 3, r.error_no, "", 0.0, r.timestamp)
+                for i, r in zip(inputs, results)]
+
+    def remeasure(self, builds, rounds=5):
+        self.remeasured.append([b.filename for b in builds])
+        return [[1e-3 if b.filename == f"fake:{self.default}" else 2e-3] * rounds
+                for b in builds]
+
+
+def test_final_remeasure_keeps_the_default_when_nothing_beats_it_side_by_side(mm_task):
+    runner = _DriftingRunner()
+    runner.default = mm_task.default_config.index
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    tuner.tune(16, {"builder": FakeBuilder(), "runner": runner}, remeasure_top=3)
+    assert f"fake:{runner.default}" in runner.remeasured[0]
+    assert len(runner.remeasured[0]) == 4
+    assert tuner.best_config.index == runner.default
     assert tuner.best_result.stage == "final"
 
 
