@@ -97,14 +97,15 @@ class PackedFunction:
         """A call with these arguments, packed once, for a caller that repeats it.
 
         The same trust as :meth:`call_trusted`: nothing is checked. The call keeps the
-        arrays' addresses and sizes, so it is only valid while they stay alive and keep
-        their shapes; :meth:`PreparedCall.set_pointer` points an argument at new bytes of
-        the same shape (an executor's new input). Calling it costs one native call.
+        arrays' addresses and sizes, and a reference to each array, so the bytes stay
+        alive as long as the call; an array must keep its shape.
+        :meth:`PreparedCall.set_pointer` points an argument at new bytes of the same shape
+        (an executor's new input). Calling it costs one native call.
         """
         fn = self._native()
         ptrs = self._ptr_array(*[data_pointer(a) for a in arrays])
         sizes = self._size_array(*[arrays[i].shape[d] for i, d in self._size_sources])
-        return PreparedCall(self, fn, ptrs, sizes)
+        return PreparedCall(self, fn, ptrs, sizes, list(arrays))
 
     def call_trusted(self, *arrays) -> None:
         """Call without validating the arguments, for a caller that already has.
@@ -132,16 +133,20 @@ class PreparedCall:
     """A :class:`PackedFunction` call with its arguments packed (see
     :meth:`PackedFunction.prepare`)."""
 
-    __slots__ = ("function", "_fn", "_ptrs", "_sizes")
+    __slots__ = ("function", "_fn", "_ptrs", "_sizes", "_arrays")
 
-    def __init__(self, function: PackedFunction, fn, ptrs, sizes):
+    def __init__(self, function: PackedFunction, fn, ptrs, sizes, arrays: list):
         self.function = function
         self._fn, self._ptrs, self._sizes = fn, ptrs, sizes
+        # Held so that a caller dropping its arrays cannot leave the call dangling
+        # pointers: the generated code would read and write freed memory.
+        self._arrays = arrays
 
     def set_pointer(self, index: int, array) -> None:
         """Argument ``index`` reads (or writes) ``array`` from now on; it must have the
         shape and dtype of the array it replaces."""
         self._ptrs[index] = data_pointer(array)
+        self._arrays[index] = array
 
     def __call__(self) -> None:
         self.function._run(self._fn, self._ptrs, self._sizes)

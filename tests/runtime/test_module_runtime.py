@@ -1,5 +1,6 @@
 """Runtime modules: argument validation, timing, export_library / load_module."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -263,3 +264,19 @@ def test_a_prepared_call_reuses_its_arguments_and_follows_a_new_pointer(mm, rng)
     call.set_pointer(0, a2)
     call()
     np.testing.assert_allclose(c, a2[:, :1] + b[:1, :])
+
+
+def test_a_prepared_call_keeps_its_arrays_alive(mm, rng):
+    a = rng.random((6, 4), dtype=np.float32)
+    b = rng.random((4, 7), dtype=np.float32)
+    c = np.zeros((6, 7), np.float32)
+    call = mm.get_function("f").prepare(a.copy(), b.copy(), c)
+    gc.collect()  # the copies have no other owner than the call
+    _ = [np.full(a.shape, np.nan, np.float32) for _ in range(64)]  # reuse freed memory
+    call()
+    np.testing.assert_allclose(c, a[:, :1] + b[:1, :])
+    fresh = rng.random((6, 4), dtype=np.float32)
+    call.set_pointer(0, fresh.copy())
+    gc.collect()
+    call()
+    np.testing.assert_allclose(c, fresh[:, :1] + b[:1, :])
