@@ -224,6 +224,26 @@ def _rfactor_lanes(s, tensor):
     return rf
 
 
+#: A reduction over at most this many points (all extents constant) is unrolled.
+UNROLL_WINDOW_POINTS = 16
+
+
+def _unroll_small_window(stage, reduce_axes) -> None:
+    """Unroll the reduced axes of a small constant window (a 3x3 pool): each output vector
+    then accumulates in a register, its window's border tests are decided at compile time,
+    and no loop over 3 points runs per vector. A 3x3 / 2 max pool at 112x112 (ResNet's
+    first) took 0.25 ms with the window as loops."""
+    extents = [const_int(ax.dom.extent) for ax in reduce_axes]
+    if not extents or None in extents:
+        return
+    points = 1
+    for e in extents:
+        points *= e
+    if points <= UNROLL_WINDOW_POINTS:
+        for ax in reduce_axes:
+            stage.unroll(ax)
+
+
 def layout_reduction(s, tensor, attach=None):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
     then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
@@ -248,6 +268,7 @@ def layout_reduction(s, tensor, attach=None):
                                     vector_lanes(tensor.dtype),
                                     _parallel_count(op, len(outer_axes)))
         outer = fused if fused is not None else chunk
+        _unroll_small_window(stage, op.reduce_axis)
     else:
         rf = _rfactor_lanes(s, tensor)
         outer = stage.fuse(*outer_axes) if outer_axes else None
