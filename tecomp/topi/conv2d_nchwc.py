@@ -81,13 +81,19 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
     per tile, a divisor of OW), ``unroll_kw`` (the kernel's columns unrolled inside each
     input channel, reading a padded input in place, else a loop outside them over a padded
-    copy; see the module docstring) and ``order`` (``"oh_oc"``: the threads
+    copy; see the module docstring; one value for an unpadded kernel one column wide,
+    where both are the same code) and ``order`` (``"oh_oc"``: the threads
     share out output rows, each computing all channel blocks of its rows, so the input is
     read once; ``"oc_oh"``: they share out channel blocks, so the weights are read once).
-    The fallback order reads once whichever of input and weights is larger (in a model
-    run at batch 1 both come from memory; the tuner times the input warm, so it cannot
-    see this): ResNet-50's 256->64 1x1 at 56x56 took 0.54 ms in a run with the channel
-    blocks shared out (each thread reading the whole 3.2 MB input), ONNX Runtime 0.33.
+
+    ``order`` is a rule, not a choice the tuner makes: it reads once whichever of input
+    and weights is larger. In a model run the input was just written by the previous
+    kernel, half of it by each core, a situation the tuner's timing (the input warm in the
+    timing cores' caches) does not reproduce: on ResNet-50 a tuner free to choose shared
+    out channel blocks in 7 of the 10 layers where this rule shares out rows (timed alone,
+    the 256->64 1x1 at 56x56 took 0.320 ms so against 0.330 with rows), and in a run that
+    layer took 0.54 ms instead of 0.32 (each thread reading the whole 3.2 MB input, half of
+    it from the other core): the model ran at 1.08x ONNX Runtime's time, 1.02x untuned.
 
     The fallback without padding: 2 channel blocks by a 14-column row, else by the widest
     divisor of the row up to 8 columns (4 blocks where that leaves fewer than 14
@@ -107,10 +113,9 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     ow = [d for d in _divisors(OW) if d <= 28]
     cfg.define_knob("tile_ocb", ocb)
     cfg.define_knob("tile_ow", ow)
-    cfg.define_knob("unroll_kw", [True, False])
-    cfg.define_knob("order", ["oc_oh", "oh_oc"])
+    cfg.define_knob("unroll_kw", [True, False] if padded or S > 1 else [False])
+    cfg.define_knob("order", ["oh_oc" if K * C * R * S <= C * H * W else "oc_oh"])
     if cfg.is_fallback:
-        cfg.fallback_knob("order", "oh_oc" if K * C * R * S <= C * H * W else "oc_oh")
         in_place = padded and S <= 5
         cols = 14 if OW == 14 and not in_place else max(d for d in ow if d <= 8)
         rows = 2 if 2 in ocb else 1

@@ -46,6 +46,7 @@ def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), 
     dict(C=32, K=64, H=9, W=14, R=3, S=3, pads=(1, 1, 1, 1)),
     dict(C=16, K=64, H=7, W=7, R=1, S=1, strides=(2, 2)),
     dict(C=32, K=32, H=10, W=12, R=3, S=2, pads=(2, 0, 1, 1), dilation=(2, 1)),
+    dict(C=16, K=16, H=12, W=16, R=1, S=1),  # input larger than weights: rows shared out
 ])
 def test_every_config_of_a_small_space(case):
     task = _task(**case)
@@ -131,7 +132,18 @@ def test_fallback_reads_the_larger_of_input_and_weights_once():
     deep = _task(512, 512, 7, 7, 3, 3, pads=(1, 1, 1, 1))
     assert early.default_config["order"].val == "oh_oc"
     assert deep.default_config["order"].val == "oc_oh"
+    # A rule, not a tuning choice (see define_conv2d_nchwc_knobs): every config keeps it.
+    for task, order in ((early, "oh_oc"), (deep, "oc_oh")):
+        space = task.config_space
+        assert {space.get(i)["order"].val for i in range(len(space))} == {order}
     assert early.default_config["tile_ocb"].val * early.default_config["tile_ow"].val <= 28
+
+
+def test_an_unpadded_one_column_kernel_has_one_unroll_kw_value():
+    """Unrolling a kernel one column wide changes nothing: no duplicate configs."""
+    assert len(_task(64, 64, 14, 14, 1, 1).config_space.space_map["unroll_kw"]) == 1
+    assert len(_task(64, 64, 14, 14, 1, 1, pads=(1, 1, 1, 1)).config_space
+               .space_map["unroll_kw"]) == 2
 
 
 def test_padded_fallback_reads_in_place_and_a_column_loop_copies():
