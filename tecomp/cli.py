@@ -364,10 +364,15 @@ def _model_tasks(ns, target, err):
 
 
 def _untuned_cost(tuner) -> float:
-    """The measured cost of the task's default (fallback) config, inf if not measured."""
+    """The measured cost of the task's default (fallback) config, inf if not measured:
+    from the final interleaved re-measurement when it took part (the rounds the tuned
+    cost comes from), else from its trial."""
     index = tuner.task.default_config.index
-    costs = [r.cost for c, r in tuner.history if c.index == index and r.stage == "trial"]
-    return min(costs, default=float("inf"))
+    for stage in ("final", "trial"):
+        costs = [r.cost for c, r in tuner.history if c.index == index and r.stage == stage]
+        if costs:
+            return min(costs)
+    return float("inf")
 
 
 def _plot_model(path, sched, title):

@@ -320,3 +320,23 @@ def test_tune_a_cpu_only_template_for_cuda_names_the_cuda_templates(capsys, tmp_
                                    "--output", str(tmp_path / "c.json")])
     assert "conv2d_packed_kernel is a CPU template with no cuda version" in err
     assert "matmul.cuda" in err
+
+
+def test_model_summary_compares_the_default_from_the_tuned_costs_rounds():
+    """The summary's untuned cost is the default config's final re-measurement (the rounds
+    the tuned cost comes from) when it took part, else its trial."""
+    from types import SimpleNamespace
+
+    from tecomp.autotune.result import MeasureErrorNo, MeasureResult
+
+    task = autotune.create_task("matmul", (16, 16, 16, "float32"))
+    default, other = task.default_config, task.config_space.get(
+        (task.default_config.index + 1) % len(task.config_space))
+
+    def result(cost, stage):
+        return MeasureResult((cost,) * 3, MeasureErrorNo.NO_ERROR, "", 0.0, 0.0, stage=stage)
+
+    history = [(default, result(3e-3, "trial")), (other, result(1e-3, "trial"))]
+    assert cli._untuned_cost(SimpleNamespace(task=task, history=history)) == 3e-3
+    history.append((default, result(2e-3, "final")))
+    assert cli._untuned_cost(SimpleNamespace(task=task, history=history)) == 2e-3
