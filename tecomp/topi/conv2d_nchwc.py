@@ -22,9 +22,9 @@ and last layers pay a layout transform.
 A padded convolution reads its input in place when the config unrolls the kernel's
 columns (``unroll_kw``; the fallback but on output rows of at most 7 columns): the zero
 border is the reduction's ``where`` condition, whose row part lowering hoists to the
-kernel-row loop and whose column part
-is decided at compile time for each unrolled (column, kernel column) pair, so no
-multiply-add tests anything at run time and no copy runs. With the columns as a loop it
+kernel-row loop and whose column part is decided at compile time for each unrolled
+(column, kernel column) pair, so no multiply-add tests anything at run time and no copy
+runs. With the columns as a loop it
 first copies the input into a zero-bordered buffer (``data_pad``) instead: a column
 condition inside that loop would stay in the multiply-adds of every border tile.
 Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over the copy):
