@@ -144,12 +144,6 @@ class TransposeMixin:
             off = self.add_i64("add", dst_base, self.i64(i * step_k))
             self._row_store(mt, dst, off, v, xb, md, eb)
 
-    def _shuffle(self, a: Val, b: Val, mt: str, mask: list) -> Val:
-        vt = T.vec(mt, a.lanes)
-        m = ", ".join(f"i32 {i}" for i in mask)
-        return self.val(f"shufflevector {vt} {a.ref}, {vt} {b.ref}, <{len(mask)} x i32> <{m}>",
-                        mt, len(mask))
-
     def _transpose_rows(self, rows: list, mt: str, n: int) -> list:
         """``log2(P)`` perfect shuffles of ``P`` rows of ``n`` lanes (missing rows poison);
         the result read as one flat array is the transpose (module docstring)."""
@@ -159,7 +153,7 @@ class TransposeMixin:
         hi = [n // 2 + i for i in lo]
         for _ in range(p.bit_length() - 1):
             pairs = [(rows[m], rows[m + p // 2]) for m in range(p // 2)]
-            rows = [self._shuffle(a, b, mt, mask) for a, b in pairs for mask in (lo, hi)]
+            rows = [self.shuffle(a, b, mt, mask) for a, b in pairs for mask in (lo, hi)]
         return rows
 
     def _row_of(self, flat: list, mt: str, n: int, i: int, width: int) -> Val:
@@ -169,7 +163,7 @@ class TransposeMixin:
         first, lane = divmod(i * p, n)
         a = flat[first]
         b = flat[first + 1] if lane + width > n else Val("poison", mt, n)
-        return self._shuffle(a, b, mt, [lane + t for t in range(width)])
+        return self.shuffle(a, b, mt, [lane + t for t in range(width)])
 
     def _row_store(self, mt: str, ptr: str, off: Val, v: Val, n: int, md: str, eb: int):
         """Store ``n`` lanes of ``v`` contiguously. With AVX-512 a width that is not a power
@@ -180,7 +174,7 @@ class TransposeMixin:
         if w == n or not self.cheap_masked_store():
             self.emit(f"store {T.vec(mt, n)} {v.ref}, ptr {p.ref}, align {eb}{md}")
             return
-        wide = self._shuffle(v, Val("poison", mt, n), mt, list(range(n)) + [n] * (w - n))
+        wide = self.shuffle(v, Val("poison", mt, n), mt, list(range(n)) + [n] * (w - n))
         mask = ", ".join("i1 true" if k < n else "i1 false" for k in range(w))
         self.masked_store(mt, p, wide, f"<{mask}>", eb, md)
 

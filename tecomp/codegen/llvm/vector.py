@@ -54,6 +54,14 @@ class VectorMixin:
             lanes,
         )
 
+    def shuffle(self, a: Val, b: Val, mt: str, mask: list) -> Val:
+        """``shufflevector`` of ``a`` and ``b`` (vectors of ``mt``, one type): lane ``k`` of
+        the result is lane ``mask[k]`` of ``a`` followed by ``b``."""
+        vt = T.vec(mt, a.lanes)
+        m = ", ".join(f"i32 {i}" for i in mask)
+        return self.val(f"shufflevector {vt} {a.ref}, {vt} {b.ref}, <{len(mask)} x i32> <{m}>",
+                        mt, len(mask))
+
     def unify(self, *vals: Val) -> tuple:
         lanes = max(v.lanes for v in vals)
         return tuple(self.bcast(self.mat(v), lanes) for v in vals)
