@@ -168,7 +168,8 @@ class Interpreter:
             elif s.else_case is not None:
                 self.stmt(s.else_case)
         elif t is S.Evaluate:
-            self.expr(s.value)
+            if S.prefetched(s) is None:  # a prefetch reads nothing (its index may be out of range)
+                self.expr(s.value)
         elif t is S.KernelLaunch:
             run_kernel(self, s)
         elif t is S.Barrier:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .buffer import Buffer
-from .expr import Node, PrimExpr, Var
+from .expr import Call, Load, Node, PrimExpr, Var
 from .functor import collect_vars
 
 
@@ -150,6 +150,25 @@ def seq(*stmts) -> Stmt:
     if len(flat) == 1:
         return flat[0]
     return SeqStmt(tuple(flat))
+
+
+#: The intrinsic of a prefetch hint: ``Evaluate(Call(PREFETCH, (Load(buffer, index),)))``.
+PREFETCH = "prefetch"
+
+
+def prefetch(buffer: Buffer, index: PrimExpr) -> Evaluate:
+    """A hint that ``buffer[index]`` (a vector index: every lane) will be read soon.
+
+    It has no effect on results: nothing is read, and an index outside the buffer is
+    allowed (code generators emit an instruction that cannot fault, or nothing)."""
+    return Evaluate(Call(buffer.dtype, PREFETCH, (Load(buffer, index, buffer.dtype),)))
+
+
+def prefetched(s: Stmt) -> Load | None:
+    """The access a :func:`prefetch` statement announces, or None for any other statement."""
+    if type(s) is Evaluate and type(s.value) is Call and s.value.name == PREFETCH:
+        return s.value.args[0]
+    return None
 
 
 @dataclass(frozen=True, eq=False, repr=False)

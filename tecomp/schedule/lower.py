@@ -27,6 +27,7 @@ from ..ir.arith import const_int_bound, eval_interval, prove, simplify
 from ..ir.analysis import buffer_key
 from ..ir.buffer import make_buffer
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
+from ..ir.structural import structural_equal
 from ..ir.transform.pipeline import run_pipeline
 from ..target import Target, as_target
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
@@ -287,21 +288,27 @@ class _ToLoads(IRMutator):
         self.infos = infos
         self.params = params
 
-    def visit_ProducerLoad(self, e):
-        e = self.generic(e)
-        st = self.sch.stage_map.get(e.tensor.op)
+    def buffer_of(self, tensor):
+        """The buffer holding ``tensor`` and the offset of its region (None: from 0)."""
+        st = self.sch.stage_map.get(tensor.op)
         if st is None:
-            raise LoweringError(f"tensor {e.tensor.name} is not part of the schedule")
+            raise LoweringError(f"tensor {tensor.name} is not part of the schedule")
         if isinstance(st.op, PlaceholderOp):
-            buf = self.params.get(e.tensor)
+            buf = self.params.get(tensor)
             if buf is None:
                 raise LoweringError(
-                    f"placeholder {e.tensor.name} is read but is not in the argument list"
+                    f"placeholder {tensor.name} is read but is not in the argument list"
                 )
-            return E.Load(buf, buf.flat_index(e.indices), e.dtype)
+            return buf, None
         info = self.infos[st]
-        buf = info.buffers[e.tensor.value_index]
-        idx = [i if _is_zero(o) else i - o for i, o in zip(e.indices, info.offset)]
+        return info.buffers[tensor.value_index], info.offset
+
+    def visit_ProducerLoad(self, e):
+        e = self.generic(e)
+        buf, offset = self.buffer_of(e.tensor)
+        idx = e.indices
+        if offset is not None:
+            idx = [i if _is_zero(o) else i - o for i, o in zip(idx, offset)]
         return E.Load(buf, buf.flat_index(idx), e.dtype)
 
 
@@ -375,15 +382,62 @@ class _Builder:
         else:
             update = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, bodies, flat)])
             init = None
+        prefetch_at = self._prefetch_nests(st, info, bodies, pos)
         stmt = update
         for level in range(len(leaves) - 1, -1, -1):
             iv = leaves[level]
+            stmt = S.seq(*prefetch_at.get(level, ()), stmt)
             stmt = _guard(stmt, by_level.get(level, []))
             stmt = self.wrap_attached(st, iv, stmt)
             stmt = _loop(st, info, iv, stmt)
             if level == reduce_pos:
                 stmt = S.seq(self._init_nest(st, info, leaves[level:], init, guards, pos), stmt)
         return _guard(stmt, by_level.get(-1, []))
+
+    def _prefetch_nests(self, st: Stage, info: StageInfo, bodies, pos) -> dict:
+        """Loop level -> the prefetches at the top of that loop's body, for the stage's
+        ``prefetch`` hints (see :meth:`Stage.prefetch`).
+
+        A read of the hinted tensor whose index uses the hinted loop gets its prefetch in
+        the innermost loop of the unbroken run, from the hinted loop inwards, of loops the
+        index uses; the loops it uses further in (a tile's channel blocks, the vector
+        lanes) are copied around the prefetch, the loops it does not use are left out, so
+        no address is prefetched twice in one iteration of the loops it uses."""
+        leaves = st.leaf_iter_vars
+        placed: dict = {}
+        for tensor, iv, offset in st.prefetches:
+            if self.sch.stage_map[tensor.op].attach_type == "inline":
+                raise LoweringError(f"stage {st.name} prefetches {tensor.name}, which is "
+                                    f"inlined: it has no buffer to prefetch from")
+            buf, _ = self.to_loads.buffer_of(tensor)
+            loads: list = []
+
+            def collect(n):
+                if type(n) is E.Load and n.buffer is buf and not any(
+                        structural_equal(n, m) for m in loads):
+                    loads.append(n)
+
+            for body in bodies:
+                post_order_visit(body, collect)
+            for load in loads:
+                used = {pos[v] for v in collect_vars(load.index) if v in pos}
+                level = pos[iv.var]
+                if level not in used:
+                    continue
+                inner = level
+                while inner + 1 in used:
+                    inner += 1
+                copied = [leaves[k] for k in sorted(used) if k > inner]
+                if any(st.iter_var_attrs.get(c) == "thread_binding" for c in copied):
+                    continue  # GPU code has no prefetch
+                fresh = {c.var: E.Var(c.var.name + "_pf", c.var.dtype) for c in copied}
+                index = substitute(load.index, {iv.var: iv.var + offset, **fresh})
+                stmt = S.prefetch(buf, index)
+                for c in reversed(copied):
+                    stmt = S.For(fresh[c.var], E.IntImm(0, c.var.dtype), info.extents[c],
+                                 st.iter_var_attrs.get(c, "serial"), stmt)
+                placed.setdefault(inner, []).append(stmt)
+        return placed
 
     def _reduction(self, bodies, bufs, flat):
         red = bodies[0]

@@ -46,6 +46,7 @@ class Stage:
         self.relations: list = []
         self.iter_var_attrs: dict = {}  # IterVar -> annotation
         self.bind_threads: dict = {}  # IterVar -> thread IterVar
+        self.prefetches: list = []  # (Tensor, IterVar, offset)
 
     @property
     def name(self) -> str:
@@ -238,6 +239,30 @@ class Stage:
             )
         self._annotate("bind", axis, "thread_binding")
         self.bind_threads[axis] = thread_ivar
+
+    def prefetch(self, tensor, var, offset: int):
+        """Ask for the bytes of ``tensor`` that this stage reads ``offset`` iterations of
+        ``var`` later to be fetched into the cache now.
+
+        Each read of ``tensor`` whose index uses ``var`` gets a prefetch of the same index
+        with ``var + offset`` in place of ``var``, placed outside the inner loops that the
+        index does not use (an unrolled register tile's other columns), so each address is
+        prefetched once per iteration of the loops that do. The index is extrapolated, not
+        clamped: past the last iteration it announces what lies beyond in memory (the next
+        tile's weights, when the loop walks them contiguously), and a prefetch never faults.
+        A hint for the LLVM targets (``llvm.prefetch``); GPU code generators ignore it.
+        """
+        self._check_schedulable("prefetch")
+        self._check_leaf("prefetch", var, "var")
+        if not isinstance(tensor, Tensor):
+            raise self._error("prefetch", f"tensor={tensor!r} must be a te tensor")
+        if tensor.op not in [t.op for t in self.op.input_tensors]:
+            raise self._error("prefetch", f"tensor {tensor.name} is not read by this stage "
+                                          f"(it reads {[t.name for t in self.op.input_tensors]})")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
+            raise self._error("prefetch", f"offset={offset!r} must be a non-zero int "
+                                          f"(iterations of {var.name} ahead)")
+        self.prefetches.append((tensor, var, offset))
 
     def pragma(self, axis, name: str, value=None):
         """Attach a named hint to ``axis`` (kept in the stage; unknown names are ignored)."""

@@ -160,3 +160,12 @@ def test_partitioned_loop_declares_its_shared_tiles_once(rng):
     c = np.zeros((32, 32), "float32")
     mod.simulate(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_a_prefetch_hint_is_left_out_of_cuda_source():
+    s, args = cuda_schedules.matmul_shared()
+    stage = next(st for st in s.stages if st.op.name == "C.local")
+    reduce_axis = next(iv for iv in stage.leaf_iter_vars if iv.iter_type == "reduce")
+    stage.prefetch(stage.op.input_tensors[0], reduce_axis, 1)
+    src = tecomp.build(s, args, target="cuda", name="mm").get_source("cuda")
+    assert "prefetch" not in src and src.count("__syncthreads();") == 2

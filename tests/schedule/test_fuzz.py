@@ -366,6 +366,14 @@ class Scheduler:
             a = self.pick(st.sampled_from(cands), "unroll axis")
             stage.unroll(a)
             self.log.append(f"s[{stage.name}].unroll({a.name})")
+        inputs = [t for t in stage.op.input_tensors if not hasattr(t.op, "body")]
+        if inputs and self.chance(25, f"prefetch {stage.name}?"):
+            # A hint: results must not change, even where the index runs past the input.
+            t = self.pick(st.sampled_from(inputs), "prefetch tensor")
+            a = self.pick(st.sampled_from(leaves), "prefetch axis")
+            k = self.pick(st.sampled_from([-2, -1, 1, 3, 64]), "prefetch offset")
+            stage.prefetch(t, a, k)
+            self.log.append(f"s[{stage.name}].prefetch({t.name}, {a.name}, {k})")
         outer = leaves[0]
         if (stage.attach_type == "root" and outer.iter_type != "reduce"
                 and outer not in stage.iter_var_attrs and self.chance(30, "parallel?")):

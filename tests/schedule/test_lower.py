@@ -282,3 +282,66 @@ def test_reduction_where_ignores_loops_of_one_iteration():
     loops = _lower_and_run(s, A, B, a, ref)
     assert isinstance(loops["r"].body, S.IfThenElse)
     assert "k" not in str(loops["r"].body.condition)
+
+
+def _prefetching_matmul(offset=8):
+    """C = A @ B, rows in tiles of 4 (unrolled), B's 16 columns vectorized, B prefetched
+    ``offset`` iterations of k ahead."""
+    A = te.placeholder((8, 32), name="A")
+    B = te.placeholder((32, 16), name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((8, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    j = C.op.axis[1]
+    s[C].reorder(io, k, ii, j)
+    s[C].unroll(ii)
+    s[C].vectorize(j)
+    s[C].prefetch(B, k, offset)
+    return s, [A, B, C]
+
+
+def _prefetches(func):
+    out = []
+    post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, S.Evaluate)
+                     and S.prefetched(n) is not None else None)
+    return out
+
+
+def test_prefetch_sits_outside_the_loops_its_index_does_not_use():
+    s, args = _prefetching_matmul()
+    func = tecomp.lower(s, args)
+    (pf,) = _prefetches(func)
+    text = str(func)
+    # In k's body, before the tile's rows (which B's index does not use), around a copy
+    # of the vectorized column loop (which it does): one prefetch per k, not one per row.
+    assert "for k in range(32):\n      for j_pf in range(16):  # vectorized\n" \
+           "        prefetch(B[k * 16 + j_pf + 128])\n      for i.inner" in text
+    assert S.prefetched(pf).buffer.name == "B"
+    # The interpreter ignores the hint, even though its index runs past B at the end.
+    a, b = np.random.rand(8, 32).astype("float32"), np.random.rand(32, 16).astype("float32")
+    c = np.zeros((8, 16), "float32")
+    run(func, a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_prefetch_checks_its_arguments():
+    s, (A, B, C) = _prefetching_matmul()
+    other = te.placeholder((4,), name="other")
+    with pytest.raises(tecomp.ScheduleError, match="tensor other is not read by this stage"):
+        s[C].prefetch(other, C.op.reduce_axis[0], 1)
+    with pytest.raises(tecomp.ScheduleError, match="offset=0 must be a non-zero int"):
+        s[C].prefetch(B, C.op.reduce_axis[0], 0)
+    with pytest.raises(tecomp.ScheduleError, match="is not an iteration variable"):
+        s[C].prefetch(B, "k", 1)
+
+
+def test_prefetch_of_an_inlined_tensor_is_refused_when_lowering():
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i] * 2, name="B")
+    C = te.compute((16,), lambda i: B[i] + 1, name="C")
+    s = te.create_schedule(C.op)
+    s[C].prefetch(B, C.op.axis[0], 4)
+    s[B].compute_inline()
+    with pytest.raises(tecomp.LoweringError, match="prefetches B, which is inlined"):
+        tecomp.lower(s, [A, C])

@@ -47,6 +47,8 @@ def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), 
     dict(C=16, K=64, H=7, W=7, R=1, S=1, strides=(2, 2)),
     dict(C=32, K=32, H=10, W=12, R=3, S=2, pads=(2, 0, 1, 1), dilation=(2, 1)),
     dict(C=16, K=16, H=12, W=16, R=1, S=1),  # input larger than weights: rows shared out
+    # Whole-plane passes over chunks of 4 input channel blocks, the last one partial.
+    dict(C=80, K=32, H=7, W=7, R=3, S=3, pads=(1, 1, 1, 1)),
 ])
 def test_every_config_of_a_small_space(case):
     task = _task(**case)
@@ -170,3 +172,27 @@ def _nodes(func, cls):
     out = []
     post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, cls) else None)
     return out
+
+
+def _lowered(task, cfg=None):
+    s, tensors = task.instantiate(cfg or task.default_config)
+    return tecomp.lower(s, tensors)
+
+
+def test_deep_seven_wide_layers_make_whole_plane_passes_with_their_weights_prefetched():
+    """ResNet-50's 3x3 512->512 at 7x7 (9.4 MB of weights): the fallback tile is 2 channel
+    blocks by the row, its accumulators cover the whole plane (passes over chunks of input
+    channels), and the weights are prefetched; a 56x56 layer's 147 KB of weights are not."""
+    deep = _task(512, 512, 7, 7, 3, 3, pads=(1, 1, 1, 1))
+    cfg = deep.default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == (2, 7)
+    func = _lowered(deep)
+    sizes = {a.buffer.name: int(np.prod([int(d) for d in a.buffer.shape]))
+             for a in _nodes(func, S.Allocate)}
+    assert sizes["conv.local"] == 2 * 7 * 7 * 16
+    prefetched = {S.prefetched(e).buffer.name for e in _nodes(func, S.Evaluate)
+                  if S.prefetched(e) is not None}
+    assert prefetched == {"kernel"}
+    early = _task(64, 64, 56, 56, 3, 3, pads=(1, 1, 1, 1))
+    assert not [e for e in _nodes(_lowered(early), S.Evaluate) if S.prefetched(e) is not None]
+

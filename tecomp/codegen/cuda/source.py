@@ -265,6 +265,8 @@ class KernelEmitter:
                   indent)
 
     def s_Evaluate(self, s, indent):
+        if S.prefetched(s) is not None:
+            return  # a cache hint for CPU targets; GPU kernels stage data explicitly
         self.emit(f"{self.expr(s.value)};", indent)
 
     def s_Barrier(self, s, indent):

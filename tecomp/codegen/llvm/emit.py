@@ -331,7 +331,10 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.store(s)
 
     def st_Evaluate(self, s):
-        pass  # expressions are pure
+        access = S.prefetched(s)
+        if access is not None:
+            self.prefetch(access)
+        # Any other expression is pure: evaluating it has no effect.
 
     def st_LetStmt(self, s):
         v = self.ev_idx(s.value) if s.var.dtype in SIGNED_INT else self.ev(s.value)

@@ -30,6 +30,10 @@ def const_elems(buffer) -> int | None:
         n *= int(c)
     return n
 
+#: Bytes per cache line, the unit a prefetch fetches (64 on the x86 and Arm cores targeted).
+CACHE_LINE = 64
+
+
 class MemoryMixin:
     """Memory access and allocation; mixed into ``emit.Emitter``."""
 
@@ -95,6 +99,29 @@ class MemoryMixin:
             z = self.const(0, "int8", v.lanes)
             return self.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
         return v
+
+    def prefetch(self, e: E.Load) -> None:
+        """``llvm.prefetch`` (read, into every cache level) of the access ``e``: its
+        element, or a constant-stride vector access every cache line from its first lane
+        (a line-aligned vector: exactly its lines; a gather's lanes are not announced)."""
+        ptr = self.buf(e.buffer)
+        mt, eb = T.mem_type(e.dtype), T.elem_bytes(e.dtype)
+        idx = self.ev_idx(e.index)
+        if idx.lanes == 1:
+            base, offsets = idx, [0]
+        elif idx.ramp is not None and idx.ramp[1] >= 0:
+            base, step = idx.ramp[0], idx.ramp[1] * eb
+            span = (idx.lanes - 1) * step + eb
+            offsets = range(0, span, max(step, CACHE_LINE))
+        else:
+            return
+        fn = "@llvm.prefetch.p0"
+        self.declare(fn, f"declare void {fn}(ptr, i32, i32, i32)")
+        # No ``inbounds``: the address may lie outside the buffer, which a prefetch allows.
+        p = self.val(f"getelementptr {mt}, ptr {ptr}, i64 {base.ref}", "ptr")
+        for off in offsets:
+            q = p if off == 0 else self.val(f"getelementptr i8, ptr {p.ref}, i64 {off}", "ptr")
+            self.emit(f"call void {fn}(ptr {q.ref}, i32 0, i32 3, i32 1)")
 
     def stack_ramp(self, ptr: str, idx: Val) -> bool:
         """Whether a constant-stride vector access at ``idx`` goes to a stack buffer (an

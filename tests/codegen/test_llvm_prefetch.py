@@ -1,0 +1,47 @@
+"""``Stage.prefetch`` on LLVM targets: one ``prefetcht0`` per cache line the announced
+access touches, at the address ``offset`` iterations ahead, and results unchanged."""
+
+import re
+
+import numpy as np
+import pytest
+from cg_helpers import X86_AVX512
+
+import tecomp
+from tecomp import te
+
+
+def _rows_times_matrix(dtype, offset):
+    """C = A @ B with B's 16 columns vectorized and B prefetched ``offset`` rows ahead."""
+    A = te.placeholder((8, 32), dtype, name="A")
+    B = te.placeholder((32, 16), dtype, name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((8, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    i, j = C.op.axis
+    s[C].reorder(i, k, j)
+    s[C].vectorize(j)
+    s[C].prefetch(B, k, offset)
+    return s, [A, B, C]
+
+
+@pytest.mark.parametrize("dtype, lines", [("float32", 1), ("float64", 2)])
+@pytest.mark.parametrize("offset", [-3, 1, 8, 40])
+def test_prefetch_announces_each_line_ahead_and_changes_no_result(dtype, lines, offset):
+    s, args = _rows_times_matrix(dtype, offset)
+    mod = tecomp.build(s, args, target=X86_AVX512)
+    rng = np.random.default_rng(abs(offset))
+    a, b = rng.random((8, 32)).astype(dtype), rng.random((32, 16)).astype(dtype)
+    c = np.zeros((8, 16), dtype)
+    mod(a, b, c)   # offset 40 runs past B's 32 rows: a prefetch never faults
+    np.testing.assert_allclose(c, a @ b, rtol=1e-6)
+    # One prefetch per line per (row, k), however far LLVM unrolls the loops (8 x 32).
+    ll = mod.get_source("ll")
+    count = ll.count("call void @llvm.prefetch.p0(")
+    assert count % lines == 0 and 0 < count <= 8 * 32 * lines
+    asm = mod.get_source("asm")
+    found = {(int(d or 0), base) for d, base in re.findall(r"prefetcht0\s+(-?\d*)\((.*)\)", asm)}
+    if lines == 2:   # a 128-byte row: its second line too, 64 bytes on from the same base
+        assert any((d + 64, base) in found for d, base in found)
+    else:            # B's row k + offset: the displacement in the machine code
+        assert offset * 64 in {d for d, _ in found}
