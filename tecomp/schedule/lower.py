@@ -333,10 +333,12 @@ def _guard(stmt, conds):
     return S.IfThenElse(c, stmt)
 
 
-def _loop(st: Stage, info: StageInfo, iv: E.IterVar, body):
+def _loop(st: Stage, info: StageInfo, iv: E.IterVar, body, var: E.Var | None = None):
+    """The loop of leaf ``iv`` around ``body``, over ``var`` if given (a copy's own)."""
     kind = st.iter_var_attrs.get(iv, "serial")
     tag = st.bind_threads[iv].thread_tag if kind == "thread_binding" else ""
-    return S.For(iv.var, E.IntImm(0, iv.var.dtype), info.extents[iv], kind, body, tag)
+    var = iv.var if var is None else var
+    return S.For(var, E.IntImm(0, var.dtype), info.extents[iv], kind, body, tag)
 
 
 class _Builder:
@@ -419,9 +421,9 @@ class _Builder:
 
             for body in bodies:
                 post_order_visit(body, collect)
+            level = pos[iv.var]
             for load in loads:
                 used = {pos[v] for v in collect_vars(load.index) if v in pos}
-                level = pos[iv.var]
                 if level not in used:
                     continue
                 inner = level
@@ -434,8 +436,7 @@ class _Builder:
                 index = substitute(load.index, {iv.var: iv.var + offset, **fresh})
                 stmt = S.prefetch(buf, index)
                 for c in reversed(copied):
-                    stmt = S.For(fresh[c.var], E.IntImm(0, c.var.dtype), info.extents[c],
-                                 st.iter_var_attrs.get(c, "serial"), stmt)
+                    stmt = _loop(st, info, c, stmt, fresh[c.var])
                 placed.setdefault(inner, []).append(stmt)
         return placed
 

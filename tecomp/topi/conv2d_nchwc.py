@@ -197,11 +197,11 @@ PLANE_ACCUMULATOR_BYTES = 8192
 CHANNEL_BLOCKS_PER_PASS = 4
 
 
-def _whole_plane_passes(cfg, OH, OW, b) -> bool:
+def _whole_plane_passes(cfg, OH, OW, b, elem_bytes) -> bool:
     """Whether a tile of ``tile_ocb`` channel blocks covers whole rows and keeps its
     accumulators for the whole plane in L1 (see :func:`schedule_conv2d_nchwc`)."""
     return (cfg["order"].val == "oc_oh" and cfg["tile_ow"].val == OW
-            and OH * OW * cfg["tile_ocb"].val * b * 4 <= PLANE_ACCUMULATOR_BYTES)
+            and OH * OW * cfg["tile_ocb"].val * b * elem_bytes <= PLANE_ACCUMULATOR_BYTES)
 
 
 def schedule_conv2d_nchwc(cfg, outs):
@@ -243,7 +243,8 @@ def schedule_conv2d_nchwc(cfg, outs):
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)
     _, lo, ly, lx, lb = s[CL].op.axis
     rco, rr, rs, rci = s[CL].op.reduce_axis
-    if _whole_plane_passes(cfg, OH, OW, b):
+    elem_bytes = np.dtype(kernel.dtype).itemsize
+    if _whole_plane_passes(cfg, OH, OW, b, elem_bytes):
         s[out].reorder(n, oo, y, xo, oi, xi, ob)
         tile = s[out].fuse(n, oo)
         s[out].parallel(tile)
@@ -267,9 +268,9 @@ def schedule_conv2d_nchwc(cfg, outs):
     s[out].unroll(xi)
     s[out].vectorize(ob)
     s[CL].unroll(rci)
-    weight_bytes = int(np.prod([int(d) for d in kernel.shape])) * 4
+    weight_bytes = int(np.prod([int(d) for d in kernel.shape])) * elem_bytes
     if weight_bytes >= PREFETCH_WEIGHT_BYTES:
-        row_bytes = int(kernel.shape[3]) * b * b * 4
+        row_bytes = int(kernel.shape[3]) * b * b * elem_bytes
         s[CL].prefetch(kernel, rr, max(1, PREFETCH_DISTANCE // row_bytes))
     return s
 
