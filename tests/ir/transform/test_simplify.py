@@ -1,7 +1,5 @@
 """Tests of the statement simplifier pass (tecomp.ir.transform.simplify): loop bounds,
-decided branches, extent-1 loops, lets, symbolic ranges, speed."""
-
-import time
+decided branches, extent-1 loops, lets, symbolic ranges, work done on a deep nest."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,6 +7,7 @@ from ir_eval import run_stmt
 from ir_strategies import VARS, int_exprs
 
 from tecomp.ir import stmt as S
+from tecomp.ir.arith.canonical import CanonicalSimplifier
 from tecomp.ir.buffer import make_buffer
 from tecomp.ir.expr import And, FloatImm, IntImm, Load, Min, Var, binary
 from tecomp.ir.transform import simplify
@@ -90,7 +89,7 @@ def test_simplify_pass_size_vars_positive():
 # ---- property tests ------------------------------------------------------------------------
 
 
-# ---- speed ---------------------------------------------------------------------------------
+# ---- work -----------------------------------------------------------------------------------
 
 
 def _loop_nest(depth=10, stores=30):
@@ -117,14 +116,21 @@ def _loop_nest(depth=10, stores=30):
     return body
 
 
-def test_loop_nest_is_fast():
-    nest = _loop_nest()
-    simplify_stmt(nest)  # warm up imports
-    t0 = time.perf_counter()
+def test_loop_nest_work_is_memoised(monkeypatch):
+    # Counted, not timed: a wall-clock bound fails on a busy machine. This nest takes 1636
+    # canonicalisations with the per-node memo and hash-consing, 4268 with the memo off;
+    # losing either (or an exponential walk) crosses the bound.
+    canonicalised = []
+    canon = CanonicalSimplifier.canon
+
+    def counting_canon(self, e):
+        canonicalised.append(e)
+        return canon(self, e)
+
+    monkeypatch.setattr(CanonicalSimplifier, "canon", counting_canon)
     out = simplify_stmt(_loop_nest())
-    dt = time.perf_counter() - t0
     assert "if" not in str(out)
-    assert dt < 0.25, f"simplify_stmt took {dt * 1e3:.1f} ms"
+    assert len(canonicalised) <= 2000, f"{len(canonicalised)} canonicalisations"
 
 
 def test_symbolic_loop_ranges_decide_guards():
