@@ -6,10 +6,13 @@ total and ONNX Runtime's total, paired.
     python benchmarks/profile_model.py model.onnx --tuning-records log.json
 
 The model is built untuned (default schedules, fallback configs and the shipped logs)
-unless ``--tuning-records`` gives a log. Each kernel is timed alone on the arguments a
-run gives it (``GraphModule.profile``) and printed with its median and minimum (on a busy
-machine the minimum is the least disturbed), its share of the sum, its operators and
-where its schedule came from; then tecomp's and ONNX Runtime's model
+unless ``--tuning-records`` gives a log. Each kernel is timed on the arguments a run
+gives it (``GraphModule.profile``), inside whole runs (``in_run=True``: it finds the
+caches as the kernels before it left them) and alone (its operands warm), and printed
+with both medians, the minimum alone (on a busy machine the least disturbed), its share
+of the in-run sum, its operators and where its schedule came from. A kernel much slower
+in a run than alone waits on memory: its operands were not in cache. Then tecomp's and
+ONNX Runtime's model
 latency (``--threads`` intra-op threads, default 2), as the median of interleaved rounds
 and the median of the per-round ratios (see docs/measuring.md). Symbolic input sizes
 are 1 unless ``--input-shape`` fixes them. Run it on an idle machine.
@@ -95,17 +98,21 @@ def main(argv=None) -> None:
         gm.set_input(name, value)
 
     kernels = {k.name: k for k in lib.kernels}
-    times = [(name, t.median, t.min) for name, t in gm.profile(number=3, repeat=15)]
-    total = sum(med for _, med, _ in times)
+    in_run = gm.profile(number=3, repeat=15, in_run=True)
+    alone = gm.profile(number=3, repeat=15)
+    times = [(name, run.median, t.median, t.min)
+             for (name, run), (_, t) in zip(in_run, alone)]
+    total = sum(t[1] for t in times)
     rows = sorted(times, key=lambda t: -t[1]) if args.top else times
     print(f"{args.model}: {len(times)} kernels, built in {compile_s:.1f} s")
-    print(f"{'kernel':40s} {'median ms':>9s} {'min ms':>8s} {'share':>6s}  schedule"
-          f"          ops")
-    for name, med, low in rows[:args.top or None]:
+    print(f"{'kernel':40s} {'in run ms':>9s} {'alone ms':>9s} {'min ms':>8s} {'share':>6s}  "
+          f"schedule          ops")
+    for name, run, med, low in rows[:args.top or None]:
         k = kernels[name]
-        print(f"{name[:40]:40s} {med * 1e3:9.3f} {low * 1e3:8.3f} {med / total:6.1%}  "
-              f"{k.schedule:17s} {'+'.join(k.ops)}")
-    print(f"{'sum of kernels':40s} {total * 1e3:9.3f} {sum(t[2] for t in times) * 1e3:8.3f}")
+        print(f"{name[:40]:40s} {run * 1e3:9.3f} {med * 1e3:9.3f} {low * 1e3:8.3f} "
+              f"{run / total:6.1%}  {k.schedule:17s} {'+'.join(k.ops)}")
+    print(f"{'sum of kernels':40s} {total * 1e3:9.3f} {sum(t[2] for t in times) * 1e3:9.3f} "
+          f"{sum(t[3] for t in times) * 1e3:8.3f}")
 
     contenders = {"tecomp": gm.run}
     if not args.no_ort:

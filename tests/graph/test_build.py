@@ -276,12 +276,15 @@ def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
     gm = GraphModule(lib)
     x = rng.standard_normal((1, 8, 8, 8)).astype("float32")
     gm.set_input("x", x)
-    times = gm.profile(number=2, repeat=2)
-    assert [name for name, _ in times] == [k.name for k in lib.kernels]
-    assert all(0 < t.min <= t.median for _, t in times)
-    # The kernels ran on the run's own buffers: the output is still the model's.
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
-    np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
+    for in_run in (False, True):
+        times = gm.profile(number=2, repeat=3, in_run=in_run)
+        assert [name for name, _ in times] == [k.name for k in lib.kernels]
+        assert all(len(t.results) == 3 and 0 < t.min <= t.median for _, t in times)
+        # The kernels ran on the run's own buffers: the output is still the model's.
+        np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
+    with pytest.raises(ValueError, match="profile: repeat must be a positive int, got 0"):
+        gm.profile(repeat=0)
 
 
 def test_summary_says_which_kernels_fell_back(needs_llvm):
