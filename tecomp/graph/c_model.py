@@ -12,8 +12,9 @@ whole model for C:
   dimension is checked against them, as are the shape conditions type inference left
   to run time (``tecomp.graph.checks``); intermediates live in one arena allocated per call
   (their offsets planned from the bound sizes, values whose lifetimes do not overlap share
-  bytes, as ``GraphModule`` plans them; a reshape is a view of its source's bytes); each
-  kernel is called through its C entry point (``tecomp.runtime.abi``).
+  bytes, as ``GraphModule`` plans them; a reshape is a view of its source's bytes, and
+  the inputs of a concatenation computed in place are slices of its output); each kernel
+  is called through its C entry point (``tecomp.runtime.abi``).
 - ``int32_t tecomp_model_output_shapes(const int64_t *const *input_shapes,
   int64_t *const *output_shapes)``: the output shapes for given input shapes, so a caller
   can size the output buffers before a run (the run does not know their capacity).
@@ -40,7 +41,7 @@ from ..runtime.c_api import ABI_TYPES, C_ABI_VERSION, _identifiers, c_type
 from . import dims
 from .checks import runtime_dim_checks
 from .ir import Graph
-from .storage import buffer_lifetimes, is_view, view_sources
+from .storage import buffer_lifetimes, is_view, value_homes
 
 #: Arena and constant offsets are multiples of this (a cache line, the widest vector).
 ALIGNMENT = 64
@@ -263,7 +264,7 @@ class _Writer:
         self.graph, self.signatures, self.syms = graph, signatures, syms
         self.const_offsets = const_offsets
         self.kernel_nodes = [n for n in graph.nodes if not is_view(n)]
-        self.view_source = view_sources(graph)
+        self.homes = value_homes(graph)
         # Outputs a kernel writes go straight to the caller's buffer (the first output
         # slot naming the value); the other intermediates share the arena.
         self.out_slot = {}
@@ -276,11 +277,11 @@ class _Writer:
 
     def pointer(self, value: str) -> str:
         """A C ``unsigned char *`` expression for where ``value``'s data is (a view's is
-        its source's)."""
+        in its root's, see ``tecomp.graph.storage.value_homes``)."""
         g = self.graph
-        value = self.view_source.get(value, value)
+        value, within = self.homes.get(value, (value, 0))
         if value in self.inter_index:
-            return f"(arena + offset[{self.inter_index[value]}])"
+            return f"(arena + offset[{self.inter_index[value]}] + {within})"
         if value in self.out_slot and value in self.computed:
             return f"((unsigned char *)outputs[{self.out_slot[value]}])"
         if value in g.inputs:

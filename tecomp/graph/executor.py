@@ -5,7 +5,8 @@ build serves every batch or sequence size. For each combination of input shapes 
 *memory plan* is made once and kept: every intermediate value gets an offset in one
 arena, and values whose lifetimes (from the kernel that writes them to the last kernel
 that reads them or a reshape of them) do not overlap share bytes; a reshape is no kernel
-but a view of its source's bytes (:mod:`tecomp.graph.storage`). A run then only calls
+but a view of its source's bytes, and the inputs of a concatenation computed in place are
+slices of its output (:mod:`tecomp.graph.storage`). A run then only calls
 kernels on views of the arena, their arguments packed once per plan
 (``PackedFunction.prepare``): nothing is allocated per call for shapes seen before, and a
 run is one native call per kernel.
@@ -25,7 +26,7 @@ from ..runtime.aligned import ALIGNMENT
 from ..runtime.module import TimingResult
 from . import dims
 from .checks import runtime_dim_checks
-from .storage import buffer_lifetimes, is_view, view_sources
+from .storage import buffer_lifetimes, is_view, value_homes
 
 
 class GraphInputError(TecompError, ValueError):
@@ -94,6 +95,7 @@ class GraphModule:
         self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0])
                          for n in self._kernel_nodes]
         self._lifetimes = buffer_lifetimes(graph)
+        self._homes = value_homes(graph)
         self._dim_checks = runtime_dim_checks(graph)
 
     @property
@@ -159,26 +161,28 @@ class GraphModule:
     def _make_plan(self, bindings) -> MemoryPlan:
         graph = self.graph
         outputs, inter = {}, []
-        for node in self._kernel_nodes:
-            v = node.outputs[0]
-            t = graph.types[v]
-            shape = self._shape(v, bindings)
+        for v in self._lifetimes:  # the roots kernels write, in order of first write
+            shape, dtype = self._shape(v, bindings), np.dtype(graph.types[v].dtype)
             if v in graph.outputs:
-                outputs[v] = aligned.empty(shape, t.dtype)
+                outputs[v] = aligned.empty(shape, dtype)
             else:
-                inter.append((v, shape, np.dtype(t.dtype)))
+                inter.append((v, shape, dtype))
         sizes = [max(int(np.prod(s)) * dt.itemsize, 1) for _, s, dt in inter]
         offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
         arena = aligned.empty(total, np.uint8)
         views = {v: np.ndarray(s, dt, buffer=arena, offset=off)
                  for (v, s, dt), off in zip(inter, offsets)}
-        input_views = []
-        arrays = {**graph.consts, **views, **outputs}
-        for v, source in view_sources(graph).items():
-            if source in arrays:
-                views[v] = arrays[source].reshape(self._shape(v, bindings))
-            else:
-                input_views.append((v, source, self._shape(v, bindings)))
+        root_offsets = {v: off for (v, _, _), off in zip(inter, offsets)}
+        input_views, held = [], {**graph.consts, **outputs}
+        for v, (root, offset) in self._homes.items():
+            shape, dtype = self._shape(v, bindings), graph.types[v].dtype
+            if root in root_offsets:
+                views[v] = np.ndarray(shape, dtype, buffer=arena,
+                                      offset=root_offsets[root] + offset)
+            elif root in graph.inputs:
+                input_views.append((v, root, shape))
+            else:  # a reshape of a constant or of a graph output
+                views[v] = held[root].reshape(shape)
         return MemoryPlan(arena, views, outputs, tuple(input_views))
 
     def _shape(self, value: str, bindings) -> tuple:

@@ -624,6 +624,8 @@ _register("arange", INJECTIVE, _arange)
 _register("full", INJECTIVE, _full)
 _register("transpose", INJECTIVE, _transpose)
 _register("concat", INJECTIVE, _concatenate)
+# A concat computed in place (``tecomp.graph.storage.CONCAT_VIEW``), typed as one.
+_register("concat_view", INJECTIVE, _concatenate)
 _register("gather", INJECTIVE, _gather)
 _register("slice", INJECTIVE, _slice)
 _register("pad", INJECTIVE, _pad)

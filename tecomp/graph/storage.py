@@ -1,11 +1,20 @@
 """Where the values of a built graph live: kernels write buffers, views alias them.
 
-A built graph's nodes are kernel calls (``fused`` nodes) and *views*: a ``reshape`` left
-alone by fusion computes nothing, its output is its input's bytes under another shape
-(every value is C-contiguous). The memory plans (``GraphModule``'s and the C entry
-point's) give a buffer only to values a kernel writes; a view lives in its source's
-buffer (a graph input's, a constant's, or a kernel's), which therefore stays alive until
-the last read of any view of it.
+A built graph's nodes are kernel calls (``fused`` nodes) and *views*, which compute
+nothing:
+
+- a ``reshape`` left alone by fusion: its output is its input's bytes under another shape
+  (every value is C-contiguous);
+- a ``concat_view`` (:data:`CONCAT_VIEW`, placed by
+  :func:`tecomp.graph.passes.concat_in_place.concatenate_in_place`): a concatenation whose
+  inputs the kernels computing them write straight into their slices of its output, at
+  the byte offsets of its ``offsets`` attribute.
+
+Each value has a *home*: the buffer it lives in (its *root*) and its byte offset there
+(:func:`value_homes`). The memory plans (``GraphModule``'s and the C entry point's) give a
+buffer only to roots: values a kernel writes that live nowhere else, and the outputs of
+concat views. A root stays alive from the first write of any value homed in it to the
+last read of any of them.
 
 The constants of a built graph live in one buffer too (:func:`pack_constants`), laid out
 in the order a run first reads them.
@@ -20,34 +29,56 @@ from ..runtime.aligned import ALIGNMENT
 from .ir import Graph, Node
 
 
+#: The op of a concatenation computed in place: its inputs live in its output's buffer.
+CONCAT_VIEW = "concat_view"
+
+
 def is_view(node: Node) -> bool:
     """Whether ``node`` of a built graph is a view rather than a kernel call."""
-    return node.op == "reshape"
+    return node.op in ("reshape", CONCAT_VIEW)
 
 
-def view_sources(graph: Graph) -> dict:
-    """View value -> the value whose bytes it is (a graph input, a constant or a kernel's
-    output; chains of views followed)."""
-    source: dict = {}
+def value_homes(graph: Graph) -> dict:
+    """Value -> ``(root, byte offset)`` for each value that lives in another value's bytes:
+    the output of a reshape (in its input's home) and each input of a concat view (in its
+    output's home, at its offset); chains of views followed to the root, a graph input,
+    a constant or a buffer of the plan."""
+    parent: dict = {}
     for node in graph.nodes:
-        if is_view(node):
-            x = node.inputs[0]
-            source[node.outputs[0]] = source.get(x, x)
-    return source
+        if node.op == "reshape":
+            parent[node.outputs[0]] = (node.inputs[0], 0)
+        elif node.op == CONCAT_VIEW:
+            for value, offset in zip(node.inputs, node.attrs["offsets"]):
+                parent[value] = (node.outputs[0], offset)
+    homes: dict = {}
+
+    def home(value):
+        if value not in parent:
+            return value, 0
+        if value not in homes:
+            up, offset = parent[value]
+            root, base = home(up)
+            homes[value] = (root, base + offset)
+        return homes[value]
+
+    for value in parent:
+        home(value)
+    return homes
 
 
 def buffer_lifetimes(graph: Graph) -> dict:
-    """Value a kernel writes -> (first, last) node index: from its kernel to the last node
-    reading it or a view of it."""
-    source = view_sources(graph)
+    """Root value of the plan -> (first, last) node index: from the first kernel writing a
+    value homed in it to the last node reading one (see :func:`value_homes`)."""
+    homes = value_homes(graph)
     lifetimes: dict = {}
     for step, node in enumerate(graph.nodes):
         for i in node.inputs:
-            root = source.get(i, i)
+            root = homes.get(i, (i, 0))[0]
             if root in lifetimes:
                 lifetimes[root] = (lifetimes[root][0], step)
         if not is_view(node):
-            lifetimes[node.outputs[0]] = (step, step)
+            root = homes.get(node.outputs[0], (node.outputs[0], 0))[0]
+            lifetimes[root] = (lifetimes.get(root, (step,))[0], step)
     return lifetimes
 
 

@@ -58,9 +58,10 @@ def _blocked_graph(model, block):
     """The graph after the pipeline up to fusion, with the layout pass (``block``
     channels) where the pipeline for a CPU target runs it."""
     mod, _ = from_onnx(model)
-    at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
+    names = [name for name, _ in PIPELINE]
+    at, fusion = names.index("sink_reshapes") + 1, names.index("fuse_operators")
     layout = partial(alter_conv_layout, block=block, min_pointwise_share=0.0)
-    passes = [*PIPELINE[:at], ("alter", layout), *PIPELINE[at:-1]]
+    passes = [*PIPELINE[:at], ("alter", layout), *PIPELINE[at:fusion]]
     return optimize(mod, passes=passes)
 
 

@@ -10,6 +10,7 @@ from functools import partial
 from ..infer import infer_types
 from ..ir import Graph
 from .alter_layout import alter_conv_layout
+from .concat_in_place import concatenate_in_place
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
@@ -23,7 +24,8 @@ from .sink_reshapes import sink_reshapes
 # forms, whose reshapes around a dense then sink below its elementwise consumers (so they
 # fuse into its epilogue). These leave new constant arithmetic (a folded BatchNorm's bias,
 # a transposed weight, a reshaped bias) and new duplicates, hence folding and CSE again
-# before DCE drops what the rewrites orphaned. Fusion comes last: it needs the final operators.
+# before DCE drops what the rewrites orphaned. Fusion comes next to last: it needs the final
+# operators; then a concatenation left a kernel of its own may become a view of its parts.
 PIPELINE = (
     ("fold_constants", fold_constants),
     ("simplify", simplify),
@@ -33,6 +35,7 @@ PIPELINE = (
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("eliminate_dead_code", eliminate_dead_code),
     ("fuse_operators", fuse_operators),
+    ("concatenate_in_place", concatenate_in_place),
 )
 
 
