@@ -3,7 +3,8 @@
 A model built without tuning records runs these schedules, so they have to hold their own
 on the shapes models use: square matmuls (one whose size no tile divides, and one with a
 symbolic row count, as a graph with a dynamic batch builds it), a classifier head or a
-projection at batch 1, and the BERT-style encoder's projections at sequence length 128.
+projection at batch 1, the BERT-style encoder's projections at sequence length 128, and
+the GPT-2-style decoder's with a symbolic row count (its dynamic sequence) bound to 128.
 ``dense`` reads its weight prepacked and adds a bias, as a built model's does; numpy
 computes ``x @ w.T + b``. tecomp's kernel is called as a built model's executor calls it:
 the arguments checked once, then a prepared call (``PackedFunction.prepare``, one native
@@ -33,12 +34,23 @@ from tecomp import autotune, te
 from tecomp.autotune.space import FallbackConfigEntity
 from tecomp.runtime import aligned
 from tecomp.timing import median_ratio, paired
-from tecomp.topi.matmul import compute_matmul, pack_dense_weight, schedule_matmul
+from tecomp.topi.matmul import (
+    compute_dense,
+    compute_matmul,
+    define_product_knobs,
+    pack_dense_weight,
+    schedule_dense,
+    schedule_matmul,
+)
 
 MATMULS = [(1000, 1000, 1000), (1024, 1024, 1024), (512, 512, 512)]
 SYMBOLIC_MATMULS = [(1000, 1000, 1000)]
 DENSES = [(1, 512, 1000), (1, 2048, 1000), (1, 768, 3072), (1, 256, 1024),
           (128, 256, 256), (128, 256, 1024), (128, 1024, 256)]
+#: The projections of the GPT-2-style decoder (hidden 256, vocabulary 1000) built with a
+#: dynamic sequence: rows ``batch * seq`` bound at call time, run here at 128.
+SYMBOLIC_DENSES = [(128, 256, 768), (128, 256, 256), (128, 256, 1024), (128, 1024, 256),
+                   (128, 256, 1000)]
 
 
 @dataclass
@@ -85,14 +97,31 @@ def _matmul_case(label: str, mod, n: int, k: int, m: int, rng) -> Case:
 def dense_case(n: int, k: int, m: int, rng) -> Case:
     task = autotune.create_task("dense_packed", (n, k, m, "float32", True, "none"))
     s, args = task.instantiate(task.default_config)
-    mod = tecomp.build(s, args)
-    bn = int(args[1].shape[2].value)
+    return _dense_case(f"dense {n}x{k}x{m}", tecomp.build(s, args),
+                       int(args[1].shape[2].value), n, k, m, rng)
+
+
+def symbolic_dense_case(n: int, k: int, m: int, rng) -> Case:
+    """The fallback a graph with a dynamic sequence builds: rows bound at call time."""
+    with tecomp.Target("llvm"):
+        cfg = FallbackConfigEntity()
+        rows = te.var("n")
+        define_product_knobs(cfg, rows, k, m)
+        bn = cfg["bn"].val
+        X = te.placeholder((rows, k), "float32", name="X")
+        W = te.placeholder(((m + bn - 1) // bn, k, bn), "float32", name="W")
+        b = te.placeholder((m,), "float32", name="b")
+        Y = compute_dense(cfg, X, W, b)
+        s = schedule_dense(cfg, [Y])
+    return _dense_case(f"dense n={n}x{k}x{m}", tecomp.build(s, [X, W, b, Y]), bn, n, k, m, rng)
+
+
+def _dense_case(label: str, mod, bn: int, n: int, k: int, m: int, rng) -> Case:
     x = rng.standard_normal((n, k), dtype=np.float32)
     w = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal(m, dtype=np.float32)
-    w_packed = pack_dense_weight(w, bn)
-    label = f"dense {n}x{k}x{m}"
-    arrays = (aligned.copy(x), w_packed, aligned.copy(b), aligned.empty((n, m), np.float32))
+    arrays = (aligned.copy(x), pack_dense_weight(w, bn), aligned.copy(b),
+              aligned.empty((n, m), np.float32))
     ours = _checked_call(mod, arrays, x @ w.T + b, label)
     return Case(label, 2.0 * n * k * m, ours, lambda: x @ w.T + b)
 
@@ -104,6 +133,7 @@ def cases(only: str):
         yield from (symbolic_matmul_case(*shape, rng) for shape in SYMBOLIC_MATMULS)
     if only in ("", "dense"):
         yield from (dense_case(*shape, rng) for shape in DENSES)
+        yield from (symbolic_dense_case(*shape, rng) for shape in SYMBOLIC_DENSES)
 
 
 def main():

@@ -59,6 +59,13 @@ def test_one_build_runs_every_size_of_a_symbolic_dimension(needs_llvm, rng):
     for n in (1, 3, 17):
         _check(model, {"x": rng.standard_normal((n, 8)).astype("float32")}, gm)
     assert len(gm._plans) == 3
+    # Shapes seen before find their plan without binding the sizes again; a new one binds.
+    bound = []
+    bind = gm._bind
+    gm._bind = lambda: bound.append(1) or bind()
+    for n in (3, 1, 17, 2):
+        _check(model, {"x": rng.standard_normal((n, 8)).astype("float32")}, gm)
+    assert len(bound) == 1 and len(gm._plans) == 4
 
 
 def test_set_input_run_get_output_and_summary(needs_llvm, rng):
