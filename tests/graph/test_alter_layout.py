@@ -170,3 +170,49 @@ def test_an_expand_and_a_batch_norm_stay_planar():
     got, = GraphModule(build(mod, params=params))(x=x)
     np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],
                                rtol=RTOL, atol=ATOL)
+
+
+def _dense_block():
+    """DenseNet's first layers: x[1, 16, 8, 8] -> max pool 3x3 / 1 (planar: its input is
+    the graph's) -> relu -> conv 1x1 (16) -> concat with the pool's output (32) -> relu
+    -> conv 1x1 (16) -> concat with the first concat (48) -> conv 1x1 (8)."""
+    rng = np.random.default_rng(2)
+
+    def weight(name, cout, cin):
+        return numpy_helper.from_array(
+            rng.uniform(-0.5, 0.5, (cout, cin, 1, 1)).astype("float32"), name)
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["p"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w1"], ["c1"]),
+             helper.make_node("Concat", ["p", "c1"], ["f1"], axis=1),
+             helper.make_node("Relu", ["f1"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w2"], ["c2"]),
+             helper.make_node("Concat", ["f1", "c2"], ["f2"], axis=1),
+             helper.make_node("Conv", ["f2", "w3"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "dense_block", [vi("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+        [vi("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        initializer=[weight("w1", 16, 16), weight("w2", 16, 32), weight("w3", 8, 48)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_concatenation_blocks_its_planar_input_once(needs_llvm, monkeypatch):
+    graph = _blocked_graph(_dense_block(), block=16)
+    concats = [n for n in graph.nodes if n.op == "concat"]
+    assert len(concats) == 2 and all(len(graph.types[n.outputs[0]].shape) == 5
+                                     for n in concats)
+    # r1 blocked for the first conv, the pool's output p for the first concatenation,
+    # and f2 back to planar for the last conv (8 channels: planar); f1 is never planar
+    # (with p left planar, each concatenation's parts went back and forth).
+    transformed = [n.inputs[0] for n in graph.nodes if n.op == "transpose"]
+    assert transformed == ["r1.split16c", "p.split16c", "f2.nchw16c"]
+    monkeypatch.setattr(alter_layout, "MIN_POINTWISE_SHARE", 0.0)
+    model = _dense_block()
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    x = np.random.default_rng(3).uniform(-1, 1, (1, 16, 8, 8)).astype("float32")
+    got, = GraphModule(lib)(x=x)
+    np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],
+                               rtol=RTOL, atol=ATOL)

@@ -11,8 +11,9 @@ layout while they can:
   per-channel constants (a bias ``[C, 1, 1]``, a scalar), which are re-laid out here once;
 - 2-D max and average pooling, as 3-D pooling with a window of 1 along the block;
 - a global average pool, as a mean over the spatial axes;
-- a concatenation of blocked values along the channels (SqueezeNet's fire modules,
-  DenseNet's blocks), as one of their channel blocks.
+- a concatenation along the channels of values one of which is blocked (SqueezeNet's fire
+  modules, DenseNet's blocks), as one of their channel blocks; its planar inputs are
+  blocked once.
 
 Every blocked value keeps its planar form under its original name (a transpose and a
 reshape back), so a reader that does not follow, or a graph output, still gets NCHW; dead
@@ -174,13 +175,18 @@ class _Rewriter:
         return self.follow(node, "reduce_mean", [self.blocked[x]], axes=(2, 3), keepdims=1)
 
     def concat(self, node) -> bool:
-        """Blocked values joined along the channels: their blocks, in order (every input's
-        channel count is a multiple of the block)."""
+        """Values joined along the channels, one of them blocked: their blocks, in order
+        (every input's channel count is a multiple of the block). A planar input is
+        blocked once: DenseNet's first block grows from its planar max pool, and
+        blocking the pool's output keeps the block's concatenations, normalizations
+        and convolutions blocked instead of transforming each layer's output back."""
         if node.attrs.get("axis") not in (1, -3) or self.channels(node.outputs[0]) is None:
             return False
-        if not all(i in self.blocked and self.channels(i) for i in node.inputs):
+        if (not any(i in self.blocked for i in node.inputs)
+                or not all(self.channels(i) for i in node.inputs)):
             return False
-        return self.follow(node, "concat", [self.blocked[i] for i in node.inputs], axis=1)
+        return self.follow(node, "concat", [self.to_blocked(i, node.name) for i in node.inputs],
+                           axis=1)
 
     def rewrite(self, node) -> bool:
         if node.op == "conv2d":
