@@ -78,6 +78,14 @@ def _logical_shapes(data_shape, kernel_shape, what):
     return (N, C, H, W), (K, C, R, S), b
 
 
+#: A fallback tile with fewer accumulators than this leaves the FMA units idle; a row with
+#: no divisor from 4 to 8 gets the largest tile within ``IN_PLACE_ACCUMULATORS`` (the
+#: unrolled kernel columns' weight vectors need the other registers) or ``ACCUMULATORS``.
+FEW_ACCUMULATORS = 8
+IN_PLACE_ACCUMULATORS = 18
+ACCUMULATORS = 28
+
+
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
     per tile, a divisor of OW), ``unroll_kw`` (the kernel's columns unrolled inside each
@@ -111,7 +119,11 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     columns) it keeps the copy. So it does for a padded row of at most 7 columns, 2 blocks
     by the row, which the schedule runs in passes over the whole plane (ResNet-50's 3x3
     512->512 layers at 7x7 output, in a model run: 1.02-1.12 ms so, 1.03-1.14 ms with 4
-    blocks by the row in one pass, 1.18-1.30 ms in place)."""
+    blocks by the row in one pass, 1.18-1.30 ms in place). A row with no divisor from 4 to
+    8 (SqueezeNet's 13 and 27 columns) would get a tile of a few accumulators; it gets the
+    largest tile the registers hold instead, of up to 14 columns (2 threads, ms: 3x3
+    64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3 32->128 at 27x27 0.217 -> 0.155
+    with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with 2 by 13)."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
@@ -128,6 +140,13 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
         rows = 2 if 2 in ocb else 1
         if rows * cols < 14 and 4 in ocb and not in_place:
             rows = 4
+        if rows * cols < FEW_ACCUMULATORS:
+            # A row with no divisor from 4 to 8 (13, 27 columns): the largest tile the
+            # registers hold, up to 14 columns.
+            limit = IN_PLACE_ACCUMULATORS if in_place else ACCUMULATORS
+            rows, cols = max(((r, c) for r in ocb for c in ow
+                              if c <= 14 and r * c <= limit and not (in_place and r > 2)),
+                             key=lambda tile: (tile[0] * tile[1], tile[0]))
         cfg.fallback_knob("tile_ocb", rows)
         cfg.fallback_knob("tile_ow", cols)
         cfg.fallback_knob("unroll_kw", in_place)

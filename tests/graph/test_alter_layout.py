@@ -7,11 +7,10 @@ import numpy as np
 import onnx_models
 from onnx import TensorProto, helper, numpy_helper
 
+from tecomp import Target
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.passes import PIPELINE, alter_conv_layout, optimize
-from tecomp.graph.passes import alter_layout
-from tecomp.graph.passes.alter_layout import pointwise_share
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -60,7 +59,7 @@ def _blocked_graph(model, block):
     mod, _ = from_onnx(model)
     names = [name for name, _ in PIPELINE]
     at, fusion = names.index("sink_reshapes") + 1, names.index("fuse_operators")
-    layout = partial(alter_conv_layout, block=block, min_pointwise_share=0.0)
+    layout = partial(alter_conv_layout, block=block)
     passes = [*PIPELINE[:at], ("alter", layout), *PIPELINE[at:fusion]]
     return optimize(mod, passes=passes)
 
@@ -93,20 +92,24 @@ def test_channels_the_block_does_not_divide_stay_planar():
     assert "conv2d_nchwc" not in _ops(graph) and "transpose" not in _ops(graph)
 
 
-def test_a_graph_of_mostly_3x3_convolutions_stays_planar():
-    """1x1 convolutions are 15% of this CNN's multiply-adds: below the share the blocked
-    layout needs to pay off."""
-    mod, _ = from_onnx(_cnn())
+def test_a_graph_with_a_depthwise_convolution_stays_planar():
+    """No blocked depthwise kernel: a transform around each one would cost more."""
+    model = _cnn()
+    w = numpy_helper.from_array(np.ones((32, 1, 3, 3), "float32"), "wd")
+    model.graph.initializer.append(w)
+    model.graph.node.insert(2, helper.make_node("Conv", ["r1", "wd"], ["d1"], group=32,
+                                                pads=[1, 1, 1, 1]))
+    for node in model.graph.node[3:]:
+        node.input[:] = ["d1" if i == "r1" else i for i in node.input]
+    mod, _ = from_onnx(model)
     graph = optimize(mod, passes=PIPELINE[:4])
-    assert abs(pointwise_share(graph, 8) - 147456 / 976_896) < 1e-9
+    assert "depthwise_conv2d" in _ops(graph)
     assert alter_conv_layout(graph, 8) is graph
-    assert alter_conv_layout(graph, 8, min_pointwise_share=0.1) is not graph
 
 
-def test_blocked_models_match_onnxruntime_from_one_build(needs_llvm, monkeypatch):
+def test_blocked_models_match_onnxruntime_from_one_build(needs_llvm):
     """Batch 1 and 3 from one build; a convolution's output that is also a graph output
     and a constant that is not per channel get the planar form."""
-    monkeypatch.setattr(alter_layout, "MIN_POINTWISE_SHARE", 0.0)
     rng = np.random.default_rng(5)
     for model in (_cnn(), _cnn(extra_outputs=("c2",), planar_add=True)):
         mod, params = from_onnx(model)
@@ -175,7 +178,7 @@ def test_an_expand_and_a_batch_norm_stay_planar():
 def _dense_block():
     """DenseNet's first layers: x[1, 16, 8, 8] -> max pool 3x3 / 1 (planar: its input is
     the graph's) -> relu -> conv 1x1 (16) -> concat with the pool's output (32) -> relu
-    -> conv 1x1 (16) -> concat with the first concat (48) -> conv 1x1 (8)."""
+    -> conv 1x1 (16) -> concat with the first concat (48) -> conv 1x1 (16)."""
     rng = np.random.default_rng(2)
 
     def weight(name, cout, cin):
@@ -193,25 +196,29 @@ def _dense_block():
     vi = helper.make_tensor_value_info
     graph = helper.make_graph(
         nodes, "dense_block", [vi("x", TensorProto.FLOAT, [1, 16, 8, 8])],
-        [vi("y", TensorProto.FLOAT, [1, 8, 8, 8])],
-        initializer=[weight("w1", 16, 16), weight("w2", 16, 32), weight("w3", 8, 48)])
+        [vi("y", TensorProto.FLOAT, [1, 16, 8, 8])],
+        initializer=[weight("w1", 16, 16), weight("w2", 16, 32), weight("w3", 16, 48)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def test_a_concatenation_blocks_its_planar_input_once(needs_llvm, monkeypatch):
+def test_a_concatenation_blocks_its_planar_input_once(needs_llvm):
     graph = _blocked_graph(_dense_block(), block=16)
     concats = [n for n in graph.nodes if n.op == "concat"]
     assert len(concats) == 2 and all(len(graph.types[n.outputs[0]].shape) == 5
                                      for n in concats)
     # r1 blocked for the first conv, the pool's output p for the first concatenation,
-    # and f2 back to planar for the last conv (8 channels: planar); f1 is never planar
-    # (with p left planar, each concatenation's parts went back and forth).
+    # and y back to planar; neither concatenation is (with p left planar, each
+    # concatenation's parts went back and forth).
     transformed = [n.inputs[0] for n in graph.nodes if n.op == "transpose"]
-    assert transformed == ["r1.split16c", "p.split16c", "f2.nchw16c"]
-    monkeypatch.setattr(alter_layout, "MIN_POINTWISE_SHARE", 0.0)
+    assert transformed == ["r1.split16c", "p.split16c", "y.nchw16c"]
     model = _dense_block()
     mod, params = from_onnx(model)
     lib = build(mod, params=params)
+    # The second concatenation, of blocked parts, is computed in place.
+    views = [n for n in lib.graph.nodes if n.op == "concat_view"]
+    block = Target("llvm").vector_width_bits // 32
+    assert [(n.outputs[0], n.attrs["offsets"]) for n in views] == [
+        (f"f2.nchw{block}c", (0, 8192))]
     x = np.random.default_rng(3).uniform(-1, 1, (1, 16, 8, 8)).astype("float32")
     got, = GraphModule(lib)(x=x)
     np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],

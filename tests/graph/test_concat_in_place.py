@@ -32,9 +32,10 @@ def fire_model(batch=1, hw=6, expand=16, seed=0, output_concat=False, extra_read
     """Two SqueezeNet fire modules and a DenseNet-style concatenation of both with a
     convolution of the second: ``x[batch, 8, hw, hw]`` -> squeeze 1x1 -> expand 1x1 and
     3x3 (``expand`` channels each) -> concat ``f1`` -> squeeze -> expand -> concat ``f2`` -> ``g``
-    (3x3, 16) -> concat ``y`` of ``f1``, ``f2`` and ``g`` -> 1x1 conv ``z``. Options make
+    (3x3, 8) -> concat ``y`` of ``f1``, ``f2`` and ``g`` -> 1x1 conv ``z``. Options make
     concatenations that must copy: ``y`` a graph output, ``f1`` read by a second
-    concatenation, the graph input ``x`` a part."""
+    concatenation, the graph input ``x`` a part. Every convolution has a side of 4 or 8
+    channels, so the model stays planar (the blocked layout has its own test)."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
     nodes += _conv(rng, inits, "x", "s1", 8, 4)
@@ -45,13 +46,13 @@ def fire_model(batch=1, hw=6, expand=16, seed=0, output_concat=False, extra_read
     nodes += _conv(rng, inits, "s2", "e2a", 4, expand)
     nodes += _conv(rng, inits, "s2", "e2b", 4, expand, k=3)
     nodes.append(helper.make_node("Concat", ["e2a", "e2b"], ["f2"], axis=1))
-    nodes += _conv(rng, inits, "f2", "g", 2 * expand, 16, k=3)
+    nodes += _conv(rng, inits, "f2", "g", 2 * expand, 8, k=3)
     nodes.append(helper.make_node("Concat", ["f1", "f2", "g"], ["y"], axis=1))
-    nodes += _conv(rng, inits, "y", "z", 4 * expand + 16, 8, relu=False)
+    nodes += _conv(rng, inits, "y", "z", 4 * expand + 8, 8, relu=False)
     n = batch if isinstance(batch, int) else "N"
     outputs = [_vi("z", [n, 8, hw, hw])]
     if output_concat:
-        outputs.append(_vi("y", [n, 4 * expand + 16, hw, hw]))
+        outputs.append(_vi("y", [n, 4 * expand + 8, hw, hw]))
     if extra_reader:
         nodes.append(helper.make_node("Concat", ["f1", "e2a"], ["w"], axis=1))
         outputs.append(_vi("w", [n, 3 * expand, hw, hw]))

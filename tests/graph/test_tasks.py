@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 import onnx_models
 
-from tecomp import autotune
+from tecomp import Target, autotune
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 
 CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
-CONV_REPEATED = ((1, 16, 16, 16), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
+# The 16-channel convolutions run on activations blocked by a vector of float32 lanes.
+BLOCK = Target("llvm").vector_width_bits // 32
+CONV_REPEATED = ((1, 16 // BLOCK, 16, 16, BLOCK), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1),
+                 (1, 1), "float32")
 
 
 def test_one_task_per_unique_workload_weighted_by_its_kernels():
@@ -23,7 +26,7 @@ def test_one_task_per_unique_workload_weighted_by_its_kernels():
     got = [(t.name, t.args, t.weight) for t in tasks]
     assert got == [
         ("conv2d_packed_kernel", CONV_SMALL, 1),
-        ("conv2d_packed_kernel", CONV_REPEATED, 2),
+        ("conv2d_nchwc", CONV_REPEATED, 2),
         ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
     ]
     assert all(str(t.target) == "llvm" and t.flop > 0 for t in tasks)
@@ -63,7 +66,7 @@ def test_a_record_of_a_task_is_what_the_build_uses(needs_llvm, tmp_path, rng):
         tuned = build(mod, params=params)
     # Both groups of the task call a kernel built with the record (the same one, when
     # their epilogues are alike too).
-    schedules = {k.name: k.schedule for k in tuned.kernels if k.anchor == "conv2d"}
+    schedules = {k.name: k.schedule for k in tuned.kernels if k.anchor == "conv2d_nchwc"}
     sources = [schedules[n.name] for n in tuned.graph.nodes if n.name in schedules]
     assert sources.count("tuned record") == 2 and "tuned record" not in untuned.summary()
     x = rng.standard_normal((1, 3, 16, 16)).astype("float32")

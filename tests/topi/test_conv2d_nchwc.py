@@ -114,6 +114,25 @@ def test_layout_helpers_round_trip():
     assert xb.ctypes.data % 64 == 0 and wb.ctypes.data % 64 == 0
 
 
+@pytest.mark.parametrize("W, R, pads, tile", [
+    (13, 3, (1, 1, 1, 1), (1, 13)),  # SqueezeNet's 13x13: no divisor but 1 up to 8
+    (27, 3, (1, 1, 1, 1), (2, 9)),
+    (13, 1, (0, 0, 0, 0), (2, 13)),  # not in place: more accumulators fit
+    (55, 3, (1, 1, 1, 1), (2, 5)),  # 10 accumulators: kept
+    (56, 3, (1, 1, 1, 1), (2, 8)),  # ResNet's rows: kept
+    (14, 3, (1, 1, 1, 1), (2, 7)),
+    (28, 1, (0, 0, 0, 0), (2, 7)),
+])
+def test_fallback_tile_of_a_row_with_few_divisors(W, R, pads, tile):
+    # A 13-wide row got 2 blocks by 1 column: 3.3x slower than 1 block by 13 (one
+    # 3x3 64->256 layer, 2 threads: 0.454 against 0.139 ms).
+    task = _task(C=64, K=64, H=W, W=W, R=R, S=R, pads=pads)
+    cfg = task.default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == tile
+    if W <= 27:
+        _run(task, cfg, np.random.default_rng(2))
+
+
 def test_channels_that_the_block_does_not_divide_are_refused():
     with pytest.raises(autotune.task.TemplateError, match="multiples of the block"):
         autotune.create_task("conv2d_nchwc", ((1, 1, 8, 8, 16), (24, 16, 3, 3), (1, 1),
