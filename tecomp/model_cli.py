@@ -5,10 +5,13 @@
     tecomp compile model.onnx -o model.so [--target llvm] [--tuning-records log.json]
                    [--input-shape input:1,3,224,224] [--verbose]
     tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
+               [--profile]
 
 ``compile`` writes ``model.so`` and its graph sidecar ``model.so.graph.npz``;
 ``run`` reads inputs by name from an ``.npz`` archive and writes the outputs by their
-graph names. Bad arguments print one line and exit with status 2.
+graph names. ``--profile`` prints each kernel's time inside the runs (in run order, each
+finding the caches as the kernels before it left them; ``GraphModule.profile(in_run=True)``).
+Bad arguments print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--outputs", help=".npz to write the outputs to (by output name)")
     r.add_argument("--repeat", type=int, default=1, help="runs to time (default 1)")
     r.add_argument("--print-time", action="store_true", help="print run times in ms")
+    r.add_argument("--profile", action="store_true",
+                   help="print each kernel's median time inside --repeat more runs")
     r.set_defaults(func=_reporting_usage_errors(run_model))
 
 
@@ -104,6 +109,19 @@ def compile_model(ns, out, err) -> int:
     return 0
 
 
+def _print_profile(gm, profile, runs: int, out) -> None:
+    """One line per kernel call, in run order: median ms in a run, share, operators."""
+    ops = {k.name: "+".join(k.ops) for k in gm.lib.kernels}
+    total = sum(t.median for _, t in profile)
+    width = max([len(name) for name, _ in profile] + [6])
+    print(f"{'kernel':<{width}} {'ms':>8} {'share':>6}  ops  (median of {runs} runs)",
+          file=out)
+    for name, t in profile:
+        print(f"{name:<{width}} {t.median * 1e3:8.3f} {t.median / total:6.1%}  {ops[name]}",
+              file=out)
+    print(f"{'sum':<{width}} {total * 1e3:8.3f}", file=out)
+
+
 def run_model(ns, out, err) -> int:
     """``tecomp run``."""
     if ns.repeat < 1:
@@ -125,6 +143,7 @@ def run_model(ns, out, err) -> int:
             t0 = time.perf_counter()
             gm.run()
             times.append(time.perf_counter() - t0)
+        profile = gm.profile(number=1, repeat=ns.repeat, in_run=True) if ns.profile else None
     except (TecompError, FileNotFoundError) as e:
         print(f"tecomp: error: {e}", file=err)
         return 1
@@ -132,6 +151,8 @@ def run_model(ns, out, err) -> int:
         ms = np.array(times) * 1e3
         print(f"run time (ms) over {ns.repeat} runs: median {np.median(ms):.3f}, "
               f"min {ms.min():.3f}, max {ms.max():.3f}", file=out)
+    if profile is not None:
+        _print_profile(gm, profile, ns.repeat, out)
     if ns.outputs:
         np.savez(ns.outputs, **{name: gm.get_output(i)
                                 for i, name in enumerate(gm.graph.outputs)})

@@ -26,6 +26,13 @@ def test_compile_then_run_matches_onnxruntime(needs_llvm, tmp_path, capsys, rng)
     with np.load(tmp_path / "out.npz") as got:
         ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
         np.testing.assert_allclose(got["y"], ref, rtol=1e-3, atol=1e-4)
+    assert cli.main(["run", str(lib), "--inputs", str(tmp_path / "in.npz"), "--repeat", "2",
+                     "--profile"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["kernel", "ms", "share"] and lines[-1].startswith("sum")
+    kernels = [line.split() for line in lines[1:-1]]
+    assert kernels and all(float(k[1]) > 0 and k[2].endswith("%") for k in kernels)
+    assert "reduce_mean" in " ".join(k[3] for k in kernels)
 
 
 @pytest.mark.parametrize("argv, words", [
