@@ -26,7 +26,7 @@ from ..target import Target
 from .c_model import model_header, model_source, write_constants
 from .ir import Graph
 from .serialize import graph_from_json, graph_to_json
-from .storage import pack_constants
+from .storage import CONCAT_VIEW, pack_constants
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ class GraphLibrary:
     def summary(self) -> str:
         """One line per kernel: its name, the operators it fuses and which schedule its
         anchor operator uses (a tuned record, the fallback config of a tunable template,
-        or an operator's default schedule), then the count of fallbacks."""
+        or an operator's default schedule), then the count of fallbacks and of the
+        concatenations computed in place (no kernel: their parts are written in place)."""
         lines = [f"{len(self.kernels)} kernels for {self.target}:"]
         for k in self.kernels:
             lines.append(f"  {k.name}: {' -> '.join(k.ops)}  [{k.anchor}: {k.schedule}]")
@@ -66,6 +67,10 @@ class GraphLibrary:
         if fallback:
             lines.append(f"{len(fallback)} tunable kernels use fallback configs (no tuning "
                          f"record): {', '.join(sorted(set(fallback)))}")
+        in_place = sum(n.op == CONCAT_VIEW for n in self.graph.nodes)
+        if in_place:
+            lines.append(f"{in_place} concatenations computed in place (their parts are "
+                         "written into the output; no kernel)")
         return "\n".join(lines)
 
     def export_library(self, path) -> str:

@@ -89,6 +89,7 @@ def test_nested_concatenations_live_in_their_last_output(needs_llvm, rng):
     lib = _build(model)
     views = _views(lib)
     assert len(views) == 3 and not _concat_kernels(lib)
+    assert "3 concatenations computed in place" in lib.summary()
     # Parts of 16 channels x 36 points x 4 bytes; f1, f2 and g inside y.
     f1, f2, y = (v.outputs[0] for v in views)
     assert [dict(v.attrs)["offsets"] for v in views] == [(0, 2304), (0, 2304),
