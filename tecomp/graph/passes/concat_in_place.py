@@ -61,7 +61,7 @@ def _part_offsets(graph: Graph, concat: Node, output: str):
         if offset % ALIGNMENT or not all(dims.is_static(d) for d in t.shape):
             return None
         offsets.append(offset)
-        offset += int(np.prod([int(d) for d in t.shape])) * np.dtype(t.dtype).itemsize
+        offset += dims.product(t.shape) * np.dtype(t.dtype).itemsize
     return tuple(offsets)
 
 
