@@ -7,6 +7,7 @@ compare its speed with numpy in the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -38,6 +39,7 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     tuner = autotune.XGBTuner(task)
     bar = autotune.progress_bar(trials)
     t0 = time.perf_counter()
+    wall0 = time.time()
     try:
         tuner.tune(
             n_trial=trials,
@@ -48,7 +50,10 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     finally:
         bar.close()
     tune_s = time.perf_counter() - t0
-    with autotune.apply_history_best(log):
+    measured = tuner.n_done - tuner.n_resumed
+    history = autotune.apply_history_best(log)
+    best = history.best_record(task)
+    with history:
         s, args = task.instantiate()
         t1 = time.perf_counter()
         mod = build(s, args, target=target, name="matmul")
@@ -64,11 +69,62 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     ours = flops / statistics.median(times["tecomp"]) / 1e9
     theirs = flops / statistics.median(times["numpy"]) / 1e9
     ratio = median_ratio(times["numpy"], times["tecomp"])
-    out(f"tuning: {trials} trials in {tune_s:.0f} s, log {log}; build of the best: "
-        f"{build_s * 1e3:.0f} ms")
+    stopped = "" if measured >= trials or tuner.stop_reason in ("", "budget") else (
+        f" (stopped early: {tuner.stop_reason})")
+    out(f"tuning: {measured} of {trials} trials in {tune_s:.0f} s{stopped}, log {log}")
+    logged = _logged_gflops(best, flops, since=wall0)
+    out(f"build: {build_s * 1e3:.0f} ms, {logged['source']}")
     out(f"matmul {n}: tecomp {ours:.1f} GFLOPS, numpy {theirs:.1f} GFLOPS, "
         f"ratio {ratio:.2f}x (median of paired rounds; > 1 means tecomp is faster)")
-    return {"gflops": ours, "numpy_gflops": theirs, "ratio": ratio, "log": log}
+    note = slowdown_note(ours, logged["gflops"])
+    if note:
+        out(note)
+    return {"gflops": ours, "numpy_gflops": theirs, "ratio": ratio, "log": log,
+            "trials": measured, "stop_reason": tuner.stop_reason,
+            "logged_gflops": logged["gflops"], "slowdown_note": note}
+
+
+# A kernel timed again minutes after the search is rarely within a few percent of its
+# figure there on a shared machine; below half of it, the machine (not the kernel)
+# changed, and the demo says so rather than print two figures that disagree silently.
+SLOWDOWN_NOTE_BELOW = 0.5
+
+
+def _logged_gflops(record, flops: float, since: float) -> dict:
+    """GFLOPS of the log's best record (the one the build applied) and where it came
+    from: this session's search, or an earlier run's (the demo's log is appended to)."""
+    if record is None or not record.ok:
+        return {"gflops": None, "source": "no usable record in the log"}
+    gf = flops / record.cost / 1e9
+    stage = "re-measured" if record.result.stage == "final" else "measured"
+    when = "this run" if record.result.timestamp >= since else "an earlier run"
+    return {"gflops": gf, "source": f"the log's best record, {stage} at {gf:.1f} GFLOPS "
+                                    f"in {when}"}
+
+
+def slowdown_note(gflops: float, logged: float | None,
+                  below: float = SLOWDOWN_NOTE_BELOW) -> str:
+    """A line saying so when the kernel ran at less than ``below`` of its tuning log's
+    figure, else ``""``.
+
+    Parameters
+    ----------
+    gflops : float
+        GFLOPS measured now, beside numpy.
+    logged : float or None
+        GFLOPS of the same config in the tuning log (None: no record).
+    below : float
+        The fraction of ``logged`` under which the gap is reported.
+    """
+    if logged is None or logged <= 0 or gflops >= below * logged:
+        return ""
+    load = ""
+    if hasattr(os, "getloadavg"):
+        load = f"; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    return (f"note: the same kernel measured {logged:.1f} GFLOPS during tuning and "
+            f"{gflops:.1f} now ({gflops / logged:.0%}); a gap this large usually means "
+            f"other work shared the cores during one of the two measurements{load} "
+            f"(docs/measuring.md)")
 
 
 def _positive(text: str) -> int:

@@ -1,0 +1,38 @@
+"""``tecomp demo`` prints what happened: the trials it measured, why it stopped, and a
+word when the kernel runs far below its tuning figure."""
+
+import json
+
+from tecomp import demo
+
+
+def _trial_lines(path):
+    with open(path) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    return [r for r in recs if r["result"].get("stage", "trial") == "trial"]
+
+
+def test_counts_are_the_trials_measured(tmp_path):
+    log = tmp_path / "d.json"
+    lines = []
+    fig = demo.run_demo(n=16, trials=24, log=str(log), out=lines.append)
+    measured = len(_trial_lines(log))
+    assert fig["trials"] == measured
+    tuning = [line for line in lines if line.startswith("tuning: ")]
+    assert len(tuning) == 1, lines
+    assert tuning[0].startswith(f"tuning: {measured} of 24 trials in "), tuning
+    if measured < 24:
+        assert f"(stopped early: {fig['stop_reason']})" in tuning[0]
+    else:
+        assert "stopped early" not in tuning[0]
+    build = [line for line in lines if line.startswith("build: ")]
+    assert len(build) == 1 and "in this run" in build[0], lines
+
+
+def test_slowdown_note_only_when_far_below_the_search():
+    assert demo.slowdown_note(200.0, 208.0) == ""
+    assert demo.slowdown_note(120.0, 208.0) == ""
+    assert demo.slowdown_note(97.0, None) == ""
+    note = demo.slowdown_note(97.0, 208.0)
+    assert "208.0 GFLOPS during tuning and 97.0 now (47%)" in note
+    assert "other work shared the cores" in note and "docs/measuring.md" in note
