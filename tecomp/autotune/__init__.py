@@ -5,6 +5,10 @@ Write a template with ``@template(name)`` and ``get_config()`` knobs, make a tas
 ``GridSearchTuner``) and ``measure_option(LocalBuilder(), LocalRunner())``, log with
 ``log_to_file``, and build with the best config under ``apply_history_best``.
 
+On a Dask cluster, ``measure_option(builder=DaskBuilder(client),
+runner=DaskRunner(client))`` builds on any worker and measures on the workers that
+advertise the task's target (``worker_resources``; see ``dask_measure``).
+
 For a model: ``extract_tasks(mod, params, target)`` lists its tasks with their weights and
 ``TaskScheduler(tasks).tune(n_trial, option, callbacks=[model_progress_bar(n_trial),
 log_to_file(path)])`` tunes them all into one log.
@@ -16,6 +20,7 @@ The autotuner knows no operator by itself: the built-in templates (``matmul``, `
 
 from .callback import log_to_file, model_progress_bar, progress_bar
 from .extract import extract_tasks, register_task_extractor
+from .dask_measure import ClusterError, DaskBuilder, DaskRunner, worker_resources
 from .measure import BuildResult, LocalBuilder, LocalRunner, OffHostRunner, measure_option
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .records import (
@@ -40,9 +45,12 @@ __all__ = [
     "TEMPLATES",
     "ApplyHistoryBest",
     "BuildResult",
+    "ClusterError",
     "ConfigEntity",
     "ConfigError",
     "ConfigSpace",
+    "DaskBuilder",
+    "DaskRunner",
     "FallbackConfigEntity",
     "GATuner",
     "GridSearchTuner",
@@ -72,4 +80,5 @@ __all__ = [
     "progress_bar",
     "template",
     "use_shipped_logs",
+    "worker_resources",
 ]

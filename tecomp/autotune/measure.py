@@ -612,12 +612,20 @@ class OffHostRunner:
 def measure_option(builder=None, runner=None) -> dict:
     """The builder and runner a tuner measures with (defaults: ``LocalBuilder()`` and
     ``LocalRunner()``). ``runner`` may also be a ``tecomp.runtime.Runner`` (e.g.
-    ``QemuRunner("aarch64")``), which is wrapped in an ``OffHostRunner``."""
+    ``QemuRunner("aarch64")``), which is wrapped in an ``OffHostRunner``; a
+    ``DaskBuilder`` and a ``DaskRunner`` together keep built candidates on the cluster."""
     if isinstance(builder, str) or isinstance(runner, str):
-        raise TypeError("measure_option takes LocalBuilder / LocalRunner objects")
+        raise TypeError("measure_option takes builder and runner objects (LocalBuilder / "
+                        "LocalRunner, DaskBuilder / DaskRunner)")
     if isinstance(runner, Runner):
         runner = OffHostRunner(runner)
-    return {"builder": builder or LocalBuilder(), "runner": runner or LocalRunner()}
+    builder, runner = builder or LocalBuilder(), runner or LocalRunner()
+    bind = getattr(builder, "bind_runner", None)
+    if bind is not None:
+        # A builder whose results can stay where they were built (a DaskBuilder's, on
+        # the cluster) learns whether the runner can take them there.
+        bind(runner)
+    return {"builder": builder, "runner": runner}
 
 
 def gflops(flop: float, cost: float) -> float:
