@@ -35,3 +35,9 @@ class TargetError(TecompError, ValueError):
 
 class MeasureError(TecompError):
     """Building or running a candidate during tuning failed."""
+
+
+class OnnxSpecError(TecompError, ValueError):
+    """An ONNX node breaks a rule of the ONNX spec (an axis out of range or repeated, a size
+    that must be positive, a value outside its enumeration, shapes that cannot broadcast);
+    the message names the node, the attribute or input, its value and what is allowed."""

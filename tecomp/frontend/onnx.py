@@ -25,6 +25,7 @@ from ..graph import dims
 from ..graph.infer import infer_types
 from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
+from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
     Context,
@@ -250,6 +251,10 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
         ctx.node_name = name
         ctx.version = since_version(node.op_type, opsets.get(node.domain or "", 1), node.domain)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        # The spec's rules before folding or converting: either would take an out-of-range
+        # axis modulo the rank, or hand a kernel a size it loops or overruns on.
+        check_node(node, name, ctx.version, attrs, type_of=ctx.types.get,
+                   value_of=lambda value: _known_value(ctx, value))
         try:
             if not _fold(ctx, node, model.opset_import):
                 CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)

@@ -1,0 +1,762 @@
+"""The ONNX spec's rules on a node's attributes and known inputs, checked at import.
+
+Converters read attributes as they need them, and a value the spec forbids (an axis
+past the rank, a repeated axis, an even LRN size, ``keepdims=3``) used to be wrapped
+modulo the rank, taken as true, or passed on to a kernel that then looped or wrote out of
+bounds. :func:`check_node` runs before a node is folded or converted and raises one
+:class:`~tecomp.errors.OnnxSpecError` naming the node, the attribute (or input), its
+value and what the spec allows.
+
+What each operator checks is data: :data:`CHECKS` maps an op type to the rules it runs,
+in order (a later rule may rely on an earlier one, as Split's sizes on its axis being in
+range). A rule reads the node through a :class:`NodeView` and checks what is known at
+import: attributes always; an input's rank and static dimensions from the types inferred
+so far; an input's value where it is a constant (an initializer, a Constant node's
+output) or shape arithmetic whose result is known. What depends on a symbolic dimension
+or on a value computed at run time is left to run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from ..errors import OnnxSpecError
+from ..graph import dims
+
+__all__ = ["CHECKS", "NodeView", "check_node"]
+
+
+# ---- the node as the rules see it -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One ONNX node as a rule reads it.
+
+    ``type_of(value name)`` gives a value's inferred type (``shape`` and, for small integer
+    tensors known up to symbols, ``content``), or None; ``value_of(value name)`` gives its
+    numpy value where the import knows it, else None.
+    """
+
+    name: str
+    op_type: str
+    version: int
+    attrs: Mapping
+    inputs: tuple
+    outputs: tuple
+    type_of: Callable
+    value_of: Callable
+
+    def input(self, i: int) -> str | None:
+        """The name of input ``i``, or None where it is absent or left empty."""
+        return self.inputs[i] if len(self.inputs) > i and self.inputs[i] else None
+
+    def shape(self, i: int) -> tuple | None:
+        """The shape of input ``i`` (ints and symbolic dimensions), or None if unknown."""
+        name = self.input(i)
+        t = self.type_of(name) if name else None
+        return None if t is None else tuple(t.shape)
+
+    def rank(self, i: int) -> int | None:
+        """The rank of input ``i``, or None if unknown."""
+        shape = self.shape(i)
+        return None if shape is None else len(shape)
+
+    def ints(self, i: int) -> tuple | None:
+        """The elements of integer input ``i`` as ints where all of them are known."""
+        name = self.input(i)
+        value = self.value_of(name) if name else None
+        if value is None:
+            return None
+        return tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+    def elements(self, i: int) -> tuple | None:
+        """The elements of 1-D integer input ``i`` known up to symbols (a shape computed
+        from ``Shape``): ints and symbolic dimensions, or None if unknown."""
+        name = self.input(i)
+        if name is None:
+            return None
+        t = self.type_of(name)
+        if t is not None and t.content is not None:
+            return tuple(t.content)
+        return self.ints(i)
+
+    def ints_arg(self, attr: str, i: int | None) -> tuple | None:
+        """The ints of attribute ``attr``, else of the known input ``i`` (the operators
+        that moved an attribute to an input in a later version), else None."""
+        if attr in self.attrs:
+            return tuple(int(v) for v in self.attrs[attr])
+        return None if i is None else self.ints(i)
+
+    def fail(self, message: str):
+        """Raise the :class:`OnnxSpecError` of this node."""
+        raise OnnxSpecError(f"node {self.name!r} ({self.op_type}): {message}")
+
+
+def _text(values) -> str:
+    return "[" + ", ".join(dims.to_text(v) for v in values) + "]"
+
+
+def _range_text(lo: int, hi: int) -> str:
+    return f"[{lo}, {hi}]"
+
+
+def _check_axes(view: NodeView, what: str, axes, rank: int, whose: str) -> None:
+    """``axes`` each in ``[-rank, rank-1]`` and naming distinct axes once normalised."""
+    allowed = f"{what} must be unique, each in {_range_text(-rank, rank - 1)}"
+    seen: dict = {}
+    for a in axes:
+        if not -rank <= a < rank:
+            view.fail(f"{what} {_text(axes)}: {a} is out of range for {whose}; {allowed}")
+        axis = a + rank if a < 0 else a
+        if axis in seen:
+            view.fail(f"{what} {_text(axes)} repeat axis {axis} of {whose}; {allowed}")
+        seen[axis] = a
+
+
+def _string(value):
+    return value.decode() if isinstance(value, bytes) else value
+
+
+# ---- the rules --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Axis:
+    """An int attribute (or, with ``input``, a scalar input) naming one axis of input
+    ``of``: in ``[-r, r-1]`` for ``r = rank + extra`` (OneHot's new axis: ``extra=1``), or
+    ``[-r, r]`` with ``inclusive`` (Flatten, whose axis may be past the last)."""
+
+    name: str = "axis"
+    input: int | None = None
+    of: int = 0
+    extra: int = 0
+    inclusive: bool = False
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(self.of)
+        if rank is None:
+            return
+        if self.input is None:
+            if self.name not in view.attrs:
+                return
+            axis = int(view.attrs[self.name])
+        else:
+            values = view.ints(self.input)
+            if values is None:
+                return
+            if len(values) != 1:
+                view.fail(f"{self.name} {_text(values)} must be one integer (a scalar)")
+            axis = values[0]
+        r = rank + self.extra
+        lo, hi = -r, (r if self.inclusive else r - 1)
+        whose = f"the rank-{r} output" if self.extra else f"the rank-{rank} input"
+        if not lo <= axis <= hi:
+            view.fail(f"{self.name} {axis} is out of range for {whose}; allowed: "
+                      f"{_range_text(lo, hi)}")
+
+
+@dataclass(frozen=True)
+class Axes:
+    """A list of axes of input ``of`` from attribute ``name`` or the known input
+    ``input``: unique, each in ``[-r, r-1]``; with ``output_rank`` ``r`` is the output's
+    rank, the input's plus one per axis (Unsqueeze)."""
+
+    name: str = "axes"
+    input: int | None = None
+    of: int = 0
+    output_rank: bool = False
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(self.of)
+        axes = view.ints_arg(self.name, self.input)
+        if rank is None or axes is None:
+            return
+        if self.output_rank:
+            rank += len(axes)
+            whose = f"the rank-{rank} output"
+        else:
+            whose = f"the rank-{rank} input"
+        _check_axes(view, self.name, axes, rank, whose)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Int attributes that are booleans: 0 or 1."""
+
+    names: tuple
+
+    def __call__(self, view: NodeView) -> None:
+        for name in self.names:
+            if name in view.attrs and view.attrs[name] not in (0, 1):
+                view.fail(f"{name}={view.attrs[name]}; allowed: 0 or 1")
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """An attribute with an enumerated set of values; ``added`` and ``removed`` give the
+    versions a value was added in and removed in."""
+
+    name: str
+    choices: tuple
+    added: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    removed: Mapping = field(default_factory=lambda: MappingProxyType({}))
+
+    def __call__(self, view: NodeView) -> None:
+        if self.name not in view.attrs:
+            return
+        value = _string(view.attrs[self.name])
+        allowed = [c for c in self.choices if self.added.get(c, 0) <= view.version
+                   < self.removed.get(c, 1 << 30)]
+        if value not in allowed:
+            view.fail(f"{self.name}={value!r}; allowed in version {view.version}: "
+                      f"{', '.join(repr(c) for c in allowed)}")
+
+
+@dataclass(frozen=True)
+class Positive:
+    """Int attributes that must be positive (and odd with ``odd``)."""
+
+    names: tuple
+    odd: bool = False
+
+    def __call__(self, view: NodeView) -> None:
+        for name in self.names:
+            value = view.attrs.get(name)
+            if value is None:
+                continue
+            if value <= 0 or (self.odd and value % 2 == 0):
+                view.fail(f"{name}={value}; it must be a positive"
+                          f"{' odd' if self.odd else ''} integer")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The window of a convolution or pooling over input 0 (N, C, spatial...):
+    ``kernel_shape``, ``strides``, ``dilations`` positive with one value per spatial axis,
+    ``pads`` non-negative with two, ``auto_pad`` in its set, ``group`` positive; with
+    ``weight`` (Conv, ConvTranspose) the kernel shape and the channels are checked
+    against the weight's shape where both are static."""
+
+    weight: str = ""  # "", "conv" or "conv_transpose"
+
+    def __call__(self, view: NodeView) -> None:
+        OneOf("auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))(view)
+        Positive(("group",))(view)
+        rank = view.rank(0)
+        if rank is None:
+            return
+        if rank < 3:
+            view.fail(f"the input has rank {rank}; it must be (N, C, D1, ...), rank 3 or more")
+        nsp = rank - 2
+        for name, length, least in (("kernel_shape", nsp, 1), ("strides", nsp, 1),
+                                    ("dilations", nsp, 1), ("pads", 2 * nsp, 0),
+                                    ("output_padding", nsp, 0)):
+            if name not in view.attrs:
+                continue
+            values = tuple(int(v) for v in view.attrs[name])
+            if len(values) != length:
+                view.fail(f"{name} {_text(values)} has {len(values)} values; the input has "
+                          f"{nsp} spatial axes, so it needs {length}")
+            bad = [v for v in values if v < least]
+            if bad:
+                kind = "positive" if least else "non-negative"
+                view.fail(f"{name} {_text(values)}: {bad[0]} is not {kind}; each must be "
+                          f"{kind}")
+        if self.weight:
+            self._check_weight(view, nsp)
+
+    def _check_weight(self, view: NodeView, nsp: int) -> None:
+        x, w = view.shape(0), view.shape(1)
+        if w is None:
+            return
+        if len(w) != nsp + 2:
+            view.fail(f"the weight has rank {len(w)}; the rank-{nsp + 2} input needs a "
+                      f"rank-{nsp + 2} weight")
+        kernel = view.attrs.get("kernel_shape")
+        if kernel is not None and all(dims.is_static(d) for d in w[2:]) and (
+                tuple(kernel) != tuple(w[2:])):
+            view.fail(f"kernel_shape {_text(kernel)} differs from the weight's spatial shape "
+                      f"{_text(w[2:])}")
+        group = int(view.attrs.get("group", 1))
+        channels = x[1]
+        if self.weight == "conv":
+            per_group, out = w[1], w[0]
+            if dims.is_static(channels) and dims.is_static(per_group) and (
+                    channels != per_group * group):
+                view.fail(f"group={group}: the input has {channels} channels, the weight "
+                          f"{per_group} per group; channels must be group x {per_group}")
+            if dims.is_static(out) and out % group:
+                view.fail(f"group={group} does not divide the weight's {out} output channels")
+        else:
+            if dims.is_static(channels) and dims.is_static(w[0]) and channels != w[0]:
+                view.fail(f"the input has {channels} channels, the weight {w[0]}; "
+                          "ConvTranspose's weight is (C, M / group, k...)")
+            if dims.is_static(channels) and channels % group:
+                view.fail(f"group={group} does not divide the input's {channels} channels")
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """Transpose's ``perm``: a permutation of the input's axes ``0 .. r-1``."""
+
+    name: str = "perm"
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(0)
+        if self.name not in view.attrs or rank is None:
+            return
+        perm = tuple(int(v) for v in view.attrs[self.name])
+        if sorted(perm) != list(range(rank)):
+            view.fail(f"{self.name} {_text(perm)} is not a permutation of the rank-{rank} "
+                      f"input's axes; it must list each of 0 .. {rank - 1} once")
+
+
+def _broadcast_failure(shapes: list, unidirectional: bool):
+    """The first ``(position from the right, dimensions)`` where static dimensions of
+    ``shapes`` cannot broadcast, else None. Unidirectional: every shape onto the first."""
+    width = max(len(s) for s in shapes)
+    for k in range(1, width + 1):
+        column = [s[-k] if k <= len(s) else None for s in shapes]
+        static = [d for d in column if d is not None and dims.is_static(d)]
+        if unidirectional:
+            target = column[0]
+            if target is None:
+                return k, column
+            if dims.is_static(target) and any(d not in (1, target) for d in static[1:]):
+                return k, column
+        elif len({d for d in static if d != 1}) > 1:
+            return k, column
+    return None
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """The inputs' static dimensions broadcast as numpy does (each pair equal, or one of
+    them 1); ``unidirectional``: the others onto input 0 (PRelu's slope onto X). Before
+    ``since`` the operator broadcast by its ``broadcast`` and ``axis`` attributes, which
+    its converter reads."""
+
+    unidirectional: bool = False
+    since: int = 7
+
+    def __call__(self, view: NodeView) -> None:
+        if view.version < self.since:
+            return
+        names = [n for n in view.inputs if n]
+        shapes = [view.shape(i) for i, n in enumerate(view.inputs) if n]
+        if len(shapes) < 2 or any(s is None for s in shapes):
+            return
+        failure = _broadcast_failure(shapes, self.unidirectional)
+        if failure is None:
+            return
+        k, _ = failure
+        listed = ", ".join(f"{n!r} {_text(s)}" for n, s in zip(names, shapes))
+        rule = ("each dimension of the others must be 1 or that of the first" if
+                self.unidirectional else "dimensions must be equal or 1")
+        view.fail(f"the inputs {listed} cannot broadcast at dimension {-k}; {rule}")
+
+
+@dataclass(frozen=True)
+class ExpandShape:
+    """Expand's target ``shape`` (input 1) broadcasts with the input's shape."""
+
+    def __call__(self, view: NodeView) -> None:
+        x, shape = view.shape(0), view.elements(1)
+        if x is None or shape is None:
+            return
+        bad = [d for d in shape if dims.is_static(d) and d < 0]
+        if bad:
+            view.fail(f"shape {_text(shape)}: {bad[0]} is negative; dimensions are sizes")
+        if _broadcast_failure([tuple(x), tuple(shape)], False) is not None:
+            view.fail(f"shape {_text(shape)} cannot broadcast with the input's shape "
+                      f"{_text(x)}; dimensions must be equal or 1")
+
+
+@dataclass(frozen=True)
+class ReshapeShape:
+    """Reshape's target ``shape`` (input 1): at most one -1, nothing below -1, and with
+    ``allowzero=1`` not both 0 (then a real zero) and -1."""
+
+    def __call__(self, view: NodeView) -> None:
+        shape = view.elements(1)
+        if shape is None:
+            return
+        static = [d for d in shape if dims.is_static(d)]
+        if any(d < -1 for d in static):
+            view.fail(f"shape {_text(shape)}: {min(static)} is not a size; entries must be "
+                      "sizes, 0 (copy the input's) or one -1 (inferred)")
+        if static.count(-1) > 1:
+            view.fail(f"shape {_text(shape)} has {static.count(-1)} entries -1; at most one "
+                      "dimension can be inferred")
+        if view.attrs.get("allowzero", 0) == 1 and 0 in static and -1 in static:
+            view.fail(f"shape {_text(shape)} with allowzero=1 has both 0 and -1; the size "
+                      "of -1 cannot be inferred next to a zero-size dimension")
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    """Split's sizes (attribute ``split`` or input 1): one per output, non-negative,
+    summing to the axis where it is static; ``num_outputs`` positive, equal to the number
+    of outputs, and not given with sizes."""
+
+    def __call__(self, view: NodeView) -> None:
+        sizes = view.ints_arg("split", 1)
+        outputs = len(view.outputs)
+        count = view.attrs.get("num_outputs")
+        if count is not None:
+            if sizes is not None or view.input(1):
+                view.fail("num_outputs and split are both given; give one of them")
+            if count <= 0 or count != outputs:
+                view.fail(f"num_outputs={count}; it must be positive and equal the node's "
+                          f"{outputs} outputs")
+        if sizes is None:
+            return
+        if len(sizes) != outputs:
+            view.fail(f"split {_text(sizes)} has {len(sizes)} sizes for {outputs} outputs; "
+                      "it needs one per output")
+        if any(s < 0 for s in sizes):
+            view.fail(f"split {_text(sizes)}: sizes must be non-negative")
+        shape = view.shape(0)
+        if shape is None:
+            return
+        axis = int(view.attrs.get("axis", 0))
+        extent = shape[axis]
+        if dims.is_static(extent) and sum(sizes) != extent:
+            view.fail(f"split {_text(sizes)} sums to {sum(sizes)}; axis {axis} has size "
+                      f"{extent}")
+
+
+@dataclass(frozen=True)
+class KnownInts:
+    """A known integer input ``index`` (``name``): non-negative, and with ``per_axis``
+    one value per axis of input 0 (Tile's repeats)."""
+
+    index: int
+    name: str
+    per_axis: bool = False
+
+    def __call__(self, view: NodeView) -> None:
+        values = view.elements(self.index)
+        if values is None:
+            return
+        bad = [v for v in values if dims.is_static(v) and v < 0]
+        if bad:
+            view.fail(f"{self.name} {_text(values)}: {bad[0]} is negative; each must be "
+                      "non-negative")
+        rank = view.rank(0)
+        if self.per_axis and rank is not None and len(values) != rank:
+            view.fail(f"{self.name} {_text(values)} has {len(values)} values for the "
+                      f"rank-{rank} input; it needs one per axis")
+
+
+@dataclass(frozen=True)
+class BlockSize:
+    """DepthToSpace / SpaceToDepth on a rank-4 input: ``blocksize`` positive and dividing
+    the channels (into ``blocksize``\\ :sup:`2`) or the height and width."""
+
+    to_space: bool
+
+    def __call__(self, view: NodeView) -> None:
+        Positive(("blocksize",))(view)
+        shape = view.shape(0)
+        b = view.attrs.get("blocksize")
+        if shape is None or b is None:
+            return
+        if len(shape) != 4:
+            view.fail(f"the input has rank {len(shape)}; it must be (N, C, H, W)")
+        if self.to_space:
+            if dims.is_static(shape[1]) and shape[1] % (b * b):
+                view.fail(f"blocksize={b}: the input's {shape[1]} channels are not a "
+                          f"multiple of blocksize x blocksize = {b * b}")
+        else:
+            for axis, what in ((2, "height"), (3, "width")):
+                if dims.is_static(shape[axis]) and shape[axis] % b:
+                    view.fail(f"blocksize={b} does not divide the input's {what} "
+                              f"{shape[axis]}")
+
+
+def _length(view: NodeView, i: int, what: str) -> int | None:
+    """The number of elements of the 1-D input ``i``, if static."""
+    shape = view.shape(i)
+    if shape is None:
+        return None
+    if len(shape) != 1:
+        view.fail(f"{what} has shape {_text(shape)}; it must be 1-D")
+    return shape[0] if dims.is_static(shape[0]) else None
+
+
+@dataclass(frozen=True)
+class SliceArgs:
+    """Slice's starts, ends, axes and steps (attributes before version 10, inputs 1-4
+    since): one element each per sliced axis, axes unique and in range, steps nonzero."""
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(0)
+        names = ("starts", "ends", "axes", "steps")
+        if view.version < 10:
+            lengths = {n: len(view.attrs[n]) for n in names if n in view.attrs}
+            axes = view.ints_arg("axes", None)
+            steps = None
+        else:
+            lengths = {n: _length(view, i, n) for i, n in enumerate(names, start=1)
+                       if view.input(i)}
+            lengths = {n: k for n, k in lengths.items() if k is not None}
+            axes, steps = view.ints(3), view.ints(4)
+        if len(set(lengths.values())) > 1:
+            listed = ", ".join(f"{n} {k}" for n, k in lengths.items())
+            view.fail(f"starts, ends, axes and steps have different lengths ({listed}); "
+                      "each needs one element per sliced axis")
+        if rank is not None and axes is not None:
+            _check_axes(view, "axes", axes, rank, f"the rank-{rank} input")
+        elif rank is not None and lengths and "axes" not in lengths and (
+                next(iter(lengths.values())) > rank):
+            view.fail(f"starts and ends have {next(iter(lengths.values()))} elements and no "
+                      f"axes; the rank-{rank} input has only {rank} axes")
+        if steps is not None and 0 in steps:
+            view.fail(f"steps {_text(steps)}: a step is 0; steps must be nonzero")
+
+
+@dataclass(frozen=True)
+class PadArgs:
+    """Pad's pads (attribute before version 11, input 1 since): two per padded axis,
+    every axis or the listed ``axes``."""
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(0)
+        if rank is None:
+            return
+        axes = view.ints(3)
+        if view.input(3) and axes is None:
+            return
+        padded = len(axes) if axes is not None else rank
+        if view.version < 11:
+            count = len(view.attrs["pads"]) if "pads" in view.attrs else None
+        else:
+            count = _length(view, 1, "pads") if view.input(1) else None
+        if count is not None and count != 2 * padded:
+            whose = f"{padded} axes" if axes is not None else f"the rank-{rank} input"
+            view.fail(f"pads has {count} values; {whose} needs {2 * padded} (the begins, "
+                      "then the ends)")
+
+
+@dataclass(frozen=True)
+class SqueezeSizes:
+    """Squeeze's axes (attribute or input 1) name axes of size 1 where they are static."""
+
+    def __call__(self, view: NodeView) -> None:
+        shape, axes = view.shape(0), view.ints_arg("axes", 1)
+        if shape is None or axes is None:
+            return
+        for a in axes:
+            d = shape[a]
+            if dims.is_static(d) and d != 1:
+                view.fail(f"axes {_text(axes)}: axis {a} has size {d}; only size-1 axes can "
+                          "be squeezed")
+
+
+@dataclass(frozen=True)
+class ConcatShapes:
+    """Concat's inputs: all of one rank, equal along every static axis but ``axis``."""
+
+    def __call__(self, view: NodeView) -> None:
+        shapes = [(n, view.shape(i)) for i, n in enumerate(view.inputs) if n]
+        if not shapes or any(s is None for _, s in shapes) or "axis" not in view.attrs:
+            return
+        first_name, first = shapes[0]
+        axis = int(view.attrs["axis"]) % max(len(first), 1)
+        for name, s in shapes[1:]:
+            if len(s) != len(first):
+                view.fail(f"input {name!r} has rank {len(s)}, {first_name!r} rank "
+                          f"{len(first)}; concatenated inputs must have one rank")
+            for k, (a, b) in enumerate(zip(first, s)):
+                if k != axis and dims.is_static(a) and dims.is_static(b) and a != b:
+                    view.fail(f"axis={view.attrs['axis']}: input {name!r} {_text(s)} and "
+                              f"{first_name!r} {_text(first)} differ at axis {k}; they may "
+                              "differ only along the concatenated axis")
+
+
+@dataclass(frozen=True)
+class GatherIndices:
+    """Gather's known indices (input 1) within ``[-s, s-1]`` of the static axis size."""
+
+    def __call__(self, view: NodeView) -> None:
+        shape, indices = view.shape(0), view.ints(1)
+        if shape is None or indices is None or not shape:
+            return
+        axis = int(view.attrs.get("axis", 0))
+        size = shape[axis]
+        if not dims.is_static(size):
+            return
+        bad = [i for i in indices if not -size <= i < size]
+        if bad:
+            view.fail(f"indices: {bad[0]} is out of range for axis {axis} of size {size}; "
+                      f"allowed: {_range_text(-size, size - 1)}")
+
+
+@dataclass(frozen=True)
+class OneHotArgs:
+    """OneHot's known depth (input 1) one positive number; values (input 2) two
+    elements (off, on)."""
+
+    def __call__(self, view: NodeView) -> None:
+        name = view.input(1)
+        depth = view.value_of(name) if name else None
+        if depth is not None:
+            depth = np.asarray(depth).reshape(-1)
+            if depth.size != 1 or not depth[0] >= 1:
+                view.fail(f"depth {depth.tolist()} must be one positive number")
+        values = view.shape(2)
+        if values is not None and (len(values) != 1 or (
+                dims.is_static(values[0]) and values[0] != 2)):
+            view.fail(f"values has shape {_text(values)}; it must be [2] (off, on)")
+
+
+@dataclass(frozen=True)
+class GatherNDBatchDims:
+    """GatherND's ``batch_dims`` in ``[0, min(rank data, rank indices) - 1]``."""
+
+    def __call__(self, view: NodeView) -> None:
+        b = view.attrs.get("batch_dims")
+        r, q = view.rank(0), view.rank(1)
+        if b is None or r is None or q is None:
+            return
+        if not 0 <= b < min(r, q):
+            view.fail(f"batch_dims={b}; allowed for rank-{r} data and rank-{q} indices: "
+                      f"{_range_text(0, min(r, q) - 1)}")
+
+
+# ---- the table ------------------------------------------------------------------------------
+
+_REDUCE = (Axes(input=1), Flag(("keepdims", "noop_with_empty_axes")))
+_LOSS = (OneOf("reduction", ("none", "sum", "mean")),)
+_SCATTER_REDUCTION = OneOf("reduction", ("none", "add", "mul", "max", "min"),
+                           added=MappingProxyType({"mul": 16, "max": 18, "min": 18}))
+
+CHECKS: Mapping = MappingProxyType({
+    # Elementwise operators broadcast their inputs (numpy's rule).
+    **{op: (Broadcast(),) for op in (
+        "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
+        "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean", "Where")},
+    "Mod": (Broadcast(), Flag(("fmod",))),
+    "BitShift": (Broadcast(), OneOf("direction", ("LEFT", "RIGHT"))),
+    "PRelu": (Broadcast(unidirectional=True),),
+    "Expand": (ExpandShape(),),
+    "IsInf": (Flag(("detect_negative", "detect_positive")),),
+    "Gelu": (OneOf("approximate", ("none", "tanh")),),
+    "Cast": (Flag(("saturate",)), OneOf("round_mode", ("up", "down", "nearest"))),
+    # One axis of the input.
+    "Softmax": (Axis(),),
+    "LogSoftmax": (Axis(),),
+    "Hardmax": (Axis(),),
+    "Flatten": (Axis(inclusive=True),),
+    "Concat": (Axis(), ConcatShapes()),
+    "Gather": (Axis(), GatherIndices()),
+    "GatherElements": (Axis(),),
+    "GatherND": (GatherNDBatchDims(),),
+    "ArgMax": (Axis(), Flag(("keepdims", "select_last_index"))),
+    "ArgMin": (Axis(), Flag(("keepdims", "select_last_index"))),
+    "TopK": (Axis(), Flag(("largest", "sorted"))),
+    "CumSum": (Axis(input=1), Flag(("exclusive", "reverse"))),
+    "OneHot": (Axis(extra=1), OneHotArgs()),
+    "LayerNormalization": (Axis(),),
+    "RMSNormalization": (Axis(),),
+    "LpNormalization": (Axis(), OneOf("p", (1, 2))),
+    "Split": (Axis(), SplitSizes()),
+    # Lists of axes.
+    "Squeeze": (Axes(input=1), SqueezeSizes()),
+    "Unsqueeze": (Axes(input=1, output_rank=True),),
+    "Transpose": (Permutation(),),
+    **{op: _REDUCE for op in (
+        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
+    # Shapes and sizes.
+    "Reshape": (Flag(("allowzero",)), ReshapeShape()),
+    "Tile": (KnownInts(1, "repeats", per_axis=True),),
+    "ConstantOfShape": (KnownInts(0, "shape"),),
+    "DepthToSpace": (BlockSize(to_space=True), OneOf("mode", ("DCR", "CRD"))),
+    "SpaceToDepth": (BlockSize(to_space=False), OneOf("mode", ("DCR", "CRD"))),
+    "Slice": (SliceArgs(),),
+    "Pad": (OneOf("mode", ("constant", "reflect", "edge", "wrap"),
+                  added=MappingProxyType({"wrap": 19})), Axes(input=3), PadArgs()),
+    "Resize": (
+        OneOf("mode", ("nearest", "linear", "cubic")),
+        OneOf("coordinate_transformation_mode", (
+            "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+            "asymmetric", "tf_crop_and_resize", "tf_half_pixel_for_nn"),
+            added=MappingProxyType({"half_pixel_symmetric": 19}),
+            removed=MappingProxyType({"tf_half_pixel_for_nn": 13})),
+        OneOf("nearest_mode", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
+        OneOf("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller")),
+        Flag(("exclude_outside", "antialias")),
+        Axes()),
+    "GridSample": (
+        OneOf("mode", ("bilinear", "nearest", "bicubic", "linear", "cubic"),
+              added=MappingProxyType({"linear": 20, "cubic": 20}),
+              removed=MappingProxyType({"bilinear": 20, "bicubic": 20})),
+        OneOf("padding_mode", ("zeros", "border", "reflection")),
+        Flag(("align_corners",))),
+    "ScatterElements": (Axis(), _SCATTER_REDUCTION),
+    "ScatterND": (_SCATTER_REDUCTION,),
+    # Windows.
+    "Conv": (Window(weight="conv"),),
+    "ConvTranspose": (Window(weight="conv_transpose"),),
+    "MaxPool": (Window(), Flag(("ceil_mode", "storage_order"))),
+    "AveragePool": (Window(), Flag(("ceil_mode", "count_include_pad"))),
+    "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),
+    "LRN": (Positive(("size",), odd=True),),
+    # Flags and enumerations of the rest.
+    "Gemm": (Flag(("transA", "transB")),),
+    "Trilu": (Flag(("upper",)),),
+    "BatchNormalization": (Flag(("training_mode", "spatial", "is_test")),),
+    "NegativeLogLikelihoodLoss": _LOSS,
+    "SoftmaxCrossEntropyLoss": _LOSS,
+    "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
+                  OneOf("qk_matmul_output_mode", (0, 1, 2, 3))),
+})
+"""ONNX op type -> the rules its nodes are checked by, in order."""
+
+
+def check_node(node, name: str, version: int, attrs: Mapping, *, type_of: Callable,
+               value_of: Callable) -> None:
+    """Check one node against the ONNX spec's rules for its operator (:data:`CHECKS`).
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+        The node (its op type, inputs and outputs are read).
+    name : str
+        The node's name in errors.
+    version : int
+        The since-version of the operator the model's opset selects.
+    attrs : Mapping
+        Attribute name -> value, as ``onnx.helper.get_attribute_value`` gives them.
+    type_of : callable
+        Value name -> its inferred ``TensorType``, or None where unknown.
+    value_of : callable
+        Value name -> its numpy value where known at import, else None.
+
+    Raises
+    ------
+    OnnxSpecError
+        The first rule the node breaks, naming the node, the attribute or input, its
+        value and what is allowed.
+
+    Examples
+    --------
+    >>> node = onnx.helper.make_node("LRN", ["x"], ["y"], size=4)   # doctest: +SKIP
+    >>> check_node(node, "lrn", 13, {"size": 4}, type_of=types.get,
+    ...            value_of=lambda n: None)                          # doctest: +SKIP
+    OnnxSpecError: node 'lrn' (LRN): size=4; it must be a positive odd integer
+    """
+    rules = CHECKS.get(node.op_type)
+    if not rules or node.domain not in ("", "ai.onnx"):
+        return
+    view = NodeView(name, node.op_type, version, attrs, tuple(node.input),
+                    tuple(o for o in node.output), type_of, value_of)
+    for rule in rules:
+        rule(view)
