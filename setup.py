@@ -52,6 +52,8 @@ setup(
         "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
         "cuda": _CUDA,
         "xgboost-gpu": ["xgboost>=2.0"],
+        # Tuning on a Dask cluster (autotune.DaskBuilder / DaskRunner, tecomp tune --cluster).
+        "distributed": ["distributed>=2024.1"],
         # benchmarks/models_cpu.py adds torchvision's and Hugging Face's models when these
         # import; without them it runs tecomp.testing.models and the onnx wheel's models.
         # The versions it was run with: torch.export's exporter (dynamo=True, which needs

@@ -6,7 +6,9 @@ Subcommands::
                 --tuner xgb --output mm.json [--resume] [--plot curve.png] [--early-stopping K]
     tecomp tune MODEL.onnx --trials 2000 --output model.json [--resume] [--plot curve.png]
                 [--input-shape input:1,3,224,224]
+    tecomp tune ... --cluster tcp://HOST:8786      (build and measure on a Dask cluster)
     tecomp tune --list-ops
+    tecomp dask-worker-resources [--explain]
     tecomp demo [--n 1024] [--trials 64]
     tecomp doctor
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import inspect
 import os
 import sys
@@ -258,8 +261,58 @@ def _malformed_arg(template, args) -> str:
 def _tune(ns, out, err) -> int:
     if ns.list_ops:
         return _list_ops(out)
-    if ns.model:
-        return _tune_model(ns, out, err)
+    with _cluster_session(ns):
+        if ns.model:
+            return _tune_model(ns, out, err)
+        return _tune_op(ns, out, err)
+
+
+@contextlib.contextmanager
+def _cluster_session(ns):
+    """Closes the Dask client that ``--cluster`` opened (if any) when tuning ends."""
+    ns.cluster_clients = []
+    try:
+        yield
+    finally:
+        for client in ns.cluster_clients:
+            with contextlib.suppress(Exception):
+                client.close()
+
+
+def _cluster_option(ns, targets) -> dict:
+    """``--cluster ADDRESS``: a DaskBuilder and a DaskRunner on the Dask scheduler there,
+    after checking that some worker measures each of ``targets`` (before any trial)."""
+    if ns.runner != "local":
+        raise UsageError(f"--cluster measures on the cluster's workers; --runner {ns.runner} "
+                         f"cannot be combined with it")
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError("--cluster needs the `distributed` package: "
+                         "pip install 'tecomp[distributed]'") from None
+    try:
+        client = distributed.Client(ns.cluster, timeout=20)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--cluster {ns.cluster}: cannot reach a Dask scheduler there "
+                         f"({type(e).__name__}: {e}); start one with `dask scheduler` and "
+                         f"workers with `dask worker {ns.cluster} --nworkers 1 --resources "
+                         f"\"$(tecomp dask-worker-resources)\"`") from None
+    ns.cluster_clients.append(client)
+    cold = ns.model is not None if ns.cache_flush is None else ns.cache_flush
+    runner = autotune.DaskRunner(client, number=ns.number, repeat=ns.repeat,
+                                 timeout=ns.timeout, check_correctness=ns.check_correctness,
+                                 enable_cpu_cache_flush=cold)
+    for target in targets:
+        try:
+            runner.check_target(target)
+        except autotune.ClusterError as e:
+            raise UsageError(f"--cluster {ns.cluster}: {e}") from None
+    return autotune.measure_option(builder=autotune.DaskBuilder(client, timeout=ns.timeout),
+                                   runner=runner)
+
+
+def _tune_op(ns, out, err) -> int:
+    """``tecomp tune --op NAME``: one operator template into its log."""
     if not ns.op:
         raise UsageError("give --op NAME (see `tecomp tune --list-ops`) or a MODEL.onnx")
     target = _check_tune_limits(ns)
@@ -275,12 +328,17 @@ def _tune(ns, out, err) -> int:
     _check_writable(output, "--output")
     if ns.plot:
         _check_plot_path(ns.plot)
-    runner = _measure_runner(ns, target)
+    option = _cluster_option(ns, [task.target]) if ns.cluster else None
+    runner = None if option else _measure_runner(ns, target)
+    batch = {}
+    if option:
+        # A batch is measured at once over the nodes: two candidates per node per batch.
+        batch["batch_size"] = max(8, 2 * option["runner"].measure_slots([task.target]))
 
     tuner = {
         "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
         "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
-    }[ns.tuner](task, seed=ns.seed)
+    }[ns.tuner](task, seed=ns.seed, **batch)
     if ns.resume and not os.path.exists(output):
         print(f"tecomp: --resume: {output} does not exist yet; starting fresh", file=err)
     elif ns.resume:
@@ -299,7 +357,7 @@ def _tune(ns, out, err) -> int:
     if near:
         print(f"measuring first: {len(near)} shipped record(s) of a CPU with this vector "
               f"ISA ({', '.join(_cpu_name(r.target_key) for r in near)})", file=err)
-    option = autotune.measure_option(
+    option = option or autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=ns.timeout),
         runner=runner,
     )
@@ -413,7 +471,8 @@ def _tune_model(ns, out, err) -> int:
         print(f"{ns.model} has no tunable kernels with static shapes (fix symbolic "
               f"dimensions with --input-shape); nothing to tune", file=err)
         return 0
-    runner = _measure_runner(ns, target)
+    option = _cluster_option(ns, [target]) if ns.cluster else None
+    runner = None if option else _measure_runner(ns, target)
     for task in tasks:
         print(f"task {task.name}{task.args}: weight {task.weight}, "
               f"{len(task.config_space)} configs, {task.flop / 1e9:.4f} GFLOP", file=err)
@@ -433,8 +492,8 @@ def _tune_model(ns, out, err) -> int:
     elif os.path.exists(output) and os.path.getsize(output) > 0:
         print(f"tecomp: appending to existing log {output} (use --resume to skip its "
               f"configs)", file=err)
-    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=ns.timeout),
-                                     runner=runner)
+    option = option or autotune.measure_option(
+        builder=autotune.LocalBuilder(timeout=ns.timeout), runner=runner)
     name = os.path.basename(ns.model)
     bar = autotune.model_progress_bar(ns.trials, prefix=name, file=err)
     interrupted = False
@@ -544,7 +603,38 @@ def add_tune_parser(sub) -> None:
     t.add_argument("--seed", type=int, default=None,
                    help="seed of the tuner's random choices (default: none, a different "
                    "search each run)")
+    t.add_argument("--cluster", metavar="tcp://HOST:8786",
+                   help="build on the workers of the Dask scheduler at this address and "
+                   "measure on those that advertise the target (start each with "
+                   "--nworkers 1 --resources \"$(tecomp dask-worker-resources)\"); this "
+                   "process alone writes the log (needs the [distributed] extra)")
     t.set_defaults(func=_tune)
+
+
+def _dask_worker_resources(ns, out, err) -> int:
+    from .autotune.dask_measure import node_keys, resource_name, worker_resources_string
+
+    keys = node_keys()
+    print(worker_resources_string(keys), file=out)
+    if ns.explain:
+        print("# tecomp-measure: this worker measures tecomp candidates", file=out)
+        for key in keys:
+            print(f"# {resource_name(key)}: {key}", file=out)
+    return 0
+
+
+def add_dask_worker_resources_parser(sub) -> None:
+    """``tecomp dask-worker-resources``: the ``--resources`` of a Dask worker here."""
+    d = sub.add_parser(
+        "dask-worker-resources",
+        help="print the --resources a Dask worker on this machine advertises for tuning",
+        description="Print the Dask resources that say which targets this machine "
+        "measures (its CPU's target key, the same without features, its GPU's): "
+        "dask worker tcp://HOST:8786 --nworkers 1 --resources \"$(tecomp "
+        "dask-worker-resources)\"")
+    d.add_argument("--explain", action="store_true",
+                   help="also print each resource's target key (as # comment lines)")
+    d.set_defaults(func=_dask_worker_resources)
 
 
 def add_doctor_parser(sub) -> None:
@@ -560,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     add_tune_parser(sub)
     add_doctor_parser(sub)
+    add_dask_worker_resources_parser(sub)
     add_demo_parser(sub)
     add_model_parsers(sub)
     return p

@@ -16,12 +16,19 @@ scheduler does (Zheng et al., OSDI 2020, section 6):
 mixed as ``weight * (alpha * backward + (1 - alpha) * forward)``. A task stops getting
 trials when its space is exhausted or after ``early_stopping`` trials without an
 improvement; tuning ends when the budget is spent or no task can go on.
+
+On a cluster (a runner with ``measure_slots``, such as ``DaskRunner``) several batches of
+different tasks are in flight at once, enough to keep every measuring node busy: each slot
+that frees up goes to the task with the best gradient among those not already in flight,
+so trials still go where the model gains most.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from .measure import measure_option as _default_option
 from .tuner import XGBTuner
@@ -120,7 +127,7 @@ class TaskScheduler:
 
     def tune(self, n_trial: int, measure_option: dict | None = None, callbacks=(),
              resume_from=None, early_stopping: int | None = None,
-             remeasure_top: int = 3, remeasure_rounds: int = 5):
+             remeasure_top: int = 3, remeasure_rounds: int = 5, in_flight: int | None = None):
         """Measure up to ``n_trial`` configs over all tasks, into one set of callbacks.
 
         Parameters
@@ -142,6 +149,11 @@ class TaskScheduler:
         remeasure_top, remeasure_rounds : int, optional
             Each task measured in this session ends as ``Tuner.tune`` does: its best
             ``remeasure_top`` candidates re-measured interleaved decide its winner.
+        in_flight : int, optional
+            Batches (of different tasks) measured at once. Default: 1 for a runner of
+            one machine; for a runner with ``measure_slots`` (``DaskRunner``) enough to
+            keep every measuring node busy. With more than one, batches run in threads;
+            the callbacks are still called one at a time.
 
         Returns
         -------
@@ -162,10 +174,16 @@ class TaskScheduler:
                 self.cost_history[i] = [self.best_cost(i)] * max(
                     1, tuner.n_resumed // self.batch_size)
         self.stop_reason = "budget"
+        lock = threading.Lock()
+        stopped = threading.Event()
 
         def relay(tuner, inputs, results):
-            for cb in callbacks:
-                cb(self, inputs, results)
+            # Batches of several tasks may end at once: one callback call at a time, and
+            # none after the loop was stopped (their trials belong to no session).
+            with lock:
+                if not stopped.is_set():
+                    for cb in callbacks:
+                        cb(self, inputs, results)
 
         try:
             for cb in callbacks:
@@ -173,22 +191,87 @@ class TaskScheduler:
                     cb.start(self)
             for tuner in self.tuners:
                 tuner.start(builder)
-            alive = [True] * len(self.tuners)
             n_trial = int(n_trial)
-            while self.n_done < n_trial:
-                if not any(alive):
-                    self.stop_reason = "every task exhausted its space or stopped improving"
-                    break
-                i = self._next_task(alive)
-                n = min(self.batch_size, n_trial - self.n_done)
-                alive[i] = self.tuners[i].measure_batch(n, builder, runner, (relay,),
-                                                        early_stopping)
-                self.cost_history[i].append(self.best_cost(i))
-                if all(math.isfinite(self.best_cost(j)) for j in range(len(self.tasks))):
-                    self.curve.append((self.n_done, self.estimated_latency()))
-            for tuner in self.tuners:
-                tuner.finish(builder, runner, (relay,), remeasure_top, remeasure_rounds)
+            width = self._in_flight(in_flight, runner)
+            if width == 1:
+                self._tune_serial(n_trial, builder, runner, relay, early_stopping)
+                for tuner in self.tuners:
+                    tuner.finish(builder, runner, (relay,), remeasure_top, remeasure_rounds)
+            else:
+                with ThreadPoolExecutor(width, thread_name_prefix="tecomp-task") as pool:
+                    try:
+                        self._tune_in_flight(pool, width, n_trial, builder, runner, relay,
+                                             early_stopping)
+                        ends = [pool.submit(t.finish, builder, runner, (relay,), remeasure_top,
+                                            remeasure_rounds) for t in self.tuners]
+                        for f in ends:
+                            f.result()
+                    except BaseException:
+                        stopped.set()
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        raise
         finally:
             builder.close()
             runner.close()
         return self
+
+    def _in_flight(self, in_flight, runner) -> int:
+        """Batches measured at once: ``in_flight``, else enough to keep every measuring
+        node of the runner busy (two batches' worth of trials per node, so one builds
+        while the other is timed), one per task at most; 1 for a runner of one machine."""
+        if in_flight is None:
+            slots = getattr(runner, "measure_slots", None)
+            if slots is None:
+                return 1
+            nodes = slots([t.target for t in self.tasks])
+            in_flight = math.ceil(2 * nodes / self.batch_size)
+        return max(1, min(int(in_flight), len(self.tasks)))
+
+    def _after_batch(self, i: int) -> None:
+        self.cost_history[i].append(self.best_cost(i))
+        if all(math.isfinite(self.best_cost(j)) for j in range(len(self.tasks))):
+            self.curve.append((self.n_done, self.estimated_latency()))
+
+    def _tune_serial(self, n_trial, builder, runner, relay, early_stopping) -> None:
+        """One batch at a time (a runner of one machine)."""
+        alive = [True] * len(self.tuners)
+        while self.n_done < n_trial:
+            if not any(alive):
+                self.stop_reason = "every task exhausted its space or stopped improving"
+                break
+            i = self._next_task(alive)
+            n = min(self.batch_size, n_trial - self.n_done)
+            alive[i] = self.tuners[i].measure_batch(n, builder, runner, (relay,),
+                                                    early_stopping)
+            self._after_batch(i)
+
+    def _tune_in_flight(self, pool, width, n_trial, builder, runner, relay,
+                        early_stopping) -> None:
+        """Up to ``width`` batches of different tasks measured at once (a cluster): each
+        free slot goes to the task the gradient picks among those not in flight, and
+        the trials of batches in flight are reserved from the budget."""
+        alive = [True] * len(self.tuners)
+        running: dict = {}  # future -> (task index, trials)
+        while True:
+            reserved = sum(n for _, n in running.values())
+            busy = {i for i, _ in running.values()}
+            while len(running) < width and self.n_done + reserved < n_trial:
+                free = [ok and i not in busy for i, ok in enumerate(alive)]
+                if not any(free):
+                    break
+                i = self._next_task(free)
+                n = min(self.batch_size, n_trial - self.n_done - reserved)
+                fut = pool.submit(self.tuners[i].measure_batch, n, builder, runner, (relay,),
+                                  early_stopping)
+                running[fut] = (i, n)
+                reserved += n
+                busy.add(i)
+            if not running:
+                if self.n_done < n_trial:
+                    self.stop_reason = "every task exhausted its space or stopped improving"
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i, _n = running.pop(fut)
+                alive[i] = fut.result()
+                self._after_batch(i)
