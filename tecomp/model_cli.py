@@ -3,15 +3,18 @@
 ::
 
     tecomp compile model.onnx -o model.so [--target llvm] [--tuning-records log.json]
-                   [--input-shape input:1,3,224,224] [--verbose]
+                   [--input-shape input:1,3,224,224] [--verbose] [--graph model.svg]
     tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
-               [--profile]
+               [--profile] [--graph run.svg]
 
 ``compile`` writes ``model.so`` and its graph sidecar ``model.so.graph.npz``;
 ``run`` reads inputs by name from an ``.npz`` archive and writes the outputs by their
 graph names. ``--profile`` prints each kernel's time inside the runs (in run order, each
 finding the caches as the kernels before it left them; ``GraphModule.profile(in_run=True)``).
-Bad arguments print one line and exit with status 2.
+``--graph`` draws the built graph (``tecomp.graph.draw``): each kernel a box with its
+operators, layout transforms and concatenations computed in place marked; after ``run
+--profile``, each box carries its kernel's time. Bad arguments print one line and exit
+with status 2.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ def add_parsers(subparsers) -> None:
                    help="fix an input's shape (repeat for several inputs)")
     c.add_argument("--verbose", action="store_true",
                    help="print the kernels and the schedule each uses")
+    c.add_argument("--graph", metavar="FILE",
+                   help="draw the built graph: kernels as boxes with their operators "
+                        "(.svg, .png, .pdf, or .dot; needs the graphviz package and dot)")
     c.set_defaults(func=_reporting_usage_errors(compile_model))
     r = subparsers.add_parser("run", help="run a compiled model on inputs from an .npz file")
     r.add_argument("library", help="the library tecomp compile wrote")
@@ -66,6 +72,9 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--print-time", action="store_true", help="print run times in ms")
     r.add_argument("--profile", action="store_true",
                    help="print each kernel's median time inside --repeat more runs")
+    r.add_argument("--graph", metavar="FILE",
+                   help="draw the graph, with each kernel's time when --profile is given "
+                        "(.svg, .png, .pdf, or .dot; needs the graphviz package and dot)")
     r.set_defaults(func=_reporting_usage_errors(run_model))
 
 
@@ -80,10 +89,34 @@ def _reporting_usage_errors(command):
     return run
 
 
+def _check_graph_option(path) -> None:
+    """Refuse a ``--graph`` path tecomp cannot draw before any work is done."""
+    if not path:
+        return
+    from .graph import draw
+
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    if fmt not in draw.FORMATS:
+        raise ModelUsageError(f"--graph {path}: the suffix names the picture's format; "
+                              f"allowed: {', '.join('.' + f for f in draw.FORMATS)}")
+    try:
+        draw.require_graphviz(render=fmt != "dot")
+    except draw.GraphvizMissingError as e:
+        raise ModelUsageError(f"--graph {path}: {e}") from None
+
+
+def _draw_graph(lib, path, out, profile=None) -> None:
+    from .graph import draw
+
+    draw.draw(lib, path, profile=profile)
+    print(f"graph drawn to {path}", file=out)
+
+
 def compile_model(ns, out, err) -> int:
     """``tecomp compile``."""
     if not os.path.exists(ns.model):
         raise ModelUsageError(f"{ns.model}: no such file")
+    _check_graph_option(ns.graph)
     if ns.tuning_records and not os.path.exists(ns.tuning_records):
         raise ModelUsageError(f"--tuning-records {ns.tuning_records}: no such file")
     try:
@@ -99,6 +132,8 @@ def compile_model(ns, out, err) -> int:
         with records:
             lib = build(mod, target=target, params=params)
         lib.export_library(ns.output)
+        if ns.graph:
+            _draw_graph(lib, ns.graph, out)
     except TecompError as e:
         print(f"tecomp: error: {e}", file=err)
         return 1
@@ -128,6 +163,7 @@ def run_model(ns, out, err) -> int:
         raise ModelUsageError(f"--repeat {ns.repeat}: must be positive")
     if not os.path.exists(ns.inputs):
         raise ModelUsageError(f"--inputs {ns.inputs}: no such file")
+    _check_graph_option(ns.graph)
     try:
         gm = GraphModule(load(ns.library))
         with np.load(ns.inputs, allow_pickle=False) as data:
@@ -144,6 +180,8 @@ def run_model(ns, out, err) -> int:
             gm.run()
             times.append(time.perf_counter() - t0)
         profile = gm.profile(number=1, repeat=ns.repeat, in_run=True) if ns.profile else None
+        if ns.graph:
+            _draw_graph(gm.lib, ns.graph, out, profile)
     except (TecompError, FileNotFoundError) as e:
         print(f"tecomp: error: {e}", file=err)
         return 1
