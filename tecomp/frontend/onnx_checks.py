@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
+import onnx
 
 from ..errors import OnnxSpecError
 from ..graph import dims
@@ -585,17 +586,20 @@ class GatherIndices:
     """Gather's known indices (input 1) within ``[-s, s-1]`` of the static axis size."""
 
     def __call__(self, view: NodeView) -> None:
-        shape, indices = view.shape(0), view.ints(1)
-        if shape is None or indices is None or not shape:
+        shape, name = view.shape(0), view.input(1)
+        indices = view.value_of(name) if name else None
+        if shape is None or indices is None or not shape or np.size(indices) == 0:
             return
         axis = int(view.attrs.get("axis", 0))
         size = shape[axis]
         if not dims.is_static(size):
             return
-        bad = [i for i in indices if not -size <= i < size]
-        if bad:
-            view.fail(f"indices: {bad[0]} is out of range for axis {axis} of size {size}; "
-                      f"allowed: {_range_text(-size, size - 1)}")
+        # An embedding's index table may be large: one pass over it in numpy.
+        indices = np.asarray(indices).reshape(-1)
+        bad = indices[(indices < -size) | (indices >= size)]
+        if bad.size:
+            view.fail(f"indices: {int(bad[0])} is out of range for axis {axis} of size "
+                      f"{size}; allowed: {_range_text(-size, size - 1)}")
 
 
 @dataclass(frozen=True)
@@ -743,8 +747,8 @@ def check_node(node, name: str, version: int, attrs: Mapping, *, type_of: Callab
     Raises
     ------
     OnnxSpecError
-        The first rule the node breaks, naming the node, the attribute or input, its
-        value and what is allowed.
+        A required attribute is missing, or the first rule the node breaks; the message
+        names the node, the attribute or input, its value and what is allowed.
 
     Examples
     --------
@@ -753,10 +757,24 @@ def check_node(node, name: str, version: int, attrs: Mapping, *, type_of: Callab
     ...            value_of=lambda n: None)                          # doctest: +SKIP
     OnnxSpecError: node 'lrn' (LRN): size=4; it must be a positive odd integer
     """
-    rules = CHECKS.get(node.op_type)
-    if not rules or node.domain not in ("", "ai.onnx"):
+    if node.domain not in ("", "ai.onnx"):
         return
     view = NodeView(name, node.op_type, version, attrs, tuple(node.input),
-                    tuple(o for o in node.output), type_of, value_of)
-    for rule in rules:
+                    tuple(node.output), type_of, value_of)
+    _check_required(view)
+    for rule in CHECKS.get(node.op_type, ()):
         rule(view)
+
+
+def _check_required(view: NodeView) -> None:
+    """Every attribute the operator's schema marks required is given (a converter would
+    otherwise fail reading it, or fall back on a default the spec does not have)."""
+    try:
+        schema = onnx.defs.get_schema(view.op_type, view.version)
+    except onnx.defs.SchemaError:
+        return
+    missing = sorted(a for a, spec in schema.attributes.items()
+                     if spec.required and a not in view.attrs)
+    if missing:
+        view.fail(f"attribute {missing[0]!r} is missing; version {view.version} of "
+                  f"{view.op_type} requires {', '.join(repr(a) for a in missing)}")

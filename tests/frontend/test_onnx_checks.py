@@ -180,6 +180,13 @@ MISUSES = [
     ("lrn-even-size", _model("LRN", [[1, 3, 4, 4]], dict(size=2 ** 62)), "size",
      f"size={2 ** 62}; it must be a positive odd integer"),
     ("lrn-zero-size", _model("LRN", [[1, 3, 4, 4]], dict(size=0)), "size", "size=0"),
+    # Required attributes.
+    ("lrn-without-size", _model("LRN", [[1, 3, 4, 4]]), "size",
+     "attribute 'size' is missing; version 13 of LRN requires 'size'"),
+    ("maxpool-without-kernel", _model("MaxPool", [[1, 1, 4, 4]], dict(strides=[1, 1])),
+     "kernel_shape", "attribute 'kernel_shape' is missing"),
+    ("concat-without-axis", _model("Concat", [[2], [2]]), "axis",
+     "attribute 'axis' is missing"),
     # Shapes that cannot broadcast or fit.
     ("add-broadcast", _model("Add", [[2, 3], [4]]), "'x1'",
      "the inputs 'x0' [2, 3], 'x1' [4] cannot broadcast at dimension -1"),
