@@ -33,7 +33,6 @@ import sys
 
 from . import autotune
 from . import topi  # noqa: F401 - registers the built-in templates
-from .autotune.measure import gflops
 from .autotune.records import shipped_candidates
 from .codegen import backend_kinds
 from .demo import add_parser as add_demo_parser
@@ -110,38 +109,10 @@ def _list_ops(out) -> int:
 
 
 def _plot(path, tuner, title):
-    """Best GFLOPS against trials, from 0 so a small gain looks small, with the best
-    re-measured at the end marked (it decides the winner; trial peaks may be lucky)."""
-    import matplotlib
+    """Best GFLOPS against trials (``tecomp.autotune.plot.plot_operator``)."""
+    from .autotune.plot import plot_operator
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-
-    flop = tuner.task.flop
-    best, xs, ys = 0.0, [], []
-    trials = [r for _, r in tuner.history if r.stage == "trial"]
-    for i, r in enumerate(trials, 1):
-        if r.ok:
-            best = max(best, gflops(flop, r.cost))
-        xs.append(i)
-        ys.append(best)
-    final = [r for _, r in tuner.history if r.stage == "final" and r.ok]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(xs, ys, drawstyle="steps-post", label="best measured in a trial")
-    if final:
-        remeasured = max(gflops(flop, r.cost) for r in final)
-        ax.axhline(remeasured, color="tab:red", linestyle="--",
-                   label=f"best re-measured at the end: {remeasured:.1f}")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("trial")
-    ax.set_ylabel("best GFLOPS")
-    ax.set_title(title, fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plot_operator(path, tuner, title)
 
 
 def _check_writable(path: str, flag: str) -> None:
@@ -434,26 +405,11 @@ def _untuned_cost(tuner) -> float:
 
 
 def _plot_model(path, sched, title):
-    """The estimated time of the model's tunable kernels against trials over all tasks,
-    from 0 (the curve starts once every task has a measured config)."""
-    import matplotlib
+    """Expected time of the tunable kernels against trials, stacked by task
+    (``tecomp.autotune.plot.plot_model``)."""
+    from .autotune.plot import plot_model
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    xs = [n for n, _ in sched.curve]
-    ax.plot(xs, [lat * 1e3 for _, lat in sched.curve], drawstyle="steps-post",
-            label="sum over tasks of weight x best cost")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("trials (all tasks)")
-    ax.set_ylabel("tunable kernels, ms")
-    ax.set_title(title, fontsize=9)
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plot_model(path, sched, title)
 
 
 def _tune_model(ns, out, err) -> int:

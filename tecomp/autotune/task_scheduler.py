@@ -73,6 +73,9 @@ class TaskScheduler:
         # (trials over all tasks, estimated_latency()) after each batch from the first at
         # which every task has a measured cost: the model's tuning curve.
         self.curve: list[tuple[int, float]] = []
+        # The same points split by task: (trials over all tasks, weight x best cost of
+        # each task), what ``tecomp tune MODEL --plot`` stacks.
+        self.task_curve: list[tuple[int, tuple[float, ...]]] = []
         self.n_resumed = 0
         self.stop_reason = ""
 
@@ -231,6 +234,8 @@ class TaskScheduler:
         self.cost_history[i].append(self.best_cost(i))
         if all(math.isfinite(self.best_cost(j)) for j in range(len(self.tasks))):
             self.curve.append((self.n_done, self.estimated_latency()))
+            self.task_curve.append((self.n_done, tuple(
+                t.weight * self.best_cost(j) for j, t in enumerate(self.tasks))))
 
     def _tune_serial(self, n_trial, builder, runner, relay, early_stopping) -> None:
         """One batch at a time (a runner of one machine)."""
