@@ -575,8 +575,10 @@ def _new_shape(rng, shape: tuple) -> tuple:
         shape[i] *= 3
     elif how == "drop_dim":
         shape.pop(i)
-    else:
+    elif shape[::-1] != shape:
         shape = shape[::-1]
+    else:  # reversing would change nothing
+        shape.insert(0, 2)
     return tuple(shape)
 
 
