@@ -270,6 +270,35 @@ class Window:
                           f"{kind}")
         if self.weight:
             self._check_weight(view, nsp)
+        if self.weight != "conv_transpose":
+            self._check_extent(view, nsp)
+
+    def _check_extent(self, view: NodeView, nsp: int) -> None:
+        """The (dilated) window fits each static padded spatial axis at least once: a
+        larger one leaves the output no positions, and its size would be negative."""
+        if _string(view.attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+            return
+        kernel, what = view.attrs.get("kernel_shape"), "kernel_shape"
+        if kernel is None and self.weight:
+            w = view.shape(1)
+            kernel, what = (None if w is None else w[2:]), "the weight's spatial shape"
+        if kernel is None:
+            return
+        x = view.shape(0)
+        pads = (tuple(view.attrs.get("pads", (0,) * 2 * nsp))
+                if _string(view.attrs.get("auto_pad", "NOTSET")) == "NOTSET" else (0,) * 2 * nsp)
+        dilations = tuple(view.attrs.get("dilations", (1,) * nsp))
+        for a in range(nsp):
+            size, k = x[2 + a], kernel[a]
+            if not (dims.is_static(size) and dims.is_static(k)) or size == 0:
+                continue
+            span = (k - 1) * dilations[a] + 1
+            padded = size + pads[a] + pads[a + nsp]
+            if span > padded:
+                view.fail(f"{what} {_text(kernel)} does not fit axis {2 + a} of the input: "
+                          f"the window spans {span} (dilations included), the padded axis "
+                          f"{padded} ({size} + pads {pads[a]} + {pads[a + nsp]}); the "
+                          "output would have no positions")
 
     def _check_weight(self, view: NodeView, nsp: int) -> None:
         x, w = view.shape(0), view.shape(1)
@@ -634,6 +663,64 @@ class GatherNDBatchDims:
                       f"{_range_text(0, min(r, q) - 1)}")
 
 
+@dataclass(frozen=True)
+class ModFloat:
+    """Before version 28, Mod of floating-point inputs takes ``fmod=1`` (C's fmod): those
+    versions define ``fmod=0`` (the sign of the divisor) for integers only."""
+
+    def __call__(self, view: NodeView) -> None:
+        name = view.input(0)
+        t = view.type_of(name) if name else None
+        if view.version >= 28 or t is None:
+            return
+        if t.dtype.startswith("float") and view.attrs.get("fmod", 0) != 1:
+            view.fail(f"fmod={view.attrs.get('fmod', 0)} on {t.dtype} inputs; floating-point "
+                      "inputs need fmod=1")
+
+
+@dataclass(frozen=True)
+class ResizeTargets:
+    """Resize's known scales (input 2) positive and sizes (input 3) non-negative, one per
+    axis of the input (or of ``axes``), and not both given."""
+
+    def __call__(self, view: NodeView) -> None:
+        rank = view.rank(0)
+        axes = view.attrs.get("axes")
+        want = len(axes) if axes is not None else rank
+        given = []
+        for i, what in ((2, "scales"), (3, "sizes")):
+            name = view.input(i)
+            value = view.value_of(name) if name else None
+            # Version 11 takes an empty scales input where sizes are given.
+            if value is None or np.size(value) == 0:
+                continue
+            given.append(what)
+            value = np.asarray(value).reshape(-1)
+            if want is not None and value.size != want:
+                whose = "axes" if axes is not None else f"the rank-{rank} input"
+                view.fail(f"{what} {value.tolist()} has {value.size} values; {whose} needs "
+                          f"{want}")
+            if (value <= 0).any() if what == "scales" else (value < 0).any():
+                view.fail(f"{what} {value.tolist()}: each must be "
+                          f"{'positive' if what == 'scales' else 'non-negative'}")
+        if len(given) == 2:
+            view.fail("scales and sizes are both given; give one of them")
+
+
+@dataclass(frozen=True)
+class DropoutRatio:
+    """Dropout's ratio (attribute before version 12, input 1 since) in ``[0, 1)``."""
+
+    def __call__(self, view: NodeView) -> None:
+        ratio = view.attrs.get("ratio")
+        if ratio is None and view.input(1):
+            value = view.value_of(view.input(1))
+            ratio = None if value is None or np.size(value) != 1 else float(
+                np.asarray(value).reshape(-1)[0])
+        if ratio is not None and not 0 <= ratio < 1:
+            view.fail(f"ratio {ratio}; it must be in [0, 1)")
+
+
 # ---- the table ------------------------------------------------------------------------------
 
 _REDUCE = (Axes(input=1), Flag(("keepdims", "noop_with_empty_axes")))
@@ -646,7 +733,7 @@ CHECKS: Mapping = MappingProxyType({
     **{op: (Broadcast(),) for op in (
         "Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual",
         "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean", "Where")},
-    "Mod": (Broadcast(), Flag(("fmod",))),
+    "Mod": (Broadcast(), Flag(("fmod",)), ModFloat()),
     "BitShift": (Broadcast(), OneOf("direction", ("LEFT", "RIGHT"))),
     "PRelu": (Broadcast(unidirectional=True),),
     "Expand": (ExpandShape(),),
@@ -697,7 +784,8 @@ CHECKS: Mapping = MappingProxyType({
         OneOf("nearest_mode", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
         OneOf("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller")),
         Flag(("exclude_outside", "antialias")),
-        Axes()),
+        Axes(),
+        ResizeTargets()),
     "GridSample": (
         OneOf("mode", ("bilinear", "nearest", "bicubic", "linear", "cubic"),
               added=MappingProxyType({"linear": 20, "cubic": 20}),
@@ -715,6 +803,7 @@ CHECKS: Mapping = MappingProxyType({
     "LRN": (Positive(("size",), odd=True),),
     # Flags and enumerations of the rest.
     "Gemm": (Flag(("transA", "transB")),),
+    "Dropout": (DropoutRatio(),),
     "Trilu": (Flag(("upper",)),),
     "BatchNormalization": (Flag(("training_mode", "spatial", "is_test")),),
     "NegativeLogLikelihoodLoss": _LOSS,

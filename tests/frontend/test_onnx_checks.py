@@ -28,13 +28,15 @@ F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
 def _ints(name, values):
-    return numpy_helper.from_array(np.array(values, dtype="int64"), name)
+    """An initializer: int64 unless ``values`` is an array of its own dtype."""
+    array = values if isinstance(values, np.ndarray) else np.array(values, dtype="int64")
+    return numpy_helper.from_array(array, name)
 
 
 def _model(op, shapes, attrs=None, consts=(), opset=17, outputs=1, dtypes=None):
     """One node ``n`` of ``op`` reading inputs ``x0, x1, ...`` of ``shapes`` (None: an
-    absent input) then the named int64 initializers ``consts`` (``(name, values)``, or
-    None for an absent one)."""
+    absent input) then the named initializers ``consts`` (``(name, values)``, or None for
+    an absent one)."""
     inputs, names = [], []
     for i, shape in enumerate(shapes):
         name = f"x{i}"
@@ -177,6 +179,12 @@ MISUSES = [
     ("lppool-strides", _model("LpPool", [[1, 1, 4, 4]], dict(kernel_shape=[2, 2],
                                                            strides=[1, -2])), "strides",
      "-2 is not positive"),
+    ("maxpool-window-past-input", _model("MaxPool", [[1, 1, 4, 4]], dict(
+        kernel_shape=[10, 2])), "kernel_shape",
+     "kernel_shape [10, 2] does not fit axis 2 of the input: the window spans 10"),
+    ("conv-dilated-window-past-input", _model("Conv", [[1, 2, 5, 5], [4, 2, 3, 3]], dict(
+        dilations=[3, 1], pads=[0, 0, 0, 0])), "dilations",
+     "the window spans 7 (dilations included), the padded axis 5"),
     ("lrn-even-size", _model("LRN", [[1, 3, 4, 4]], dict(size=2 ** 62)), "size",
      f"size={2 ** 62}; it must be a positive odd integer"),
     ("lrn-zero-size", _model("LRN", [[1, 3, 4, 4]], dict(size=0)), "size", "size=0"),
@@ -220,6 +228,16 @@ MISUSES = [
      "blocksize", "blocksize=4 does not divide the input's width 6"),
     ("space-to-depth-zero", _model("SpaceToDepth", [[1, 1, 4, 4]], dict(blocksize=0)),
      "blocksize", "blocksize=0; it must be a positive integer"),
+    ("mod-float-fmod-0", _model("Mod", [[3], [3]], opset=13), "fmod",
+     "fmod=0 on float32 inputs; floating-point inputs need fmod=1"),
+    ("resize-sizes-length", _model("Resize", [[1, 1, 2, 2]], consts=[
+        None, None, ("sz", [4, 4])], opset=13), "sizes",
+     "sizes [4, 4] has 2 values; the rank-4 input needs 4"),
+    ("resize-scales-negative", _model("Resize", [[1, 1, 2, 2]], consts=[
+        None, ("sc", np.array([1, 1, -2, 2], "float32"))], opset=13), "scales",
+     "scales [1.0, 1.0, -2.0, 2.0]: each must be positive"),
+    ("dropout-ratio", _model("Dropout", [[2, 3]], dict(ratio=1.5), opset=10), "ratio",
+     "ratio 1.5; it must be in [0, 1)"),
     ("gather-indices", _model("Gather", [[2, 3]], dict(axis=1), consts=[("i", [0, 3])]),
      "indices", "3 is out of range for axis 1 of size 3; allowed: [-3, 2]"),
     ("onehot-depth", _model("OneHot", [[2]], consts=[("d", 0), ("v", [0, 1])],
@@ -291,6 +309,9 @@ VALID = [
                                     opset=13)),
     ("conv-grouped", _model("Conv", [[1, 4, 5, 5], [6, 2, 3, 3]], dict(
         group=2, kernel_shape=[3, 3], pads=[1, 0, 1, 0]))),
+    ("mod-float-fmod-0-in-28", _model("Mod", [[3], [3]], opset=28)),
+    ("resize-empty-scales-with-sizes", _model("Resize", [[1, 1, 2, 2]], consts=[
+        None, ("sc", np.zeros(0, "float32")), ("sz", [1, 1, 4, 4])], opset=11)),
     ("lrn-odd-size", _model("LRN", [[1, 3, 4, 4]], dict(size=3))),
 ]
 
