@@ -23,6 +23,27 @@ CASES = 300
 # each with what goes wrong; they are being fixed. A case that starts to pass may stay
 # listed; a new one fails the test.
 KNOWN = {
+    # An element type the operator's schema does not allow is accepted (onnxruntime:
+    # INVALID_GRAPH "Type 'tensor(uint8)' of input parameter ... is invalid").
+    ("gen_Gather_0", "input_dtype"): "float indices",
+    ("gen_Hardmax_0", "input_dtype"): "int8 input",
+    ("test_globalmaxpool", "input_dtype"): "uint8 input",
+    ("test_layer_normalization_2d_axis0", "input_dtype"): "bool bias",
+    ("test_neg", "input_dtype"): "uint8 input",
+    ("test_reduce_l2_do_not_keepdims_example", "input_dtype"): "bool axes",
+    ("test_resize_upsample_scales_linear", "input_dtype"): "uint8 scales",
+    ("test_split_variable_parts_1d_opset13", "input_dtype"): "uint8 split",
+    # A zero-size input dimension gives an empty output where onnxruntime rejects an
+    # output size <= 0.
+    ("gen_ConvTranspose_2", "input_shape"): "width 0",
+    ("gen_LpPool_0", "input_shape"): "0 channels",
+    # Gather's indices out of range run (without the bounds-checking build: they wrap).
+    ("test_gather_0", "input_values"): "index -1000 on an axis of 5",
+    # Celu with alpha inf gives finite values (onnxruntime NaN); alpha 0 divides by zero
+    # while building (ZeroDivisionError in topi/elemwise.py).
+    ("test_celu", "attribute"): "alpha inf or 0",
+    # A reduction over an empty set gives NaN, not its identity (ReduceMin: inf).
+    ("test_reduce_min_empty_set", "attribute"): "NaN instead of inf",
 }
 
 
