@@ -1,5 +1,7 @@
 """The error hierarchy: every error a user can cause is a ``TecompError`` subclass."""
 
+from __future__ import annotations
+
 
 class TecompError(Exception):
     """Base class of all errors tecomp raises for bad input or unsupported programs."""
@@ -35,6 +37,29 @@ class TargetError(TecompError, ValueError):
 
 class MeasureError(TecompError):
     """Building or running a candidate during tuning failed."""
+
+
+class RuntimeCheckError(TecompError, ValueError):
+    """A check inside a compiled kernel failed while it ran: an index out of range, an
+    integer division by zero, an access outside a buffer (``check_bounds``). The message
+    names the kernel and the failed check with its value; the kernel skipped the
+    offending access and finished, so the process goes on.
+
+    ``kernel`` is the kernel's name, ``check`` the failed check's message as written (with
+    its ``{value}`` placeholder) and ``value`` the value it reported (None when the error
+    was built from its text alone)."""
+
+    kernel: str | None = None
+    check: str | None = None
+    value: int | None = None
+
+    @classmethod
+    def failed(cls, kernel: str, check: str, value: int) -> RuntimeCheckError:
+        """The error of ``kernel``'s failed check ``check`` with the value ``value``:
+        ``kernel 'Gather_3': index 7 is out of range for axis 0 of size 5``."""
+        err = cls(f"kernel {kernel!r}: {check.replace('{value}', str(int(value)))}")
+        err.kernel, err.check, err.value = kernel, check, int(value)
+        return err
 
 
 class OnnxSpecError(TecompError, ValueError):

@@ -23,8 +23,12 @@ whole model for C:
   symbols are -1, their text names them) and the symbols.
 
 Both functions return ``TECOMP_MODEL_OK`` (0), ``TECOMP_MODEL_ENOMEM`` (-1: the arena or
-a kernel's temporary buffer could not be allocated) or ``TECOMP_MODEL_ESHAPE`` (-2: the
-input shapes are inconsistent with each other or with the graph). The constants (weights,
+a kernel's temporary buffer could not be allocated), ``TECOMP_MODEL_ESHAPE`` (-2: the
+input shapes are inconsistent with each other or with the graph) or, from a run,
+``TECOMP_MODEL_ECHECK`` (-3: a run-time check of a kernel failed, e.g. a Gather index out
+of range or an integer division by zero; ``tecomp_model_last_error()`` then gives this
+thread's message, ``kernel 'Gather_3': index 7 is out of range for axis 0 of size 5``,
+and the run stopped after that kernel). The constants (weights,
 packed weights) are a data blob in the library's read-only data, assembled from a binary
 file with ``.incbin``, so the shared object needs no side file.
 """
@@ -37,7 +41,14 @@ import numpy as np
 
 from ..errors import TecompError
 from ..ir import expr as E
-from ..runtime.c_api import ABI_TYPES, C_ABI_VERSION, _identifiers, c_type
+from ..runtime.abi import ERROR_RECORD_SLOTS
+from ..runtime.c_api import (
+    ABI_TYPES,
+    C_ABI_VERSION,
+    _c_string_array,
+    _identifiers,
+    c_type,
+)
 from . import dims
 from .checks import runtime_dim_checks
 from .ir import Graph
@@ -56,6 +67,7 @@ MODEL_TYPES = """\
 #define TECOMP_MODEL_OK 0
 #define TECOMP_MODEL_ENOMEM (-1)  /* the arena or a kernel's temporary buffer */
 #define TECOMP_MODEL_ESHAPE (-2)  /* input shapes inconsistent with the graph or each other */
+#define TECOMP_MODEL_ECHECK (-3)  /* a kernel's run-time check failed: tecomp_model_last_error */
 
 /* One data pointer and one shape array per input (read) and per output (shape written). */
 typedef int32_t (*tecomp_model_run_fn)(const void *const *inputs,
@@ -86,6 +98,14 @@ int32_t tecomp_model_run(const void *const *inputs, const int64_t *const *input_
                          void *const *outputs, int64_t *const *output_shapes);
 int32_t tecomp_model_output_shapes(const int64_t *const *input_shapes,
                                    int64_t *const *output_shapes);
+/* This thread's message of the last run that returned TECOMP_MODEL_ECHECK. */
+const char *tecomp_model_last_error(void);
+"""
+
+# The text behind tecomp_model_last_error, one per thread as runs may be concurrent.
+_LAST_ERROR = """\
+static __thread char tecomp_model_error[512];
+const char *tecomp_model_last_error(void) { return tecomp_model_error; }
 """
 
 # Integer helpers the dimension expressions call: floor division and modulo as in Python.
@@ -299,13 +319,21 @@ class _Writer:
         sizes = []
         for param, axis in sig.size_sources():
             sizes.append(syms.c_expr(_shape_of(g, values[param])[axis]))
-        size_init = ", ".join(sizes) or "0"
+        # The size values, then the call's error record.
+        size_init = ", ".join(sizes + ["0"] * ERROR_RECORD_SLOTS)
         ops = " -> ".join(n.op for n in node.attrs["body"].nodes)
         head = [f"  /* {node.name}: {ops} */", "  {"]
         args = ", ".join(f"(void *){self.pointer(v)}" for v in values)
+        failed = []
+        if sig.checks:
+            failed = ["    if (rc == TECOMP_CHECK_FAILED) {",
+                      f"      tecomp_format_check({_c_string(sig.name)}, {len(sig.checks)}, "
+                      f"{_c_string_array(sig.checks)}, sizes + {len(sizes)},",
+                      "                          tecomp_model_error, sizeof tecomp_model_error);",
+                      "      rc = TECOMP_MODEL_ECHECK;", "    }"]
         return head + [f"    void *args[] = {{{args}}};",
                        f"    int64_t sizes[] = {{{size_init}}};",
-                       f"    rc = {sig.symbol}(args, sizes);",
+                       f"    rc = {sig.symbol}(args, sizes);"] + failed + [
                        "    if (rc != TECOMP_MODEL_OK) goto done;", "  }"]
 
     def passthrough(self) -> list:
@@ -411,7 +439,8 @@ def model_source(graph: Graph, signatures, target: str, constants_path: str | No
              "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>", "",
              ABI_TYPES, MODEL_TYPES, _PROTOTYPES,
              f"#define TECOMP_ALIGNMENT {ALIGNMENT}",
-             f"#define TECOMP_MODEL_VALUES {max(len(writer.inter), 1)}", "", _HELPERS]
+             f"#define TECOMP_MODEL_VALUES {max(len(writer.inter), 1)}", "", _HELPERS,
+             _LAST_ERROR]
     if writer.inter:
         lines.append(_PLANNER)
     lines += [f"int32_t {by_name[n.name].symbol}(void **args, int64_t *sizes);"

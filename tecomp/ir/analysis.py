@@ -47,13 +47,13 @@ def is_pure_int(e, cache: dict) -> bool:
 
 
 def has_unsafe(e) -> bool:
-    """Whether evaluating ``e`` could fault when it should not have been evaluated (a
-    load, or a division by a non-constant)."""
+    """Whether evaluating ``e`` could fault or have an effect when it should not have
+    been evaluated (a load, a division by a non-constant, a run-time ``Check``)."""
     found = False
 
     def fn(n):
         nonlocal found
-        if isinstance(n, E.Load) or (
+        if isinstance(n, (E.Load, E.Check)) or (
             isinstance(n, (E.FloorDiv, E.FloorMod)) and not isinstance(n.b, E.IntImm)
         ):
             found = True

@@ -355,6 +355,21 @@ class Call(PrimExpr):
     args: tuple
 
 
+@_node
+class Check(PrimExpr):
+    """``cond`` (a bool), checked at run time: where it is false, the call's error record
+    gets ``message`` with ``{value}`` replaced by ``value`` (an integer), unless an earlier
+    failure of the same call holds it, and the result is false. Evaluating a ``Check`` has
+    this effect, so it is never evaluated speculatively (like a load)."""
+
+    child_fields = ("cond", "value")
+
+    cond: PrimExpr
+    value: PrimExpr
+    message: str
+    dtype: str = "bool"
+
+
 # ---- memory (loop IR) ----------------------------------------------------------------------
 
 

@@ -6,8 +6,10 @@ are ignored: every loop runs serially, which is what each kind must be equivalen
 GPU kernels (``KernelLaunch``) run block by block with their threads simulated
 (``tecomp.ir.gpu_sim``).
 Integer operators and casts compute what :mod:`tecomp.ir.semantics` says the generated
-code computes; a result it leaves undefined (division by zero, a float cast that does not
-fit) is an error here.
+code computes; a float cast that does not fit is an error here. A failed run-time check
+(``Check``, an integer division by zero) is recorded as the generated code records it,
+the first failure of a run winning, and :func:`run` raises ``RuntimeCheckError`` once the
+function has finished.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..errors import TecompError
+from ..errors import RuntimeCheckError, TecompError
 from . import dtype as dt
 from . import expr as E
 from . import semantics
@@ -61,6 +63,14 @@ class Interpreter:
         self.env: dict = {}
         self.mem: dict = {}
         self.thread_index: dict | None = None
+        # The run's error record, shared with forked GPU threads: (message, value) of the
+        # first failed check, or None.
+        self.record: list = [None]
+
+    def fail(self, message: str, value: int) -> None:
+        """Record the failed check ``message`` with ``value`` unless one is recorded."""
+        if self.record[0] is None:
+            self.record[0] = (message, int(value))
 
     def fork(self, thread_index: dict, shared: dict) -> Interpreter:
         """An interpreter for one GPU thread: this one's variables and buffers, the
@@ -69,6 +79,7 @@ class Interpreter:
         t.env = dict(self.env)
         t.mem = {**self.mem, **shared}
         t.thread_index = thread_index
+        t.record = self.record
         return t
 
     def allocate(self, buf) -> _CheckedArray:
@@ -117,8 +128,16 @@ class Interpreter:
         if t is E.Call:
             with np.errstate(all="ignore"):
                 return _scalar(_CALLS[e.name](*[self.expr(a) for a in e.args]), e.dtype)
+        if t is E.Check:
+            ok = bool(self.expr(e.cond))
+            if not ok:
+                self.fail(e.message, int(self.expr(e.value)))
+            return ok
         if isinstance(e, E.BinaryOp) and dt.is_int(e.dtype):
             a, b = int(self.expr(e.a)), int(self.expr(e.b))
+            if b == 0 and t in (E.FloorDiv, E.FloorMod):
+                self.fail(semantics.DIVISION_BY_ZERO, a)
+                return _scalar(semantics.divmod_by_zero(a, t is E.FloorDiv), e.dtype)
             r = semantics.int_binary(E.OP_SYMBOL[t.__name__], a, b, e.dtype)
             if r is None:
                 raise TecompError(f"interpreter: {e} is undefined for {a} and {b}")
@@ -196,7 +215,13 @@ class _CheckedArray:
 
 
 def run(func: S.PrimFunc, *arrays) -> None:
-    """Run ``func`` on ``arrays`` (one per parameter, C-contiguous), writing outputs in place."""
+    """Run ``func`` on ``arrays`` (one per parameter, C-contiguous), writing outputs in place.
+
+    Raises
+    ------
+    RuntimeCheckError
+        When a run-time check of ``func`` failed (the first failure, after the run).
+    """
     interp = Interpreter()
     if len(arrays) != len(func.params):
         raise TecompError(f"interpreter: {func.name} takes {len(func.params)} arrays")
@@ -206,6 +231,8 @@ def run(func: S.PrimFunc, *arrays) -> None:
                 interp.env[d] = np.int32(size)
         interp.mem[buf] = _CheckedArray(arr.reshape(-1), buf.name)
     interp.stmt(func.body)
+    if interp.record[0] is not None:
+        raise RuntimeCheckError.failed(func.name, *interp.record[0])
 
 
 _BINARY = {

@@ -84,6 +84,8 @@ def expr_str(e, parent_prec: int = 0) -> str:
         return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
     if t is E.Load:
         return f"{e.buffer.name}[{expr_str(e.index)}]"
+    if t is E.Check:
+        return f"checked({expr_str(e.cond)}, {expr_str(e.value)}, {e.message!r})"
     if t is E.ProducerLoad:
         return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
     if t is E.Reduce:

@@ -6,7 +6,12 @@ code:
 
 - ``//`` and ``%`` on integers are floor division and floor modulo (Python's): the
   quotient rounds toward negative infinity and the remainder has the sign of the divisor,
-  ``-7 // 2 == -4`` and ``-7 % 2 == 1``. Division by zero has no defined result.
+  ``-7 // 2 == -4`` and ``-7 % 2 == 1``. Division by zero has no value: the generated
+  code (and the interpreter) records the failed run-time check
+  :data:`DIVISION_BY_ZERO` in the call's error record, never traps, and goes on with the
+  dividend as the quotient and 0 as the remainder (:func:`divmod_by_zero`); the caller
+  then raises ``RuntimeCheckError``. The most negative value divided by -1 wraps like
+  every other result: in int32 ``-2**31 // -1 == -2**31`` and ``-2**31 % -1 == 0``.
 - Integer ``+ - *`` wrap to the width of their dtype (two's complement), as the machine
   instructions do: in int32, ``2**31 - 1 + 1 == -2**31``.
 - Casts: float to integer truncates toward zero, and is undefined when the truncated value
@@ -55,6 +60,17 @@ def floordiv(a: int, b: int) -> int | None:
 def floormod(a: int, b: int) -> int | None:
     """``a - b * floordiv(a, b)`` (the sign of ``b``); ``None`` when ``b`` is zero."""
     return None if b == 0 else a % b
+
+
+#: The message of the run-time check that fails where an integer divisor is zero.
+DIVISION_BY_ZERO = "integer division by zero"
+
+
+def divmod_by_zero(a: int, is_div: bool) -> int:
+    """What ``a // 0`` (``is_div``) or ``a % 0`` yields once the failure is recorded: ``a``
+    and ``0``, the results of dividing by 1 (the divisor code substitutes so nothing
+    traps)."""
+    return a if is_div else 0
 
 
 _INT_OPS = {
@@ -133,7 +149,9 @@ def cast(value, dtype: str):
 
 
 __all__ = [
+    "DIVISION_BY_ZERO",
     "INT_OPS",
+    "divmod_by_zero",
     "cast",
     "floordiv",
     "floormod",

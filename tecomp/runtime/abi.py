@@ -3,8 +3,23 @@
 Every compiled function has one entry point::
 
     int32_t f(void **args, int64_t *sizes)   // args: one data pointer per buffer parameter
-                                             // sizes: one value per symbolic size
-                                             // returns 0, or -1 when an allocation failed
+                                             // sizes: one value per symbolic size, then
+                                             //   the call's error record (2 slots)
+                                             // returns 0, -1 when an allocation failed,
+                                             //   -2 when a run-time check failed
+
+The caller allocates ``sizes`` with ``len(size_vars) + ERROR_RECORD_SLOTS`` entries. The
+error record after the size values is the call's own (so concurrent calls cannot mix their
+errors)::
+
+    sizes[n + 0]   0, or 1 + the index in the function's ``checks`` of the first check
+                   that failed (set once per call with an atomic compare-and-swap, so
+                   the first failure wins also across the threads of a parallel loop)
+    sizes[n + 1]   the value that check reported (the offending index, ...)
+
+A function that has checks clears its record when it starts and, when one failed, skips
+the offending access, finishes and returns -2; ``check_error`` turns the record into a
+``RuntimeCheckError`` naming the function and the message with its value.
 
 A ``FunctionSignature`` says what the pointers must point at: each parameter's name,
 dtype and shape, whose dimensions are integers, names of symbolic sizes, or expressions
@@ -13,12 +28,18 @@ NUL-terminated JSON string, which exported libraries hold under ``METADATA_SYMBO
 ``decode_metadata`` reads it back), so a loaded library checks its arguments exactly as
 the module it was exported from did.
 
-Metadata format (version 1)::
+Metadata format (version 2)::
 
-    {"version": 1, "target": "llvm -mcpu=...",
+    {"version": 2, "target": "llvm -mcpu=...",
      "funcs": [{"name": "mm", "symbol": "tecomp_mm", "size_vars": ["n"],
                 "params": [{"name": "A", "dtype": "float32", "shape": ["n", 64],
-                            "output": false}, ...]}, ...]}
+                            "output": false}, ...],
+                "checks": ["index {value} is out of range for axis 0 of size 5", ...]},
+               ...]}
+
+``checks`` lists the messages of the function's run-time checks, in the order of their
+ids in the error record. Version 1 (before error records) has no ``checks``; it is still
+read, as functions without checks.
 
 A shape entry is an int, a size name, or ``[op, a, b]`` with op one of
 ``+ - * // % min max`` (floor division and modulo, as in Python).
@@ -29,13 +50,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..errors import TecompError
+from ..errors import RuntimeCheckError, TecompError
 from ..ir import semantics
 
 #: Name of the exported symbol holding a library's metadata string.
 METADATA_SYMBOL = "tecomp_module_metadata"
 
-METADATA_VERSION = 1
+METADATA_VERSION = 2
+
+#: Metadata versions ``decode_metadata`` reads.
+READABLE_METADATA_VERSIONS = (1, 2)
+
+#: Entries of the error record that follow the size values in ``sizes``.
+ERROR_RECORD_SLOTS = 2
+
+#: What an entry point returns when a run-time check failed (its record is set).
+CHECK_FAILED = -2
 
 def eval_size(spec, env: dict) -> int | None:
     """The value of a shape entry given the sizes bound so far (None if one is unbound).
@@ -92,6 +122,7 @@ class FunctionSignature:
     symbol: str
     size_vars: tuple
     params: tuple
+    checks: tuple = ()
 
     def __str__(self) -> str:
         return ", ".join(str(p) for p in self.params)
@@ -115,6 +146,7 @@ class FunctionSignature:
                  "output": p.output}
                 for p in self.params
             ],
+            "checks": list(self.checks),
         }
 
     @classmethod
@@ -128,7 +160,26 @@ class FunctionSignature:
                           bool(p["output"]))
                 for p in obj["params"]
             ),
+            checks=tuple(obj.get("checks", ())),
         )
+
+    def check_error(self, record) -> RuntimeCheckError | None:
+        """The error a call's error record reports, or None when no check failed.
+
+        Parameters
+        ----------
+        record : sequence of int
+            The ``ERROR_RECORD_SLOTS`` entries after the size values of the call's
+            ``sizes``.
+        """
+        cid, value = int(record[0]), int(record[1])
+        if cid == 0:
+            return None
+        if not 1 <= cid <= len(self.checks):
+            return RuntimeCheckError.failed(
+                self.name, f"run-time check {cid - 1} failed with the value {{value}} "
+                f"(the function lists {len(self.checks)} checks)", value)
+        return RuntimeCheckError.failed(self.name, self.checks[cid - 1], value)
 
 
 def _spec_json(spec):
@@ -175,9 +226,10 @@ def decode_metadata(data: bytes) -> tuple[str, list[FunctionSignature]]:
         version = doc["version"]
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
         raise TecompError(f"module metadata is not readable: {err}") from None
-    if version != METADATA_VERSION:
+    if version not in READABLE_METADATA_VERSIONS:
         raise TecompError(
-            f"module metadata has version {version!r}; this tecomp reads version "
-            f"{METADATA_VERSION} (re-export the module with this version)"
+            f"module metadata has version {version!r}; this tecomp reads versions "
+            f"{', '.join(map(str, READABLE_METADATA_VERSIONS))} (re-export the module "
+            f"with this version)"
         )
     return doc["target"], [FunctionSignature.from_json(f) for f in doc["funcs"]]

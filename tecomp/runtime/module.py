@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from ..errors import TargetError, TecompError
 from ..target import Target
 from . import c_api
-from .abi import METADATA_SYMBOL, FunctionSignature, decode_metadata
+from .abi import (
+    CHECK_FAILED,
+    ERROR_RECORD_SLOTS,
+    METADATA_SYMBOL,
+    FunctionSignature,
+    decode_metadata,
+)
 from .args import ArgChecker, data_pointer
 from .system_libs import libgomp_path
 
@@ -68,7 +74,10 @@ class PackedFunction:
         self._module = module  # keeps the code alive as long as this function
         self._cfunc = _PACKED(address) if address else None
         self._ptr_array = ctypes.c_void_p * max(len(signature.params), 1)
-        self._size_array = ctypes.c_int64 * max(len(signature.size_vars), 1)
+        # The size values, then the call's error record (``tecomp.runtime.abi``): each
+        # call packs its own array, so concurrent calls keep their errors apart.
+        self._n_sizes = len(signature.size_vars)
+        self._size_array = ctypes.c_int64 * (self._n_sizes + ERROR_RECORD_SLOTS)
         self._size_sources = signature.size_sources()
 
     def _native(self):
@@ -86,8 +95,19 @@ class PackedFunction:
         return self._ptr_array(*ptrs), self._size_array(*sizes)
 
     def _run(self, fn, ptrs, sizes) -> None:
-        if fn(ptrs, sizes) != 0:
-            raise MemoryError(f"{self.name}: a temporary buffer could not be allocated")
+        rc = fn(ptrs, sizes)
+        if rc != 0:
+            self._raise(rc, sizes)
+
+    def _raise(self, rc: int, sizes) -> None:
+        """Raise the error a call that returned ``rc`` (not 0) reports in ``sizes``."""
+        n = self._n_sizes
+        if rc == CHECK_FAILED:
+            err = self.signature.check_error(sizes[n:n + ERROR_RECORD_SLOTS])
+            sizes[n] = sizes[n + 1] = 0  # a prepared call's next run starts clean
+            if err is not None:
+                raise err
+        raise MemoryError(f"{self.name}: a temporary buffer could not be allocated")
 
     def __call__(self, *args) -> None:
         fn = self._native()
@@ -237,7 +257,7 @@ class Module:
         def evaluator(*args) -> TimingResult:
             fn = f._native()
             pa, sa = f._pack(args)
-            f._run(fn, pa, sa)
+            f._run(fn, pa, sa)  # raises a failed check before anything is timed
             t_end = time.perf_counter() + warmup_ms / 1e3
             while time.perf_counter() < t_end:
                 fn(pa, sa)

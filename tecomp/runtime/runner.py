@@ -35,6 +35,9 @@ from .abi import METADATA_SYMBOL, decode_metadata
 from .args import ArgChecker
 from .module import TimingResult
 
+#: tecomp_run's exit status when a run-time check of the function failed.
+_EXIT_CHECK_FAILED = 3
+
 _DRIVER_SOURCE = os.path.join(os.path.dirname(__file__), "tecomp_run.c")
 
 # qemu's default riscv64 CPU lacks the vector extension that -mattr=+v code uses; this
@@ -157,6 +160,11 @@ class Runner:
             self._get([remote[i] for i in written], [files[i] for i in written])
             for i in written:
                 arrays[i].reshape(-1).view(np.uint8)[:] = np.fromfile(files[i], np.uint8)
+        for line in out.splitlines():
+            if line.startswith("check "):  # tecomp_run: a run-time check failed
+                err = signature.check_error([int(x) for x in line.split()[1:3]])
+                if err is not None:
+                    raise err
         return [float(line.split()[1]) for line in out.splitlines() if line.startswith("time ")]
 
     def _driver(self) -> str:
@@ -181,6 +189,8 @@ class Runner:
                                  check=False)
         except subprocess.TimeoutExpired:
             raise RunnerError(f"{what} took longer than {self.timeout:g} s") from None
+        if res.returncode == _EXIT_CHECK_FAILED and "\ncheck " in "\n" + res.stdout:
+            return res.stdout  # a failed run-time check, which ``call`` raises
         if res.returncode != 0:
             raise RunnerError(
                 f"{what} failed (exit status {res.returncode}): "

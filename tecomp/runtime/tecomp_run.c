@@ -10,6 +10,11 @@
    files. With -n NUMBER > 0 it then runs untimed for WARMUP_MS and REPEAT batches of
    NUMBER calls, printing "time SECONDS_PER_CALL" per batch.
 
+   When a run-time check of the function fails (an index out of range, an integer
+   division by zero), the buffers are still written back; it prints "check ID VALUE"
+   (the call's error record, see tecomp/runtime/abi.py) on standard output and the
+   message on standard error, and exits with status 3 without timing.
+
    The runners of tecomp.runtime build this program for the target and run it there
    (under qemu-user, or over ssh); it reads the library's function table
    (tecomp_module_info, see tecomp/runtime/c_api.py) to find the function. */
@@ -26,6 +31,7 @@
 #include "tecomp_abi.h"
 
 #define MAX_ARGS 256
+#define EXIT_CHECK_FAILED 3
 
 static int fail(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, "tecomp_run: ");
@@ -93,7 +99,7 @@ int main(int argc, char **argv) {
 
   long number = 0, repeat = 1;
   double warmup_ms = 0;
-  int64_t sizes[MAX_ARGS];
+  int64_t sizes[MAX_ARGS + TECOMP_ERROR_RECORD_SLOTS] = {0};
   const char *files[MAX_ARGS];
   int nsizes = 0, nfiles = 0;
   for (int i = 3; i < argc; i++) {
@@ -117,10 +123,21 @@ int main(int argc, char **argv) {
     args[i] = read_file(files[i], &bytes[i]);
     if (!args[i]) return fail("cannot read %s%s", files[i], "");
   }
-  if (fn->fn(args, sizes) != 0) return fail("%s: a temporary buffer could not be allocated%s", fn->name, "");
+  /* The error record follows the size values. */
+  int64_t *record = sizes + nsizes;
+  record[0] = record[1] = 0;
+  int32_t rc = fn->fn(args, sizes);
+  if (rc != 0 && rc != TECOMP_CHECK_FAILED)
+    return fail("%s: a temporary buffer could not be allocated%s", fn->name, "");
   for (int i = 0; i < nfiles; i++)
     if (fn->params[i].output && write_file(files[i], args[i], bytes[i]) != 0)
       return fail("cannot write %s%s", files[i], "");
+  if (rc == TECOMP_CHECK_FAILED) {
+    char text[512];
+    printf("check %lld %lld\n", (long long)record[0], (long long)record[1]);
+    fprintf(stderr, "tecomp_run: %s\n", tecomp_check_message(fn, record, text, sizeof text));
+    return EXIT_CHECK_FAILED;
+  }
 
   if (number > 0) {
     double end = now() + warmup_ms * 1e-3;

@@ -7,6 +7,7 @@ from .intrin import (
     all,
     any,
     ceil,
+    checked,
     cos,
     equal,
     erf,

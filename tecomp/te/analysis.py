@@ -184,6 +184,9 @@ def _expr_key(e, var_name, op_id) -> str:
     if isinstance(e, E.Call):
         return f"{e.name}:{e.dtype}(" + ",".join(_expr_key(a, var_name, op_id)
                                                  for a in e.args) + ")"
+    if isinstance(e, E.Check):
+        return (f"Check({_expr_key(e.cond, var_name, op_id)},"
+                f"{_expr_key(e.value, var_name, op_id)},{e.message!r})")
     fields = []
     for f in ("a", "b", "cond", "true_value", "false_value", "value", "var", "body"):
         sub = getattr(e, f, None)

@@ -141,6 +141,56 @@ def if_then_else(cond, t, f):
     return E.Select(c, a, b, a.dtype)
 
 
+def checked(cond, value, message: str) -> E.PrimExpr:
+    """``cond``, checked while the kernel runs: a failure is reported after the call.
+
+    Where ``cond`` is false the kernel records the failure in its call's error record (the
+    first failure of a call wins, also across the threads of a parallel loop) and the
+    expression is false; where it holds the expression is true. After the kernel
+    finishes, the runtime raises :class:`~tecomp.errors.RuntimeCheckError` with
+    ``message``, ``{value}`` in it replaced by the int64 ``value`` of the failing point,
+    prefixed by the kernel's name. Guard what must not run where the check fails with
+    the result, e.g. a load under :func:`if_then_else`, which is evaluated only where its
+    condition holds (also in vectorized loops, whose lanes are masked).
+
+    Parameters
+    ----------
+    cond : PrimExpr
+        A bool expression: what must hold.
+    value : PrimExpr or int
+        An integer expression reported with a failure (the offending index).
+    message : str
+        What failed, e.g. ``"index {value} is out of range for axis 0 of size 5"``.
+
+    Returns
+    -------
+    PrimExpr
+        A bool expression: ``cond``, with the failure recorded where it is false.
+
+    Raises
+    ------
+    DTypeError
+        If ``cond`` is not a bool expression or ``value`` not an integer one.
+
+    Examples
+    --------
+    >>> ok = te.checked((i >= -5) & (i < 5), i,
+    ...                 "index {value} is out of range for axis 0 of size 5")  # doctest: +SKIP
+    >>> te.if_then_else(ok, data[te.if_then_else(i < 0, i + 5, i)], 0.0)        # doctest: +SKIP
+    """
+    c = E.as_expr(cond)
+    if c.dtype != "bool":
+        raise DTypeError(f"checked: condition {c} has dtype {c.dtype}, must be bool")
+    v = E.as_expr(value)
+    if not dt.is_int(v.dtype) or v.dtype == "bool":
+        raise DTypeError(f"checked: value {v} has dtype {v.dtype}, must be an integer dtype")
+    if not isinstance(message, str):
+        raise TypeError(f"checked: message must be a str, got {type(message).__name__}")
+    if isinstance(c, E.IntImm) and c.value:
+        return c  # holds everywhere: nothing to check
+    return E.Check(c, E.cast("int64", v), message)
+
+
 def all(*conds):
     """Logical and of bool expressions."""
     out = E.as_expr(conds[0])

@@ -186,7 +186,7 @@ def test_output_shapes_without_running(model_so):
 def test_model_info_names_inputs_outputs_dtypes_and_symbolic_dims(model_so):
     _, so = model_so
     info = ModelInfo.in_dll(so, "tecomp_model_info")
-    assert (info.abi_version, info.name, info.target) == (1, b"two_inputs", b"llvm")
+    assert (info.abi_version, info.name, info.target) == (2, b"two_inputs", b"llvm")
     assert [info.symbols[k] for k in range(info.num_symbols)] == [b"N"]
 
     def params(arr, count):

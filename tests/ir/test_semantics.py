@@ -4,12 +4,12 @@ and the runtime's size evaluation agree with it."""
 import numpy as np
 import pytest
 
-from tecomp.errors import TecompError
+from tecomp.errors import RuntimeCheckError, TecompError
 from tecomp.ir import interpreter, semantics
 from tecomp.ir import stmt as S
 from tecomp.ir.arith import simplify
 from tecomp.ir.buffer import make_buffer
-from tecomp.ir.expr import Cast, FloatImm, FloorDiv, FloorMod, IntImm, Var, binary
+from tecomp.ir.expr import Cast, FloatImm, FloorDiv, FloorMod, IntImm, Load, Var, binary
 from tecomp.runtime.abi import eval_size
 
 INTS = [-9, -8, -7, -1, 0, 1, 7, 8, 9, 2**31 - 1, -(2**31)]
@@ -114,8 +114,26 @@ def test_interpreter_uses_the_semantics():
     assert _run_scalar(Cast("uint8", a), "uint8", {a: np.int32(300)}) == 44
     with pytest.raises(TecompError, match="undefined"):
         _run_scalar(Cast("int8", f), "int8", {f: np.float32(300.0)})
-    with pytest.raises(TecompError, match="undefined"):
-        _run_scalar(FloorDiv(a, b, "int32"), "int32", {a: np.int32(1), b: np.int32(0)})
+    env = {a: np.int32(-(2**31)), b: np.int32(-1)}
+    assert _run_scalar(FloorDiv(a, b, "int32"), "int32", env) == -(2**31)
+    assert _run_scalar(FloorMod(a, b, "int32"), "int32", env) == 0
+
+
+def test_interpreter_records_a_division_by_zero_and_goes_on():
+    n = Var("n")
+    a = make_buffer("a", "int32", (n,))
+    b = make_buffer("b", "int32", (n,))
+    q = make_buffer("q", "int32", (n,))
+    r = make_buffer("r", "int32", (n,))
+    i = Var("i")
+    ai, bi = Load(a, i, "int32"), Load(b, i, "int32")
+    body = S.For(i, IntImm(0), n, "serial", S.seq(
+        S.Store(q, FloorDiv(ai, bi, "int32"), i), S.Store(r, FloorMod(ai, bi, "int32"), i)))
+    f = S.PrimFunc("div", (a, b, q, r), body)
+    qa, ra = np.zeros(3, "int32"), np.zeros(3, "int32")
+    with pytest.raises(RuntimeCheckError, match="^kernel 'div': integer division by zero$"):
+        interpreter.run(f, np.array([7, 5, -7], "int32"), np.array([2, 0, 2], "int32"), qa, ra)
+    assert list(qa) == [3, 5, -4] and list(ra) == [1, 0, 1]
 
 
 def test_runtime_size_evaluation_uses_the_semantics():

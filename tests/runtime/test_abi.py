@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tecomp.errors import TecompError
+from tecomp.errors import RuntimeCheckError, TecompError
 from tecomp.runtime.abi import (
     METADATA_VERSION,
     FunctionSignature,
@@ -37,7 +37,8 @@ def test_round_trip_keeps_every_field():
 
 def test_format_is_the_documented_json():
     doc = json.loads(encode_metadata("llvm", [SIG])[:-1])
-    assert doc["version"] == METADATA_VERSION == 1
+    assert doc["version"] == METADATA_VERSION == 2
+    assert doc["funcs"][0]["checks"] == []
     assert doc["funcs"][0]["params"][2] == {
         "name": "C", "dtype": "float32", "shape": [["+", "n", 2], ["min", "m", 8]],
         "output": True,
@@ -47,10 +48,30 @@ def test_format_is_the_documented_json():
 def test_other_versions_and_garbage_are_errors():
     doc = json.loads(encode_metadata("llvm", [SIG])[:-1])
     doc["version"] = 99
-    with pytest.raises(TecompError, match="version 99.*reads version 1"):
+    with pytest.raises(TecompError, match="version 99.*reads versions 1, 2"):
         decode_metadata(json.dumps(doc).encode())
     with pytest.raises(TecompError, match="not readable"):
         decode_metadata(b"\xff\xfe")
+
+
+def test_version_1_metadata_still_loads_as_functions_without_checks():
+    doc = json.loads(encode_metadata("llvm", [SIG])[:-1])
+    doc["version"] = 1
+    del doc["funcs"][0]["checks"]
+    _, sigs = decode_metadata(json.dumps(doc).encode())
+    assert sigs == [SIG] and sigs[0].checks == ()
+
+
+def test_error_record_names_the_function_check_and_value():
+    sig = FunctionSignature("Gather_3", "tecomp_Gather_3", (), (),
+                            checks=("integer division by zero",
+                                    "index {value} is out of range for axis 0 of size 5"))
+    assert sig.check_error([0, 0]) is None
+    err = sig.check_error([2, 7])
+    assert isinstance(err, RuntimeCheckError) and isinstance(err, ValueError)
+    assert str(err) == "kernel 'Gather_3': index 7 is out of range for axis 0 of size 5"
+    assert (err.kernel, err.value) == ("Gather_3", 7)
+    assert "check 4 failed with the value -1" in str(sig.check_error([5, -1]))
 
 
 def test_sizes_evaluate_and_print():

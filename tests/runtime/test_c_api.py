@@ -29,7 +29,8 @@ class _Param(ctypes.Structure):
 class _Function(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("fn", ctypes.c_void_p),
                 ("num_params", ctypes.c_int32), ("params", ctypes.POINTER(_Param)),
-                ("num_sizes", ctypes.c_int32), ("size_names", ctypes.POINTER(ctypes.c_char_p))]
+                ("num_sizes", ctypes.c_int32), ("size_names", ctypes.POINTER(ctypes.c_char_p)),
+                ("num_checks", ctypes.c_int32), ("checks", ctypes.POINTER(ctypes.c_char_p))]
 
 
 class _Module(ctypes.Structure):
@@ -52,11 +53,11 @@ def test_function_table_describes_the_functions(tmp_path):
     path = mod.export_library(str(tmp_path / "scale.so"))
     lib = ctypes.CDLL(path)
     info = _Module.in_dll(lib, "tecomp_module_info")
-    assert info.abi_version == 1 and info.num_functions == 1
+    assert info.abi_version == 2 and info.num_functions == 1
     assert info.target.decode() == str(mod.target)
     f = info.functions[0]
     assert f.name == b"scale" and f.num_params == 3 and f.num_sizes == 1
-    assert f.size_names[0] == b"n"
+    assert f.size_names[0] == b"n" and f.num_checks == 0
     a, w, b = (f.params[i] for i in range(3))
     assert (a.name, a.dtype, a.itemsize, a.ndim, a.output) == (b"A", b"float32", 4, 2, 0)
     assert (w.name, w.dtype, w.itemsize, w.dims[0]) == (b"int", b"int32", 4, 3)
@@ -100,7 +101,7 @@ def test_header_names_are_legal_and_distinct():
     text = header_text([sig], "llvm", "OP_H")
     assert ("tecomp_call_my_op(const uint16_t *x_in, const uint8_t *x_in_1, double *n, "
             "int64_t n_1)") in text
-    assert "int64_t sizes[1] = {n_1};" in text
+    assert "int64_t sizes[3] = {n_1, 0, 0};" in text  # the sizes, then the error record
 
 
 @pytest.mark.skipif(CC is None, reason="no C compiler")
@@ -117,3 +118,46 @@ def test_header_of_a_module_with_several_functions_compiles(tmp_path):
     (tmp_path / "t.c").write_text('#include "two.h"\nint main(void) { return 0; }\n')
     subprocess.run([CC, "-Wall", "-Werror", "-fsyntax-only", "t.c"], cwd=tmp_path, check=True)
     assert os.path.getsize(tmp_path / "two.h") > 0
+
+
+def _gather(name="gather"):
+    A = te.placeholder((5,), name="A")
+    idx = te.placeholder((4,), dtype="int64", name="I")
+
+    def f(j):
+        ok = te.checked((idx[j] >= 0) & (idx[j] < 5), idx[j],
+                        "index {value} is out of range for axis 0 of size 5")
+        return te.if_then_else(ok, A[idx[j]], 0.0)
+
+    B = te.compute((4,), f, name="B")
+    return tecomp.build(te.create_schedule(B.op), [A, idx, B], name=name)
+
+
+def test_function_table_lists_the_check_messages(tmp_path):
+    path = _gather().export_library(str(tmp_path / "gather.so"))
+    f = _Module.in_dll(ctypes.CDLL(path), "tecomp_module_info").functions[0]
+    assert f.num_checks == 1
+    assert f.checks[0] == b"index {value} is out of range for axis 0 of size 5"
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_header_wrapper_reports_a_failed_check(tmp_path):
+    mod = _gather()
+    mod.export_library(str(tmp_path / "gather.so"))
+    mod.export_header(str(tmp_path / "gather.h"))
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "gather.h"\n'
+        "int main(void) {\n"
+        "  float a[5] = {1, 2, 3, 4, 5}, b[4];\n  int64_t ok[4] = {4, 0, 1, 2};\n"
+        "  int64_t bad[4] = {0, 9, -1, 2};\n"
+        "  if (tecomp_call_gather(a, ok, b) != 0) return 1;\n"
+        '  printf("%g %s|", b[0], tecomp_last_error());\n'
+        "  int rc = tecomp_call_gather(a, bad, b);\n"
+        '  printf("%d %g %g %s\\n", rc == TECOMP_CHECK_FAILED, b[1], b[3], '
+        "tecomp_last_error());\n"
+        "  return 0;\n}\n")
+    subprocess.run([CC, "-Wall", "-Werror", "-o", "main", "main.c", "gather.so",
+                    "-Wl,-rpath,$ORIGIN"], cwd=tmp_path, check=True)
+    out = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout == ("5 |1 0 3 kernel 'gather': index 9 is out of range for axis 0 "
+                          "of size 5\n")

@@ -10,6 +10,7 @@ from util import target_unavailable
 
 import tecomp
 from tecomp import te
+from tecomp.errors import RuntimeCheckError
 from tecomp.runtime import (ArgumentError, QemuRunner, RemoteModule, RunnerError,
                             SSHRunner, load_module, toolchain)
 
@@ -127,10 +128,8 @@ exec cp $args
 """
 
 
-def test_ssh_runner_ships_runs_and_fetches(tmp_path, monkeypatch, rng):
-    """Against ssh/scp stand-ins that run on this machine (no sshd here): the files
-    travel, the program runs in the remote directory, outputs come back, and the remote
-    directory is removed on close."""
+def _local_ssh_runner(tmp_path, monkeypatch) -> SSHRunner:
+    """An SSHRunner whose ssh and scp are stand-ins running on this machine."""
     if toolchain.c_compiler(toolchain.host_arch()) is None:
         pytest.skip("no C compiler for this machine")
     bin_dir = tmp_path / "bin"
@@ -140,7 +139,14 @@ def test_ssh_runner_ships_runs_and_fetches(tmp_path, monkeypatch, rng):
         p.write_text(text)
         p.chmod(p.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    runner = SSHRunner("board", arch=toolchain.host_arch(), port=2222)
+    return SSHRunner("board", arch=toolchain.host_arch(), port=2222)
+
+
+def test_ssh_runner_ships_runs_and_fetches(tmp_path, monkeypatch, rng):
+    """Against ssh/scp stand-ins that run on this machine (no sshd here): the files
+    travel, the program runs in the remote directory, outputs come back, and the remote
+    directory is removed on close."""
+    runner = _local_ssh_runner(tmp_path, monkeypatch)
     remote_dir = runner._dir
     assert os.path.isdir(remote_dir)
     rmod = runner.load_module(_axpy("llvm"))
@@ -151,3 +157,18 @@ def test_ssh_runner_ships_runs_and_fetches(tmp_path, monkeypatch, rng):
     np.testing.assert_allclose(out, 2 * x + y, rtol=1e-6)
     runner.close()
     assert not os.path.exists(remote_dir)
+
+
+def test_a_failed_check_there_raises_here_with_the_outputs_written(tmp_path, monkeypatch):
+    n = te.var("n")
+    a = te.placeholder((n,), dtype="int32", name="a")
+    b = te.placeholder((n,), dtype="int32", name="b")
+    q = te.compute((n,), lambda i: te.truncdiv(a[i], b[i]), name="q")
+    mod = tecomp.build(te.create_schedule(q.op), [a, b, q], name="Div_1")
+    with _local_ssh_runner(tmp_path, monkeypatch) as runner:
+        rmod = runner.load_module(mod)
+        out = np.zeros(3, "int32")
+        with pytest.raises(RuntimeCheckError,
+                           match="^kernel 'Div_1': integer division by zero$"):
+            rmod(np.array([7, 8, 9], "int32"), np.array([2, 0, -3], "int32"), out)
+        np.testing.assert_array_equal(out[[0, 2]], [3, -3])

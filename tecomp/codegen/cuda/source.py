@@ -181,6 +181,12 @@ class KernelEmitter:
             return lane
         return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
 
+    def e_Check(self, e):
+        # The condition only: what it guards (a load under a select) is skipped where it
+        # fails, but no error record reaches the host from a CUDA kernel, so the failure
+        # is not reported.
+        return f"({self.expr(e.cond)})"
+
     def e_Select(self, e):
         return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 

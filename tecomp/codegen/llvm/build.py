@@ -52,8 +52,9 @@ def _size_spec(e):
     return (op, _size_spec(e.a), _size_spec(e.b))
 
 
-def function_signature(f: S.PrimFunc) -> FunctionSignature:
-    """Names, dtypes, shapes (with symbolic names) and written-ness of a function's params.
+def function_signature(f: S.PrimFunc, checks=()) -> FunctionSignature:
+    """Names, dtypes, shapes (with symbolic names) and written-ness of a function's params,
+    and the messages of its run-time ``checks`` (in the order of their ids).
 
     Raises
     ------
@@ -90,6 +91,7 @@ def function_signature(f: S.PrimFunc) -> FunctionSignature:
                       buffer_key(b) in written)
             for b in f.params
         ),
+        checks=tuple(checks),
     )
 
 
@@ -126,8 +128,9 @@ def build_llvm(funcs, target="llvm") -> LLVMModule:
     em = Emitter(target, function_attributes(target))
     signatures = []
     for f in funcs:
-        signatures.append(function_signature(f))
+        function_signature(f)  # rejects unbindable sizes before any code is emitted
         em.func(f, symbol_name(f.name))
+        signatures.append(function_signature(f, em.checks))
     data = encode_metadata(str(target), signatures)
     enc = "".join(f"\\{b:02X}" for b in data)
     em.globals.append(

@@ -15,7 +15,7 @@ from .ir import quote
 
 # LLVM spellings of tecomp_param, tecomp_function and tecomp_module_t.
 _PARAM = "{ ptr, ptr, i32, i32, ptr, ptr, i32 }"
-_FUNCTION = "{ ptr, ptr, i32, ptr, i32, ptr }"
+_FUNCTION = "{ ptr, ptr, i32, ptr, i32, ptr, i32, ptr }"
 _MODULE = "{ i32, ptr, i32, ptr, ptr }"
 
 
@@ -68,10 +68,12 @@ def module_info_globals(signatures, target: str, metadata_symbol: str) -> list:
         lines.append(f"@.tecomp.params.{fi} = private constant " + _array(_PARAM, params))
         lines.append(f"@.tecomp.sizes.{fi} = private constant " + _array(
             "ptr", [strings.ref(v) for v in sig.size_vars]))
+        lines.append(f"@.tecomp.checks.{fi} = private constant " + _array(
+            "ptr", [strings.ref(m) for m in sig.checks]))
         funcs.append(
             f"{_FUNCTION} {{ {strings.ref(sig.name)}, ptr @{quote(sig.symbol)}, "
             f"i32 {len(sig.params)}, ptr @.tecomp.params.{fi}, i32 {len(sig.size_vars)}, "
-            f"ptr @.tecomp.sizes.{fi} }}"
+            f"ptr @.tecomp.sizes.{fi}, i32 {len(sig.checks)}, ptr @.tecomp.checks.{fi} }}"
         )
     lines.append("@.tecomp.functions = private constant " + _array(_FUNCTION, funcs))
     lines.append(

@@ -4,7 +4,8 @@
 statements and loops; what belongs to one concern lives in a mixin of its own module:
 index arithmetic (``index``), vector values and vectorized loops (``vector``),
 memory access and allocation (``memory``), math calls (``intrinsics``),
-parallel loops (``parallel``) and block transposes (``transpose``).
+parallel loops (``parallel``), block transposes (``transpose``) and run-time checks
+with the call's error record (``checks``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ...ir import stmt as S
 from ...ir.analysis import SIGNED_INT, buffer_key, has_unsafe, is_pure_int
 from ...target import Target
 from . import types as T
+from .checks import CheckMixin
 from .index import IndexMixin
 from .intrinsics import MathMixin
 from .ir import Fn, Val, ident, quote
@@ -27,7 +29,8 @@ from .transpose import TransposeMixin
 from .vector import VectorMixin
 
 
-class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, TransposeMixin):
+class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, TransposeMixin,
+              CheckMixin):
     """Emits one LLVM module for a list of PrimFuncs."""
 
     def __init__(self, target: Target, fn_attrs: str):
@@ -181,13 +184,11 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         raise UnsupportedOpError(f"{t.__name__} on {d} is not supported ({e})")
 
     def floordivmod(self, is_div: bool, a: Val, b: Val, d: str, e) -> Val:
+        """Floor division or modulo of ``a`` by ``b`` that cannot trap (``divisor_guard``:
+        a zero divisor is a failed run-time check, the most negative value by -1 wraps)."""
         vt, n, ty = a.vty, a.lanes, a.ty
         bc = E.const_value(e.b) if e is not None else None
-        if self.mask is not None and bc is None and b.lanes == self.mask.lanes:
-            # Masked-off lanes may hold garbage divisors; make them 1 so nothing traps.
-            one = self.const(1, d, n)
-            mask = self.mask
-            b = self.val(f"select {mask.vty} {mask.ref}, {vt} {b.ref}, {vt} {one.ref}", ty, n)
+        b, is_m1 = self.divisor_guard(b, d, e)
         if not dt.is_signed(d):
             return self.val(f"{'udiv' if is_div else 'urem'} {vt} {a.ref}, {b.ref}", ty, n)
         if bc is not None and bc > 0 and e is not None and self.nonneg(e.a):
@@ -203,7 +204,13 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         if is_div:
             one = self.const(1, d, n)
             qm = self.val(f"sub {vt} {q.ref}, {one.ref}", ty, n)
-            return self.val(f"select {fix.vty} {fix.ref}, {vt} {qm.ref}, {vt} {q.ref}", ty, n)
+            q = self.val(f"select {fix.vty} {fix.ref}, {vt} {qm.ref}, {vt} {q.ref}", ty, n)
+            if is_m1 is not None:
+                # Divided by 1 where the divisor is -1: negate, wrapping (MIN // -1 == MIN).
+                neg_a = self.val(f"sub {vt} {zero.ref}, {a.ref}", ty, n)
+                q = self.val(f"select {is_m1.vty} {is_m1.ref}, {vt} {neg_a.ref}, {vt} "
+                             f"{q.ref}", ty, n)
+            return q
         rp = self.val(f"add {vt} {r.ref}, {b.ref}", ty, n)
         return self.val(f"select {fix.vty} {fix.ref}, {vt} {rp.ref}, {vt} {r.ref}", ty, n)
 
@@ -478,6 +485,8 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
         self.alias, self.scopes, self.pending_noalias = {}, [], []
         self.pure_cache = {}
         self.lanes, self.mask = 1, None
+        self.checks = []  # messages of this function's run-time checks, by id - 1
+        self.n_sizes = len(f.size_vars)
         fn = Fn(
             symbol,
             f"define i32 @{quote(symbol)}(ptr noalias nocapture readonly %args, "
@@ -501,7 +510,7 @@ class Emitter(IndexMixin, VectorMixin, MemoryMixin, MathMixin, ParallelMixin, Tr
             self.env[sv] = v
             self.bounds[sv] = 0
         self.stmt(f.body)
-        self.emit("ret i32 0")
+        self.finish_entry()
         self.functions.append(fn)
         # Now every buffer of this function has a scope: each aliases none of the others.
         for idx, i, scope in self.pending_noalias:

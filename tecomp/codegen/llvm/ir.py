@@ -37,9 +37,13 @@ class Fn:
         self.err_ptr = err_ptr  # outlined bodies report allocation failure through this
         self.heap: list = []  # live heap pointers, freed on the failure path
         self.scratch: str | None = None  # an alloca masked-off scalar loads read instead
+        self.prologue: list = []  # entry-block lines after the allocas (record address)
+        self.rec: str | None = None  # the error record's address, once a check uses it
+        self.rec_slot: tuple | None = None  # outlined: (closure type with it, its field)
 
     def text(self) -> str:
-        body = [self.lines[0]] + ["  " + a for a in self.allocas] + self.lines[1:]
+        body = ([self.lines[0]] + ["  " + a for a in self.allocas]
+                + ["  " + p for p in self.prologue] + self.lines[1:])
         return self.header + " {\n" + "\n".join(body) + "\n}\n"
 
 

@@ -27,6 +27,7 @@ class ParallelMixin:
         fields += [("min", "i64", mn.ref), ("ext", "i64", ext.ref)]
         sty = "{" + ", ".join(f[1] for f in fields) + "}"
         cl = f"%closure.{next(self.tmp)}"
+        alloca_at = len(self.fn.allocas)
         self.fn.allocas.append(f"{cl} = alloca {sty}, align 8")
         err = None
         if self.fn.is_entry:
@@ -37,6 +38,9 @@ class ParallelMixin:
         for i, (_, ty, ref) in enumerate(fields):
             p = self.val(f"getelementptr inbounds {sty}, ptr {cl}, i32 0, i32 {i}", "ptr")
             self.emit(f"store {ty} {ref}, ptr {p.ref}")
+        # Filled in when the body turns out to record a failed check (see below).
+        rec_store_at = len(self.fn.lines)
+        self.emit("; no error record in the closure")
         outlined = f"{self.fn.name}.par{next(self.par_count)}"
         self.declare(
             "@GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"
@@ -46,9 +50,19 @@ class ParallelMixin:
             ev = self.val(f"load i32, ptr {err}, align 4", "i32")
             bad = self.val(f"icmp ne i32 {ev.ref}, 0", "i1")
             self.fail_if(bad, "par")
-        self.emit_outlined(outlined, s, fields, sty)
+        # The error record's address, when the body uses it, is one more closure field
+        # after the others: a closure without it is laid out exactly as before.
+        sty_rec = "{" + ", ".join([f[1] for f in fields] + ["ptr"]) + "}"
+        if self.emit_outlined(outlined, s, fields, sty, (sty_rec, len(fields))):
+            rec = self.record_ptr()
+            self.fn.allocas[alloca_at] = f"{cl} = alloca {sty_rec}, align 8"
+            p = f"%closure.rec.{next(self.tmp)}"
+            self.fn.lines[rec_store_at] = (
+                f"  {p} = getelementptr inbounds {sty_rec}, ptr {cl}, i32 0, i32 {len(fields)}"
+                f"\n  store ptr {rec}, ptr {p}")
 
-    def emit_outlined(self, name: str, s, fields, sty: str):
+    def emit_outlined(self, name: str, s, fields, sty: str, rec_slot: tuple) -> bool:
+        """Emit the outlined body; whether it uses the error record (``checks``)."""
         saved = (self.fn, self.env, self.bufs, self.bounds)
         fn = Fn(
             name,
@@ -56,6 +70,7 @@ class ParallelMixin:
             f"{self.fn_attrs}",
             is_entry=False,
         )
+        fn.rec_slot = rec_slot
         self.fn = fn
         self.env, self.bufs, self.bounds = {}, {}, dict(saved[3])
         try:
@@ -96,5 +111,6 @@ class ParallelMixin:
             self.counted_loop(begin, end, body, s.loop_var.name, None)
             self.emit("ret void")
             self.functions.append(fn)
+            return fn.rec is not None
         finally:
             self.fn, self.env, self.bufs, self.bounds = saved
