@@ -9,6 +9,8 @@ mutation, run in its own forked process under a time and memory limit; case ``i`
     python tools/fuzz_onnx.py --seed 0 --replay 1234               # one case, isolated
     python tools/fuzz_onnx.py --seed 0 --replay 1234 --in-process  # ... with a traceback
     python tools/fuzz_onnx.py --seed 0 --replay 1234 --save case/  # model.onnx, inputs.npz
+    python tools/fuzz_onnx.py --cases 300 --jobs 2 --seeds node,generated --skip-slow \
+        --check-bounds                                 # the budget tests/testing runs
 
 The table counts the cases per class; below it, per class that needs attention, the cases
 grouped by operator and mutation kind with the first few of each (index, seed case,
@@ -47,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                    "pytorch-converted", help="kinds of seed models, comma-separated")
     p.add_argument("--include-expanded", action="store_true",
                    help="also the function-expanded node tests as seeds")
+    p.add_argument("--skip-slow", action="store_true",
+                   help="leave out the seeds of operators that take seconds to compile "
+                   f"({', '.join(onnx_fuzz.SLOW_OPS)}), as the test's budget does")
     p.add_argument("--examples", type=int, default=3,
                    help="cases shown per operator and mutation kind (default 3)")
     p.add_argument("--out", help="write the results as JSON to this file")
@@ -84,7 +89,8 @@ def _replay(ns, seeds) -> int:
 def main(argv=None) -> int:
     ns = _parser().parse_args(argv)
     t0 = time.monotonic()
-    seeds = onnx_fuzz.load_seeds(ns.seeds.split(","), include_expanded=ns.include_expanded)
+    seeds = onnx_fuzz.load_seeds(ns.seeds.split(","), include_expanded=ns.include_expanded,
+                                 skip_ops=onnx_fuzz.SLOW_OPS if ns.skip_slow else ())
     print(f"{len(seeds)} seed models ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
     if ns.replay is not None:
         return _replay(ns, seeds)

@@ -80,6 +80,7 @@ MAX_SEED_ELEMENTS = 20_000
 case, not the size of a tensor, decides how many cases a budget covers."""
 
 MAX_SEED_NODES = 40
+"""Seeds with more nodes than this (the real models of the data directory) are left out."""
 
 SLOW_OPS = ("Attention", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
 """Operators whose seeds take seconds to compile (each expands into many kernels): a short
@@ -363,11 +364,17 @@ def _gen_shape_op(rng, op):
         return _gen_model(op, {"x": x}, {}, {"perm": [int(p) for p in rng.permutation(rank)]},
                           None)
     if op == "Slice":
-        starts = [int(rng.integers(-d, d)) for d in shape]
-        ends = [int(rng.integers(-d, d + 1)) for d in shape]
+        # A non-empty slice of every axis (the mutations make the empty ones), bounds
+        # written from either end.
+        starts, ends, steps = [], [], rng.choice([1, 2, -1], size=rank)
+        for d, step in zip(shape, steps):
+            start = int(rng.integers(0, d))
+            end = int(rng.integers(start + 1, d + 1)) if step > 0 else \
+                int(rng.integers(0, start)) if start > 0 else -d - 1
+            starts.append(start - d if rng.random() < 0.5 else start)
+            ends.append(end - d if 0 <= end < d and rng.random() < 0.5 else end)
         inits = {"starts": np.array(starts, "int64"), "ends": np.array(ends, "int64"),
-                 "axes": np.arange(rank, dtype="int64"),
-                 "steps": np.array(rng.choice([1, 2, -1], size=rank), "int64")}
+                 "axes": np.arange(rank, dtype="int64"), "steps": steps.astype("int64")}
         return _gen_model(op, {"x": x}, inits, {}, None)
     if op == "Expand":
         return _gen_model(op, {"x": x}, {"s": np.array((2,) + shape, "int64")}, {}, None)
@@ -420,7 +427,7 @@ def _gen_elementwise(rng, op):
 
 
 def _gen_norm(rng, op):
-    rank = int(rng.integers(2, 5))
+    rank = int(rng.integers(3 if op == "InstanceNormalization" else 2, 5))
     x = _normal(rng, _shape(rng, rank, 2, 5))
     if op == "Softmax":
         return _gen_model(op, {"x": x}, {}, {"axis": int(rng.integers(-rank, rank))}, None)

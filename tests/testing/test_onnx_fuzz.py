@@ -173,12 +173,13 @@ def test_most_cases_keep_their_seed_when_other_seeds_come_and_go(small_seeds):
     assert sum(kept) >= 0.8 * len(kept)
 
 
-def test_generated_seeds_run_in_onnxruntime_and_tecomp(needs_llvm):
-    seeds = onnx_fuzz.generated_seeds(per_op=1)
-    assert {s.op for s in seeds} >= {"MaxPool", "Conv", "Gather", "Resize", "Slice"}
-    results = onnx_fuzz.run_cases([s for s in seeds if s.op in ("MaxPool", "Gemm")], seed=0,
-                                  indices=range(4), jobs=2)
-    assert all(r.cls in onnx_fuzz.CLASSES for r in results)
+@pytest.mark.parametrize("op", ["MaxPool", "Conv", "ReduceSum", "Gather", "Slice", "Pad",
+                                "Resize", "LayerNormalization"])
+def test_generated_seeds_run_equal_in_onnxruntime_and_tecomp(needs_llvm, op):
+    seed = next(s for s in onnx_fuzz.generated_seeds(per_op=1) if s.op == op)
+    unmutated = onnx_fuzz.Case(0, 0, seed.name, op, "none", "", seed.model, seed.feeds)
+    cls, message, ort_message, _ = onnx_fuzz.run_here(unmutated)
+    assert (cls, message, ort_message) == ("equal", "", None)
 
 
 # ---- the fixed-seed budget ----------------------------------------------------------------
@@ -195,7 +196,7 @@ def test_a_fixed_budget_of_mutated_models_ends_clean_or_known(needs_llvm):
         onnx_fuzz.summary_table(results)
     new = [r for r in results if r.cls not in onnx_fuzz.CLEAN_CLASSES
            and (r.seed_name, r.kind) not in KNOWN]
-    assert not new, "new cases (replay: python tools/fuzz_onnx.py --seed 0 --replay " \
-        "INDEX --in-process):\n" + "\n".join(
+    assert not new, "new cases (replay: python tools/fuzz_onnx.py --seed 0 --seeds " \
+        "node,generated --skip-slow --check-bounds --replay INDEX --in-process):\n" + "\n".join(
             f"    ({r.seed_name!r}, {r.kind!r}): \"{r.op}: {r.cls}: {r.message[:80]}\",  "
             f"# #{r.index} {r.detail}" for r in new)
