@@ -10,10 +10,20 @@ slices of its output (:mod:`tecomp.graph.storage`). A run then only calls
 kernels on views of the arena, their arguments packed once per plan
 (``PackedFunction.prepare``): nothing is allocated per call for shapes seen before, and a
 run is one native call per kernel.
+
+A plan (its arena, outputs and packed calls) serves one run at a time, so that several
+threads can call one ``GraphModule`` at once, as an inference server calls one loaded
+model: each input-shape tuple has a pool of plans; a call takes a free one (or makes one
+when every plan of those shapes is in use) and gives it back once its outputs are copied.
+Kernels are native calls that release the GIL, so concurrent callers overlap.
+
+Inputs must have the dtype the graph declares (:func:`input_array`); converting is an
+explicit choice (``convert_inputs=True``), never a silent one.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -33,6 +43,125 @@ class GraphInputError(TecompError, ValueError):
     """An input is missing, unknown, or does not fit the graph's input type."""
 
 
+class InputDtypeError(GraphInputError):
+    """An input's dtype is not the one the graph declares (and converting was not asked
+    for): ``input``, ``got`` and ``want`` name the input and both dtypes; ``hint`` says how
+    to opt in to converting where the error is raised (a caller such as ``tecomp run``
+    replaces it with :meth:`with_hint`)."""
+
+    def __init__(self, input: str, got: str, want: str, detail: str = "",
+                 hint: str = "GraphModule(lib, convert_inputs=True) for every call, or "
+                             "set_input(name, value, convert=True)"):
+        self.input, self.got, self.want, self.detail, self.hint = input, got, want, detail, hint
+        super().__init__(input, got, want, detail, hint)
+
+    def __str__(self) -> str:
+        detail = f", and {self.detail}" if self.detail else ""
+        example = "" if self.got.startswith("Python") else f" (x.astype({self.want!r}))"
+        return (f"input {self.input!r} is {self.got} but the model declares {self.want}"
+                f"{detail}; pass {self.want} data{example}, or opt in to converting: "
+                f"{self.hint}")
+
+    def with_hint(self, hint: str) -> InputDtypeError:
+        """The same error with another way to opt in to converting."""
+        return InputDtypeError(self.input, self.got, self.want, self.detail, hint)
+
+
+def input_array(name: str, value, dtype, convert: bool = False) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``dtype``, the dtype graph input ``name``
+    declares, under the rule that a run never changes a value silently.
+
+    - An array, or anything with a ``dtype`` (numpy scalars, arrays of other libraries):
+      its dtype must be ``dtype``. An array that fits is used as it is, not copied.
+    - Python numbers and (nested) lists, which carry no dtype, are converted when that
+      loses nothing but the rounding a float literal always has: ``bool`` to a bool input;
+      ``int`` to an integer or float input when every value is exactly representable;
+      ``float`` to a float input (rounded to its precision, an error if a finite value
+      overflows). Anything else (strings, floats for an integer input, ints out of range,
+      bools for a number input) is an error.
+    - ``convert=True`` converts anything numpy can, as ``np.asarray(value, dtype)`` does
+      (floats truncate to integers, NaN becomes an arbitrary integer, strings are parsed).
+
+    Parameters
+    ----------
+    name : str
+        The input, for the error message.
+    value : array_like
+        The value given.
+    dtype : str or numpy.dtype
+        The input's dtype.
+    convert : bool
+        Convert to ``dtype`` whatever the value's dtype.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    InputDtypeError
+        The value's dtype (or its Python values) do not fit ``dtype``.
+
+    Examples
+    --------
+    >>> input_array("x", np.zeros(2, "float32"), "float32").dtype
+    dtype('float32')
+    >>> input_array("x", [1, 2], "float32")
+    array([1., 2.], dtype=float32)
+    >>> input_array("x", np.zeros(2), "float32")        # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InputDtypeError: input 'x' is float64 but the model declares float32; ...
+    """
+    want = np.dtype(dtype)
+    if convert:
+        value = np.asarray(value, dtype=want)
+    elif hasattr(value, "dtype") or hasattr(value, "__array__"):
+        value = np.asarray(value)
+        if value.dtype != want:
+            raise InputDtypeError(name, str(value.dtype), str(want))
+    else:
+        value = _from_python(name, value, want)
+    if not value.flags.c_contiguous:
+        value = value.copy(order="C")  # (ascontiguousarray would make a scalar 1-D)
+    return value
+
+
+def _from_python(name: str, value, want: np.dtype) -> np.ndarray:
+    """Python numbers or lists as an array of ``want``: see :func:`input_array`."""
+    try:
+        a = np.asarray(value)
+    except ValueError as e:  # a ragged list
+        raise GraphInputError(f"input {name!r}: {e}") from None
+    if a.dtype == want:
+        return a
+    got = _PYTHON_KINDS.get(a.dtype.kind, f"Python {a.dtype}")
+    if a.dtype.kind in "iu" and want.kind in "iu":
+        info = np.iinfo(want)
+        if a.size == 0 or (info.min <= a.min() and a.max() <= info.max):
+            return a.astype(want)
+        raise InputDtypeError(name, got, str(want), f"a value is out of the range of {want}")
+    if a.dtype.kind in "iu" and want.kind == "f":
+        out = a.astype(want)
+        with np.errstate(invalid="ignore"):  # (a float beyond the int range casts back wrong)
+            exact = np.array_equal(out.astype(a.dtype), a)  # float32 skips ints past 2**24
+        if exact:
+            return out
+        raise InputDtypeError(name, got, str(want), f"a value is not exactly a {want}")
+    if a.dtype.kind == "f" and want.kind == "f":
+        with np.errstate(over="ignore"):
+            out = a.astype(want)
+        if np.array_equal(np.isfinite(out), np.isfinite(a)):
+            return out
+        raise InputDtypeError(name, got, str(want), f"a value overflows {want}")
+    raise InputDtypeError(name, got, str(want))
+
+
+#: What ``np.asarray`` makes of Python values, by dtype kind, for error messages.
+_PYTHON_KINDS = {"b": "Python bool", "i": "Python int", "u": "Python int",
+                 "f": "Python float", "c": "Python complex", "U": "Python str",
+                 "S": "Python bytes", "O": "Python object"}
+
+
 @dataclass(frozen=True)
 class MemoryPlan:
     """Where every value of one run lives, for one binding of the symbolic dimensions:
@@ -48,6 +177,8 @@ class MemoryPlan:
     #: (call, argument index, graph input) for each argument a run points at its input.
     calls: tuple = ()
     input_slots: tuple = ()
+    #: The input shapes the plan is for: the key of its pool.
+    shapes: tuple = ()
 
 
 def plan_offsets(sizes: list, lifetimes: list) -> tuple:
@@ -74,23 +205,65 @@ def plan_offsets(sizes: list, lifetimes: list) -> tuple:
     return offsets, total
 
 
+class _PlanPool:
+    """The memory plans of one tuple of input shapes: the sizes those shapes bind, and the
+    plans no run holds now."""
+
+    __slots__ = ("bindings", "free")
+
+    def __init__(self, bindings: dict):
+        self.bindings = bindings
+        self.free: list = []
+
+
+class _CallerState(threading.local):
+    """What ``set_input`` / ``run`` / ``get_output`` keep, one copy per thread: the inputs
+    set, the plan of the last ``run`` (held until the next one, so that ``get_output``
+    reads outputs no other call overwrites), and the plan the last run or call used."""
+
+    def __init__(self):
+        self.inputs: dict = {}
+        self.plan: MemoryPlan | None = None
+        self.last: MemoryPlan | None = None
+
+
 class GraphModule:
     """Run a :class:`~tecomp.graph.library.GraphLibrary`.
+
+    ``gm(**inputs)`` runs on the inputs given and returns copies of the outputs, keeping
+    nothing; ``set_input`` / ``run`` / ``get_output`` keep the inputs set and the outputs of
+    the last run (the module's own arrays, not copies). Both are safe to use from several
+    threads at once on one module: each run holds a memory plan of its own while it runs,
+    and what ``set_input`` / ``run`` keep is kept per thread, so a thread's ``run`` and
+    ``get_output`` see only the inputs that thread set.
+
+    Parameters
+    ----------
+    lib : GraphLibrary
+        The built graph.
+    convert_inputs : bool
+        Convert inputs of another dtype than the graph declares (``np.asarray(value,
+        dtype)``) instead of raising :class:`InputDtypeError`; :func:`input_array` says
+        what is accepted without it.
 
     Examples
     --------
     >>> gm = tecomp.graph.GraphModule(lib)                       # doctest: +SKIP
     >>> gm.set_input("x", x); gm.run(); y = gm.get_output(0)     # doctest: +SKIP
     >>> y, = gm(x=x)                                             # doctest: +SKIP
+    >>> with ThreadPoolExecutor(4) as pool:                      # doctest: +SKIP
+    ...     ys = list(pool.map(lambda x: gm(x=x)[0], xs))
     """
 
-    def __init__(self, lib):
+    def __init__(self, lib, *, convert_inputs: bool = False):
         self.lib = lib
         self.graph = lib.graph
-        self._inputs: dict = {}
-        # Input shapes -> MemoryPlan: the shapes bind the sizes, so they key the plan.
+        self.convert_inputs = convert_inputs
+        # Input shapes -> _PlanPool: the shapes bind the sizes, so they key the plans. A
+        # pool holds as many plans as runs of those shapes have been in flight at once.
         self._plans: dict = {}
-        self._plan: MemoryPlan | None = None
+        self._lock = threading.Lock()
+        self._state = _CallerState()
         graph = self.graph
         self._kernel_nodes = [n for n in graph.nodes if not is_view(n)]
         self._kernels = [(lib.module[n.name], n.inputs, n.outputs[0])
@@ -109,35 +282,62 @@ class GraphModule:
         """How many outputs a run gives."""
         return len(self.graph.outputs)
 
-    def set_input(self, name: str, value) -> None:
-        """Set input ``name`` to ``value`` (converted to the input's dtype if it is a
-        different numpy dtype; it is read, not copied, when it already fits).
+    @property
+    def _plan(self) -> MemoryPlan | None:
+        """The memory plan of this thread's last run or call, to inspect its buffers (after
+        a call, another call may be using it already)."""
+        return self._state.last
+
+    def set_input(self, name: str, value, *, convert: bool | None = None) -> None:
+        """Set input ``name`` to ``value`` for this thread's next :meth:`run`.
+
+        ``value`` must have the input's dtype, or be Python numbers that convert exactly
+        (:func:`input_array`); an array that fits is read, not copied.
+
+        Parameters
+        ----------
+        name : str
+            One of :attr:`input_names`.
+        value : array_like
+            The input.
+        convert : bool, optional
+            Convert a value of another dtype (``np.asarray(value, dtype)``); default: the
+            module's ``convert_inputs``.
 
         Raises
         ------
         GraphInputError
             ``name`` is not an input, or the value's rank does not fit.
+        InputDtypeError
+            The value's dtype is not the input's, and converting was not asked for.
         """
+        self._state.inputs[name] = self._input(name, value, convert)
+
+    def _input(self, name: str, value, convert: bool | None) -> np.ndarray:
         if name not in self.graph.inputs:
             raise GraphInputError(f"{name!r} is not an input; inputs: "
                                   f"{', '.join(self.graph.inputs)}")
         t = self.graph.types[name]
-        value = np.asarray(value, dtype=t.dtype)
-        if not value.flags.c_contiguous:
-            value = value.copy(order="C")  # (ascontiguousarray would make a scalar 1-D)
+        value = input_array(name, value, t.dtype,
+                            self.convert_inputs if convert is None else convert)
         if value.ndim != len(t.shape):
             raise GraphInputError(f"input {name!r} must have rank {len(t.shape)} "
                                   f"({t}), got shape {value.shape}")
-        self._inputs[name] = value
+        return value
 
-    def _bind(self) -> dict:
+    def _key(self, inputs: dict, verb: str) -> tuple:
+        """The input shapes of ``inputs``, which key the plans."""
+        try:
+            return tuple(inputs[n].shape for n in self.graph.inputs)
+        except KeyError:
+            missing = [n for n in self.graph.inputs if n not in inputs]
+            raise GraphInputError(f"inputs {', '.join(missing)} are not {verb}") from None
+
+    def _bind(self, inputs: dict) -> dict:
         bindings: dict = {}
-        missing = [n for n in self.graph.inputs if n not in self._inputs]
-        if missing:
-            raise GraphInputError(f"inputs {', '.join(missing)} are not set")
         for name in self.graph.inputs:
             shape = self.graph.types[name].shape
-            for d, got in zip(shape, self._inputs[name].shape):
+            for d, got in zip(shape, inputs[name].shape):
                 if isinstance(d, E.Var):
                     prev = next((n for v, n in bindings.items() if v is d), None)
                     if prev is not None and prev != got:
@@ -147,9 +347,9 @@ class GraphModule:
         for name in self.graph.inputs:
             t = self.graph.types[name]
             want = tuple(dims.evaluate(d, bindings) for d in t.shape)
-            if want != self._inputs[name].shape:
+            if want != inputs[name].shape:
                 raise GraphInputError(f"input {name!r} must have shape {t.shape} = {want}, "
-                                      f"got {self._inputs[name].shape}")
+                                      f"got {inputs[name].shape}")
         return bindings
 
     def _check_dims(self, bindings) -> None:
@@ -159,7 +359,28 @@ class GraphModule:
             if not check.holds(bindings):
                 raise GraphInputError(check.message(bindings))
 
-    def _make_plan(self, bindings) -> MemoryPlan:
+    def _acquire(self, shapes: tuple, inputs: dict) -> MemoryPlan:
+        """A plan for ``inputs`` (of ``shapes``) that no other run holds: a free one of
+        the pool of those shapes, else a new one, which :meth:`_release` adds to it."""
+        with self._lock:
+            pool = self._plans.get(shapes)
+            if pool is not None and pool.free:
+                return pool.free.pop()
+        if pool is None:
+            # Input shapes seen before have their plans: binding and checking the sizes
+            # again took the executor's own work per SqueezeNet run from 1.4 to 4.0 us.
+            bindings = self._bind(inputs)
+            self._check_dims(bindings)
+            with self._lock:
+                pool = self._plans.setdefault(shapes, _PlanPool(bindings))
+        return self._prepare_calls(self._make_plan(pool.bindings, shapes), inputs)
+
+    def _release(self, plan: MemoryPlan) -> None:
+        """Give ``plan`` back to its pool, for the next run of its shapes."""
+        with self._lock:
+            self._plans[plan.shapes].free.append(plan)
+
+    def _make_plan(self, bindings: dict, shapes: tuple) -> MemoryPlan:
         graph = self.graph
         outputs, inter = {}, []
         for v in self._lifetimes:  # the roots kernels write, in order of first write
@@ -184,54 +405,62 @@ class GraphModule:
                 input_views.append((v, root, shape))
             else:  # a reshape of a constant or of a graph output
                 views[v] = held[root].reshape(shape)
-        return MemoryPlan(arena, views, outputs, tuple(input_views))
+        return MemoryPlan(arena, views, outputs, tuple(input_views), shapes=shapes)
 
     def _shape(self, value: str, bindings) -> tuple:
         return tuple(dims.evaluate(d, bindings) for d in self.graph.types[value].shape)
 
     def run(self) -> None:
-        """Run the graph on the inputs set."""
-        # Input shapes seen before have their plan: binding and checking the sizes again
-        # took the executor's own work per SqueezeNet run from 1.4 to 4.0 us.
-        shapes = tuple(getattr(self._inputs.get(n), "shape", None) for n in self.graph.inputs)
-        plan = self._plans.get(shapes)
-        if plan is None:
-            bindings = self._bind()
-            self._check_dims(bindings)
-            plan = self._plans[shapes] = self._prepare_calls(self._make_plan(bindings))
-        self._plan = plan
+        """Run the graph on the inputs this thread set.
+
+        The thread holds the plan of its last run until its next one, so that
+        :meth:`get_output` reads outputs no other run overwrites."""
+        state = self._state
+        shapes = self._key(state.inputs, "set")
+        plan = state.plan
+        if plan is None or plan.shapes != shapes:
+            plan = self._acquire(shapes, state.inputs)
+            if state.plan is not None:
+                self._release(state.plan)
+            state.plan = plan
+        state.last = plan
+        self._execute(plan, state.inputs)
+
+    @staticmethod
+    def _execute(plan: MemoryPlan, inputs: dict) -> None:
+        """Run ``plan``'s kernel calls on ``inputs``; the caller holds the plan."""
         for call, index, name in plan.input_slots:
-            call.set_pointer(index, self._inputs[name])
+            call.set_pointer(index, inputs[name])
         for call in plan.calls:
             call()
 
-    def _prepare_calls(self, plan: MemoryPlan) -> MemoryPlan:
+    def _prepare_calls(self, plan: MemoryPlan, inputs: dict) -> MemoryPlan:
         """``plan`` with its kernel calls packed: every array of a run has its kernel's
-        dtype and C layout (set_input converts the inputs, the plan allocates the rest)
+        dtype and C layout (set_input checks the inputs, the plan allocates the rest)
         and the shapes type inference gave for the bound sizes, so the arguments are
         checked once, here, by construction, and a run is one native call per kernel. Only
         the inputs' addresses change from run to run (a view of an input shares its
         address)."""
-        values = self._values(plan)
+        values = self._values(plan, inputs)
         root = {v: source for v, source, _ in plan.input_views}
         root.update((name, name) for name in self.graph.inputs)
         calls, slots = [], []
-        for kernel, inputs, output in self._kernels:
-            args = (*inputs, output)
+        for kernel, args_in, output in self._kernels:
+            args = (*args_in, output)
             call = kernel.prepare(*(values[a] for a in args))
             calls.append(call)
             slots += [(call, k, root[a]) for k, a in enumerate(args) if a in root]
         return replace(plan, calls=tuple(calls), input_slots=tuple(slots))
 
-    def _values(self, plan: MemoryPlan) -> dict:
-        """Value -> array for a run with ``plan`` on the inputs set."""
-        values = {**self.graph.consts, **self._inputs, **plan.views, **plan.outputs}
+    def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
+        """Value -> array for a run with ``plan`` on ``inputs``."""
+        values = {**self.graph.consts, **inputs, **plan.views, **plan.outputs}
         for v, source, shape in plan.input_views:
             values[v] = values[source].reshape(shape)
         return values
 
     def profile(self, number: int = 10, repeat: int = 3, in_run: bool = False) -> list:
-        """Time each kernel on the inputs set, with the arguments a run gives it: alone
+        """Time each kernel on the inputs this thread set, with the arguments a run gives it: alone
         (each kernel called over and over, its operands warm in cache), or ``in_run``
         (whole runs, each call timed in run order, so a kernel finds the caches as the
         kernels before it left them).
@@ -271,7 +500,8 @@ class GraphModule:
         self.run()
         if in_run:
             return self._profile_runs(number, repeat)
-        values = self._values(self._plan)
+        state = self._state
+        values = self._values(state.plan, state.inputs)
         module = self.lib.module
         times = [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
                      *(values[i] for i in node.inputs), values[node.outputs[0]]))
@@ -284,7 +514,7 @@ class GraphModule:
     def _profile_runs(self, number: int, repeat: int) -> list:
         """``profile(in_run=True)``: ``repeat`` batches of ``number`` runs of the current
         plan, every call timed; per call, the mean of each batch."""
-        calls = self._plan.calls
+        calls = self._state.plan.calls
         batches = np.zeros((repeat, len(calls)), np.int64)
         clock = time.perf_counter_ns
         for batch in batches:
@@ -298,21 +528,40 @@ class GraphModule:
                 for i, node in enumerate(self._kernel_nodes)]
 
     def get_output(self, index: int) -> np.ndarray:
-        """Output ``index`` of the last run. The array is the module's own, overwritten by
-        the next run with the same input shapes: copy it to keep it."""
+        """Output ``index`` of this thread's last :meth:`run`. The array is the module's
+        own, overwritten by the thread's next run with the same input shapes: copy it to
+        keep it."""
         if not 0 <= index < self.num_outputs:
             raise IndexError(f"output {index}: the graph has {self.num_outputs} outputs")
+        state = self._state
+        if state.plan is None:
+            raise TecompError("get_output before run() (in this thread)")
+        return self._output(index, state.plan, state.inputs)
+
+    def _output(self, index: int, plan: MemoryPlan, inputs: dict) -> np.ndarray:
         name = self.graph.outputs[index]
-        if self._plan is None:
-            raise TecompError("get_output before run()")
         # An output is computed by a kernel, or is an input or a constant passed through.
-        source = next(s for s in (self._plan.outputs, self._inputs, self.graph.consts)
-                      if name in s)
+        source = next(s for s in (plan.outputs, inputs, self.graph.consts) if name in s)
         return source[name]
 
     def __call__(self, **inputs) -> list:
-        """Set the inputs by name, run, and return copies of all outputs."""
-        for name, value in inputs.items():
-            self.set_input(name, value)
-        self.run()
-        return [self.get_output(i).copy() for i in range(self.num_outputs)]
+        """Run on ``inputs`` (every input, by name) and return copies of all outputs.
+
+        Safe to call from several threads at once: the run holds a memory plan of its own
+        (taken from the pool of plans of its input shapes, given back once the outputs are
+        copied). The inputs and outputs that :meth:`set_input` / :meth:`get_output` see
+        are left as they were.
+
+        Raises
+        ------
+        GraphInputError, InputDtypeError
+            As :meth:`set_input`; an input is missing, or the shapes do not fit.
+        """
+        arrays = {name: self._input(name, value, None) for name, value in inputs.items()}
+        plan = self._acquire(self._key(arrays, "given"), arrays)
+        try:
+            self._execute(plan, arrays)
+            return [self._output(i, plan, arrays).copy() for i in range(self.num_outputs)]
+        finally:
+            self._state.last = plan
+            self._release(plan)
