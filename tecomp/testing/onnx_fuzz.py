@@ -21,6 +21,9 @@ class of :data:`CLASSES`::
                           rejects as well)
     unchecked             tecomp ran it, but onnxruntime has no kernel for it
                           (NOT_IMPLEMENTED: the model is valid, there is no reference)
+    undefined             tecomp ran it and its result differs from onnxruntime's, or
+                          onnxruntime rejected it, where the ONNX spec defines no result
+                          (:func:`undefined_by_spec` says why)
     ort_rejects_accepted  onnxruntime rejected (or died on) it, tecomp returned outputs
     differs               both ran; the outputs differ in dtype, shape or values
     out_of_bounds         a check of the bounds-checking build failed on an input
@@ -68,11 +71,11 @@ from onnx import TensorProto, helper, numpy_helper
 from ..errors import TecompError
 from ..frontend.onnx import unsupported_nodes
 
-CLASSES = ("equal", "clean_error", "unchecked", "ort_rejects_accepted", "differs",
-           "out_of_bounds", "internal_error", "crash", "hang")
+CLASSES = ("equal", "clean_error", "unchecked", "undefined", "ort_rejects_accepted",
+           "differs", "out_of_bounds", "internal_error", "crash", "hang")
 """Every class a case can end in, those that need no developer's attention first."""
 
-CLEAN_CLASSES = ("equal", "clean_error", "unchecked")
+CLEAN_CLASSES = ("equal", "clean_error", "unchecked", "undefined")
 """The classes that need no developer's attention."""
 
 MAX_SEED_ELEMENTS = 20_000
@@ -934,6 +937,37 @@ def compare(ours: list, ref: list) -> str | None:
     return None
 
 
+def undefined_by_spec(case: Case) -> str | None:
+    """Why the ONNX spec defines no result for ``case``, or None.
+
+    Looked for in the nodes that read a graph input or initializer directly: a Cast (or
+    CastLike) of a NaN, an infinity or an out-of-range float to an integer type ("fixed
+    point: undefined if OOR", says Cast), and an integer Div or Mod by zero (the spec gives
+    no value, C++ kernels have none).
+    """
+    values = dict(case.feeds)
+    values.update((t.name, numpy_helper.to_array(t)) for t in case.model.graph.initializer)
+    for node in case.model.graph.node:
+        args = [values.get(name) for name in node.input]
+        if node.op_type in ("Cast", "CastLike") and args and args[0] is not None \
+                and args[0].dtype.kind == "f":
+            if node.op_type == "Cast":
+                to = [a.i for a in node.attribute if a.name == "to"]
+                target = helper.tensor_dtype_to_np_dtype(to[0]) if to else None
+            else:
+                target = args[1].dtype if len(args) > 1 and args[1] is not None else None
+            if target is not None and np.dtype(target).kind in "iu":
+                info = np.iinfo(target)
+                x = args[0].astype("float64")
+                if (~np.isfinite(x) | (x < info.min) | (x >= info.max + 1.0)).any():
+                    return f"{node.op_type} of NaN, an infinity or an out-of-range float " \
+                           f"to {np.dtype(target)} (undefined by the spec)"
+        if node.op_type in ("Div", "Mod") and len(args) == 2 and args[1] is not None \
+                and args[1].dtype.kind in "iu" and (args[1] == 0).any():
+            return f"integer {node.op_type} by zero (undefined by the spec)"
+    return None
+
+
 def _run_tecomp(case: Case, ort_outputs, ort_message) -> tuple:
     """``(class, message, traceback)`` of tecomp on ``case`` given onnxruntime's result
     (the traceback only for an internal error)."""
@@ -952,10 +986,14 @@ def _run_tecomp(case: Case, ort_outputs, ort_message) -> tuple:
         return "internal_error", _first_line(e) + _where(e), traceback.format_exc()
     if ort_outputs is None and "NOT_IMPLEMENTED" in (ort_message or ""):
         return "unchecked", f"tecomp ran it; onnxruntime: {ort_message}", ""
-    if ort_outputs is None:
-        return "ort_rejects_accepted", f"tecomp ran it; onnxruntime: {ort_message}", ""
-    why = compare(list(outputs), list(ort_outputs))
-    return ("differs", why, "") if why else ("equal", "", "")
+    why = f"tecomp ran it; onnxruntime: {ort_message}" if ort_outputs is None else \
+        compare(list(outputs), list(ort_outputs))
+    if not why:
+        return "equal", "", ""
+    undefined = undefined_by_spec(case)
+    if undefined:
+        return "undefined", f"{undefined}; {why}", ""
+    return ("ort_rejects_accepted" if ort_outputs is None else "differs"), why, ""
 
 
 def run_here(case: Case, *, check_bounds: bool = False) -> tuple:
@@ -1209,16 +1247,18 @@ def counts(results: Iterable[Result]) -> dict:
 
 
 def summary_table(results: list, *, examples: int = 3) -> str:
-    """The classification table, then per class that needs attention the cases grouped
-    by operator and mutation kind, with the first ``examples`` of each group (index, seed,
-    mutation, message), so each can be replayed by its index."""
+    """The classification table, then per class that needs attention (and for the cases
+    the spec leaves undefined) the cases grouped by operator and mutation kind, with the
+    first ``examples`` of each group (index, seed, mutation, message), so each can be
+    replayed by its index."""
     n = len(results)
     lines = [f"{'class':<22}{'cases':>7}{'share':>8}"]
     for cls, k in counts(results).items():
         lines.append(f"{cls:<22}{k:>7}{k / max(n, 1):>8.1%}")
     lines.append(f"{'total':<22}{n:>7}")
     for cls in CLASSES:
-        if cls in CLEAN_CLASSES:
+        # The undefined ones are listed too: each says why the spec allows it.
+        if cls in CLEAN_CLASSES and cls != "undefined":
             continue
         groups: dict = {}
         for r in results:

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 import tecomp.frontend.onnx_backend as backend
 from tecomp.errors import TecompError
@@ -150,6 +151,29 @@ def test_compare_is_nan_aware_and_checks_dtype_and_shape():
     big = np.array([1e9, 1.0], "float32")
     assert onnx_fuzz.compare([big + np.array([0, 1], "float32")], [big]) is None
     assert "elements differ" in onnx_fuzz.compare([np.array([1, 2])], [np.array([1, 3])])
+
+
+def _one_node_case(op, feeds, **attrs):
+    node = helper.make_node(op, list(feeds), ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
+        [helper.make_empty_tensor_value_info("y")])
+    return onnx_fuzz.Case(0, 0, "g", op, "input_values", "", helper.make_model(graph), feeds)
+
+
+def test_what_the_spec_leaves_undefined_is_named():
+    x = np.array([1.0, np.nan, 3e9], "float32")
+    assert "undefined" in onnx_fuzz.undefined_by_spec(
+        _one_node_case("Cast", {"x": x}, to=TensorProto.INT32))
+    assert onnx_fuzz.undefined_by_spec(
+        _one_node_case("Cast", {"x": x}, to=TensorProto.DOUBLE)) is None
+    assert onnx_fuzz.undefined_by_spec(
+        _one_node_case("Cast", {"x": x[:1]}, to=TensorProto.INT32)) is None
+    a, b = np.array([4, 5], "int32"), np.array([2, 0], "int32")
+    assert "Div by zero" in onnx_fuzz.undefined_by_spec(_one_node_case("Div", {"a": a, "b": b}))
+    assert onnx_fuzz.undefined_by_spec(_one_node_case("Div", {"a": a, "b": a})) is None
+    assert onnx_fuzz.undefined_by_spec(
+        _one_node_case("Div", {"a": a * 1.0, "b": b * 1.0})) is None
 
 
 def test_cases_reproduce_from_seed_and_index(small_seeds):
