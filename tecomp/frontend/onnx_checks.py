@@ -270,8 +270,28 @@ class Window:
                           f"{kind}")
         if self.weight:
             self._check_weight(view, nsp)
-        if self.weight != "conv_transpose":
+        if self.weight == "conv_transpose":
+            self._check_output(view, nsp)
+        else:
             self._check_extent(view, nsp)
+
+    def _check_output(self, view: NodeView, nsp: int) -> None:
+        """ConvTranspose's output_shape (with or without N and C) positive, and each
+        output_padding below its stride or dilation: more would add positions no input
+        reaches."""
+        shape = view.attrs.get("output_shape")
+        if shape is not None and (len(shape) not in (nsp, nsp + 2) or min(shape) <= 0):
+            view.fail(f"output_shape {_text(shape)}: it needs {nsp} positive sizes, one per "
+                      "spatial axis (N and C may lead)")
+        extra = view.attrs.get("output_padding")
+        if extra is None:
+            return
+        strides = tuple(view.attrs.get("strides", (1,) * nsp))
+        dilations = tuple(view.attrs.get("dilations", (1,) * nsp))
+        for a, e in enumerate(extra):
+            if e >= max(strides[a], dilations[a]):
+                view.fail(f"output_padding {_text(extra)}: {e} on spatial axis {a} is not "
+                          f"below its stride {strides[a]} or dilation {dilations[a]}")
 
     def _check_extent(self, view: NodeView, nsp: int) -> None:
         """The (dilated) window fits each static padded spatial axis at least once: a
@@ -452,7 +472,7 @@ class SplitSizes:
         if any(s < 0 for s in sizes):
             view.fail(f"split {_text(sizes)}: sizes must be non-negative")
         shape = view.shape(0)
-        if shape is None:
+        if not shape:
             return
         axis = int(view.attrs.get("axis", 0))
         extent = shape[axis]

@@ -172,6 +172,12 @@ MISUSES = [
      "group=0; it must be a positive integer"),
     ("conv-transpose-group", _model("ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]], dict(
         group=2)), "group", "group=2 does not divide the input's 3 channels"),
+    ("conv-transpose-output-shape", _model("ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]],
+                                           dict(output_shape=[10, -1])), "output_shape",
+     "output_shape [10, -1]: it needs 2 positive sizes"),
+    ("conv-transpose-output-padding", _model("ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]],
+                                             dict(strides=[2, 2], output_padding=[1, 2])),
+     "output_padding", "2 on spatial axis 1 is not below its stride 2 or dilation 1"),
     ("maxpool-kernel", _model("MaxPool", [[1, 1, 4, 4]], dict(kernel_shape=[0, 2])),
      "kernel_shape", "kernel_shape [0, 2]: 0 is not positive"),
     ("avgpool-pads-length", _model("AveragePool", [[1, 1, 4]], dict(
