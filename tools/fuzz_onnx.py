@@ -14,7 +14,11 @@ mutation, run in its own forked process under a time and memory limit; case ``i`
 
 The table counts the cases per class; below it, per class that needs attention, the cases
 grouped by operator and mutation kind with the first few of each (index, seed case,
-mutation, message). ``--out`` writes every result as JSON.
+mutation, message). ``--out`` writes JSON lines as the run goes: a header (the command,
+seed, options), one line per case (its class, message, seed case, mutation) and a last line
+with the counts; ``--rerun`` runs again the cases of such a file that needed attention::
+
+    python tools/fuzz_onnx.py --seed 0 --check-bounds --rerun fuzz.json --out again.json
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                    f"({', '.join(onnx_fuzz.SLOW_OPS)}), as the test's budget does")
     p.add_argument("--examples", type=int, default=3,
                    help="cases shown per operator and mutation kind (default 3)")
-    p.add_argument("--out", help="write the results as JSON to this file")
+    p.add_argument("--out", help="write the results to this file as JSON lines")
+    p.add_argument("--rerun", metavar="REPORT",
+                   help="run only the cases of an --out file that needed attention")
     p.add_argument("--replay", type=int, metavar="INDEX", help="run only case INDEX")
     p.add_argument("--in-process", action="store_true",
                    help="with --replay: run in this process and print tecomp's traceback")
@@ -95,35 +101,51 @@ def main(argv=None) -> int:
     if ns.replay is not None:
         return _replay(ns, seeds)
 
+    if ns.rerun:
+        with open(ns.rerun) as fh:
+            indices = [r["index"] for r in map(json.loads, fh)
+                       if r.get("cls") not in (None, *onnx_fuzz.CLEAN_CLASSES)]
+        which = f"{len(indices)} cases that needed attention in {ns.rerun}"
+    else:
+        indices = list(range(ns.start, ns.start + ns.cases))
+        which = f"indices {ns.start}..{ns.start + ns.cases - 1}"
+    command = "python " + " ".join(shlex.quote(a) for a in
+                                   ["tools/fuzz_onnx.py", *(argv or sys.argv[1:])])
+    out = open(ns.out, "w") if ns.out else None  # noqa: SIM115 - written as the run goes
+    if out:
+        _write(out, {"command": command, "seed": ns.seed, "cases": len(indices),
+                     "check_bounds": ns.check_bounds, "seeds": len(seeds),
+                     "onnx": onnx.__version__})
     done = []
     t1 = time.monotonic()
 
     def progress(result):
         done.append(result)
-        if len(done) % 100 == 0 or len(done) == ns.cases:
+        if out:
+            _write(out, result.to_json())
+        if len(done) % 100 == 0 or len(done) == len(indices):
             rate = len(done) / (time.monotonic() - t1)
             bad = sum(r.cls not in onnx_fuzz.CLEAN_CLASSES for r in done)
-            print(f"  {len(done)}/{ns.cases} cases, {rate:.1f}/s, {bad} need attention",
+            print(f"  {len(done)}/{len(indices)} cases, {rate:.1f}/s, {bad} need attention",
                   file=sys.stderr, flush=True)
 
-    results = onnx_fuzz.run_cases(seeds, seed=ns.seed, indices=range(ns.start,
-                                                                     ns.start + ns.cases),
-                                  jobs=ns.jobs, timeout=ns.timeout, memory_mb=ns.memory_mb,
+    results = onnx_fuzz.run_cases(seeds, seed=ns.seed, indices=indices, jobs=ns.jobs,
+                                  timeout=ns.timeout, memory_mb=ns.memory_mb,
                                   check_bounds=ns.check_bounds, on_result=progress)
     elapsed = time.monotonic() - t0
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   ["tools/fuzz_onnx.py", *(argv or sys.argv[1:])])
-    print(f"{command}\n{len(results)} cases (indices {ns.start}..{ns.start + ns.cases - 1}, "
-          f"seed {ns.seed}) from {len(seeds)} seeds in {elapsed:.0f} s, check_bounds="
-          f"{'on' if ns.check_bounds else 'off'}, onnx {onnx.__version__}\n")
+    print(f"{command}\n{len(results)} cases ({which}, seed {ns.seed}) from {len(seeds)} "
+          f"seeds in {elapsed:.0f} s, check_bounds={'on' if ns.check_bounds else 'off'}, "
+          f"onnx {onnx.__version__}\n")
     print(onnx_fuzz.summary_table(results, examples=ns.examples))
-    if ns.out:
-        with open(ns.out, "w") as fh:
-            json.dump({"command": command, "seed": ns.seed, "start": ns.start,
-                       "check_bounds": ns.check_bounds, "seconds": round(elapsed, 1),
-                       "counts": onnx_fuzz.counts(results),
-                       "results": [r.to_json() for r in results]}, fh, indent=1)
+    if out:
+        _write(out, {"counts": onnx_fuzz.counts(results), "seconds": round(elapsed, 1)})
+        out.close()
     return 0 if all(r.cls in onnx_fuzz.CLEAN_CLASSES for r in results) else 1
+
+
+def _write(fh, record: dict) -> None:
+    fh.write(json.dumps(record) + "\n")
+    fh.flush()
 
 
 if __name__ == "__main__":
