@@ -77,3 +77,12 @@ def test_the_scheduler_records_each_task_beside_the_total(tmp_path):
     path = plot.plot_model(str(tmp_path / "c.svg"), sched, "test")
     with open(path) as fh:
         assert "<svg" in fh.read()
+
+
+def test_a_final_total_far_above_the_curve_is_said_not_drawn(tmp_path, monkeypatch):
+    sched = _fake_sched(2)
+    sched.estimated_latency = lambda: 500 * sum(sched.task_curve[-1][1])
+    ax = _axes(monkeypatch, tmp_path, sched)
+    assert ax.get_ylim()[1] < 3 * sum(sched.task_curve[0][1]) * 1e3
+    labels = ax.get_legend_handles_labels()[1]
+    assert any("off the scale: 500x the trials' total" in lab for lab in labels), labels
