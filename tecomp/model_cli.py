@@ -5,7 +5,7 @@
     tecomp compile model.onnx -o model.so [--target llvm] [--tuning-records log.json]
                    [--input-shape input:1,3,224,224] [--verbose] [--graph model.svg]
     tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
-               [--profile] [--graph run.svg]
+               [--profile] [--graph run.svg] [--convert-inputs]
 
 ``compile`` writes ``model.so`` and its graph sidecar ``model.so.graph.npz``;
 ``run`` reads inputs by name from an ``.npz`` archive and writes the outputs by their
@@ -13,8 +13,9 @@ graph names. ``--profile`` prints each kernel's time inside the runs (in run ord
 finding the caches as the kernels before it left them; ``GraphModule.profile(in_run=True)``).
 ``--graph`` draws the built graph (``tecomp.graph.draw``): each kernel a box with its
 operators, layout transforms and concatenations computed in place marked; after ``run
---profile``, each box carries its kernel's time. Bad arguments print one line and exit
-with status 2.
+--profile``, each box carries its kernel's time. An input of another dtype than the model
+declares is a bad argument unless ``--convert-inputs``. Bad arguments print one line and
+exit with status 2.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .autotune import apply_history_best
 from .errors import TecompError
 from .frontend import from_onnx
 from .graph import GraphModule, build, load
+from .graph.executor import InputDtypeError
 from .target import Target
 
 
@@ -75,6 +77,9 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--graph", metavar="FILE",
                    help="draw the graph, with each kernel's time when --profile is given "
                         "(.svg, .png, .pdf, or .dot; needs the graphviz package and dot)")
+    r.add_argument("--convert-inputs", action="store_true",
+                   help="convert inputs of another dtype than the model declares (as numpy's "
+                        "astype) instead of failing")
     r.set_defaults(func=_reporting_usage_errors(run_model))
 
 
@@ -165,7 +170,7 @@ def run_model(ns, out, err) -> int:
         raise ModelUsageError(f"--inputs {ns.inputs}: no such file")
     _check_graph_option(ns.graph)
     try:
-        gm = GraphModule(load(ns.library))
+        gm = GraphModule(load(ns.library), convert_inputs=ns.convert_inputs)
         with np.load(ns.inputs, allow_pickle=False) as data:
             inputs = {k: data[k] for k in data.files}
         missing = set(gm.input_names) - set(inputs)
@@ -173,7 +178,11 @@ def run_model(ns, out, err) -> int:
             raise ModelUsageError(f"--inputs {ns.inputs} lacks {', '.join(sorted(missing))}; "
                                   f"the model's inputs: {', '.join(gm.input_names)}")
         for name in gm.input_names:
-            gm.set_input(name, inputs[name])
+            try:
+                gm.set_input(name, inputs[name])
+            except InputDtypeError as e:
+                raise ModelUsageError(f"--inputs {ns.inputs}: "
+                                      f"{e.with_hint('--convert-inputs')}") from None
         times = []
         for _ in range(ns.repeat):
             t0 = time.perf_counter()

@@ -54,6 +54,19 @@ def test_run_reports_missing_inputs(needs_llvm, tmp_path, capsys):
     assert "lacks x" in capsys.readouterr().err
 
 
+def test_run_refuses_inputs_of_another_dtype_unless_asked_to_convert(needs_llvm, tmp_path,
+                                                                     capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_models.decomposed_layer_norm(), str(path))
+    assert cli.main(["compile", str(path), "-o", str(tmp_path / "m.so")]) == 0
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 16)))
+    run = ["run", str(tmp_path / "m.so"), "--inputs", str(tmp_path / "in.npz")]
+    assert cli.main(run) == 2
+    err = capsys.readouterr().err
+    assert "'x' is float64 but the model declares float32" in err and "--convert-inputs" in err
+    assert cli.main([*run, "--convert-inputs"]) == 0
+
+
 def test_compile_of_an_unsupported_model_fails_before_compiling(tmp_path, capsys):
     from onnx import TensorProto, helper
 

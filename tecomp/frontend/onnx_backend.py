@@ -7,11 +7,17 @@
 symbolic; inputs whose values tecomp needs at compile time are specialised on at the first
 run, see :class:`TecompRep`); ``run_node`` builds a one-node model around a node and its
 inputs. Only the CPU device is supported.
+
+``rep.run`` is safe to call from several threads at once, as ``InferenceSession.run`` of
+onnxruntime is (each call runs on memory of its own, see :class:`~tecomp.graph.GraphModule`).
+An input must have the dtype the model declares; ``prepare(model, convert_inputs=True)``
+converts instead (:func:`tecomp.graph.executor.input_array` says what passes without it).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 
 import numpy as np
 import onnx
@@ -20,11 +26,15 @@ from onnx.backend.base import Backend, BackendRep
 
 from ..errors import TecompError
 from ..graph import GraphModule, build
+from ..graph.executor import InputDtypeError, input_array
 from .onnx import ModelError, from_onnx, load_model, unsupported_nodes
-from .onnx_converters import NeedsConstantError
+from .onnx_converters import NeedsConstantError, onnx_dtype
+
+#: How an ``InputDtypeError`` of a rep says to opt in to converting.
+_CONVERT_HINT = "prepare(model, convert_inputs=True)"
 
 
-def _build(model, bound: dict) -> GraphModule:
+def _build(model, bound: dict, convert_inputs: bool) -> GraphModule:
     """Import and build ``model`` with the inputs in ``bound`` (name -> array) made
     constants."""
     if bound:
@@ -35,7 +45,7 @@ def _build(model, bound: dict) -> GraphModule:
         model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), k)
                                        for k, v in bound.items())
     mod, params = from_onnx(model)
-    return GraphModule(build(mod, target="llvm", params=params))
+    return GraphModule(build(mod, target="llvm", params=params), convert_inputs=convert_inputs)
 
 
 class TecompRep(BackendRep):
@@ -45,25 +55,44 @@ class TecompRep(BackendRep):
     reduction, the bounds of a slice, clip limits given as inputs) is specialised on: the
     model is built on the first run with that input's value as a constant, and built
     again when a later run gives another value.
+
+    ``run`` may be called from several threads at once. Inputs must have the dtypes the
+    model declares, unless ``convert_inputs``.
     """
 
-    def __init__(self, model, input_names: tuple):
+    def __init__(self, model, input_names: tuple, convert_inputs: bool = False):
         self.model = model
         self.input_names = input_names
+        self.convert_inputs = convert_inputs
         self._bound_names: tuple = ()
         self._built: dict = {}
+        # Finding or building the module of a run's bound values: one thread at a time.
+        self._lock = threading.Lock()
         # Built now, so an unsupported model fails in prepare; unless an input's value
         # is needed, which waits for the first run.
         self._module({})
 
-    def _module(self, feeds: dict) -> GraphModule:
+    def _bound_value(self, name: str, value) -> np.ndarray:
+        """``value`` of input ``name``, made a constant of the model: held to the dtype
+        the model declares, as an input that stays one is."""
+        vi = next(vi for vi in self.model.graph.input if vi.name == name)
+        dtype = onnx_dtype(vi.type.tensor_type.elem_type, f"input {name!r}")
+        return input_array(name, value, dtype, self.convert_inputs)
+
+    def _module(self, feeds: dict) -> tuple:
+        """The module for ``feeds``' values of the inputs specialised on, and the names of
+        those inputs (read together: another thread's run may add one)."""
+        with self._lock:
+            return self._find_or_build(feeds), self._bound_names
+
+    def _find_or_build(self, feeds: dict) -> GraphModule:
         while True:
-            bound = {k: np.asarray(feeds[k]) for k in self._bound_names}
+            bound = {k: self._bound_value(k, feeds[k]) for k in self._bound_names}
             key = tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in bound.items())
             if key in self._built:
                 return self._built[key]
             try:
-                gm = self._built[key] = _build(self.model, bound)
+                gm = self._built[key] = _build(self.model, bound, self.convert_inputs)
                 return gm
             except NeedsConstantError as e:
                 if e.value_name not in self.input_names or e.value_name in self._bound_names:
@@ -74,7 +103,16 @@ class TecompRep(BackendRep):
 
     def run(self, inputs, **kwargs) -> tuple:
         """Run on ``inputs``: a list in the model's input order, a dict by name, or one
-        array for a one-input model; returns the outputs as a tuple of numpy arrays."""
+        array for a one-input model; returns the outputs as a tuple of numpy arrays.
+
+        Raises
+        ------
+        InputDtypeError
+            An input's dtype is not the one the model declares (and the rep was not
+            prepared with ``convert_inputs=True``).
+        ModelError, GraphInputError
+            Inputs missing, or of shapes the model does not take.
+        """
         names = self.input_names
         if isinstance(inputs, dict):
             feeds = dict(inputs)
@@ -85,8 +123,11 @@ class TecompRep(BackendRep):
                 raise ModelError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
                                  f"got {len(inputs)}")
             feeds = dict(zip(names, inputs))
-        gm = self._module(feeds)
-        return tuple(gm(**{k: v for k, v in feeds.items() if k not in self._bound_names}))
+        try:
+            gm, bound = self._module(feeds)
+            return tuple(gm(**{k: v for k, v in feeds.items() if k not in bound}))
+        except InputDtypeError as e:
+            raise e.with_hint(_CONVERT_HINT) from None
 
 
 class TecompBackend(Backend):
@@ -103,8 +144,19 @@ class TecompBackend(Backend):
         return cls.supports_device(device) and not unsupported_nodes(load_model(model))
 
     @classmethod
-    def prepare(cls, model, device: str = "CPU", **kwargs) -> TecompRep:
+    def prepare(cls, model, device: str = "CPU", convert_inputs: bool = False,
+                **kwargs) -> TecompRep:
         """Import and build ``model`` for the CPU.
+
+        Parameters
+        ----------
+        model : onnx.ModelProto or str
+            The model, or its path.
+        device : str
+            ``"CPU"``.
+        convert_inputs : bool
+            Let ``run`` convert inputs of another dtype than the model declares (as
+            ``np.asarray(value, dtype)``) instead of raising ``InputDtypeError``.
 
         Raises
         ------
@@ -117,7 +169,8 @@ class TecompBackend(Backend):
             raise TecompError(f"device {device!r} is not supported; tecomp runs on 'CPU'")
         model = load_model(model)
         inits = {t.name for t in model.graph.initializer}
-        return TecompRep(model, tuple(i.name for i in model.graph.input if i.name not in inits))
+        return TecompRep(model, tuple(i.name for i in model.graph.input if i.name not in inits),
+                         convert_inputs=convert_inputs)
 
     @classmethod
     def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs) -> tuple:

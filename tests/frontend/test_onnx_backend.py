@@ -1,6 +1,8 @@
 """tecomp.frontend.onnx_backend: the onnx.backend API, and a CI-sized part of onnx's own
 backend test suite (node tests of supported operators; the exclusions say why)."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import onnx.backend.test
 import onnx_models
@@ -9,6 +11,7 @@ from onnx import TensorProto, helper
 
 import tecomp.frontend.onnx_backend as backend
 from tecomp.errors import TecompError, UnsupportedOpError
+from tecomp.graph.executor import InputDtypeError
 
 
 def test_prepare_and_run_a_model(needs_llvm, rng):
@@ -43,16 +46,48 @@ def test_devices_and_compatibility():
         backend.prepare(onnx_models.residual_block(), device="CUDA")
 
 
-def test_an_input_used_as_a_compile_time_value_is_specialised_on(needs_llvm):
+def _reduce_sum_model():
     node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
     graph = helper.make_graph([node], "g", [
         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
         helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    rep = backend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_input_used_as_a_compile_time_value_is_specialised_on(needs_llvm):
+    rep = backend.prepare(_reduce_sum_model())
     x = np.arange(6, dtype="float32").reshape(2, 3)
     np.testing.assert_array_equal(rep.run([x, np.array([0])])[0], x.sum(0))
     np.testing.assert_array_equal(rep.run([x, np.array([1])])[0], x.sum(1))
+
+
+def test_run_refuses_inputs_of_another_dtype_unless_asked_to_convert(needs_llvm, rng):
+    model = onnx_models.residual_block()
+    x = rng.standard_normal((1, 8, 8, 8))
+    with pytest.raises(InputDtypeError, match="'x' is float64 but the model declares float32.*"
+                                              "prepare\\(model, convert_inputs=True\\)"):
+        backend.prepare(model).run([x])
+    ref = onnx_models.run_onnxruntime(model, {"x": x.astype("float32")})[0]
+    got, = backend.prepare(model, convert_inputs=True).run([x])
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_an_input_specialised_on_keeps_its_declared_dtype(needs_llvm):
+    rep = backend.prepare(_reduce_sum_model())
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    with pytest.raises(InputDtypeError, match="'axes' is float64 but the model declares int64"):
+        rep.run([x, np.array([0.0])])
+    np.testing.assert_array_equal(rep.run([x, [1]])[0], x.sum(1))  # a Python int fits
+
+
+def test_run_from_several_threads_gives_the_serial_results(needs_llvm, rng):
+    rep = backend.prepare(onnx_models.residual_block())
+    xs = [rng.standard_normal((1, 8, 8, 8)).astype("float32") for _ in range(4 * 25)]
+    want = [rep.run([x])[0] for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: rep.run([x])[0], xs))
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
 
 
 # ---- onnx's backend test suite -------------------------------------------------------------
