@@ -54,6 +54,12 @@ setup(
         "xgboost-gpu": ["xgboost>=2.0"],
         # Tuning on a Dask cluster (autotune.DaskBuilder / DaskRunner, tecomp tune --cluster).
         "distributed": ["distributed>=2024.1"],
+        # The documentation (python -m sphinx -W -b html docs docs/_build/html): Sphinx with
+        # MyST for the Markdown pages, sphinx-gallery for the tutorials, and the graphviz
+        # package that tecomp.graph.draw (tecomp compile --graph) draws with; rendering
+        # also needs Graphviz's dot program (apt-get install graphviz).
+        "docs": ["sphinx>=7.2", "sphinx-gallery>=0.17", "myst-parser>=2.0",
+                 "matplotlib>=3.7", "graphviz>=0.20"],
         # benchmarks/models_cpu.py adds torchvision's and Hugging Face's models when these
         # import; without them it runs tecomp.testing.models and the onnx wheel's models.
         # The versions it was run with: torch.export's exporter (dynamo=True, which needs

@@ -1,4 +1,6 @@
-"""Tutorial 1: from a naive matmul to one that runs near OpenBLAS speed.
+"""
+From a naive matmul to one that runs near OpenBLAS speed
+========================================================
 
 We write C = A @ B once, as a tensor expression, and then change only the *schedule*:
 blocking for the cache, loop permutation, vectorization, packing B into a layout the
@@ -6,8 +8,10 @@ inner loop reads contiguously, a register-sized accumulator (cache_write), and
 parallelism. At every step we print the loop nest tecomp generates and its speed next
 to numpy's.
 
-Run it:  python tutorials/01_optimize_matmul_cpu.py            (n = 1024)
-         TECOMP_TUTORIAL_N=256 python tutorials/01_optimize_matmul_cpu.py   (quick)
+Run it::
+
+    python tutorials/01_optimize_matmul_cpu.py    # n = 1024
+    TECOMP_TUTORIAL_N=256 python tutorials/01_optimize_matmul_cpu.py    # quick
 """
 
 import os

@@ -1,4 +1,6 @@
-"""Tutorial 2: let the autotuner find the schedule.
+"""
+Let the autotuner find the schedule
+===================================
 
 Tutorial 1 picked tile sizes by hand. Here we write the same matmul as a *template*: a
 schedule with knobs (tile sizes, the packing width, unrolling) whose values the tuner
@@ -6,8 +8,10 @@ chooses by measuring candidates. We tune it with the XGBoost-guided tuner, keep 
 measurements in a tuning log, apply the best record at build time and compare the
 result with numpy, interleaved round by round (docs/measuring.md says why).
 
-Run it:  python tutorials/02_autotune_matmul.py        (n = 1024: all 48 configs of the space)
-         TECOMP_TUTORIAL_N=256 TECOMP_TUTORIAL_TRIALS=16 python tutorials/02_autotune_matmul.py
+Run it::
+
+    python tutorials/02_autotune_matmul.py    # n = 1024: all 48 configs of the space
+    TECOMP_TUTORIAL_N=256 TECOMP_TUTORIAL_TRIALS=16 python tutorials/02_autotune_matmul.py
 
 The space is small on purpose (3 x 4 x 4 = 48 configs), so the default run measures all of
 it, unless 24 trials in a row bring no improvement: then early stopping ends the session

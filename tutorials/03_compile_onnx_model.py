@@ -1,4 +1,6 @@
-"""Tutorial 3: compile an ONNX model, check it against ONNX Runtime, tune it, compile again.
+"""
+Compile an ONNX model, check it against ONNX Runtime, tune it, compile again
+============================================================================
 
 Tutorials 1 and 2 built one operator. Here the input is a whole model: a small ResNet
 written with ``onnx.helper`` (``tecomp.testing.models.resnet``, random weights; any
@@ -7,8 +9,10 @@ library's default schedules, compare its output with ONNX Runtime's, time both, 
 the model's convolutions and dense layer together, build again with the tuning log and
 time it again.
 
-Run it:  python tutorials/03_compile_onnx_model.py                  (64 trials)
-         TECOMP_TUTORIAL_QUICK=1 python tutorials/03_compile_onnx_model.py   (CI: 4 trials)
+Run it::
+
+    python tutorials/03_compile_onnx_model.py    # 64 trials
+    TECOMP_TUTORIAL_QUICK=1 python tutorials/03_compile_onnx_model.py    # CI: 4 trials
 
 A few dozen trials spread over a model's layers move its latency by a few percent at most
 (the conv2d fallback is a reasonable point of its space); real tuning budgets are in the

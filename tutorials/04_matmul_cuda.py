@@ -1,4 +1,6 @@
-"""Tutorial 4: a matmul on an NVIDIA GPU — bind, shared-memory tiles, registers.
+"""
+A matmul on an NVIDIA GPU: bind, shared-memory tiles, registers
+===============================================================
 
 The same C = A @ B as tutorial 1, scheduled for a GPU in two steps:
 
@@ -28,8 +30,10 @@ a small size — and the script says so; tuning then cannot time anything, so it
 space and checks the template's fallback config (what a build without a log uses) in
 simulation instead.
 
-Run it:  python tutorials/04_matmul_cuda.py            (n = 1024 on a GPU)
-         TECOMP_TUTORIAL_N=2048 python tutorials/04_matmul_cuda.py
+Run it::
+
+    python tutorials/04_matmul_cuda.py    # n = 1024 on a GPU
+    TECOMP_TUTORIAL_N=2048 python tutorials/04_matmul_cuda.py
 """
 
 import os
