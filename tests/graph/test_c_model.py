@@ -275,3 +275,29 @@ def test_a_range_step_computed_from_a_size_is_checked_by_the_c_entry_point(tmp_p
     x, y_shape = np.zeros((0, 4), "float32"), np.full(1, 7, np.int64)
     assert _run_one_input(so, x, np.zeros(1, np.int64), y_shape) == ESHAPE
     assert y_shape[0] == 7
+
+
+def _int_div_model():
+    """``q = a / b`` on int32 ``a, b[N]`` (ONNX Div truncates), the node named ``Div_7``."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Div", ["a", "b"], ["q"], name="Div_7")], "int_div",
+        [vi("a", TensorProto.INT32, ["N"]), vi("b", TensorProto.INT32, ["N"])],
+        [vi("q", TensorProto.INT32, ["N"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_failed_kernel_check_is_an_error_code_with_a_message(tmp_path):
+    so = _export_model(_int_div_model(), str(tmp_path / "div.so"))
+    so.tecomp_model_last_error.restype = ctypes.c_char_p
+    a, b = np.array([7, -7, 9], np.int32), np.array([2, 2, -3], np.int32)
+    q, q_shape = np.zeros(3, np.int32), np.zeros(1, np.int64)
+    shape = np.array([3], np.int64)
+    assert _run(so, [a, b], [shape, shape], [q], [q_shape]) == 0
+    assert list(q) == [3, -3, -3]
+    b[1] = 0
+    assert _run(so, [a, b], [shape, shape], [q], [q_shape]) == -3  # TECOMP_MODEL_ECHECK
+    kernel = tecomp.graph.load(str(tmp_path / "div.so")).module.signatures[0].name
+    assert so.tecomp_model_last_error().decode() == (
+        f"kernel '{kernel}': integer division by zero")
+    assert q[0] == 3 and q[2] == -3  # the other elements were still computed

@@ -139,7 +139,7 @@ class CheckMixin:
         signed = dt.is_signed(d)
         if bc is not None and bc != 0 and not (signed and bc == -1):
             return b, None
-        lo = self.lower_bound(e.b) if e is not None and signed else None
+        lo = self.lower_bound(e.b) if e is not None and signed and bc is None else None
         if lo is not None and lo >= 1:
             return b, None
         one = self.const(1, d, n)
