@@ -35,7 +35,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "figures/README.md", "gallery/*.ipynb", "gallery/*.py",
+exclude_patterns = ["_build", "gallery/*.ipynb", "gallery/*.py",
                     "gallery/*.zip", "gallery/*.json"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
