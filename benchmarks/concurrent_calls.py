@@ -1,0 +1,127 @@
+"""One loaded model called by 1 and by 2 threads at once: throughput and its ratio.
+
+    python benchmarks/concurrent_calls.py                      # ResNet-18, batch 1, 224x224
+    python benchmarks/concurrent_calls.py --model mobilenet_v2 --rounds 9
+    OMP_NUM_THREADS=1 python benchmarks/concurrent_calls.py    # one kernel thread per caller
+
+An inference server calls one loaded model from several threads (``gm(**inputs)`` is safe
+to call so: each call runs on a memory plan of its own). This measures what a second
+concurrent caller adds. Each round times the two contenders in alternation, each after an
+untimed warm-up of its own: for ``--window`` seconds, 1 thread (or 2 threads) call the
+model in a loop on their own inputs; calls/s is the calls finished over the time from the
+start until the last caller stops. It prints each contender's median calls/s, the median
+over rounds of the per-round ratio (calls/s of 2 callers / 1 caller: above 1 the second
+caller adds throughput) and checks every result of every call against the serial result,
+bit for bit.
+
+Each call's parallel loops use ``OMP_NUM_THREADS`` threads (default: every core), so 2
+callers run twice as many threads as there are cores unless it is set lower; libgomp's
+spinning threads then compete (docs/measuring.md; ``OMP_WAIT_POLICY=PASSIVE`` is the
+setting for a machine shared with other work). Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+# numpy's OpenBLAS is held to older kernels by these on the benchmark machines; unset
+# before numpy is imported, as the other benchmarks do (docs/measuring.md).
+for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_name, None)
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from tecomp.frontend import from_onnx  # noqa: E402
+from tecomp.graph import GraphModule, build  # noqa: E402
+from tecomp.testing import models  # noqa: E402
+
+BUILDERS = {"resnet18": models.resnet, "mobilenet_v2": models.mobilenet_v2}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _callers(gm, feeds: list, refs: list, callers: int, window_s: float) -> tuple:
+    """``callers`` threads call ``gm`` on ``feeds`` (each its own share, in turn) until
+    ``window_s`` seconds have passed; returns (calls finished, seconds, wrong results)."""
+    start = threading.Barrier(callers + 1)
+    counts, wrong = [0] * callers, [0] * callers
+    deadline = [0.0]
+
+    def caller(k):
+        mine = list(range(k, len(feeds), callers))
+        start.wait()
+        i = 0
+        while time.perf_counter() < deadline[0]:
+            j = mine[i % len(mine)]
+            out = gm(**feeds[j])
+            wrong[k] += not all(np.array_equal(o, r) for o, r in zip(out, refs[j]))
+            counts[k] += 1
+            i += 1
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(callers)]
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    deadline[0] = t0 + window_s
+    start.wait()
+    for t in threads:
+        t.join()
+    return sum(counts), time.perf_counter() - t0, sum(wrong)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=sorted(BUILDERS), default="resnet18")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--image", type=int, default=224)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--window", type=float, default=0.5, help="seconds per timed batch")
+    parser.add_argument("--warmup", type=float, default=0.2, help="seconds untimed before")
+    parser.add_argument("--inputs", type=int, default=8, help="distinct inputs")
+    args = parser.parse_args()
+
+    model = BUILDERS[args.model](image=args.image)
+    t0 = time.perf_counter()
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    build_s = time.perf_counter() - t0
+    feeds = [models.example_inputs(model, batch=args.batch, seed=s) for s in range(args.inputs)]
+    refs = [gm(**f) for f in feeds]
+
+    print(f"{args.model} batch {args.batch} {args.image}x{args.image}, built in "
+          f"{build_s:.1f} s; {_cpu_name()}, {os.cpu_count()} cores, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+    rates = {1: [], 2: []}
+    wrong = total = 0
+    for _ in range(args.rounds):
+        for callers in rates:
+            _callers(gm, feeds, refs, callers, args.warmup)
+            calls, seconds, bad = _callers(gm, feeds, refs, callers, args.window)
+            rates[callers].append(calls / seconds)
+            wrong, total = wrong + bad, total + calls
+    ratio = statistics.median(two / one for one, two in zip(rates[1], rates[2]))
+    for callers, r in rates.items():
+        print(f"{callers} caller{'s' if callers > 1 else ' '}: {statistics.median(r):8.1f} "
+              f"calls/s (median of {args.rounds} rounds of {args.window} s)")
+    print(f"2 callers / 1 caller: {ratio:.2f}x (median of per-round ratios)")
+    print(f"results equal to the serial ones: {total - wrong} of {total}")
+
+
+if __name__ == "__main__":
+    main()
