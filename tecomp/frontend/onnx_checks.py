@@ -106,15 +106,18 @@ def _range_text(lo: int, hi: int) -> str:
     return f"[{lo}, {hi}]"
 
 
-def _check_axes(view: NodeView, what: str, axes, rank: int, whose: str) -> None:
-    """``axes`` each in ``[-rank, rank-1]`` and naming distinct axes once normalised."""
-    allowed = f"{what} must be unique, each in {_range_text(-rank, rank - 1)}"
+def _check_axes(view: NodeView, what: str, axes, rank: int, whose: str,
+                unique: bool = True) -> None:
+    """``axes`` each in ``[-rank, rank-1]`` and, with ``unique``, naming distinct axes
+    once normalised."""
+    allowed = (f"{what} must be {'unique, ' if unique else ''}each in "
+               f"{_range_text(-rank, rank - 1)}")
     seen: dict = {}
     for a in axes:
         if not -rank <= a < rank:
             view.fail(f"{what} {_text(axes)}: {a} is out of range for {whose}; {allowed}")
         axis = a + rank if a < 0 else a
-        if axis in seen:
+        if unique and axis in seen:
             view.fail(f"{what} {_text(axes)} repeat axis {axis} of {whose}; {allowed}")
         seen[axis] = a
 
@@ -164,13 +167,16 @@ class Axis:
 @dataclass(frozen=True)
 class Axes:
     """A list of axes of input ``of`` from attribute ``name`` or the known input
-    ``input``: unique, each in ``[-r, r-1]``; with ``output_rank`` ``r`` is the output's
-    rank, the input's plus one per axis (Unsqueeze)."""
+    ``input``: each in ``[-r, r-1]``, and unique unless the operator reads them as a set
+    (``unique=False``: a reduction or Squeeze, whose spec states only the range, and which
+    onnx's shape inference and onnxruntime take with repeats); with ``output_rank`` ``r``
+    is the output's rank, the input's plus one per axis (Unsqueeze)."""
 
     name: str = "axes"
     input: int | None = None
     of: int = 0
     output_rank: bool = False
+    unique: bool = True
 
     def __call__(self, view: NodeView) -> None:
         rank = view.rank(self.of)
@@ -182,7 +188,7 @@ class Axes:
             whose = f"the rank-{rank} output"
         else:
             whose = f"the rank-{rank} input"
-        _check_axes(view, self.name, axes, rank, whose)
+        _check_axes(view, self.name, axes, rank, whose, self.unique)
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,21 @@ class Window:
             self._check_output(view, nsp)
         else:
             self._check_extent(view, nsp)
+        if not self.weight:
+            self._check_pool_pads(view, nsp)
+
+    def _check_pool_pads(self, view: NodeView, nsp: int) -> None:
+        """A pooling pad below the kernel size, as onnxruntime requires: a larger one makes
+        windows that lie wholly in the padding (no element to take the max or mean of)."""
+        kernel, pads = view.attrs.get("kernel_shape"), view.attrs.get("pads")
+        if kernel is None or pads is None:
+            return
+        for a in range(nsp):
+            for p in (pads[a], pads[a + nsp]):
+                if p >= kernel[a]:
+                    view.fail(f"pads {_text(pads)}: {p} on spatial axis {a} is not below "
+                              f"kernel_shape {kernel[a]}; a window would lie wholly in the "
+                              "padding")
 
     def _check_output(self, view: NodeView, nsp: int) -> None:
         """ConvTranspose's output_shape (with or without N and C) positive, and each
@@ -465,6 +486,8 @@ class SplitSizes:
                 view.fail(f"num_outputs={count}; it must be positive and equal the node's "
                           f"{outputs} outputs")
         if sizes is None:
+            if view.version >= 18 and count is None and not view.input(1):
+                view.fail("neither split nor num_outputs is given; version 18 needs one")
             return
         if len(sizes) != outputs:
             view.fail(f"split {_text(sizes)} has {len(sizes)} sizes for {outputs} outputs; "
@@ -743,7 +766,10 @@ class DropoutRatio:
 
 # ---- the table ------------------------------------------------------------------------------
 
-_REDUCE = (Axes(input=1), Flag(("keepdims", "noop_with_empty_axes")))
+_REDUCE = (Axes(input=1, unique=False), Flag(("keepdims", "noop_with_empty_axes")))
+# The precision of the statistics: a floating-point element type (TensorProto's FLOAT,
+# FLOAT16, DOUBLE, BFLOAT16).
+_STASH_TYPE = OneOf("stash_type", (1, 10, 11, 16))
 _LOSS = (OneOf("reduction", ("none", "sum", "mean")),)
 _SCATTER_REDUCTION = OneOf("reduction", ("none", "add", "mul", "max", "min"),
                            added=MappingProxyType({"mul": 16, "max": 18, "min": 18}))
@@ -774,12 +800,12 @@ CHECKS: Mapping = MappingProxyType({
     "TopK": (Axis(), Flag(("largest", "sorted"))),
     "CumSum": (Axis(input=1), Flag(("exclusive", "reverse"))),
     "OneHot": (Axis(extra=1), OneHotArgs()),
-    "LayerNormalization": (Axis(),),
-    "RMSNormalization": (Axis(),),
+    "LayerNormalization": (Axis(), _STASH_TYPE),
+    "RMSNormalization": (Axis(), _STASH_TYPE),
     "LpNormalization": (Axis(), OneOf("p", (1, 2))),
     "Split": (Axis(), SplitSizes()),
     # Lists of axes.
-    "Squeeze": (Axes(input=1), SqueezeSizes()),
+    "Squeeze": (Axes(input=1, unique=False), SqueezeSizes()),
     "Unsqueeze": (Axes(input=1, output_rank=True),),
     "Transpose": (Permutation(),),
     **{op: _REDUCE for op in (

@@ -98,8 +98,9 @@ MISUSES = [
      "axis 2"),
     ("lpnorm-axis", _model("LpNormalization", [[2, 3]], dict(axis=-3)), "axis", "axis -3"),
     # Lists of axes.
-    ("reduce-axes-attribute", _model("ReduceMax", [[2, 3, 4]], dict(axes=[1, -2]), opset=11),
-     "axes", "axes [1, -2] repeat axis 1"),
+    ("reduce-axes-attribute", _model("ReduceMax", [[2, 3, 4]], dict(axes=[1, -4]), opset=11),
+     "axes", "axes [1, -4]: -4 is out of range for the rank-3 input; axes must be each in "
+     "[-3, 2]"),
     ("reduce-axes-input", _model("ReduceSum", [[2, 3]], consts=[("a", [2])], opset=13), "axes",
      "axes [2]: 2 is out of range for the rank-2 input"),
     ("squeeze-axes", _model("Squeeze", [[1, 3]], consts=[("a", [2])], opset=13), "axes",
@@ -191,6 +192,13 @@ MISUSES = [
     ("conv-dilated-window-past-input", _model("Conv", [[1, 2, 5, 5], [4, 2, 3, 3]], dict(
         dilations=[3, 1], pads=[0, 0, 0, 0])), "dilations",
      "the window spans 7 (dilations included), the padded axis 5"),
+    ("maxpool-pads-past-kernel", _model("MaxPool", [[1, 1, 6, 6]], dict(
+        kernel_shape=[2, 2], pads=[0, 4, 0, 0])), "pads",
+     "4 on spatial axis 1 is not below kernel_shape 2"),
+    ("split-without-sizes", _model("Split", [[4, 2]], outputs=2, opset=18), "num_outputs",
+     "neither split nor num_outputs is given"),
+    ("layernorm-stash-type", _model("LayerNormalization", [[2, 3], [3]], dict(stash_type=2)),
+     "stash_type", "stash_type=2; allowed in version 17: 1, 10, 11, 16"),
     ("lrn-even-size", _model("LRN", [[1, 3, 4, 4]], dict(size=2 ** 62)), "size",
      f"size={2 ** 62}; it must be a positive odd integer"),
     ("lrn-zero-size", _model("LRN", [[1, 3, 4, 4]], dict(size=0)), "size", "size=0"),
@@ -318,6 +326,10 @@ VALID = [
     ("mod-float-fmod-0-in-28", _model("Mod", [[3], [3]], opset=28)),
     ("resize-empty-scales-with-sizes", _model("Resize", [[1, 1, 2, 2]], consts=[
         None, ("sc", np.zeros(0, "float32")), ("sz", [1, 1, 4, 4])], opset=11)),
+    ("reduce-repeated-axes-as-a-set", _model("ReduceSum", [[2, 3]], consts=[("a", [1, -1])],
+                                             opset=13)),
+    ("squeeze-repeated-axes-as-a-set", _model("Squeeze", [[1, 3]], consts=[("a", [0, -2])],
+                                              opset=13)),
     ("lrn-odd-size", _model("LRN", [[1, 3, 4, 4]], dict(size=3))),
 ]
 
