@@ -186,6 +186,8 @@ def model_progress_bar(total: int, prefix: str = "", file=None, every: int | Non
     """Progress of a ``TaskScheduler.tune`` run of ``total`` trials over all tasks: errors
     and the estimated time of the model's tunable kernels, as :func:`progress_bar` shows
     one task's (a tqdm bar on a terminal, else a plain line every ``every`` trials).
+    ``prefix`` labels the bar or line, ``file`` is where it writes (default: standard
+    error) and ``tqdm_kwargs`` go to tqdm.
 
     Returns
     -------

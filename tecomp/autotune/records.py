@@ -49,7 +49,11 @@ def _listify(v):
 
 @dataclass(frozen=True)
 class Record:
-    """One line of a tuning log."""
+    """One line of a tuning log: ``name`` and ``args`` of the template (the workload),
+    ``workload_hash`` of its compute, the ``target`` string and its canonical
+    ``target_key``, the config (``config_index`` and ``knobs``, the knob values), the
+    measurement ``result`` (a :class:`MeasureResult`) and the tecomp ``version`` that
+    wrote it. ``make_record`` builds one; ``to_json`` / ``from_json`` are its line."""
 
     name: str
     args: tuple
@@ -291,7 +295,8 @@ def pick_best(source, out_file=None) -> list[Record]:
 
 class ApplyHistoryBest:
     """Context manager: templates called inside it get the best recorded config for
-    their workload and target (see ``apply_history_best``)."""
+    their workload and target (made by :func:`apply_history_best`, whose ``source`` and
+    ``any_cpu`` arguments it takes)."""
 
     def __init__(self, source, any_cpu: bool = False):
         self.any_cpu = any_cpu
@@ -390,8 +395,8 @@ def shipped_log_dir() -> Path | None:
 
 
 def use_shipped_logs(enabled: bool = True) -> None:
-    """Turn the automatic use of shipped tuning logs on or off for this process (also:
-    environment variable ``TECOMP_NO_SHIPPED_LOGS=1``)."""
+    """Turn the automatic use of shipped tuning logs on (``enabled``) or off for this
+    process (also: environment variable ``TECOMP_NO_SHIPPED_LOGS=1``)."""
     _SHIPPED["enabled"] = bool(enabled)
 
 

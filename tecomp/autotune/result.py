@@ -38,8 +38,10 @@ class MeasureInput:
 @dataclass(frozen=True)
 class MeasureResult:
     """How it went. ``costs`` are seconds per run, one per timed batch (empty on error);
-    ``all_cost`` is the wall time of building and measuring; ``stage`` is "trial" or
-    "final" (the interleaved re-measurement at the end of tuning)."""
+    ``error_no`` is a :class:`MeasureErrorNo` and ``error_msg`` its message; ``all_cost``
+    is the wall time of building and measuring, ``timestamp`` when it was measured (Unix
+    seconds); ``stage`` is "trial" or "final" (the interleaved re-measurement at the end
+    of tuning)."""
 
     costs: tuple
     error_no: MeasureErrorNo

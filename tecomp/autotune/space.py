@@ -478,7 +478,8 @@ class ConfigSpace(_ConfigBase):
 
 class ConfigEntity(_ConfigBase):
     """One config: a chosen entity per knob. ``cfg[name]`` is the entity (``.apply`` /
-    ``.size`` / ``.val``); ``cfg.index`` its index in the space."""
+    ``.size`` / ``.val``); ``cfg.index`` its index in the ``space``. ``entity_map`` maps
+    each knob's name to its entity; configs come from ``ConfigSpace.get(index)``."""
 
     def __init__(self, index, entity_map, space=None):
         self.index = index

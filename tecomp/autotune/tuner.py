@@ -297,7 +297,8 @@ class Tuner:
 
 
 class RandomTuner(Tuner):
-    """Configs in random order, without repetition."""
+    """Configs of ``task`` in random order, without repetition; ``seed`` and
+    ``batch_size`` are those of :class:`Tuner`."""
 
     def next_batch(self, n):
         picks = self._random_unvisited(n, set())
@@ -307,7 +308,8 @@ class RandomTuner(Tuner):
 
 
 class GridSearchTuner(Tuner):
-    """Configs in index order, skipping measured ones."""
+    """Configs of ``task`` in index order, skipping measured ones; other keywords are
+    those of :class:`Tuner`."""
 
     def __init__(self, task, **kw):
         super().__init__(task, **kw)
@@ -332,10 +334,16 @@ class GATuner(Tuner):
 
     Parameters
     ----------
+    task : Task
+        The task to tune.
     pop_size : int
+        Genes per generation.
     elite_num : int
         Best genes carried into the next generation's parents unchanged.
     mutation_prob : float
+        Probability that a knob of a child is replaced by a random choice.
+    **kw
+        ``seed``, ``batch_size``: see :class:`Tuner`.
     """
 
     def __init__(self, task, pop_size: int = 32, elite_num: int = 3,
@@ -403,6 +411,8 @@ class XGBTuner(Tuner):
 
     Parameters
     ----------
+    task : Task
+        The task to tune.
     plan_size : int
         Trials between refits of the model (and fresh annealing plans).
     epsilon : float
@@ -411,6 +421,10 @@ class XGBTuner(Tuner):
         Measurements before the first fit (unless earlier records warm-start it).
     sa_chains, sa_steps : int
         Size of the annealing search per plan.
+    num_boost_round : int
+        Boosting rounds of each fit of the XGBoost model.
+    **kw
+        ``seed``, ``batch_size``: see :class:`Tuner`.
     """
 
     def __init__(self, task, plan_size: int = 32, epsilon: float = 0.05,

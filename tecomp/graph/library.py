@@ -31,9 +31,10 @@ from .storage import CONCAT_VIEW, pack_constants
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """One compiled kernel: its name, the operators it fuses, its anchor operator and where
-    the anchor's schedule configuration came from (``"tuned record"``, ``"fallback
-    config"`` or ``"default schedule"`` for an operator without a tuning template)."""
+    """One compiled kernel: its ``name``, the operators it fuses (``ops``, in order), its
+    ``anchor`` operator and where the anchor's ``schedule`` configuration came from
+    (``"tuned record"``, ``"fallback config"`` or ``"default schedule"`` for an operator
+    without a tuning template)."""
 
     name: str
     ops: tuple
@@ -46,7 +47,9 @@ SIDECAR_SUFFIX = ".graph.npz"
 class GraphLibrary:
     """The result of :func:`tecomp.graph.build`: run it with :class:`GraphModule`.
 
-    Its graph's constants live in one buffer, in the order a run reads them
+    It holds the built ``graph`` (kernel calls and views), the ``module`` of its compiled
+    ``kernels`` (:class:`KernelInfo` each) and the ``target``. Its graph's constants live
+    in one buffer, in the order a run reads them
     (:func:`~tecomp.graph.storage.pack_constants`)."""
 
     def __init__(self, graph: Graph, module, kernels: tuple, target: Target):
@@ -142,7 +145,8 @@ class GraphLibrary:
 
 
 def load(path) -> GraphLibrary:
-    """Load a library written by :meth:`GraphLibrary.export_library`.
+    """Load a library written by :meth:`GraphLibrary.export_library` from ``path`` (the
+    shared object; its ``.graph.npz`` sidecar must lie next to it).
 
     Raises
     ------

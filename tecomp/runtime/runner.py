@@ -102,7 +102,9 @@ class Runner:
     """Runs exported libraries for one architecture somewhere other than this process.
 
     Subclasses say how files travel (``_put``, ``_get``) and how a program runs there
-    (``_execute``); calling, validation and timing are shared.
+    (``_execute``); calling, validation and timing are shared. ``arch`` is the
+    architecture the libraries are built for (``"aarch64"``, ``"riscv64"``), ``timeout``
+    the seconds one run may take there.
     """
 
     def __init__(self, arch: str, timeout: float):
@@ -350,7 +352,9 @@ class RemoteFunction:
 
 class RemoteModule:
     """A library loaded through a runner (``Runner.load_module``): called with numpy
-    arrays like a local module; the outputs come back into the arrays passed."""
+    arrays like a local module; the outputs come back into the arrays passed. ``library``
+    is its path, ``target`` the target string it was built for, ``signatures`` its
+    functions' (the first is the entry)."""
 
     def __init__(self, runner: Runner, library: str, target: str, signatures):
         self.runner = runner

@@ -24,7 +24,8 @@ class Stage:
 
     ``op`` is the operation the stage computes now (after ``cache_write`` it is the copy
     from the cache); ``origin_op`` is the operation the user created, by which consumers
-    still read it.
+    still read it. Stages are made by their ``schedule`` (``te.create_schedule``) and
+    reached as ``s[tensor]``.
     """
 
     def __init__(self, op: Operation, schedule: Schedule):
@@ -386,7 +387,8 @@ def _rebuild_op(op: ComputeOp, body) -> ComputeOp:
 
 
 class Schedule:
-    """The stages of a set of output operations, producers before consumers."""
+    """The stages of the operations computing ``outputs`` (operations), producers before
+    consumers; made by ``te.create_schedule``."""
 
     def __init__(self, outputs):
         self.outputs = list(outputs)

@@ -30,7 +30,8 @@ def _unary(name):
         return E.Call(e.dtype, name, (e,))
 
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} of a float expression."
+    f.__doc__ = (f"Elementwise {name} of ``x``, a float expression (a ``DTypeError`` for "
+                 f"another dtype: convert it with ``.astype``).")
     return f
 
 
@@ -57,7 +58,7 @@ def _rounding(name):
         return E.Call(_float_arg(name, e).dtype, name, (e,))
 
     f.__name__ = name
-    f.__doc__ = f"{name} of a float expression (integers are returned unchanged)."
+    f.__doc__ = f"{name} of ``x``, a float expression (an integer ``x`` is returned unchanged)."
     return f
 
 
@@ -67,7 +68,7 @@ round = _rounding("round")
 
 
 def abs(x):
-    """Absolute value (integers and floats)."""
+    """Absolute value of ``x`` (integers and floats; unsigned and bool ``x`` unchanged)."""
     e = E.as_expr(x)
     if dt.is_float(e.dtype):
         return E.Call(e.dtype, "fabs", (e,))
@@ -84,15 +85,19 @@ def power(x, y):
 
 
 def floordiv(a, b):
+    """``a // b`` rounding toward negative infinity, as Python's ``//`` (what ``//`` on
+    integer expressions builds)."""
     return E.binary(E.FloorDiv, a, b)
 
 
 def floormod(a, b):
+    """``a % b`` with the sign of ``b``, as Python's ``%`` (what ``%`` on integer
+    expressions builds)."""
     return E.binary(E.FloorMod, a, b)
 
 
 def truncdiv(a, b):
-    """Integer division rounding toward zero (C's /)."""
+    """``a / b`` on integers rounding toward zero, as C's ``/``."""
     a, b = E.match_dtypes(a, b, "truncdiv")
     q = E.binary(E.FloorDiv, a, b)
     # floor and trunc differ when the remainder is non-zero and the signs differ.
@@ -102,10 +107,13 @@ def truncdiv(a, b):
 
 
 def equal(a, b):
+    """The bool expression ``a == b`` (Python's ``==`` on expressions compares identity,
+    so that nodes stay hashable)."""
     return E.binary(E.EQ, a, b)
 
 
 def not_equal(a, b):
+    """The bool expression ``a != b`` (see :func:`equal`)."""
     return E.binary(E.NE, a, b)
 
 
@@ -118,12 +126,29 @@ def _binary_or_reduce(name: str, node, a, b, axis, where, init):
 
 
 def max(a, b=None, axis=None, where=None, init=None):
-    """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction."""
+    """``max(a, b)`` elementwise, or ``max(expr, axis=k)`` as a reduction.
+
+    Parameters
+    ----------
+    a, b : PrimExpr
+        Two expressions; or ``a`` alone, reduced over ``axis``.
+    axis : IterVar or list of IterVar, optional
+        Reduce axes (``te.reduce_axis``): ``a`` is reduced over them.
+    where : PrimExpr, optional
+        A bool condition: the reduction takes only the points where it holds.
+    init : PrimExpr, optional
+        The value the reduction starts from instead of ``-inf`` (floats) or the
+        dtype's smallest value (integers).
+    """
     return _binary_or_reduce("max", E.Max, a, b, axis, where, init)
 
 
 def min(a, b=None, axis=None, where=None, init=None):
-    """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction."""
+    """``min(a, b)`` elementwise, or ``min(expr, axis=k)`` as a reduction.
+
+    Parameters are those of :func:`max`: ``a``, ``b``, ``axis``, ``where`` (the points
+    reduced) and ``init`` (the start instead of ``inf`` or the dtype's largest value).
+    """
     return _binary_or_reduce("min", E.Min, a, b, axis, where, init)
 
 
@@ -200,6 +225,7 @@ def all(*conds):
 
 
 def any(*conds):
+    """Logical or of bool expressions."""
     out = E.as_expr(conds[0])
     for c in conds[1:]:
         out = E.logical(E.Or, out, c)
@@ -207,10 +233,12 @@ def any(*conds):
 
 
 def max_value(dtype: str) -> E.PrimExpr:
+    """The largest finite value of ``dtype``, as a constant expression of that dtype."""
     d = dt.check_dtype(dtype)
     return E.make_const(dt.max_value(d), d)
 
 
 def min_value(dtype: str) -> E.PrimExpr:
+    """The smallest finite value of ``dtype``, as a constant expression of that dtype."""
     d = dt.check_dtype(dtype)
     return E.make_const(dt.min_value(d), d)

@@ -12,16 +12,19 @@ from .tensor import ComputeOp, PlaceholderOp, Tensor
 
 
 def var(name: str = "v", dtype: str = "int32") -> E.Var:
-    """A symbolic scalar (typically a size). Sizes are int32 unless ``dtype`` says else."""
+    """A symbolic scalar named ``name`` (typically a size). Sizes are int32 unless
+    ``dtype`` says else."""
     return E.Var(name, dt.check_dtype(dtype))
 
 
 def size_var(name: str = "n", dtype: str = "int32") -> E.Var:
+    """A symbolic size named ``name``: :func:`var` with TVM's name for it (``dtype``
+    int32 by default)."""
     return var(name, dtype)
 
 
 def const(value, dtype: str | None = None) -> E.PrimExpr:
-    """A constant; ``dtype`` defaults to int32 for ints, float32 for floats."""
+    """The constant ``value``; ``dtype`` defaults to int32 for ints, float32 for floats."""
     if dtype is not None:
         return E.make_const(value, dt.check_dtype(dtype))
     return E.as_expr(value)
@@ -51,7 +54,8 @@ def _shape(shape, what: str) -> tuple:
 
 
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor of ``shape`` (ints or ``te.var``s) and ``dtype``."""
+    """An input tensor of ``shape`` (ints or ``te.var``s) and ``dtype``, called ``name``
+    in the loop IR and in a built function's signature."""
     shape = _shape(shape, f"placeholder {name}")
     return PlaceholderOp(name, shape, dt.check_dtype(dtype, f"placeholder {name}: dtype")).output(0)
 
@@ -68,7 +72,7 @@ def _range(dom, name: str) -> E.Range:
 
 
 def reduce_axis(dom, name: str = "rv") -> E.IterVar:
-    """A reduction axis over ``dom`` = (lo, hi) (half-open) or an extent."""
+    """A reduction axis named ``name`` over ``dom`` = (lo, hi) (half-open) or an extent."""
     r = _range(dom, name)
     if isinstance(r.extent, E.IntImm) and r.extent.value <= 0:
         raise ShapeError(f"reduce_axis {name}: empty range {dom}")
@@ -89,7 +93,18 @@ _THREAD_TAGS = (
 
 
 def thread_axis(tag: str = "", name: str = "", dom=None) -> E.IterVar:
-    """A GPU thread or block index to ``bind`` a loop to (CUDA targets only)."""
+    """A GPU thread or block index to ``bind`` a loop to (CUDA targets only).
+
+    Parameters
+    ----------
+    tag : str
+        ``"blockIdx.x"`` (``.y``, ``.z``), ``"threadIdx.x"`` (``.y``, ``.z``) or
+        ``"vthread"``; passed as the first argument, it may also stand in ``dom``'s place.
+    name : str
+        The variable's name in the loop IR (default: the tag).
+    dom : int or (lo, hi), optional
+        A fixed extent; by default it is the extent of the loop bound to it.
+    """
     if isinstance(dom, str) and not tag:
         dom, tag = None, dom
     if tag not in _THREAD_TAGS:
@@ -114,8 +129,20 @@ def _check_no_nested_reduce(name: str, e) -> None:
 def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None):
     """A tensor whose element at index (i, j, ...) is ``fcompute(i, j, ...)``.
 
-    The lambda's parameter names name the axes (``op.axis``). ``fcompute`` may return one
-    expression or a tuple (a multi-output compute; then a list of tensors is returned).
+    Parameters
+    ----------
+    shape : tuple of int or PrimExpr
+        The output's shape; symbolic sizes (``te.var``) are allowed.
+    fcompute : callable
+        ``fcompute(i, j, ...)`` gives the element at that index; its parameter names name
+        the axes (``op.axis``). It may return one expression or a tuple (a multi-output
+        compute; then a list of tensors is returned).
+    name : str
+        The tensor's name in the loop IR.
+    tag : str
+        A label schedules can dispatch on (the operator library tags its operators).
+    attrs : dict, optional
+        Extra attributes kept on the operation.
     """
     shape = _shape(shape, f"compute {name}")
     params = list(inspect.signature(fcompute).parameters.values())

@@ -73,7 +73,9 @@ def comm_reducer(fcombine, fidentity, name: str = "reduce") -> E.CommReducer:
 
     ``fcombine`` takes and returns one expression, or tuples of them for multi-value
     reductions (e.g. argmax over (index, value)). The reducer is called as
-    ``reducer(expr, axis=k)`` (or with a tuple of expressions).
+    ``reducer(expr, axis=k)`` (or with a tuple of expressions), optionally with
+    ``where=`` (a bool condition on the points reduced) and ``init=`` (the start value
+    instead of the identity); ``name`` names it in the loop IR.
     """
 
     def build(dtypes: tuple) -> E.CommReducer:

@@ -12,7 +12,8 @@ class Tensor(E.ExprOp):
     """Output ``value_index`` of operation ``op``: an n-d array of ``dtype`` and ``shape``.
 
     ``T[i, j]`` reads an element inside a compute body. Tensors are compared by identity;
-    each operation creates its output tensors once.
+    each operation creates its output tensors once (so they are made by ``te.placeholder``
+    and ``te.compute``, not by hand); ``name`` names it in the loop IR.
     """
 
     __slots__ = ("dtype", "name", "op", "shape", "value_index")
@@ -97,7 +98,8 @@ class Operation:
 
 
 class PlaceholderOp(Operation):
-    """An input tensor: its values come from the caller."""
+    """An input tensor ``name`` of ``shape`` and ``dtype``: its values come from the caller
+    (``te.placeholder`` makes it)."""
 
     def __init__(self, name: str, shape: tuple, dtype: str):
         self.name = name
@@ -113,6 +115,9 @@ class ComputeOp(Operation):
 
     ``body`` holds one expression per output; each is either free of reductions or a
     single ``Reduce`` at the top (then all bodies are reductions over ``reduce_axis``).
+    ``te.compute`` makes it: ``name``, ``tag`` and ``attrs`` are its arguments;
+    ``output_names`` names the outputs (default: ``name``, and ``name.v0``, ``name.v1``,
+    ... for a multi-output compute).
     """
 
     def __init__(self, name, axis, body, tag="", attrs=None, output_names=None):

@@ -640,8 +640,9 @@ def kernel_blocking(kernel):
 
 
 def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
-    """An OIHW numpy kernel in ``conv2d_packed_kernel``'s blocked layout (a contiguous
-    copy), e.g. ``pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))``."""
+    """An OIHW numpy ``kernel`` in ``conv2d_packed_kernel``'s blocked layout (a contiguous
+    copy), blocked by ``ic_bn`` input and ``oc_bn`` output channels, e.g.
+    ``pack_conv2d_kernel(w, *kernel_blocking(tensors[1]))``."""
     K, C, R, S = kernel.shape
     OCc, ICc = packed_kernel_shape(kernel.shape, ic_bn, oc_bn)[:2]
     blocked = kernel.reshape(OCc, oc_bn, ICc, ic_bn, R, S)
@@ -649,8 +650,9 @@ def pack_conv2d_kernel(kernel, ic_bn, oc_bn):
 
 
 def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):
-    """The compute that packs an OIHW kernel tensor into the blocked layout (what a graph
-    constant-folds for an initializer)."""
+    """The compute (named ``name``) that packs an OIHW ``kernel`` tensor into the blocked
+    layout of ``ic_bn`` input and ``oc_bn`` output channels (what a graph constant-folds
+    for an initializer)."""
     shape = packed_kernel_shape([int(s.value) for s in kernel.shape], ic_bn, oc_bn)
     return te.compute(
         shape,
@@ -746,7 +748,8 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
 
 def schedule_depthwise_conv2d(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_depthwise_conv2d` and any
-    elementwise epilogue, computed at the output tile from the accumulators."""
+    elementwise epilogue, computed at the output tile from the accumulators. ``cfg`` is
+    the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     what = "schedule_depthwise_conv2d"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)

@@ -61,7 +61,7 @@ def from_blocked(x: np.ndarray) -> np.ndarray:
 
 
 def pack_nchwc_kernel(kernel: np.ndarray, b: int) -> np.ndarray:
-    """An OIHW weight as ``[K/b, C/b, R, S, b, b]`` (see the module docstring)."""
+    """An OIHW numpy ``kernel`` as ``[K/b, C/b, R, S, b, b]`` (see the module docstring)."""
     K, C, R, S = kernel.shape
     blocked = kernel.reshape(K // b, b, C // b, b, R, S)
     return aligned.ascontiguous(blocked.transpose(0, 2, 4, 5, 3, 1))
@@ -155,8 +155,9 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
 def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                          block=None):
     """``[N, K/b, OH, OW, b]`` from blocked ``data`` and a packed ``kernel`` (tag
-    ``"conv2d_nchwc"``); ``padding`` is ``(ph, pw)`` or ``(top, left, bottom, right)``;
-    ``block``, if given, must be the data's ``b``."""
+    ``"conv2d_nchwc"``), with ``strides`` and ``dilation`` per spatial axis; ``padding``
+    is ``(ph, pw)`` or ``(top, left, bottom, right)``; ``block``, if given, must be the
+    data's ``b``. ``cfg`` is the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     what = "conv2d_nchwc"
     data_shape = _shape_of(data)
     Kb, Cb, R, S, bi, bo = (int(d) for d in kernel.shape)
@@ -226,7 +227,9 @@ def _whole_plane_passes(cfg, OH, OW, b, elem_bytes) -> bool:
 def schedule_conv2d_nchwc(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_conv2d_nchwc` and any
     elementwise epilogue (bias, activation, residual add, on the blocked layout), run at
-    the register tile. Output rows and groups of channel blocks run in parallel, in the
+    the register tile (``cfg`` is the operator's config,
+    :func:`tecomp.topi.strategy.select_config`). Output rows and groups of channel blocks
+    run in parallel, in the
     config's ``order``; the padded copy of the input, if any, is its own parallel pass.
 
     Two rules for the weights, which in a model run come from beyond L2 in the deep

@@ -36,7 +36,9 @@ def _spatial(x, kernel, strides, pads, dilations, what):
 def conv(x, w, strides=None, pads=None, dilations=None, groups: int = 1):
     """ONNX ``Conv`` on N-D data: ``y[n, m, o...] = sum over c, k... of
     x[n, g * C/groups + c, o * stride + k * dilation - pad_begin] * w[m, c, k...]`` with
-    ``g = m // (M / groups)`` and zero outside the input (no bias: add it after)."""
+    ``g = m // (M / groups)`` and zero outside the input (no bias: add it after).
+    ``strides``, ``dilations`` (one per spatial axis, default 1) and ``pads`` (begins then
+    ends, default 0) are ONNX's attributes."""
     kernel = tuple(w.shape[2:])
     strides, pads, dilations = _spatial(x, kernel, strides, pads, dilations, "conv")
     nsp = len(kernel)
@@ -67,7 +69,8 @@ def conv_transpose(x, w, strides=None, pads=None, dilations=None, groups: int = 
     the output has size ``stride * (in - 1) + output_padding + (k - 1) * dilation + 1 -
     pad_begin - pad_end`` per spatial axis, and ``y[n, g * M/groups + m, o...]`` sums
     ``x[n, g * C/groups + c, i...] * w[g * C/groups + c, m, k...]`` over the ``c, k...``
-    with ``o = i * stride + k * dilation - pad_begin``."""
+    with ``o = i * stride + k * dilation - pad_begin``. ``strides`` and ``dilations`` (one
+    per spatial axis, default 1) are ONNX's attributes."""
     kernel = tuple(w.shape[2:])
     strides, pads, dilations = _spatial(x, kernel, strides, pads, dilations,
                                         "conv_transpose")

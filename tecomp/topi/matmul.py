@@ -306,7 +306,8 @@ def compute_dense(cfg, X, W, b=None, units=None):
 
 
 def compute_batch_matmul(cfg, A, B):
-    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``).
+    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``); ``cfg`` is the
+    operator's config (:func:`tecomp.topi.strategy.select_config`).
 
     Any of the sizes may be symbolic (attention with a dynamic batch and sequence length:
     ``scores[b*h, s, s] = Q[b*h, s, d] @ K^T[b*h, d, s]``). With static K and M, B is read
@@ -355,7 +356,8 @@ def _schedule_group(cfg, outs, tag):
 
 def schedule_matmul(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_matmul` and any elementwise
-    epilogue computed from it, fused into the product's output loop."""
+    epilogue computed from it, fused into the product's output loop. ``cfg`` is the
+    operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     return _schedule_group(cfg, outs, "matmul")
 
 
@@ -373,7 +375,8 @@ def schedule_dense(cfg, outs):
 
 def schedule_batch_matmul(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_batch_matmul` and any
-    elementwise epilogue (the batch is fused into the parallel loop)."""
+    elementwise epilogue (the batch is fused into the parallel loop). ``cfg`` is the
+    operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     return _schedule_group(cfg, outs, "batch_matmul")
 
 

@@ -32,7 +32,8 @@ def _param_reader(t, x, axis, name):
 
 def quantize_linear(x, scale, zero_point=None, axis: int = 1, dtype: str = "uint8"):
     """ONNX QuantizeLinear: ``saturate(round(x / scale) + zero_point)`` in the dtype of
-    ``zero_point`` (``dtype`` when there is none: uint8 or int8); ties round to even."""
+    ``zero_point`` (``dtype`` when there is none: uint8 or int8); ties round to even.
+    ``scale`` and ``zero_point`` are scalars or 1-D along ``axis`` of ``x``."""
     out = zero_point.dtype if zero_point is not None else dt.check_dtype(dtype)
     if out not in ("uint8", "int8"):
         raise DTypeError(f"quantize_linear: output dtype {out}; allowed: uint8, int8")
@@ -51,7 +52,8 @@ def quantize_linear(x, scale, zero_point=None, axis: int = 1, dtype: str = "uint
 
 
 def dequantize_linear(x, scale, zero_point=None, axis: int = 1):
-    """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in ``scale``'s dtype."""
+    """ONNX DequantizeLinear: ``(x - zero_point) * scale`` in ``scale``'s dtype;
+    ``scale`` and ``zero_point`` are scalars or 1-D along ``axis`` of ``x``."""
     read_scale = _param_reader(scale, x, axis, "dequantize_linear")
     read_zero = (_param_reader(zero_point, x, axis, "dequantize_linear")
                  if zero_point is not None else None)

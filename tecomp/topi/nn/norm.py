@@ -96,8 +96,9 @@ def _check_channels(x, params, name):
 
 
 def layer_norm(x, scale, bias=None, axis: int = -1, epsilon: float = 1e-5):
-    """ONNX LayerNormalization: normalize over axes ``axis ..`` (mean and variance), then
-    ``* scale + bias`` (both broadcast to ``x.shape[axis:]``)."""
+    """ONNX LayerNormalization: normalize ``x`` over axes ``axis ..`` (mean and variance,
+    ``epsilon`` added to the variance), then ``* scale + bias`` (both broadcast to
+    ``x.shape[axis:]``)."""
     start = normalize_axis(axis, len(x.shape))
     acc = _acc_dtype(x.dtype)
     _check_param(scale, x, start, "layer_norm")
@@ -121,8 +122,9 @@ def rms_norm(x, scale, axis: int = -1, epsilon: float = 1e-5):
 
 
 def instance_norm(x, scale, bias, epsilon: float = 1e-5):
-    """ONNX InstanceNormalization of an N, C, spatial... tensor: per (n, c) over the
-    spatial axes, then ``* scale[c] + bias[c]``."""
+    """ONNX InstanceNormalization of ``x``, an N, C, spatial... tensor: normalized per
+    (n, c) over the spatial axes (``epsilon`` added to the variance), then
+    ``* scale[c] + bias[c]``."""
     if len(x.shape) < 3:
         raise ShapeError(f"instance_norm needs a rank >= 3 tensor (N, C, spatial...), "
                          f"got rank {len(x.shape)}")
