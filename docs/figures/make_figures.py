@@ -12,7 +12,9 @@ writes, next to this file:
   expected time of its tunable kernels against trials, by task
   (``tecomp.autotune.plot.plot_model``).
 
-Needs the ``docs`` extra and Graphviz's ``dot``. The files are kept in git, so building
+Needs the ``docs`` extra and Graphviz's ``dot``. On a machine shared with other work, run
+it with ``OMP_WAIT_POLICY=PASSIVE`` (docs/measuring.md says why); the pictures in git
+were made so. The files are kept in git, so building
 the documentation neither tunes nor needs ``dot``; run this again when the pictures
 should show a newer tecomp. It prints the machine it ran on, which the pages quote.
 """
