@@ -110,8 +110,9 @@ def _check_axes(view: NodeView, what: str, axes, rank: int, whose: str,
                 unique: bool = True) -> None:
     """``axes`` each in ``[-rank, rank-1]`` and, with ``unique``, naming distinct axes
     once normalised."""
-    allowed = (f"{what} must be {'unique, ' if unique else ''}each in "
-               f"{_range_text(-rank, rank - 1)}")
+    bounds = _range_text(-rank, rank - 1)
+    allowed = f"{what} must be unique, each in {bounds}" if unique else (
+        f"each of the {what} must be in {bounds}")
     seen: dict = {}
     for a in axes:
         if not -rank <= a < rank:
@@ -245,11 +246,13 @@ class Positive:
 class Window:
     """The window of a convolution or pooling over input 0 (N, C, spatial...):
     ``kernel_shape``, ``strides``, ``dilations`` positive with one value per spatial axis,
-    ``pads`` non-negative with two, ``auto_pad`` in its set, ``group`` positive; with
-    ``weight`` (Conv, ConvTranspose) the kernel shape and the channels are checked
-    against the weight's shape where both are static."""
+    ``pads`` non-negative with two, ``auto_pad`` in its set, ``group`` positive, and the
+    dilated window no larger than a static padded axis. ``weight`` names the operator
+    whose input 1 is a weight, checked against the kernel shape and the channels where
+    static: ``"conv"`` (its output_shape and output_padding too with
+    ``"conv_transpose"``); without one (pooling) each pad is below the kernel."""
 
-    weight: str = ""  # "", "conv" or "conv_transpose"
+    weight: str = ""
 
     def __call__(self, view: NodeView) -> None:
         OneOf("auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))(view)
@@ -387,9 +390,10 @@ class Permutation:
                       f"input's axes; it must list each of 0 .. {rank - 1} once")
 
 
-def _broadcast_failure(shapes: list, unidirectional: bool):
-    """The first ``(position from the right, dimensions)`` where static dimensions of
-    ``shapes`` cannot broadcast, else None. Unidirectional: every shape onto the first."""
+def _broadcast_failure(shapes: list, unidirectional: bool) -> int | None:
+    """The first position, counted from the right (1: the last dimension), where static
+    dimensions of ``shapes`` cannot broadcast, else None. Unidirectional: every shape
+    onto the first."""
     width = max(len(s) for s in shapes)
     for k in range(1, width + 1):
         column = [s[-k] if k <= len(s) else None for s in shapes]
@@ -397,11 +401,11 @@ def _broadcast_failure(shapes: list, unidirectional: bool):
         if unidirectional:
             target = column[0]
             if target is None:
-                return k, column
+                return k
             if dims.is_static(target) and any(d not in (1, target) for d in static[1:]):
-                return k, column
+                return k
         elif len({d for d in static if d != 1}) > 1:
-            return k, column
+            return k
     return None
 
 
@@ -422,10 +426,9 @@ class Broadcast:
         shapes = [view.shape(i) for i, n in enumerate(view.inputs) if n]
         if len(shapes) < 2 or any(s is None for s in shapes):
             return
-        failure = _broadcast_failure(shapes, self.unidirectional)
-        if failure is None:
+        k = _broadcast_failure(shapes, self.unidirectional)
+        if k is None:
             return
-        k, _ = failure
         listed = ", ".join(f"{n!r} {_text(s)}" for n, s in zip(names, shapes))
         rule = ("each dimension of the others must be 1 or that of the first" if
                 self.unidirectional else "dimensions must be equal or 1")

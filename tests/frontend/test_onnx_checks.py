@@ -99,8 +99,8 @@ MISUSES = [
     ("lpnorm-axis", _model("LpNormalization", [[2, 3]], dict(axis=-3)), "axis", "axis -3"),
     # Lists of axes.
     ("reduce-axes-attribute", _model("ReduceMax", [[2, 3, 4]], dict(axes=[1, -4]), opset=11),
-     "axes", "axes [1, -4]: -4 is out of range for the rank-3 input; axes must be each in "
-     "[-3, 2]"),
+     "axes", "axes [1, -4]: -4 is out of range for the rank-3 input; each of the axes must be "
+     "in [-3, 2]"),
     ("reduce-axes-input", _model("ReduceSum", [[2, 3]], consts=[("a", [2])], opset=13), "axes",
      "axes [2]: 2 is out of range for the rank-2 input"),
     ("squeeze-axes", _model("Squeeze", [[1, 3]], consts=[("a", [2])], opset=13), "axes",
