@@ -116,6 +116,10 @@ class TecompRep(BackendRep):
         names = self.input_names
         if isinstance(inputs, dict):
             feeds = dict(inputs)
+            missing = [n for n in names if n not in feeds]
+            if missing:
+                raise ModelError(f"inputs {', '.join(missing)} are missing; the model takes "
+                                 f"{', '.join(names)}")
         else:
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]

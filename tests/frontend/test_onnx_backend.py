@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 import tecomp.frontend.onnx_backend as backend
 from tecomp.errors import TecompError, UnsupportedOpError
+from tecomp.frontend import ModelError
 from tecomp.graph.executor import InputDtypeError
 
 
@@ -79,6 +80,8 @@ def test_an_input_specialised_on_keeps_its_declared_dtype(needs_llvm):
     with pytest.raises(InputDtypeError, match="'axes' is float64 but the model declares int64"):
         rep.run([x, np.array([0.0])])
     np.testing.assert_array_equal(rep.run([x, [1]])[0], x.sum(1))  # a Python int fits
+    with pytest.raises(ModelError, match="inputs axes are missing"):
+        rep.run({"x": x})
 
 
 def test_run_from_several_threads_gives_the_serial_results(needs_llvm, rng):
