@@ -197,14 +197,22 @@ class Task:
 
     Attributes
     ----------
-    name, args : the template name and its arguments (a tuple).
-    target : Target, the scope the template runs in; ``str(task.target)`` is the target
-        string written to tuning logs.
-    config_space : ConfigSpace, collected by running the template once.
-    flop : float, floating point operations of one run, derived from the compute.
-    workload_hash : str, structural hash of the compute (keys tuning records).
-    weight : int, how many times the workload runs in one run of a model
-        (``extract_tasks`` sets it; 1 for a task made on its own).
+    name : str
+        The template's name.
+    args : tuple
+        The template's arguments.
+    target : Target
+        The scope the template runs in; ``str(task.target)`` is the target string written
+        to tuning logs.
+    config_space : ConfigSpace
+        Collected by running the template once.
+    flop : float
+        Floating point operations of one run, derived from the compute.
+    workload_hash : str
+        Structural hash of the compute (keys tuning records).
+    weight : int
+        How many times the workload runs in one run of a model (``extract_tasks`` sets
+        it; 1 for a task made on its own).
     """
 
     def __init__(self, name: str, args, target: Target | str = "llvm"):
