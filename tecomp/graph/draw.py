@@ -91,11 +91,9 @@ def _shape_text(graph, value) -> str:
 
 
 def _layout_direction(node):
-    """``"NCHW → NCHW8c"`` (or back) when ``node`` is a layout transform, else None."""
-    if node.op != "fused":
-        return None
-    body = node.attrs["body"]
-    if not body.nodes or {n.op for n in body.nodes} - _LAYOUT_OPS:
+    """``"NCHW → NCHW8c"`` (or back) when the call ``node`` converts its data input
+    between the planar and the channel-blocked layout, else None."""
+    if node.op != "fused" or not node.inputs or not node.outputs:
         return None
     src = [_BLOCKED.search(v) for v in node.inputs]
     dst = [_BLOCKED.search(v) for v in node.outputs]
@@ -202,13 +200,19 @@ def to_dot(lib, profile=None, title: str | None = None):
 def _draw_call(dot, graph, index, node, kernel, timing, source, edge) -> None:
     body = node.attrs["body"]
     cluster = f"cluster_{index}"
-    direction = _layout_direction(node)
+    converts = _layout_direction(node)
+    # A pure layout transform (only reshapes and transposes); otherwise a kernel that also
+    # converts (a concatenation fused with the conversion after it) says so in a line.
+    direction = converts if body.nodes and not (
+        {n.op for n in body.nodes} - _LAYOUT_OPS) else None
     consts = sum(v in graph.consts for v in node.inputs)
     title = [f"<b>{html.escape(node.name)}</b>"]
     if direction:
         title.append(f"layout transform {html.escape(direction)}")
     elif kernel is not None:
         title.append(html.escape(f"{kernel.anchor}: {kernel.schedule}"))
+        if converts:
+            title.append(f"and converts {html.escape(converts)}")
     if consts:
         title.append(f"{consts} constant{'s' if consts > 1 else ''}")
     if timing is not None:
