@@ -5,11 +5,14 @@ from __future__ import annotations
 from .codegen import get_backend
 from .errors import TecompError
 from .ir.stmt import PrimFunc
+from .ir.transform.bound_checks import instrument_bound_checks
+from .ir.transform.pipeline import check_bounds_enabled
 from .schedule.lower import lower
 from .target import Target, as_target
 
 
-def build(sch_or_func, args=None, target=None, name: str = "default_function"):
+def build(sch_or_func, args=None, target=None, name: str = "default_function",
+          check_bounds: bool | None = None):
     """Compile a schedule (or an already lowered PrimFunc, or a list of them) for a target.
 
     A schedule is lowered with the target (so its target checks run, e.g. ``bind`` needs
@@ -27,6 +30,13 @@ def build(sch_or_func, args=None, target=None, name: str = "default_function"):
         when not given, the target of the enclosing ``with Target(...):``, else "llvm".
     name : str
         Name of the function when lowering a schedule.
+    check_bounds : bool, optional
+        A bounds-checking build: every buffer load and store checks its index at run
+        time; an access outside its buffer is skipped (a load yields 0) and the call
+        raises ``RuntimeCheckError`` naming the kernel, the buffer, read or write, the
+        index and the size (``tecomp.ir.transform.bound_checks``; llvm targets). By
+        default on when the environment sets ``TECOMP_CHECK_BOUNDS=1``. PrimFuncs
+        given directly are instrumented too.
 
     Returns
     -------
@@ -40,6 +50,10 @@ def build(sch_or_func, args=None, target=None, name: str = "default_function"):
         message lists the kinds that have one).
     CodegenError, UnsupportedOpError
         For loop IR the code generator cannot compile.
+
+    Calling the module raises ``RuntimeCheckError`` when a run-time check fails (an
+    index ``te.checked`` rejects, an integer division by zero, an access out of bounds
+    with ``check_bounds``).
 
     Examples
     --------
@@ -56,10 +70,16 @@ def build(sch_or_func, args=None, target=None, name: str = "default_function"):
         ):
             funcs = list(sch_or_func)
         else:
+            funcs = None
+        if funcs is not None:
+            if check_bounds_enabled(check_bounds) and target.kind != "cuda":
+                funcs = [instrument_bound_checks(f) for f in funcs]
+        else:
             if args is None:
                 raise TecompError(
                     "tecomp.build(schedule, args, ...) needs args: the tensors that become "
                     "the function's parameters, in call order"
                 )
-            funcs = [lower(sch_or_func, args, name=name, target=target)]
+            funcs = [lower(sch_or_func, args, name=name, target=target,
+                           check_bounds=check_bounds)]
         return backend(funcs, target)

@@ -211,7 +211,8 @@ def _kernel_key(body: Graph, consts) -> tuple:
             tuple(str(body.types[v]) for v in values), position[body.outputs[0]])
 
 
-def build(mod: Graph, target="llvm", params: dict | None = None):
+def build(mod: Graph, target="llvm", params: dict | None = None,
+          check_bounds: bool | None = None):
     """Compile a graph into one module and a plan to run it.
 
     Parameters
@@ -222,6 +223,9 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
         An ``llvm`` target.
     params : dict, optional
         Weight name -> array, replacing the graph's constants of those names.
+    check_bounds : bool, optional
+        Build every kernel bounds-checking (``tecomp.build``'s ``check_bounds``); by
+        default when the environment sets ``TECOMP_CHECK_BOUNDS=1``.
 
     Returns
     -------
@@ -258,7 +262,7 @@ def build(mod: Graph, target="llvm", params: dict | None = None):
                 infos.append(info)
             nodes.append(node.with_(name=compiled[key]))
             consts.update(packed)
-    module = build_funcs(funcs, target=target) if funcs else None
+    module = build_funcs(funcs, target=target, check_bounds=check_bounds) if funcs else None
     # Weights only read packed are dropped; the packed copies join the constants.
     read = {i for n in nodes for i in n.inputs} | set(graph.outputs)
     graph = graph.with_(nodes=tuple(nodes), consts={k: v for k, v in consts.items() if k in read})

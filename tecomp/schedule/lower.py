@@ -541,7 +541,7 @@ def _check_attach(sch: Schedule):
 
 
 def lower(sch: Schedule, args, name: str = "default_function", target=None,
-          simple_mode: bool = False) -> S.PrimFunc:
+          simple_mode: bool = False, check_bounds: bool | None = None) -> S.PrimFunc:
     """Lower ``sch`` to a ``PrimFunc`` whose parameters are ``args`` in order.
 
     Parameters
@@ -562,6 +562,10 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     simple_mode : bool
         Accepted for compatibility with TVM's ``lower``; the result is always the
         readable loop nest.
+    check_bounds : bool, optional
+        Guard every buffer access with a run-time check
+        (``tecomp.ir.transform.bound_checks``); by default when the environment sets
+        ``TECOMP_CHECK_BOUNDS=1``.
 
     Raises
     ------
@@ -639,7 +643,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     func = S.PrimFunc(name, tuple(params[a] for a in args), body,
                       {"double_buffer": doubled} if doubled else {})
     _check_free_vars(func)
-    return run_pipeline(func, target)
+    return run_pipeline(func, target, check_bounds)
 
 
 def _check_free_vars(func: S.PrimFunc) -> None:

@@ -6,8 +6,10 @@ listed once, in order, by ``passes``: for every target simplify, partition and
 legalize; for a cuda target then the device passes — virtual threads interleaved
 (``vthread``), each root nest cut out as a kernel launch (``host_device``), shared
 tiles double-buffered (``double_buffer``), and barriers placed where threads share
-data through shared memory (``barrier``). ``TECOMP_DUMP_IR=1`` prints the function
-before the first pass and after each one, headed by the pass name.
+data through shared memory (``barrier``). A bounds-checking build
+(``check_bounds=True`` or ``TECOMP_CHECK_BOUNDS=1``) ends with ``bound_checks``.
+``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one,
+headed by the pass name.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from ...target import Target, as_target
 from ..stmt import PrimFunc
 from .barrier import insert_barriers
+from .bound_checks import instrument_bound_checks
 from .double_buffer import inject_double_buffer
 from .host_device import split_host_device
 from .legalize import legalize
@@ -45,17 +48,34 @@ def partition_and_simplify(func: PrimFunc) -> PrimFunc:
     return func if partitioned is func else simplify(partitioned)
 
 
-def passes(target: Target) -> tuple[Pass, ...]:
+def check_bounds_enabled(check_bounds: bool | None = None) -> bool:
+    """Whether a build checks every buffer access: ``check_bounds`` when given, else
+    whether the environment variable ``TECOMP_CHECK_BOUNDS`` is set to ``1``/``true``."""
+    if check_bounds is not None:
+        return bool(check_bounds)
+    return os.environ.get("TECOMP_CHECK_BOUNDS", "").strip().lower() in ("1", "true", "yes")
+
+
+def passes(target: Target, check_bounds: bool = False) -> tuple[Pass, ...]:
     """The passes lowering runs for ``target``, in order.
 
     Parameters
     ----------
     target : Target
+    check_bounds : bool
+        Whether to end with ``bound_checks`` (on llvm targets; a CUDA kernel cannot
+        report a failed check, so CUDA builds are not instrumented).
 
     Returns
     -------
     tuple of Pass
     """
+    checks = ()
+    if check_bounds and target.kind != "cuda":
+        # Last: the checks must see the final indices, which every pass above may
+        # rewrite, and loop kinds are decided, so the checks partition no loop and
+        # decide no vectorization (in a vector loop each lane checks its element).
+        checks = (Pass("bound_checks", instrument_bound_checks),)
     common = (
         # Split and fused loops index through `outer * factor + inner`, floordiv and
         # floormod; simplifying first reduces them to affine strides and drops the guards
@@ -74,7 +94,7 @@ def passes(target: Target) -> tuple[Pass, ...]:
         Pass("legalize", functools.partial(legalize, target=target)),
     )
     if target.kind != "cuda":
-        return common
+        return common + checks
     return common + (
         # Virtual threads go innermost before kernels are cut out, so that what a kernel
         # allocates per virtual thread is known when the barriers are placed.
@@ -90,7 +110,7 @@ def passes(target: Target) -> tuple[Pass, ...]:
     )
 
 
-def run_pipeline(func: PrimFunc, target=None) -> PrimFunc:
+def run_pipeline(func: PrimFunc, target=None, check_bounds: bool | None = None) -> PrimFunc:
     """Run the lowering passes (``passes``) on ``func``.
 
     Parameters
@@ -99,6 +119,9 @@ def run_pipeline(func: PrimFunc, target=None) -> PrimFunc:
     target : str or Target, optional
         The target the loop kinds are legalized for; by default the one of the innermost
         ``with tecomp.Target(...)`` scope, else the host (``"llvm"``).
+    check_bounds : bool, optional
+        Check every buffer access at run time (``bound_checks``); by default as the
+        environment says (``check_bounds_enabled``).
 
     Returns
     -------
@@ -112,7 +135,7 @@ def run_pipeline(func: PrimFunc, target=None) -> PrimFunc:
     dump = bool(os.environ.get("TECOMP_DUMP_IR"))
     if dump:
         print(f"// {func.name}: loop nest\n{func}")
-    for p in passes(target):
+    for p in passes(target, check_bounds_enabled(check_bounds)):
         out = p.run(func)
         if dump:
             print(f"// {func.name}: after {p.name}" + (" (unchanged)" if out is func else
