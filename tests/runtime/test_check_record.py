@@ -160,3 +160,15 @@ def test_checked_validates_its_arguments():
     with pytest.raises(TecompError, match="must be an integer dtype"):
         te.checked(i < 3, te.const(1.0), "x")
     assert te.checked(te.const(True), i, "never").value == 1
+
+
+@pytest.mark.parametrize("schedule", ["serial", "vectorized", "parallel"])
+def test_a_guarded_load_is_not_evaluated_where_the_check_fails(schedule):
+    # An index of 2**40 elements would fault if it were loaded, even speculatively.
+    s, args, name = _gather(schedule)
+    mod = tecomp.build(s, args, name=name)
+    bad = _indices([(k, 1 << 40) for k in range(0, N, 3)])
+    out = np.zeros(N, "float32")
+    with pytest.raises(RuntimeCheckError, match=f"index {1 << 40} is out of range"):
+        mod(np.ones(D, "float32"), bad, out)
+    assert (out[::3] == 0).all() and (np.delete(out, np.s_[::3]) == 1).all()
