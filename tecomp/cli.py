@@ -10,6 +10,8 @@ Subcommands::
     tecomp tune --list-ops
     tecomp dask-worker-resources [--explain]
     tecomp demo [--n 1024] [--trials 64]
+    tecomp compile MODEL.onnx -o model.so [--graph model.svg]   (tecomp.model_cli)
+    tecomp run model.so --inputs in.npz [--profile] [--graph run.svg]
     tecomp doctor
 
 Each subcommand is one ``add_*_parser`` function that registers its arguments and the
@@ -535,8 +537,9 @@ def add_tune_parser(sub) -> None:
                    help="continue from --output: its trials count toward --trials and "
                    "are not measured again")
     t.add_argument("--plot", metavar="FILE",
-                   help="write best GFLOPS vs trial as an image; the suffix (.png, .svg, "
-                   ".pdf, ...) picks the format")
+                   help="draw the tuning curve: best GFLOPS vs trial for an operator, the "
+                   "expected time of the tunable kernels vs trials, stacked by task, for a "
+                   "model; the suffix (.png, .svg, .pdf, ...) picks the format")
     t.add_argument("--early-stopping", type=int, default=None, metavar="K",
                    help="stop after K trials without improvement (default: never)")
     t.add_argument("--list-ops", action="store_true", help="list the tunable templates")
