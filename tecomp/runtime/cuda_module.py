@@ -10,6 +10,11 @@ module needs no compiler and no IR to run. Calling it:
 - with device arrays of another library (``__cuda_array_interface__`` or DLPack: CuPy,
   PyTorch, pycuda): validated (dtype, shape, contiguity) and used in place, no copies.
 
+A plan whose kernels have run-time checks (``"record": true`` on their launch steps)
+allocates the call's error record on the device, zeroes it, passes it to those kernels
+last, reads it back after synchronizing and raises ``RuntimeCheckError`` when a check
+failed (timing runs skip the read-back).
+
 ``time_evaluator`` times with CUDA events. ``export_library`` writes a bundle (a header
 line, the JSON metadata with the plans and sources, then the cubin) that
 ``tecomp.runtime.load_module`` restores. On a machine without a GPU everything but
@@ -26,12 +31,16 @@ import time
 
 import numpy as np
 
-from ..errors import TecompError
-from .abi import FunctionSignature, eval_size, spec_str
+from ..errors import RuntimeCheckError, TecompError
+from .abi import ERROR_RECORD_SLOTS, FunctionSignature, eval_size, spec_str
 from .args import ArgChecker, ArgumentError, ArgumentTypeError
 from .cuda_arrays import device_array
 from .cuda_driver import driver
 from .module import Module, TimingResult, register_loader
+
+#: The key of a call's error record among its temporaries (no buffer name has a NUL).
+_RECORD = "\0record"
+_RECORD_BYTES = 8 * ERROR_RECORD_SLOTS
 
 #: First line of an exported CUDA module.
 BUNDLE_MAGIC = b"TECOMP-CUDA-MODULE 1\n"
@@ -117,10 +126,16 @@ class CUDAFunction:
         try:
             for p, a in zip(owned, args):
                 drv.to_device(p, np.ascontiguousarray(a))
-            self._module._run_plan(drv, self, owned, self._sizes(args))
+            failed = None
+            try:
+                self._module._run_plan(drv, self, owned, self._sizes(args))
+            except RuntimeCheckError as err:
+                failed = err  # the kernels finished: their outputs come back first
             for p, a, spec in zip(owned, args, self.signature.params):
                 if spec.output:
                     drv.to_host(a, p)
+            if failed is not None:
+                raise failed
         finally:
             for p in owned:
                 drv.free(p)
@@ -192,26 +207,41 @@ class CUDAModule(Module):
         dict the caller frees), allocated once and reused: timing measures the kernels,
         not the allocator."""
         temps: dict = {} if kept is None else kept
+        record = None
         try:
+            if any(step.get("record") for step in f.plan):
+                # The call's error record (tecomp.runtime.abi), zeroed before the kernels.
+                if _RECORD not in temps:
+                    temps[_RECORD] = drv.alloc(_RECORD_BYTES)
+                record = temps[_RECORD]
+                drv.to_device(record, np.zeros(ERROR_RECORD_SLOTS, np.int64))
             for step in f.plan:
                 op = step["op"]
                 if op == "alloc" and step["name"] not in temps:
                     nbytes = eval_size(step["size"], env) * np.dtype(step["dtype"]).itemsize
                     temps[step["name"]] = drv.alloc(nbytes)
                 elif op == "launch":
-                    self._launch(drv, step, ptrs, temps, env)
+                    self._launch(drv, step, ptrs, temps, env, record)
             if sync:
                 names = ", ".join(s["kernel"] for s in f.plan if s["op"] == "launch")
                 drv.synchronize(f"{f.name} (kernels {names})")
+                if record is not None:
+                    got = np.zeros(ERROR_RECORD_SLOTS, np.int64)
+                    drv.to_host(got, record)
+                    err = f.signature.check_error([int(x) for x in got])
+                    if err is not None:
+                        raise err
         finally:
             if kept is None:
                 for p in temps.values():
                     drv.free(p)
 
-    def _launch(self, drv, step, ptrs, temps, env):
+    def _launch(self, drv, step, ptrs, temps, env, record=None):
         args = [ctypes.c_void_p(ptrs[b["param"]] if "param" in b else temps[b["temp"]])
                 for b in step["buffers"]]
         args += [_CTYPES[dtype](env[name]) for name, dtype in step["scalars"]]
+        if step.get("record"):
+            args.append(ctypes.c_void_p(record))
         grid = [eval_size(g, env) for g in step["grid"]]
         block = [eval_size(b, env) for b in step["block"]]
         if min(grid) <= 0:

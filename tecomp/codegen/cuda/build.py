@@ -11,7 +11,7 @@ from ...runtime.cuda_module import CUDAModule
 from ...target import as_target
 from ..llvm.build import _size_spec, function_signature
 from .nvrtc import compile_cuda
-from .source import kernel_source
+from .source import translate
 
 
 def launch_plan(func: S.PrimFunc) -> tuple:
@@ -94,12 +94,19 @@ def build_cuda(funcs, target="cuda") -> CUDAModule:
     names = [f.name for f in funcs]
     if len(set(names)) != len(names):
         raise CodegenError(f"two functions share a name in one module: {names}")
-    plans, launches, signatures = {}, [], []
+    plans, launches, checks, checks_of = {}, [], {}, {}
     for f in funcs:
+        function_signature(f)  # rejects unbindable sizes before any code is emitted
         plans[f.name], ls = launch_plan(f)
         launches.extend(ls)
-        signatures.append(function_signature(f))
-    source = kernel_source(launches)
+        checks[f.name] = []  # the function's check messages, shared by its kernels
+        checks_of.update({k.name: checks[f.name] for k in ls})
+    source, recorded = translate(launches, checks_of)
+    for f in funcs:
+        for step in plans[f.name]:
+            if step["op"] == "launch" and step["kernel"] in recorded:
+                step["record"] = True  # the kernel takes the error record last
+    signatures = [function_signature(f, checks[f.name]) for f in funcs]
     arch = _arch(target)
     cubin, ptx = compile_cuda(source, arch)
     by_name = {f.name: f for f in funcs}

@@ -10,6 +10,13 @@ loads and one vector store, any other vectorized loop is an unrolled loop.
 Parameters are ``__restrict__`` (the runtime passes distinct buffers) and ``const`` when
 only read; ``__launch_bounds__`` gives the block size. float16 uses ``cuda_fp16.h``
 (arithmetic on ``half``; math functions through ``float``).
+
+Run-time checks (``Check`` nodes, integer division by a divisor that may be zero or -1)
+write the call's error record, two ``unsigned long long`` in device memory that a kernel
+using them takes as its last parameter ``tc_rec`` (``tc_check``: compare-and-swap of
+slot 0 from 0 to the check's id, so the first failure wins across threads, then the
+value in slot 1); the runtime zeroes it before the launches and reads it back after
+them (``tecomp.runtime.cuda_module``).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import math
 import re
 
 from ...errors import CodegenError, UnsupportedOpError
+from ...ir.semantics import DIVISION_BY_ZERO
 from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir import stmt as S
@@ -58,7 +66,29 @@ template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// a run-time check: where ok is false, the first failure of the call is recorded
+__device__ __forceinline__ bool tc_check(bool ok, long long value, unsigned long long id,
+                                         unsigned long long *rec) {
+  if (!ok && atomicCAS(rec, 0ull, id) == 0ull) rec[1] = (unsigned long long)value;
+  return ok;
+}
+// division by a divisor that may be 0 (a failed check; divides by 1) or -1 (wraps)
+template <typename T> __device__ __forceinline__ T tc_floordiv_chk(
+    T a, T b, unsigned long long id, unsigned long long *rec) {
+  if (b == T(0)) { tc_check(false, 0, id, rec); return a; }
+  if (T(-1) < T(0) && b == T(-1)) return (T)(0ull - (unsigned long long)a);
+  return tc_floordiv<T>(a, b);
+}
+template <typename T> __device__ __forceinline__ T tc_floormod_chk(
+    T a, T b, unsigned long long id, unsigned long long *rec) {
+  if (b == T(0)) { tc_check(false, 0, id, rec); return T(0); }
+  if (T(-1) < T(0) && b == T(-1)) return T(0);
+  return tc_floormod<T>(a, b);
+}
 """
+
+#: The message of the check a division by zero fails (as the CPU code's).
+_DIV_ZERO = DIVISION_BY_ZERO
 
 _BINOPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.EQ: "==", E.NE: "!=",
            E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "&&", E.Or: "||"}
@@ -108,8 +138,12 @@ class _Names:
 class KernelEmitter:
     """Writes one kernel (a ``KernelLaunch``) as a CUDA C function."""
 
-    def __init__(self, launch: S.KernelLaunch):
+    def __init__(self, launch: S.KernelLaunch, checks: list | None = None):
         self.launch = launch
+        # The messages of the function's checks, by id - 1: shared by its kernels, which
+        # report through one record.
+        self.checks = checks if checks is not None else []
+        self.uses_record = False
         self.names = _Names()
         self.lines: list = []
         self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
@@ -181,11 +215,18 @@ class KernelEmitter:
             return lane
         return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
 
+    def check_id(self, message: str) -> int:
+        """The id (1 + index in the function's checks) of ``message``; the kernel then
+        takes the error record."""
+        self.uses_record = True
+        if message not in self.checks:
+            self.checks.append(message)
+        return self.checks.index(message) + 1
+
     def e_Check(self, e):
-        # The condition only: what it guards (a load under a select) is skipped where it
-        # fails, but no error record reaches the host from a CUDA kernel, so the failure
-        # is not reported.
-        return f"({self.expr(e.cond)})"
+        cid = self.check_id(e.message)
+        return (f"tc_check({self.expr(e.cond)}, (long long)({self.expr(e.value)}), "
+                f"{cid}ull, tc_rec)")
 
     def e_Select(self, e):
         return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
@@ -220,6 +261,15 @@ class KernelEmitter:
             return f"__float2half({f32(*[f'__half2float({a})' for a in args])})"
         return f32(*args)
 
+    def _safe_divisor(self, b) -> bool:
+        """Whether dividing by ``b`` cannot trap or overflow: a constant other than 0 and
+        -1, or a divisor the loop bounds prove >= 1 (sizes are, in a kernel)."""
+        c = E.const_value(b)
+        if c is not None:
+            return c != 0 and not (dt.is_signed(b.dtype) and c == -1)
+        lo, _ = const_int_bound(b, self.bounds)
+        return lo is not None and lo >= 1
+
     def _nonneg(self, e) -> bool:
         lo, _ = const_int_bound(e, self.bounds)
         return lo is not None and lo >= 0
@@ -242,6 +292,10 @@ class KernelEmitter:
                 f = "floorf" if d == "float32" else "floor"
                 q = f"{f}({a} / {b})"
                 return q if div else f"({a} - {q} * {b})"
+            if not self._safe_divisor(e.b):
+                cid = self.check_id(_DIV_ZERO)
+                return (f"tc_floor{'div' if div else 'mod'}_chk<{c_type(d)}>({a}, {b}, "
+                        f"{cid}ull, tc_rec)")
             if not dt.is_signed(d) or (self._nonneg(e.a) and self._nonneg(e.b)):
                 return f"({a} {'/' if div else '%'} {b})"
             return f"tc_floor{'div' if div else 'mod'}<{c_type(d)}>({a}, {b})"
@@ -429,6 +483,8 @@ class KernelEmitter:
         for b in shared.values():
             self.emit(f"__shared__ {c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];", 1)
         self.stmt(k.body, 1)
+        if self.uses_record:
+            params.append("unsigned long long* __restrict__ tc_rec")
         body = self.lines[body_start:]
         threads = [E.const_value(x) for x in k.block]
         bounds = f"__launch_bounds__({math.prod(threads)}) " if None not in threads else ""
@@ -476,13 +532,30 @@ def kernel_source(launches) -> str:
     -------
     str
     """
+    return translate(launches)[0]
+
+
+def translate(launches, checks_of: dict | None = None) -> tuple[str, set]:
+    """:func:`kernel_source`, and the names of the kernels that take the error record.
+
+    Parameters
+    ----------
+    launches : list of KernelLaunch
+    checks_of : dict of kernel name -> list, optional
+        The list of check messages of each kernel's function (one list shared by the
+        kernels of one function), appended to as checks are emitted.
+    """
     funcs = []
     uses_half = False
+    recorded = set()
     for k in launches:
-        em = KernelEmitter(k)
+        em = KernelEmitter(k, (checks_of or {}).get(k.name))
         funcs.append(em.function())
         uses_half |= em.uses_half
+        if em.uses_record:
+            recorded.add(k.name)
     head = ["// generated by tecomp"]
     if uses_half:
         head.append("#include <cuda_fp16.h>")
-    return "\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n"
+    return ("\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n",
+            recorded)
