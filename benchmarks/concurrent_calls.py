@@ -90,7 +90,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--image", type=int, default=224)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--window", type=float, default=0.5, help="seconds per timed batch")
+    parser.add_argument("--window", type=float, default=0.5,
+                        help="seconds per timed batch (at least 10 serial calls' time)")
     parser.add_argument("--warmup", type=float, default=0.2, help="seconds untimed before")
     parser.add_argument("--inputs", type=int, default=8, help="distinct inputs")
     args = parser.parse_args()
@@ -102,23 +103,31 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     feeds = [models.example_inputs(model, batch=args.batch, seed=s) for s in range(args.inputs)]
     refs = [gm(**f) for f in feeds]
+    call_times = []
+    for f in feeds:
+        t0 = time.perf_counter()
+        gm(**f)
+        call_times.append(time.perf_counter() - t0)
+    call_s = statistics.median(call_times)
+    # A window of a few calls only would count whole calls too coarsely.
+    window_s = max(args.window, 10 * call_s)
 
     print(f"{args.model} batch {args.batch} {args.image}x{args.image}, built in "
           f"{build_s:.1f} s; {_cpu_name()}, {os.cpu_count()} cores, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}; one call {call_s * 1e3:.1f} ms")
     rates = {1: [], 2: []}
     wrong = total = 0
     for _ in range(args.rounds):
         for callers in rates:
             _callers(gm, feeds, refs, callers, args.warmup)
-            calls, seconds, bad = _callers(gm, feeds, refs, callers, args.window)
+            calls, seconds, bad = _callers(gm, feeds, refs, callers, window_s)
             rates[callers].append(calls / seconds)
             wrong, total = wrong + bad, total + calls
     ratio = statistics.median(two / one for one, two in zip(rates[1], rates[2]))
     for callers, r in rates.items():
         print(f"{callers} caller{'s' if callers > 1 else ' '}: {statistics.median(r):8.1f} "
-              f"calls/s (median of {args.rounds} rounds of {args.window} s)")
+              f"calls/s (median of {args.rounds} rounds of {window_s:.2f} s)")
     print(f"2 callers / 1 caller: {ratio:.2f}x (median of per-round ratios)")
     print(f"results equal to the serial ones: {total - wrong} of {total}")
 
