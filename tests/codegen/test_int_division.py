@@ -144,3 +144,27 @@ def test_index_arithmetic_has_no_guard():
         mod = tecomp.build(s, args)
         assert mod[mod.entry_name].signature.checks == ()
         assert "cmpxchg" not in mod.get_source("ll")
+
+
+@pytest.mark.parametrize("op, fmod", [("Div", None), ("Mod", 0), ("Mod", 1)])
+def test_an_onnx_integer_node_raises_instead_of_killing_the_process(op, fmod):
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    attrs = {} if fmod is None else {"fmod": fmod}
+    graph = helper.make_graph(
+        [helper.make_node(op, ["a", "b"], ["y"], **attrs)], "g",
+        [vi("a", TensorProto.INT32, [4]), vi("b", TensorProto.INT32, [4])],
+        [vi("y", TensorProto.INT32, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod, params = tecomp.frontend.from_onnx(model)
+    gm = tecomp.graph.GraphModule(tecomp.graph.build(mod, "llvm", params=params))
+    lo = np.iinfo("int32").min
+    a = np.array([lo, 7, -7, 5], "int32")
+    y, = gm(a=a, b=np.array([-1, 2, 2, 3], "int32"))
+    want = {"Div": [lo, 3, -3, 1], "Mod": [0, 1, 1, 2]}[op]
+    if fmod == 1:
+        want = [0, 1, -1, 2]
+    np.testing.assert_array_equal(y, want)
+    with pytest.raises(RuntimeCheckError, match=r"^kernel '\w+': integer division by zero$"):
+        gm(a=a, b=np.array([-1, 2, 0, 3], "int32"))
