@@ -161,7 +161,7 @@ def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fre
     return impl, cfg, impl.compute(cfg, *args, **attrs), source, packed
 
 
-def _lower_group(node, graph: Graph, target: Target):
+def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None = None):
     """(PrimFunc, KernelInfo, the node reading its packed weights, packed weights) of one
     fused node."""
     body = node.attrs["body"]
@@ -191,7 +191,8 @@ def _lower_group(node, graph: Graph, target: Target):
     impl, cfg = configs[id(anchor)]
     out = tensors[body.outputs[0]]
     sch = impl.schedule(cfg, [out])
-    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name)
+    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name,
+                 check_bounds=check_bounds)
     info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
     node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs))
     return func, info, node, dict(packed.values())
@@ -255,7 +256,7 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
                 continue
             key = _kernel_key(node.attrs["body"], graph.consts)
             # Lowered even when an equal kernel exists: that packs this group's weights.
-            func, info, node, packed = _lower_group(node, graph, target)
+            func, info, node, packed = _lower_group(node, graph, target, check_bounds)
             if key not in compiled:
                 compiled[key] = func.name
                 funcs.append(func)

@@ -156,3 +156,18 @@ def test_graph_build_passes_the_flag_to_every_kernel():
     x = np.array([[-1, 2, 3], [4, -5, 6]], "float32")
     y, = tecomp.graph.GraphModule(lib)(x=x)
     np.testing.assert_array_equal(y, np.maximum(x, 0) + x)
+
+
+@pytest.mark.usefixtures("needs_llvm")
+def test_an_explicit_false_wins_over_the_environment(monkeypatch):
+    monkeypatch.setenv("TECOMP_CHECK_BOUNDS", "1")
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [vi("x", TensorProto.FLOAT, ["N"])],
+                              [vi("y", TensorProto.FLOAT, ["N"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod, params = tecomp.frontend.from_onnx(model)
+    lib = tecomp.graph.build(mod, "llvm", params=params, check_bounds=False)
+    assert all(sig.checks == () for sig in lib.module.signatures)
+    s, args = _shifted()
+    assert tecomp.build(s, args, name="f", check_bounds=False)["f"].signature.checks == ()
