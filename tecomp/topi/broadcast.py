@@ -132,8 +132,8 @@ def power(a, b):
 
 
 def mod(a, b, fmod: int = 0):
-    """ONNX Mod with broadcasting: the remainder has the divisor's sign (``fmod=0``,
-    integers only) or the dividend's (``fmod=1``, C's fmod)."""
+    """ONNX Mod of ``a`` by ``b`` with broadcasting: the remainder has the divisor's sign
+    (``fmod=0``, integers only) or the dividend's (``fmod=1``, C's fmod)."""
     _same_dtype("mod", a, b)
     if dt.is_float(a.dtype) and not fmod:
         raise DTypeError("mod: float tensors need fmod=1 (ONNX); fmod=0 is for integers")

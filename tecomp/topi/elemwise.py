@@ -152,7 +152,8 @@ def shrink(x, bias: float = 0.0, lambd: float = 0.5):
 
 
 def isinf(x, detect_negative: int = 1, detect_positive: int = 1):
-    """ONNX IsInf: bool, true at +inf (``detect_positive``) and -inf (``detect_negative``)."""
+    """ONNX IsInf of ``x``: bool, true at +inf (``detect_positive``) and -inf
+    (``detect_negative``)."""
     if not dt.is_float(x.dtype):
         return elemwise(x, lambda v: te.const(False, "bool"), "isinf")
     inf = float("inf")

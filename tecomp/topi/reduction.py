@@ -168,7 +168,8 @@ def _arg(name, better):
 
     op.__name__ = name
     op.__doc__ = (f"ONNX ``{name}``: the int64 index of the {name[3:]}imum of ``x`` along "
-                  f"``axis`` (ties: the first, or the last with ``select_last_index``).")
+                  f"``axis`` (ties: the first, or the last with ``select_last_index``); "
+                  f"``keepdims`` keeps ``axis`` with size 1.")
     return op
 
 
@@ -177,7 +178,7 @@ argmin = _arg("argmin", _less)
 
 
 def cumsum(x, axis: int = 0, exclusive: int = 0, reverse: int = 0):
-    """ONNX CumSum along ``axis``: each element sums the elements before it (``exclusive``
+    """ONNX CumSum of ``x`` along ``axis``: each element sums the elements before it (``exclusive``
     leaves itself out; ``reverse`` sums those after it instead).
 
     Every output element is its own masked reduction over the axis (quadratic in the

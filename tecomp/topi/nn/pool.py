@@ -79,7 +79,21 @@ def _valid_count(start, k, d, size):
 def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0):
     """ONNX MaxPool over the spatial axes (as many as ``kernel`` has): the maximum over
     each window; padding never wins. ``pads`` = the begins of every axis, then the ends
-    (2-D: top, left, bottom, right)."""
+    (2-D: top, left, bottom, right).
+
+    Parameters
+    ----------
+    x : Tensor
+        N, C, spatial... data.
+    kernel : tuple of int
+        The window's size per spatial axis.
+    strides, dilations : tuple of int, optional
+        One per spatial axis (default 1).
+    pads : tuple of int, optional
+        The begins of every spatial axis, then the ends (default 0).
+    ceil_mode : int
+        1: output sizes round up instead of down (ONNX's ``ceil_mode``).
+    """
     name = f"max_pool{len(kernel)}d"
     shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode, name)
 
@@ -93,7 +107,23 @@ def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int 
 def avg_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0,
              count_include_pad: int = 0):
     """ONNX AveragePool over the spatial axes: the window's sum divided by the number of
-    its input elements (``count_include_pad``: of its elements in the padded input)."""
+    its input elements (``count_include_pad``: of its elements in the padded input).
+
+    Parameters
+    ----------
+    x : Tensor
+        N, C, spatial... data.
+    kernel : tuple of int
+        The window's size per spatial axis.
+    strides, dilations : tuple of int, optional
+        One per spatial axis (default 1).
+    pads : tuple of int, optional
+        The begins of every spatial axis, then the ends (default 0).
+    ceil_mode : int
+        1: output sizes round up instead of down (ONNX's ``ceil_mode``).
+    count_include_pad : int
+        1: divide by the window's size, padding included.
+    """
     name = f"avg_pool{len(kernel)}d"
     shape, axes, read = _window(x, kernel, strides, pads, dilations, ceil_mode, name)
     kernel, strides, dilations, begin, end = _attrs(x, kernel, strides, pads, dilations,
@@ -135,12 +165,14 @@ avg_pool1d, avg_pool2d, avg_pool3d = (_fixed_rank(avg_pool, n) for n in (1, 2, 3
 
 
 def global_avg_pool(x):
-    """ONNX GlobalAveragePool: the mean over all spatial axes (kept with size 1)."""
+    """ONNX GlobalAveragePool: the mean over all spatial axes (kept with size 1). ``x`` is
+    N, C, spatial... data."""
     return reduce_mean(x, axes=list(range(2, len(x.shape))), keepdims=1)
 
 
 def global_max_pool(x):
-    """ONNX GlobalMaxPool: the maximum over all spatial axes (kept with size 1)."""
+    """ONNX GlobalMaxPool: the maximum over all spatial axes (kept with size 1). ``x`` is N, C,
+    spatial... data."""
     return reduce_max(x, axes=list(range(2, len(x.shape))), keepdims=1)
 
 
