@@ -54,7 +54,7 @@ def _shape(shape, what: str) -> tuple:
 
 
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor of ``shape`` (ints or ``te.var``s) and ``dtype``, called ``name``
+    """An input tensor of ``shape`` (ints or ``te.var`` sizes) and ``dtype``, called ``name``
     in the loop IR and in a built function's signature."""
     shape = _shape(shape, f"placeholder {name}")
     return PlaceholderOp(name, shape, dt.check_dtype(dtype, f"placeholder {name}: dtype")).output(0)
