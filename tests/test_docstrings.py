@@ -83,3 +83,23 @@ def test_the_reference_lists_every_module():
 def test_public_name_is_documented(module_name, name):
     problem = _problems(module_name, name)
     assert not problem, f"{module_name}.{name}: {problem}"
+
+
+def test_each_object_has_one_entry_in_the_reference():
+    pages = tecomp_docs.api_names()
+    seen = {}
+    for module, (own, _elsewhere) in pages.items():
+        for name in own:
+            obj = getattr(importlib.import_module(module), name)
+            assert id(obj) not in seen, f"{module}.{name} is also {seen[id(obj)]}"
+            seen[id(obj)] = f"{module}.{name}"
+
+
+def test_the_onnx_table_is_the_converter_registry():
+    from tecomp.frontend.onnx_converters import supported_ops
+
+    table = tecomp_docs.onnx_table()
+    ops = supported_ops()
+    assert f"{len(ops)} operators of the default domain" in table
+    for op, versions in ops.items():
+        assert f"| {op} | {', '.join(map(str, versions))} |" in table, op
