@@ -172,3 +172,19 @@ def test_a_guarded_load_is_not_evaluated_where_the_check_fails(schedule):
     with pytest.raises(RuntimeCheckError, match=f"index {1 << 40} is out of range"):
         mod(np.ones(D, "float32"), bad, out)
     assert (out[::3] == 0).all() and (np.delete(out, np.s_[::3]) == 1).all()
+
+
+def test_a_lane_invariant_check_in_a_vector_loop_reports_the_first_lane():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: te.if_then_else(
+        te.checked(n > 4, i, "row {value} of a table shorter than 5"), A[i], 0.0), name="B")
+    s = te.create_schedule(B.op)
+    _, ii = s[B].split(B.op.axis[0], factor=8)
+    s[B].vectorize(ii)
+    mod = tecomp.build(s, [A, B], name="short")
+    mod(np.ones(9, "float32"), np.zeros(9, "float32"))
+    b = np.full(3, 7, "float32")
+    with pytest.raises(RuntimeCheckError, match="^kernel 'short': row 0 of a table"):
+        mod(np.ones(3, "float32"), b)
+    assert (b == 0).all()

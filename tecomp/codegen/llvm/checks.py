@@ -95,7 +95,10 @@ class CheckMixin:
         self.emit(f"br i1 {any_.ref}, label %{lf}, label %{lok}")
         self.start_block(lf)
         v = value
-        if v.lanes > 1:
+        if v.lanes > 1 and lanes == 1:
+            # The condition is the same in every lane: report the first lane's value.
+            v = self.val(f"extractelement {v.vty} {v.ref}, i32 0", "i64")
+        elif v.lanes > 1:
             # The first failing lane is the earliest iteration: the one a serial loop
             # would have reported.
             fn = f"@llvm.cttz.i{lanes}"
