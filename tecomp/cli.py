@@ -305,8 +305,11 @@ def _tune_op(ns, out, err) -> int:
     runner = None if option else _measure_runner(ns, target)
     batch = {}
     if option:
-        # A batch is measured at once over the nodes: two candidates per node per batch.
-        batch["batch_size"] = max(8, 2 * option["runner"].measure_slots([task.target]))
+        # A batch is measured at once over the nodes and the next one is proposed when it
+        # ends: four candidates per node keep the nodes busy past the batch's stragglers.
+        batch["batch_size"] = max(8, 4 * option["runner"].measure_slots([task.target]))
+        if ns.tuner == "xgb":
+            batch["plan_size"] = max(32, batch["batch_size"])  # a batch from one plan
 
     tuner = {
         "xgb": autotune.XGBTuner, "ga": autotune.GATuner,

@@ -208,62 +208,144 @@ def _ensure_template(ref) -> None:
         )
 
 
-def _in_fork(fn, args, timeout: float) -> tuple:
-    """Run ``fn(*args)`` in a forked child, as ``ForkPool`` jobs run: ``("ok", value)``,
-    ``("err", text)``, ``("timeout", text)`` or ``("crash", text)``.
+def _send(fd: int, payload) -> None:
+    data = pickle.dumps(payload)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
 
-    A fork per job, not a pool: the child sees every template this worker registered up
-    to now, and ``os.fork`` works in a daemonic Dask worker (multiprocessing does not).
-    """
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork in a threaded process
-        pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(r)
-            for fd in list(_HELD_FDS):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            try:
-                payload = ("ok", fn(*args))
-            except BaseException as err:  # noqa: BLE001 - everything goes to the parent
-                payload = ("err", _short(err))
-            data = memoryview(pickle.dumps(payload))
-            while data:
-                data = data[os.write(w, data):]
-        except BaseException:  # noqa: BLE001
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    chunks, deadline = [], time.monotonic() + timeout
-    try:
-        while True:
+
+def _recv(fd: int, deadline: float | None = None):
+    """One length-prefixed pickle from ``fd``; EOFError when the writer is gone,
+    TimeoutError past ``deadline`` (monotonic seconds)."""
+    buf = b""
+    need = 8
+    size = None
+    while len(buf) < need:
+        if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return ("timeout", f"exceeded {timeout:g} s")
-            ready, _, _ = select.select([r], [], [], left)
-            if ready:
-                chunk = os.read(r, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-    finally:
-        os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if chunks:
-        with contextlib.suppress(Exception):
-            return pickle.loads(b"".join(chunks))
-    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return ("crash", _exit_text(code))
+                raise TimeoutError
+            if not select.select([fd], [], [], left)[0]:
+                continue
+        chunk = os.read(fd, max(need - len(buf), 1 << 16))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+        if size is None and len(buf) >= 8:
+            size = int.from_bytes(buf[:8], "little")
+            need = 8 + size
+    return pickle.loads(buf[8:need])
 
 
-def _build_child(name, args, target, index, out_dir, build_func):
+def _child_loop(jobs: int, replies: int) -> None:
+    """The body of a forked build process: run jobs until its parent closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            fn, args = _recv(jobs)
+        except (EOFError, OSError):
+            return
+        try:
+            payload = ("ok", fn(*args))
+        except BaseException as err:  # noqa: BLE001 - everything goes to the parent
+            payload = ("err", _short(err))
+        try:
+            _send(replies, payload)
+        except Exception:  # noqa: BLE001 - e.g. an unpicklable result
+            _send(replies, ("err", "the build process could not send its result"))
+
+
+class _ForkedProcess:
+    """A process forked from this worker that runs one job at a time (as ``ForkPool``'s
+    workers do); a job past its timeout, or one that kills it, costs the process, which
+    the next job replaces. ``os.fork``, not multiprocessing: a Dask worker is a daemonic
+    process, which multiprocessing does not let have children. Jobs travel with
+    cloudpickle, so a template registered on this worker after the fork (a function of the
+    user's script) reaches the child with the job."""
+
+    def __init__(self):
+        jobs_r, jobs_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork in a threaded process
+            pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 0
+            try:
+                os.close(jobs_w)
+                os.close(replies_r)
+                for fd in list(_HELD_FDS):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                _child_loop(jobs_r, replies_w)
+            except BaseException:  # noqa: BLE001
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(jobs_r)
+        os.close(replies_w)
+        self.pid, self.jobs, self.replies = pid, jobs_w, replies_r
+
+    def call(self, fn, args, timeout: float) -> tuple:
+        """``("ok", value)``, ``("err", text)``, ``("timeout", text)`` or
+        ``("crash", text)``; after the last two the process is gone (``alive`` False)."""
+        import cloudpickle
+
+        try:
+            view = memoryview(cloudpickle.dumps((fn, args)))
+            view = memoryview(len(view).to_bytes(8, "little") + view.tobytes())
+            while view:
+                view = view[os.write(self.jobs, view):]
+            return _recv(self.replies, time.monotonic() + timeout)
+        except TimeoutError:
+            self.close()
+            return ("timeout", f"exceeded {timeout:g} s")
+        except (EOFError, OSError):
+            return ("crash", self.close())
+
+    @property
+    def alive(self) -> bool:
+        return self.pid is not None
+
+    def close(self) -> str:
+        """Stop the process; how it ended, as ``ForkPool`` words it."""
+        if self.pid is None:
+            return ""
+        for fd in (self.jobs, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except OSError:
+            status = 0
+        self.pid = None
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL:
+            return _exit_text(-os.WTERMSIG(status))
+        return _exit_text(os.WEXITSTATUS(status) if os.WIFEXITED(status) else None)
+
+
+_IDLE: list = []  # forked build processes not running a job
+
+
+def _in_fork(fn, args, timeout: float) -> tuple:
+    """Run ``fn(*args)`` in one of this worker's forked build processes (one per thread
+    that builds at once, kept between jobs so each forks once, not per build)."""
+    with _WORKER_LOCK:
+        proc = _IDLE.pop() if _IDLE else None
+    if proc is None:
+        proc = _ForkedProcess()
+    result = proc.call(fn, args, timeout)
+    if proc.alive:
+        with _WORKER_LOCK:
+            _IDLE.append(proc)
+    return result
+
+
+def _build_child(ref, name, args, target, index, out_dir, build_func):
+    _ensure_template(ref)
     path, specs, err, msg, cost = _build_candidate(name, args, target, index, out_dir,
                                                    build_func)
     blob = b""
@@ -300,7 +382,7 @@ def _build_on_worker(ref, name, args, target, index, workload_hash, timeout, bui
                  f"(hash {here}, {workload_hash} on the driver); install the same tecomp "
                  f"on every worker"),
             cost=time.perf_counter() - t0)
-    status, value = _in_fork(_build_child, (name, args, target, index, _scratch(),
+    status, value = _in_fork(_build_child, (ref, name, args, target, index, _scratch(),
                                             build_func), timeout)
     if status == "ok":
         blob, specs, err, msg, cost = value
