@@ -15,13 +15,13 @@ def _trial_lines(path):
 def test_counts_are_the_trials_measured(tmp_path):
     log = tmp_path / "d.json"
     lines = []
-    fig = demo.run_demo(n=16, trials=24, log=str(log), out=lines.append)
+    fig = demo.run_demo(n=16, trials=10, log=str(log), out=lines.append)
     measured = len(_trial_lines(log))
     assert fig["trials"] == measured
     tuning = [line for line in lines if line.startswith("tuning: ")]
     assert len(tuning) == 1, lines
-    assert tuning[0].startswith(f"tuning: {measured} of 24 trials in "), tuning
-    if measured < 24:
+    assert tuning[0].startswith(f"tuning: {measured} of 10 trials in "), tuning
+    if measured < 10:
         assert f"(stopped early: {fig['stop_reason']})" in tuning[0]
     else:
         assert "stopped early" not in tuning[0]
