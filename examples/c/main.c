@@ -79,7 +79,15 @@ static int run_by_name(const char *library, const char *name) {
     args[p] = param->output ? calloc(count[p], param->itemsize)
                             : load(path, count[p] * param->itemsize);
   }
-  int ok = f->fn(args, NULL) == 0;
+  /* No symbolic sizes: sizes holds just the call's error record, which a function with
+     run-time checks fills when one fails (tecomp_check_message says which). */
+  int64_t record[TECOMP_ERROR_RECORD_SLOTS] = {0};
+  int32_t rc = f->fn(args, record);
+  if (rc == TECOMP_CHECK_FAILED) {
+    char text[256];
+    fprintf(stderr, "%s\n", tecomp_check_message(f, record, text, sizeof text));
+  }
+  int ok = rc == 0;
   for (int p = 0; p < f->num_params; p++) {
     const tecomp_param *param = &f->params[p];
     if (param->output && strcmp(param->dtype, "float32") == 0) {
