@@ -123,6 +123,9 @@ def _check_axes(view: NodeView, what: str, axes, rank: int, whose: str,
         seen[axis] = a
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
 def _string(value):
     return value.decode() if isinstance(value, bytes) else value
 
@@ -618,6 +621,19 @@ class PadArgs:
             whose = f"{padded} axes" if axes is not None else f"the rank-{rank} input"
             view.fail(f"pads has {count} values; {whose} needs {2 * padded} (the begins, "
                       "then the ends)")
+        pads = view.ints_arg("pads", None if view.version < 11 else 1)
+        if pads is None or len(pads) != 2 * padded:
+            return
+        shape = view.shape(0)
+        for k, a in enumerate(axes if axes is not None else range(rank)):
+            size, begin, end = shape[a], pads[k], pads[k + padded]
+            if not dims.is_static(size):
+                continue
+            # Negative pads crop; the output size must stay a size an index can hold.
+            if not 0 <= size + begin + end <= _INT64_MAX:
+                view.fail(f"pads {_text(pads)}: axis {a} of size {size} padded by {begin} "
+                          f"and {end} has size {size + begin + end}; it must be in "
+                          f"[0, 2**63 - 1]")
 
 
 @dataclass(frozen=True)
@@ -726,8 +742,8 @@ class ModFloat:
 
 @dataclass(frozen=True)
 class ResizeTargets:
-    """Resize's known scales (input 2) positive and sizes (input 3) non-negative, one per
-    axis of the input (or of ``axes``), and not both given."""
+    """Resize's known scales (input 2) finite and positive and sizes (input 3)
+    non-negative, one per axis of the input (or of ``axes``), and not both given."""
 
     def __call__(self, view: NodeView) -> None:
         rank = view.rank(0)
@@ -746,9 +762,10 @@ class ResizeTargets:
                 whose = "axes" if axes is not None else f"the rank-{rank} input"
                 view.fail(f"{what} {value.tolist()} has {value.size} values; {whose} needs "
                           f"{want}")
-            if (value <= 0).any() if what == "scales" else (value < 0).any():
+            bad = ~(np.isfinite(value) & (value > 0)) if what == "scales" else value < 0
+            if bad.any():
                 view.fail(f"{what} {value.tolist()}: each must be "
-                          f"{'positive' if what == 'scales' else 'non-negative'}")
+                          f"{'a finite positive number' if what == 'scales' else 'non-negative'}")
         if len(given) == 2:
             view.fail("scales and sizes are both given; give one of them")
 
@@ -885,7 +902,8 @@ def check_node(node, name: str, version: int, attrs: Mapping, *, type_of: Callab
     Raises
     ------
     OnnxSpecError
-        A required attribute is missing, or the first rule the node breaks; the message
+        A required attribute is missing, an input's element type is not one the
+        operator allows, or the first rule the node breaks; the message
         names the node, the attribute or input, its value and what is allowed.
 
     Examples
@@ -899,18 +917,64 @@ def check_node(node, name: str, version: int, attrs: Mapping, *, type_of: Callab
         return
     view = NodeView(name, node.op_type, version, attrs, tuple(node.input),
                     tuple(node.output), type_of, value_of)
-    _check_required(view)
+    try:
+        schema = onnx.defs.get_schema(view.op_type, view.version)
+    except onnx.defs.SchemaError:
+        schema = None
+    if schema is not None:
+        _check_required(view, schema)
+        _check_types(view, schema)
     for rule in CHECKS.get(node.op_type, ()):
         rule(view)
 
 
-def _check_required(view: NodeView) -> None:
+def _tensor_type(dtype: str) -> str | None:
+    """The ONNX type string of a tecomp dtype (``float32`` -> ``tensor(float)``)."""
+    try:
+        elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    except (TypeError, KeyError, ValueError):
+        return None
+    return f"tensor({onnx.TensorProto.DataType.Name(elem).lower()})"
+
+
+def _check_types(view: NodeView, schema) -> None:
+    """Each input's element type is one its formal parameter allows, and inputs bound to
+    one type variable (``T`` of Add's A and B) share it: a kernel is generated for one
+    element type, and a mix would be cast silently or read with the wrong width."""
+    params = schema.inputs
+    constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    bound: dict = {}
+    for i, name in enumerate(view.inputs):
+        if not name or not params:
+            continue
+        if i < len(params):
+            param = params[i]
+        elif params[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            param = params[-1]
+        else:
+            continue
+        t = view.type_of(name)
+        have = _tensor_type(t.dtype) if t is not None else None
+        if have is None:
+            continue
+        allowed = constraints.get(param.type_str, [param.type_str])
+        if have not in allowed:
+            tensors = sorted(a[7:-1] for a in allowed if a.startswith("tensor("))
+            view.fail(f"input {name!r} ({param.name}) is {t.dtype}, which version "
+                      f"{view.version} of {view.op_type} does not allow there; allowed: "
+                      f"{', '.join(tensors)}")
+        variadic_mixed = (param.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+                          and not param.is_homogeneous)
+        if param.type_str in constraints and not variadic_mixed:
+            first = bound.setdefault(param.type_str, (name, t.dtype))
+            if first[1] != t.dtype:
+                view.fail(f"inputs {first[0]!r} ({first[1]}) and {name!r} ({t.dtype}) are "
+                          f"both of type {param.type_str}; they must have one element type")
+
+
+def _check_required(view: NodeView, schema) -> None:
     """Every attribute the operator's schema marks required is given (a converter would
     otherwise fail reading it, or fall back on a default the spec does not have)."""
-    try:
-        schema = onnx.defs.get_schema(view.op_type, view.version)
-    except onnx.defs.SchemaError:
-        return
     missing = sorted(a for a, spec in schema.attributes.items()
                      if spec.required and a not in view.attrs)
     if missing:

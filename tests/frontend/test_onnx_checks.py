@@ -249,7 +249,10 @@ MISUSES = [
      "sizes [4, 4] has 2 values; the rank-4 input needs 4"),
     ("resize-scales-negative", _model("Resize", [[1, 1, 2, 2]], consts=[
         None, ("sc", np.array([1, 1, -2, 2], "float32"))], opset=13), "scales",
-     "scales [1.0, 1.0, -2.0, 2.0]: each must be positive"),
+     "scales [1.0, 1.0, -2.0, 2.0]: each must be a finite positive number"),
+    ("resize-scales-infinite", _model("Resize", [[1, 1, 2, 2]], consts=[
+        None, ("sc", np.array([1, 1, np.inf, 2], "float32"))], opset=13), "scales",
+     "scales [1.0, 1.0, inf, 2.0]"),
     ("dropout-ratio", _model("Dropout", [[2, 3]], dict(ratio=1.5), opset=10), "ratio",
      "ratio 1.5; it must be in [0, 1)"),
     ("gather-indices", _model("Gather", [[2, 3]], dict(axis=1), consts=[("i", [0, 3])]),
@@ -261,6 +264,20 @@ MISUSES = [
      "batch_dims=2; allowed for rank-2 data and rank-2 indices: [0, 1]"),
     ("concat-shapes", _model("Concat", [[2, 3], [4, 4]], dict(axis=0)), "axis",
      "differ at axis 1"),
+    ("pad-crops-past-the-size", _model("Pad", [[2, 3]], consts=[("p", [0, -4, 0, 0])],
+                                       opset=18), "pads",
+     "axis 1 of size 3 padded by -4 and 0 has size -1"),
+    ("pad-past-int64", _model("Pad", [[2, 3]], consts=[("p", [0, 2 ** 62, 0, 2 ** 62])],
+                              opset=18), "pads", "it must be in [0, 2**63 - 1]"),
+    # Element types the operator's schema does not allow, or mixes of one type variable.
+    ("tile-repeats-dtype", _model("Tile", [[2, 3], [2]], dtypes={1: F}), "'x1' (repeats)",
+     "is float32, which version 13 of Tile does not allow there; allowed: int64"),
+    ("add-mixed-types", _model("Add", [[2], [2]], dtypes={1: TensorProto.DOUBLE}), "'x1'",
+     "inputs 'x0' (float32) and 'x1' (float64) are both of type T; they must have one "
+     "element type"),
+    ("slice-mixed-index-types", _model("Slice", [[4]], consts=[
+        ("s", [0]), ("e", np.array([2], "int32"))]), "'e'",
+     "inputs 's' (int64) and 'e' (int32) are both of type Tind"),
     ("pad-length", _model("Pad", [[2, 3]], consts=[("p", [1, 1, 1])]), "pads",
      "pads has 3 values; the rank-2 input needs 4"),
 ]
@@ -340,11 +357,13 @@ def test_values_at_the_edges_of_the_spec_import(model):
     assert mod.nodes or mod.consts
 
 
-def _check(op, shapes, version, attrs=None, values=None):
+def _check(op, shapes, version, attrs=None, values=None, dtypes=("float32",)):
     """check_node on one node ``n`` whose inputs ``x0, x1, ...`` have ``shapes`` (ints or
-    ``te`` symbols) and, for those in ``values``, known values."""
+    ``te`` symbols), ``dtypes`` (int64 past the given ones) and, for those in ``values``,
+    known values."""
     names = [f"x{i}" for i in range(len(shapes))]
-    types = {n: TensorType("float32", tuple(s)) for n, s in zip(names, shapes)}
+    dtypes = tuple(dtypes) + ("int64",) * (len(shapes) - len(dtypes))
+    types = {n: TensorType(d, tuple(s)) for n, s, d in zip(names, shapes, dtypes)}
     node = helper.make_node(op, names, ["y"], name="n")
     check_node(node, "n", version, attrs or {}, type_of=types.get,
                value_of=lambda v: (values or {}).get(v))
@@ -353,7 +372,7 @@ def _check(op, shapes, version, attrs=None, values=None):
 def test_what_only_the_run_can_decide_is_left_to_it():
     n = te.var("n")
     # A symbolic dimension against a constant broadcasts if it is 1 or equal at run time.
-    _check("Mul", [(n, 3), (5, 1)], 14)
+    _check("Mul", [(n, 3), (5, 1)], 14, dtypes=("float32", "float32"))
     _check("Expand", [(n, 1), (2,)], 13, values={"x1": np.array([4, 3])})
     # Squeezing a symbolic dimension needs it to be 1 at run time.
     _check("Squeeze", [(n, 3), (1,)], 13, values={"x1": np.array([0])})
