@@ -40,6 +40,7 @@ it once: a lost node never loses or duplicates a record.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import functools
 import hashlib
@@ -275,6 +276,9 @@ class _ForkedProcess:
             try:
                 os.close(jobs_w)
                 os.close(replies_r)
+                # A candidate that crashes the compiler is a recorded trial, not a stack
+                # dump in the worker's log.
+                faulthandler.disable()
                 for fd in list(_HELD_FDS):
                     with contextlib.suppress(OSError):
                         os.close(fd)

@@ -141,6 +141,54 @@ def test_a_target_no_worker_measures_is_refused_before_the_first_trial(cluster, 
     assert not log.exists() or log.read_text() == ""
 
 
+class _CountingRunner(autotune.DaskRunner):
+    """A DaskRunner that notes how many of its ``run`` calls overlap."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self.now = self.peak = 0
+
+    def run(self, inputs, builds):
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        try:
+            return super().run(inputs, builds)
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+def test_a_tiny_model_keeps_both_workers_busy_and_writes_one_log(client, tmp_path):
+    import onnx
+
+    from tecomp.frontend import from_onnx
+
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_models.conv_bn_relu_pool_gemm(batch=1), str(path))
+    mod, params = from_onnx(str(path))
+    tasks = autotune.extract_tasks(mod, params, "llvm")
+    assert len(tasks) == 2
+    runner = _CountingRunner(client, number=1, repeat=1, min_repeat_ms=50, warmup_ms=0,
+                             one_per_machine=False)
+    option = autotune.measure_option(builder=autotune.DaskBuilder(client), runner=runner)
+    log = tmp_path / "m.json"
+    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
+                                   batch_size=1)
+    assert sched._in_flight(None, runner) == 2
+    sched.tune(4, option, callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    assert runner.peak == 2  # the two tasks' batches were measured at once
+    trials = _trials(log)
+    assert len(trials) == 4 and sched.n_done == 4
+    assert {r.name for r in trials} == {t.name for t in tasks}
+    keys = [(r.name, r.config_index) for r in trials]
+    assert len(set(keys)) == len(keys)
+    assert all(r.ok for r in trials)
+
+
+# Last: the killed worker's replacement may take long to start on a busy machine, and no
+# test after this one waits for it.
 def _kill_a_measuring_worker(client, killed: list, stop: threading.Event):
     """Kill (SIGKILL) the process of a worker while it runs a measurement."""
     pids = client.run(os.getpid)
@@ -189,49 +237,3 @@ def test_killing_a_worker_mid_session_loses_and_duplicates_no_record(client, tmp
                  resume_from=str(log), remeasure_top=0)
     indices = [r.config_index for r in _trials(log)]
     assert len(indices) == 8 and len(set(indices)) == 8
-
-
-class _CountingRunner(autotune.DaskRunner):
-    """A DaskRunner that notes how many of its ``run`` calls overlap."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._lock = threading.Lock()
-        self.now = self.peak = 0
-
-    def run(self, inputs, builds):
-        with self._lock:
-            self.now += 1
-            self.peak = max(self.peak, self.now)
-        try:
-            return super().run(inputs, builds)
-        finally:
-            with self._lock:
-                self.now -= 1
-
-
-def test_a_tiny_model_keeps_both_workers_busy_and_writes_one_log(client, tmp_path):
-    import onnx
-
-    from tecomp.frontend import from_onnx
-
-    path = tmp_path / "m.onnx"
-    onnx.save(onnx_models.conv_bn_relu_pool_gemm(batch=1), str(path))
-    mod, params = from_onnx(str(path))
-    tasks = autotune.extract_tasks(mod, params, "llvm")
-    assert len(tasks) == 2
-    runner = _CountingRunner(client, number=1, repeat=1, min_repeat_ms=50, warmup_ms=0,
-                             one_per_machine=False)
-    option = autotune.measure_option(builder=autotune.DaskBuilder(client), runner=runner)
-    log = tmp_path / "m.json"
-    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
-                                   batch_size=1)
-    assert sched._in_flight(None, runner) == 2
-    sched.tune(4, option, callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
-    assert runner.peak == 2  # the two tasks' batches were measured at once
-    trials = _trials(log)
-    assert len(trials) == 4 and sched.n_done == 4
-    assert {r.name for r in trials} == {t.name for t in tasks}
-    keys = [(r.name, r.config_index) for r in trials]
-    assert len(set(keys)) == len(keys)
-    assert all(r.ok for r in trials)
