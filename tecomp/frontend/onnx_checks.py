@@ -311,14 +311,37 @@ class Window:
             view.fail(f"output_shape {_text(shape)}: it needs {nsp} positive sizes, one per "
                       "spatial axis (N and C may lead)")
         extra = view.attrs.get("output_padding")
-        if extra is None:
-            return
         strides = tuple(view.attrs.get("strides", (1,) * nsp))
         dilations = tuple(view.attrs.get("dilations", (1,) * nsp))
-        for a, e in enumerate(extra):
+        for a, e in enumerate(extra or ()):
             if e >= max(strides[a], dilations[a]):
                 view.fail(f"output_padding {_text(extra)}: {e} on spatial axis {a} is not "
                           f"below its stride {strides[a]} or dilation {dilations[a]}")
+        self._check_transposed_size(view, nsp, strides, dilations)
+
+    def _check_transposed_size(self, view: NodeView, nsp: int, strides, dilations) -> None:
+        """Without output_shape or auto_pad, each static spatial size of the output,
+        ``stride * (size - 1) + output_padding + (kernel - 1) * dilation + 1 - pads``, is
+        positive (an empty input axis, or pads past the window, leave none)."""
+        if view.attrs.get("output_shape") is not None or _string(
+                view.attrs.get("auto_pad", "NOTSET")) != "NOTSET":
+            return
+        x, w = view.shape(0), view.shape(1)
+        kernel = view.attrs.get("kernel_shape") or (None if w is None else w[2:])
+        if kernel is None:
+            return
+        pads = tuple(view.attrs.get("pads", (0,) * 2 * nsp))
+        extra = tuple(view.attrs.get("output_padding", (0,) * nsp))
+        for a in range(nsp):
+            size, k = x[2 + a], kernel[a]
+            if not (dims.is_static(size) and dims.is_static(k)):
+                continue
+            out = (strides[a] * (size - 1) + extra[a] + (k - 1) * dilations[a] + 1
+                   - pads[a] - pads[a + nsp])
+            if out <= 0:
+                view.fail(f"the output's spatial axis {a} would have size {out} (input size "
+                          f"{size}, kernel {k}, stride {strides[a]}, pads {pads[a]} + "
+                          f"{pads[a + nsp]}); each output size must be positive")
 
     def _check_extent(self, view: NodeView, nsp: int) -> None:
         """The (dilated) window fits each static padded spatial axis at least once: a

@@ -179,6 +179,9 @@ MISUSES = [
     ("conv-transpose-output-padding", _model("ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]],
                                              dict(strides=[2, 2], output_padding=[1, 2])),
      "output_padding", "2 on spatial axis 1 is not below its stride 2 or dilation 1"),
+    ("conv-transpose-empty-output", _model("ConvTranspose", [[1, 3, 2, 2], [3, 2, 1, 1]],
+                                           dict(pads=[0, 0, 0, 2])), "pads",
+     "the output's spatial axis 1 would have size 0"),
     ("maxpool-kernel", _model("MaxPool", [[1, 1, 4, 4]], dict(kernel_shape=[0, 2])),
      "kernel_shape", "kernel_shape [0, 2]: 0 is not positive"),
     ("avgpool-pads-length", _model("AveragePool", [[1, 1, 4]], dict(
