@@ -13,7 +13,6 @@ from onnx import TensorProto, helper, numpy_helper
 from tecomp import te
 from tecomp.errors import OnnxSpecError, TecompError
 from tecomp.frontend import from_onnx
-from tecomp.graph.ir import TensorType
 from tecomp.frontend.onnx_checks import (
     CHECKS,
     Axes,
@@ -23,6 +22,7 @@ from tecomp.frontend.onnx_checks import (
     Positive,
     check_node,
 )
+from tecomp.graph.ir import TensorType
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
