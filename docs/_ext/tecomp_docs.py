@@ -176,7 +176,13 @@ def _drop_missing_pages(app, docname, source) -> None:
             source[0] = text[:text.index(start)] + text[text.index(end) + len(end):]
 
 
+def _reread_index(app, env, added, changed, removed):
+    # Whether an optional page exists changes the index without changing its source.
+    return ["index"]
+
+
 def setup(app):
     app.connect("builder-inited", _generate)
     app.connect("source-read", _drop_missing_pages)
+    app.connect("env-get-outdated", _reread_index)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
