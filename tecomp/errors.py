@@ -23,6 +23,17 @@ class LoweringError(TecompError):
     """A schedule is legal primitive by primitive but cannot be lowered as a whole."""
 
 
+class IRVerifyError(LoweringError):
+    """A pass produced malformed loop IR (``tecomp.ir.verify``): ``rule`` names the rule
+    broken, ``node`` the offending node and ``pass_name`` the pass that produced it (None
+    when the function was checked on its own)."""
+
+    def __init__(self, message: str, rule: str | None = None, node=None,
+                 pass_name: str | None = None):
+        super().__init__(message)
+        self.rule, self.node, self.pass_name = rule, node, pass_name
+
+
 class CodegenError(TecompError):
     """The loop IR uses something the chosen target cannot generate code for."""
 

@@ -9,7 +9,9 @@ tiles double-buffered (``double_buffer``), and barriers placed where threads sha
 data through shared memory (``barrier``). A bounds-checking build
 (``check_bounds=True`` or ``TECOMP_CHECK_BOUNDS=1``) ends with ``bound_checks``.
 ``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one,
-headed by the pass name.
+headed by the pass name. ``TECOMP_VERIFY_IR=1`` checks the function is well formed
+(``tecomp.ir.verify``) before the first pass and after each one, and names the pass that
+produced malformed IR; CI runs the tests with it set.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from ...target import Target, as_target
 from ..stmt import PrimFunc
+from ..verify import verify
 from .barrier import insert_barriers
 from .bound_checks import instrument_bound_checks
 from .double_buffer import inject_double_buffer
@@ -54,6 +57,11 @@ def check_bounds_enabled(check_bounds: bool | None = None) -> bool:
     if check_bounds is not None:
         return bool(check_bounds)
     return os.environ.get("TECOMP_CHECK_BOUNDS", "").strip().lower() in ("1", "true", "yes")
+
+
+def verify_enabled() -> bool:
+    """Whether the environment variable ``TECOMP_VERIFY_IR`` is set to ``1``/``true``."""
+    return os.environ.get("TECOMP_VERIFY_IR", "").strip().lower() in ("1", "true", "yes")
 
 
 def passes(target: Target, check_bounds: bool = False) -> tuple[Pass, ...]:
@@ -133,12 +141,17 @@ def run_pipeline(func: PrimFunc, target=None, check_bounds: bool | None = None) 
     """
     target = as_target(target if target is not None else Target.current())
     dump = bool(os.environ.get("TECOMP_DUMP_IR"))
+    check = verify_enabled()
     if dump:
         print(f"// {func.name}: loop nest\n{func}")
+    if check:
+        verify(func, after="lower (the loop nest the pipeline was given)")
     for p in passes(target, check_bounds_enabled(check_bounds)):
         out = p.run(func)
         if dump:
             print(f"// {func.name}: after {p.name}" + (" (unchanged)" if out is func else
                                                         f"\n{out}"))
+        if check and out is not func:
+            verify(out, after=p.name)
         func = out
     return func
