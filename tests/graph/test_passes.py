@@ -16,11 +16,12 @@ from tecomp.graph.checks import runtime_dim_checks
 from tecomp.graph.passes import (
     eliminate_common_subexpressions,
     eliminate_dead_code,
+    fold_batch_norms,
     fold_constants,
     fuse_operators,
-    legalize,
+    legalize_for_library,
     optimize,
-    simplify,
+    tidy_reshapes,
 )
 
 
@@ -137,19 +138,19 @@ def test_cse_keeps_output_names():
     assert {o for n in out.nodes for o in n.outputs} == {"y1", "y2"}
 
 
-def test_simplify_removes_identities_and_collapses_reshapes():
+def test_tidy_reshapes_removes_identities_and_collapses_reshapes():
     g = _graph([Node("identity", ("x",), ("a",)),
                 Node("reshape", ("a",), ("b",), {"newshape": (6,)}),
                 Node("reshape", ("b",), ("c",), {"newshape": (3, 2)}),
                 Node("reshape", ("c",), ("d",), {"newshape": (3, 2)}),
                 Node("relu", ("d",), ("y",))], {"x": TensorType(F, (2, 3))}, ["y"])
-    out = eliminate_dead_code(simplify(g))
+    out = eliminate_dead_code(tidy_reshapes(g))
     assert [(n.op, n.inputs) for n in out.nodes] == [("reshape", ("x",)), ("relu", ("c",))]
 
 
-def test_simplify_folds_batch_norm_into_the_conv_weight_and_bias():
+def test_fold_batch_norms_folds_batch_norm_into_the_conv_weight_and_bias():
     mod, params = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=1))
-    out = eliminate_dead_code(fold_constants(simplify(fold_constants(mod))))
+    out = eliminate_dead_code(fold_constants(tidy_reshapes(fold_batch_norms(fold_constants(mod)))))
     ops = [n.op for n in out.nodes]
     assert "batch_norm" not in ops and ops[:3] == ["conv2d", "add", "relu"]
     conv, add = out.nodes[0], out.nodes[1]
@@ -160,13 +161,13 @@ def test_simplify_folds_batch_norm_into_the_conv_weight_and_bias():
                                rtol=1e-5, atol=1e-6)
 
 
-def test_simplify_turns_a_lone_batch_norm_into_scale_and_shift():
+def test_fold_batch_norms_turns_a_lone_batch_norm_into_scale_and_shift():
     c = 3
     consts = {"g": np.full(c, 2, F), "b": np.ones(c, F), "m": np.zeros(c, F),
               "v": np.full(c, 3, F)}
     g = _graph([Node("batch_norm", ("x", "g", "b", "m", "v"), ("y",), {"epsilon": 1.0})],
                {"x": TensorType(F, (1, c, 2, 2))}, ["y"], consts)
-    out = simplify(g)
+    out = fold_batch_norms(g)
     assert [n.op for n in out.nodes] == ["multiply", "add"]
     np.testing.assert_allclose(out.consts[out.nodes[0].inputs[1]].reshape(-1), 1.0)
     assert out.consts[out.nodes[0].inputs[1]].shape == (c, 1, 1)
@@ -231,12 +232,13 @@ def test_dump_graph_prints_after_each_pass():
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     err = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
                          text=True, check=True).stderr
-    for name in ("fold_constants", "simplify", "eliminate_dead_code", "fuse_operators"):
+    for name in ("fold_constants", "fold_batch_norms", "tidy_reshapes", "eliminate_dead_code",
+                 "fuse_operators"):
         assert f"// after {name}" in err
     assert "fused_1_conv2d_add_add_relu" in err
 
 
-def test_legalize_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
+def test_legalize_for_library_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
     b, s = te.var("b"), te.var("s")
     g = _graph([Node("matmul", ("x", "w"), ("p",)),           # [b, s, 8] @ const [8, 4]
                 Node("matmul", ("p", "v"), ("q",)),           # [b, s, 4] @ computed [4, 2]
@@ -244,7 +246,7 @@ def test_legalize_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
                {"x": TensorType(F, (b, s, 8)), "v": TensorType(F, (4, 2)),
                 "h": TensorType(F, (b, 2, s, 3)), "k": TensorType(F, (b, 2, 3, s))},
                ["q", "y"], {"w": np.arange(32, dtype=F).reshape(8, 4)})
-    out = eliminate_dead_code(fold_constants(legalize(g)))
+    out = eliminate_dead_code(fold_constants(legalize_for_library(g)))
     ops = [n.op for n in out.nodes]
     assert ops == ["reshape", "dense", "reshape", "reshape", "matmul", "reshape", "reshape",
                    "reshape", "batch_matmul", "reshape"]
@@ -256,12 +258,12 @@ def test_legalize_maps_matmul_onto_dense_batch_matmul_and_2d_matmul():
     assert dims.equal(out.types[bm.inputs[0]].shape[0], b * 2)
 
 
-def test_legalize_makes_vector_operands_matrices_and_casts_double_to_half_via_float():
+def test_legalize_for_library_makes_vector_operands_matrices_and_casts_double_to_half_via_float():
     g = _graph([Node("matmul", ("a", "m"), ("y",)),
                 Node("cast", ("d",), ("h",), {"dtype": "float16"})],
                {"a": TensorType(F, (3,)), "m": TensorType(F, (3, 5)),
                 "d": TensorType("float64", (2,))}, ["y", "h"])
-    out = legalize(g)
+    out = legalize_for_library(g)
     assert [n.op for n in out.nodes] == ["reshape", "matmul", "reshape", "cast", "cast"]
     assert out.types["y"].shape == (5,)
     assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]

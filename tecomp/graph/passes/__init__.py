@@ -3,11 +3,11 @@
 from .alter_layout import alter_conv_layout
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .fold_batch_norms import fold_batch_norms, tidy_reshapes
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
-from .legalize import legalize
+from .legalize import legalize_for_library
 from .pipeline import PIPELINE, optimize, pipeline_for
-from .simplify import simplify
 from .sink_reshapes import sink_reshapes
 
 __all__ = [
@@ -15,11 +15,12 @@ __all__ = [
     "alter_conv_layout",
     "eliminate_common_subexpressions",
     "eliminate_dead_code",
+    "fold_batch_norms",
     "fold_constants",
     "fuse_operators",
-    "legalize",
+    "legalize_for_library",
     "optimize",
     "pipeline_for",
-    "simplify",
     "sink_reshapes",
+    "tidy_reshapes",
 ]

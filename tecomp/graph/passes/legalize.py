@@ -116,7 +116,7 @@ def _legalize_cast(graph: Graph, node: Node) -> list:
             node.with_(inputs=(mid,))]
 
 
-def legalize(graph: Graph) -> Graph:
+def legalize_for_library(graph: Graph) -> Graph:
     """``graph`` with every ``matmul`` in a form the operator library implements (see the
     module text)."""
     graph = infer_types(graph)

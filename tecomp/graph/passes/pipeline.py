@@ -13,23 +13,24 @@ from .alter_layout import alter_conv_layout
 from .concat_in_place import concatenate_in_place
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .fold_batch_norms import fold_batch_norms, tidy_reshapes
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
-from .legalize import legalize
-from .simplify import simplify
+from .legalize import legalize_for_library
 from .sink_reshapes import sink_reshapes
 
-# Folding first resolves every shape computation, so simplification sees static reshapes
-# and constant BatchNorm statistics; legalization then maps matmuls onto the library's
-# forms, whose reshapes around a dense then sink below its elementwise consumers (so they
+# Folding first resolves every shape computation, so BatchNorm folding sees constant
+# statistics and reshape tidying static reshapes; legalization then maps matmuls onto the
+# library's forms, whose reshapes around a dense then sink below its elementwise consumers (so they
 # fuse into its epilogue). These leave new constant arithmetic (a folded BatchNorm's bias,
 # a transposed weight, a reshaped bias) and new duplicates, hence folding and CSE again
 # before DCE drops what the rewrites orphaned. Fusion comes next to last: it needs the final
 # operators; then a concatenation left a kernel of its own may become a view of its parts.
 PIPELINE = (
     ("fold_constants", fold_constants),
-    ("simplify", simplify),
-    ("legalize", legalize),
+    ("fold_batch_norms", fold_batch_norms),
+    ("tidy_reshapes", tidy_reshapes),
+    ("legalize_for_library", legalize_for_library),
     ("sink_reshapes", sink_reshapes),
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),

@@ -17,7 +17,7 @@ from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node, TensorType
 from ..ops import BROADCAST, ELEMWISE, op_info
-from .simplify import tidy_reshapes
+from .fold_batch_norms import tidy_reshapes
 
 
 def _operand_shape(shape, out_shape, src_shape):

@@ -1,4 +1,5 @@
-"""Algebraic simplification: identities removed, BatchNorm folded, reshape chains collapsed."""
+"""BatchNorm folded into the preceding conv (``fold_batch_norms``); identities removed and
+reshape chains collapsed (``tidy_reshapes``)."""
 
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ def tidy_reshapes(graph: Graph) -> Graph:
     return _remove_identities(graph)
 
 
-def simplify(graph: Graph) -> Graph:
-    """``graph`` with BatchNorm folded into the preceding conv (or into a scale and shift),
-    identity/dropout and no-op reshapes removed, and reshape chains collapsed."""
-    return tidy_reshapes(_fold_batch_norms(infer_types(graph)))
+def fold_batch_norms(graph: Graph) -> Graph:
+    """``graph`` with each inference BatchNorm of constant statistics folded into the conv
+    before it (its weight and bias), or else turned into a scale and a shift."""
+    return _fold_batch_norms(infer_types(graph))
