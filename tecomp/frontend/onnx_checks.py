@@ -246,6 +246,20 @@ class Positive:
 
 
 @dataclass(frozen=True)
+class PositiveFloat:
+    """Float attributes that must be finite and positive (LRN's alpha and beta, as
+    onnxruntime requires: the window's sum is scaled by alpha and raised to beta)."""
+
+    names: tuple
+
+    def __call__(self, view: NodeView) -> None:
+        for name in self.names:
+            value = view.attrs.get(name)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                view.fail(f"{name}={value}; it must be a finite positive number")
+
+
+@dataclass(frozen=True)
 class Window:
     """The window of a convolution or pooling over input 0 (N, C, spatial...):
     ``kernel_shape``, ``strides``, ``dilations`` positive with one value per spatial axis,
@@ -303,13 +317,13 @@ class Window:
                               "padding")
 
     def _check_output(self, view: NodeView, nsp: int) -> None:
-        """ConvTranspose's output_shape (with or without N and C) positive, and each
-        output_padding below its stride or dilation: more would add positions no input
-        reaches."""
+        """ConvTranspose's output_shape one positive size per spatial axis (the spec
+        leaves out N and C), and each output_padding below its stride or dilation: more
+        would add positions no input reaches."""
         shape = view.attrs.get("output_shape")
-        if shape is not None and (len(shape) not in (nsp, nsp + 2) or min(shape) <= 0):
+        if shape is not None and (len(shape) != nsp or min(shape) <= 0):
             view.fail(f"output_shape {_text(shape)}: it needs {nsp} positive sizes, one per "
-                      "spatial axis (N and C may lead)")
+                      "spatial axis (without N and C)")
         extra = view.attrs.get("output_padding")
         strides = tuple(view.attrs.get("strides", (1,) * nsp))
         dilations = tuple(view.attrs.get("dilations", (1,) * nsp))
@@ -889,7 +903,7 @@ CHECKS: Mapping = MappingProxyType({
     "MaxPool": (Window(), Flag(("ceil_mode", "storage_order"))),
     "AveragePool": (Window(), Flag(("ceil_mode", "count_include_pad"))),
     "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),
-    "LRN": (Positive(("size",), odd=True),),
+    "LRN": (Positive(("size",), odd=True), PositiveFloat(("alpha", "beta"))),
     # Flags and enumerations of the rest.
     "Gemm": (Flag(("transA", "transB")),),
     "Dropout": (DropoutRatio(),),

@@ -204,6 +204,11 @@ MISUSES = [
      "stash_type", "stash_type=2; allowed in version 17: 1, 10, 11, 16"),
     ("lrn-even-size", _model("LRN", [[1, 3, 4, 4]], dict(size=2 ** 62)), "size",
      f"size={2 ** 62}; it must be a positive odd integer"),
+    ("lrn-alpha", _model("LRN", [[1, 3, 4, 4]], dict(size=3, alpha=-float("inf"))), "alpha",
+     "alpha=-inf; it must be a finite positive number"),
+    ("conv-transpose-output-shape-with-batch", _model(
+        "ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]], dict(output_shape=[1, 2, 7, 7])),
+     "output_shape", "it needs 2 positive sizes, one per spatial axis (without N and C)"),
     ("lrn-zero-size", _model("LRN", [[1, 3, 4, 4]], dict(size=0)), "size", "size=0"),
     # Required attributes.
     ("lrn-without-size", _model("LRN", [[1, 3, 4, 4]]), "size",
