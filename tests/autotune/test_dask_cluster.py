@@ -47,8 +47,13 @@ def dask_matmul(n):
 
 @pytest.fixture(scope="module")
 def cluster():
-    # One retry on another worker for a measurement whose worker died, then an error.
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    # One retry on another worker for a measurement whose worker died, then an error;
+    # quiet workers (no profiler, health checks once a second) on a busy machine.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1,
+                          "distributed.worker.profile.enabled": False,
+                          "distributed.admin.tick.interval": "1s",
+                          "distributed.admin.system-monitor.interval": "1s",
+                          "distributed.worker.memory.monitor-interval": "1s"}):
         cluster = distributed.LocalCluster(
             host="127.0.0.1", n_workers=2, threads_per_worker=2, processes=True,
             dashboard_address=None, worker_dashboard_address=None,
@@ -139,6 +144,27 @@ def test_a_target_no_worker_measures_is_refused_before_the_first_trial(cluster, 
         autotune.GridSearchTuner(task).tune(2, option, callbacks=[autotune.log_to_file(
             str(log))])
     assert not log.exists() or log.read_text() == ""
+
+
+def test_cluster_builds_measured_here_and_features_computed_there(client, tmp_path):
+    """A DaskBuilder with a local runner fetches the shared objects; its ``map`` runs the
+    XGBoost tuner's feature extraction on the workers with the same rows as here."""
+    from tecomp.autotune import features as F
+
+    task = autotune.create_task("matmul", (16, 16, 16), "llvm")
+    builder = autotune.DaskBuilder(client)
+    option = autotune.measure_option(builder=builder, runner=autotune.LocalRunner(
+        number=1, repeat=1, warmup_ms=0))
+    log = tmp_path / "here.json"
+    autotune.GridSearchTuner(task).tune(2, option, callbacks=[autotune.log_to_file(str(log))],
+                                        remeasure_top=0)
+    trials = _trials(log)
+    assert len(trials) == 2 and all(r.ok for r in trials)
+
+    rows = builder.map(F._features_job, [(task.name, task.args, task.target, [0, 5])])
+    assert rows[0][0] == "ok"
+    here = [F.candidate_features(task, task.config_space.get(i)).tolist() for i in (0, 5)]
+    assert rows[0][1] == here
 
 
 class _CountingRunner(autotune.DaskRunner):
