@@ -28,6 +28,7 @@ from ..graph.ops import GraphTypeError
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
+    NOT_FOLDED,
     Context,
     ModelError,
     onnx_dtype,
@@ -61,6 +62,8 @@ def _fold(ctx, node, opset_imports) -> bool:
     """Evaluate ``node`` with onnx's reference evaluator when every input is known and
     small, making its outputs constants; returns whether it did. Nodes without inputs
     (Constant, ConstantOfShape's absent input) are left to their converters."""
+    if node.op_type in NOT_FOLDED:
+        return False
     values = [_known_value(ctx, i) if i else None for i in node.input]
     if not node.input or any(v is None and i for v, i in zip(values, node.input)) or any(
             v is not None and v.size > FOLD_LIMIT for v in values):

@@ -19,7 +19,7 @@ from ..errors import TecompError, UnsupportedOpError
 from ..graph import dims
 from ..graph.infer import const_type
 from ..graph.ir import Node
-from ..graph.ops import op_info
+from ..graph.ops import op_info, slice_bounds
 
 
 class ModelError(TecompError, ValueError):
@@ -36,6 +36,16 @@ class NeedsConstantError(UnsupportedOpError):
 
 
 CONVERTERS: dict = {}
+
+#: Operators that the import leaves to their converters even when every input is known:
+#: onnx's reference evaluator, which evaluates other such nodes at import, differs from
+#: onnxruntime on them. Slice clamps a start before the axis as Python does (``-100:-100:-1``
+#: of 5 elements is empty, not ``[0]``), Range uses ``np.arange`` (``Range(1, 10, inf)``
+#: has one element, not none), GatherElements wraps an out-of-range index instead of
+#: rejecting it, and ReduceMax/ReduceMin/ArgMax/ArgMin let a NaN win where the operator
+#: library skips it (see ``tecomp.topi.reduction``).
+NOT_FOLDED = frozenset({"Slice", "Range", "GatherElements", "GatherND", "ReduceMax",
+                        "ReduceMin", "ArgMax", "ArgMin"})
 
 
 def converter(op_type: str, *since_versions: int):
@@ -265,6 +275,12 @@ def _clip(ctx, node, attrs):
     else:
         lo = ctx.value_of(node.input[1], "min").item() if _input(node, 1) else None
         hi = ctx.value_of(node.input[2], "max").item() if _input(node, 2) else None
+    dtype = np.dtype(ctx.type_of(node.input[0]).dtype)
+    if dtype.kind == "f":
+        # A missing limit is the dtype's lowest / largest finite value (the spec's
+        # defaults, as onnxruntime applies them): Clip(inf, min=0) is 3.4e38, not inf.
+        lo = float(np.finfo(dtype).min) if lo is None else lo
+        hi = float(np.finfo(dtype).max) if hi is None else hi
     ctx.emit("clip", [node.input[0]], node.output, min=lo, max=hi)
 
 
@@ -673,23 +689,42 @@ def _softmax(ctx, node, attrs):
 
 def _layer_norm_with_statistics(ctx, node, attrs):
     """LayerNormalization whose Mean and InvStdDev outputs are read: written out as the
-    reductions and arithmetic it stands for (fusion puts them back in few kernels)."""
+    reductions and arithmetic it stands for (fusion puts them back in few kernels).
+
+    The statistics and the normalised rows are computed in float64, as onnxruntime does:
+    in float32 the rounding of a row's mean is amplified by ``1 / sqrt(var + eps)``, so a
+    constant row of 768 elements 1000.1 had an InvStdDev of 303.8 instead of
+    ``1 / sqrt(1e-5)`` = 316.2 and outputs of -0.28 instead of 0."""
     x, scale = node.input[0], node.input[1]
     t = ctx.type_of(x)
     rank = len(t.shape)
     axes = tuple(range(int(attrs.get("axis", -1)) % rank, rank))
-    eps = ctx.const(np.array(attrs.get("epsilon", 1e-5), t.dtype), "epsilon")
+    # Mean and InvStdDev have the stash type (float32 by default), Y the input's type.
+    stash = onnx_dtype(int(attrs.get("stash_type", onnx.TensorProto.FLOAT)),
+                       f"node {ctx.node_name!r}: LayerNormalization stash_type")
+    wide = "float64"
     outs = list(node.output) + [""] * (3 - len(node.output))
-    mean = ctx.emit("reduce_mean", [x], [outs[1]] if outs[1] else None, axes=axes, keepdims=1)
-    centered = ctx.emit("subtract", [x, mean])
+
+    def out(value, name, dtype):
+        if not name:
+            return None
+        return ctx.emit("cast", [value], [name], dtype=dtype)
+
+    x64 = ctx.emit("cast", [x], dtype=wide)
+    # epsilon is a float32 attribute (its default too): 1e-5 as float32, then widened.
+    eps = ctx.const(np.array(np.float32(attrs.get("epsilon", 1e-5)), wide), "epsilon")
+    mean = ctx.emit("reduce_mean", [x64], axes=axes, keepdims=1)
+    centered = ctx.emit("subtract", [x64, mean])
     var = ctx.emit("reduce_mean", [ctx.emit("multiply", [centered, centered])], axes=axes,
                    keepdims=1)
-    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [var, eps])])],
-                   [outs[2]] if outs[2] else None)
-    y = ctx.emit("multiply", [ctx.emit("multiply", [centered, inv]), scale],
-                 None if _input(node, 2) else [outs[0]])
+    inv = ctx.emit("reciprocal", [ctx.emit("sqrt", [ctx.emit("add", [var, eps])])])
+    out(mean, outs[1], stash)
+    out(inv, outs[2], stash)
+    y = ctx.emit("multiply", [ctx.emit("multiply", [centered, inv]),
+                              ctx.emit("cast", [scale], dtype=wide)])
     if _input(node, 2):
-        ctx.emit("add", [y, node.input[2]], [outs[0]])
+        y = ctx.emit("add", [y, ctx.emit("cast", [node.input[2]], dtype=wide)])
+    out(y, outs[0], t.dtype)
 
 
 @converter("LayerNormalization", 17)
@@ -799,30 +834,45 @@ def _shape(ctx, node, attrs):
 
 @converter("Gather", 1, 11, 13)
 def _gather(ctx, node, attrs):
-    ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)))
+    # The node's name goes with it into the kernel's index check: a kernel is named
+    # after the fused group (and shared by equal groups), so the check names the node.
+    ctx.emit("gather", node.input[:2], node.output, axis=int(attrs.get("axis", 0)),
+             node=ctx.node_name)
 
 
 @converter("Slice", 1, 10, 11, 13)
 def _slice(ctx, node, attrs):
+    rank = len(ctx.type_of(node.input[0]).shape)
     if ctx.version < 10:
         # Slice-1 takes starts, ends and axes as attributes, with unit steps.
         starts, ends = _ints(attrs["starts"]), _ints(attrs["ends"])
-        rank = len(ctx.type_of(node.input[0]).shape)
         axes = _ints(attrs.get("axes", range(len(starts))))
-        ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
-                 starts=starts, ends=ends, steps=(1,) * len(starts))
+        steps = (1,) * len(starts)
+    else:
+        # Starts and ends may be symbolic sizes (``Shape(x)[1]``: slicing a position table
+        # to the sequence length); axes and steps decide the loop structure, so they are
+        # ints.
+        starts = ctx.dims_of(node.input[1], "starts")
+        ends = ctx.dims_of(node.input[2], "ends")
+        axes = _ints(ctx.value_of(node.input[3], "axes")) if _input(node, 3) else tuple(
+            range(len(starts)))
+        steps = _ints(ctx.value_of(node.input[4], "steps")) if _input(node, 4) else (
+            (1,) * len(starts))
+    axes = tuple(a % rank for a in axes)
+    if node.input[0] in ctx.consts and all(dims.is_static(d) for d in starts + ends):
+        # A known tensor is sliced here, with ONNX's clamping (see NOT_FOLDED), so that
+        # what reads the result as a compile-time value finds it.
+        x = ctx.consts[node.input[0]]
+        picks = [np.arange(d) for d in x.shape]
+        for axis, start, end, step in zip(axes, starts, ends, steps):
+            if step == 0:
+                ctx.fail("a slice step cannot be 0", ModelError)
+            first, length = slice_bounds(x.shape[axis], start, end, step)
+            picks[axis] = first + step * np.arange(length)
+        ctx.const(x[np.ix_(*picks)], name=node.output[0])
         return
-    # Starts and ends may be symbolic sizes (``Shape(x)[1]``: slicing a position table to
-    # the sequence length); axes and steps decide the loop structure, so they are ints.
-    starts = ctx.dims_of(node.input[1], "starts")
-    ends = ctx.dims_of(node.input[2], "ends")
-    rank = len(ctx.type_of(node.input[0]).shape)
-    axes = _ints(ctx.value_of(node.input[3], "axes")) if _input(node, 3) else tuple(
-        range(len(starts)))
-    steps = _ints(ctx.value_of(node.input[4], "steps")) if _input(node, 4) else (1,) * len(
-        starts)
-    ctx.emit("slice", [node.input[0]], node.output, axes=tuple(a % rank for a in axes),
-             starts=starts, ends=ends, steps=steps)
+    ctx.emit("slice", [node.input[0]], node.output, axes=axes, starts=starts, ends=ends,
+             steps=steps)
 
 
 # ---- more elementwise, reductions and transforms ------------------------------------------
@@ -862,8 +912,16 @@ converter("Selu", 6, 22)(_with_attrs("selu", alpha=1.67326319217681884765625,
 converter("IsInf", 10, 20)(_with_attrs("isinf", detect_negative=1, detect_positive=1))
 converter("InstanceNormalization", 6, 22)(_with_attrs("instance_norm", epsilon=1e-5))
 converter("LRN", 1, 13)(_with_attrs("lrn", size=None, alpha=1e-4, beta=0.75, bias=1.0))
-converter("GatherElements", 11, 13)(_with_attrs("gather_elements", axis=0))
-converter("GatherND", 11, 12, 13)(_with_attrs("gather_nd", batch_dims=0))
+@converter("GatherElements", 11, 13)
+@converter("GatherND", 11, 12, 13)
+def _gather_indexed(ctx, node, attrs):
+    # Named in the index checks, as for Gather.
+    if node.op_type == "GatherND":
+        ctx.emit("gather_nd", node.input[:2], node.output,
+                 batch_dims=int(attrs.get("batch_dims", 0)), node=ctx.node_name)
+    else:
+        ctx.emit("gather_elements", node.input[:2], node.output,
+                 axis=int(attrs.get("axis", 0)), node=ctx.node_name)
 converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
 
 
@@ -1017,16 +1075,41 @@ def _scalar_dim(ctx, name: str, what: str):
     return values[0]
 
 
+def _range_values(ctx, start, limit, delta) -> np.ndarray:
+    """Range's elements as onnxruntime computes them: ``ceil((limit - start) / delta)`` of
+    them (none if that is not positive; ``Range(1, 10, inf)`` is empty), each the previous
+    one plus ``delta`` in the inputs' dtype (a float Range accumulates, so its last
+    elements differ from ``start + i * delta`` in the last bits)."""
+    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
+    if delta == 0:
+        ctx.fail("the step (delta) of a Range cannot be 0", ModelError)
+    with np.errstate(all="ignore"):
+        count = np.ceil(np.float64(limit - start) / np.float64(delta))
+    if not np.isfinite(count):
+        ctx.fail(f"Range({start}, {limit}, {delta}) has no finite number of elements "
+                 "(ceil((limit - start) / delta) is not finite)", ModelError)
+    steps = np.full(max(int(count), 0), delta, dtype=start.dtype)
+    if steps.size:
+        steps[0] = start
+    # add.accumulate adds left to right in the dtype, as a loop adding delta would.
+    return np.add.accumulate(steps, dtype=start.dtype)
+
+
 @converter("Range", 11, 27)
 def _range(ctx, node, attrs):
     inputs = list(zip(node.input, ("start", "limit", "delta")))
     dtype = ctx.type_of(node.input[0]).dtype
-    bounds = [_scalar_dim(ctx, i, what) for i, what in inputs]
-    if all(dims.is_static(d) for d in bounds):
-        # Read as arrays: a float Range keeps its fractional bounds.
-        start, limit, delta = (ctx.value_of(i, what) for i, what in inputs)
-        ctx.const(np.arange(start, limit, delta, dtype=start.dtype), name=node.output[0])
+    try:
+        # Read as arrays: a float Range keeps its fractional (or infinite) bounds.
+        values = [ctx.value_of(i, what) for i, what in inputs]
+    except NeedsConstantError:
+        if any(ctx.type_of(i).content is None for i, _ in inputs):
+            raise  # a value neither known nor computed from sizes
+        values = None
+    if values is not None:
+        ctx.const(_range_values(ctx, *values), name=node.output[0])
         return
+    bounds = [_scalar_dim(ctx, i, what) for i, what in inputs]
     if dtype not in ("int32", "int64"):
         ctx.fail(f"a Range of {dtype} with bounds computed from symbolic sizes is not "
                  "supported; allowed: int32, int64")
@@ -1121,9 +1204,10 @@ def _nll(ctx, node, attrs, log_prob, target, weight, outputs):
         target = ctx.emit("where", [keep, target, ctx.const(
             np.array(0, ctx.type_of(target).dtype), "class0")])
     picked = ctx.emit("gather_elements", [log_prob, ctx.emit(
-        "reshape", [target], newshape=(tshape[0], 1) + tuple(tshape[1:]))], axis=1)
+        "reshape", [target], newshape=(tshape[0], 1) + tuple(tshape[1:]))], axis=1,
+        node=ctx.node_name)
     picked = ctx.emit("reshape", [picked], newshape=tuple(tshape))
-    w = ctx.emit("gather", [weight, target], axis=0) if weight else None
+    w = ctx.emit("gather", [weight, target], axis=0, node=ctx.node_name) if weight else None
     if keep is not None:
         kept = ctx.emit("cast", [keep], dtype=dtype)
         w = kept if w is None else ctx.emit("multiply", [w, kept])

@@ -477,10 +477,21 @@ def _gather(node, ts):
 
 
 def slice_bounds(extent, start, end, step):
-    """Python-style clamped (start, length) of ``range(start, end, step)`` over ``extent``
-    elements, for static numbers."""
-    r = range(extent)[slice(start, end, step)]
-    return (r.start if len(r) else 0), len(r)
+    """(first, length) of ONNX Slice's ``start:end:step`` over ``extent`` elements, for
+    static numbers: a negative bound counts from the end, then ``start`` is clamped into
+    ``[0, extent]`` (``[0, extent - 1]`` for a negative step) and ``end`` into
+    ``[0, extent]`` (``[-1, extent - 1]``). Unlike Python's slicing, a start before the
+    axis with a negative step clamps to element 0: ``-100:-100:-1`` of 5 elements is
+    ``[0]``, not empty."""
+    start = start + extent if start < 0 else start
+    end = end + extent if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), extent), min(max(end, 0), extent)
+        length = max(-(-(end - start) // step), 0)
+    else:
+        start, end = min(max(start, 0), extent - 1), min(max(end, -1), extent - 1)
+        length = max(-(-(start - end) // -step), 0)
+    return (start if length else 0), length
 
 
 def _slice_length(node, extent, start, end, step):
@@ -512,7 +523,8 @@ def _slice(node, ts):
     content = None
     if len(x.shape) == 1 and x.content is not None and all(
             dims.is_static(d) for d in (starts[0], ends[0])):
-        content = tuple(x.content[slice(starts[0], ends[0], steps[0])])
+        first, length = slice_bounds(len(x.content), starts[0], ends[0], steps[0])
+        content = tuple(x.content[first + k * steps[0]] for k in range(length))
     return [TensorType(x.dtype, tuple(shape), content)]
 
 

@@ -105,8 +105,23 @@ add = _binary_op("add", lambda x, y: x + y, "a + b.")
 subtract = _binary_op("subtract", lambda x, y: x - y, "a - b.")
 multiply = _binary_op("multiply", lambda x, y: x * y, "a * b.")
 divide = _binary_op("divide", _divide, "a / b (integers truncate toward zero).")
-maximum = _binary_op("maximum", te.max, "the larger of a and b.")
-minimum = _binary_op("minimum", te.min, "the smaller of a and b.")
+def _propagating_nan(better, fplain):
+    """``better``'s choice of two values where a NaN in either wins (onnxruntime's Max and
+    Min); a plain float ``max(a, b)`` is ``a > b ? a : b``, which drops a NaN in ``a``."""
+
+    def f(x, y):
+        if not dt.is_float(x.dtype):
+            return fplain(x, y)
+        return te.if_then_else(better(x, y) | te.not_equal(x, x), x, y)
+
+    return f
+
+
+_max = _propagating_nan(lambda x, y: x > y, te.max)
+_min = _propagating_nan(lambda x, y: x < y, te.min)
+
+maximum = _binary_op("maximum", _max, "the larger of a and b (NaN if either is).")
+minimum = _binary_op("minimum", _min, "the smaller of a and b (NaN if either is).")
 equal = _binary_op("equal", te.equal, "a == b (bool).")
 less = _binary_op("less", lambda x, y: x < y, "a < b (bool).")
 greater = _binary_op("greater", lambda x, y: x > y, "a > b (bool).")
@@ -120,13 +135,17 @@ logical_xor = _binary_op("logical_xor", _bool_args("logical_xor", te.not_equal),
 
 
 def power(a, b):
-    """ONNX Pow with broadcasting: ``a ** b`` in ``a``'s dtype (``b`` may differ)."""
+    """ONNX Pow with broadcasting: ``a ** b`` in ``a``'s dtype (``b`` may differ).
+
+    An integer base is raised in float64 and the result truncated toward zero, as
+    onnxruntime converts it (``[2, 3, 10] ** [-0.12, 0.5, 0.3]`` is ``[0, 1, 1]``);
+    an integer result below 2**53 is exact in float64, so truncating it loses nothing.
+    """
 
     def f(x, y):
         if dt.is_float(x.dtype):
             return te.power(x, y.astype(x.dtype))
-        # Integer bases: computed in float64, exact for results below 2**53.
-        return te.round(te.power(x.astype("float64"), y.astype("float64"))).astype(x.dtype)
+        return te.trunc(te.power(x.astype("float64"), y.astype("float64"))).astype(x.dtype)
 
     return broadcast_compute(f, "power", a, b)
 
@@ -189,8 +208,8 @@ def _variadic(name, fcombine, doc):
 
 sum_n = _variadic("sum", lambda x, y: x + y, "their sum.")
 mean_n = _variadic("mean", lambda x, y: x + y, "their mean.")
-max_n = _variadic("max", te.max, "the largest.")
-min_n = _variadic("min", te.min, "the smallest.")
+max_n = _variadic("max", _max, "the largest (NaN if any is).")
+min_n = _variadic("min", _min, "the smallest (NaN if any is).")
 
 
 for _name, _fn in [

@@ -65,6 +65,59 @@ def reduce_compute(x, axes, keepdims, fsource, reducer, name: str):
     return te.compute(shape, body, name=name, tag=TAG, attrs={"inner_axes": inner})
 
 
+def _skipping_nan(better, name: str, empty: float | None = None):
+    """A reducer keeping the value ``better`` prefers where a NaN never replaces a number,
+    as C's ``fmax``/``fmin`` (IEEE 754 maxNum/minNum): the result does not depend on where
+    a NaN is or on the order of the reduction, and it is NaN only where every value is.
+
+    onnxruntime skips a NaN in MaxPool, GlobalMaxPool and, past a row's first element, in
+    ReduceMax/ArgMax; a NaN taking part in a plain ``max(acc, x)`` wins only where it comes
+    last, so the answer depended on its position.
+
+    The identity is NaN, or ``empty`` (``-inf`` for a maximum) where a reduction over no
+    elements must give that, as ONNX's ReduceMax does. The values are then ranked
+    ``-inf`` (the identity, or an element), NaN, every other number: a row of NaN only is
+    NaN, also where a vectorized reduction combines the partial results of lanes that
+    saw no element.
+    """
+
+    def combine(acc, x):
+        if not dt.is_float(x.dtype):
+            return te.max(acc, x) if better is _greater else te.min(acc, x)
+        acc_nan, x_nan = te.not_equal(acc, acc), te.not_equal(x, x)
+        if empty is None:
+            return te.if_then_else(better(x, acc) | acc_nan, x, acc)
+        worst = te.const(empty, acc.dtype)
+        take = (better(x, acc) | (acc_nan & te.not_equal(x, worst))
+                | (x_nan & te.equal(acc, worst)))
+        return te.if_then_else(take, x, acc)
+
+    def identity(dtype):
+        if dt.is_float(dtype):
+            return E.make_const(float("nan") if empty is None else empty, dtype)
+        worst = dt.min_value(dtype) if better is _greater else dt.max_value(dtype)
+        return E.make_const(worst, dtype)
+
+    return te.comm_reducer(combine, identity, name=name)
+
+
+def _greater(a, b):
+    return a > b
+
+
+def _less(a, b):
+    return a < b
+
+
+#: Reducers (``nanmax(expr, axis=k)``) taking the largest / smallest value and skipping
+#: NaN (see :func:`_skipping_nan`); NaN over no elements (a pooling window never is empty).
+nanmax = _skipping_nan(_greater, "nanmax")
+nanmin = _skipping_nan(_less, "nanmin")
+#: The same, -inf / inf over no elements (ONNX ReduceMax / ReduceMin).
+_reduce_max = _skipping_nan(_greater, "reduce_max", empty=float("-inf"))
+_reduce_min = _skipping_nan(_less, "reduce_min", empty=float("inf"))
+
+
 def _count(x, axes, dtype):
     n = E.IntImm(1)
     for a in axes:
@@ -96,8 +149,8 @@ def _mean(v, x, axes):
 
 reduce_sum = _reduction("reduce_sum", lambda v: v, te.sum)
 reduce_mean = _reduction("reduce_mean", lambda v: v, te.sum, _mean)
-reduce_max = _reduction("reduce_max", lambda v: v, te.max)
-reduce_min = _reduction("reduce_min", lambda v: v, te.min)
+reduce_max = _reduction("reduce_max", lambda v: v, _reduce_max)
+reduce_min = _reduction("reduce_min", lambda v: v, _reduce_min)
 reduce_prod = _reduction("reduce_prod", lambda v: v, te.prod)
 reduce_l1 = _reduction("reduce_l1", te.abs, te.sum)
 reduce_l2 = _reduction("reduce_l2", lambda v: v * v, te.sum, lambda v, x, a: te.sqrt(v))
@@ -109,14 +162,22 @@ reduce_log_sum_exp = _reduction("reduce_log_sum_exp", te.exp, te.sum,
 
 def _arg_reducer(better, select_last: bool, name: str):
     """A (index, value) reducer keeping the value ``better`` prefers and, on ties, the
-    first (or last) index; commutative, so any reduction order gives the same answer."""
+    first (or last) index; commutative, so any reduction order gives the same answer.
+    A NaN loses to every number (as in :data:`nanmax`: the index of the max is where
+    ReduceMax's value is), and NaNs tie with each other."""
 
     def combine(lhs, rhs):
         (i0, v0), (i1, v1) = lhs, rhs
         tie_wins = i1 > i0 if select_last else i1 < i0
+        same = te.equal(v1, v0)
+        wins = better(v1, v0)
+        if dt.is_float(v0.dtype):
+            nan0, nan1 = te.not_equal(v0, v0), te.not_equal(v1, v1)
+            same = same | (nan0 & nan1)
+            wins = wins | (nan0 & ~nan1)
         # Index -1 marks the identity: it loses to any element, even one equal to it
         # (an all -inf row still gives index 0).
-        take = (i1 >= 0) & ((i0 < 0) | better(v1, v0) | (te.equal(v1, v0) & tie_wins))
+        take = (i1 >= 0) & ((i0 < 0) | wins | (same & tie_wins))
         return te.if_then_else(take, i1, i0), te.if_then_else(take, v1, v0)
 
     def identity(index_dtype, value_dtype):
@@ -127,14 +188,6 @@ def _arg_reducer(better, select_last: bool, name: str):
         return E.make_const(-1, index_dtype), E.make_const(worst, value_dtype)
 
     return te.comm_reducer(combine, identity, name=name)
-
-
-def _greater(a, b):
-    return a > b
-
-
-def _less(a, b):
-    return a < b
 
 
 _ARG_REDUCERS = {

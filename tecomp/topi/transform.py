@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import ShapeError
+from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.arith import remove_factors, simplify_size, size_factors
 from .broadcast import broadcast_index, broadcast_shape
@@ -339,29 +340,64 @@ def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
     return out if out is not x else _remap(x.shape, lambda idx: x[idx], "slice")
 
 
-def _wrap_index(i, dim):
-    """An index that may be negative (counting from the end), clamped into ``[0, dim)`` so
-    that a bad index never reads outside the tensor."""
-    i = i.astype("int32") if i.dtype != "int32" else i
-    i = te.if_then_else(i < 0, i + dim, i)
-    return _clamp(i, 0, dim - 1)
+def _checked_index(i, dim, axis: int, node: str, what: str = "index"):
+    """``(ok, position)`` of an ONNX index ``i`` into an axis of ``dim`` elements.
+
+    ``ok`` holds where ``i`` lies in ``[-dim, dim)`` and records a failed run-time check
+    naming ``node``, the axis and the index where it does not (:func:`te.checked`); the
+    caller reads only where it holds, so no index, however large and whatever the
+    axis's size (0 included), reads outside the data. ``position`` is ``i`` (negative
+    counting from the end) as an int32 element position, valid where ``ok`` holds.
+
+    The comparison is made in the index's own dtype: an int64 index is not cut to 32
+    bits first, so ``2**32 + 1`` is out of range, not row 1.
+    """
+    dtype = i.dtype if dt.is_int(i.dtype) and i.dtype != "bool" else "int64"
+    i = i.astype(dtype) if i.dtype != dtype else i
+    d = E.as_expr(dim).astype(dtype)
+    c = const_int(E.as_expr(dim))
+    allowed = (f"out of range [-{c}, {c}) for axis {axis}" if c is not None else
+               f"outside axis {axis} of size {dim} (allowed: -{dim} .. {dim} - 1)")
+    where = f"node {node!r}: " if node else ""
+    ok = te.checked((i >= -d) & (i < d), i, f"{where}{what} {{value}} is {allowed}")
+    position = te.if_then_else(i < te.const(0, dtype), i + d, i)
+    return ok, position.astype("int32") if dtype != "int32" else position
 
 
-def gather(data, indices, axis: int = 0):
-    """ONNX Gather: ``data`` indexed along ``axis`` by every element of ``indices``."""
+def _guarded_read(data, ok, positions: dict, index):
+    """``data[index]`` where ``ok`` holds (it is read only there), else 0; ``index`` names
+    data-dependent positions as the keys of ``positions`` (Var -> its expression).
+
+    The positions are bound by ``Let``: an index of loop variables plus a bound variable
+    stays affine for the code generator, so an embedding row is read with vector loads,
+    not a gather of its elements."""
+    value = te.if_then_else(ok, data[index], te.const(0, data.dtype))
+    for var, expr in positions.items():
+        value = E.Let(var, expr, value, value.dtype)
+    return value
+
+
+def gather(data, indices, axis: int = 0, node: str = ""):
+    """ONNX Gather: ``data`` indexed along ``axis`` by every element of ``indices``.
+
+    An index outside ``[-dim, dim)`` fails a run-time check (the call raises
+    :class:`~tecomp.errors.RuntimeCheckError` naming ``node``, the graph node computed,
+    and the first bad index); nothing is read for it."""
     axis = normalize_axis(axis, len(data.shape))
     q = len(indices.shape)
     shape = data.shape[:axis] + tuple(indices.shape) + data.shape[axis + 1:]
 
     def read(idx):
-        i = _wrap_index(indices[idx[axis:axis + q]], data.shape[axis])
-        return data[idx[:axis] + (i,) + idx[axis + q:]]
+        ok, i = _checked_index(indices[idx[axis:axis + q]], data.shape[axis], axis, node)
+        row = E.Var("row", "int32")
+        return _guarded_read(data, ok, {row: i}, idx[:axis] + (row,) + idx[axis + q:])
 
     return _remap(shape, read, "gather")
 
 
-def gather_elements(data, indices, axis: int = 0):
-    """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``."""
+def gather_elements(data, indices, axis: int = 0, node: str = ""):
+    """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``; an
+    index out of range fails a run-time check, as in :func:`gather`."""
     axis = normalize_axis(axis, len(data.shape))
     if len(indices.shape) != len(data.shape):
         raise ShapeError("gather_elements: indices and data must have the same rank")
@@ -372,16 +408,18 @@ def gather_elements(data, indices, axis: int = 0):
                              f"elements, more than data's {const_int(dd)}")
 
     def read(idx):
-        i = _wrap_index(indices[idx], data.shape[axis])
-        return data[idx[:axis] + (i,) + idx[axis + 1:]]
+        ok, i = _checked_index(indices[idx], data.shape[axis], axis, node)
+        pos = E.Var("pos", "int32")
+        return _guarded_read(data, ok, {pos: i}, idx[:axis] + (pos,) + idx[axis + 1:])
 
     return _remap(indices.shape, read, "gather_elements")
 
 
-def gather_nd(data, indices, batch_dims: int = 0):
+def gather_nd(data, indices, batch_dims: int = 0, node: str = ""):
     """ONNX GatherND: the last axis of ``indices`` holds ``k`` indices into the ``k`` axes
     of ``data`` after its ``batch_dims`` leading (batch) axes, which ``data`` and
-    ``indices`` share; the output is ``indices.shape[:-1] + data.shape[batch_dims + k:]``."""
+    ``indices`` share; the output is ``indices.shape[:-1] + data.shape[batch_dims + k:]``.
+    An index out of range fails a run-time check, as in :func:`gather`."""
     if batch_dims >= len(indices.shape):
         raise ShapeError(f"gather_nd: indices of rank {len(indices.shape)} have no axis "
                          f"after {batch_dims} batch axes")
@@ -396,9 +434,11 @@ def gather_nd(data, indices, batch_dims: int = 0):
     shape = tuple(indices.shape[:-1]) + tuple(data.shape[batch_dims + k:])
 
     def read(idx):
-        picked = tuple(_wrap_index(indices[idx[:lead] + (j,)], data.shape[batch_dims + j])
-                       for j in range(k))
-        return data[idx[:batch_dims] + picked + idx[lead:]]
+        checked = [_checked_index(indices[idx[:lead] + (j,)], data.shape[batch_dims + j],
+                                  batch_dims + j, node) for j in range(k)]
+        ok = te.all(*[c for c, _ in checked])
+        picked = {E.Var(f"pos{j}", "int32"): i for j, (_, i) in enumerate(checked)}
+        return _guarded_read(data, ok, picked, idx[:batch_dims] + tuple(picked) + idx[lead:])
 
     return _remap(shape, read, "gather_nd")
 
@@ -521,16 +561,20 @@ def full(shape, value, dtype: str = "float32"):
 
 def one_hot(indices, depth: int, values=(0, 1), axis: int = -1, dtype: str = "float32"):
     """ONNX OneHot: a new axis of size ``depth`` at ``axis`` holding ``values[1]`` where it
-    equals the index (negative indices count from ``depth``) and ``values[0]`` elsewhere."""
+    equals the index (negative indices count from ``depth``) and ``values[0]`` elsewhere.
+    An index outside ``[-depth, depth)`` matches no position: its row is all
+    ``values[0]``, as the spec defines. Indices are compared as int64 (a float index is
+    truncated first), so ``2**32 + 1`` is out of range, not 1."""
     ndim = len(indices.shape) + 1
     axis = normalize_axis(axis, ndim)
     shape = indices.shape[:axis] + (E.as_expr(depth),) + indices.shape[axis:]
     off, on = te.const(values[0], dtype), te.const(values[1], dtype)
 
     def read(idx):
-        i = indices[idx[:axis] + idx[axis + 1:]].astype("int32")
-        i = te.if_then_else(i < 0, i + depth, i)
-        return te.if_then_else(te.equal(i, idx[axis]), on, off)
+        i = indices[idx[:axis] + idx[axis + 1:]]
+        i = i.astype("int64") if i.dtype != "int64" else i
+        i = te.if_then_else(i < te.const(0, "int64"), i + depth, i)
+        return te.if_then_else(te.equal(i, idx[axis].astype("int64")), on, off)
 
     return _remap(shape, read, "one_hot")
 

@@ -68,7 +68,8 @@ ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
 def _activate(x, act):
     if act == "relu":
-        return te.max(x, 0.0)
+        # As topi.relu: a NaN stays NaN.
+        return te.if_then_else(x < 0.0, te.const(0.0, x.dtype), x)
     if act == "sigmoid":
         return te.sigmoid(x)
     if act == "tanh":

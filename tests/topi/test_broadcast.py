@@ -125,3 +125,29 @@ def test_variadic_ops(name, fref, rng, check_op):
     check_op(impl.schedule(None, [y]), ins, [y], arrs, ref, rtol=1e-6)
     single = impl.compute(None, ins[0])
     check_op(impl.schedule(None, [single]), ins[:1], [single], arrs[:1], arrs[0])
+
+
+@pytest.mark.parametrize("name, fref", [("maximum", np.maximum), ("minimum", np.minimum)])
+def test_maximum_minimum_propagate_nan_from_either_side(name, fref, check_op):
+    a = te.placeholder((6,), name="a")
+    b = te.placeholder((6,), name="b")
+    x = np.array([np.nan, 1, np.nan, np.inf, -np.inf, 2], "float32")
+    y = np.array([1, np.nan, np.nan, -np.inf, 3, 2], "float32")
+    impl = strategy.get_implementation(name, "llvm")
+    out = impl.compute(None, a, b)
+    check_op(impl.schedule(None, [out]), [a, b], [out], [x, y], fref(x, y))
+    impl = strategy.get_implementation(name[:3], "llvm")
+    out = impl.compute(None, a, b, a)
+    check_op(impl.schedule(None, [out]), [a, b], [out], [x, y], fref(fref(x, y), x))
+
+
+def test_integer_power_truncates_toward_zero(check_op):
+    # As onnxruntime converts the float result: 3 ** 0.5 = 1.73 is 1, not 2.
+    a = te.placeholder((6,), dtype="int32", name="a")
+    b = te.placeholder((6,), name="b")
+    base = np.array([2, 3, 10, 4, -2, 7], "int32")
+    exp = np.array([-0.12, 0.5, 0.3, 0.5, 3, 0], "float32")
+    impl = strategy.get_implementation("power", "llvm")
+    out = impl.compute(None, a, b)
+    check_op(impl.schedule(None, [out]), [a, b], [out], [base, exp],
+             np.array([0, 1, 1, 2, -8, 1], "int32"))

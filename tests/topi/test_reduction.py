@@ -128,3 +128,37 @@ def test_a_broadcast_epilogue_reads_a_reduction_computed_once(rng, check_op):
     assert total.op.is_reduction and s[total].attach_type == "root"
     a = rng.normal(size=(5, 48)).astype("float32")
     check_op(s, [x], [centered], [a], a - a.mean(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def _nan_rows(rng, shape, per_row):
+    a = rng.normal(size=shape).astype("float32")
+    for r in range(shape[0]):
+        a[r, rng.choice(shape[1], per_row, replace=False)] = np.nan
+    return a
+
+
+@pytest.mark.parametrize("name, fref", [
+    ("reduce_max", np.nanmax), ("reduce_min", np.nanmin),
+    ("argmax", np.nanargmax), ("argmin", np.nanargmin)])
+def test_max_min_reductions_skip_nan_wherever_it_is(name, fref, multicore, rng, check_op):
+    # Long rows: the reduction is split across vector lanes, whose partial results combine.
+    x = te.placeholder((6, 67), name="x")
+    a = _nan_rows(rng, (6, 67), 5)
+    attrs = {"axis": 1} if name.startswith("arg") else {"axes": [1]}
+    _build(name, x, [a], fref(a, axis=1, keepdims=True), check_op, **attrs)
+
+
+@pytest.mark.parametrize("name, empty", [("reduce_max", -np.inf), ("reduce_min", np.inf)])
+def test_max_min_of_nan_only_is_nan_and_of_infinities_is_infinite(name, empty, rng, check_op):
+    x = te.placeholder((4, 3), name="x")
+    a = np.array([[np.nan] * 3, [np.nan, empty, np.nan], [empty, empty, empty],
+                  [np.nan, -empty, np.nan]], "float32")
+    expected = np.array([[np.nan], [np.nan], [empty], [-empty]], "float32")
+    _build(name, x, [a], expected, check_op, axes=[1])
+
+
+def test_integer_max_min_reductions_are_unchanged(rng, check_op):
+    x = te.placeholder((5, 9), dtype="int32", name="x")
+    a = rng.integers(-2**31, 2**31 - 1, (5, 9)).astype("int32")
+    _build("reduce_max", x, [a], a.max(axis=1, keepdims=True), check_op, axes=[1])
+    _build("reduce_min", x, [a], a.min(axis=1, keepdims=True), check_op, axes=[1])

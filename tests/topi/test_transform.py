@@ -1,9 +1,11 @@
+import re
+
 import numpy as np
 import pytest
 
 import tecomp
 from tecomp import te
-from tecomp.errors import ShapeError
+from tecomp.errors import RuntimeCheckError, ShapeError
 from tecomp.ir.expr import FloorDiv, FloorMod, IntImm
 from tecomp.ir.functor import post_order_visit, uses_var
 from tecomp.ir.stmt import For
@@ -339,3 +341,83 @@ def test_head_split_divides_by_no_symbolic_size_per_element(key):
                    if isinstance(n, (FloorDiv, FloorMod)) and not isinstance(n.b, IntImm)
                    and uses_var(n, [f.loop_var])]
     assert per_element == []
+
+
+# ---- index semantics: checked, never read outside the data, int64 kept --------------------
+
+
+def _gather_module(data_shape, index_shape, axis=0, op="gather", **attrs):
+    x = te.placeholder(data_shape, name="x")
+    i = te.placeholder(index_shape, dtype="int64", name="i")
+    impl = strategy.get_implementation(op, "llvm")
+    out = impl.compute(None, x, i, axis=axis, node="Gather_7", **attrs)
+    return tecomp.build(impl.schedule(None, [out]), [x, i, out], target="llvm"), out
+
+
+@pytest.mark.parametrize("index", [3, -4, 2**32 + 1, 2**31, -(2**63)])
+def test_gather_reports_the_first_out_of_range_index_and_reads_nothing_for_it(index):
+    mod, out = _gather_module((3, 16), (4,))
+    data = np.arange(48, dtype="float32").reshape(3, 16)
+    y = np.full((4, 16), -1.0, "float32")
+    with pytest.raises(RuntimeCheckError) as info:
+        mod(data, np.array([2, index, -1, 7], "int64"), y)
+    assert f"node 'Gather_7': index {index} is out of range [-3, 3) for axis 0" in str(
+        info.value)
+    assert info.value.value == index
+    # The valid rows were written; the bad one reads nothing (it is zero).
+    np.testing.assert_array_equal(y[[0, 2]], data[[2, -1]])
+    np.testing.assert_array_equal(y[1], 0.0)
+
+
+def test_gather_from_an_axis_of_size_zero_reads_nothing():
+    n = te.var("n")
+    x = te.placeholder((n, 4), name="x")
+    i = te.placeholder((2,), dtype="int64", name="i")
+    out = transform.gather(x, i, node="g")
+    mod = tecomp.build(schedule_injective(None, [out]), [x, i, out], target="llvm")
+    with pytest.raises(RuntimeCheckError, match=r"node 'g': index 0 is outside axis 0 of "
+                                                r"size n \(allowed: -n \.\. n - 1\)"):
+        mod(np.zeros((0, 4), "float32"), np.array([0, 1], "int64"), np.empty((2, 4), "float32"))
+
+
+def test_gather_elements_and_gather_nd_check_every_index():
+    mod, _ = _gather_module((3, 5), (3, 2), axis=1, op="gather_elements")
+    data = np.arange(15, dtype="float32").reshape(3, 5)
+    y = np.empty((3, 2), "float32")
+    mod(data, np.array([[0, -5], [4, 1], [-1, 2]], "int64"), y)
+    np.testing.assert_array_equal(y, [[0, 0], [9, 6], [14, 12]])
+    with pytest.raises(RuntimeCheckError, match=r"index 5 is out of range \[-5, 5\) for axis 1"):
+        mod(data, np.array([[0, 5], [4, 1], [-1, 2]], "int64"), y)
+
+    x = te.placeholder((3, 5), name="x")
+    i = te.placeholder((2, 2), dtype="int64", name="i")
+    out = transform.gather_nd(x, i, node="gnd")
+    mod = tecomp.build(schedule_injective(None, [out]), [x, i, out], target="llvm")
+    y = np.empty(2, "float32")
+    mod(data, np.array([[2, -1], [-3, 4]], "int64"), y)
+    np.testing.assert_array_equal(y, [14, 4])
+    with pytest.raises(RuntimeCheckError, match=r"'gnd': index -6 is out of range \[-5, 5\) "
+                                                r"for axis 1"):
+        mod(data, np.array([[2, -1], [0, -6]], "int64"), y)
+
+
+def test_embedding_gather_reads_rows_with_vector_loads():
+    # The row index is bound once (a Let), so a row is a contiguous vector load rather than
+    # a gather of its elements, with the range check beside it.
+    mod, _ = _gather_module((1000, 64), (2, 8))
+    ll = mod.get_source("ll")
+    assert "llvm.masked.gather" not in ll
+    assert re.search(r"load <\d+ x float>", ll)
+    data = np.random.default_rng(0).standard_normal((1000, 64)).astype("float32")
+    ids = np.array([[0, 999, -1, -1000, 5, 6, 7, 8]] * 2, "int64")
+    y = np.empty((2, 8, 64), "float32")
+    mod(data, ids, y)
+    np.testing.assert_array_equal(y, data[ids])
+
+
+def test_one_hot_compares_int64_indices_and_leaves_out_of_range_rows_off(check_op):
+    ind = te.placeholder((6,), dtype="int64", name="ind")
+    ids = np.array([1, 3, -3, -4, 2**32 + 1, -(2**32) + 2], "int64")
+    expected = np.full((6, 3), 2.0, "float32")
+    expected[0, 1] = expected[2, 0] = 7.0
+    _run("one_hot", [ind], [ids], expected, check_op, depth=3, values=(2.0, 7.0))

@@ -16,6 +16,7 @@ import numpy as np
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph
+from ..ops import slice_bounds
 
 
 def _divide(a, b):
@@ -25,13 +26,15 @@ def _divide(a, b):
 
 
 def _slice(x, attrs):
-    index = [slice(None)] * x.ndim
+    # ONNX's clamping, not Python's: -100:-100:-1 of 5 elements is [x[0]].
+    picks = [np.arange(d) for d in x.shape]
     starts, ends = attrs["starts"], attrs["ends"]
     axes = attrs.get("axes") or range(len(starts))
     steps = attrs.get("steps") or (1,) * len(starts)
     for a, s, e, st in zip(axes, starts, ends, steps):
-        index[a] = slice(s, e, st)
-    return x[tuple(index)]
+        first, length = slice_bounds(x.shape[a], s, e, st)
+        picks[a] = first + st * np.arange(length)
+    return x[np.ix_(*picks)]
 
 
 # Operator -> fn(attrs, out_type, *arrays); each keeps its output's dtype.
@@ -71,9 +74,15 @@ def fold_constants(graph: Graph) -> Graph:
                 all(dims.is_static(d) for d in t.shape)):
             # (A constant sliced to a symbolic length stays a node: its size is known only
             # when the inputs are.)
-            value = NUMPY[node.op](node.attrs, t, *(consts[i] for i in node.inputs))
-            consts[node.outputs[0]] = np.ascontiguousarray(value, dtype=t.dtype)
-            continue
+            try:
+                value = NUMPY[node.op](node.attrs, t, *(consts[i] for i in node.inputs))
+            except IndexError:
+                # A gather index outside the data: the node stays, and its kernel
+                # reports the index when it runs.
+                value = None
+            if value is not None:
+                consts[node.outputs[0]] = np.ascontiguousarray(value, dtype=t.dtype)
+                continue
         if node.op == "reshape":
             attrs = {k: v for k, v in node.attrs.items() if k != "allowzero"}
             attrs["newshape"] = t.shape

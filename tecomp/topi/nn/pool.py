@@ -14,7 +14,7 @@ from ... import te
 from ...errors import ShapeError
 from ...ir import expr as E
 from ..cpu_schedule import const_int, schedule_reduce
-from ..reduction import reduce_max, reduce_mean
+from ..reduction import nanmax, reduce_max, reduce_mean
 from ..register import register_llvm
 
 #: For schedule_reduce: the last output axis is vectorized, N * C is the parallel loop.
@@ -78,8 +78,9 @@ def _valid_count(start, k, d, size):
 
 def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0):
     """ONNX MaxPool over the spatial axes (as many as ``kernel`` has): the maximum over
-    each window; padding never wins. ``pads`` = the begins of every axis, then the ends
-    (2-D: top, left, bottom, right).
+    each window; padding never wins, nor does a NaN (a window of NaN only gives NaN), as
+    onnxruntime skips them. ``pads`` = the begins of every axis, then the ends (2-D: top,
+    left, bottom, right).
 
     Parameters
     ----------
@@ -99,7 +100,7 @@ def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int 
 
     def body(*idx):
         v, inside = read(idx)
-        return te.max(v, axis=axes, where=inside)
+        return nanmax(v, axis=axes, where=inside)
 
     return te.compute(shape, body, name=name, tag=name, attrs=_LAYOUT)
 
@@ -171,7 +172,8 @@ def global_avg_pool(x):
 
 
 def global_max_pool(x):
-    """ONNX GlobalMaxPool: the maximum over all spatial axes (kept with size 1). ``x`` is N, C,
+    """ONNX GlobalMaxPool: the maximum over all spatial axes (kept with size 1), NaN
+    skipped as in :func:`max_pool`. ``x`` is N, C,
     spatial... data."""
     return reduce_max(x, axes=list(range(2, len(x.shape))), keepdims=1)
 

@@ -98,3 +98,19 @@ def test_pool_attribute_errors():
         nn.avg_pool2d(x, kernel=(3, 3), pads=(1, 1))
     with pytest.raises(ShapeError, match="rank-5 tensor"):
         nn.max_pool3d(x, kernel=(2, 2, 2))
+
+
+def test_max_pool_skips_nan_and_a_window_of_nan_only_is_nan(check_op):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    x = te.placeholder((1, 2, 6, 7), name="x")
+    a = np.random.default_rng(1).normal(size=(1, 2, 6, 7)).astype("float32")
+    a[0, 0, 1:3, 2:4] = np.nan  # one whole 2 x 2 window
+    a[0, 1, 0, ::3] = np.nan
+    a[0, 1, 4, 6] = np.nan
+    with pytest.warns(RuntimeWarning, match="All-NaN"):
+        expected = np.nanmax(sliding_window_view(a, (2, 2), axis=(2, 3)), axis=(-1, -2))
+    assert np.isnan(expected).sum() == 1
+    impl = strategy.get_implementation("max_pool2d", "llvm")
+    y = impl.compute(None, x, kernel=(2, 2))
+    check_op(impl.schedule(None, [y]), [x], [y], [a], expected)
