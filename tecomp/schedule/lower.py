@@ -261,6 +261,8 @@ class _BoundInference:
                     storage.append(shape[d])
         else:
             storage = list(shape)
+        if st.storage_alignment is not None:
+            storage = _aligned_storage(st, info, storage, self.bounds)
         info.buffers = [
             info.buffers[i] if i < len(info.buffers) else
             make_buffer(t.name, t.dtype, storage, st.scope)
@@ -310,6 +312,24 @@ class _ToLoads(IRMutator):
         if offset is not None:
             idx = [i if _is_zero(o) else i - o for i, o in zip(idx, offset)]
         return E.Load(buf, buf.flat_index(idx), e.dtype)
+
+
+def _aligned_storage(st: Stage, info, storage: list, bounds: dict) -> list:
+    """``storage`` with its last dimension padded as ``Stage.storage_align`` asked: the
+    stride of the second-to-last axis becomes the smallest ``k * factor + offset`` no
+    less than the dense one."""
+    if info.buffers:
+        raise LoweringError(
+            f"storage_align on stage {st.name}: its tensor is an argument of the "
+            f"function, whose layout the caller gives; align a cache stage "
+            f"(cache_read/cache_write) instead")
+    factor, offset = st.storage_alignment
+    last = storage[-1]
+    dtype = last.dtype
+    padded = E.binary(E.Add, last, E.binary(
+        E.FloorMod, E.binary(E.Sub, E.IntImm(offset, dtype), last),
+        E.IntImm(factor, dtype)))
+    return [*storage[:-1], simplify(padded, bounds)]
 
 
 def _deepest(cond, positions: dict) -> int:

@@ -40,6 +40,7 @@ class Stage:
         self.is_output = False
         self.pragmas: dict = {}
         self.double_buffered = False
+        self.storage_alignment: tuple | None = None  # (factor, offset) of storage_align
 
     def _reset_axes(self):
         self.all_iter_vars = list(self.op.axis) + list(self.op.reduce_axis)
@@ -356,9 +357,40 @@ class Stage:
         self.attach_stage = None
         self.attach_ivar = None
 
-    def storage_align(self, axis, factor, offset):
-        """Accepted for compatibility; buffers are dense and row-major (a no-op)."""
-        self._check_leaf("storage_align", axis)
+    def storage_align(self, axis, factor: int, offset: int):
+        """Pad this stage's allocation so that the stride of ``axis`` is ``k * factor +
+        offset`` elements for the smallest such stride no less than the dense one (as
+        TVM's ``storage_align``; a shared tile padded off a multiple of the bank count is
+        read down a column without bank conflicts).
+
+        Buffers are row-major, so the stride of the second-to-last axis is the length of
+        the last dimension, which is padded: ``axis`` must be the second-to-last axis of
+        the stage's operation. The padding is never written or read; it only spaces the
+        rows. A tensor that is an argument of the function keeps the caller's layout, so
+        lowering rejects its stage.
+
+        Raises
+        ------
+        ScheduleError
+            When ``axis`` is not the second-to-last axis of the operation, or ``factor`` is
+            not a positive integer and ``offset`` one in ``[0, factor)``.
+        """
+        self._check_schedulable("storage_align")
+        axes = list(self.op.axis)
+        if not isinstance(axis, E.IterVar) or axis not in axes:
+            raise self._error("storage_align", f"axis={axis!r} is not an axis of the "
+                              f"operation (its axes: {', '.join(a.name for a in axes)})")
+        if axes.index(axis) != len(axes) - 2:
+            raise self._error(
+                "storage_align",
+                f"axis {axis.name} is not the second-to-last axis of the operation; only "
+                f"that axis's stride (the length of the last dimension) can be padded in a "
+                f"row-major buffer")
+        if not (isinstance(factor, int) and factor >= 1 and isinstance(offset, int)
+                and 0 <= offset < factor):
+            raise self._error("storage_align", f"factor={factor!r}, offset={offset!r}: the "
+                              f"factor must be a positive integer and 0 <= offset < factor")
+        self.storage_alignment = (factor, offset)
 
     def set_scope(self, scope: str):
         if scope not in SCOPES:

@@ -345,3 +345,49 @@ def test_prefetch_of_an_inlined_tensor_is_refused_when_lowering():
     s[B].compute_inline()
     with pytest.raises(tecomp.LoweringError, match="prefetches B, which is inlined"):
         tecomp.lower(s, [A, C])
+
+
+def test_storage_align_pads_the_row_stride_of_the_allocation(needs_llvm):
+    A = te.placeholder((8, 12), name="A")
+    B = te.compute((8, 12), lambda i, j: A[i, j] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    AL = s.cache_read(A, "local", [B])
+    io, ii = s[B].split(B.op.axis[0], factor=4)
+    s[AL].compute_at(s[B], io)
+    s[AL].storage_align(AL.op.axis[0], 8, 1)
+    f = tecomp.lower(s, [A, B])
+    (alloc,) = nodes(f, S.Allocate)
+    # Rows of 12 elements spaced 17 apart: the smallest 8k + 1 no less than 12.
+    assert [x.value for x in alloc.buffer.shape] == [4, 17]
+    assert "A.local[i.inner * 17 + j]" in str(f)
+    a = np.random.rand(8, 12).astype("float32")
+    b = np.zeros((8, 12), "float32")
+    run(f, a, b)
+    np.testing.assert_allclose(b, a * 3, rtol=1e-6)
+    b[:] = 0
+    tecomp.build(s, [A, B], target="llvm")(a, b)
+    np.testing.assert_allclose(b, a * 3, rtol=1e-6)
+
+
+def test_storage_align_of_a_symbolic_row_and_the_cases_it_rejects():
+    n = te.var("n")
+    A = te.placeholder((4, n), name="A")
+    B = te.compute((4, n), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((4, n), lambda i, j: B[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[B].storage_align(B.op.axis[0], 4, 0)
+    f = tecomp.lower(s, [A, C])
+    (alloc,) = nodes(f, S.Allocate)
+    a = np.random.rand(4, 5).astype("float32")
+    c = np.zeros((4, 5), "float32")
+    run(f, a, c)
+    np.testing.assert_allclose(c, (a + 1) * 2, rtol=1e-6)
+    assert "n" in str(alloc.buffer.shape[1])  # n padded up to a multiple of 4
+    with pytest.raises(tecomp.ScheduleError, match="second-to-last axis"):
+        s[B].storage_align(B.op.axis[1], 4, 0)
+    with pytest.raises(tecomp.ScheduleError, match="0 <= offset < factor"):
+        s[B].storage_align(B.op.axis[0], 4, 4)
+    s2 = te.create_schedule(C.op)
+    s2[C].storage_align(C.op.axis[0], 4, 0)
+    with pytest.raises(tecomp.LoweringError, match="argument of the function"):
+        tecomp.lower(s2, [A, C])
