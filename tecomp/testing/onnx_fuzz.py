@@ -11,7 +11,7 @@ Each case is determined by ``(seed, index)`` alone, so any case reproduces by it
 
 Each case runs in its own process, forked from this one after the imports (a fork server:
 no import or compilation start-up is paid per case), under a memory limit, a CPU-time
-limit and a wall-clock timeout. The child runs onnxruntime, reports, then runs tecomp
+limit and a wall-clock watch. The child runs onnxruntime, reports, then runs tecomp
 and reports again, so a crash is always charged to the right one. Every case ends in one
 class of :data:`CLASSES`::
 
@@ -31,7 +31,8 @@ class of :data:`CLASSES`::
                           tensor
     internal_error        tecomp raised another exception (AssertionError, IndexError...)
     crash                 the process running tecomp died of a signal
-    hang                  it ran past the timeout (or its CPU-time limit)
+    hang                  it used up its CPU time, or stopped making progress (blocked,
+                          as on a lock) for the timeout
 
 >>> from tecomp.testing import onnx_fuzz                            # doctest: +SKIP
 >>> seeds = onnx_fuzz.load_seeds()                                  # doctest: +SKIP
@@ -1017,16 +1018,20 @@ def _send(fd: int, message: dict) -> None:
     os.write(fd, struct.pack("<I", len(data)) + data)
 
 
-def _child(case: Case, fd: int, *, ort_note: str | None, check_bounds: bool,
-           memory_mb: int, cpu_seconds: int) -> None:
-    """The forked process of one case: limits, onnxruntime, tecomp, each result sent on
+def _set_limits(memory_mb: int, cpu_seconds: int) -> None:
+    """Limit this (child) process: no core dumps, ``cpu_seconds`` of CPU time (then
+    SIGXCPU), ``memory_mb`` more address space than it inherited."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + memory_mb * 2 ** 20,) * 2)
+
+
+def _child(case: Case, fd: int, *, ort_note: str | None, check_bounds: bool) -> None:
+    """The forked process of one case: onnxruntime, then tecomp, each result sent on
     ``fd`` as soon as it is known. Never returns."""
     try:
         if check_bounds:
             os.environ["TECOMP_CHECK_BOUNDS"] = "1"
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (_address_space() + memory_mb * 2 ** 20,) * 2)
         ort_outputs, ort_message = None, ort_note
         if ort_note is None:
             ort_outputs, ort_message = _run_ort(case)
@@ -1065,7 +1070,9 @@ class _Running:
     start: float
     buffer: bytes = b""
     messages: list = dataclasses.field(default_factory=list)
-    timed_out: bool = False
+    deadline: float = 0.0
+    cpu_seen: float = 0.0
+    timed_out: str = ""
 
 
 def _check_single_threaded() -> None:
@@ -1100,8 +1107,10 @@ def run_cases(seeds: list, *, seed: int, indices: Iterable[int], jobs: int = 1,
     jobs
         How many cases run at a time.
     timeout
-        Wall-clock seconds a case may take (onnxruntime and tecomp together); a case past
-        it is killed and counted as ``hang``. Its CPU time is limited to the same.
+        CPU seconds a case may use (onnxruntime and tecomp together), and wall-clock
+        seconds it may go without using any (blocked); past either it is killed and counted
+        as ``hang``. A case that keeps computing on a busy machine gets up to ten times
+        ``timeout`` of wall-clock time.
     memory_mb
         Address space a case may add to what it inherits.
     check_bounds
@@ -1142,9 +1151,9 @@ def run_cases(seeds: list, *, seed: int, indices: Iterable[int], jobs: int = 1,
                 case, ort_note = queue.pop()
                 if not isinstance(case, Case):
                     case = make_case(seeds, seed, case)
-                r = _start(case, ort_note, limits, case_fn)
+                r = _start(case, ort_note, limits, timeout, case_fn)
                 running[r.fd] = r
-            deadline = min(r.start for r in running.values()) + timeout
+            deadline = min(r.deadline for r in running.values())
             ready, _, _ = select.select(list(running), [], [],
                                         max(0.0, deadline - time.monotonic()))
             for fd in ready:
@@ -1156,14 +1165,38 @@ def run_cases(seeds: list, *, seed: int, indices: Iterable[int], jobs: int = 1,
                     del running[fd]
                     _finish(r, results, queue, on_result)
             for fd, r in list(running.items()):
-                if time.monotonic() > r.start + timeout:
+                if time.monotonic() > r.deadline and _watch(r, timeout):
                     os.kill(r.pid, signal.SIGKILL)
-                    r.timed_out = True
                     del running[fd]
                     _finish(r, results, queue, on_result)
         return [results[i] for i in order]
     finally:
         gc.unfreeze()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time a process has used, all its threads together (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _watch(r: _Running, timeout: float) -> bool:
+    """At ``r``'s deadline: whether to kill it as hung (``r.timed_out`` says why), or
+    else give it another ``timeout`` because it has been computing since the last look (a
+    busy machine slows a case down, it does not hang it)."""
+    now = time.monotonic()
+    cpu = _cpu_seconds(r.pid)
+    if now - r.start >= 10 * timeout:
+        r.timed_out = f"ran past {now - r.start:.0f} s of wall-clock time"
+    elif cpu < r.cpu_seen + 0.01 * timeout:
+        r.timed_out = f"made no progress for {timeout:.0f} s (blocked)"
+    else:
+        r.cpu_seen, r.deadline = cpu, now + timeout
+    return bool(r.timed_out)
 
 
 def send_result(fd: int, stage: str, **message) -> None:
@@ -1173,7 +1206,8 @@ def send_result(fd: int, stage: str, **message) -> None:
     _send(fd, {"stage": stage, **message})
 
 
-def _start(case: Case, ort_note: str | None, limits: dict, case_fn) -> _Running:
+def _start(case: Case, ort_note: str | None, limits: dict, timeout: float,
+           case_fn) -> _Running:
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -1184,14 +1218,16 @@ def _start(case: Case, ort_note: str | None, limits: dict, case_fn) -> _Running:
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         faulthandler.disable()
+        _set_limits(limits["memory_mb"], limits["cpu_seconds"])
         if case_fn is not None:
             try:
                 case_fn(case, wfd, ort_note)
             finally:
                 os._exit(0)
-        _child(case, wfd, ort_note=ort_note, **limits)
+        _child(case, wfd, ort_note=ort_note, check_bounds=limits["check_bounds"])
     os.close(wfd)
-    return _Running(case, ort_note, pid, rfd, time.monotonic())
+    now = time.monotonic()
+    return _Running(case, ort_note, pid, rfd, now, deadline=now + timeout)
 
 
 def _parse(r: _Running) -> None:
@@ -1211,7 +1247,9 @@ def _finish(r: _Running, results: dict, queue: list, on_result) -> None:
     elapsed = time.monotonic() - r.start
     stages = {m["stage"]: m for m in r.messages}
     if r.timed_out:
-        death = f"ran past the timeout ({elapsed:.1f} s)"
+        death = r.timed_out
+    elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+        death = "used up its CPU time"
     elif os.WIFSIGNALED(status):
         death = f"was killed by {_signal_name(os.WTERMSIG(status))}"
     else:

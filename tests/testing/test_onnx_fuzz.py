@@ -70,15 +70,25 @@ def test_a_child_killed_by_a_signal_is_a_crash(small_seeds):
     assert result.cls == "crash" and "SIGSEGV" in result.message
 
 
-def test_a_child_past_the_timeout_is_a_hang(small_seeds):
+def test_a_blocked_child_is_a_hang(small_seeds):
     def sleep(case, fd, ort_note):
         onnx_fuzz.send_result(fd, "ort", message=None)
         time.sleep(60)
 
     start = time.monotonic()
     result = _run_one(small_seeds, sleep, timeout=1.0)
-    assert result.cls == "hang" and "timeout" in result.message
+    assert result.cls == "hang" and "blocked" in result.message
     assert time.monotonic() - start < 10
+
+
+def test_a_child_past_its_cpu_time_is_a_hang(small_seeds):
+    def spin(case, fd, ort_note):
+        onnx_fuzz.send_result(fd, "ort", message=None)
+        while True:
+            pass
+
+    result = _run_one(small_seeds, spin, timeout=1.0)
+    assert result.cls == "hang" and "CPU time" in result.message
 
 
 def test_when_onnxruntime_dies_tecomp_runs_alone(small_seeds):
