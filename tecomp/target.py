@@ -175,7 +175,10 @@ class Target:
     kind : "llvm" or "cuda"
     keys : tuple of str, e.g. ("cpu", "x86_64") or ("cuda", "gpu")
     mtriple : str (the host's for llvm when not given; "nvptx64-nvidia-cuda" for cuda)
-    is_host : bool, whether code for this target runs on this machine
+    is_host : bool, whether code for this target runs on this machine: the same
+        architecture, and no feature its code may use that this CPU lacks
+    missing_host_features : tuple of str (llvm only), the features that keep a target of
+        this machine's architecture from running here (e.g. ("avx512f",) on an AVX2 CPU)
     caps : CPUCaps or CUDACaps, the target's capabilities; their fields read as
         attributes of the target too (``target.vector_width_bits``,
         ``target.max_threads_per_block``)
@@ -338,7 +341,6 @@ class Target:
             num_cores = _positive_int(opts, "num-cores", text)
         else:
             num_cores = host_num_cores() if same_arch else 1
-        self.is_host = same_arch
         if self.target_arch in ("x86_64", "i386", "i686"):
             self.keys = ("cpu", "x86_64" if self.target_arch == "x86_64" else "x86")
         elif self.target_arch in ("aarch64", "arm", "armv7"):
@@ -346,6 +348,8 @@ class Target:
         else:
             self.keys = ("cpu", self.target_arch)
         width = self._llvm_vector_width()
+        self.missing_host_features = self._missing_on_host(host, width) if same_arch else ()
+        self.is_host = same_arch and not self.missing_host_features
         self.caps = CPUCaps(
             vector_width_bits=width,
             num_vector_registers=self._llvm_vector_registers(width),
@@ -374,6 +378,19 @@ class Target:
                 return 256
             return 128
         return 128
+
+    def _missing_on_host(self, host, width: int) -> tuple:
+        """The features code for this target may use that this machine's CPU lacks: the
+        features the target enables, and AVX-512 where its CPU name implies 512-bit
+        vectors. Code built for them would stop on an illegal instruction here, so such a
+        target does not run on the host (empty when LLVM cannot tell the host's features)."""
+        have = {a[1:] for a in host.host_features()}
+        if not have:
+            return ()
+        missing = [f for f in self.features if f not in have]
+        if width == 512 and "avx512f" not in have and "avx512f" not in missing:
+            missing.append("avx512f")
+        return tuple(missing)
 
     def _llvm_vector_registers(self, width: int) -> int:
         if self.target_arch in ("aarch64", "riscv64"):

@@ -33,6 +33,28 @@ def test_mcpu_mattr():
     assert "+avx2" in t.canonical_key() and "haswell" in t.canonical_key()
 
 
+@pytest.mark.skipif(not Target("llvm").mtriple.startswith("x86_64"), reason="an x86-64 host")
+def test_code_for_features_this_cpu_lacks_is_refused_not_run(monkeypatch):
+    # On an AVX2 machine, code built for an AVX-512 CPU would stop on an illegal
+    # instruction: the target is not the host, and calling its code is a clear error.
+    import numpy as np
+
+    from tecomp import te
+    from tecomp.codegen.llvm import host
+
+    monkeypatch.setattr(host, "host_features", lambda: ("+avx", "+avx2", "+fma", "+sse4.2"))
+    t = Target("llvm -mcpu=skylake-avx512")
+    assert not t.is_host and t.missing_host_features == ("avx512f",)
+    assert Target("llvm -mcpu=haswell").is_host
+    assert Target("llvm -mattr=+avx2,+avx512bw").missing_host_features == ("avx512bw",)
+    A = te.placeholder((8,), name="A")
+    C = te.compute((8,), lambda i: A[i] + 1, name="C")
+    mod = tecomp.build(te.create_schedule(C.op), [A, C], target=t)
+    assert mod.get_source("asm")  # built all the same
+    with pytest.raises(TargetError, match="uses avx512f, which this machine's CPU lacks"):
+        mod(np.zeros(8, "float32"), np.zeros(8, "float32"))
+
+
 def test_cpu_model_implies_width():
     assert Target("llvm -mcpu=skylake-avx512").vector_width_bits == 512
     assert Target("llvm -mcpu=x86-64").vector_width_bits == 128

@@ -83,10 +83,14 @@ class PackedFunction:
     def _native(self):
         if self._cfunc is None:
             t = self._module.target
+            missing = getattr(t, "missing_host_features", ())
+            why = (f"uses {', '.join(missing)}, which this machine's CPU lacks" if missing
+                   else "cannot run on this machine")
             raise TargetError(
-                f"function {self.name!r} was built for {t} ({t.target_arch}), which cannot "
-                f"run on this machine; export it with export_library and run it there, or "
-                f"call it through a runner (tecomp.runtime.QemuRunner, SSHRunner)"
+                f"function {self.name!r} was built for {t} ({t.target_arch}), which {why}; "
+                f"build it for 'llvm' (this CPU), or export it with export_library and run it "
+                f"where it can run, or call it through a runner (tecomp.runtime.QemuRunner, "
+                f"SSHRunner)"
             )
         return self._cfunc
 
