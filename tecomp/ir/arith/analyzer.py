@@ -1,10 +1,22 @@
 """The arithmetic analyzer: one object that simplifies, bounds and proves.
 
-:class:`Analyzer` combines the canonical form (:mod:`.canonical`), constant bounds
-(:mod:`.const_int_bound`), the rewrite rules (:mod:`.rewrite_simplify`) and symbolic
-intervals (:mod:`.int_set`) over one context: the inclusive constant bounds of variables
-(loop ranges, facts of enclosing conditions), changed with :meth:`Analyzer.push_bound` /
-:meth:`Analyzer.pop_bound`. The functions below are one-shot entry points that build an
+:class:`Analyzer` is made of parts, as TVM composes its ``arith::Analyzer``. Each part is
+a class in its own module with its own state and a reference back to the analyzer,
+through which it calls its siblings' public methods:
+
+- ``atoms`` (:class:`.AtomTable`): interned atoms and the order terms are written in;
+- ``const_int_bound`` (:class:`.ConstIntBoundAnalyzer`): the constant bounds of the
+  variables in scope (loop ranges, facts of enclosing conditions) and of expressions;
+- ``canonical_simplify`` (:class:`.CanonicalSimplifier`): the canonical sums of index
+  expressions;
+- ``rewrite_simplify`` (:class:`.RewriteSimplifier`): rules for the other node kinds;
+- ``int_set`` (:class:`.IntSetAnalyzer`): symbolic intervals, and comparisons decided
+  over the symbolic ranges of loop variables.
+
+The analyzer keeps what belongs to no one part: the memo of :meth:`Analyzer.simplify`
+(which picks the canonical form or the rules by dtype) and the scope, changed with
+:meth:`Analyzer.push_bound` / :meth:`Analyzer.pop_bound`, which tells each part whose
+results depend on it. The functions below are one-shot entry points that build an
 analyzer for one question.
 
 Example
@@ -20,165 +32,97 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..expr import IntImm, PrimExpr, Var
-from ..functor import collect_vars
 from ..structural import structural_equal
-from .canonical import CANONICAL_DTYPES, CanonicalSimplifier, SumExpr, const_sum, sum_add
+from .atoms import AtomTable
+from .canonical import CANONICAL_DTYPES, CanonicalSimplifier
 from .const_int_bound import ConstIntBoundAnalyzer
 from .int_set import IntSetAnalyzer
-from .interval import Bounds, Interval, iv_intersect
-from .rewrite_simplify import ChildSimplifier, RewriteSimplifier
-
-_MISSING = object()
-
-#: node class -> its dataclass field names, for interning keys.
-_FIELDS: dict = {}
+from .interval import Bounds, Interval
+from .rewrite_simplify import RewriteSimplifier
+from .sum_expr import SumExpr
 
 
-class Analyzer(CanonicalSimplifier, ConstIntBoundAnalyzer, RewriteSimplifier, IntSetAnalyzer):
+class Analyzer:
     """Expression simplifier and bound analyser with scoped variable bounds.
 
     ``bounds`` maps a Var to inclusive ``(lo, hi)`` constants (None: unbounded). Results
     are memoised per node; :meth:`push_bound` / :meth:`pop_bound` change the scope (and
-    drop the bound-dependent memo). Structurally equal subtrees are interned, so atoms are
-    compared by identity.
+    drop the bound-dependent memos). Structurally equal subtrees are interned, so atoms
+    are compared by identity.
     """
 
     def __init__(self, bounds=None):
-        self.bounds: dict = {}
-        for v, iv in (bounds or {}).items():
-            self.bounds[v if type(v) is Var else v.var] = iv
-        self._intern: dict = {}  # structural key -> representative node
-        self._rep: dict = {}  # id(node) -> (node, representative)
-        # atom -> sort key: declared variables (loops, outermost first), then every other
-        # atom in order of first appearance. Deterministic for a given input; re-simplifying
-        # with the same Analyzer is a fixed point.
-        self._order: dict = {}
-        self._declared = 0
-        self._div_info: dict = {}  # floordiv/floormod atom -> _DivInfo
-        self._div_atom: dict = {}  # (numerator rep, c) -> floordiv atom
-        self._vars_of: dict = {}  # atom -> frozenset of Vars it uses
-        self._children = ChildSimplifier(self)
-        self._ranges = None
-        #: Loop variables with symbolic ranges [lo, hi] (expressions), used to decide
-        #: comparisons that constant bounds cannot (``i < n`` inside ``for i in range(n)``).
-        self.sym_ranges: dict = {}
-        self._reset()
+        self.atoms = AtomTable()
+        self.const_int_bound = ConstIntBoundAnalyzer(self, bounds)
+        self.canonical_simplify = CanonicalSimplifier(self)
+        self.rewrite_simplify = RewriteSimplifier(self)
+        self.int_set = IntSetAnalyzer(self)
+        self._memo: dict = {}  # id(expr) -> (expr, simplified)
+
+    def fork(self) -> Analyzer:
+        """A fresh analyzer over the variable bounds in scope (copied), writing terms in
+        this one's order; no memo, no symbolic ranges."""
+        sub = type(self)(self.const_int_bound.bounds)
+        sub.atoms.share_order(self.atoms)
+        return sub
 
     # -- scope -----------------------------------------------------------------------------
-
-    def _reset(self) -> None:
-        self._canon_memo: dict = {}
-        self._simp_memo: dict = {}
-        self._atom_bound_memo: dict = {}
 
     def push_bound(self, v: Var, iv) -> object:
         """Set the bounds of ``v`` (intersected with what is known); returns a token for
         :meth:`pop_bound`."""
-        old = self.bounds.get(v, _MISSING)
-        new = tuple(iv) if old is _MISSING else iv_intersect(old, iv)
-        self.bounds[v] = new
-        self._reset()
-        return old
+        token = self.const_int_bound.push(v, iv)
+        self._scope_changed()
+        return token
 
     def pop_bound(self, v: Var, token) -> None:
-        if token is _MISSING:
-            self.bounds.pop(v, None)
-        else:
-            self.bounds[v] = token
-        self._reset()
+        """Restore the bounds of ``v`` from before the :meth:`push_bound` that gave
+        ``token``."""
+        self.const_int_bound.pop(v, token)
+        self._scope_changed()
+
+    def _scope_changed(self) -> None:
+        # Bounds decide divisions and comparisons, so simplified and canonical forms go.
+        self._memo = {}
+        self.canonical_simplify.drop_memo()
 
     def see(self, v: Var) -> None:
         """Give ``v`` its place in the term order (callers declare outer loops first)."""
-        if v not in self._order:
-            self._order[v] = (0, self._declared)
-            self._declared += 1
+        self.atoms.declare(v)
 
-    # -- interning -------------------------------------------------------------------------
-
-    def rep(self, node):
-        """The interned representative of ``node``: structurally equal nodes share one."""
-        if type(node) is Var:
-            return node
-        hit = self._rep.get(id(node))
-        if hit is not None:
-            return hit[1]
-        key = self._key(node)
-        r = self._intern.setdefault(key, node)
-        self._rep[id(node)] = (node, r)
-        return r
-
-    def _key(self, node):
-        t = type(node)
-        if t is IntImm:
-            return ("i", node.value, node.dtype)
-        if t is E.FloatImm:
-            return ("f", float(node.value).hex(), node.dtype)
-        names = _FIELDS.get(t)
-        if names is None:
-            names = _FIELDS[t] = tuple(getattr(t, "__dataclass_fields__", ()))
-        return (t,) + tuple(self._field_key(getattr(node, n)) for n in names)
-
-    def _field_key(self, v):
-        if isinstance(v, PrimExpr):
-            return id(self.rep(v))
-        if isinstance(v, tuple):
-            return tuple(self._field_key(x) for x in v)
-        if v is None or isinstance(v, (str, int, float)):
-            return (type(v), v)
-        # Buffers, tensors, iteration variables: identity (they are alive in the node).
-        return ("o", id(v))
-
-    def same(self, a, b) -> bool:
-        """Structural equality through the intern table."""
-        return a is b or self.rep(a) is self.rep(b)
-
-    def _atom(self, node) -> SumExpr:
-        r = self.rep(node)
-        self._order_atom(r)
-        return SumExpr({(r,): 1}, 0)
-
-    def _order_atom(self, a) -> None:
-        if a not in self._order:
-            n = len(self._order)
-            self._order[a] = (1, n)
-
-    def _vars(self, atom) -> frozenset:
-        hit = self._vars_of.get(atom)
-        if hit is None:
-            hit = frozenset((atom,)) if type(atom) is Var else frozenset(collect_vars(atom))
-            self._vars_of[atom] = hit
-        return hit
+    @property
+    def sym_ranges(self) -> dict:
+        """Loop variables with symbolic ranges ``[lo, hi]`` (expressions), used to decide
+        comparisons that constant bounds cannot (``i < n`` inside ``for i in range(n)``);
+        callers add and remove entries as they enter and leave loops."""
+        return self.int_set.sym_ranges
 
     # -- simplify and bound ----------------------------------------------------------------
 
     def simplify(self, e: PrimExpr) -> PrimExpr:
         """The simplified form of ``e``; ``e`` itself when nothing changed."""
-        hit = self._simp_memo.get(id(e))
+        hit = self._memo.get(id(e))
         if hit is not None:
             return hit[1]
         t = type(e)
         if t is Var or t is IntImm or t is E.FloatImm or t is E.StringImm:
             return e
         if e.dtype in CANONICAL_DTYPES:
-            res = self.rebuild(self.canon(e), e.dtype)
+            canonical = self.canonical_simplify
+            res = canonical.rebuild(canonical.canon(e), e.dtype)
         else:
-            res = self.rewrite(e)
+            res = self.rewrite_simplify.rewrite(e)
         # Return the input object when the result is the same tree (callers test identity
         # to see whether anything changed). A direct comparison exits at the first
         # difference, which is cheaper than interning both trees.
         if res is not e and structural_equal(res, e):
             res = e
-        self._simp_memo[id(e)] = (e, res)
+        self._memo[id(e)] = (e, res)
         return res
 
     def bound(self, e) -> tuple:
         """Inclusive constant bounds of ``e`` under the current scope."""
-        e = E.as_expr(e)
-        if e.dtype in CANONICAL_DTYPES:
-            return self.sum_bound(self.canon(e))
-        return self._node_bound(e)
-
-    # -- proofs and linear forms -------------------------------------------------------------
+        return self.const_int_bound.bound(e)
 
     def can_prove(self, cond) -> bool:
         """True only if the bool expression ``cond`` holds for every value of the variables
@@ -186,30 +130,32 @@ class Analyzer(CanonicalSimplifier, ConstIntBoundAnalyzer, RewriteSimplifier, In
         res = self.simplify(E.as_expr(cond))
         return type(res) is IntImm and res.value != 0
 
+    def interval(self, e: PrimExpr, ranges: dict) -> tuple:
+        """See :func:`eval_interval`."""
+        return self.int_set.interval(e, ranges)
+
     def linear_coeff(self, e: PrimExpr, v: Var):
         """See :func:`linear_coeff`."""
-        e = E.as_expr(e)
-        v = v.var if isinstance(v, E.IterVar) else v
-        if e.dtype not in CANONICAL_DTYPES:
-            if v in collect_vars(e):
-                return None
-            return E.make_const(0, e.dtype), self.simplify(e)
-        s = self.canon(e)
-        coeff = const_sum(0)
-        base = {}
-        for m, k in s.terms.items():
-            others = tuple(a for a in m if a is not v)
-            if any(v in self._vars(a) for a in others):
-                return None
-            n = len(m) - len(others)
-            if n == 0:
-                base[m] = k
-            elif n == 1:
-                coeff = sum_add(coeff, SumExpr({others: k}, 0) if others else const_sum(k))
-            else:
-                return None
-        d = e.dtype
-        return self.rebuild(coeff, d), self.rebuild(SumExpr(base, s.const), d)
+        return self.canonical_simplify.linear_coeff(e, v)
+
+    # -- the canonical form, for the statement simplifier ----------------------------------
+
+    def canon(self, e: PrimExpr) -> SumExpr:
+        """The canonical sum of an int32/int64 expression."""
+        return self.canonical_simplify.canon(e)
+
+    def rebuild(self, s: SumExpr, dtype: str) -> PrimExpr:
+        """An expression for the canonical sum ``s``."""
+        return self.canonical_simplify.rebuild(s, dtype)
+
+    def sum_bound(self, s: SumExpr) -> tuple:
+        """Inclusive constant bounds of a canonical sum."""
+        return self.const_int_bound.sum_bound(s)
+
+    def simplify_children(self, node):
+        """``node`` rebuilt with every expression below it simplified (``node`` itself
+        when none changed)."""
+        return self.rewrite_simplify.simplify_children(node)
 
 
 def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:

@@ -1,6 +1,7 @@
 """The canonical sum-of-products form of integer index expressions.
 
 Integer index expressions (int32/int64) are put into a canonical *sum of products*
+(:class:`.SumExpr`)
 
     c + k1 * (a11 * a12 ...) + k2 * (a21 ...) + ...
 
@@ -16,6 +17,12 @@ coefficients are multiples of ``c`` (which leaves the division exactly) and a re
 rewrite is exact over the integers for all values, or guarded by a bound proof; nothing
 is rewritten on a guess. Integer arithmetic is assumed not to overflow (as in TVM and
 Halide).
+
+This part holds the canonical forms met so far (memoised until the scope changes) and
+what each floordiv/floormod atom divides. It reaches its siblings through the analyzer:
+``atoms`` to intern atoms and order terms, ``const_int_bound`` for the bounds that decide
+a division or a min/max, ``rewrite_simplify`` for the nodes that are not sums, and
+``int_set`` to decide ``0 <= r < y`` over the symbolic ranges of loop variables.
 """
 
 from __future__ import annotations
@@ -24,61 +31,14 @@ from math import gcd
 
 from .. import expr as E
 from ..expr import IntImm, PrimExpr, Var
+from ..functor import collect_vars
+from .sum_expr import SumExpr, const_sum, split_multiple, sum_add, sum_add_const, sum_scale
 
 #: dtypes that get the canonical sum-of-products treatment (index arithmetic).
 CANONICAL_DTYPES = frozenset({"int32", "int64"})
 
 
-class SumExpr:
-    """``const + Σ coeff * Π monomial``: ``terms`` maps a monomial (a tuple of atoms sorted
-    by first appearance) to its non-zero integer coefficient. Never mutated once built."""
-
-    __slots__ = ("const", "terms")
-
-    def __init__(self, terms: dict, const: int):
-        self.terms = terms
-        self.const = const
-
-    def is_const(self) -> bool:
-        return not self.terms
-
-
-_EMPTY: dict = {}
-
-
-def const_sum(c: int) -> SumExpr:
-    return SumExpr(_EMPTY, c)
-
-
-def sum_add(a: SumExpr, b: SumExpr, k: int = 1) -> SumExpr:
-    """a + k*b."""
-    if not b.terms:
-        return SumExpr(a.terms, a.const + k * b.const)
-    if not a.terms and k == 1:
-        return SumExpr(b.terms, a.const + b.const)
-    terms = dict(a.terms)
-    for m, c in b.terms.items():
-        v = terms.get(m, 0) + k * c
-        if v:
-            terms[m] = v
-        else:
-            del terms[m]
-    return SumExpr(terms, a.const + k * b.const)
-
-
-def sum_add_const(a: SumExpr, c: int) -> SumExpr:
-    return SumExpr(a.terms, a.const + c) if c else a
-
-
-def sum_scale(a: SumExpr, k: int) -> SumExpr:
-    if k == 1:
-        return a
-    if k == 0:
-        return const_sum(0)
-    return SumExpr({m: c * k for m, c in a.terms.items()}, a.const * k)
-
-
-class _DivInfo:
+class DivInfo:
     """What a floordiv/floormod-by-constant atom means: ``num // c`` or ``num % c`` with
     ``num`` the canonical numerator (``num_rep`` its interned expression)."""
 
@@ -88,58 +48,46 @@ class _DivInfo:
         self.num, self.c, self.num_rep, self.is_mod = num, c, num_rep, is_mod
 
 
-def _split_multiple(a: SumExpr, b: SumExpr) -> tuple | None:
-    """``(q, r)`` with ``a == q*b + r``, where ``q`` takes every term of ``a`` that is a
-    multiple of the single-term divisor ``b`` (its factors and a multiple of its
-    coefficient) and ``r`` the rest; None when ``b`` is not one positive term."""
-    if b.const or len(b.terms) != 1:
-        return None
-    (mb, kb), = b.terms.items()
-    if kb <= 0:
-        return None
-    q_terms, r_terms = {}, {}
-    for m, k in a.terms.items():
-        rest = _without_factors(m, mb)
-        if rest is not None and k % kb == 0:
-            q_terms[rest] = q_terms.get(rest, 0) + k // kb
-        else:
-            r_terms[m] = k
-    q_const = q_terms.pop((), 0)
-    return SumExpr(q_terms, q_const), SumExpr(r_terms, a.const)
-
-
-def _without_factors(m: tuple, factors: tuple) -> tuple | None:
-    """Monomial ``m`` with each atom of ``factors`` removed once (atoms are interned, so
-    compared by identity), or None when ``m`` lacks one of them."""
-    rest = list(m)
-    for f in factors:
-        k = next((k for k, a in enumerate(rest) if a is f), None)
-        if k is None:
-            return None
-        rest.pop(k)
-    return tuple(rest)
-
-
 class CanonicalSimplifier:
-    """The canonical-form part of :class:`~tecomp.ir.arith.Analyzer`: builds, divides and
-    rebuilds canonical sums. Bounds come from :class:`.ConstIntBoundAnalyzer`, the other
-    node kinds from :class:`.RewriteSimplifier` (the analyzer combines the three)."""
+    """Canonical sums, the ``canonical_simplify`` part of
+    :class:`~tecomp.ir.arith.Analyzer`: builds, divides and rebuilds them."""
+
+    def __init__(self, analyzer):
+        self.analyzer = analyzer
+        self._memo: dict = {}  # id(expr) -> (expr, its sum); bounds decide divisions
+        self._div_info: dict = {}  # floordiv/floormod atom -> DivInfo
+        self._div_atom: dict = {}  # (numerator rep, c) -> floordiv atom
+
+    def drop_memo(self) -> None:
+        """Forget the forms computed so far (the bounds in scope changed)."""
+        self._memo = {}
+
+    def div_info(self, atom) -> DivInfo | None:
+        """What ``atom`` divides, if it is a floordiv/floormod by a constant that this part
+        made."""
+        return self._div_info.get(atom)
 
     def canon(self, e: PrimExpr) -> SumExpr:
         """The canonical sum of an int32/int64 expression."""
-        hit = self._canon_memo.get(id(e))
+        hit = self._memo.get(id(e))
         if hit is not None:
             return hit[1]
         fn = _CANON.get(type(e), CanonicalSimplifier._canon_other)
         s = fn(self, e)
-        self._canon_memo[id(e)] = (e, s)
+        self._memo[id(e)] = (e, s)
         return s
+
+    def _atom(self, node) -> SumExpr:
+        atoms = self.analyzer.atoms
+        r = atoms.rep(node)
+        atoms.place(r)
+        return SumExpr({(r,): 1}, 0)
 
     def _canon_int(self, e) -> SumExpr:
         return const_sum(e.value)
 
     def _canon_var(self, e) -> SumExpr:
-        self._order_atom(e)
+        self.analyzer.atoms.place(e)
         return SumExpr({(e,): 1}, 0)
 
     def _canon_add(self, e) -> SumExpr:
@@ -154,7 +102,7 @@ class CanonicalSimplifier:
             return sum_scale(a, b.const)
         if a.is_const():
             return sum_scale(b, a.const)
-        prod = self._mul(a, b)
+        prod = self.multiply(a, b)
         if prod is not None:
             return prod
         return self._atom(E.Mul(self.rebuild(a, e.dtype), self.rebuild(b, e.dtype), e.dtype))
@@ -177,7 +125,7 @@ class CanonicalSimplifier:
         over an axis of symbolic extent ``y``, ``i*y + j`` with ``j`` in ``[0, y)``, leaves
         when it is split back into its axes)."""
         a = self.canon(e.a)
-        split = None if b.is_const() else _split_multiple(a, b)
+        split = None if b.is_const() else split_multiple(a, b)
         if split is not None and self._in_divisor_range(split[1], b, e.dtype):
             return split[1] if type(e) is E.FloorMod else split[0]
         ra, rb = self.rebuild(a, e.dtype), self.rebuild(b, e.dtype)
@@ -186,21 +134,22 @@ class CanonicalSimplifier:
     def _in_divisor_range(self, r: SumExpr, b: SumExpr, dtype: str) -> bool:
         """Whether ``0 <= r < b`` holds, from constant bounds or the symbolic ranges of
         the loop variables in scope (``j < n`` inside ``for j in range(n)``)."""
+        bounds, int_set = self.analyzer.const_int_bound, self.analyzer.int_set
         diff = sum_add(r, b, -1)
-        lo = self.sum_bound(r)[0]
+        lo = bounds.sum_bound(r)[0]
         nonneg = lo is not None and lo >= 0
-        if not nonneg and self.sym_ranges:
-            nonneg = self._decide_symbolic(E.GE, r, dtype) is True
-        hi = self.sum_bound(diff)[1]
+        if not nonneg and int_set.sym_ranges:
+            nonneg = int_set.decide(E.GE, r, dtype) is True
+        hi = bounds.sum_bound(diff)[1]
         below = hi is not None and hi < 0
-        if not below and nonneg and self.sym_ranges:
-            below = self._decide_symbolic(E.LT, diff, dtype) is True
+        if not below and nonneg and int_set.sym_ranges:
+            below = int_set.decide(E.LT, diff, dtype) is True
         return nonneg and below
 
     def _canon_minmax(self, e) -> SumExpr:
         is_min = type(e) is E.Min
         sa, sb = self.canon(e.a), self.canon(e.b)
-        lo, hi = self.sum_bound(sum_add(sa, sb, -1))
+        lo, hi = self.analyzer.const_int_bound.sum_bound(sum_add(sa, sb, -1))
         if hi is not None and hi <= 0:
             return sa if is_min else sb
         if lo is not None and lo >= 0:
@@ -215,7 +164,7 @@ class CanonicalSimplifier:
         return self._atom(type(e)(a, b, e.dtype))
 
     def _canon_other(self, e) -> SumExpr:
-        res = self.rewrite(e)
+        res = self.analyzer.rewrite_simplify.rewrite(e)
         t = type(res)
         if t is IntImm:
             return const_sum(res.value)
@@ -223,11 +172,11 @@ class CanonicalSimplifier:
             return self.canon(res)
         return self._atom(res)
 
-    def _mul(self, a: SumExpr, b: SumExpr) -> SumExpr | None:
-        """Distribute a product of two sums, or None if it would grow too large."""
+    def multiply(self, a: SumExpr, b: SumExpr) -> SumExpr | None:
+        """The product of two sums, distributed, or None if it would grow too large."""
         if (len(a.terms) + 1) * (len(b.terms) + 1) > 36:
             return None
-        order = self._order
+        order = self.analyzer.atoms.order
         items_a = list(a.terms.items()) + ([((), a.const)] if a.const else [])
         items_b = list(b.terms.items()) + ([((), b.const)] if b.const else [])
         terms: dict = {}
@@ -283,10 +232,12 @@ class CanonicalSimplifier:
         mod = m[0]
         if type(mod) is not E.FloorMod or type(mod.b) is not Var:
             return None
-        div = self.rep(E.FloorDiv(mod.a, mod.b, mod.dtype))
-        if div not in self._order or mod.b not in self._order:
+        atoms = self.analyzer.atoms
+        div = atoms.rep(E.FloorDiv(mod.a, mod.b, mod.dtype))
+        order = atoms.order
+        if div not in order or mod.b not in order:
             return None
-        mono = tuple(sorted((div, mod.b), key=self._order.__getitem__))
+        mono = tuple(sorted((div, mod.b), key=order.__getitem__))
         if s.terms.get(mono) != k:
             return None
         terms = dict(s.terms)
@@ -313,7 +264,7 @@ class CanonicalSimplifier:
             return q  # rc // c == 0 as 0 <= rc < c
         # s == c*q + r exactly, so s // c == q + r // c.
         r = SumExpr(r_terms, rc)
-        lo, hi = self.sum_bound(r)
+        lo, hi = self.analyzer.const_int_bound.sum_bound(r)
         if lo is not None and hi is not None and lo // c == hi // c:
             return sum_add_const(q, lo // c)
         g = gcd(c, *r_terms.values())
@@ -342,7 +293,7 @@ class CanonicalSimplifier:
         if not r_terms:
             return const_sum(rc)
         r = SumExpr(r_terms, rc)
-        lo, hi = self.sum_bound(r)
+        lo, hi = self.analyzer.const_int_bound.sum_bound(r)
         if lo is not None and hi is not None and lo // c == hi // c:
             return sum_add_const(r, -c * (lo // c))
         g = gcd(c, *r_terms.values())
@@ -368,15 +319,16 @@ class CanonicalSimplifier:
         return len(m) == 1 and m[0] in self._div_info
 
     def _divmod_atom(self, r: SumExpr, c: int, dtype: str, is_mod: bool) -> SumExpr:
+        atoms = self.analyzer.atoms
         num = self.rebuild(r, dtype)
         cls = E.FloorMod if is_mod else E.FloorDiv
-        atom = self.rep(cls(num, IntImm(c, dtype), dtype))
+        atom = atoms.rep(cls(num, IntImm(c, dtype), dtype))
         if atom not in self._div_info:
-            num_rep = self.rep(num)
-            self._div_info[atom] = _DivInfo(r, c, num_rep, is_mod)
+            num_rep = atoms.rep(num)
+            self._div_info[atom] = DivInfo(r, c, num_rep, is_mod)
             if not is_mod:
                 self._div_atom.setdefault((num_rep, c), atom)
-        self._order_atom(atom)
+        atoms.place(atom)
         return SumExpr({(atom,): 1}, 0)
 
     def rebuild(self, s: SumExpr, dtype: str) -> PrimExpr:
@@ -384,38 +336,67 @@ class CanonicalSimplifier:
         subtracted, then the constant."""
         if not s.terms:
             return IntImm(s.const, dtype)
-        order = self._order
+        order = self.analyzer.atoms.order
         items = sorted(s.terms.items(), key=lambda mk: [order[a] for a in mk[0]])
         pos = [(m, k) for m, k in items if k > 0]
         neg = [(m, -k) for m, k in items if k < 0]
         const = s.const
         res = None
         for m, k in pos:
-            t = self._term(m, k, dtype)
+            t = _term(m, k, dtype)
             res = t if res is None else E.Add(res, t, dtype)
         if res is None:
             if const > 0:
                 res, const = IntImm(const, dtype), 0
             else:
                 m, k = neg.pop(0)
-                res = E.Mul(self._mono(m, dtype), IntImm(-k, dtype), dtype)
+                res = E.Mul(_mono(m, dtype), IntImm(-k, dtype), dtype)
         for m, k in neg:
-            res = E.Sub(res, self._term(m, k, dtype), dtype)
+            res = E.Sub(res, _term(m, k, dtype), dtype)
         if const > 0:
             res = E.Add(res, IntImm(const, dtype), dtype)
         elif const < 0:
             res = E.Sub(res, IntImm(-const, dtype), dtype)
         return res
 
-    def _mono(self, m: tuple, dtype: str) -> PrimExpr:
-        res = m[0]
-        for a in m[1:]:
-            res = E.Mul(res, a, dtype)
-        return res
+    def linear_coeff(self, e: PrimExpr, v: Var):
+        """See :func:`tecomp.ir.arith.linear_coeff`."""
+        an = self.analyzer
+        e = E.as_expr(e)
+        v = v.var if isinstance(v, E.IterVar) else v
+        if e.dtype not in CANONICAL_DTYPES:
+            if v in collect_vars(e):
+                return None
+            return E.make_const(0, e.dtype), an.simplify(e)
+        s = self.canon(e)
+        vars_of = an.atoms.vars_of
+        coeff = const_sum(0)
+        base = {}
+        for m, k in s.terms.items():
+            others = tuple(a for a in m if a is not v)
+            if any(v in vars_of(a) for a in others):
+                return None
+            n = len(m) - len(others)
+            if n == 0:
+                base[m] = k
+            elif n == 1:
+                coeff = sum_add(coeff, SumExpr({others: k}, 0) if others else const_sum(k))
+            else:
+                return None
+        d = e.dtype
+        return self.rebuild(coeff, d), self.rebuild(SumExpr(base, s.const), d)
 
-    def _term(self, m: tuple, k: int, dtype: str) -> PrimExpr:
-        res = self._mono(m, dtype)
-        return res if k == 1 else E.Mul(res, IntImm(k, dtype), dtype)
+
+def _mono(m: tuple, dtype: str) -> PrimExpr:
+    res = m[0]
+    for a in m[1:]:
+        res = E.Mul(res, a, dtype)
+    return res
+
+
+def _term(m: tuple, k: int, dtype: str) -> PrimExpr:
+    res = _mono(m, dtype)
+    return res if k == 1 else E.Mul(res, IntImm(k, dtype), dtype)
 
 
 _CANON = {
@@ -431,12 +412,4 @@ _CANON = {
 }
 
 
-__all__ = [
-    "CANONICAL_DTYPES",
-    "CanonicalSimplifier",
-    "SumExpr",
-    "const_sum",
-    "sum_add",
-    "sum_add_const",
-    "sum_scale",
-]
+__all__ = ["CANONICAL_DTYPES", "CanonicalSimplifier", "DivInfo"]

@@ -5,6 +5,10 @@ its variables' bounds (loop ranges, facts of enclosing conditions) or, for a nod
 not a sum, from its children through the interval arithmetic of :mod:`.interval`. Bounds
 are sound, not always tight. A narrow integer dtype's value may wrap, so an expression of
 one is never bounded tighter than its dtype unless its children fit.
+
+This part holds the variable bounds of the analyzer's scope. It reaches its siblings
+through the analyzer: ``canonical_simplify`` for the canonical sum of an index
+expression and what a floordiv/floormod atom divides.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from __future__ import annotations
 from .. import dtype as dt
 from .. import expr as E
 from ..expr import IntImm, Var
-from .canonical import SumExpr
+from .canonical import CANONICAL_DTYPES
 from .interval import (
     UNBOUNDED,
     dtype_interval,
     iv_add,
     iv_floordiv,
     iv_floormod,
+    iv_intersect,
     iv_max,
     iv_min,
     iv_mul,
@@ -26,22 +31,62 @@ from .interval import (
     iv_union,
     within,
 )
+from .sum_expr import SumExpr
+
+_MISSING = object()
 
 
 class ConstIntBoundAnalyzer:
-    """The constant-bound part of :class:`~tecomp.ir.arith.Analyzer` (it holds the
-    variable bounds of the current scope in ``self.bounds``)."""
+    """Constant bounds, the ``const_int_bound`` part of :class:`~tecomp.ir.arith.Analyzer`.
+
+    ``bounds`` maps a Var to its inclusive ``(lo, hi)`` constants (None: unbounded) in the
+    current scope; atoms' bounds are memoised until the scope changes.
+    """
+
+    def __init__(self, analyzer, bounds=None):
+        self.analyzer = analyzer
+        self.bounds: dict = {}
+        for v, iv in (bounds or {}).items():
+            self.bounds[v if type(v) is Var else v.var] = iv
+        self._atom_memo: dict = {}
+
+    # -- scope -----------------------------------------------------------------------------
+
+    def push(self, v: Var, iv) -> object:
+        """Bound ``v`` by ``iv`` too (intersected with what is known); returns a token
+        for :meth:`pop`."""
+        old = self.bounds.get(v, _MISSING)
+        self.bounds[v] = tuple(iv) if old is _MISSING else iv_intersect(old, iv)
+        self._atom_memo = {}
+        return old
+
+    def pop(self, v: Var, token) -> None:
+        """Restore the bounds of ``v`` from before the :meth:`push` that gave ``token``."""
+        if token is _MISSING:
+            self.bounds.pop(v, None)
+        else:
+            self.bounds[v] = token
+        self._atom_memo = {}
+
+    # -- bounds ----------------------------------------------------------------------------
+
+    def bound(self, e) -> tuple:
+        """Inclusive constant bounds of ``e`` under the current scope."""
+        e = E.as_expr(e)
+        if e.dtype in CANONICAL_DTYPES:
+            return self.sum_bound(self.analyzer.canonical_simplify.canon(e))
+        return self._node_bound(e)
 
     def sum_bound(self, s: SumExpr) -> tuple:
         """Inclusive constant bounds of a canonical sum."""
         lo = hi = s.const
         for m, k in s.terms.items():
             if len(m) == 1:
-                b = self._atom_bound(m[0])
+                b = self.atom_bound(m[0])
             else:
-                b = self._atom_bound(m[0])
+                b = self.atom_bound(m[0])
                 for a in m[1:]:
-                    b = iv_mul(b, self._atom_bound(a))
+                    b = iv_mul(b, self.atom_bound(a))
             b = iv_scale(b, k)
             lo = None if lo is None or b[0] is None else lo + b[0]
             hi = None if hi is None or b[1] is None else hi + b[1]
@@ -49,21 +94,22 @@ class ConstIntBoundAnalyzer:
                 break
         return lo, hi
 
-    def _atom_bound(self, a) -> tuple:
-        hit = self._atom_bound_memo.get(a)
+    def atom_bound(self, a) -> tuple:
+        """Inclusive constant bounds of an atom of a canonical sum."""
+        hit = self._atom_memo.get(a)
         if hit is not None:
             return hit
         if type(a) is Var:
             b = self.bounds.get(a, UNBOUNDED)
         else:
-            info = self._div_info.get(a)
+            info = self.analyzer.canonical_simplify.div_info(a)
             if info is not None:
                 nb = self.sum_bound(info.num)
                 c = (info.c, info.c)
                 b = iv_floormod(nb, c) if info.is_mod else iv_floordiv(nb, c)
             else:
                 b = self._node_bound(a)
-        self._atom_bound_memo[a] = b
+        self._atom_memo[a] = b
         return b
 
     def _node_bound(self, e) -> tuple:

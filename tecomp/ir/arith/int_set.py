@@ -5,24 +5,41 @@ ends are expressions in the variables that stay fixed. This is what bound infere
 to size a consumer's region of a producer. Affine expressions get exact intervals;
 floordiv/floormod by constants, min/max, select and products get sound
 over-approximations, falling back to constant bounds where a symbolic end is unknown.
+
+This part holds the symbolic ranges of the loop variables in scope (``sym_ranges``), with
+which it decides comparisons that constant bounds cannot (``i < n`` inside
+``for i in range(n)``), and the state of one :meth:`IntSetAnalyzer.interval` query. It
+reaches its siblings through the analyzer: ``canonical_simplify`` for the sums whose
+intervals it takes, ``const_int_bound`` for signs and lost ends, ``atoms`` for the
+variables of an atom.
 """
 
 from __future__ import annotations
 
 from .. import expr as E
 from ..expr import PrimExpr, Var
-from .canonical import CANONICAL_DTYPES, SumExpr, _split_multiple, const_sum, sum_add
-from .interval import UNBOUNDED, iv_intersect
+from .canonical import CANONICAL_DTYPES
+from .interval import UNBOUNDED, decide_cmp
+from .sum_expr import SumExpr, const_sum, split_multiple, sum_add
 
 
 class IntSetAnalyzer:
-    """The symbolic-interval part of :class:`~tecomp.ir.arith.Analyzer`."""
+    """Symbolic intervals, the ``int_set`` part of :class:`~tecomp.ir.arith.Analyzer`."""
+
+    def __init__(self, analyzer):
+        self.analyzer = analyzer
+        #: Loop variables with symbolic ranges [lo, hi] (expressions), used to decide
+        #: comparisons that constant bounds cannot (``i < n`` inside ``for i in range(n)``).
+        self.sym_ranges: dict = {}
+        self._ranges = None  # the ranges of the query under way
 
     def interval(self, e: PrimExpr, ranges: dict) -> tuple:
-        """See :func:`tecomp.ir.arith.eval_interval`."""
+        """See :func:`tecomp.ir.arith.eval_interval`. The constant bounds of the ranged
+        variables join the analyzer's scope and stay there."""
+        an = self.analyzer
         e = E.as_expr(e)
         if e.dtype not in CANONICAL_DTYPES:
-            b = self.bound(e)
+            b = an.bound(e)
             return tuple(None if x is None else E.make_const(x, e.dtype) for x in b)
         rng = {}
         for v, (lo, hi) in ranges.items():
@@ -30,28 +47,45 @@ class IntSetAnalyzer:
             rng[v] = (E.as_expr(lo, v.dtype), E.as_expr(hi, v.dtype))
         # Constant bounds of the ranged variables sharpen floordiv and min/max below.
         for v, (lo, hi) in rng.items():
-            self.bounds[v] = iv_intersect(
-                self.bounds.get(v, UNBOUNDED), (self.bound(lo)[0], self.bound(hi)[1])
-            )
-            self._reset()
+            an.push_bound(v, (an.bound(lo)[0], an.bound(hi)[1]))
         self._ranges = rng
         self._ranged = frozenset(rng)
         self._iv_memo: dict = {}
         self._expanding: set = set()
+        canonical = an.canonical_simplify
         try:
-            lo, hi = self._sum_interval(self.canon(e))
+            lo, hi = self._sum_interval(canonical.canon(e))
         finally:
             self._ranges = None
         d = e.dtype
         return (
-            None if lo is None else self.simplify(self.rebuild(lo, d)),
-            None if hi is None else self.simplify(self.rebuild(hi, d)),
+            None if lo is None else an.simplify(canonical.rebuild(lo, d)),
+            None if hi is None else an.simplify(canonical.rebuild(hi, d)),
         )
 
+    def decide(self, t, diff: SumExpr, dtype: str) -> bool | None:
+        """Decide ``diff OP 0`` (``t`` the comparison's node class) over the symbolic
+        ranges of the loop variables it uses; None if undecided."""
+        an = self.analyzer
+        used = set()
+        for m in diff.terms:
+            for a in m:
+                used |= an.atoms.vars_of(a)
+        if not used & self.sym_ranges.keys():
+            return None
+        # On a fork: a query adds the ranged variables' bounds to its analyzer's scope,
+        # which must not leak into this one (nor disturb a query it is in the middle of).
+        sub = an.fork()
+        lo, hi = sub.interval(an.canonical_simplify.rebuild(diff, dtype), self.sym_ranges)
+        lo_c = None if lo is None else sub.bound(lo)[0]
+        hi_c = None if hi is None else sub.bound(hi)[1]
+        return decide_cmp(t, (lo_c, hi_c))
+
     def _sum_interval(self, s: SumExpr) -> tuple:
+        vars_of = self.analyzer.atoms.vars_of
         lo = hi = const_sum(s.const)
         for m, k in s.terms.items():
-            if not any(self._vars(a) & self._ranged for a in m):
+            if not any(vars_of(a) & self._ranged for a in m):
                 t = SumExpr({m: k}, 0)
                 lo = None if lo is None else sum_add(lo, t)
                 hi = None if hi is None else sum_add(hi, t)
@@ -71,7 +105,7 @@ class IntSetAnalyzer:
             res = self._iv_mul_sym(res, self._atom_interval(a))
         if res[0] is None or res[1] is None:
             # Fall back to the constant bounds of the whole product for a lost side.
-            cb = self.sum_bound(SumExpr({m: 1}, 0))
+            cb = self.analyzer.const_int_bound.sum_bound(SumExpr({m: 1}, 0))
             res = (
                 res[0] if res[0] is not None else (None if cb[0] is None else const_sum(cb[0])),
                 res[1] if res[1] is not None else (None if cb[1] is None else const_sum(cb[1])),
@@ -79,16 +113,17 @@ class IntSetAnalyzer:
         return res
 
     def _expr_interval(self, e) -> tuple:
+        an = self.analyzer
         if e.dtype in CANONICAL_DTYPES:
-            return self._sum_interval(self.canon(e))
-        b = self.bound(e)
+            return self._sum_interval(an.canonical_simplify.canon(e))
+        b = an.bound(e)
         return tuple(None if x is None else const_sum(x) for x in b)
 
     def _atom_interval(self, a) -> tuple:
         hit = self._iv_memo.get(a)
         if hit is not None:
             return hit
-        if not (self._vars(a) & self._ranged):
+        if not (self.analyzer.atoms.vars_of(a) & self._ranged):
             res = (SumExpr({(a,): 1}, 0),) * 2
         elif type(a) is Var:
             res = self._var_interval(a)
@@ -100,7 +135,7 @@ class IntSetAnalyzer:
     def _var_interval(self, v: Var) -> tuple:
         lo_e, hi_e = self._ranges[v]
         if v in self._expanding:  # a cyclic range: only constants are safe
-            b = self.bounds.get(v, UNBOUNDED)
+            b = self.analyzer.const_int_bound.bounds.get(v, UNBOUNDED)
             return tuple(None if x is None else const_sum(x) for x in b)
         self._expanding.add(v)
         try:
@@ -111,19 +146,20 @@ class IntSetAnalyzer:
         return lo, hi
 
     def _compound_interval(self, a) -> tuple:
+        canonical = self.analyzer.canonical_simplify
         t, d = type(a), a.dtype
-        info = self._div_info.get(a)
+        info = canonical.div_info(a)
         if info is not None:
             il, ih = self._sum_interval(info.num)
             c = info.c
             if not info.is_mod:
                 # floor(x / c) is non-decreasing in x.
                 return (
-                    None if il is None else self.div_const(il, c, d),
-                    None if ih is None else self.div_const(ih, c, d),
+                    None if il is None else canonical.div_const(il, c, d),
+                    None if ih is None else canonical.div_const(ih, c, d),
                 )
             if il is not None and ih is not None:
-                ql, qh = self.div_const(il, c, d), self.div_const(ih, c, d)
+                ql, qh = canonical.div_const(il, c, d), canonical.div_const(ih, c, d)
                 if sum_add(qh, ql, -1).is_const() and sum_add(qh, ql, -1).const == 0:
                     # One period: x % c == x - c*q with the same q at both ends.
                     return sum_add(il, ql, -c), sum_add(ih, ql, -c)
@@ -145,7 +181,7 @@ class IntSetAnalyzer:
             return self._sym_minmax(E.Min, tl, fl, True), self._sym_minmax(E.Max, th, fh, False)
         if t is E.Mul:
             return self._iv_mul_sym(self._expr_interval(a.a), self._expr_interval(a.b))
-        b = self._atom_bound(a)
+        b = self.analyzer.const_int_bound.atom_bound(a)
         return tuple(None if x is None else const_sum(x) for x in b)
 
     def _divmod_symbolic_interval(self, a) -> tuple | None:
@@ -155,17 +191,19 @@ class IntSetAnalyzer:
         lies in ``[q + min(r, 0), q + max(r, -1)]``. So a loop over ``32*y`` chunks split
         as ``f // y`` and ``f % y`` has its parts in ``[0, 31]`` and ``[0, y - 1]``. None
         when the divisor varies or may be below 1."""
-        if self._vars(a.b) & self._ranged:
+        an = self.analyzer
+        if an.atoms.vars_of(a.b) & self._ranged:
             return None
-        lo_b = self.bound(a.b)[0]
+        lo_b = an.bound(a.b)[0]
         if lo_b is None or lo_b < 1:
             return None
-        y = self.canon(a.b)
+        canonical = an.canonical_simplify
+        y = canonical.canon(a.b)
         if type(a) is E.FloorMod:
             return const_sum(0), sum_add(y, const_sum(1), -1)
         ends = []
-        for end, low in zip(self._sum_interval(self.canon(a.a)), (True, False)):
-            split = None if end is None else _split_multiple(end, y)
+        for end, low in zip(self._sum_interval(canonical.canon(a.a)), (True, False)):
+            split = None if end is None else split_multiple(end, y)
             if split is None or not split[1].is_const():
                 return None
             q, r = split[0], split[1].const
@@ -185,12 +223,13 @@ class IntSetAnalyzer:
             if any(getattr(a, "dtype", "int32") == "int64" for m in x.terms for a in m)
             else "int32"
         )
-        return self.canon(cls(self.rebuild(x, d), self.rebuild(y, d), d))
+        canonical = self.analyzer.canonical_simplify
+        return canonical.canon(cls(canonical.rebuild(x, d), canonical.rebuild(y, d), d))
 
     def _sign(self, s) -> int:
         if s is None:
             return 0
-        lo, hi = self.sum_bound(s)
+        lo, hi = self.analyzer.const_int_bound.sum_bound(s)
         if lo is not None and lo >= 0:
             return 1
         if hi is not None and hi <= 0:
@@ -215,12 +254,13 @@ class IntSetAnalyzer:
         else:
             lo_pair = {1: (ah, bl), -1: (ah, bh)}.get(self._sign(ah))
             hi_pair = {1: (al, bh), -1: (al, bl)}.get(self._sign(al))
+        multiply = self.analyzer.canonical_simplify.multiply
         out = []
         for pair in (lo_pair, hi_pair):
             if pair is None or pair[0] is None or pair[1] is None:
                 out.append(None)
             else:
-                out.append(self._mul(pair[0], pair[1]))
+                out.append(multiply(pair[0], pair[1]))
         return tuple(out)
 
 

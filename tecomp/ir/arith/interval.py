@@ -1,5 +1,6 @@
 """Constant integer intervals: inclusive ``(lo, hi)`` pairs of Python ints, where ``None``
-on a side means unbounded (-inf below, +inf above), and the arithmetic on them.
+on a side means unbounded (-inf below, +inf above), the arithmetic on them, and the
+comparisons an interval decides (``a < b`` when ``a - b`` lies in ``(None, -1)``).
 
 These are the sound building blocks of the constant-bound analysis
 (:mod:`.const_int_bound`): each function returns an interval holding every result of the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 
 from .. import dtype as dt
+from .. import expr as E
 
 Bounds = dict  # dict[Var, tuple[int | None, int | None]]
 
@@ -148,6 +150,40 @@ def iv_floormod(a: Interval, b: Interval) -> Interval:
     return UNBOUNDED
 
 
+# ---- comparisons decided by the interval of a difference ----------------------------------
+
+
+def decide_cmp(t, diff: Interval) -> bool | None:
+    """Decide ``a OP b`` (``t`` the comparison's node class, ``E.LT``...) from the bounds
+    ``diff`` of ``a - b``; None if undecided."""
+    lo, hi = diff
+    if t is E.LT:
+        return (
+            True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0 else None)
+        )
+    if t is E.LE:
+        return (
+            True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0 else None)
+        )
+    if t is E.GT:
+        return (
+            True if lo is not None and lo > 0 else (False if hi is not None and hi <= 0 else None)
+        )
+    if t is E.GE:
+        return (
+            True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
+        )
+    if t is E.EQ or t is E.NE:
+        if lo == 0 and hi == 0:
+            return t is E.EQ
+        if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+            return t is E.NE
+    return None
+
+
+# ---- the values of a dtype ----------------------------------------------------------------
+
+
 def dtype_interval(dtype: str) -> Interval:
     """The values a narrow integer or bool dtype can hold. 32/64-bit integers and floats
     count as unbounded: index arithmetic is reasoned about over mathematical integers."""
@@ -171,6 +207,7 @@ __all__ = [
     "UNBOUNDED",
     "Bounds",
     "Interval",
+    "decide_cmp",
     "dtype_interval",
     "iv_add",
     "iv_floordiv",

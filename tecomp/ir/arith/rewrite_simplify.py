@@ -5,6 +5,11 @@ Floats and narrow integers (only constant-folded, and given the IEEE-exact ident
 (decided from the bounds of ``a - b``, or over the symbolic ranges of loop variables),
 logic, select, cast and let. Integer operands of comparisons go through the canonical
 form, so ``io*8 + ii < io*8 + 8`` is decided from the bound of ``ii``.
+
+This part keeps no results of its own: a node's children are simplified through the
+analyzer's ``simplify`` (whose memo holds them). It reaches its siblings through the
+analyzer: ``canonical_simplify`` for integer operands, ``const_int_bound`` and
+``int_set`` to decide comparisons, ``atoms`` to compare operands structurally.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from .. import dtype as dt
 from .. import expr as E
 from ..expr import IntImm, PrimExpr, Var
 from ..functor import IRMutator, substitute
-from .canonical import CANONICAL_DTYPES, SumExpr, sum_add
+from .canonical import CANONICAL_DTYPES
 from .const_fold import const_bool, fold_binary, fold_cast, fold_compare, is_const
-from .interval import iv_add, iv_scale
+from .interval import decide_cmp, iv_add, iv_scale
+from .sum_expr import sum_add
 
 #: not (a OP b) == a NEG(OP) b, valid for integers (for floats only EQ/NE: NaN).
 _CMP_NEGATE = {E.EQ: E.NE, E.NE: E.EQ, E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT}
@@ -30,34 +36,7 @@ def _float_is(e, value: float, negative_zero: bool | None = None) -> bool:
     return str(e.value).startswith("-") == negative_zero
 
 
-def decide_cmp(t, diff: tuple):
-    """Decide ``a OP b`` from the bounds of ``a - b``; None if undecided."""
-    lo, hi = diff
-    if t is E.LT:
-        return (
-            True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0 else None)
-        )
-    if t is E.LE:
-        return (
-            True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0 else None)
-        )
-    if t is E.GT:
-        return (
-            True if lo is not None and lo > 0 else (False if hi is not None and hi <= 0 else None)
-        )
-    if t is E.GE:
-        return (
-            True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
-        )
-    if t is E.EQ or t is E.NE:
-        if lo == 0 and hi == 0:
-            return t is E.EQ
-        if (lo is not None and lo > 0) or (hi is not None and hi < 0):
-            return t is E.NE
-    return None
-
-
-class ChildSimplifier(IRMutator):
+class _ChildSimplifier(IRMutator):
     """Rebuilds a node whose child expressions are simplified by an analyzer."""
 
     def __init__(self, owner):
@@ -71,8 +50,12 @@ class ChildSimplifier(IRMutator):
 
 
 class RewriteSimplifier:
-    """The rule-based part of :class:`~tecomp.ir.arith.Analyzer`, for the node kinds the
-    canonical form treats as atoms."""
+    """Rules for the node kinds the canonical form treats as atoms, the
+    ``rewrite_simplify`` part of :class:`~tecomp.ir.arith.Analyzer`."""
+
+    def __init__(self, analyzer):
+        self.analyzer = analyzer
+        self._children = _ChildSimplifier(analyzer)
 
     def rewrite(self, e: PrimExpr) -> PrimExpr:
         """``e`` simplified by the rules for its node kind (children simplified first)."""
@@ -88,7 +71,8 @@ class RewriteSimplifier:
 
     def _visit_binary(self, e):
         """Arithmetic on floats and non-index integer dtypes: fold and exact identities."""
-        a, b = self.simplify(e.a), self.simplify(e.b)
+        an = self.analyzer
+        a, b = an.simplify(e.a), an.simplify(e.b)
         t, d = type(e), e.dtype
         if is_const(a) and is_const(b):
             folded = fold_binary(t, a, b, d)
@@ -114,7 +98,7 @@ class RewriteSimplifier:
                 return a
             if t is E.Mul and type(a) is IntImm and a.value == 1:
                 return b
-        if t in (E.Min, E.Max) and self.same(a, b):
+        if t in (E.Min, E.Max) and an.atoms.same(a, b):
             return a
         if a is e.a and b is e.b:
             return e
@@ -122,68 +106,60 @@ class RewriteSimplifier:
 
     def _visit_minmax(self, e):
         if e.dtype in CANONICAL_DTYPES:
-            return self.rebuild(self._canon_minmax(e), e.dtype)
+            # The canonical form decides index min/max from the bounds of a - b.
+            canonical = self.analyzer.canonical_simplify
+            return canonical.rebuild(canonical.canon(e), e.dtype)
         return self._visit_binary(e)
 
     def _visit_cmp(self, e):
+        an = self.analyzer
         t = type(e)
         if e.a.dtype in CANONICAL_DTYPES:
-            sa, sb = self.canon(e.a), self.canon(e.b)
+            canonical = an.canonical_simplify
+            sa, sb = canonical.canon(e.a), canonical.canon(e.b)
             diff = sum_add(sa, sb, -1)
-            decided = decide_cmp(t, self.sum_bound(diff))
-            if decided is None and self.sym_ranges:
-                decided = self._decide_symbolic(t, diff, e.a.dtype)
+            decided = decide_cmp(t, an.const_int_bound.sum_bound(diff))
+            if decided is None and an.int_set.sym_ranges:
+                decided = an.int_set.decide(t, diff, e.a.dtype)
             if decided is not None:
                 return const_bool(decided)
-            a, b = self.rebuild(sa, e.a.dtype), self.rebuild(sb, e.b.dtype)
+            a, b = canonical.rebuild(sa, e.a.dtype), canonical.rebuild(sb, e.b.dtype)
         else:
-            a, b = self.simplify(e.a), self.simplify(e.b)
+            a, b = an.simplify(e.a), an.simplify(e.b)
             if is_const(a) and is_const(b):
                 return fold_compare(t, a, b)
             if dt.is_int(a.dtype) or a.dtype == "bool":
-                decided = decide_cmp(t, iv_add(self.bound(a), iv_scale(self.bound(b), -1)))
+                bound = an.const_int_bound.bound
+                decided = decide_cmp(t, iv_add(bound(a), iv_scale(bound(b), -1)))
                 if decided is not None:
                     return const_bool(decided)
-                if t in (E.EQ, E.NE) and self.same(a, b):
+                if t in (E.EQ, E.NE) and an.atoms.same(a, b):
                     return const_bool(t is E.EQ)
         if a is e.a and b is e.b:
             return e
         return t(a, b, e.dtype)
 
-    def _decide_symbolic(self, t, diff: SumExpr, dtype: str):
-        """Decide ``diff OP 0`` over the symbolic ranges of the loop variables it uses."""
-        used = set()
-        for m in diff.terms:
-            for a in m:
-                used |= self._vars(a)
-        if not used & self.sym_ranges.keys():
-            return None
-        sub = type(self)(self.bounds)
-        sub._order = self._order  # same term order; the table is only ever extended
-        lo, hi = sub.interval(self.rebuild(diff, dtype), self.sym_ranges)
-        lo_c = None if lo is None else sub.bound(lo)[0]
-        hi_c = None if hi is None else sub.bound(hi)[1]
-        return decide_cmp(t, (lo_c, hi_c))
-
     def _visit_and_or(self, e):
+        an = self.analyzer
         is_and = type(e) is E.And
-        a = self.simplify(e.a)
+        a = an.simplify(e.a)
         if type(a) is IntImm:
             # Both operands are pure, so short-circuiting changes no behaviour.
             if bool(a.value) != is_and:
                 return const_bool(not is_and)
-            return self.simplify(e.b)
-        b = self.simplify(e.b)
+            return an.simplify(e.b)
+        b = an.simplify(e.b)
         if type(b) is IntImm:
             return a if bool(b.value) == is_and else const_bool(not is_and)
-        if self.same(a, b):
+        if an.atoms.same(a, b):
             return a
         if a is e.a and b is e.b:
             return e
         return type(e)(a, b, e.dtype)
 
     def _visit_not(self, e):
-        a = self.simplify(e.a)
+        an = self.analyzer
+        a = an.simplify(e.a)
         if type(a) is IntImm:
             return const_bool(not a.value)
         if type(a) is E.Not:
@@ -194,18 +170,20 @@ class RewriteSimplifier:
         return e if a is e.a else E.Not(a, e.dtype)
 
     def _visit_select(self, e):
-        c = self.simplify(e.cond)
+        an = self.analyzer
+        c = an.simplify(e.cond)
         if type(c) is IntImm:
-            return self.simplify(e.true_value if c.value else e.false_value)
-        tv, fv = self.simplify(e.true_value), self.simplify(e.false_value)
-        if self.same(tv, fv):
+            return an.simplify(e.true_value if c.value else e.false_value)
+        tv, fv = an.simplify(e.true_value), an.simplify(e.false_value)
+        if an.atoms.same(tv, fv):
             return tv
         if c is e.cond and tv is e.true_value and fv is e.false_value:
             return e
         return E.Select(c, tv, fv, e.dtype)
 
     def _visit_cast(self, e):
-        v = self.simplify(e.value)
+        an = self.analyzer
+        v = an.simplify(e.value)
         d = e.dtype
         if v.dtype == d:
             return v
@@ -215,10 +193,11 @@ class RewriteSimplifier:
         return e if v is e.value else E.Cast(d, v)
 
     def _visit_let(self, e):
-        v = self.simplify(e.value)
+        an = self.analyzer
+        v = an.simplify(e.value)
         if type(v) in (IntImm, E.FloatImm, Var):
-            return self.simplify(substitute(e.body, {e.var: v}))
-        body = self.simplify(e.body)
+            return an.simplify(substitute(e.body, {e.var: v}))
+        body = an.simplify(e.body)
         if v is e.value and body is e.body:
             return e
         return E.Let(e.var, v, body, e.dtype)
@@ -248,4 +227,4 @@ _VISIT = {
 }
 
 
-__all__ = ["ChildSimplifier", "RewriteSimplifier", "decide_cmp"]
+__all__ = ["RewriteSimplifier"]

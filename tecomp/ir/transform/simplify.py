@@ -15,14 +15,9 @@ from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
 from ..arith import Analyzer, Bounds
-from ..arith.canonical import (
-    CANONICAL_DTYPES,
-    SumExpr,
-    sum_add,
-    sum_add_const,
-    sum_scale,
-)
+from ..arith.canonical import CANONICAL_DTYPES
 from ..arith.const_fold import is_const
+from ..arith.sum_expr import SumExpr, sum_add, sum_add_const, sum_scale
 from ..expr import IntImm, Var
 from ..functor import substitute
 from ..stmt import PrimFunc
