@@ -131,8 +131,9 @@ class _Processes:
         self.tmp = tmp
         self.procs = []
         file = os.path.join(tmp, "scheduler.json")
+        # Every listening socket on 127.0.0.1, the HTTP ones (dashboard, health) too.
         self._start(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                     "--no-dashboard", "--scheduler-file", file])
+                     "--dashboard-address", "127.0.0.1:0", "--scheduler-file", file])
         deadline = time.monotonic() + 120
         while not os.path.exists(file) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -147,7 +148,7 @@ class _Processes:
 
     def add_worker(self):
         self._start(["dask", "worker", self.address, "--host", "127.0.0.1", "--nworkers", "1",
-                     "--nthreads", "2", "--no-dashboard",
+                     "--nthreads", "2", "--dashboard-address", "127.0.0.1:0",
                      "--resources", worker_resources_string()])
 
     def cpu_seconds(self) -> tuple:
