@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="cases run at a time (default 1)")
     p.add_argument("--timeout", type=float, default=20.0,
-                   help="seconds a case may take before it counts as a hang (default 20)")
+                   help="CPU seconds a case may use, and seconds it may go without using "
+                   "any, before it counts as a hang (default 20)")
     p.add_argument("--memory-mb", type=int, default=2048,
                    help="memory a case may allocate (default 2048)")
     p.add_argument("--check-bounds", action="store_true",
