@@ -9,7 +9,8 @@ allocations and the order; every nest becomes one kernel, launched with
   (the largest, when several loops of one kernel bind the same tag with constant extents;
   a symbolic extent, such as ``ceildiv(n, 64)`` blocks, is evaluated at launch);
 - as parameters, the global buffers the nest reads or writes (function parameters first,
-  in call order, then temporaries) and the symbolic sizes it uses.
+  in call order, then temporaries) and the symbolic sizes it uses; a global temporary the
+  nest allocates itself (one thread's, computed inside the kernel) is the kernel's own.
 """
 
 from __future__ import annotations
@@ -49,19 +50,24 @@ def _kernel(name: str, body: S.Stmt, params: tuple, size_vars: tuple) -> S.Kerne
     one = E.IntImm(1, "int32")
     grid = tuple(exts.get(f"blockIdx.{d}", one) for d in DIMS)
     block = tuple(exts.get(f"threadIdx.{d}", one) for d in DIMS)
-    used_bufs, used_vars = {}, {}
+    used_bufs, used_vars, inner = {}, {}, set()
 
     def fn(n):
         if isinstance(n, (E.Load, S.Store)) and n.buffer.scope == "global":
             used_bufs.setdefault(buffer_key(n.buffer), n.buffer)
         elif isinstance(n, E.Var):
             used_vars.setdefault(n, None)
+        elif isinstance(n, S.Allocate):
+            inner.add(buffer_key(n.buffer))
 
     post_order_visit(body, fn)
     for d in grid + block:
         post_order_visit(d, fn)
     order = {buffer_key(b): i for i, b in enumerate(params)}
-    bufs = sorted(used_bufs.items(), key=lambda kv: order.get(kv[0], len(order)))
+    # A global temporary allocated inside the nest (one thread's, computed in the kernel)
+    # lives in the kernel; the host has nothing to pass for it.
+    bufs = sorted(((k, b) for k, b in used_bufs.items() if k not in inner),
+                  key=lambda kv: order.get(kv[0], len(order)))
     scalars = tuple(v for v in size_vars if v in used_vars)
     return S.KernelLaunch(name, tuple(b for _, b in bufs), scalars, grid, block, body)
 

@@ -42,6 +42,32 @@ def test_one_kernel_per_root_stage_and_global_temporaries_on_the_host():
     assert [b.name for b in by_name["f_kernel1"].params] == ["C", "B"]
 
 
+def test_a_global_temporary_computed_inside_a_kernel_is_not_a_kernel_parameter():
+    from tecomp import te
+    from tecomp.codegen.cuda.build import launch_plan
+    from tecomp.ir.verify import verify
+
+    x = te.placeholder((4, 6), name="x")
+    k = te.reduce_axis((0, 6), name="k")
+    total = te.compute((4,), lambda i: te.sum(x[i, k], axis=k), name="total")
+    mean = te.compute((4,), lambda i: total[i] / 6.0, name="mean")
+    s = te.create_schedule(mean.op)
+    s[mean].bind(mean.op.axis[0], te.thread_axis("threadIdx.x"))
+    s[total].compute_at(s[mean], mean.op.axis[0])  # one thread's, in its own global scope
+    f = tecomp.lower(s, [x, mean], target="cuda", name="f")
+    (launch,) = _nodes(f, S.KernelLaunch)
+    assert [a.buffer.name for a in _nodes(launch, S.Allocate)] == ["total"]
+    # The host allocates no "total" and could pass none: the kernel has its own.
+    assert [b.name for b in launch.params] == ["x", "mean"]
+    steps, _ = launch_plan(f)
+    assert steps[-1]["buffers"] == [{"param": 0}, {"param": 1}]
+    verify(f)
+    data = np.random.rand(4, 6).astype("float32")
+    out = np.zeros(4, "float32")
+    run(f, data, out)
+    np.testing.assert_allclose(out, data.mean(axis=1), rtol=1e-5)
+
+
 def test_symbolic_size_is_a_kernel_argument_and_sizes_the_grid():
     s, args = cuda_schedules.elementwise(threads=64)
     (k,) = _nodes(tecomp.lower(s, args, target="cuda"), S.KernelLaunch)
