@@ -11,7 +11,9 @@ untimed warm-up of its own: for ``--window`` seconds, 1 thread (or 2 threads) ca
 model in a loop on their own inputs; calls/s is the calls finished over the time from the
 start until the last caller stops. It prints each contender's median calls/s, the median
 over rounds of the per-round ratio (calls/s of 2 callers / 1 caller: above 1 the second
-caller adds throughput) and checks every result of every call against the serial result,
+caller adds throughput), the CPU seconds the process used per second (above 1 the
+calls ran on several cores at once; on a machine shared with other work, the share it got)
+and checks every result of every call against the serial result,
 bit for bit.
 
 Each call's parallel loops use ``OMP_NUM_THREADS`` threads (default: every core), so 2
@@ -57,7 +59,8 @@ def _cpu_name() -> str:
 
 def _callers(gm, feeds: list, refs: list, callers: int, window_s: float) -> tuple:
     """``callers`` threads call ``gm`` on ``feeds`` (each its own share, in turn) until
-    ``window_s`` seconds have passed; returns (calls finished, seconds, wrong results)."""
+    ``window_s`` seconds have passed; returns (calls finished, seconds, wrong results,
+    CPU seconds the process used per second)."""
     start = threading.Barrier(callers + 1)
     counts, wrong = [0] * callers, [0] * callers
     deadline = [0.0]
@@ -76,12 +79,13 @@ def _callers(gm, feeds: list, refs: list, callers: int, window_s: float) -> tupl
     threads = [threading.Thread(target=caller, args=(k,)) for k in range(callers)]
     for t in threads:
         t.start()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     deadline[0] = t0 + window_s
     start.wait()
     for t in threads:
         t.join()
-    return sum(counts), time.perf_counter() - t0, sum(wrong)
+    seconds = time.perf_counter() - t0
+    return sum(counts), seconds, sum(wrong), (time.process_time() - cpu0) / seconds
 
 
 def main() -> None:
@@ -116,18 +120,20 @@ def main() -> None:
           f"{build_s:.1f} s; {_cpu_name()}, {os.cpu_count()} cores, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}; one call {call_s * 1e3:.1f} ms")
-    rates = {1: [], 2: []}
+    rates, cores = {1: [], 2: []}, {1: [], 2: []}
     wrong = total = 0
     for _ in range(args.rounds):
         for callers in rates:
             _callers(gm, feeds, refs, callers, args.warmup)
-            calls, seconds, bad = _callers(gm, feeds, refs, callers, window_s)
+            calls, seconds, bad, cpu = _callers(gm, feeds, refs, callers, window_s)
             rates[callers].append(calls / seconds)
+            cores[callers].append(cpu)
             wrong, total = wrong + bad, total + calls
     ratio = statistics.median(two / one for one, two in zip(rates[1], rates[2]))
     for callers, r in rates.items():
         print(f"{callers} caller{'s' if callers > 1 else ' '}: {statistics.median(r):8.1f} "
-              f"calls/s (median of {args.rounds} rounds of {window_s:.2f} s)")
+              f"calls/s, {statistics.median(cores[callers]):.2f} CPU s per s "
+              f"(median of {args.rounds} rounds of {window_s:.2f} s)")
     print(f"2 callers / 1 caller: {ratio:.2f}x (median of per-round ratios)")
     print(f"results equal to the serial ones: {total - wrong} of {total}")
 
