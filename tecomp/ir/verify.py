@@ -121,18 +121,18 @@ class _Verifier:
         stack = [e]
         while stack:
             n = stack.pop()
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
             t = type(n)
+            if t is E.IntImm or t is E.FloatImm:
+                continue
             if t is E.Var:
                 if n not in self.defined:
                     where = " in this kernel (not among its scalars)" if self.kernel else ""
                     _fail("var-defined", f"variable {n.name!r} is used where it is not "
                           f"defined{where}", e)
                 continue
-            if t is E.IntImm or t is E.FloatImm or t is E.StringImm:
+            if t is E.StringImm or id(n) in seen:
                 continue
+            seen.add(id(n))
             if t is E.Let:
                 self._dtype(n.var.dtype == n.value.dtype, n,
                             f"let variable {n.var.name!r} is {n.var.dtype}, its value "
@@ -411,16 +411,29 @@ class _Verifier:
         self.stmt(func.body)
 
 
-def _expr_children(n) -> tuple:
-    names = type(n).child_fields
-    out = []
-    for f in names:
-        v = getattr(n, f)
-        if type(v) is tuple:
-            out.extend(v)
-        elif v is not None:
-            out.append(v)
-    return out
+#: Expression class -> a function giving its children (built on first use).
+_CHILDREN: dict = {}
+
+
+def _expr_children(n):
+    get = _CHILDREN.get(type(n))
+    if get is None:
+        names = type(n).child_fields
+        if names == ("a", "b"):
+            def get(x):
+                return (x.a, x.b)
+        else:
+            def get(x, names=names):
+                out = []
+                for f in names:
+                    v = getattr(x, f)
+                    if type(v) is tuple:
+                        out.extend(v)
+                    elif v is not None:
+                        out.append(v)
+                return out
+        _CHILDREN[type(n)] = get
+    return get(n)
 
 
 def verify(func: S.PrimFunc, after: str | None = None) -> None:
