@@ -24,6 +24,8 @@ first node that breaks one of these rules (the rule's name in brackets):
   thread index; inside a kernel, it is no wider than the kernel's launch along it; a block
   or thread index is not bound inside a vectorized or parallel loop; once a function has
   kernels, every block and thread index is bound inside one, and kernels do not nest.
+  Loops bound to one index may nest: they are the same index (a cooperative fetch bound
+  inside its consumer's thread loops).
 - ``[dtype]`` operands agree with each other and with their node: both sides of an
   arithmetic operator and its result, both sides of a comparison, bool conditions and
   logical operands, a load's and a stored value's dtype and their buffer's, integer
