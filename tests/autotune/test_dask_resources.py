@@ -117,10 +117,12 @@ def test_an_unknown_template_names_the_module_it_looked_in():
 
 def test_the_worker_measures_a_build_with_its_local_runner(small_task):
     reply = _build(small_task, small_task.default_config.index)
-    make = lambda: autotune.LocalRunner(number=1, repeat=2, warmup_ms=0)  # noqa: E731
+    make = lambda: autotune.LocalRunner(number=1, repeat=2, warmup_ms=0,  # noqa: E731
+                                        timeout=60)
     costs, error_no, msg, cost, stamp, node = _measure_on_worker(
         reply, "test-runner", make, None, True)
-    assert error_no == 0 and msg == "" and len(costs) == 2 and min(costs) > 0
+    assert (error_no, msg) == (0, "")
+    assert len(costs) == 2 and min(costs) > 0
     assert node == f"pid {os.getpid()}"
     failed = _build_reply(error_no=MeasureErrorNo.COMPILE_ERROR, msg="boom")
     assert _measure_on_worker(failed, "test-runner", make, None, True)[1:3] == (
