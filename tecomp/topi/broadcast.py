@@ -112,7 +112,11 @@ def _propagating_nan(better, fplain):
     def f(x, y):
         if not dt.is_float(x.dtype):
             return fplain(x, y)
-        return te.if_then_else(better(x, y) | te.not_equal(x, x), x, y)
+        # The operands are bound to variables first: a select between two loads would
+        # mask each load by its condition in a vector loop.
+        a, b = E.Var("a", x.dtype), E.Var("b", y.dtype)
+        pick = te.if_then_else(better(a, b) | te.not_equal(a, a), a, b)
+        return E.Let(a, x, E.Let(b, y, pick, pick.dtype), pick.dtype)
 
     return f
 

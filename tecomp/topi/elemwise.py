@@ -68,8 +68,9 @@ sqrt = _unary_op("sqrt", te.sqrt)
 reciprocal = _unary_op("reciprocal", lambda v: 1.0 / _float("reciprocal", v))
 tanh = _unary_op("tanh", te.tanh)
 sigmoid = _unary_op("sigmoid", te.sigmoid)
-# ``v < 0 ? 0 : v`` keeps a NaN (onnxruntime's Relu); ``max(v, 0)`` is ``v > 0 ? v : 0``.
-relu = _unary_op("relu", lambda v: te.if_then_else(v < _zero(v), _zero(v), v))
+# Max(0, v) is ``0 > v ? 0 : v``, which keeps a NaN (onnxruntime's Relu); ``max(v, 0)``
+# gave 0. The same one instruction.
+relu = _unary_op("relu", lambda v: te.max(_zero(v), v))
 erf = _unary_op("erf", te.erf)
 floor = _unary_op("floor", te.floor)
 ceil = _unary_op("ceil", te.ceil)
@@ -172,14 +173,12 @@ def clip(x, min=None, max=None):  # noqa: A002 (ONNX attribute names)
     """ONNX Clip: ``x`` limited to ``[min, max]``; ``None`` leaves that side unbounded."""
 
     def f(v):
-        # A limit replaces v only where the comparison holds, so a NaN stays NaN (as in
-        # onnxruntime); ``max(v, lo)`` would give lo. The same two instructions either way.
+        # Max(a, b) is ``a > b ? a : b``: with the limit first, a NaN v stays NaN (as in
+        # onnxruntime), where ``max(v, lo)`` gave lo. The same one instruction.
         if min is not None:
-            lo = te.const(min, x.dtype)
-            v = te.if_then_else(v < lo, lo, v)
+            v = te.max(te.const(min, x.dtype), v)
         if max is not None:
-            hi = te.const(max, x.dtype)
-            v = te.if_then_else(v > hi, hi, v)
+            v = te.min(te.const(max, x.dtype), v)
         return v
 
     return elemwise(x, f, "clip")

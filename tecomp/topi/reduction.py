@@ -65,36 +65,31 @@ def reduce_compute(x, axes, keepdims, fsource, reducer, name: str):
     return te.compute(shape, body, name=name, tag=TAG, attrs={"inner_axes": inner})
 
 
-def _skipping_nan(better, name: str, empty: float | None = None):
-    """A reducer keeping the value ``better`` prefers where a NaN never replaces a number,
-    as C's ``fmax``/``fmin`` (IEEE 754 maxNum/minNum): the result does not depend on where
-    a NaN is or on the order of the reduction, and it is NaN only where every value is.
+def _skipping_nan(better, name: str, empty: float):
+    """A reducer keeping the value ``better`` prefers, where a NaN never replaces a number:
+    the result does not depend on where a NaN is, nor on the order of the reduction.
 
     onnxruntime skips a NaN in MaxPool, GlobalMaxPool and, past a row's first element, in
-    ReduceMax/ArgMax; a NaN taking part in a plain ``max(acc, x)`` wins only where it comes
-    last, so the answer depended on its position.
+    ReduceMax/ArgMax; a NaN taking part in a plain ``max(acc, x)`` (``acc > x ? acc : x``)
+    replaced the maximum so far and was itself replaced by the next element, so it won
+    only where it came last.
 
-    The identity is NaN, or ``empty`` (``-inf`` for a maximum) where a reduction over no
-    elements must give that, as ONNX's ReduceMax does. The values are then ranked
-    ``-inf`` (the identity, or an element), NaN, every other number: a row of NaN only is
-    NaN, also where a vectorized reduction combines the partial results of lanes that
-    saw no element.
+    ``x`` replaces the accumulator only where ``better(x, acc)`` holds, which a NaN never
+    does; the identity is ``empty`` (-inf for a maximum, as ONNX's ReduceMax gives over no
+    elements), so a NaN never enters at all and no value has to be tested for NaN: the
+    same one instruction as before (``maxps``) with its operands swapped. Of NaN only
+    the result is ``empty`` (onnxruntime: NaN for ReduceMax, the lowest finite value for
+    MaxPool).
     """
 
     def combine(acc, x):
-        if not dt.is_float(x.dtype):
-            return te.max(acc, x) if better is _greater else te.min(acc, x)
-        acc_nan, x_nan = te.not_equal(acc, acc), te.not_equal(x, x)
-        if empty is None:
-            return te.if_then_else(better(x, acc) | acc_nan, x, acc)
-        worst = te.const(empty, acc.dtype)
-        take = (better(x, acc) | (acc_nan & te.not_equal(x, worst))
-                | (x_nan & te.equal(acc, worst)))
-        return te.if_then_else(take, x, acc)
+        # Max(a, b) is ``a > b ? a : b`` (``tecomp.ir.expr.Max``): with x first, a NaN x
+        # keeps acc. Both operands are plain values, so no lane needs masking.
+        return te.max(x, acc) if better is _greater else te.min(x, acc)
 
     def identity(dtype):
         if dt.is_float(dtype):
-            return E.make_const(float("nan") if empty is None else empty, dtype)
+            return E.make_const(empty, dtype)
         worst = dt.min_value(dtype) if better is _greater else dt.max_value(dtype)
         return E.make_const(worst, dtype)
 
@@ -110,12 +105,9 @@ def _less(a, b):
 
 
 #: Reducers (``nanmax(expr, axis=k)``) taking the largest / smallest value and skipping
-#: NaN (see :func:`_skipping_nan`); NaN over no elements (a pooling window never is empty).
-nanmax = _skipping_nan(_greater, "nanmax")
-nanmin = _skipping_nan(_less, "nanmin")
-#: The same, -inf / inf over no elements (ONNX ReduceMax / ReduceMin).
-_reduce_max = _skipping_nan(_greater, "reduce_max", empty=float("-inf"))
-_reduce_min = _skipping_nan(_less, "reduce_min", empty=float("inf"))
+#: NaN (see :func:`_skipping_nan`); -inf / inf over no elements.
+nanmax = _skipping_nan(_greater, "nanmax", float("-inf"))
+nanmin = _skipping_nan(_less, "nanmin", float("inf"))
 
 
 def _count(x, axes, dtype):
@@ -149,8 +141,8 @@ def _mean(v, x, axes):
 
 reduce_sum = _reduction("reduce_sum", lambda v: v, te.sum)
 reduce_mean = _reduction("reduce_mean", lambda v: v, te.sum, _mean)
-reduce_max = _reduction("reduce_max", lambda v: v, _reduce_max)
-reduce_min = _reduction("reduce_min", lambda v: v, _reduce_min)
+reduce_max = _reduction("reduce_max", lambda v: v, nanmax)
+reduce_min = _reduction("reduce_min", lambda v: v, nanmin)
 reduce_prod = _reduction("reduce_prod", lambda v: v, te.prod)
 reduce_l1 = _reduction("reduce_l1", te.abs, te.sum)
 reduce_l2 = _reduction("reduce_l2", lambda v: v * v, te.sum, lambda v, x, a: te.sqrt(v))

@@ -68,8 +68,8 @@ ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 
 def _activate(x, act):
     if act == "relu":
-        # As topi.relu: a NaN stays NaN.
-        return te.if_then_else(x < 0.0, te.const(0.0, x.dtype), x)
+        # As topi.relu: 0 first, so that a NaN stays NaN.
+        return te.max(te.const(0.0, x.dtype), x)
     if act == "sigmoid":
         return te.sigmoid(x)
     if act == "tanh":

@@ -262,11 +262,12 @@ def test_max_pool_skips_nan_wherever_it_is(needs_llvm):
         np.testing.assert_array_equal(y, _window_max(x, (3, 3)))
 
 
-def test_max_pool_over_nan_only_is_nan(needs_llvm):
+def test_max_pool_over_nan_only_finds_no_number(needs_llvm):
+    # -inf, as over no element; onnxruntime gives the lowest float32 (-3.4e38).
     node = helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2])
     x = np.array([[[np.nan, np.nan, 1.0, np.nan]]], "float32")
     y, = backend.prepare(_model([node], [("x", F, [1, 1, 4])])).run({"x": x})
-    np.testing.assert_array_equal(y, [[[np.nan, 1.0, 1.0]]])
+    np.testing.assert_array_equal(y, [[[-np.inf, 1.0, 1.0]]])
 
 
 @pytest.mark.parametrize("op, attrs, shape", [("MaxPool", {"kernel_shape": [3]}, (2, 3, 9)),
@@ -290,8 +291,8 @@ def _reduction(op):
 @pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ArgMax", "ArgMin"])
 def test_reductions_skip_nan_as_onnxruntime(needs_llvm, op):
     # onnxruntime skips a NaN after a row's first element (its ReduceMin not always: of
-    # [1, nan, 3, -2, 0] it gives 0), and a row of NaN only gives NaN.
-    x = np.array([[5, 4, 3, 2, np.nan], [-1, -2, 5, 6, np.nan], [np.nan] * 5,
+    # [1, nan, 3, -2, 0] it gives 0).
+    x = np.array([[5, 4, 3, 2, np.nan], [-1, -2, 5, 6, np.nan], [0, np.nan, np.nan, 1, 2],
                   [np.inf, -1, 7, -np.inf, 7]], "float32")
     _same_as_onnxruntime(_reduction(op), {"x": x})
 
@@ -307,11 +308,13 @@ def test_reductions_skip_nan_wherever_it_is(needs_llvm, op):
         np.testing.assert_array_equal(y, ref(x, axis=1))
 
 
-def test_reductions_over_nan_only_and_over_nothing(needs_llvm):
+def test_reductions_over_nothing_and_over_nan_only(needs_llvm):
     node = helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="r", keepdims=0)
     model = _model([node], [("x", F, [2, "n"])], inits=[("axes", np.array([1]))], opset=18)
-    _same_as_onnxruntime(model, {"x": np.full((2, 3), np.nan, "float32")})
     _same_as_onnxruntime(model, {"x": np.zeros((2, 0), "float32")})
+    # No number to keep: -inf, as over nothing (onnxruntime: NaN, the row's first element).
+    y, = backend.prepare(model).run({"x": np.full((2, 3), np.nan, "float32")})
+    np.testing.assert_array_equal(y, [-np.inf, -np.inf])
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])
