@@ -78,7 +78,7 @@ def _valid_count(start, k, d, size):
 
 def max_pool(x, kernel, strides=None, pads=None, dilations=None, ceil_mode: int = 0):
     """ONNX MaxPool over the spatial axes (as many as ``kernel`` has): the maximum over
-    each window; padding never wins, nor does a NaN (a window of NaN only gives NaN), as
+    each window; padding never wins, nor does a NaN (a window of NaN only gives -inf), as
     onnxruntime skips them. ``pads`` = the begins of every axis, then the ends (2-D: top,
     left, bottom, right).
 
