@@ -57,9 +57,10 @@ Transforms (injective), schedule ``schedule_injective``:
     reshape(newshape) (fully resolved: ints / te expressions), transpose(perm=None),
     concat(axis) (N inputs), split(axis=0, sizes=None, num_outputs=None) (returns a
     tuple of tensors),
-    slice(starts, ends, axes=None, steps=None) (ONNX clamping), gather(axis=0)
-    (data, indices; negative indices wrap), gather_elements(axis=0),
-    gather_nd(batch_dims=0), expand(shape),
+    slice(starts, ends, axes=None, steps=None) (ONNX clamping), gather(axis=0, node="")
+    (data, indices; negative indices wrap; an index out of range is a run-time check
+    failure naming ``node``), gather_elements(axis=0, node=""),
+    gather_nd(batch_dims=0, node=""), expand(shape),
     squeeze(axes=None), unsqueeze(axes), flatten(axis=1),
     pad(pads, mode="constant" | "reflect" | "edge", value=0) (pads = ONNX begin+end list),
     tile(repeats), depth_to_space(blocksize, mode="DCR" | "CRD"),
