@@ -17,6 +17,12 @@ from .errors import (
     UnsupportedOpError,
 )
 
+#: What to import for the target kinds tecomp ships: the code generators' package, whose
+#: kind packages register their kinds (``tecomp.target.register_target_kind``).
+#: ``tecomp.target`` imports it the first time a target string names a kind not
+#: registered yet, so importing tecomp (or loading a library) loads no code generator.
+BUILTIN_TARGET_KINDS = ("tecomp.codegen",)
+
 
 def __getattr__(name):
     # Heavier layers load on first use, so `import tecomp` stays fast and layers stay apart.

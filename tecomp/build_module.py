@@ -34,9 +34,9 @@ def build(sch_or_func, args=None, target=None, name: str = "default_function",
         A bounds-checking build: every buffer load and store checks its index at run
         time; an access outside its buffer is skipped (a load yields 0) and the call
         raises ``RuntimeCheckError`` naming the kernel, the buffer, read or write, the
-        index and the size (``tecomp.ir.transform.bound_checks``; llvm targets). By
-        default on when the environment sets ``TECOMP_CHECK_BOUNDS=1``. PrimFuncs
-        given directly are instrumented too.
+        index and the size (``tecomp.ir.transform.bound_checks``; on target kinds whose
+        code reports run-time checks, such as llvm). By default on when the environment
+        sets ``TECOMP_CHECK_BOUNDS=1``. PrimFuncs given directly are instrumented too.
 
     Returns
     -------
@@ -72,7 +72,7 @@ def build(sch_or_func, args=None, target=None, name: str = "default_function",
         else:
             funcs = None
         if funcs is not None:
-            if check_bounds_enabled(check_bounds) and target.kind != "cuda":
+            if check_bounds_enabled(check_bounds) and target.kind_info.run_time_checks:
                 funcs = [instrument_bound_checks(f) for f in funcs]
         else:
             if args is None:

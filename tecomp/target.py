@@ -11,97 +11,141 @@ A target string names a kind and options, as in TVM::
 Every target parses on every machine; whether it can *run* here is ``Target.is_host``.
 ``Target.canonical_key()`` keeps only what changes the generated code, so tuning records
 made for one target are found again for an equal target written differently.
+
+A kind is a ``TargetKind`` record, registered by the kind's package
+(``register_target_kind``): its options, how they parse into the target's attributes and
+capabilities, its canonical key, and what the core asks of it (the loop-IR passes only
+it runs, its loop legality rules, whether it takes a host, binds threads or reports
+run-time checks). This module knows no kind by name; the kinds tecomp ships
+(``tecomp.codegen.llvm.kind``, ``tecomp.codegen.cuda.kind``) are imported the first time
+a target string names a kind not registered yet.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shlex
 import threading
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
 
 from .errors import TargetError
 
-KINDS = ("llvm", "cuda")
-
-#: Options each kind accepts (without the leading dash).
-_OPTIONS = {
-    "llvm": ("mcpu", "mattr", "mtriple", "num-cores"),
-    "cuda": ("arch", "max-threads-per-block", "max-shared-memory-per-block"),
-}
-
-# Features that change the code LLVM generates for the loops tecomp emits; the canonical
-# key keeps only these so that, e.g., +sha or +rdrnd never split tuning records.
-_X86_VECTOR_FEATURES = (
-    "sse4.2",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "avx512f",
-    "avx512bw",
-    "avx512dq",
-    "avx512vl",
-    "avx512vnni",
-    "avx512bf16",
-    "avx512fp16",
-    "avxvnni",
-    "amx-tile",
-)
-# The extensions of rv64gc, the baseline riscv64 Linux distributions build for.
-_RISCV_LINUX_BASE = ("m", "a", "f", "d", "c")
-
-_RISCV_VECTOR_FEATURES = ("v", "zfh", "zfhmin", "zvfh", "zvfhmin")
-_ARM_VECTOR_FEATURES = ("neon", "fp-armv8", "fullfp16", "dotprod", "i8mm", "bf16", "sve", "sve2")
-
-# x86 CPU models by widest vector register, for targets given by -mcpu without -mattr.
-_X86_512 = (
-    "skylake-avx512",
-    "cascadelake",
-    "cooperlake",
-    "cannonlake",
-    "icelake-client",
-    "icelake-server",
-    "tigerlake",
-    "sapphirerapids",
-    "emeraldrapids",
-    "graniterapids",
-    "graniterapids-d",
-    "diamondrapids",
-    "rocketlake",
-    "znver4",
-    "znver5",
-    "x86-64-v4",
-    "knl",
-    "knm",
-)
-_X86_256 = (
-    "haswell",
-    "broadwell",
-    "skylake",
-    "alderlake",
-    "raptorlake",
-    "meteorlake",
-    "arrowlake",
-    "lunarlake",
-    "gracemont",
-    "znver1",
-    "znver2",
-    "znver3",
-    "x86-64-v3",
-    "bdver4",
-    "sandybridge",
-    "ivybridge",
-    "btver2",
-)
+_KINDS: dict[str, TargetKind] = {}
 
 
-def _llvm_host():
-    # LLVM answers questions about CPUs; imported on first use so that importing this
-    # module (or loading an exported library) never loads llvmlite.
-    from .codegen.llvm import host
+@dataclass(frozen=True)
+class TargetKind:
+    """Everything the core asks about one kind of target; a kind's package registers it
+    (``register_target_kind``) when it is imported, so the core has no list of kinds.
 
-    return host
+    Parameters
+    ----------
+    name : str
+        The first word of a target string ("llvm", "cuda").
+    options : tuple of str
+        The options a target string of this kind accepts, without the dash, in the order
+        ``str(target)`` prints them.
+    parse : callable
+        ``parse(target, opts)``: checks the options (``opts`` maps each given option to
+        its value) and sets the target's attributes: at least ``keys``, ``mtriple``,
+        ``target_arch``, ``is_host`` and ``caps``; raises ``TargetError`` naming a bad
+        value.
+    canonical_key : callable, optional
+        ``canonical_key(target) -> str``: only what changes the generated code (see
+        ``Target.canonical_key``); by default the target string as printed.
+    attributes : tuple of str
+        The attributes only targets of this kind have, for the message when a target of
+        another kind is asked for one.
+    device : bool
+        Its code runs on an accelerator launched from a CPU: a target of this kind takes
+        a host target (``host=``, a kind that is not a device), ``"llvm"`` when not given.
+    features : callable, optional
+        ``features(target) -> tuple of str``: the enabled CPU features (``Target.features``);
+        none when not given.
+    passes : callable, optional
+        ``passes(target) -> tuple of Pass``: the loop-IR passes only this kind runs, after
+        the ones every target runs (``tecomp.ir.transform.pipeline.passes``).
+    legalize : callable, optional
+        ``legalize(func, target) -> PrimFunc``: the loop kinds its code generator honours
+        (``tecomp.ir.transform.legalize``); without it loops keep their scheduled kinds.
+    run_time_checks : bool
+        Its code can report a failed run-time check through the call's error record, so
+        a bounds-checking build instruments its functions.
+    threads : bool
+        Schedules for it bind loops to GPU threads and use shared memory; lowering
+        checks its thread-binding rules and per-block limits instead of the CPU rules.
+
+    The kind's code generator is registered beside it, from the same package
+    (``tecomp.codegen.register_backend``).
+    """
+
+    name: str
+    options: tuple
+    parse: Callable
+    canonical_key: Callable | None = None
+    attributes: tuple = ()
+    device: bool = False
+    features: Callable | None = None
+    passes: Callable | None = None
+    legalize: Callable | None = None
+    run_time_checks: bool = False
+    threads: bool = False
+
+
+def register_target_kind(kind: TargetKind) -> TargetKind:
+    """Make target strings of ``kind.name`` parse, lower and build as ``kind`` says.
+
+    Registering a kind again under the same name replaces it.
+
+    Examples
+    --------
+    >>> register_target_kind(TargetKind("toyc", (), parse_toyc))   # doctest: +SKIP
+    """
+    if not isinstance(kind, TargetKind):
+        raise TargetError(f"register_target_kind takes a TargetKind, got {type(kind).__name__}")
+    if not kind.name or not kind.name.isidentifier():
+        raise TargetError(f"a target kind's name must be an identifier, got {kind.name!r}")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def _load_builtin_kinds() -> None:
+    # The kinds tecomp ships register themselves from their packages, which the package
+    # face names (tecomp.BUILTIN_TARGET_KINDS); they load on the first target string
+    # that needs them, so importing this module loads no code generator. Another thread
+    # importing them meanwhile is waited for; a target parsed while they import in this
+    # thread finds the kinds registered so far.
+    from . import BUILTIN_TARGET_KINDS
+
+    for package in BUILTIN_TARGET_KINDS:
+        importlib.import_module(package)
+
+
+def target_kinds() -> tuple:
+    """The names of the registered target kinds (the built-in ones included), in the order
+    they were registered."""
+    _load_builtin_kinds()
+    return tuple(_KINDS)
+
+
+def get_target_kind(name: str) -> TargetKind:
+    """The ``TargetKind`` registered under ``name``.
+
+    Raises
+    ------
+    TargetError
+        When no kind has that name; the message lists the kinds there are.
+    """
+    if name not in _KINDS:
+        _load_builtin_kinds()
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise TargetError(
+            f"unknown target kind {name!r}; allowed kinds: {', '.join(target_kinds())}"
+        ) from None
 
 
 def host_num_cores() -> int:
@@ -111,7 +155,15 @@ def host_num_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _positive_int(opts: dict, key: str, text: str, default: int | None = None) -> int | None:
+def positive_int_option(opts: dict, key: str, text: str, default: int | None = None):
+    """The value of option ``-key`` as a positive int (``default`` when not given).
+
+    Raises
+    ------
+    TargetError
+        When the value is not a positive integer; the message names the option and
+        ``text``, the target string.
+    """
     if key not in opts:
         return default
     try:
@@ -121,11 +173,6 @@ def _positive_int(opts: dict, key: str, text: str, default: int | None = None) -
     if value < 1:
         raise TargetError(f"-{key}={opts[key]!r} in target {text!r} must be a positive integer")
     return value
-
-
-def _arch_of(triple: str) -> str:
-    arch = triple.split("-", 1)[0]
-    return {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
 
 
 @dataclass(frozen=True)
@@ -146,18 +193,6 @@ class CUDACaps:
     warp_size: int
 
 
-#: Attributes that only targets of one kind have, for the error on another kind.
-_KIND_ATTRIBUTES = {
-    "llvm": ("mcpu", "mattr", *(f.name for f in fields(CPUCaps))),
-    "cuda": ("arch", *(f.name for f in fields(CUDACaps))),
-}
-
-_CAPS_FIELDS = frozenset(f.name for caps in (CPUCaps, CUDACaps) for f in fields(caps))
-
-#: The architecture a "cuda" target without -arch generates code for (Hopper).
-DEFAULT_CUDA_ARCH = "sm_90"
-
-
 class Target:
     """A parsed target string.
 
@@ -172,7 +207,8 @@ class Target:
 
     Attributes
     ----------
-    kind : "llvm" or "cuda"
+    kind : str, the name of a registered kind ("llvm", "cuda")
+    kind_info : TargetKind, the kind's record
     keys : tuple of str, e.g. ("cpu", "x86_64") or ("cuda", "gpu")
     mtriple : str (the host's for llvm when not given; "nvptx64-nvidia-cuda" for cuda)
     is_host : bool, whether code for this target runs on this machine: the same
@@ -185,7 +221,8 @@ class Target:
     host : Target or None, the CPU target of a device target's host code
     mcpu : str (llvm only; the host's CPU when not given)
     mattr : tuple of "+feature" / "-feature" strings (llvm only; the host's for "llvm")
-    arch : str (cuda only, e.g. "sm_90"; DEFAULT_CUDA_ARCH when not given)
+    arch : str (cuda only, e.g. "sm_90"; ``tecomp.codegen.cuda.DEFAULT_CUDA_ARCH`` when
+        not given)
 
     Reading an attribute of another kind (``mcpu`` of a cuda target) is an
     AttributeError that says which kind has it.
@@ -221,12 +258,16 @@ class Target:
         except ValueError as err:
             raise TargetError(f"cannot split target string {target!r}: {err}") from None
         if not parts:
-            raise TargetError(f"empty target string; allowed kinds: {', '.join(KINDS)}")
+            raise TargetError(f"empty target string; allowed kinds: {', '.join(target_kinds())}")
         kind = parts[0]
-        if kind not in KINDS:
+        if kind not in _KINDS:
+            _load_builtin_kinds()
+        if kind not in _KINDS:
             raise TargetError(
-                f"unknown target kind {kind!r} in {target!r}; allowed kinds: {', '.join(KINDS)}"
+                f"unknown target kind {kind!r} in {target!r}; allowed kinds: "
+                f"{', '.join(target_kinds())}"
             )
+        spec = _KINDS[kind]
         self.kind = kind
         opts = {}
         for p in parts[1:]:
@@ -236,7 +277,7 @@ class Target:
                     f"-name=value, allowed for {kind}: {self._allowed()}"
                 )
             key, value = p.lstrip("-").split("=", 1)
-            if key not in _OPTIONS[kind]:
+            if key not in spec.options:
                 raise TargetError(
                     f"unknown option -{key} for target kind {kind!r} in {target!r}; "
                     f"allowed: {self._allowed()}"
@@ -247,42 +288,43 @@ class Target:
                 raise TargetError(f"option -{key} is given twice in target {target!r}")
             opts[key] = value
         self._opts = opts
-        if kind == "llvm":
-            if host is not None:
-                raise TargetError(
-                    f"target {target!r} runs on the CPU itself and takes no host; host= is "
-                    "for device targets such as 'cuda'"
-                )
-            self.host = None
-            self._init_llvm(opts)
-        else:
+        if spec.device:
             self.host = self._device_host(host)
-            self._init_cuda(opts)
+        elif host is not None:
+            raise TargetError(
+                f"target {target!r} runs on the CPU itself and takes no host; host= is "
+                "for device targets such as 'cuda'"
+            )
+        else:
+            self.host = None
+        spec.parse(self, opts)
 
     def _device_host(self, host) -> "Target":
         host = Target("llvm") if host is None else as_target(host)
-        if host.kind != "llvm":
+        if host.kind_info.device:
             raise TargetError(
                 f"the host of target {self._text!r} must be a CPU target such as 'llvm', "
                 f"got {host}"
             )
         return host
 
-    @staticmethod
-    def _fmt_allowed(kind):
-        return ", ".join(f"-{o}=" for o in _OPTIONS[kind])
+    @property
+    def kind_info(self) -> TargetKind:
+        """The registered ``TargetKind`` of this target's kind."""
+        return get_target_kind(self.kind)
 
     def _allowed(self):
-        return self._fmt_allowed(self.kind)
+        return ", ".join(f"-{o}=" for o in self.kind_info.options)
 
     def __getattr__(self, name):
         # Reached only for attributes the instance lacks: first the capability record's
         # fields, then a message for attributes of the other kind.
         caps = self.__dict__.get("caps")
-        if caps is not None and name in _CAPS_FIELDS and hasattr(caps, name):
+        if is_dataclass(caps) and name in {f.name for f in fields(caps)}:
             return getattr(caps, name)
         kind = self.__dict__.get("kind")
-        for other, names in _KIND_ATTRIBUTES.items():
+        for other, spec in list(_KINDS.items()):
+            names = spec.attributes
             if name in names and kind is not None and other != kind:
                 raise AttributeError(
                     f"{self!r} is of kind {kind!r}; {name!r} belongs to {other!r} targets "
@@ -290,145 +332,10 @@ class Target:
                 )
         raise AttributeError(f"'Target' object has no attribute {name!r}")
 
-    # ---- llvm -------------------------------------------------------------------------
-
-    def _init_llvm(self, opts):
-        text = self._text
-        host = _llvm_host()
-        self.mtriple = opts.get("mtriple", host.host_triple())
-        if self.mtriple.count("-") < 1 or not self.mtriple.split("-")[0]:
-            raise TargetError(
-                f"-mtriple={self.mtriple!r} in target {text!r} is not a target triple; "
-                "expected e.g. x86_64-linux-gnu or aarch64-linux-gnu"
-            )
-        self.target_arch = _arch_of(self.mtriple)
-        same_arch = self.target_arch == _arch_of(host.host_triple())
-        mattr = ()
-        if "mattr" in opts:
-            items = [a.strip() for a in opts["mattr"].split(",") if a.strip()]
-            for a in items:
-                if a[0] not in "+-" or len(a) < 2:
-                    raise TargetError(
-                        f"-mattr entry {a!r} in target {text!r} must start with + or - "
-                        "(e.g. -mattr=+avx2,+fma)"
-                    )
-            mattr = tuple(items)
-        if "mcpu" in opts:
-            self.mcpu = opts["mcpu"]
-        elif same_arch:
-            self.mcpu = host.host_cpu()
-        else:
-            self.mcpu = "generic"
-        # Plain "llvm" (or -mcpu naming the host CPU) means all the host's features.
-        if same_arch and "mattr" not in opts and self.mcpu == host.host_cpu():
-            mattr = host.host_features()
-        if self.target_arch == "aarch64" and not any(a.lstrip("+-") == "neon" for a in mattr):
-            mattr = mattr + ("+neon",)
-        if self.target_arch == "riscv64" and not same_arch:
-            # Linux on riscv64 is rv64gc: without these LLVM would call libgcc for
-            # multiplication and atomics, and pass floats to libm in integer registers.
-            named = {a.lstrip("+-") for a in mattr}
-            mattr = mattr + tuple(f"+{e}" for e in _RISCV_LINUX_BASE if e not in named)
-        self.mattr = mattr
-        unknown = host.unknown_to_llvm(self.mtriple, self.mcpu, ",".join(mattr))
-        if unknown:
-            raise TargetError(
-                f"target {text!r}: LLVM does not know {unknown} for {self.target_arch}; "
-                "use a CPU name that clang's -mcpu accepts (e.g. skylake-avx512, znver4, "
-                "cortex-a72) and features such as +avx2"
-            )
-        if "num-cores" in opts:
-            num_cores = _positive_int(opts, "num-cores", text)
-        else:
-            num_cores = host_num_cores() if same_arch else 1
-        if self.target_arch in ("x86_64", "i386", "i686"):
-            self.keys = ("cpu", "x86_64" if self.target_arch == "x86_64" else "x86")
-        elif self.target_arch in ("aarch64", "arm", "armv7"):
-            self.keys = ("cpu", "arm")
-        else:
-            self.keys = ("cpu", self.target_arch)
-        width = self._llvm_vector_width()
-        self.missing_host_features = self._missing_on_host(host, width) if same_arch else ()
-        self.is_host = same_arch and not self.missing_host_features
-        self.caps = CPUCaps(
-            vector_width_bits=width,
-            num_vector_registers=self._llvm_vector_registers(width),
-            num_cores=num_cores,
-        )
-
-    def _enabled(self, feature: str) -> bool:
-        state = False
-        for a in self.mattr:
-            if a[1:] == feature:
-                state = a[0] == "+"
-        return state
-
-    def _llvm_vector_width(self) -> int:
-        if self.target_arch == "aarch64":
-            return 128  # NEON; SVE lengths are not assumed
-        if self.target_arch == "riscv64":
-            # The V extension guarantees VLEN >= 128 (Zvl128b); without it, no vectors.
-            return 128 if self._enabled("v") else 64
-        if self.target_arch in ("x86_64", "i386", "i686"):
-            if self._enabled("avx512f"):
-                return 512
-            if self.mcpu in _X86_512 and not any(a == "-avx512f" for a in self.mattr):
-                return 512
-            if self._enabled("avx") or self._enabled("avx2") or self.mcpu in _X86_256:
-                return 256
-            return 128
-        return 128
-
-    def _missing_on_host(self, host, width: int) -> tuple:
-        """The features code for this target may use that this machine's CPU lacks: the
-        features the target enables, and AVX-512 where its CPU name implies 512-bit
-        vectors. Code built for them would stop on an illegal instruction here, so such a
-        target does not run on the host (empty when LLVM cannot tell the host's features)."""
-        have = {a[1:] for a in host.host_features()}
-        if not have:
-            return ()
-        missing = [f for f in self.features if f not in have]
-        if width == 512 and "avx512f" not in have and "avx512f" not in missing:
-            missing.append("avx512f")
-        return tuple(missing)
-
-    def _llvm_vector_registers(self, width: int) -> int:
-        if self.target_arch in ("aarch64", "riscv64"):
-            return 32  # v0-v31
-        if self.target_arch == "x86_64":
-            return 32 if width == 512 else 16  # zmm0-31 with AVX-512, else xmm/ymm0-15
-        if self.target_arch in ("i386", "i686"):
-            return 8
-        return 16
-
-    # ---- cuda -------------------------------------------------------------------------
-
-    def _init_cuda(self, opts):
-        text = self._text
-        arch = opts.get("arch", DEFAULT_CUDA_ARCH)
-        digits = arch[3:] if arch.startswith("sm_") else ""
-        if not digits[:-1].isdigit() or not (digits.isdigit() or digits[-1] in "af"):
-            raise TargetError(
-                f"-arch={arch!r} in target {text!r} is not a CUDA architecture; "
-                "expected sm_XY such as sm_80 or sm_90"
-            )
-        self.arch = arch
-        self.mtriple = "nvptx64-nvidia-cuda"
-        self.target_arch = "nvptx64"
-        self.keys = ("cuda", "gpu")
-        self.is_host = False
-        self.caps = CUDACaps(
-            max_threads_per_block=_positive_int(opts, "max-threads-per-block", text, 1024),
-            max_shared_memory_per_block=_positive_int(
-                opts, "max-shared-memory-per-block", text, 49152
-            ),
-            warp_size=32,
-        )
-
     # ---- printing, identity ---------------------------------------------------------
 
     def __str__(self) -> str:
-        order = _OPTIONS[self.kind]
+        order = self.kind_info.options
         parts = [self.kind] + [f"-{k}={self._opts[k]}" for k in order if k in self._opts]
         return " ".join(parts)
 
@@ -440,29 +347,23 @@ class Target:
     def canonical_key(self) -> str:
         """A string of only the attributes that change generated code.
 
-        For llvm: triple (normalised to arch), CPU model, and the vector-relevant features
-        that are enabled; for cuda: the architecture, resolved (``DEFAULT_CUDA_ARCH`` when
-        the string names none). Thread count and per-block limits are left out: they
-        change how fast a schedule runs or whether it fits, not the code, and tuning
-        records stay shareable across machines with the same processor.
+        The kind says which (``TargetKind.canonical_key``; by default the string as
+        printed). For llvm: triple (normalised to arch), CPU model, and the
+        vector-relevant features that are enabled; for cuda: the architecture, resolved
+        (``DEFAULT_CUDA_ARCH`` when the string names none). Thread count and per-block
+        limits are left out: they change how fast a schedule runs or whether it fits,
+        not the code, and tuning records stay shareable across machines with the same
+        processor.
         """
-        if self.kind == "cuda":
-            return f"cuda -arch={self.arch}"
-        relevant = {"arm": _ARM_VECTOR_FEATURES, "riscv64": _RISCV_VECTOR_FEATURES}.get(
-            self.keys[1], _X86_VECTOR_FEATURES)
-        feats = sorted(f for f in relevant if self._enabled(f))
-        key = f"llvm -arch={self.target_arch} -mcpu={self.mcpu}"
-        if feats:
-            key += " -mattr=" + ",".join("+" + f for f in feats)
-        return key
+        key = self.kind_info.canonical_key
+        return str(self) if key is None else key(self)
 
     @property
     def features(self) -> tuple:
         """Enabled CPU feature names without the sign (e.g. ("avx2", "avx512f", ...));
         empty for a device target."""
-        if self.kind != "llvm":
-            return ()
-        return tuple(sorted({a[1:] for a in self.mattr if self._enabled(a[1:])}))
+        features = self.kind_info.features
+        return () if features is None else tuple(features(self))
 
     def __eq__(self, other):
         if isinstance(other, str):

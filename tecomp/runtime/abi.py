@@ -21,7 +21,8 @@ A function that has checks clears its record when it starts and, when one failed
 the offending access, finishes and returns -2; ``check_error`` turns the record into a
 ``RuntimeCheckError`` naming the function and the message with its value.
 
-A ``FunctionSignature`` says what the pointers must point at: each parameter's name,
+A ``FunctionSignature`` (``function_signature`` reads it off a lowered PrimFunc, for every
+code generator) says what the pointers must point at: each parameter's name,
 dtype and shape, whose dimensions are integers, names of symbolic sizes, or expressions
 of them. A module carries its signatures as metadata (``encode_metadata`` writes it, a
 NUL-terminated JSON string, which exported libraries hold under ``METADATA_SYMBOL``;
@@ -50,8 +51,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..errors import RuntimeCheckError, TecompError
+from ..errors import CodegenError, RuntimeCheckError, TecompError
+from ..ir import expr as E
 from ..ir import semantics
+from ..ir import stmt as S
+from ..ir.analysis import buffer_key
+from ..ir.functor import post_order_visit
 
 #: Name of the exported symbol holding a library's metadata string.
 METADATA_SYMBOL = "tecomp_module_metadata"
@@ -180,6 +185,77 @@ class FunctionSignature:
                 self.name, f"run-time check {cid - 1} failed with the value {{value}} "
                 f"(the function lists {len(self.checks)} checks)", value)
         return RuntimeCheckError.failed(self.name, self.checks[cid - 1], value)
+
+
+def symbol_name(func_name: str) -> str:
+    """Exported symbol of a PrimFunc's entry point (prefixed so it cannot clash with libc)."""
+    return "tecomp_" + ("".join(c if c.isalnum() or c in "._" else "_" for c in func_name)
+                        or "v")
+
+
+_SIZE_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%",
+             E.Min: "min", E.Max: "max"}
+
+
+def size_spec(e):
+    """A shape expression as a runtime shape entry: an int, a size name, or (op, a, b).
+
+    Raises
+    ------
+    CodegenError
+        When the expression uses an operation the runtime cannot evaluate.
+    """
+    if isinstance(e, E.IntImm):
+        return int(e.value)
+    if isinstance(e, E.Var):
+        return e.name
+    op = _SIZE_OPS.get(type(e))
+    if op is None:
+        raise CodegenError(f"a parameter shape uses {e}, which the runtime cannot evaluate")
+    return (op, size_spec(e.a), size_spec(e.b))
+
+
+def function_signature(f: S.PrimFunc, checks=()) -> FunctionSignature:
+    """Names, dtypes, shapes (with symbolic names) and written-ness of a function's params,
+    and the messages of its run-time ``checks`` (in the order of their ids).
+
+    Raises
+    ------
+    CodegenError
+        When a symbolic size cannot be bound from the arguments' shapes, or two sizes
+        share a name.
+    """
+    written = set()
+
+    def fn(n):
+        if isinstance(n, S.Store):
+            written.add(buffer_key(n.buffer))
+
+    post_order_visit(f.body, fn)
+    size_vars = f.size_vars
+    names = [v.name for v in size_vars]
+    if len(set(names)) != len(names):
+        raise CodegenError(
+            f"function {f.name!r} has two different symbolic sizes named alike: {names}"
+        )
+    bare = {s for b in f.params for s in b.shape if isinstance(s, E.Var)}
+    for v in size_vars:
+        if v not in bare:
+            raise CodegenError(
+                f"symbolic size {v.name!r} of {f.name!r} never appears alone as a dimension "
+                f"of a parameter, so it cannot be bound from the arguments' shapes"
+            )
+    return FunctionSignature(
+        name=f.name,
+        symbol=symbol_name(f.name),
+        size_vars=tuple(names),
+        params=tuple(
+            ParamSpec(b.name, b.dtype, tuple(size_spec(s) for s in b.shape),
+                      buffer_key(b) in written)
+            for b in f.params
+        ),
+        checks=tuple(checks),
+    )
 
 
 def _spec_json(spec):

@@ -605,7 +605,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     target = target if target is not None else Target.current()
     if target is not None:
         target = as_target(target)
-        if target.kind == "cuda":
+        if target.kind_info.threads:
             check_gpu_schedule(sch)
         else:
             check_cpu_schedule(sch, target.kind)
@@ -640,7 +640,7 @@ def lower(sch: Schedule, args, name: str = "default_function", target=None,
     for st in reversed(sch.stages):
         if st in infos:
             inference.infer(infos[st])
-    if target is not None and target.kind == "cuda":
+    if target is not None and target.kind_info.threads:
         check_gpu_limits(sch, infos, target)
 
     attached: dict = {}

@@ -6,10 +6,10 @@ from ...errors import CodegenError, TargetError
 from ...ir import stmt as S
 from ...ir.analysis import buffer_key
 from ...ir.interpreter import run
+from ...runtime.abi import function_signature, size_spec
 from ...runtime.cuda_driver import device_arch
 from ...runtime.cuda_module import CUDAModule
 from ...target import as_target
-from ..llvm.build import _size_spec, function_signature
 from .nvrtc import compile_cuda
 from .source import translate
 
@@ -39,14 +39,14 @@ def launch_plan(func: S.PrimFunc) -> tuple:
             for d in s.buffer.shape[1:]:
                 size = size * d
             steps.append({"op": "alloc", "name": s.buffer.name, "dtype": s.buffer.dtype,
-                          "size": _size_spec(size)})
+                          "size": size_spec(size)})
             walk(s.body)
         elif isinstance(s, S.KernelLaunch):
             launches.append(s)
             steps.append({
                 "op": "launch", "kernel": s.name,
-                "grid": [_size_spec(g) for g in s.grid],
-                "block": [_size_spec(b) for b in s.block],
+                "grid": [size_spec(g) for g in s.grid],
+                "block": [size_spec(b) for b in s.block],
                 "buffers": [ref(b) for b in s.params],
                 "scalars": [[v.name, v.dtype] for v in s.scalars],
             })

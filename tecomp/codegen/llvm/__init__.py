@@ -39,20 +39,25 @@ loop kind below is one the emitter can honour as written:
   metadata, so LLVM's own loop passes may still try.
 
 Modules. ``build`` builds a module (``build_llvm``) and describes its functions for the
-runtime (``function_signature``); ``emit`` writes the IR text, with one mixin per
+runtime (``tecomp.runtime.abi.function_signature``); ``kind`` is the target kind "llvm"
+(its options, capabilities and loop legality rules); ``emit`` writes the IR text, with one mixin per
 concern (``index``, ``vector``, ``memory``, ``intrinsics``, ``parallel``, ``transpose``)
 over the loop analyses of ``tecomp.ir.analysis``, the values of ``ir`` and the types of ``types``;
 ``jit`` owns LLVM: target machines, the optimization pipeline and the JIT; ``module``
 is the runtime module it returns (``LLVMModule``); ``host`` is what LLVM says about
 this machine's CPU, which ``tecomp.target`` asks when it parses an llvm target.
 
-The backend is registered for target kind "llvm" (``tecomp.codegen.register_backend``).
+The kind (``tecomp.target.register_target_kind``) and its code generator
+(``tecomp.codegen.register_backend``) are registered when this package is imported.
 """
 
+from ...target import register_target_kind
 from ..registry import register_backend
 from .build import build_llvm, function_signature, symbol_name
+from .kind import LLVM
 from .module import LLVMModule
 
+register_target_kind(LLVM)
 register_backend("llvm", build_llvm)
 
 __all__ = ["LLVMModule", "build_llvm", "function_signature", "symbol_name"]

@@ -1,22 +1,23 @@
-"""``build_llvm``: PrimFuncs -> an ``LLVMModule`` (IR text, metadata, compiled code)."""
+"""``build_llvm``: PrimFuncs -> an ``LLVMModule`` (IR text, metadata, compiled code).
+
+The functions' signatures and exported symbols follow the runtime ABI
+(``tecomp.runtime.abi.function_signature``, ``symbol_name``), re-exported here."""
 
 from __future__ import annotations
 
 import time
 
 from ...errors import CodegenError, TargetError
-from ...ir import expr as E
 from ...ir import stmt as S
-from ...ir.analysis import buffer_key
-from ...ir.functor import post_order_visit
 from ...ir.transform.legalize import legalize
-from ...runtime.abi import METADATA_SYMBOL, FunctionSignature, ParamSpec, encode_metadata
+from ...runtime.abi import METADATA_SYMBOL, encode_metadata, function_signature, symbol_name
 from ...target import Target, as_target
 from .ctable import module_info_globals
 from .emit import Emitter
-from .ir import ident
 from .jit import compile_module, target_machine
 from .module import LLVMModule
+
+__all__ = ["build_llvm", "function_attributes", "function_signature", "symbol_name"]
 
 
 def function_attributes(target: Target) -> str:
@@ -29,70 +30,6 @@ def function_attributes(target: Target) -> str:
         attrs.append(f'"prefer-vector-width"="{w}"')
         attrs.append(f'"min-legal-vector-width"="{w}"')
     return " ".join(attrs)
-
-
-def symbol_name(func_name: str) -> str:
-    """Exported symbol of a PrimFunc's entry point (prefixed so it cannot clash with libc)."""
-    return "tecomp_" + ident(func_name)
-
-
-_SIZE_OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%",
-             E.Min: "min", E.Max: "max"}
-
-
-def _size_spec(e):
-    """A shape expression as a runtime shape entry: an int, a size name, or (op, a, b)."""
-    if isinstance(e, E.IntImm):
-        return int(e.value)
-    if isinstance(e, E.Var):
-        return e.name
-    op = _SIZE_OPS.get(type(e))
-    if op is None:
-        raise CodegenError(f"a parameter shape uses {e}, which the runtime cannot evaluate")
-    return (op, _size_spec(e.a), _size_spec(e.b))
-
-
-def function_signature(f: S.PrimFunc, checks=()) -> FunctionSignature:
-    """Names, dtypes, shapes (with symbolic names) and written-ness of a function's params,
-    and the messages of its run-time ``checks`` (in the order of their ids).
-
-    Raises
-    ------
-    CodegenError
-        When a symbolic size cannot be bound from the arguments' shapes, or two sizes
-        share a name.
-    """
-    written = set()
-
-    def fn(n):
-        if isinstance(n, S.Store):
-            written.add(buffer_key(n.buffer))
-
-    post_order_visit(f.body, fn)
-    size_vars = f.size_vars
-    names = [v.name for v in size_vars]
-    if len(set(names)) != len(names):
-        raise CodegenError(
-            f"function {f.name!r} has two different symbolic sizes named alike: {names}"
-        )
-    bare = {s for b in f.params for s in b.shape if isinstance(s, E.Var)}
-    for v in size_vars:
-        if v not in bare:
-            raise CodegenError(
-                f"symbolic size {v.name!r} of {f.name!r} never appears alone as a dimension "
-                f"of a parameter, so it cannot be bound from the arguments' shapes"
-            )
-    return FunctionSignature(
-        name=f.name,
-        symbol=symbol_name(f.name),
-        size_vars=tuple(names),
-        params=tuple(
-            ParamSpec(b.name, b.dtype, tuple(_size_spec(s) for s in b.shape),
-                      buffer_key(b) in written)
-            for b in f.params
-        ),
-        checks=tuple(checks),
-    )
 
 
 def build_llvm(funcs, target="llvm") -> LLVMModule:

@@ -41,12 +41,14 @@ PIPELINE = (
 
 
 def pipeline_for(target) -> tuple:
-    """:data:`PIPELINE` for ``target``: on a CPU (``llvm``) target, convolutions keep their
-    activations blocked by a vector of float32 lanes (:func:`alter_conv_layout`), run
-    before the second constant folding so that the passes after it clean up."""
-    if target.kind != "llvm":
+    """:data:`PIPELINE` for ``target``: on a target with vector registers (a CPU, whose
+    capabilities name ``vector_width_bits``), convolutions keep their activations blocked
+    by a vector of float32 lanes (:func:`alter_conv_layout`), run before the second
+    constant folding so that the passes after it clean up."""
+    width = getattr(target.caps, "vector_width_bits", None)
+    if width is None:
         return PIPELINE
-    block = target.vector_width_bits // 32
+    block = width // 32
     at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
     return (*PIPELINE[:at], ("alter_conv_layout", partial(alter_conv_layout, block=block)),
             *PIPELINE[at:])

@@ -19,7 +19,8 @@ legalized kinds of the loops inside it):
 - ``parallel`` stays unless it is inside another parallel loop, where it becomes
   ``serial`` (one level of threads uses every core; nested teams only add overhead).
 
-Other target kinds keep the loop kinds as scheduled.
+A target kind names its rules (``TargetKind.legalize``; the llvm kind uses these CPU
+rules, ``legalize_cpu_loops``); a kind without rules keeps the loop kinds as scheduled.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ class _CPULegalizer(IRMutator):
         return s.kind, s.hint
 
 
+def legalize_cpu_loops(func: S.PrimFunc, target=None) -> S.PrimFunc:
+    """``func`` with the CPU rules of the module docstring applied (``func`` itself when no
+    loop changes); the legality rules of CPU target kinds (``TargetKind.legalize``)."""
+    body = _CPULegalizer().visit(func.body)
+    return func if body is func.body else func.with_body(body)
+
+
 def legalize(func: S.PrimFunc, target) -> S.PrimFunc:
     """``func`` with every loop of a kind the code generator of ``target`` honours.
 
@@ -83,8 +91,8 @@ def legalize(func: S.PrimFunc, target) -> S.PrimFunc:
     ----------
     func : PrimFunc
     target : str or Target
-        Its kind selects the rules (``llvm``: the CPU rules; other kinds keep the
-        scheduled loop kinds).
+        Its kind selects the rules (``TargetKind.legalize``; a kind without rules keeps
+        the scheduled loop kinds).
 
     Returns
     -------
@@ -95,7 +103,6 @@ def legalize(func: S.PrimFunc, target) -> S.PrimFunc:
     --------
     >>> legal = legalize(func, "llvm")   # doctest: +SKIP
     """
-    if as_target(target).kind != "llvm":
-        return func
-    body = _CPULegalizer().visit(func.body)
-    return func if body is func.body else func.with_body(body)
+    target = as_target(target)
+    rules = target.kind_info.legalize
+    return func if rules is None else rules(func, target)

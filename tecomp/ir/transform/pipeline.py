@@ -3,11 +3,13 @@
 ``tecomp.lower`` builds one loop nest per stage and hands the function to
 ``run_pipeline``; a PrimFunc written by hand can go through it directly. The passes are
 listed once, in order, by ``passes``: for every target simplify, partition and
-legalize; for a cuda target then the device passes — virtual threads interleaved
-(``vthread``), each root nest cut out as a kernel launch (``host_device``), shared
-tiles double-buffered (``double_buffer``), and barriers placed where threads share
-data through shared memory (``barrier``). A bounds-checking build
-(``check_bounds=True`` or ``TECOMP_CHECK_BOUNDS=1``) ends with ``bound_checks``.
+legalize; then the passes the target's kind adds (``TargetKind.passes``; for cuda the
+device passes — virtual threads interleaved (``vthread``), each root nest cut out as a
+kernel launch (``host_device``), shared tiles double-buffered (``double_buffer``), and
+barriers placed where threads share data through shared memory (``barrier``)). A
+bounds-checking build (``check_bounds=True`` or ``TECOMP_CHECK_BOUNDS=1``) of a kind
+whose code reports run-time checks (``TargetKind.run_time_checks``) ends with
+``bound_checks``.
 ``TECOMP_DUMP_IR=1`` prints the function before the first pass and after each one,
 headed by the pass name. ``TECOMP_VERIFY_IR=1`` checks the function is well formed
 (``tecomp.ir.verify``) before the first pass and after each one, and names the pass that
@@ -24,14 +26,10 @@ from dataclasses import dataclass
 from ...target import Target, as_target
 from ..stmt import PrimFunc
 from ..verify import verify
-from .barrier import insert_barriers
 from .bound_checks import instrument_bound_checks
-from .double_buffer import inject_double_buffer
-from .host_device import split_host_device
 from .legalize import legalize
 from .partition import partition_loops
 from .simplify import simplify
-from .vthread import inject_virtual_threads
 
 
 @dataclass(frozen=True)
@@ -71,15 +69,17 @@ def passes(target: Target, check_bounds: bool = False) -> tuple[Pass, ...]:
     ----------
     target : Target
     check_bounds : bool
-        Whether to end with ``bound_checks`` (on llvm targets; a CUDA kernel cannot
-        report a failed check, so CUDA builds are not instrumented).
+        Whether to end with ``bound_checks`` (on kinds whose code reports run-time
+        checks, ``TargetKind.run_time_checks``; a CUDA kernel cannot report a failed
+        check, so CUDA builds are not instrumented).
 
     Returns
     -------
     tuple of Pass
     """
+    kind = target.kind_info
     checks = ()
-    if check_bounds and target.kind != "cuda":
+    if check_bounds and kind.run_time_checks:
         # Last: the checks must see the final indices, which every pass above may
         # rewrite, and loop kinds are decided, so the checks partition no loop and
         # decide no vectorization (in a vector loop each lane checks its element).
@@ -101,21 +101,9 @@ def passes(target: Target, check_bounds: bool = False) -> tuple[Pass, ...]:
         # would not carry.
         Pass("legalize", functools.partial(legalize, target=target)),
     )
-    if target.kind != "cuda":
-        return common + checks
-    return common + (
-        # Virtual threads go innermost before kernels are cut out, so that what a kernel
-        # allocates per virtual thread is known when the barriers are placed.
-        Pass("inject_virtual_threads", inject_virtual_threads),
-        # Each root nest becomes a kernel launch; the host keeps global temporaries.
-        Pass("split_host_device", split_host_device),
-        # Doubled shared tiles change what each loop iteration reads and writes, which
-        # the barriers below must see.
-        Pass("inject_double_buffer", inject_double_buffer),
-        # Barriers need the launch extents (a thread loop narrower than the block is
-        # divergent), which the split computed.
-        Pass("insert_barriers", insert_barriers),
-    )
+    # The kind's own passes work on the legalized loops; the checks come after them.
+    own = tuple(kind.passes(target)) if kind.passes is not None else ()
+    return common + own + checks
 
 
 def run_pipeline(func: PrimFunc, target=None, check_bounds: bool | None = None) -> PrimFunc:
