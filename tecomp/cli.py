@@ -167,7 +167,7 @@ def _template_for(op: str, target, templates) -> str:
         return own
     if op not in templates:
         raise UsageError(f"unknown operator {op!r}; available: {', '.join(sorted(templates))}")
-    if target.kind != "llvm" and "." not in op:
+    if "cpu" not in target.keys and "." not in op:
         theirs = sorted(t for t in templates if t.endswith(f".{target.kind}"))
         raise UsageError(
             f"--op {op} --target {target}: {op} is a CPU template with no {target.kind} "
@@ -186,7 +186,7 @@ def _measure_runner(ns, target):
             f"space and checks configs in simulation)"
         )
     if ns.runner == "local":
-        if target.kind == "llvm" and not target.is_host:
+        if not target.kind_info.device and not target.is_host:
             raise UsageError(
                 f"--target {target} does not run on this machine; add --runner qemu to "
                 f"measure candidates under emulation"
@@ -195,7 +195,7 @@ def _measure_runner(ns, target):
         return autotune.LocalRunner(number=ns.number, repeat=ns.repeat, timeout=ns.timeout,
                                     check_correctness=ns.check_correctness,
                                     enable_cpu_cache_flush=cold)
-    if target.kind != "llvm" or target.is_host:
+    if target.kind_info.device or target.is_host:
         raise UsageError(f"--runner qemu runs CPU code of another architecture; --target "
                          f"{target} runs here (use --runner local)")
     if ns.check_correctness:
