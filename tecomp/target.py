@@ -76,6 +76,10 @@ class TargetKind:
     threads : bool
         Schedules for it bind loops to GPU threads and use shared memory; lowering
         checks its thread-binding rules and per-block limits instead of the CPU rules.
+    portable : callable, optional
+        ``portable(target) -> str``: a target string that means the same on every
+        machine, with what this machine supplies by default spelled out (a builder on
+        another machine builds for it); the string as printed when not given.
 
     The kind's code generator is registered beside it, from the same package
     (``tecomp.codegen.register_backend``).
@@ -92,6 +96,7 @@ class TargetKind:
     legalize: Callable | None = None
     run_time_checks: bool = False
     threads: bool = False
+    portable: Callable | None = None
 
 
 def register_target_kind(kind: TargetKind) -> TargetKind:

@@ -138,9 +138,10 @@ def worker_resources_string(keys=None) -> str:
 
 
 def portable_target(target) -> str:
-    """A target string that means the same on every machine: for a CPU, its triple, CPU,
-    every feature and core count spelled out (plain ``llvm`` on a worker would mean the
-    worker's CPU, not the driver's). Builders build for this string.
+    """A target string that means the same on every machine, as the target's kind spells
+    it out (``TargetKind.portable``): for a CPU, its triple, CPU, every feature and core
+    count (plain ``llvm`` on a worker would mean the worker's CPU, not the driver's); for
+    a GPU, its architecture. Builders build for this string.
 
     Raises
     ------
@@ -148,14 +149,11 @@ def portable_target(target) -> str:
         If the spelled-out string does not have ``target``'s canonical key.
     """
     t = target if isinstance(target, Target) else Target(str(target))
-    if t.kind != "llvm":
-        return str(t) if "-arch=" in str(t) or t.kind != "cuda" else f"{t} -arch={t.arch}"
-    parts = ["llvm", f"-mtriple={t.mtriple}", f"-mcpu={t.mcpu}"]
-    if t.mattr:
-        parts.append("-mattr=" + ",".join(t.mattr))
-    parts.append(f"-num-cores={t.num_cores}")
-    text = " ".join(parts)
-    if Target(text).canonical_key() != t.canonical_key():
+    spell = t.kind_info.portable
+    if spell is None:
+        return str(t)
+    text = spell(t)
+    if text != str(t) and Target(text).canonical_key() != t.canonical_key():
         raise ClusterError(f"target {t} cannot be spelled out for other machines "
                            f"({text!r} has another key); give -mcpu and -mattr explicitly")
     return text

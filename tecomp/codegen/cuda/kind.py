@@ -52,6 +52,12 @@ def canonical_key(t) -> str:
     return f"cuda -arch={t.arch}"
 
 
+def portable(t) -> str:
+    """The string with its architecture resolved: without ``-arch`` the build takes the
+    GPU of the machine it runs on."""
+    return str(t) if "arch" in t._opts else f"{t} -arch={t.arch}"
+
+
 def device_passes(target) -> tuple:
     """The passes a cuda function runs after the common ones, in order."""
     return (
@@ -81,4 +87,5 @@ CUDA = TargetKind(
     # instrumented; its loops keep their scheduled kinds.
     run_time_checks=False,
     threads=True,
+    portable=portable,
 )

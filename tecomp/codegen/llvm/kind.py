@@ -207,6 +207,16 @@ def features(t) -> tuple:
     return tuple(sorted({a[1:] for a in t.mattr if _enabled(t, a[1:])}))
 
 
+def portable(t) -> str:
+    """Triple, CPU, every feature and the core count spelled out: plain ``llvm`` on
+    another machine would mean that machine's CPU."""
+    parts = ["llvm", f"-mtriple={t.mtriple}", f"-mcpu={t.mcpu}"]
+    if t.mattr:
+        parts.append("-mattr=" + ",".join(t.mattr))
+    parts.append(f"-num-cores={t.num_cores}")
+    return " ".join(parts)
+
+
 def _arch_of(triple: str) -> str:
     arch = triple.split("-", 1)[0]
     return {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
@@ -221,4 +231,5 @@ LLVM = TargetKind(
     features=features,
     legalize=legalize_cpu_loops,
     run_time_checks=True,
+    portable=portable,
 )
