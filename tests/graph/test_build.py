@@ -262,7 +262,7 @@ def _repeated_conv_layers_model(rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_groups_computing_alike_share_one_kernel(needs_llvm, rng, tmp_path):
+def test_groups_computing_alike_share_one_kernel(needs_llvm, rng, tmp_path, planar_layout):
     model = _repeated_conv_layers_model(rng)
     mod, params = from_onnx(model)
     lib = build(mod, params=params)
@@ -295,7 +295,7 @@ def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
         gm.profile(repeat=0)
 
 
-def test_summary_says_which_kernels_fell_back(needs_llvm):
+def test_summary_says_which_kernels_fell_back(needs_llvm, planar_layout):
     # No record (shipped or applied) covers these 8-channel convolutions.
     mod, params = from_onnx(onnx_models.residual_block())
     lib = build(mod, params=params)

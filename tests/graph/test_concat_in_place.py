@@ -84,7 +84,7 @@ def _check_outputs(lib, model, x):
     return gm
 
 
-def test_nested_concatenations_live_in_their_last_output(needs_llvm, rng):
+def test_nested_concatenations_live_in_their_last_output(needs_llvm, rng, planar_layout):
     model = fire_model()
     lib = _build(model)
     views = _views(lib)
@@ -119,7 +119,7 @@ def test_nested_concatenations_live_in_their_last_output(needs_llvm, rng):
 
 
 @pytest.mark.parametrize("case", ["output_concat", "extra_reader", "with_input"])
-def test_concatenations_that_must_copy_stay_kernels(needs_llvm, rng, case):
+def test_concatenations_that_must_copy_stay_kernels(needs_llvm, rng, case, planar_layout):
     model = fire_model(**{case: True})
     lib = _build(model)
     # y is a graph output; w reads f1, which lives in y; v's part x is the caller's.
@@ -145,7 +145,7 @@ def test_parts_that_are_not_aligned_slices_are_copied(needs_llvm, rng, batch, hw
     _check_outputs(lib, model, rng.standard_normal((n, 8, hw, hw)).astype("float32"))
 
 
-def test_the_c_entry_point_writes_parts_in_place(needs_llvm, tmp_path, rng):
+def test_the_c_entry_point_writes_parts_in_place(needs_llvm, tmp_path, rng, planar_layout):
     model = fire_model()
     lib = _build(model)
     assert len(_views(lib)) == 3
