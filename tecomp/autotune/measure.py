@@ -40,8 +40,9 @@ from .task import Task, _run_with_config
 
 @dataclass(frozen=True)
 class BuildResult:
-    """A built candidate: the shared object, its argument specs (shape, dtype, is_output)
-    and the time the build took; or an error."""
+    """A built candidate: the shared object (``filename``), its argument ``specs`` (shape,
+    dtype, is_output) and the seconds the build took (``time_cost``); or an error
+    (``error_no``, ``error_msg``). ``extra`` carries what a builder adds for its runner."""
 
     filename: str | None
     specs: tuple = ()

@@ -57,7 +57,8 @@ class TecompRep(BackendRep):
     again when a later run gives another value.
 
     ``run`` may be called from several threads at once. Inputs must have the dtypes the
-    model declares, unless ``convert_inputs``.
+    model declares, unless ``convert_inputs``. ``model`` is the ONNX model and
+    ``input_names`` its graph inputs in order (what ``run``'s list of arrays binds to).
     """
 
     def __init__(self, model, input_names: tuple, convert_inputs: bool = False):

@@ -154,7 +154,8 @@ def _node(cls):
 
 @_node
 class Var(PrimExpr):
-    """A named scalar variable (loop variable, symbolic size, let binding)."""
+    """A scalar variable called ``name`` of ``dtype`` (loop variable, symbolic size, let
+    binding); variables compare by identity, not by name."""
 
     name: str
     dtype: str = "int32"
@@ -402,7 +403,9 @@ class Range:
 class IterVar(ExprOp):
     """An iteration variable of a computation: a data-parallel axis, a reduction axis or a
     GPU thread index. ``var`` is the variable it binds; ``dom`` its range (None for thread
-    axes, whose range comes from the loop they are bound to)."""
+    axes, whose range comes from the loop they are bound to); ``iter_type`` is
+    ``"data_par"``, ``"reduce"`` or ``"thread"``, and ``thread_tag`` names the thread index
+    (``"threadIdx.x"``, ...)."""
 
     dom: Range | None
     var: Var
@@ -429,8 +432,8 @@ class IterVar(ExprOp):
 
 @_node
 class CommReducer:
-    """A commutative reducer: ``result`` combines ``lhs`` (accumulator) with ``rhs``;
-    ``identity`` are the starting values."""
+    """A commutative reducer called ``name``: ``result`` combines ``lhs`` (accumulator)
+    with ``rhs``; ``identity`` are the starting values (``te.comm_reducer`` makes one)."""
 
     lhs: tuple
     rhs: tuple

@@ -103,8 +103,8 @@ def spec_str(spec) -> str:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One buffer parameter: name, numpy dtype name, shape entries, and whether the
-    function writes it."""
+    """One buffer parameter: ``name``, numpy ``dtype`` name, ``shape`` entries (ints, or
+    size variable names), and ``output``: whether the function writes it."""
 
     name: str
     dtype: str
@@ -121,7 +121,10 @@ class FunctionSignature:
     in the order the ``sizes`` array holds them, and its buffer parameters in call order.
 
     Every size variable appears alone as a dimension of some parameter, so the sizes of
-    a call are read off its arguments' shapes (``size_sources``)."""
+    a call are read off its arguments' shapes (``size_sources``). Fields: ``name``,
+    ``symbol``, ``size_vars`` (the names of the sizes), ``params`` (:class:`ParamSpec`
+    each) and ``checks``, the messages of its run-time checks (``te.checked``) in the
+    order of their ids."""
 
     name: str
     symbol: str

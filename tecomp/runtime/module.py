@@ -37,7 +37,8 @@ _PACKED = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 
 @dataclass
 class TimingResult:
-    """Seconds per call of each repeat; ``mean``/``median``/``std``/``min`` over repeats."""
+    """``results``: seconds per call of each repeat; ``mean``/``median``/``std``/``min``
+    over repeats."""
 
     results: list = field(default_factory=list)
 
@@ -65,7 +66,9 @@ class TimingResult:
 
 
 class PackedFunction:
-    """One compiled function: validates arguments, then calls the machine code."""
+    """One compiled function: validates arguments against its ``signature``, then calls
+    the machine code at ``address`` (None: a function without code here, e.g. built for
+    another machine) of ``module``, which it keeps alive."""
 
     def __init__(self, signature: FunctionSignature, address: int | None, module: Module):
         self.name = signature.name
@@ -329,7 +332,9 @@ class Module:
 
 
 class LibraryModule(Module):
-    """A module loaded from a shared library that ``export_library`` wrote."""
+    """A module loaded from a shared library that ``export_library`` wrote (made by
+    :func:`load_module`): the ``target`` string it was built for, its functions'
+    ``signatures`` and ``addresses``, the opened ``library`` and its ``path``."""
 
     def __init__(self, target: str, signatures, addresses, library: ctypes.CDLL, path: str):
         super().__init__(target, signatures, addresses)
@@ -359,7 +364,7 @@ def register_loader(magic: bytes, load) -> None:
 
 
 def load_module(path: str) -> Module:
-    """Load a library written by ``Module.export_library``.
+    """Load the library at ``path`` written by ``Module.export_library``.
 
     Loading needs no code generator: it opens the library with the system loader and
     reads the argument metadata (``tecomp.runtime.abi``) it embeds. Files in another

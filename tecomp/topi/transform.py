@@ -61,8 +61,8 @@ def _remap(shape, fread, name: str, tag: str = TAG):
 
 
 def reshape(x, newshape):
-    """ONNX Reshape to ``newshape`` (ints / expressions; 0 copies the input's dimension,
-    one -1 is inferred)."""
+    """ONNX Reshape of ``x`` to ``newshape`` (ints / expressions; 0 copies the input's
+    dimension, one -1 is inferred)."""
     dims = [E.as_expr(d) for d in newshape]
     dims = [x.shape[k] if const_int(d) == 0 else d for k, d in enumerate(dims)]
     unknown = [k for k, d in enumerate(dims) if const_int(d) == -1]
@@ -156,7 +156,7 @@ def _reshape_groups(src, dst):
 
 
 def flatten(x, axis: int = 1):
-    """ONNX Flatten: a 2-D tensor of the dimensions before and from ``axis``."""
+    """ONNX Flatten: ``x`` as a 2-D tensor of the dimensions before and from ``axis``."""
     ndim = len(x.shape)
     if not -ndim <= axis <= ndim:
         raise ShapeError(f"flatten: axis={axis} is out of range for rank {ndim}; "
@@ -166,7 +166,8 @@ def flatten(x, axis: int = 1):
 
 
 def transpose(x, perm=None):
-    """ONNX Transpose: output axis ``k`` is input axis ``perm[k]`` (default: reversed)."""
+    """ONNX Transpose of ``x``: output axis ``k`` is input axis ``perm[k]`` (default:
+    reversed)."""
     ndim = len(x.shape)
     perm = list(reversed(range(ndim))) if perm is None else [normalize_axis(p, ndim, "perm")
                                                               for p in perm]
@@ -178,7 +179,7 @@ def transpose(x, perm=None):
 
 
 def squeeze(x, axes=None):
-    """ONNX Squeeze: drop ``axes`` (each of size 1), or every constant size-1 axis."""
+    """ONNX Squeeze: drop ``axes`` of ``x`` (each of size 1), or every constant size-1 axis."""
     ndim = len(x.shape)
     if axes is None:
         axes = [k for k, d in enumerate(x.shape) if const_int(d) == 1]
@@ -198,7 +199,7 @@ def squeeze(x, axes=None):
 
 
 def unsqueeze(x, axes):
-    """ONNX Unsqueeze: insert size-1 axes at ``axes`` (positions in the output)."""
+    """ONNX Unsqueeze: insert size-1 axes into ``x`` at ``axes`` (positions in the output)."""
     ndim = len(x.shape) + len(axes)
     axes = sorted({normalize_axis(a, ndim, "axes") for a in axes})
     shape, src = [], iter(x.shape)
@@ -273,7 +274,7 @@ def slice_axis(x, axis: int, start, stop, step=1, name: str = "slice"):
 
 
 def split(x, axis: int = 0, sizes=None, num_outputs=None):
-    """ONNX Split along ``axis`` into parts of ``sizes`` (or ``num_outputs`` equal parts,
+    """ONNX Split of ``x`` along ``axis`` into parts of ``sizes`` (or ``num_outputs`` equal parts,
     the last one smaller when the axis does not divide). Returns a tuple of tensors."""
     axis = normalize_axis(axis, len(x.shape))
     dim = x.shape[axis]
@@ -397,7 +398,7 @@ def gather(data, indices, axis: int = 0, node: str = ""):
 
 def gather_elements(data, indices, axis: int = 0, node: str = ""):
     """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``; an
-    index out of range fails a run-time check, as in :func:`gather`."""
+    index out of range fails a run-time check naming ``node``, as in :func:`gather`."""
     axis = normalize_axis(axis, len(data.shape))
     if len(indices.shape) != len(data.shape):
         raise ShapeError("gather_elements: indices and data must have the same rank")
@@ -419,7 +420,7 @@ def gather_nd(data, indices, batch_dims: int = 0, node: str = ""):
     """ONNX GatherND: the last axis of ``indices`` holds ``k`` indices into the ``k`` axes
     of ``data`` after its ``batch_dims`` leading (batch) axes, which ``data`` and
     ``indices`` share; the output is ``indices.shape[:-1] + data.shape[batch_dims + k:]``.
-    An index out of range fails a run-time check, as in :func:`gather`."""
+    An index out of range fails a run-time check naming ``node``, as in :func:`gather`."""
     if batch_dims >= len(indices.shape):
         raise ShapeError(f"gather_nd: indices of rank {len(indices.shape)} have no axis "
                          f"after {batch_dims} batch axes")
@@ -444,7 +445,7 @@ def gather_nd(data, indices, batch_dims: int = 0, node: str = ""):
 
 
 def pad(x, pads, mode: str = "constant", value=0):
-    """ONNX Pad: ``pads`` = begin of every axis, then end of every axis (negative crops);
+    """ONNX Pad of ``x``: ``pads`` = begin of every axis, then end of every axis (negative crops);
     ``mode`` constant (``value``), reflect (mirror without the edge) or edge (repeat)."""
     ndim = len(x.shape)
     if len(pads) != 2 * ndim:
@@ -522,7 +523,7 @@ def space_to_depth(x, blocksize: int):
 
 def trilu(x, k: int = 0, upper: int = 1):
     """ONNX Trilu: the upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the
-    last two axes; other elements are 0."""
+    last two axes of ``x``; other elements are 0."""
 
     def read(idx):
         i, j = idx[-2], idx[-1]
@@ -542,8 +543,8 @@ def range_length(start, limit, delta):
 
 
 def arange(start, limit, delta, dtype: str = "int64"):
-    """ONNX Range: ``start, start + delta, ...`` before ``limit``; the bounds may be
-    expressions of symbolic sizes (position ids ``Range(0, Shape(x)[1], 1)``)."""
+    """ONNX Range: ``start, start + delta, ...`` before ``limit``, of ``dtype``; the bounds
+    may be expressions of symbolic sizes (position ids ``Range(0, Shape(x)[1], 1)``)."""
     # Range(0, seq, 1) has ``seq`` elements, as the graph types it, not ``max(seq, 0)``.
     n = simplify_size(range_length(start, limit, delta))
     start, delta = E.as_expr(start), E.as_expr(delta)
@@ -552,8 +553,8 @@ def arange(start, limit, delta, dtype: str = "int64"):
 
 
 def full(shape, value, dtype: str = "float32"):
-    """ONNX ConstantOfShape: ``value`` everywhere in a tensor of ``shape`` (ints or
-    expressions of symbolic sizes)."""
+    """ONNX ConstantOfShape: ``value`` everywhere in a ``dtype`` tensor of ``shape`` (ints
+    or expressions of symbolic sizes)."""
     fill = te.const(value, dtype)
     return te.compute(tuple(E.as_expr(d) for d in shape), lambda *idx: fill, name="full",
                       tag=TAG)
@@ -564,7 +565,7 @@ def one_hot(indices, depth: int, values=(0, 1), axis: int = -1, dtype: str = "fl
     equals the index (negative indices count from ``depth``) and ``values[0]`` elsewhere.
     An index outside ``[-depth, depth)`` matches no position: its row is all
     ``values[0]``, as the spec defines. Indices are compared as int64 (a float index is
-    truncated first), so ``2**32 + 1`` is out of range, not 1."""
+    truncated first), so ``2**32 + 1`` is out of range, not 1. The output has ``dtype``."""
     ndim = len(indices.shape) + 1
     axis = normalize_axis(axis, ndim)
     shape = indices.shape[:axis] + (E.as_expr(depth),) + indices.shape[axis:]
