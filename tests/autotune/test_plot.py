@@ -58,10 +58,23 @@ def test_model_curve_writes_an_image(tmp_path):
         assert fh.read(4) == b"\x89PNG"
 
 
-def test_the_scheduler_records_each_task_beside_the_total(tmp_path):
-    from conftest import FakeBuilder, FakeRunner
+def _fakes():
+    """FakeBuilder and FakeRunner of this folder's conftest, loaded by path (another test
+    folder's conftest may hold the name ``conftest`` in the same session)."""
+    import importlib.util
+    import pathlib
 
+    path = pathlib.Path(__file__).with_name("conftest.py")
+    spec = importlib.util.spec_from_file_location("autotune_fakes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FakeBuilder, module.FakeRunner
+
+
+def test_the_scheduler_records_each_task_beside_the_total(tmp_path):
     from tecomp import autotune
+
+    FakeBuilder, FakeRunner = _fakes()
 
     tasks = []
     for k, w in enumerate((1, 3)):
