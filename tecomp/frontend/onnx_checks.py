@@ -808,6 +808,34 @@ class ResizeTargets:
 
 
 @dataclass(frozen=True)
+class FiniteNonZero:
+    """Float attributes a formula divides by (Celu's ``x / alpha``): finite and not 0,
+    where the result would otherwise be NaN or a division by zero."""
+
+    names: tuple
+
+    def __call__(self, view: NodeView) -> None:
+        for name in self.names:
+            value = view.attrs.get(name)
+            if value is not None and not (np.isfinite(value) and value != 0):
+                view.fail(f"{name}={value}; the formula divides by it, so it must be a "
+                          f"finite non-zero number")
+
+
+@dataclass(frozen=True)
+class MinRank:
+    """Input ``input`` has at least ``rank`` axes (Trilu's last two are a matrix)."""
+
+    input: int
+    rank: int
+
+    def __call__(self, view: NodeView) -> None:
+        r = view.rank(self.input)
+        if r is not None and r < self.rank:
+            view.fail(f"input {self.input} has rank {r}; it must have rank {self.rank} or more")
+
+
+@dataclass(frozen=True)
 class DropoutRatio:
     """Dropout's ratio (attribute before version 12, input 1 since) in ``[0, 1)``."""
 
@@ -907,7 +935,8 @@ CHECKS: Mapping = MappingProxyType({
     # Flags and enumerations of the rest.
     "Gemm": (Flag(("transA", "transB")),),
     "Dropout": (DropoutRatio(),),
-    "Trilu": (Flag(("upper",)),),
+    "Trilu": (Flag(("upper",)), MinRank(0, 2)),
+    "Celu": (FiniteNonZero(("alpha",)),),
     "BatchNormalization": (Flag(("training_mode", "spatial", "is_test")),),
     "NegativeLogLikelihoodLoss": _LOSS,
     "SoftmaxCrossEntropyLoss": _LOSS,

@@ -13,16 +13,27 @@ intermediates, the tuner's arguments) therefore start at a multiple of :data:`AL
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from ..errors import ShapeError
 
 #: Byte alignment of the arrays made here: a cache line, and the widest vector load.
 ALIGNMENT = 64
+
+#: The most bytes an array can span (numpy's limit, less the alignment padding).
+_MAX_BYTES = np.iinfo(np.intp).max - ALIGNMENT
 
 
 def empty(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)`` whose data starts at a multiple of :data:`ALIGNMENT`."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 wrap-around
+    if nbytes > _MAX_BYTES:
+        raise ShapeError(f"an array of shape {shape} and dtype {dtype} would take {nbytes} "
+                         f"bytes, more than this machine can address ({_MAX_BYTES})")
     raw = np.empty(nbytes + ALIGNMENT, np.uint8)
     offset = -raw.ctypes.data % ALIGNMENT
     return np.ndarray(shape, dtype, buffer=raw, offset=offset)
