@@ -1103,7 +1103,7 @@ def _range(ctx, node, attrs):
         # Read as arrays: a float Range keeps its fractional (or infinite) bounds.
         values = [ctx.value_of(i, what) for i, what in inputs]
     except NeedsConstantError:
-        if any(ctx.type_of(i).content is None for i, _ in inputs):
+        if any(i not in ctx.consts and ctx.type_of(i).content is None for i, _ in inputs):
             raise  # a value neither known nor computed from sizes
         values = None
     if values is not None:
