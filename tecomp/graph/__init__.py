@@ -7,7 +7,7 @@ whole model into one module run by a :class:`GraphModule`.
 """
 
 from .build import GraphBuildError, build
-from .executor import GraphInputError, GraphModule
+from .executor import GraphInputError, GraphModule, InputDtypeError
 from .infer import infer_types
 from .ir import Graph, Node, TensorType
 from .library import GraphLibrary, KernelInfo, load
@@ -22,6 +22,7 @@ __all__ = [
     "GraphLibrary",
     "GraphModule",
     "GraphTypeError",
+    "InputDtypeError",
     "KernelInfo",
     "Node",
     "TensorType",

@@ -45,9 +45,20 @@ class GraphInputError(TecompError, ValueError):
 
 class InputDtypeError(GraphInputError):
     """An input's dtype is not the one the graph declares (and converting was not asked
-    for): ``input``, ``got`` and ``want`` name the input and both dtypes; ``hint`` says how
-    to opt in to converting where the error is raised (a caller such as ``tecomp run``
-    replaces it with :meth:`with_hint`)."""
+    for).
+
+    Parameters
+    ----------
+    input : str
+        The graph input.
+    got, want : str
+        The value's dtype (or the kind of Python value) and the declared dtype.
+    detail : str
+        What else is wrong (a value out of range, one that overflows), or "".
+    hint : str
+        How to opt in to converting where the error is raised (a caller such as
+        ``tecomp run`` replaces it with :meth:`with_hint`).
+    """
 
     def __init__(self, input: str, got: str, want: str, detail: str = "",
                  hint: str = "GraphModule(lib, convert_inputs=True) for every call, or "
