@@ -50,3 +50,35 @@ def gpu():
     """Skip unless a CUDA GPU is usable (for tests marked ``gpu``)."""
     if not util.gpu_available():
         pytest.skip("no CUDA GPU and driver on this machine")
+
+
+@pytest.fixture
+def planar_layout(monkeypatch):
+    """Build graphs without the blocked-layout pass, as on a CPU whose vector of float32
+    lanes divides none of the test model's channel counts.
+
+    The block is the host's vector width in float32 lanes (16 with AVX-512, 8 with AVX2),
+    so an 8-channel model is blocked on one machine and planar on another; graph tests
+    whose subject is not the layout (kernel sharing, concatenations in place, the summary)
+    pin the planar graph so they check the same graph on every CPU."""
+    from tecomp.graph.passes import PIPELINE
+
+    monkeypatch.setattr(sys.modules["tecomp.graph.build"], "pipeline_for",
+                        lambda target: PIPELINE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the fuzzer's tests first, its fixed budget of forked cases before them all.
+
+    The fuzzer forks one process per case. It refuses to while the process runs other
+    Python threads, and tests before it leave idle ones behind (a tqdm progress bar's
+    monitor, a Dask client's event loop); worker threads that native code started (the
+    OpenMP pool of a kernel run in this process, onnxruntime's) are not Python threads and
+    deadlock a forked child that runs a kernel, so the budget runs before any test runs a
+    kernel in this process."""
+    def order(item) -> int:
+        if "test_onnx_fuzz.py" not in item.nodeid:
+            return 2
+        return 0 if "test_a_fixed_budget" in item.nodeid else 1
+
+    items.sort(key=order)  # stable: each group keeps its order
