@@ -19,7 +19,8 @@ from ..errors import TecompError, UnsupportedOpError
 from ..graph import dims
 from ..graph.infer import const_type
 from ..graph.ir import Node
-from ..graph.ops import op_info, slice_bounds
+from ..graph.ops import op_info
+from ..topi.transform import slice_bounds
 
 
 class ModelError(TecompError, ValueError):
@@ -323,14 +324,19 @@ def _mod(ctx, node, attrs):
         ctx.emit("mod", [a, b], node.output, fmod=fmod)
         return
     # A float remainder with the divisor's sign: C's fmod, moved by one divisor where it
-    # is non-zero and its sign differs from the divisor's.
-    # The library's fmod is a - trunc(a / b) * b, NaN for an infinite divisor; C's fmod
-    # leaves the dividend then.
-    r = ctx.emit("where", [ctx.emit("isinf", [b]), a, ctx.emit("mod", [a, b], fmod=1)])
+    # is non-zero and its sign differs from the divisor's (a finite dividend by an
+    # infinite divisor of the other sign becomes the divisor, as the spec says); a zero
+    # remainder is the zero of the divisor's sign.
+    r = ctx.emit("mod", [a, b], fmod=1)
     zero = ctx.const(np.array(0, dtype), "zero")
-    differs = ctx.emit("logical_xor", [ctx.emit("less", [r, zero]), ctx.emit("less", [b, zero])])
-    move = ctx.emit("logical_and", [differs, ctx.emit("not", [ctx.emit("equal", [r, zero])])])
-    ctx.emit("where", [move, ctx.emit("add", [r, b]), r], node.output)
+    minus_zero = ctx.const(np.array(-0.0, dtype), "minus_zero")
+    is_zero = ctx.emit("equal", [r, zero])
+    b_negative = ctx.emit("less", [b, zero])
+    differs = ctx.emit("logical_xor", [ctx.emit("less", [r, zero]), b_negative])
+    move = ctx.emit("logical_and", [differs, ctx.emit("not", [is_zero])])
+    moved = ctx.emit("where", [move, ctx.emit("add", [r, b]), r])
+    signed_zero = ctx.emit("where", [b_negative, minus_zero, zero])
+    ctx.emit("where", [is_zero, signed_zero, moved], node.output)
 
 
 @converter("Swish", 24)
@@ -867,8 +873,7 @@ def _slice(ctx, node, attrs):
         for axis, start, end, step in zip(axes, starts, ends, steps):
             if step == 0:
                 ctx.fail("a slice step cannot be 0", ModelError)
-            first, length = slice_bounds(x.shape[axis], start, end, step)
-            picks[axis] = first + step * np.arange(length)
+            picks[axis] = np.arange(*slice_bounds(x.shape[axis], start, end, step), step)
         ctx.const(x[np.ix_(*picks)], name=node.output[0])
         return
     ctx.emit("slice", [node.input[0]], node.output, axes=axes, starts=starts, ends=ends,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from ..errors import TecompError
 from ..ir.arith import prefer_unclamped
-from ..topi.transform import range_length, slice_bounds as clamped_slice_bounds, slice_extent
+from ..topi.transform import range_length, slice_bounds, slice_extent
 from . import dims
 from .ir import TensorType
 
@@ -476,24 +476,6 @@ def _gather(node, ts):
     return [TensorType(data.dtype, shape, content)]
 
 
-def slice_bounds(extent, start, end, step):
-    """(first, length) of ONNX Slice's ``start:end:step`` over ``extent`` elements, for
-    static numbers: a negative bound counts from the end, then ``start`` is clamped into
-    ``[0, extent]`` (``[0, extent - 1]`` for a negative step) and ``end`` into
-    ``[0, extent]`` (``[-1, extent - 1]``). Unlike Python's slicing, a start before the
-    axis with a negative step clamps to element 0: ``-100:-100:-1`` of 5 elements is
-    ``[0]``, not empty."""
-    start = start + extent if start < 0 else start
-    end = end + extent if end < 0 else end
-    if step > 0:
-        start, end = min(max(start, 0), extent), min(max(end, 0), extent)
-        length = max(-(-(end - start) // step), 0)
-    else:
-        start, end = min(max(start, 0), extent - 1), min(max(end, -1), extent - 1)
-        length = max(-(-(start - end) // -step), 0)
-    return (start if length else 0), length
-
-
 def _slice_length(node, extent, start, end, step):
     """The length of ``start:end:step`` over ``extent`` elements (ONNX clamping): an int,
     or an expression when the extent or a bound is symbolic (a position table sliced to
@@ -501,13 +483,13 @@ def _slice_length(node, extent, start, end, step):
     if step == 0:
         _fail(node, "a slice step cannot be 0")
     if all(dims.is_static(d) for d in (extent, start, end)):
-        return slice_bounds(extent, start, end, step)[1]
+        return len(range(*slice_bounds(extent, start, end, step), step))
     for bound in (start, end):
         if not (dims.is_static(bound) or dims.provably_nonnegative(bound)):
             _fail(node, f"the slice bound {dims.to_text(bound)} may be negative; a bound "
                         "computed from symbolic sizes must be a size (only constant bounds "
                         "count from the end)")
-    first, stop = clamped_slice_bounds(extent, start, end, step)
+    first, stop = slice_bounds(extent, start, end, step)
     return dims.normalize(slice_extent(first, stop, step))
 
 
@@ -523,8 +505,8 @@ def _slice(node, ts):
     content = None
     if len(x.shape) == 1 and x.content is not None and all(
             dims.is_static(d) for d in (starts[0], ends[0])):
-        first, length = slice_bounds(len(x.content), starts[0], ends[0], steps[0])
-        content = tuple(x.content[first + k * steps[0]] for k in range(length))
+        first, stop = slice_bounds(len(x.content), starts[0], ends[0], steps[0])
+        content = tuple(x.content[k] for k in range(first, stop, steps[0]))
     return [TensorType(x.dtype, tuple(shape), content)]
 
 

@@ -304,13 +304,25 @@ _UNBOUNDED = 2**31 - 1
 
 
 def slice_bounds(dim, start, end, step: int) -> tuple:
-    """(first, stop) of ONNX Slice's ``start:end:step`` along an axis of ``dim`` elements,
-    clamped into the axis as numpy slicing does: an int bound below 0 counts from the end.
-    An expression bound (computed from symbolic sizes, e.g. a sequence length) is a
-    position from the start, never negative; one past the axis clamps to it, so slicing
-    512 rows to ``seq`` gives ``min(seq, 512)`` rows."""
+    """(first, stop) of ONNX Slice's ``start:end:step`` along an axis of ``dim`` elements:
+    the slice holds elements ``first, first + step, ...`` before ``stop``.
+
+    An int bound below 0 counts from the end; then ``start`` is clamped into ``[0, dim]``
+    (``[0, dim - 1]`` for a negative step) and ``end`` into ``[0, dim]`` (``[-1, dim -
+    1]``). Unlike Python's slicing, a start before the axis with a negative step clamps to
+    element 0: ``-100:-100:-1`` of 5 elements is ``[0]``, not empty. An expression bound
+    (computed from symbolic sizes, e.g. a sequence length) is a position from the start,
+    never negative; one past the axis clamps to it, so slicing 512 rows to ``seq`` gives
+    ``min(seq, 512)`` rows.
+
+    With ``dim``, ``start`` and ``end`` all ints, ``first`` and ``stop`` are ints and
+    ``range(first, stop, step)`` lists the elements (constant folding slices arrays so);
+    otherwise they are expressions (:func:`slice_extent` counts the elements)."""
+    static = not any(isinstance(v, E.PrimExpr) for v in (dim, start, end))
 
     def resolve(v, lo, hi):
+        if static:
+            return int(min(max(v + dim if v < 0 else v, lo), hi))
         if not isinstance(v, E.PrimExpr):
             if v >= _UNBOUNDED:
                 return E.as_expr(hi)

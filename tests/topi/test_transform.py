@@ -102,6 +102,26 @@ def test_slice_matches_onnx(starts, ends, axes, steps, rng, check_op, onnx_ref):
          axes=axes, steps=steps)
 
 
+@pytest.mark.parametrize("dim, start, end, step, elements", [
+    (5, 1, 4, 1, [1, 2, 3]),
+    (5, -2, 2**63 - 1, 1, [3, 4]),
+    (5, 4, -100, -2, [4, 2, 0]),
+    (5, -100, -100, -1, [0]),          # ONNX clamps a start before the axis to element 0
+    (5, 3, 1, 1, []),
+    (0, 0, -1, -1, []),
+])
+def test_slice_bounds_of_ints_list_the_elements(dim, start, end, step, elements):
+    first, stop = transform.slice_bounds(dim, start, end, step)
+    assert isinstance(first, int) and isinstance(stop, int)
+    assert list(range(first, stop, step)) == elements
+
+
+def test_slice_bounds_of_a_symbolic_axis_are_expressions():
+    n = te.var("n")
+    first, stop = transform.slice_bounds(n, 1, 2**63 - 1, 1)
+    assert uses_var(first, n) and stop is n
+
+
 def test_slice_of_a_symbolic_axis(rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 6), name="x")

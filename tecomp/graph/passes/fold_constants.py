@@ -16,7 +16,7 @@ import numpy as np
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph
-from ..ops import slice_bounds
+from ...topi.transform import slice_bounds
 
 
 def _divide(a, b):
@@ -32,8 +32,7 @@ def _slice(x, attrs):
     axes = attrs.get("axes") or range(len(starts))
     steps = attrs.get("steps") or (1,) * len(starts)
     for a, s, e, st in zip(axes, starts, ends, steps):
-        first, length = slice_bounds(x.shape[a], s, e, st)
-        picks[a] = first + st * np.arange(length)
+        picks[a] = np.arange(*slice_bounds(x.shape[a], s, e, st), st)
     return x[np.ix_(*picks)]
 
 
