@@ -14,7 +14,7 @@ import platform
 import sys
 
 from . import __version__
-from .runtime import toolchain
+from .runtime import threads, toolchain
 from .runtime.system_libs import libgomp_path
 from .target import Target
 
@@ -68,6 +68,15 @@ def _libgomp() -> str:
         return p if p else "NOT FOUND (parallel loops cannot run)"
     except Exception as err:  # noqa: BLE001
         return f"unknown ({type(err).__name__}: {err})"
+
+
+def _thread_lines() -> list:
+    try:
+        count, source = threads.thread_count_source()
+        return [f"threads         : {count} ({source})",
+                f"idle threads    : {threads.wait_policy()}"]
+    except Exception as err:  # noqa: BLE001 - a bad TECOMP_NUM_THREADS is reported here
+        return [f"threads         : unknown ({type(err).__name__}: {err})"]
 
 
 #: Architectures whose cross toolchain the report looks for.
@@ -184,6 +193,7 @@ def report() -> str:
         f"onnxruntime     : {_version('onnxruntime')}",
         *_cpu_lines(),
         f"libgomp         : {_libgomp()}",
+        *_thread_lines(),
         *_cross_lines(),
         f"NVRTC           : {_nvrtc()}",
         f"CUDA driver     : {driver}",

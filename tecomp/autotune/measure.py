@@ -32,6 +32,7 @@ from ..build_module import build
 from ..errors import TecompError
 from ..ir import expr as E
 from ..runtime.runner import Runner
+from ..runtime.threads import get_num_threads
 from ._runner_worker import _arrays
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .space import FallbackConfigEntity
@@ -323,8 +324,9 @@ class _RunnerProcess:
     def __init__(self):
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
         env = dict(os.environ)
-        # One source of threads per measurement: the candidate's own parallel loops.
-        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        # One source of threads per measurement: the candidate's own parallel loops, as
+        # many as this process's (TECOMP_NUM_THREADS travels in the environment).
+        env.setdefault("OMP_NUM_THREADS", str(get_num_threads()))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tecomp.autotune._runner_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,

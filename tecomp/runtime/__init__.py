@@ -5,6 +5,9 @@ This package is the bottom of the stack: it imports no code generator, so a libr
 written by ``export_library`` loads and runs (``load_module``) without LLVM.
 """
 
+# First: the wait policy of libgomp's threads must be in the environment before anything
+# loads libgomp (tecomp.runtime.threads).
+from .threads import get_num_threads, set_num_threads  # isort: skip
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
 from .cuda_driver import CUDAError, CUDAUnavailableError
@@ -27,7 +30,9 @@ __all__ = [
     "RunnerError",
     "SSHRunner",
     "TimingResult",
+    "get_num_threads",
     "load_module",
+    "set_num_threads",
     "ArgumentError",
     "ArgumentTypeError",
 ]

@@ -31,6 +31,7 @@ from .abi import (
 )
 from .args import ArgChecker, data_pointer
 from .system_libs import libgomp_path
+from .threads import apply_to_calling_thread
 
 _PACKED = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -102,6 +103,7 @@ class PackedFunction:
         return self._ptr_array(*ptrs), self._size_array(*sizes)
 
     def _run(self, fn, ptrs, sizes) -> None:
+        apply_to_calling_thread()  # libgomp's thread count is per OS thread
         rc = fn(ptrs, sizes)
         if rc != 0:
             self._raise(rc, sizes)

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from ..errors import TecompError
-from . import c_api, toolchain
+from . import c_api, threads, toolchain
 from .abi import METADATA_SYMBOL, decode_metadata
 from .args import ArgChecker
 from .module import TimingResult
@@ -157,7 +157,7 @@ class Runner:
                 argv += ["-n", str(number), "-r", str(repeat), "-w", str(warmup_ms)]
             for s in sizes:
                 argv += ["-s", str(s)]
-            out = self._execute(argv + remote)
+            out = self._execute(argv + remote, threads.libgomp_environment())
             written = [i for i, p in enumerate(signature.params) if p.output]
             self._get([remote[i] for i in written], [files[i] for i in written])
             for i in written:
@@ -181,8 +181,9 @@ class Runner:
         """Fetch shipped files (written there) back over their local copies."""
         raise NotImplementedError
 
-    def _execute(self, argv: list) -> str:
-        """Run a program there; its standard output."""
+    def _execute(self, argv: list, env: dict) -> str:
+        """Run a program there with the variables ``env`` added to its environment (the
+        thread count and wait policy of its parallel loops); its standard output."""
         raise NotImplementedError
 
     def _run(self, cmd: list, what: str) -> str:
@@ -271,8 +272,9 @@ class QemuRunner(Runner):
     def _get(self, remote: list, local: list) -> None:
         pass  # the emulated program wrote the local files themselves
 
-    def _execute(self, argv: list) -> str:
-        return self._run(self._prefix + argv, f"tecomp_run under {self._prefix[0]}")
+    def _execute(self, argv: list, env: dict) -> str:
+        set_env = [arg for k, v in env.items() for arg in ("-E", f"{k}={v}")]
+        return self._run(self._prefix + set_env + argv, f"tecomp_run under {self._prefix[0]}")
 
 
 class SSHRunner(Runner):
@@ -321,8 +323,9 @@ class SSHRunner(Runner):
         for r, loc in zip(remote, local):
             self._run(self._scp + [f"{self.host}:{r}", loc], f"scp from {self.host}")
 
-    def _execute(self, argv: list) -> str:
-        return self._run(self._ssh + [shlex.join(argv)], f"tecomp_run on {self.host}")
+    def _execute(self, argv: list, env: dict) -> str:
+        set_env = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        return self._run(self._ssh + [shlex.join(set_env + argv)], f"tecomp_run on {self.host}")
 
 
 def _close_ssh(ssh: list, remote_dir: str, local_dir: str) -> None:

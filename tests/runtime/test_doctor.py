@@ -21,3 +21,23 @@ def test_report_names_each_cross_linker_and_emulator(monkeypatch):
         assert f"{arch} link    : NOT FOUND (export writes an object file)" in text
         assert f"{arch} run     : no (cross compiler" in text
     assert "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" in text
+
+
+def test_report_shows_the_thread_count_and_where_it_comes_from(monkeypatch):
+    from tecomp.runtime import threads
+
+    monkeypatch.setattr(threads, "thread_count_source", lambda: (3, "TECOMP_NUM_THREADS"))
+    text = tecomp.doctor.report()
+    assert "threads         : 3 (TECOMP_NUM_THREADS)" in text
+    assert f"idle threads    : {threads.wait_policy()}" in text
+
+
+def test_report_names_a_bad_thread_count_instead_of_raising(monkeypatch):
+    from tecomp.runtime import threads
+
+    def bad():
+        raise ValueError("TECOMP_NUM_THREADS='x' is not a thread count: use a positive integer")
+
+    monkeypatch.setattr(threads, "thread_count_source", bad)
+    assert ("threads         : unknown (ValueError: TECOMP_NUM_THREADS='x' is not a thread "
+            "count" in tecomp.doctor.report())

@@ -172,3 +172,35 @@ def test_a_failed_check_there_raises_here_with_the_outputs_written(tmp_path, mon
                            match="^kernel 'Div_1': integer division by zero$"):
             rmod(np.array([7, 8, 9], "int32"), np.array([2, 0, -3], "int32"), out)
         np.testing.assert_array_equal(out[[0, 2]], [3, -3])
+
+
+def test_ssh_runner_runs_tecomp_run_with_the_thread_settings(tmp_path, monkeypatch):
+    runner = _local_ssh_runner(tmp_path, monkeypatch)
+    commands = []
+    monkeypatch.setattr(runner, "_run", lambda cmd, what: commands.append(cmd) or "")
+    runner._execute(["tecomp_run", "lib.so", "f"],
+                    {"OMP_NUM_THREADS": "2", "GOMP_SPINCOUNT": "1000"})
+    assert commands[-1][-1] == "env OMP_NUM_THREADS=2 GOMP_SPINCOUNT=1000 tecomp_run lib.so f"
+    runner._execute(["tecomp_run"], {})
+    assert commands[-1][-1] == "tecomp_run"
+    runner.close()
+
+
+def test_qemu_runner_passes_the_thread_settings_to_the_emulated_program(qemu, monkeypatch):
+    """A parallel kernel runs under qemu with the thread count set here (qemu's -E)."""
+    from tecomp.runtime import threads
+
+    commands = []
+    run = qemu._run
+    monkeypatch.setattr(qemu, "_run", lambda cmd, what: commands.append(cmd) or run(cmd, what))
+    monkeypatch.setattr(threads, "libgomp_environment", lambda: {"OMP_NUM_THREADS": "3"})
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    rmod = qemu.load_module(tecomp.build(s, [A, B], target=AARCH64, name="inc"))
+    b = np.zeros(64, "float32")
+    rmod(np.arange(64, dtype="float32"), b)
+    np.testing.assert_array_equal(b, np.arange(64) + 1.0)
+    cmd = commands[-1]
+    assert cmd[cmd.index("-E") + 1] == "OMP_NUM_THREADS=3"
