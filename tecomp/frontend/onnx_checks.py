@@ -207,6 +207,26 @@ class Flag:
                 view.fail(f"{name}={view.attrs[name]}; allowed: 0 or 1")
 
 
+_RANK_TEXT = {0: "a scalar", 1: "1-D"}
+
+
+@dataclass(frozen=True)
+class InputRank:
+    """Input ``input`` (``name``) has one of the ``ranks`` where its shape is known: the
+    inputs the spec gives as a scalar (Range's bounds) or a 1-D list (a reduction's axes,
+    a Reshape's shape), which a converter would otherwise read flattened."""
+
+    input: int
+    name: str
+    ranks: tuple = (1,)
+
+    def __call__(self, view: NodeView) -> None:
+        shape = view.shape(self.input)
+        if shape is not None and len(shape) not in self.ranks:
+            allowed = " or ".join(_RANK_TEXT[r] for r in self.ranks)
+            view.fail(f"{self.name} has shape {_text(shape)}; it must be {allowed}")
+
+
 @dataclass(frozen=True)
 class OneOf:
     """An attribute with an enumerated set of values; ``added`` and ``removed`` give the
@@ -247,8 +267,9 @@ class Positive:
 
 @dataclass(frozen=True)
 class PositiveFloat:
-    """Float attributes that must be finite and positive (LRN's alpha and beta, as
-    onnxruntime requires: the window's sum is scaled by alpha and raised to beta)."""
+    """Float attributes that must be finite and positive, as onnxruntime requires: LRN's
+    alpha and beta (the window's sum is scaled by alpha and raised to beta), Attention's
+    scale of the scores."""
 
     names: tuple
 
@@ -415,6 +436,19 @@ class Window:
 
 
 @dataclass(frozen=True)
+class PadsOrAutoPad:
+    """A convolution's ``pads`` only with ``auto_pad`` NOTSET: the spec says the two
+    cannot be used together, and onnxruntime refuses a convolution with both (a pooling's
+    pads it ignores, and so does tecomp)."""
+
+    def __call__(self, view: NodeView) -> None:
+        auto_pad = _string(view.attrs.get("auto_pad", "NOTSET"))
+        if "pads" in view.attrs and auto_pad != "NOTSET":
+            view.fail(f"pads {_text(view.attrs['pads'])} and auto_pad={auto_pad!r} are both "
+                      "given; pads are explicit padding, for auto_pad='NOTSET' only")
+
+
+@dataclass(frozen=True)
 class Permutation:
     """Transpose's ``perm``: a permutation of the input's axes ``0 .. r-1``."""
 
@@ -531,6 +565,8 @@ class SplitSizes:
         if sizes is None:
             if view.version >= 18 and count is None and not view.input(1):
                 view.fail("neither split nor num_outputs is given; version 18 needs one")
+            if not view.input(1):
+                self._check_equal_parts(view, outputs, count is not None)
             return
         if len(sizes) != outputs:
             view.fail(f"split {_text(sizes)} has {len(sizes)} sizes for {outputs} outputs; "
@@ -545,6 +581,29 @@ class SplitSizes:
         if dims.is_static(extent) and sum(sizes) != extent:
             view.fail(f"split {_text(sizes)} sums to {sum(sizes)}; axis {axis} has size "
                       f"{extent}")
+
+
+    @staticmethod
+    def _check_equal_parts(view: NodeView, outputs: int, last_smaller: bool) -> None:
+        """Without sizes the parts are equal: before version 18 a static axis must
+        divide by the number of outputs; with version 18's ``num_outputs`` (``last_smaller``)
+        the parts are ``ceil(size / outputs)`` long but the last, which must not be left
+        with a negative size."""
+        shape = view.shape(0)
+        if not shape or outputs <= 0:
+            return
+        axis = int(view.attrs.get("axis", 0))
+        extent = shape[axis]
+        if not dims.is_static(extent):
+            return
+        part = -(-extent // outputs)
+        if last_smaller and part * (outputs - 1) > extent:
+            view.fail(f"num_outputs={outputs}: parts of {part} (axis {axis} of size {extent} "
+                      f"in {outputs}) leave the last part {extent - part * (outputs - 1)} "
+                      "elements; give split instead")
+        if not last_smaller and extent % outputs:
+            view.fail(f"axis {axis} of size {extent} does not split into {outputs} equal "
+                      "parts and no split is given; give split, the size of each output")
 
 
 @dataclass(frozen=True)
@@ -836,6 +895,85 @@ class MinRank:
 
 
 @dataclass(frozen=True)
+class AttentionHeads:
+    """Attention's head counts against its inputs Q, K, V: on 4-D inputs (batch, heads,
+    sequence, head size) ``q_num_heads`` and ``kv_num_heads``, where given, are the heads
+    of Q and of K and V; on 3-D inputs (batch, sequence, heads x head size) they divide
+    the hidden sizes; and the query heads are a multiple of the key/value heads."""
+
+    def __call__(self, view: NodeView) -> None:
+        heads = {}
+        for i, attr in ((0, "q_num_heads"), (1, "kv_num_heads"), (2, "kv_num_heads")):
+            shape, given = view.shape(i), view.attrs.get(attr)
+            if shape is None or len(shape) not in (3, 4):
+                continue
+            if len(shape) == 4:
+                if given is not None and dims.is_static(shape[1]) and shape[1] != given:
+                    view.fail(f"{attr}={given}, but input {i} of shape {_text(shape)} has "
+                              f"{shape[1]} heads (its axis 1); they must agree")
+                heads[attr] = shape[1]
+            elif given is not None and given > 0:
+                if dims.is_static(shape[2]) and shape[2] % given:
+                    view.fail(f"{attr}={given} does not divide the hidden size {shape[2]} of "
+                              f"input {i} of shape {_text(shape)}")
+                heads[attr] = given
+        q, kv = heads.get("q_num_heads"), heads.get("kv_num_heads")
+        if q is not None and kv is not None and dims.is_static(q) and dims.is_static(kv) \
+                and kv > 0 and q % kv:
+            view.fail(f"{q} query heads are not a multiple of {kv} key/value heads; each "
+                      "key/value head serves a whole group of query heads")
+
+
+@dataclass(frozen=True)
+class LossShapes:
+    """NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss: scores (input 0) of shape
+    (N, C, d1, ..., dk), the target (input 1) of shape (N, d1, ..., dk), the weight
+    (input 2) of shape (C), equal where both dimensions are static."""
+
+    def __call__(self, view: NodeView) -> None:
+        x, target, weight = view.shape(0), view.shape(1), view.shape(2)
+        if x is None:
+            return
+        if len(x) < 2:
+            view.fail(f"the scores have shape {_text(x)}; they must be (N, C, d1, ..., dk), "
+                      "rank 2 or more")
+        if target is not None:
+            want = (x[0],) + tuple(x[2:])
+            if len(target) != len(want):
+                view.fail(f"the target has shape {_text(target)}; scores of shape {_text(x)} "
+                          f"need a rank-{len(want)} target (N, d1, ..., dk)")
+            for k, (a, b) in enumerate(zip(want, target)):
+                if dims.is_static(a) and dims.is_static(b) and a != b:
+                    view.fail(f"the target's shape {_text(target)} differs from the scores' "
+                              f"{_text(x)} at target axis {k} ({b}, not {a}); it must be "
+                              f"the scores' shape without C, {_text(want)}")
+        if weight is not None and (len(weight) != 1 or (
+                dims.is_static(weight[0]) and dims.is_static(x[1]) and weight[0] != x[1])):
+            view.fail(f"the weight has shape {_text(weight)}; it must be [{dims.to_text(x[1])}]"
+                      ", one per class (C)")
+
+
+@dataclass(frozen=True)
+class SameElementType:
+    """Inputs ``inputs`` have one element type, where the operator's definition combines
+    them in one operation although its schema gives them separate type variables
+    (RMSNormalization multiplies the normalised X, cast back to X's type, by scale)."""
+
+    inputs: tuple
+    why: str
+
+    def __call__(self, view: NodeView) -> None:
+        typed = [(view.input(i), view.type_of(view.input(i))) for i in self.inputs
+                 if view.input(i)]
+        typed = [(name, t) for name, t in typed if t is not None]
+        for name, t in typed[1:]:
+            first, first_type = typed[0]
+            if t.dtype != first_type.dtype:
+                view.fail(f"inputs {first!r} ({first_type.dtype}) and {name!r} ({t.dtype}) "
+                          f"differ in element type; {self.why}, so they must have one")
+
+
+@dataclass(frozen=True)
 class DropoutRatio:
     """Dropout's ratio (attribute before version 12, input 1 since) in ``[0, 1)``."""
 
@@ -851,11 +989,12 @@ class DropoutRatio:
 
 # ---- the table ------------------------------------------------------------------------------
 
-_REDUCE = (Axes(input=1, unique=False), Flag(("keepdims", "noop_with_empty_axes")))
+_REDUCE = (InputRank(1, "axes"), Axes(input=1, unique=False),
+           Flag(("keepdims", "noop_with_empty_axes")))
 # The precision of the statistics: a floating-point element type (TensorProto's FLOAT,
 # FLOAT16, DOUBLE, BFLOAT16).
 _STASH_TYPE = OneOf("stash_type", (1, 10, 11, 16))
-_LOSS = (OneOf("reduction", ("none", "sum", "mean")),)
+_LOSS = (OneOf("reduction", ("none", "sum", "mean")), LossShapes())
 _SCATTER_REDUCTION = OneOf("reduction", ("none", "add", "mul", "max", "min"),
                            added=MappingProxyType({"mul": 16, "max": 18, "min": 18}))
 
@@ -867,7 +1006,7 @@ CHECKS: Mapping = MappingProxyType({
     "Mod": (Broadcast(), Flag(("fmod",)), ModFloat()),
     "BitShift": (Broadcast(), OneOf("direction", ("LEFT", "RIGHT"))),
     "PRelu": (Broadcast(unidirectional=True),),
-    "Expand": (ExpandShape(),),
+    "Expand": (InputRank(1, "shape"), ExpandShape()),
     "IsInf": (Flag(("detect_negative", "detect_positive")),),
     "Gelu": (OneOf("approximate", ("none", "tanh")),),
     "Cast": (Flag(("saturate",)), OneOf("round_mode", ("up", "down", "nearest"))),
@@ -883,23 +1022,28 @@ CHECKS: Mapping = MappingProxyType({
     "ArgMax": (Axis(), Flag(("keepdims", "select_last_index"))),
     "ArgMin": (Axis(), Flag(("keepdims", "select_last_index"))),
     "TopK": (Axis(), Flag(("largest", "sorted"))),
-    "CumSum": (Axis(input=1), Flag(("exclusive", "reverse"))),
-    "OneHot": (Axis(extra=1), OneHotArgs()),
+    # onnxruntime takes a one-element 1-D axis too (the spec: a scalar).
+    "CumSum": (InputRank(1, "axis", (0, 1)), Axis(input=1), Flag(("exclusive", "reverse"))),
+    "OneHot": (Axis(extra=1), InputRank(1, "depth", (0, 1)), OneHotArgs()),
     "LayerNormalization": (Axis(), _STASH_TYPE),
-    "RMSNormalization": (Axis(), _STASH_TYPE),
+    "RMSNormalization": (Axis(), _STASH_TYPE, SameElementType(
+        (0, 1), "the definition multiplies the normalised X, in X's type, by scale")),
     "LpNormalization": (Axis(), OneOf("p", (1, 2))),
-    "Split": (Axis(), SplitSizes()),
+    "Split": (Axis(), InputRank(1, "split"), SplitSizes()),
     # Lists of axes.
-    "Squeeze": (Axes(input=1, unique=False), SqueezeSizes()),
-    "Unsqueeze": (Axes(input=1, output_rank=True),),
+    "Squeeze": (InputRank(1, "axes"), Axes(input=1, unique=False), SqueezeSizes()),
+    # onnxruntime takes a scalar axis too (the spec: a list).
+    "Unsqueeze": (InputRank(1, "axes", (0, 1)), Axes(input=1, output_rank=True)),
     "Transpose": (Permutation(),),
     **{op: _REDUCE for op in (
         "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
     # Shapes and sizes.
-    "Reshape": (Flag(("allowzero",)), ReshapeShape()),
-    "Tile": (KnownInts(1, "repeats", per_axis=True),),
-    "ConstantOfShape": (KnownInts(0, "shape"),),
+    "Reshape": (Flag(("allowzero",)), InputRank(1, "shape"), ReshapeShape()),
+    "Tile": (InputRank(1, "repeats"), KnownInts(1, "repeats", per_axis=True)),
+    "ConstantOfShape": (InputRank(0, "shape"), KnownInts(0, "shape")),
+    "Range": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
+        ("start", "limit", "delta"))),
     "DepthToSpace": (BlockSize(to_space=True), OneOf("mode", ("DCR", "CRD"))),
     "SpaceToDepth": (BlockSize(to_space=False), OneOf("mode", ("DCR", "CRD"))),
     "Slice": (SliceArgs(),),
@@ -916,6 +1060,7 @@ CHECKS: Mapping = MappingProxyType({
         OneOf("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller")),
         Flag(("exclude_outside", "antialias")),
         Axes(),
+        *(InputRank(i, name) for i, name in ((1, "roi"), (2, "scales"), (3, "sizes"))),
         ResizeTargets()),
     "GridSample": (
         OneOf("mode", ("bilinear", "nearest", "bicubic", "linear", "cubic"),
@@ -926,8 +1071,8 @@ CHECKS: Mapping = MappingProxyType({
     "ScatterElements": (Axis(), _SCATTER_REDUCTION),
     "ScatterND": (_SCATTER_REDUCTION,),
     # Windows.
-    "Conv": (Window(weight="conv"),),
-    "ConvTranspose": (Window(weight="conv_transpose"),),
+    "Conv": (Window(weight="conv"), PadsOrAutoPad()),
+    "ConvTranspose": (Window(weight="conv_transpose"), PadsOrAutoPad()),
     "MaxPool": (Window(), Flag(("ceil_mode", "storage_order"))),
     "AveragePool": (Window(), Flag(("ceil_mode", "count_include_pad"))),
     "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),
@@ -941,7 +1086,8 @@ CHECKS: Mapping = MappingProxyType({
     "NegativeLogLikelihoodLoss": _LOSS,
     "SoftmaxCrossEntropyLoss": _LOSS,
     "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
-                  OneOf("qk_matmul_output_mode", (0, 1, 2, 3))),
+                  OneOf("qk_matmul_output_mode", (0, 1, 2, 3)), PositiveFloat(("scale",)),
+                  AttentionHeads()),
 })
 """ONNX op type -> the rules its nodes are checked by, in order."""
 

@@ -292,6 +292,65 @@ MISUSES = [
      "inputs 's' (int64) and 'e' (int32) are both of type Tind"),
     ("pad-length", _model("Pad", [[2, 3]], consts=[("p", [1, 1, 1])]), "pads",
      "pads has 3 values; the rank-2 input needs 4"),
+    # Inputs the spec gives as a list or a scalar, fed with another rank (a converter
+    # read them flattened).
+    ("reduce-axes-2d", _model("ReduceSum", [[2, 3, 4]], consts=[("a", np.array(
+        [[1], [2]], "int64"))], opset=13), "axes", "axes has shape [2, 1]; it must be 1-D"),
+    ("reduce-axes-scalar", _model("ReduceMax", [[2, 3]], consts=[("a", 1)], opset=18),
+     "axes", "axes has shape []; it must be 1-D"),
+    ("squeeze-axes-2d", _model("Squeeze", [[1, 3]], consts=[("a", np.array([[0]], "int64"))],
+                               opset=13), "axes", "axes has shape [1, 1]; it must be 1-D"),
+    ("unsqueeze-axes-2d", _model("Unsqueeze", [[2, 3]], consts=[("a", np.array(
+        [[0]], "int64"))], opset=13), "axes", "it must be a scalar or 1-D"),
+    ("expand-shape-2d", _model("Expand", [[2, 3]], consts=[("s", np.array([[2, 3]], "int64"))]),
+     "shape", "shape has shape [1, 2]; it must be 1-D"),
+    ("constant-of-shape-scalar", _model("ConstantOfShape", [], consts=[("s", 3)]), "shape",
+     "shape has shape []; it must be 1-D"),
+    ("tile-repeats-2d", _model("Tile", [[2, 3]], consts=[("r", np.array([[1, 2]], "int64"))]),
+     "repeats", "repeats has shape [1, 2]; it must be 1-D"),
+    ("reshape-shape-2d", _model("Reshape", [[2, 3]], consts=[("s", np.array(
+        [[3, 2]], "int64"))]), "shape", "shape has shape [1, 2]; it must be 1-D"),
+    ("range-start-1d", _model("Range", [], consts=[("a", [0]), ("b", 5), ("c", 1)], opset=11),
+     "start", "start has shape [1]; it must be a scalar"),
+    # Split without sizes: equal parts.
+    ("split-uneven", _model("Split", [[5, 2]], dict(axis=0), outputs=2, opset=13), "split",
+     "axis 0 of size 5 does not split into 2 equal parts and no split is given"),
+    ("split-num-outputs-past-the-axis", _model("Split", [[2, 2]], dict(num_outputs=4),
+                                               outputs=4, opset=18), "num_outputs",
+     "num_outputs=4: parts of 1 (axis 0 of size 2 in 4) leave the last part -1 elements"),
+    # A convolution's explicit pads with auto_pad.
+    ("conv-pads-with-auto-pad", _model("Conv", [[1, 2, 5, 5], [4, 2, 3, 3]], dict(
+        auto_pad="VALID", pads=[1, 1, 1, 1])), "pads",
+     "pads [1, 1, 1, 1] and auto_pad='VALID' are both given"),
+    ("conv-transpose-pads-with-auto-pad", _model("ConvTranspose", [[1, 3, 5, 5], [3, 2, 3, 3]],
+                                                 dict(auto_pad="SAME_UPPER", pads=[0, 0, 1, 1])),
+     "auto_pad", "for auto_pad='NOTSET' only"),
+    # Attention.
+    ("attention-scale", _model("Attention", [[2, 3, 4, 8], [2, 3, 6, 8], [2, 3, 6, 8]], dict(
+        scale=-float("inf")), opset=23), "scale", "scale=-inf; it must be a finite positive"),
+    ("attention-heads-4d", _model("Attention", [[2, 3, 4, 8], [2, 3, 6, 8], [2, 3, 6, 8]],
+                                  dict(q_num_heads=5), opset=23), "q_num_heads",
+     "q_num_heads=5, but input 0 of shape [2, 3, 4, 8] has 3 heads (its axis 1)"),
+    ("attention-heads-3d", _model("Attention", [[2, 4, 24], [2, 6, 24], [2, 6, 24]], dict(
+        q_num_heads=5, kv_num_heads=3), opset=23), "q_num_heads",
+     "q_num_heads=5 does not divide the hidden size 24 of input 0"),
+    ("attention-grouped-heads", _model("Attention", [[2, 4, 4, 8], [2, 3, 6, 8],
+                                                     [2, 3, 6, 8]], opset=23), "heads",
+     "4 query heads are not a multiple of 3 key/value heads"),
+    # Losses: scores (N, C, d...), target (N, d...), weight (C).
+    ("nll-target-shape", _model("NegativeLogLikelihoodLoss", [[3, 5, 6], [3, 7]],
+                                dtypes={1: I64}), "target",
+     "the target's shape [3, 7] differs from the scores' [3, 5, 6] at target axis 1 (7, not "
+     "6); it must be the scores' shape without C, [3, 6]"),
+    ("nll-weight-shape", _model("NegativeLogLikelihoodLoss", [[3, 5], [3], [6]],
+                                dtypes={1: I64}), "weight",
+     "the weight has shape [6]; it must be [5], one per class (C)"),
+    ("sce-target-rank", _model("SoftmaxCrossEntropyLoss", [[3, 5], [3, 2]], dtypes={1: I64}),
+     "target", "scores of shape [3, 5] need a rank-1 target (N, d1, ..., dk)"),
+    # RMSNormalization's definition multiplies X's type by scale's.
+    ("rms-norm-mixed-types", _model("RMSNormalization", [[2, 4], [4]], dict(axis=-1),
+                                    opset=23, dtypes={1: TensorProto.FLOAT16}), "'x1'",
+     "inputs 'x0' (float32) and 'x1' (float16) differ in element type"),
 ]
 
 
@@ -360,6 +419,17 @@ VALID = [
     ("squeeze-repeated-axes-as-a-set", _model("Squeeze", [[1, 3]], consts=[("a", [0, -2])],
                                               opset=13)),
     ("lrn-odd-size", _model("LRN", [[1, 3, 4, 4]], dict(size=3))),
+    ("unsqueeze-scalar-axis", _model("Unsqueeze", [[2, 3]], consts=[("a", 0)], opset=13)),
+    ("cumsum-one-element-axis", _model("CumSum", [[2, 3]], consts=[("ax", [1])])),
+    ("split-num-outputs-last-part-smaller", _model("Split", [[5, 2]], dict(num_outputs=2),
+                                                   outputs=2, opset=18)),
+    ("split-even-without-sizes", _model("Split", [[6, 2]], outputs=3, opset=13)),
+    ("conv-auto-pad-without-pads", _model("Conv", [[1, 2, 5, 5], [4, 2, 3, 3]], dict(
+        auto_pad="SAME_UPPER"))),
+    ("maxpool-pads-with-auto-pad-ignored", _model("MaxPool", [[1, 1, 4, 4]], dict(
+        kernel_shape=[2, 2], auto_pad="VALID", pads=[1, 1, 1, 1]))),
+    ("nll-matching-shapes", _model("NegativeLogLikelihoodLoss", [[3, 5, 6], [3, 6], [5]],
+                                   dtypes={1: I64})),
 ]
 
 
