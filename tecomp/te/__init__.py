@@ -1,7 +1,8 @@
 """Tensor expressions: declare *what* to compute (placeholders, computes, reductions)."""
 
+from types import ModuleType as _ModuleType
+
 from ..ir.expr import CommReducer, IterVar, PrimExpr, Range, Var
-from ..schedule import create_schedule
 from .intrin import (
     abs,
     all,
@@ -38,3 +39,24 @@ from .intrin import (
 from .operation import compute, const, placeholder, reduce_axis, size_var, thread_axis, var
 from .reduction import comm_reducer, prod, sum
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+# The schedule layer sits above te (a schedule is made of te operations), so te offers
+# create_schedule, the step after declaring computes, without importing that layer when
+# te loads: te imports nothing above it.
+_FROM_SCHEDULE = ("create_schedule",)
+
+__all__ = [name for name, value in globals().items()
+           if not name.startswith("_") and not isinstance(value, _ModuleType)]
+__all__ += _FROM_SCHEDULE
+
+
+def __getattr__(name):
+    if name in _FROM_SCHEDULE:
+        from .. import schedule
+
+        return getattr(schedule, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FROM_SCHEDULE))
