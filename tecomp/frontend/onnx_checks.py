@@ -1069,6 +1069,7 @@ CHECKS: Mapping = MappingProxyType({
         OneOf("padding_mode", ("zeros", "border", "reflection")),
         Flag(("align_corners",))),
     "ScatterElements": (Axis(), _SCATTER_REDUCTION),
+    "Scatter": (Axis(),),
     "ScatterND": (_SCATTER_REDUCTION,),
     # Windows.
     "Conv": (Window(weight="conv"), PadsOrAutoPad()),

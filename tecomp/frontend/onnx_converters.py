@@ -43,10 +43,12 @@ CONVERTERS: dict = {}
 #: onnxruntime on them. Slice clamps a start before the axis as Python does (``-100:-100:-1``
 #: of 5 elements is empty, not ``[0]``), Range uses ``np.arange`` (``Range(1, 10, inf)``
 #: has one element, not none), GatherElements wraps an out-of-range index instead of
-#: rejecting it, and ReduceMax/ReduceMin/ArgMax/ArgMin let a NaN win where the operator
-#: library skips it (see ``tecomp.topi.reduction``).
+#: rejecting it, ReduceMax/ReduceMin/ArgMax/ArgMin let a NaN win where the operator
+#: library skips it (see ``tecomp.topi.reduction``), and the scatters' max/min reductions
+#: ignore a NaN update that onnxruntime keeps (see ``tecomp.topi.scatter``).
 NOT_FOLDED = frozenset({"Slice", "Range", "GatherElements", "GatherND", "ReduceMax",
-                        "ReduceMin", "ArgMax", "ArgMin"})
+                        "ReduceMin", "ArgMax", "ArgMin", "Scatter", "ScatterElements",
+                        "ScatterND"})
 
 
 def converter(op_type: str, *since_versions: int):
@@ -927,6 +929,35 @@ def _gather_indexed(ctx, node, attrs):
     else:
         ctx.emit("gather_elements", node.input[:2], node.output,
                  axis=int(attrs.get("axis", 0)), node=ctx.node_name)
+
+
+@converter("ScatterElements", 11, 13, 16, 18)
+@converter("ScatterND", 11, 13, 16, 18)
+@converter("Scatter", 9, 11)
+def _scatter(ctx, node, attrs):
+    # Scatter (deprecated) is ScatterElements without a reduction. The reduction's
+    # values per opset are checked at import (onnx_checks).
+    reduction = attrs.get("reduction", b"none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if node.op_type == "ScatterND":
+        ctx.emit("scatter_nd", node.input[:3], node.output, reduction=reduction,
+                 node=ctx.node_name)
+    else:
+        ctx.emit("scatter_elements", node.input[:3], node.output,
+                 axis=int(attrs.get("axis", 0)), reduction=reduction, node=ctx.node_name)
+
+
+@converter("TopK", 1, 10, 11, 24)
+def _topk(ctx, node, attrs):
+    # The positions, then the values gathered at them. Sorted whatever ``sorted`` says:
+    # with sorted=0 the order is the implementation's to choose.
+    x = node.input[0]
+    k = int(attrs["k"]) if ctx.version < 10 else _scalar_dim(ctx, node.input[1], "k")
+    axis = int(attrs.get("axis", -1))
+    indices = ctx.emit("topk_indices", [x], [o for o in node.output[1:2] if o], k=k,
+                       axis=axis, largest=int(attrs.get("largest", 1)), node=ctx.node_name)
+    ctx.emit("gather_elements", [x, indices], node.output[:1], axis=axis,
+             node=ctx.node_name)
 converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=None, mode="DCR"))
 
 

@@ -564,6 +564,44 @@ def _gather_nd(node, ts):
     return [TensorType(data.dtype, shape)]
 
 
+def _scatter(node, ts):
+    """``scatter_elements`` / ``scatter_nd``: the output is ``data`` with updates written
+    in; updates have ``data``'s dtype and the shape the indices give them."""
+    data, indices, updates = ts
+    if indices.dtype not in ("int32", "int64") or updates.dtype != data.dtype:
+        _fail(node, f"needs int32/int64 indices and updates of the data's dtype {data.dtype}; "
+                    f"got {indices.dtype} indices and {updates.dtype} updates")
+    if node.op == "scatter_elements":
+        axis = _axis(node, node.attrs.get("axis", 0), len(data.shape))
+        fits = len(indices.shape) == len(data.shape) and all(
+            not (dims.is_static(i) and dims.is_static(d)) or i <= d
+            for a, (i, d) in enumerate(zip(indices.shape, data.shape)) if a != axis)
+        want, what = indices.shape, "the shape of the indices"
+    else:
+        k = indices.shape[-1] if indices.shape else 0
+        fits = dims.is_static(k) and 1 <= k <= len(data.shape)
+        want = tuple(indices.shape[:-1]) + tuple(data.shape[k:]) if fits else ()
+        what = "the indices' rows, then the data's axes after the indexed ones"
+    if not fits:
+        _fail(node, f"indices {_shape_text(indices.shape)} do not index data "
+                    f"{_shape_text(data.shape)}")
+    if len(updates.shape) != len(want) or not all(
+            dims.equal(u, w) or dims.may_equal(u, w) for u, w in zip(updates.shape, want)):
+        _fail(node, f"updates {_shape_text(updates.shape)} must have {what}, "
+                    f"{_shape_text(want)}")
+    return [TensorType(data.dtype, data.shape)]
+
+
+def _topk_indices(node, ts):
+    """``topk_indices``: ``k`` int64 positions along the axis (``k`` at most its length)."""
+    x = ts[0]
+    axis = _axis(node, node.attrs.get("axis", -1), len(x.shape))
+    k, n = node.attrs["k"], x.shape[axis]
+    if dims.is_static(k) and (k < 0 or (dims.is_static(n) and k > n)):
+        _fail(node, f"k={k} must be in 0 .. {dims.to_text(n)}, the length of axis {axis}")
+    return [TensorType("int64", tuple(x.shape[:axis]) + (k,) + tuple(x.shape[axis + 1:]))]
+
+
 def _resize(node, ts):
     x = ts[0]
     sizes, scales = node.attrs.get("sizes"), node.attrs.get("scales")
@@ -613,6 +651,10 @@ _register("tile", INJECTIVE, _tile)
 _register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
 _register("gather_elements", INJECTIVE, _gather_elements)
 _register("gather_nd", INJECTIVE, _gather_nd)
+# Each output element scans the updates (or, for TopK, the whole axis): a producer
+# inlined into it would be recomputed for every read, so these run as kernels of their own.
+_register("scatter_elements scatter_nd", OPAQUE, _scatter)
+_register("topk_indices", OPAQUE, _topk_indices)
 _register("trilu", INJECTIVE, _same)
 _register("arange", INJECTIVE, _arange)
 _register("full", INJECTIVE, _full)

@@ -79,6 +79,13 @@ Reductions (x), schedule ``schedule_reduce``:
     noop_with_empty_axes=0),
     argmax / argmin (axis=0, keepdims=1, select_last_index=0) (int64 output),
     cumsum(axis, exclusive=0, reverse=0).
+Scatter (data, indices, updates), schedule ``schedule_reduce`` (``topi.scatter``):
+    scatter_elements(axis=0, reduction="none", node=""), scatter_nd(reduction="none",
+    node="") (reduction none | add | mul | max | min, applied in the updates' order as
+    ONNX Runtime does; an index out of range is a run-time check failure naming ``node``).
+Selection (x), schedule ``topi.sort.schedule_topk``:
+    topk_indices(k, axis=-1, largest=1, node="") (int64 positions of the k largest or
+    smallest, NaN greatest, ties by lower position; TopK's values gather x at them).
 Neural network, one kernel each (``topi.nn``):
     schedule ``schedule_normalize``: softmax(axis=-1), log_softmax(axis=-1),
     hardmax(axis=-1);
@@ -234,6 +241,8 @@ from .reduction import (
     reduce_sum_square,
 )
 from .resize import resize
+from .scatter import scatter_elements, scatter_nd
+from .sort import topk_indices
 from .transform import (
     arange,
     concat,
@@ -370,6 +379,8 @@ __all__ = [
     "reshape",
     "resize",
     "rms_norm",
+    "scatter_elements",
+    "scatter_nd",
     "schedule_batch_matmul",
     "schedule_conv2d",
     "schedule_conv2d_nchwc",
@@ -399,6 +410,7 @@ __all__ = [
     "tanh",
     "thresholded_relu",
     "tile",
+    "topk_indices",
     "transpose",
     "trilu",
     "unsqueeze",
