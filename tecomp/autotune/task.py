@@ -146,6 +146,26 @@ def canonical_args(args) -> tuple:
     return tuple(out)
 
 
+def _workload_args(name: str, args) -> tuple:
+    """``args`` (a tuple, or one argument) of the template registered as ``name``, all in
+    order with defaults filled in.
+
+    Raises
+    ------
+    TemplateError
+        No template is registered as ``name`` (the message lists those that are), or the
+        arguments do not fit its signature.
+    """
+    template = TEMPLATES.get(name)
+    if template is None:
+        known = ", ".join(sorted(TEMPLATES)) or "(none registered)"
+        raise TemplateError(
+            f"no template named {name!r}; registered: {known} (the built-in operator "
+            f"templates, e.g. matmul and conv2d, are registered by importing tecomp.topi)"
+        )
+    return template.full_args(tuple(args) if isinstance(args, (list, tuple)) else (args,))
+
+
 # ---- dispatch -------------------------------------------------------------------------------
 
 
@@ -176,6 +196,37 @@ def dispatch(name: str, args: tuple, target: Target | str | None = None):
     for ctx in st.contexts:
         ctx.note_fallback(name, args)
     return FallbackConfigEntity()
+
+
+def has_tuned_record(name: str, args, target: Target | str | None = None) -> bool:
+    """Whether a tuned record applies to template ``name`` on ``args`` for ``target``.
+
+    The record is the one a call of the template (and ``Task.best_config``) would use: of
+    the active ``apply_history_best`` contexts, then of the shipped logs. Without one the
+    call gets the fallback config, and the active contexts note the workload as a
+    fallback, as they do for the call.
+
+    Parameters
+    ----------
+    name : str
+        A registered template.
+    args : tuple
+        The template's arguments (defaults are filled in).
+    target : Target or str, optional
+        Whose records apply (default: the current target scope, else ``llvm``).
+
+    Raises
+    ------
+    TemplateError
+        ``name`` is not a registered template, or ``args`` do not fit it.
+
+    Examples
+    --------
+    >>> with autotune.apply_history_best("matmul.json"):
+    ...     has_tuned_record("matmul", (512, 512, 512), "llvm")
+    True
+    """
+    return not dispatch(name, _workload_args(name, args), target).is_fallback
 
 
 _TASK_CACHE: dict = {}
@@ -216,16 +267,9 @@ class Task:
     """
 
     def __init__(self, name: str, args, target: Target | str = "llvm"):
-        if name not in TEMPLATES:
-            known = ", ".join(sorted(TEMPLATES)) or "(none registered)"
-            raise TemplateError(
-                f"no template named {name!r}; registered: {known} (the built-in operator "
-                f"templates, e.g. matmul and conv2d, are registered by importing tecomp.topi)"
-            )
+        self.args = _workload_args(name, args)
         self.name = name
         self.template = TEMPLATES[name]
-        self.args = self.template.full_args(tuple(args) if isinstance(args, (list, tuple))
-                                            else (args,))
         self.target = as_target(target)
         self.weight = 1
         self._space = None

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import te
 from ..autotune.space import FallbackConfigEntity
-from ..autotune.task import TEMPLATES, dispatch
+from ..autotune.task import has_tuned_record
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
@@ -92,17 +92,13 @@ def _replace_dims(value, fresh):
     return value
 
 
-# Operators whose schedule config does not depend on the batch (their blocking is over
-# channels and the image): a symbolic batch takes the config of the batch-1 workload.
-BATCH_FREE_CONFIG_OPS = ("conv2d", "conv2d_nchwc", "depthwise_conv2d")
-
-
 def _workload_shapes(impl, input_types):
     """The input shapes a node's tuning workload is keyed by, or None when one stays
     symbolic (tuning workloads have static shapes: no record can apply). A symbolic batch
-    of a ``BATCH_FREE_CONFIG_OPS`` operator counts as 1."""
+    of an implementation whose config is batch-free (``Implementation.batch_free_config``)
+    counts as 1."""
     shapes = [tuple(t.shape) for t in input_types]
-    if impl.op in BATCH_FREE_CONFIG_OPS and not dims.is_static(shapes[0][0]):
+    if impl.batch_free_config and not dims.is_static(shapes[0][0]):
         shapes[0] = (1,) + shapes[0][1:]
     if not all(dims.is_static(d) for s in shapes for d in s):
         return None
@@ -119,9 +115,8 @@ def _config(impl, input_types, attrs):
     kwargs = _workload_attrs(impl, input_types, attrs)
     cfg = select_config(impl, *shapes, **kwargs)
     # select_config gives the fallback as a point of the space (every knob defined), so
-    # whether a record applied is dispatch's answer for the same workload.
-    args = TEMPLATES[impl.template].full_args(impl.workload(*shapes, **kwargs))
-    tuned = not dispatch(impl.template, args).is_fallback
+    # whether a record applied is the autotuner's to say.
+    tuned = has_tuned_record(impl.template, impl.workload(*shapes, **kwargs))
     return cfg, "tuned record" if tuned else "fallback config"
 
 

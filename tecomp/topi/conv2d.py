@@ -810,7 +810,7 @@ def _prepack_conv2d(cfg, kernel, **attrs):
 register_implementation(Implementation(
     "conv2d", "llvm", compute_conv2d, schedule_conv2d,
     template="conv2d_packed_kernel", workload=_conv_workload,
-    prepack=_prepack_conv2d, packed_inputs=(1,)))
+    prepack=_prepack_conv2d, packed_inputs=(1,), batch_free_config=True))
 register_implementation(Implementation(
     "depthwise_conv2d", "llvm", compute_depthwise_conv2d, schedule_depthwise_conv2d,
-    template="depthwise_conv2d", workload=_conv_workload))
+    template="depthwise_conv2d", workload=_conv_workload, batch_free_config=True))

@@ -318,4 +318,5 @@ def _prepack(cfg, kernel, block, **attrs):
 
 register_implementation(Implementation(
     "conv2d_nchwc", "llvm", compute_conv2d_nchwc, schedule_conv2d_nchwc,
-    template="conv2d_nchwc", workload=_conv_workload, prepack=_prepack, packed_inputs=(1,)))
+    template="conv2d_nchwc", workload=_conv_workload, prepack=_prepack, packed_inputs=(1,),
+    batch_free_config=True))

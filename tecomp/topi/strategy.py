@@ -61,6 +61,10 @@ class Implementation:
         :func:`select_config`.
     packed_inputs : tuple of int
         Positions of the inputs ``compute`` expects in packed form (empty: none).
+    batch_free_config : bool
+        The config does not depend on the batch (the first input's first dimension): the
+        blocking is over channels and the image, so a symbolic batch takes the config of
+        the batch-1 workload.
     """
 
     op: str
@@ -71,6 +75,7 @@ class Implementation:
     workload: Callable | None = None
     prepack: Callable | None = None
     packed_inputs: tuple = ()
+    batch_free_config: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], Implementation] = {}

@@ -8,6 +8,7 @@ import time
 from tecomp import autotune, te
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import make_record
+from tecomp.autotune.task import TemplateError, has_tuned_record
 from tecomp.target import Target
 
 AARCH64 = "llvm -mtriple=aarch64-linux-gnu"
@@ -64,6 +65,23 @@ def test_apply_history_best_under_a_target_scope_uses_that_target_records():
     # Outside a scope, the host's record; inside the aarch64 scope, aarch64's (the
     # fallback runs that compute each task's hash are left out).
     assert [seen for seen in SEEN if seen[1] is not None] == [(None, 3), (AARCH64, 2), (AARCH64, 2)]
+
+
+def test_has_tuned_record_answers_for_the_records_of_the_target():
+    arm = autotune.create_task("test/target_probe", (8,), AARCH64)
+    with autotune.apply_history_best([_record(arm, 2, 1e-3)]) as history:
+        assert has_tuned_record("test/target_probe", (8,), AARCH64)
+        assert has_tuned_record("test/target_probe", [8], Target(AARCH64))
+        with Target(AARCH64):
+            assert has_tuned_record("test/target_probe", (8,))
+        assert not has_tuned_record("test/target_probe", (8,))  # the host has none
+        assert not has_tuned_record("test/target_probe", (16,), AARCH64)
+    # As a call of the template would, the answers without a record note a fallback.
+    assert history.fallbacks == [("test/target_probe", (8,)), ("test/target_probe", (16,))]
+    with pytest.raises(TemplateError, match="no template named 'test/none'; registered:"):
+        has_tuned_record("test/none", (8,))
+    with pytest.raises(TemplateError, match="bad arguments"):
+        has_tuned_record("test/target_probe", (8, 9))
 
 
 def _python(code):

@@ -1,6 +1,7 @@
 """extract_tasks: a model's tuning tasks, their weights, and that records of them are the
 ones a build of the model uses."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -12,6 +13,7 @@ from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
+from tecomp.topi import strategy
 
 CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
 # The 16-channel convolutions run on activations blocked by a vector of float32 lanes.
@@ -72,6 +74,36 @@ def test_a_record_of_a_task_is_what_the_build_uses(needs_llvm, tmp_path, rng):
     x = rng.standard_normal((1, 3, 16, 16)).astype("float32")
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_a_symbolic_batch_builds_its_convolutions_with_the_records_of_batch_1(
+        needs_llvm, tmp_path, rng):
+    model = onnx_models.small_cnn(batch="N")
+    mod, params = from_onnx(model)
+    task = next(t for t in autotune.extract_tasks(mod, params) if t.weight == 2)
+    assert task.args == CONV_REPEATED
+    config = next(c for c in (task.config_space.get(i) for i in range(len(task.config_space)))
+                  if c.index != task.default_config.index)
+    log = tmp_path / "model.json"
+    _write_record(log, task, config)
+    with autotune.apply_history_best(str(log)):
+        tuned = build(mod, params=params)
+    schedules = {k.name: k.schedule for k in tuned.kernels if k.anchor == "conv2d_nchwc"}
+    assert [schedules[n.name] for n in tuned.graph.nodes if n.name in schedules] == [
+        "tuned record"] * 2
+    x = rng.standard_normal((3, 3, 16, 16)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_a_batch_is_free_only_where_the_implementation_says_so(monkeypatch):
+    # The operator's implementation declares that its config ignores the batch; without
+    # that, a symbolic batch leaves no static workload to tune.
+    monkeypatch.setattr(strategy, "_REGISTRY", {
+        key: dataclasses.replace(impl, batch_free_config=False)
+        for key, impl in strategy._REGISTRY.items()})
+    mod, params = from_onnx(onnx_models.small_cnn(batch="N"))
+    assert autotune.extract_tasks(mod, params, target="llvm") == []
 
 
 def test_extract_tasks_of_something_not_a_graph_names_what_it_takes():

@@ -55,6 +55,13 @@ def test_select_config_takes_the_applying_record_else_the_template_fallback():
         assert strategy.select_config(impl, *shapes, dtype="float32").index == other
 
 
+def test_convolutions_declare_a_config_free_of_the_batch():
+    free = {(impl.op, impl.kind) for kind in ("llvm", "cuda")
+            for impl in strategy.implementations(kind) if impl.batch_free_config}
+    assert free == {("conv2d", "llvm"), ("conv2d_nchwc", "llvm"), ("depthwise_conv2d", "llvm"),
+                    ("conv2d", "cuda"), ("depthwise_conv2d", "cuda")}
+
+
 def test_select_config_of_an_untunable_implementation_is_a_fresh_fallback(monkeypatch):
     monkeypatch.setattr(strategy, "_REGISTRY", {})
     impl = strategy.register_implementation(_impl("toy"))

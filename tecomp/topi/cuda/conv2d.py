@@ -238,7 +238,7 @@ def _conv_workload(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
 
 register_implementation(Implementation(
     "conv2d", "cuda", compute_conv2d, schedule_conv2d,
-    template="conv2d.cuda", workload=_conv_workload))
+    template="conv2d.cuda", workload=_conv_workload, batch_free_config=True))
 register_implementation(Implementation(
     "depthwise_conv2d", "cuda", compute_depthwise_conv2d, schedule_depthwise_conv2d,
-    template="depthwise_conv2d.cuda", workload=_conv_workload))
+    template="depthwise_conv2d.cuda", workload=_conv_workload, batch_free_config=True))
