@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tecomp import autotune, te
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import make_record
