@@ -23,6 +23,7 @@ class of :data:`CLASSES`::
                           (NOT_IMPLEMENTED: the model is valid, there is no reference)
     undefined             tecomp ran it and its result differs from onnxruntime's, or
                           onnxruntime rejected it, where the ONNX spec defines no result
+                          or onnxruntime has a limit the spec does not
                           (:func:`undefined_by_spec` says why)
     ort_rejects_accepted  onnxruntime rejected (or died on) it, tecomp returned outputs
     differs               both ran; the outputs differ in dtype, shape or values
@@ -938,34 +939,142 @@ def compare(ours: list, ref: list) -> str | None:
     return None
 
 
-def undefined_by_spec(case: Case) -> str | None:
-    """Why the ONNX spec defines no result for ``case``, or None.
+def _cast_out_of_range(node, args: list, version: int) -> str | None:
+    """Cast (or CastLike) of NaN, an infinity or an out-of-range float to an integer
+    type: "fixed point: undefined if OOR", says Cast."""
+    if not args or args[0] is None or args[0].dtype.kind != "f":
+        return None
+    if node.op_type == "Cast":
+        to = [a.i for a in node.attribute if a.name == "to"]
+        target = helper.tensor_dtype_to_np_dtype(to[0]) if to else None
+    else:
+        target = args[1].dtype if len(args) > 1 and args[1] is not None else None
+    if target is None or np.dtype(target).kind not in "iu":
+        return None
+    info = np.iinfo(target)
+    x = args[0].astype("float64")
+    if (~np.isfinite(x) | (x < info.min) | (x >= info.max + 1.0)).any():
+        return f"{node.op_type} of NaN, an infinity or an out-of-range float to " \
+               f"{np.dtype(target)} (undefined by the spec)"
+    return None
 
-    Looked for in the nodes that read a graph input or initializer directly: a Cast (or
-    CastLike) of a NaN, an infinity or an out-of-range float to an integer type ("fixed
-    point: undefined if OOR", says Cast), and an integer Div or Mod by zero (the spec gives
-    no value, C++ kernels have none).
+
+def _integer_division_by_zero(node, args: list, version: int) -> str | None:
+    """Integer Div or Mod by zero: the spec gives no value, C++ kernels have none."""
+    if len(args) == 2 and args[1] is not None and args[1].dtype.kind in "iu" \
+            and (args[1] == 0).any():
+        return f"integer {node.op_type} by zero (undefined by the spec)"
+    return None
+
+
+def _clip_min_above_max(node, args: list, version: int) -> str | None:
+    """Clip before version 11 (min and max attributes) with min > max: versions 6 to 12
+    do not say what that gives, 13 defines max (what tecomp gives); onnxruntime refuses
+    it in version 6 only."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if version < 11 and attrs.get("min", -np.inf) > attrs.get("max", np.inf):
+        return (f"Clip-{version} with min {attrs['min']} > max {attrs['max']} (undefined by "
+                "the spec before version 13, which defines max)")
+    return None
+
+
+def _lrn_not_4d(node, args: list, version: int) -> str | None:
+    """LRN of an input that is not 4-D: the spec defines it on (N, C, D1, ..., Dk),
+    onnxruntime's kernel takes (N, C, H, W) only."""
+    if args and args[0] is not None and args[0].ndim >= 2 and args[0].ndim != 4:
+        return f"LRN of a rank-{args[0].ndim} input (an onnxruntime limit: it takes 4-D " \
+               "inputs only; the spec defines LRN on (N, C, D1, ..., Dk))"
+    return None
+
+
+def _pool_of_empty_axis(node, args: list, version: int) -> str | None:
+    """A pooling input with an empty channel or spatial axis: onnxruntime lets only N be
+    0; with C = 0 the output is empty (an onnxruntime limit), and the max, mean or norm
+    of an empty window is undefined by the spec."""
+    if args and args[0] is not None and args[0].ndim > 2 and 0 in args[0].shape[1:]:
+        return (f"{node.op_type} of an input of shape {args[0].shape} (undefined by the spec "
+                "where a window is empty; onnxruntime allows only N to be 0)")
+    return None
+
+
+def _transposed_empty_axis(node, args: list, version: int) -> str | None:
+    """ConvTranspose of an input with an empty spatial axis: no input position reaches
+    the output, the spec says nothing of it; onnxruntime refuses an output size <= 0."""
+    if args and args[0] is not None and args[0].ndim > 2 and 0 in args[0].shape[2:]:
+        return (f"ConvTranspose of an input of shape {args[0].shape} with an empty spatial "
+                "axis (undefined by the spec; onnxruntime refuses output sizes <= 0)")
+    return None
+
+
+def _arg_of_empty_axis(node, args: list, version: int) -> str | None:
+    """ArgMax / ArgMin along an empty axis: there is no index to give."""
+    if not args or args[0] is None or args[0].ndim == 0:
+        return None
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    if -args[0].ndim <= axis < args[0].ndim and args[0].shape[axis] == 0:
+        return f"{node.op_type} along an empty axis (undefined by the spec: no index)"
+    return None
+
+
+def _attention_mask_shape(node, args: list, version: int) -> str | None:
+    """Attention's attn_mask of rank 1 (or above 4), or of one row broadcast over the
+    queries: the spec takes any mask that broadcasts to (batch, heads, q_len, total_len),
+    onnxruntime ranks 2 to 4 with q_len rows only."""
+    if len(args) < 4 or args[3] is None:
+        return None
+    mask, q = args[3], args[0]
+    if mask.ndim not in (2, 3, 4):
+        return (f"Attention with a rank-{mask.ndim} attn_mask (an onnxruntime limit: it "
+                "takes ranks 2 to 4; the spec, any mask that broadcasts)")
+    if q is not None and q.ndim in (3, 4) and mask.shape[-2] == 1 != q.shape[-2]:
+        return ("Attention with an attn_mask of one row for every query (an onnxruntime "
+                "limit: it wants one row per query; the spec, any mask that broadcasts)")
+    return None
+
+
+UNDEFINED: dict[str, Callable] = {
+    "Cast": _cast_out_of_range,
+    "CastLike": _cast_out_of_range,
+    "Div": _integer_division_by_zero,
+    "Mod": _integer_division_by_zero,
+    "Clip": _clip_min_above_max,
+    "LRN": _lrn_not_4d,
+    **dict.fromkeys(("MaxPool", "AveragePool", "LpPool", "GlobalMaxPool",
+                     "GlobalAveragePool", "GlobalLpPool"), _pool_of_empty_axis),
+    "ConvTranspose": _transposed_empty_axis,
+    "ArgMax": _arg_of_empty_axis,
+    "ArgMin": _arg_of_empty_axis,
+    "Attention": _attention_mask_shape,
+}
+"""Op type -> ``fn(node, args, version) -> reason | None``: why a node whose inputs are
+``args`` (arrays where known, else None) has no result the spec defines, or one that
+onnxruntime refuses for a limit of its own (each is listed in the ONNX guide's section
+on where tecomp and onnxruntime differ)."""
+
+
+def undefined_by_spec(case: Case) -> str | None:
+    """Why the ONNX spec defines no result for ``case``, or onnxruntime's rejection of it
+    is a limit of onnxruntime's, not the spec's; None where neither holds.
+
+    Looked for in the nodes that read graph inputs or initializers directly, by the rules
+    of :data:`UNDEFINED`: a Cast of NaN or an out-of-range float to an integer type, an
+    integer Div or Mod by zero, the max of an empty pooling window, LRN on other than 4-D
+    inputs (onnxruntime's limit), and the others that table lists.
     """
     values = dict(case.feeds)
     values.update((t.name, numpy_helper.to_array(t)) for t in case.model.graph.initializer)
+    opsets = {o.domain or "": o.version for o in case.model.opset_import}
     for node in case.model.graph.node:
-        args = [values.get(name) for name in node.input]
-        if node.op_type in ("Cast", "CastLike") and args and args[0] is not None \
-                and args[0].dtype.kind == "f":
-            if node.op_type == "Cast":
-                to = [a.i for a in node.attribute if a.name == "to"]
-                target = helper.tensor_dtype_to_np_dtype(to[0]) if to else None
-            else:
-                target = args[1].dtype if len(args) > 1 and args[1] is not None else None
-            if target is not None and np.dtype(target).kind in "iu":
-                info = np.iinfo(target)
-                x = args[0].astype("float64")
-                if (~np.isfinite(x) | (x < info.min) | (x >= info.max + 1.0)).any():
-                    return f"{node.op_type} of NaN, an infinity or an out-of-range float " \
-                           f"to {np.dtype(target)} (undefined by the spec)"
-        if node.op_type in ("Div", "Mod") and len(args) == 2 and args[1] is not None \
-                and args[1].dtype.kind in "iu" and (args[1] == 0).any():
-            return f"integer {node.op_type} by zero (undefined by the spec)"
+        rule = UNDEFINED.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if rule is None:
+            continue
+        try:
+            version = onnx.defs.get_schema(node.op_type, opsets.get("", 1)).since_version
+        except onnx.defs.SchemaError:
+            continue
+        reason = rule(node, [values.get(name) for name in node.input], version)
+        if reason:
+            return reason
     return None
 
 

@@ -21,36 +21,9 @@ SEED = 0
 CASES = 300
 
 # The cases of the budget below that do not end clean yet, by (seed case, mutation kind),
-# each with what goes wrong; they are being fixed. A case that starts to pass may stay
-# listed; a new one fails the test.
-KNOWN = {
-    # An element type the operator's schema does not allow is accepted (onnxruntime:
-    # INVALID_GRAPH "Type 'tensor(uint8)' of input parameter ... is invalid").
-    ("gen_Gather_0", "input_dtype"): "float indices",
-    ("gen_Hardmax_0", "input_dtype"): "int8 input",
-    ("test_globalmaxpool", "input_dtype"): "uint8 input",
-    ("test_layer_normalization_2d_axis0", "input_dtype"): "bool bias",
-    ("test_neg", "input_dtype"): "uint8 input",
-    ("test_reduce_l2_do_not_keepdims_example", "input_dtype"): "bool axes",
-    ("test_resize_upsample_scales_linear", "input_dtype"): "uint8 scales",
-    ("test_split_variable_parts_1d_opset13", "input_dtype"): "uint8 split",
-    # An input whose value is needed at compile time (axes) is taken with a shape that
-    # is not the declared one, or a 2-D axes tensor where the operator takes 1-D.
-    ("test_reduce_log_sum_exp_do_not_keepdims_example", "feed_mismatch"): "axes (2, 1) "
-    "fed, (1,) declared",
-    ("test_reduce_max_empty_set", "input_shape"): "axes of shape (2, 1)",
-    # A zero-size input dimension gives an empty output where onnxruntime rejects an
-    # output size <= 0.
-    ("gen_ConvTranspose_2", "input_shape"): "width 0",
-    ("gen_LpPool_0", "input_shape"): "0 channels",
-    # Gather's indices out of range ran without an error (its kernel now checks them).
-    ("test_gather_0", "input_values"): "index -1000 on an axis of 5",
-    # Celu with alpha inf gives finite values (onnxruntime NaN); alpha 0 divides by zero
-    # while building (ZeroDivisionError in topi/elemwise.py).
-    ("test_celu", "attribute"): "alpha inf or 0",
-    # A reduction over an empty set gives NaN, not its identity (ReduceMin: inf).
-    ("test_reduce_min_empty_set", "attribute"): "NaN instead of inf",
-}
+# each with what goes wrong, while they are being fixed. A case that starts to pass may
+# stay listed; a new one fails the test. (Every case of the budget ends clean now.)
+KNOWN: dict = {}
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +162,56 @@ def test_what_the_spec_leaves_undefined_is_named():
     assert onnx_fuzz.undefined_by_spec(_one_node_case("Div", {"a": a, "b": a})) is None
     assert onnx_fuzz.undefined_by_spec(
         _one_node_case("Div", {"a": a * 1.0, "b": b * 1.0})) is None
+
+
+def _with_opset(case, version):
+    case.model.opset_import[0].version = version
+    return case
+
+
+@pytest.mark.parametrize("case, fragment", [
+    # The max or mean of an empty window; onnxruntime lets only N be 0.
+    (_one_node_case("MaxPool", {"x": np.zeros((1, 2, 0, 3), "float32")}, kernel_shape=[1, 1]),
+     "allows only N to be 0"),
+    (_one_node_case("GlobalAveragePool", {"x": np.zeros((1, 0, 3, 3), "float32")}),
+     "(1, 0, 3, 3)"),
+    (_one_node_case("ArgMin", {"x": np.zeros((2, 0), "float32")}, axis=-1),
+     "ArgMin along an empty axis"),
+    (_one_node_case("ConvTranspose", {"x": np.zeros((1, 2, 3, 0), "float32"),
+                                      "w": np.ones((2, 2, 1, 1), "float32")}),
+     "with an empty spatial axis"),
+    # onnxruntime's limits where the spec defines the result.
+    (_one_node_case("LRN", {"x": np.ones((2, 3, 4), "float32")}, size=3),
+     "LRN of a rank-3 input (an onnxruntime limit"),
+    (_one_node_case("Attention", {"q": np.ones((1, 1, 2, 4), "float32"),
+                                  "k": np.ones((1, 1, 3, 4), "float32"),
+                                  "v": np.ones((1, 1, 3, 4), "float32"),
+                                  "m": np.ones(3, "float32")}),
+     "rank-1 attn_mask (an onnxruntime limit"),
+    (_one_node_case("Attention", {"q": np.ones((1, 1, 2, 4), "float32"),
+                                  "k": np.ones((1, 1, 3, 4), "float32"),
+                                  "v": np.ones((1, 1, 3, 4), "float32"),
+                                  "m": np.ones((1, 1, 1, 3), "float32")}),
+     "attn_mask of one row for every query"),
+    (_with_opset(_one_node_case("Clip", {"x": np.ones(3, "float32")}, min=1.0, max=-1.0), 6),
+     "Clip-6 with min 1.0 > max -1.0"),
+])
+def test_what_onnxruntime_rejects_where_the_spec_allows_is_named(case, fragment):
+    assert fragment in onnx_fuzz.undefined_by_spec(case)
+
+
+@pytest.mark.parametrize("case", [
+    _one_node_case("MaxPool", {"x": np.zeros((0, 2, 3, 3), "float32")}, kernel_shape=[1, 1]),
+    _one_node_case("ArgMin", {"x": np.zeros((2, 0), "float32")}, axis=0),
+    _one_node_case("LRN", {"x": np.ones((1, 2, 3, 4), "float32")}, size=3),
+    _one_node_case("Clip", {"x": np.ones(3, "float32"), "lo": np.array(1, "float32"),
+                            "hi": np.array(-1, "float32")}),
+    _with_opset(_one_node_case("Clip", {"x": np.ones(3, "float32")}, min=-1.0, max=1.0), 6),
+])
+def test_defined_results_are_not_called_undefined(case):
+    # An empty batch pools to an empty output; an argmin along a non-empty axis, 4-D LRN
+    # and Clip-13's min > max (max, by the spec) have results to compare.
+    assert onnx_fuzz.undefined_by_spec(case) is None
 
 
 def test_cases_reproduce_from_seed_and_index(small_seeds):
