@@ -21,6 +21,7 @@ from ..graph.infer import const_type
 from ..graph.ir import Node
 from ..graph.ops import op_info
 from ..topi.transform import slice_bounds
+from .onnx_einsum import EquationError, lower_einsum
 
 
 class ModelError(TecompError, ValueError):
@@ -945,6 +946,16 @@ def _scatter(ctx, node, attrs):
     else:
         ctx.emit("scatter_elements", node.input[:3], node.output,
                  axis=int(attrs.get("axis", 0)), reduction=reduction, node=ctx.node_name)
+
+
+@converter("Einsum", 12, 28)
+def _einsum(ctx, node, attrs):
+    equation = attrs["equation"]
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    try:
+        lower_einsum(ctx, equation, list(node.input), node.output)
+    except EquationError as e:
+        ctx.fail(str(e), ModelError)
 
 
 @converter("TopK", 1, 10, 11, 24)
