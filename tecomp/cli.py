@@ -363,6 +363,7 @@ def _tune_op(ns, out, err) -> int:
         return 1
     print(f"best: {tuner.best_flops:.2f} GFLOPS with {tuner.best_config} "
           f"({len(trials) - len(ok)} of {len(trials)} trials failed); log: {output}", file=out)
+    print(_disturbed_line(tuner.n_disturbed), file=out)
     return 0
 
 
@@ -491,7 +492,15 @@ def _tune_model(ns, out, err) -> int:
     untuned = sum(t.task.weight * _untuned_cost(t) for t in sched.tuners)
     print(f"tunable kernels (sum of weight x cost): {untuned * 1e3:.4f} ms untuned -> "
           f"{sched.estimated_latency() * 1e3:.4f} ms; log: {output}", file=out)
+    print(_disturbed_line(sched.n_disturbed), file=out)
     return 0
+
+
+def _disturbed_line(n: int) -> str:
+    """The summary's count of measurements the machine disturbed (docs/measuring.md)."""
+    return (f"disturbed measurements: {n} (the machine was busy: repeats disagreed, "
+            f"or took whole scheduler ticks; never chosen)" if n else
+            "disturbed measurements: none")
 
 
 def _default_output(op: str) -> str:

@@ -34,6 +34,7 @@ from ..ir import expr as E
 from ..runtime.runner import Runner
 from ..runtime.threads import get_num_threads
 from ._runner_worker import _arrays
+from .disturbance import disturbance
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
 from .space import FallbackConfigEntity
 from .task import Task, _run_with_config
@@ -317,6 +318,28 @@ class LocalBuilder:
 
 # ---- running ------------------------------------------------------------------------------------
 
+#: How many more times a measurement the machine disturbed is taken before it is written
+#: with its ``disturbed`` reason: a busy moment passes, a busy machine should not stall
+#: tuning.
+REMEASURE_DISTURBED = 2
+
+
+def _until_sound(costs, measure) -> tuple:
+    """``(costs, disturbed)``: the measurement ``costs``, or when the machine disturbed it
+    (:func:`~tecomp.autotune.disturbance.disturbance`) the first sound one of up to
+    :data:`REMEASURE_DISTURBED` more by ``measure()`` (which returns costs, or None when
+    it failed); ``disturbed`` is the sign the last one still shows, or ``""``."""
+    reason = disturbance(costs)
+    for _ in range(REMEASURE_DISTURBED):
+        if not reason:
+            break
+        again = measure()
+        if again is None:
+            break
+        costs, reason = again, disturbance(again)
+    return tuple(costs), reason
+
+
 
 class _RunnerProcess:
     """The measuring process and its JSON-lines pipe."""
@@ -515,8 +538,11 @@ class LocalRunner:
                         else MeasureErrorNo.RUNTIME_ERROR)
                 out.append(MeasureResult((), code, failure, cost, now))
             elif reply.get("ok"):
-                out.append(MeasureResult(tuple(reply["costs"]), MeasureErrorNo.NO_ERROR, "",
-                                         cost, now))
+                costs, disturbed = _until_sound(reply["costs"],
+                                                lambda req=req: self._costs_of(req))
+                out.append(MeasureResult(costs, MeasureErrorNo.NO_ERROR, "",
+                                         b.time_cost + time.perf_counter() - t0, now,
+                                         disturbed=disturbed))
             else:
                 code = (MeasureErrorNo.WRONG_ANSWER if reply.get("kind") == "wrong"
                         else MeasureErrorNo.RUNTIME_ERROR)
@@ -526,6 +552,11 @@ class LocalRunner:
                     # in a fresh process (the worker has exited already).
                     self._restart()
         return out
+
+    def _costs_of(self, req) -> list | None:
+        """The costs of measuring ``req`` again, None when that failed."""
+        reply, _ = self._request(req, self.timeout)
+        return reply["costs"] if reply is not None and reply.get("ok") else None
 
     def remeasure(self, builds: list[BuildResult], rounds: int = 5) -> list[list[float]] | None:
         """Time the built candidates interleaved, ``rounds`` times each; one list of
@@ -593,9 +624,17 @@ class OffHostRunner:
                         else MeasureErrorNo.RUNTIME_ERROR)
                 out.append(MeasureResult((), code, _short(err), b.time_cost, now))
                 continue
-            out.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
-                                     b.time_cost + time.perf_counter() - t0, now))
+            costs, disturbed = _until_sound(costs, lambda b=b: self._costs_again(b))
+            out.append(MeasureResult(costs, MeasureErrorNo.NO_ERROR, "",
+                                     b.time_cost + time.perf_counter() - t0, now,
+                                     disturbed=disturbed))
         return out
+
+    def _costs_again(self, b: BuildResult) -> list | None:
+        try:
+            return self._time(b.filename, b.specs, self.number, self.repeat, self.warmup_ms)
+        except TecompError:
+            return None
 
     def remeasure(self, builds: list[BuildResult], rounds: int = 5) -> list[list[float]] | None:
         """Time the candidates interleaved, one batch each per round; None on a failure."""

@@ -10,12 +10,16 @@ A line looks like (wrapped here)::
                 "error_msg": "", "all_cost": 0.41, "timestamp": 1730000000.0,
                 "stage": "trial"}}
 
+A measurement the machine disturbed (``tecomp.autotune.disturbance``) also carries
+``"disturbed": "<the sign seen>"`` in its result; logs written before have no such field
+and read as sound.
+
 ``workload.hash`` is a structural hash of the compute: a record whose hash differs from
 the operator's current one is stale and never applied. ``target.key`` is the target's
 canonical key (only attributes that change generated code). ``result.stage`` is
 ``"trial"`` for a tuning measurement and ``"final"`` for the interleaved re-measurement
 of the best few candidates at the end of a tuning run; ``pick_best`` trusts final
-measurements over trial ones. Nothing here uses pickle.
+measurements over trial ones and never picks a disturbed one. Nothing here uses pickle.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ class Record:
 
     def to_json(self) -> dict:
         r = self.result
-        return {
+        line = {
             "format": FORMAT_VERSION,
             "tecomp": self.version or __version__,
             "workload": {"name": self.name, "args": _listify(self.args),
@@ -97,6 +101,9 @@ class Record:
                 "stage": r.stage,
             },
         }
+        if r.disturbed:
+            line["result"]["disturbed"] = r.disturbed
+        return line
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
@@ -113,6 +120,7 @@ class Record:
             all_cost=float(rs.get("all_cost", 0.0)),
             timestamp=float(rs.get("timestamp", 0.0)),
             stage=str(rs.get("stage", "trial")),
+            disturbed=str(rs.get("disturbed", "")),
         )
         if not isinstance(cf["knobs"], dict):
             raise ValueError("config.knobs must be an object")
@@ -269,9 +277,10 @@ class LogWriter:
 
 
 def _rank(records: list[Record]) -> list[Record]:
-    """Successful records, best first. Final (interleaved re-)measurements outrank trial
-    measurements: trial medians of a drifting machine are what they correct."""
-    ok = [r for r in records if r.ok and r.result.costs]
+    """Sound records, best first. Final (interleaved re-)measurements outrank trial
+    measurements: trial medians of a drifting machine are what they correct. A disturbed
+    measurement times the machine, not the kernel, and never ranks."""
+    ok = [r for r in records if r.result.sound]
     return sorted(ok, key=lambda r: (r.result.stage != "final", r.cost, -r.result.timestamp))
 
 

@@ -41,7 +41,9 @@ class MeasureResult:
     ``error_no`` is a :class:`MeasureErrorNo` and ``error_msg`` its message; ``all_cost``
     is the wall time of building and measuring, ``timestamp`` when it was measured (Unix
     seconds); ``stage`` is "trial" or "final" (the interleaved re-measurement at the end
-    of tuning)."""
+    of tuning); ``disturbed`` says why the machine, not the kernel, set its costs (the
+    sign :func:`tecomp.autotune.disturbance.disturbance` saw after the runner re-measured
+    it), ``""`` for a sound measurement."""
 
     costs: tuple
     error_no: MeasureErrorNo
@@ -49,10 +51,16 @@ class MeasureResult:
     all_cost: float = 0.0
     timestamp: float = 0.0
     stage: str = "trial"
+    disturbed: str = ""
 
     @property
     def ok(self) -> bool:
         return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def sound(self) -> bool:
+        """Succeeded, and its costs are the kernel's own (may be chosen as a best)."""
+        return self.ok and bool(self.costs) and not self.disturbed
 
     @property
     def cost(self) -> float:

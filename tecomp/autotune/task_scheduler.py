@@ -97,6 +97,11 @@ class TaskScheduler:
         """Trials of all tasks, resumed ones included."""
         return sum(t.n_done for t in self.tuners)
 
+    @property
+    def n_disturbed(self) -> int:
+        """Measurements of all tasks the machine disturbed (``Tuner.n_disturbed``)."""
+        return sum(t.n_disturbed for t in self.tuners)
+
     # -- choosing the next task ---------------------------------------------------------------
 
     def gradient(self, i: int) -> float:

@@ -14,6 +14,12 @@ learns from results (``update``); ``Tuner.tune`` runs the loop:
 5. if this session measured anything, re-measure the best few candidates and the
    default config interleaved (``docs/measuring.md``) and declare the best from those
    measurements; they are logged with ``stage = "final"``.
+
+A measurement the machine disturbed (``disturbance``: repeats that disagree, whole
+scheduler ticks, a re-measurement far off the trial's own figure) is measured again a
+bounded number of times, then kept with its reason: it teaches the cost model nothing
+worse than a slow config, but it never becomes the task's best. ``n_disturbed`` counts
+them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import numpy as np
 
 from . import features as F
 from .cost_model import XGBoostCostModel
-from .measure import gflops
+from .disturbance import disturbance
+from .measure import REMEASURE_DISTURBED, gflops
 from .measure import measure_option as _default_option
 from .records import _as_records, shipped_candidates, target_key
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
@@ -63,6 +70,12 @@ class Tuner:
         self.n_done = 0  # trials of this task, resumed ones included
         self.stop_reason = ""
         self._pending: list = []  # first candidates not measured yet
+
+    @property
+    def n_disturbed(self) -> int:
+        """Measurements in ``history`` (trials and final ones) the machine disturbed even
+        after re-measuring: kept with their reason, never the best."""
+        return sum(1 for _c, r in self.history if r.disturbed)
 
     # -- to override -------------------------------------------------------------------------
 
@@ -101,7 +114,7 @@ class Tuner:
         if result.stage == "trial":
             self.measured.add(config.index)
         self.history.append((config, result))
-        if result.ok:
+        if result.sound:
             fl = gflops(self.task.flop, result.cost)
             if fl > self.best_flops:
                 self.best_flops, self.best_config, self.best_result = fl, config, result
@@ -258,8 +271,10 @@ class Tuner:
         the best trial of 10 of its 25 kernels re-measured slower than the default's trial
         had, and the model built from the log ran 3% slower than untuned. Compared in the
         same rounds, a candidate that is not faster than the default loses to it."""
-        ok = [(c, r) for c, r in self.history if r.ok and r.stage == "trial"]
-        ok.sort(key=lambda cr: cr[1].cost)
+        # A disturbed trial may take part after the sound ones: side by side it shows
+        # its real speed (and its own figure is no reference for that).
+        ok = [(c, r) for c, r in self.history if r.ok and r.costs and r.stage == "trial"]
+        ok.sort(key=lambda cr: (bool(cr[1].disturbed), cr[1].cost))
         picked, seen = [], set()
         for c, _r in ok:
             if c.index not in seen:
@@ -272,11 +287,28 @@ class Tuner:
             picked.append(self.task.default_config)
         if len(picked) < 2:
             return
+        trial_cost = {c.index: r.cost for c, r in reversed(ok) if r.sound}  # its best trial
         inputs = [MeasureInput(self.task, c) for c in picked]
         builds = builder.build(inputs)
         good = [(i, b) for i, b in zip(inputs, builds) if b.filename]
+
+
+        def reasons_of(samples):
+            return [disturbance(s, trial_cost.get(i.config.index))
+                    for (i, _b), s in zip(good, samples)]
+
         try:
             samples = runner.remeasure([b for _, b in good], rounds=rounds) if good else None
+            reasons = reasons_of(samples) if samples else []
+            # Samples far off a config's own trial are the machine's (a busy moment that
+            # tick-quantised every kernel of a model): the rounds run again, a few times.
+            for _ in range(REMEASURE_DISTURBED):
+                if not any(reasons):
+                    break
+                again = runner.remeasure([b for _, b in good], rounds=rounds)
+                if not again:
+                    break
+                samples, reasons = again, reasons_of(again)
         finally:
             for b in builds:
                 builder.remove(b.filename)
@@ -284,13 +316,16 @@ class Tuner:
             return
         now = time.time()
         final_inputs, final_results = [], []
-        for (inp, b), costs in zip(good, samples):
+        for (inp, b), costs, reason in zip(good, samples, reasons):
             final_inputs.append(inp)
             final_results.append(MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, "",
-                                               b.time_cost, now, stage="final"))
-        best = min(zip(final_inputs, final_results), key=lambda ir: ir[1].cost)
-        self.best_config, self.best_result = best[0].config, best[1]
-        self.best_flops = gflops(self.task.flop, best[1].cost)
+                                               b.time_cost, now, stage="final",
+                                               disturbed=reason))
+        sound = [ir for ir in zip(final_inputs, final_results) if ir[1].sound]
+        if sound:  # else the best trial stands: no disturbed figure decides
+            best = min(sound, key=lambda ir: ir[1].cost)
+            self.best_config, self.best_result = best[0].config, best[1]
+            self.best_flops = gflops(self.task.flop, best[1].cost)
         self.history.extend((i.config, r) for i, r in zip(final_inputs, final_results))
         for cb in callbacks:
             cb(self, final_inputs, final_results)

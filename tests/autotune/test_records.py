@@ -109,3 +109,49 @@ def test_a_record_of_an_older_space_gives_way_to_the_best_that_fits(mm_task):
 def test_other_workload_falls_back(mm_task):
     with autotune.apply_history_best([_rec(mm_task, 5, 1e-3)]):
         assert dispatch("test/mm", (16, 16, 16, "float32")).is_fallback
+
+
+def _disturbed(rec, why="whole scheduler ticks"):
+    return replace(rec, result=replace(rec.result, disturbed=why))
+
+
+def test_a_disturbed_record_keeps_its_reason_and_old_lines_read_sound(tmp_path, mm_task):
+    path = tmp_path / "log.json"
+    w = LogWriter(path)
+    w.write(_disturbed(_rec(mm_task, 3, 8e-3, "final")))
+    w.write(_rec(mm_task, 4, 1e-3))
+    w.close()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert lines[0]["result"]["disturbed"] == "whole scheduler ticks"
+    assert "disturbed" not in lines[1]["result"]  # a sound line is as before
+    back = autotune.load_from_file(path)
+    assert [r.result.disturbed for r in back] == ["whole scheduler ticks", ""]
+    assert [r.result.sound for r in back] == [False, True]
+
+
+def test_the_shipped_logs_still_read(mm_task):
+    from tecomp.autotune.records import shipped_log_dir
+
+    logs = sorted(shipped_log_dir().glob("*.json"))
+    assert logs
+    recs = [r for p in logs for r in autotune.load_from_file(p)]
+    assert recs and all(r.result.disturbed == "" for r in recs)
+
+
+def test_a_disturbed_final_record_never_wins(mm_task, tmp_path):
+    # The busy moment made the final figures of config 3 look best; config 2's sound
+    # trial wins, in pick_best and when a template is dispatched.
+    recs = [_rec(mm_task, 1, 2e-3), _rec(mm_task, 2, 1e-3),
+            _disturbed(_rec(mm_task, 3, 0.1e-3, "final")),
+            _disturbed(_rec(mm_task, 4, 0.05e-3))]
+    assert [r.config_index for r in autotune.pick_best(recs)] == [2]
+    with autotune.apply_history_best(recs) as ctx:
+        assert ctx.best_record(mm_task).config_index == 2
+        assert dispatch(mm_task.name, mm_task.args).index == 2
+
+
+def test_only_disturbed_records_leave_the_fallback(mm_task):
+    recs = [_disturbed(_rec(mm_task, 3, 0.1e-3, "final"))]
+    assert autotune.pick_best(recs) == []
+    with autotune.apply_history_best(recs) as ctx:
+        assert ctx.best_record(mm_task) is None

@@ -151,3 +151,82 @@ def test_features_have_fixed_length_and_version(mm_task):
 
     with pytest.raises(ValueError, match="feature schema"):
         XGBoostCostModel().fit(np.zeros((3, 5)), np.zeros(3))
+
+
+class _BusyFinalRunner(FakeRunner):
+    """Trials as FakeRunner measures them; the final rounds land on a busy machine:
+    every candidate waits out whole 1 ms scheduler ticks for its first ``busy`` calls."""
+
+    def __init__(self, busy: int):
+        super().__init__(cost=lambda cfg: 5e-5 * (1 + cfg.index % 7))
+        self.busy = busy
+
+    def remeasure(self, builds, rounds=5):
+        self.remeasured.append([b.filename for b in builds])
+        if len(self.remeasured) <= self.busy:
+            return [[8e-3, 8e-3, 1e-2, 8e-3, 7e-3][:rounds] for _ in builds]
+        return [[5e-5 * (1 + int(b.filename[5:]) % 7)] * rounds for b in builds]
+
+
+def test_a_busy_final_remeasure_is_taken_again_and_then_counts(mm_task):
+    from tecomp.autotune.measure import REMEASURE_DISTURBED
+
+    runner = _BusyFinalRunner(busy=1)
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    recorded = []
+    tuner.tune(16, {"builder": FakeBuilder(), "runner": runner},
+               callbacks=[lambda t, i, r: recorded.extend(r)], remeasure_top=3)
+    assert len(runner.remeasured) == 2 <= REMEASURE_DISTURBED + 1
+    finals = [r for r in recorded if r.stage == "final"]
+    assert finals and all(r.sound for r in finals)
+    assert tuner.best_result.stage == "final" and tuner.n_disturbed == 0
+
+
+def test_a_final_remeasure_busy_throughout_is_flagged_and_never_wins(mm_task):
+    from tecomp.autotune.measure import REMEASURE_DISTURBED
+
+    runner = _BusyFinalRunner(busy=100)
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    recorded = []
+    tuner.tune(16, {"builder": FakeBuilder(), "runner": runner},
+               callbacks=[lambda t, i, r: recorded.extend(r)], remeasure_top=3)
+    assert len(runner.remeasured) == 1 + REMEASURE_DISTURBED  # bounded
+    finals = [r for r in recorded if r.stage == "final"]
+    assert len(finals) >= 3
+    assert all(r.disturbed.startswith("whole scheduler ticks") for r in finals)
+    assert tuner.n_disturbed == len(finals)
+    # The best trial stands: no figure of the busy rounds decides.
+    assert tuner.best_result.stage == "trial"
+    assert tuner.best_result.cost == min(r.cost for r in recorded if r.stage == "trial")
+
+
+def test_a_disturbed_trial_is_never_the_best(mm_task):
+    class _OneBusyTrial(FakeRunner):
+        def run(self, inputs, builds):
+            return [MeasureResult((1e-6, 1e-3, 1e-6), r.error_no, "", 0.0, r.timestamp,
+                                  disturbed="repeats disagree")
+                    if i.config.index == 5 else r
+                    for i, r in zip(inputs, super().run(inputs, builds))]
+
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    tuner.tune(len(mm_task.config_space), {"builder": FakeBuilder(), "runner": _OneBusyTrial()},
+               remeasure_top=0)
+    assert tuner.best_config.index != 5
+    assert tuner.n_disturbed == 1
+
+
+def test_disturbed_trials_take_part_in_the_final_rounds_after_the_sound_ones(mm_task):
+    class _BusyTrials(FakeRunner):
+        def run(self, inputs, builds):
+            return [MeasureResult(r.costs, r.error_no, "", 0.0, r.timestamp,
+                                  disturbed="" if i.config.index == self.default
+                                  else "repeats disagree")
+                    for i, r in zip(inputs, super().run(inputs, builds))]
+
+    runner = _BusyTrials()
+    runner.default = mm_task.default_config.index
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    tuner.tune(6, {"builder": FakeBuilder(), "runner": runner}, remeasure_top=3)
+    assert len(runner.remeasured) == 1 and len(runner.remeasured[0]) == 3
+    assert runner.remeasured[0][0] == f"fake:{runner.default}"  # the sound one first
+    assert tuner.best_result.stage == "final"
