@@ -64,8 +64,10 @@ setup(
         # import; without them it runs tecomp.testing.models and the onnx wheel's models.
         # The versions it was run with: torch.export's exporter (dynamo=True, which needs
         # onnxscript) and transformers 5 write the graphs tecomp was checked on.
+        # threadpoolctl: every benchmark gives numpy's BLAS the thread count of the
+        # others and prints the kernel it runs (benchmarks/fair.py).
         "bench": ["onnxruntime>=1.17", "torch>=2.14", "torchvision>=0.29",
-                  "transformers>=5.24", "onnxscript>=0.7"],
+                  "transformers>=5.24", "onnxscript>=0.7", "threadpoolctl>=3.1"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )

@@ -2,7 +2,7 @@
 
     python benchmarks/concurrent_calls.py                      # ResNet-18, batch 1, 224x224
     python benchmarks/concurrent_calls.py --model mobilenet_v2 --rounds 9
-    OMP_NUM_THREADS=1 python benchmarks/concurrent_calls.py    # one kernel thread per caller
+    python benchmarks/concurrent_calls.py --threads 1          # one kernel thread per caller
 
 An inference server calls one loaded model from several threads (``gm(**inputs)`` is safe
 to call so: each call runs on a memory plan of its own). This measures what a second
@@ -16,45 +16,29 @@ calls ran on several cores at once; on a machine shared with other work, the sha
 and checks every result of every call against the serial result,
 bit for bit.
 
-Each call's parallel loops use ``OMP_NUM_THREADS`` threads (default: every core), so 2
-callers run twice as many threads as there are cores unless it is set lower; libgomp's
-spinning threads then compete (docs/measuring.md; ``OMP_WAIT_POLICY=PASSIVE`` is the
-setting for a machine shared with other work). Run it on an otherwise idle machine.
+Each call's parallel loops use ``--threads`` threads (default 2), so 2 callers run twice
+as many threads as that; libgomp's idle threads then compete for the cores
+(docs/measuring.md). Run it on an otherwise idle machine; it prints the CPU it ran on.
 """
 
 from __future__ import annotations
 
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
+
+import argparse
 import os
+import statistics
+import threading
+import time
 
-# numpy's OpenBLAS is held to older kernels by these on the benchmark machines; unset
-# before numpy is imported, as the other benchmarks do (docs/measuring.md).
-for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(_name, None)
+import numpy as np
 
-import argparse  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from tecomp.frontend import from_onnx  # noqa: E402
-from tecomp.graph import GraphModule, build  # noqa: E402
-from tecomp.testing import models  # noqa: E402
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+from tecomp.runtime import threads
+from tecomp.testing import models
 
 BUILDERS = {"resnet18": models.resnet, "mobilenet_v2": models.mobilenet_v2}
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _callers(gm, feeds: list, refs: list, callers: int, window_s: float) -> tuple:
@@ -98,7 +82,10 @@ def main() -> None:
                         help="seconds per timed batch (at least 10 serial calls' time)")
     parser.add_argument("--warmup", type=float, default=0.2, help="seconds untimed before")
     parser.add_argument("--inputs", type=int, default=8, help="distinct inputs")
+    fair.add_thread_option(parser)
     args = parser.parse_args()
+    fair.use_threads(args.threads)
+    fair.print_machine(args.threads)
 
     model = BUILDERS[args.model](image=args.image)
     t0 = time.perf_counter()
@@ -117,9 +104,8 @@ def main() -> None:
     window_s = max(args.window, 10 * call_s)
 
     print(f"{args.model} batch {args.batch} {args.image}x{args.image}, built in "
-          f"{build_s:.1f} s; {_cpu_name()}, {os.cpu_count()} cores, OMP_NUM_THREADS="
-          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}; one call {call_s * 1e3:.1f} ms")
+          f"{build_s:.1f} s; {os.cpu_count()} cores, {args.threads} threads per call, idle "
+          f"threads {threads.wait_policy()}; one call {call_s * 1e3:.1f} ms")
     rates, cores = {1: [], 2: []}, {1: [], 2: []}
     wrong = total = 0
     for _ in range(args.rounds):

@@ -1,15 +1,21 @@
 """Elementwise math (exp, log, tanh, sigmoid, erf over 1M float32) and softmax beside numpy.
 
-    python benchmarks/math_cpu.py [--rounds 9]
+    python benchmarks/math_cpu.py [--rounds 9] [--threads 2]
 
 Each operator is the library's (``topi.strategy.get_implementation(op, "llvm")``) with its
 default schedule. For each it prints the medians over interleaved rounds (milliseconds
 per call) and the median of t_numpy / t_tecomp (> 1: tecomp is faster). numpy has no erf;
-scipy's is the reference where scipy is installed. Set OMP_NUM_THREADS=1 to compare
-with single-threaded numpy on equal terms. Run it on an idle machine.
+scipy's is the reference where scipy is installed. numpy computes each in its cheapest
+form: ufuncs writing into arrays they are given, in place where a formula has several
+steps, so it allocates nothing per call, as tecomp's kernels do. numpy's ufuncs run on one
+thread whatever ``--threads`` says (tecomp's parallel loops take it, default 2): use
+``--threads 1`` to compare on equal terms. Run it on an idle machine; it prints the CPU it
+ran on.
 """
 
 from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
 import statistics
@@ -24,13 +30,18 @@ from tecomp.topi import strategy
 N = 1 << 20
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def _softmax(x, out):
+    np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=-1, keepdims=True)
+    return out
 
 
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
+def _sigmoid(x, out):
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    out += 1
+    return np.reciprocal(out, out=out)
 
 
 def _scipy_erf():
@@ -42,7 +53,7 @@ def _scipy_erf():
 
 
 def workloads():
-    """(operator, input shape, numpy reference or None)."""
+    """(operator, input shape, numpy reference ``f(x, out)`` or None)."""
     return [
         ("exp", (N,), np.exp),
         ("log", (N,), np.log),
@@ -63,7 +74,10 @@ def build(op: str, shape):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=9)
+    fair.add_thread_option(p)
     args = p.parse_args(argv)
+    fair.use_threads(args.threads)
+    fair.print_machine(args.threads)
     rng = np.random.default_rng(0)
     print(f"{'operator':10s} {'shape':>12s} {'tecomp ms':>10s} {'numpy ms':>10s} {'ratio':>6s}")
     for op, shape, ref in workloads():
@@ -74,7 +88,8 @@ def main(argv=None):
         mod = build(op, shape)
         contenders = {"tecomp": lambda mod=mod, x=x, y=y: mod(x, y)}
         if ref is not None:
-            contenders["numpy"] = lambda ref=ref, x=x: ref(x)
+            out = np.empty_like(x)
+            contenders["numpy"] = lambda: ref(x, out)
         t = paired(contenders, rounds=args.rounds)
         ms = {k: statistics.median(v) * 1e3 for k, v in t.items()}
         if ref is None:

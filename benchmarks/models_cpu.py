@@ -1,4 +1,4 @@
-"""Whole models: tecomp beside ONNX Runtime (2 intra-op threads), in one process, paired.
+"""Whole models: tecomp beside ONNX Runtime, the same threads and shapes, in one process, paired.
 
     python benchmarks/models_cpu.py                            # every model below
     python benchmarks/models_cpu.py --models bert_encoder,light_resnet50 --rounds 9
@@ -22,11 +22,16 @@ in the onnx wheel's test data (``light_*``). With the ``[bench]`` extra installe
 (torch, torchvision, transformers) it adds torchvision's constructors and Hugging Face
 BERT / GPT-2 configurations of the same sizes, exported with ``torch.onnx.export``
 (``tv_*``, ``hf_*``). Inputs have fixed shapes (``--batch``, ``--seq``), as
-``tecomp compile --input-shape`` fixes them; ``--export-cache DIR`` keeps the exported
-models there, so later runs do not export again. Run it on an otherwise idle machine.
+``tecomp compile --input-shape`` fixes them, and ONNX Runtime gets the same sizes
+(free-dimension overrides of the model's symbolic axes, ``fair.ort_session``); both run on
+``--threads`` threads (default 2). ``--export-cache DIR`` keeps the exported models there,
+so later runs do not export again. Run it on an otherwise idle machine; it prints the CPU
+it ran on.
 """
 
 from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
 import importlib.util
@@ -141,17 +146,6 @@ def load_model(name: str, make, export_cache: str | None):
     return onnx.load(path)
 
 
-def ort_session(model, threads: int = 2):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3  # errors only: the light models carry unused initializers
-    return ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
-
-
 def compile_model(model, feeds, tuning_records=None):
     """``(GraphModule, seconds)``: import with the feeds' shapes fixed, then build (inside
     ``apply_history_best(tuning_records)`` when a log is given)."""
@@ -183,7 +177,7 @@ def bench_one(name, make, opts) -> str:
     """One table row for model ``name``."""
     model = load_model(name, make, opts.export_cache)
     feeds = models.example_inputs(model, batch=opts.batch, seq=opts.seq)
-    sess = ort_session(model)
+    sess = fair.ort_session(model, opts.threads, {k: v.shape for k, v in feeds.items()})
     try:
         gm, compile_s = compile_model(model, feeds, opts.tuning_records)
     except tecomp.TecompError as err:
@@ -218,13 +212,16 @@ def main():
                    help="a tuning log applied while building (apply_history_best)")
     p.add_argument("--export-cache", default=None, metavar="DIR",
                    help="keep the models exported from torch here and reuse them")
+    fair.add_thread_option(p)
     opts = p.parse_args()
     names = [n for n in opts.models.split(",") if n]
     unknown = [n for n in names if n not in known]
     if unknown:
         p.error(f"unknown models {', '.join(unknown)}; choose from {', '.join(known)}")
+    fair.use_threads(opts.threads)
+    fair.print_machine(opts.threads)
     print(f"target: {tecomp.Target('llvm')}; batch {opts.batch}, sequence {opts.seq}; "
-          f"onnxruntime with 2 intra-op threads")
+          f"onnxruntime with the same fixed shapes")
     print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
           f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}"
           + (f" {'untuned/ORT':>10}" if opts.tuning_records else ""))

@@ -5,7 +5,9 @@
 
 For each workload it prints tecomp's GFLOPS, the reference's, and the median over
 interleaved rounds of t_reference / t_tecomp (> 1: tecomp is faster); see
-docs/measuring.md. Run it on an idle machine.
+docs/measuring.md. Every contender runs on ``--threads`` threads (default 2); numpy's
+matmul writes into an array it is given (``np.matmul(a, b, out=c)``), as tecomp's kernel
+does. Run it on an idle machine; it prints the CPU it ran on.
 
 Each conv2d layer has two rows. ``conv2d`` takes the OIHW weight and repacks it on every
 call. ``conv2d_packed_kernel`` takes the weight already in the template's blocked layout:
@@ -15,6 +17,8 @@ the packing of an initializer). ``--ops`` picks the rows (and what ``--tune`` tu
 """
 
 from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
 import os
@@ -38,9 +42,8 @@ CONV_OPS = ["conv2d", "conv2d_packed_kernel"]
 OPS = ["matmul"] + CONV_OPS
 
 
-def ort_conv(x, w, strides, pads, threads=2):
+def ort_conv(x, w, strides, pads, threads):
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(strides),
@@ -53,11 +56,7 @@ def ort_conv(x, w, strides, pads, threads=2):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = fair.ort_session(model, threads)
     return lambda: sess.run(None, {"x": x})[0]
 
 
@@ -86,7 +85,9 @@ def main(argv=None):
                    help=f"comma-separated rows to run (default: all of {','.join(OPS)})")
     p.add_argument("--layers", default="0,1",
                    help="which conv2d layers (0: 64->64 @56x56, 1: 256->256 @14x14)")
+    fair.add_thread_option(p)
     ns = p.parse_args(argv)
+    fair.use_threads(ns.threads)
     if ns.tune and not ns.log:
         p.error("--tune needs --log")
     ops = [o for o in ns.ops.split(",") if o]
@@ -107,6 +108,7 @@ def main(argv=None):
             bar.close()
 
     rng = np.random.default_rng(0)
+    fair.print_machine(ns.threads)
     print(f"{'workload':52s} {'tecomp':>9s} {'reference':>16s} {'ratio':>6s}  config")
     if "matmul" in ops:
         task, mod, tensors, rec = tuned_module(*MATMUL, ns.log)
@@ -114,14 +116,16 @@ def main(argv=None):
         b = rng.random((1024, 1024), dtype=np.float32)
         c = np.empty((1024, 1024), np.float32)
         mod(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-3)
-        t = paired({"numpy": lambda: a @ b, "tecomp": lambda: mod(a, b, c)}, rounds=ns.rounds)
+        ref = a @ b
+        np.testing.assert_allclose(c, ref, rtol=1e-3)
+        t = paired({"numpy": lambda: np.matmul(a, b, out=ref), "tecomp": lambda: mod(a, b, c)},
+                   rounds=ns.rounds)
         _row("matmul 1024 fp32", task.flop, t["tecomp"], "numpy", t["numpy"], rec)
 
     for args in convs:
         x = rng.uniform(-1, 1, args[0]).astype(np.float32)
         w = rng.uniform(-1, 1, args[1]).astype(np.float32)
-        ref = ort_conv(x, w, args[2], args[3])
+        ref = ort_conv(x, w, args[2], args[3], ns.threads)
         expect = ref()
         for name in [op for op in CONV_OPS if op in ops]:
             task, mod, tensors, rec = tuned_module(name, args, ns.log)

@@ -6,21 +6,23 @@ symbolic row count, as a graph with a dynamic batch builds it), a classifier hea
 projection at batch 1, the BERT-style encoder's projections at sequence length 128, and
 the GPT-2-style decoder's with a symbolic row count (its dynamic sequence) bound to 128.
 ``dense`` reads its weight prepacked and adds a bias, as a built model's does; numpy
-computes ``x @ w.T + b``. tecomp's kernel is called as a built model's executor calls it:
-the arguments checked once, then a prepared call (``PackedFunction.prepare``, one native
-call each time), which matters at batch 1, where a checked call's ~2 us is a tenth of the
-kernel.
+computes ``x @ w.T + b`` in its cheapest form (one BLAS call into an array it is given,
+then the bias added in place: ``np.matmul(x, w.T, out=y); y += b``). tecomp's kernel is
+called as a built model's executor calls it: the arguments checked once, then a prepared
+call (``PackedFunction.prepare``, one native call each time), which matters at batch 1,
+where a checked call's ~2 us is a tenth of the kernel.
 
 For each shape it prints tecomp's GFLOPS, numpy's measured in alternation with it, and
 the median over interleaved rounds of t_numpy / t_tecomp (> 1: tecomp is faster); see
-docs/measuring.md. Run it on an idle machine. Both sides use as many threads as
-``OMP_NUM_THREADS`` (tecomp's parallel loops) and ``OPENBLAS_NUM_THREADS`` (numpy) say;
-set both to 1 for a steadier single-thread comparison.
+docs/measuring.md. Run it on an idle machine; it prints the CPU it ran on. Both sides
+run on ``--threads`` threads (default 2; 1 for a steadier single-thread comparison).
 
-    python benchmarks/products_cpu.py [--rounds 9] [--only dense]
+    python benchmarks/products_cpu.py [--rounds 9] [--only dense] [--threads 2]
 """
 
 from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
 import statistics
@@ -89,9 +91,11 @@ def symbolic_matmul_case(n: int, k: int, m: int, rng) -> Case:
 def _matmul_case(label: str, mod, n: int, k: int, m: int, rng) -> Case:
     a = rng.standard_normal((n, k), dtype=np.float32)
     b = rng.standard_normal((k, m), dtype=np.float32)
+    want = a @ b
     ours = _checked_call(mod, (aligned.copy(a), aligned.copy(b), aligned.empty((n, m), np.float32)),
-                         a @ b, label)
-    return Case(label, 2.0 * n * k * m, ours, lambda: a @ b)
+                         want, label)
+    out = np.empty_like(want)
+    return Case(label, 2.0 * n * k * m, ours, lambda: np.matmul(a, b, out=out))
 
 
 def dense_case(n: int, k: int, m: int, rng) -> Case:
@@ -123,7 +127,14 @@ def _dense_case(label: str, mod, bn: int, n: int, k: int, m: int, rng) -> Case:
     arrays = (aligned.copy(x), pack_dense_weight(w, bn), aligned.copy(b),
               aligned.empty((n, m), np.float32))
     ours = _checked_call(mod, arrays, x @ w.T + b, label)
-    return Case(label, 2.0 * n * k * m, ours, lambda: x @ w.T + b)
+    out = np.empty((n, m), np.float32)
+    wt = w.T
+
+    def numpy_dense():
+        np.matmul(x, wt, out=out)
+        np.add(out, b, out=out)
+
+    return Case(label, 2.0 * n * k * m, ours, numpy_dense)
 
 
 def cases(only: str):
@@ -140,7 +151,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--only", choices=["matmul", "dense"], default="")
+    fair.add_thread_option(p)
     opts = p.parse_args()
+    fair.use_threads(opts.threads)
+    fair.print_machine(opts.threads)
     print(f"target: {tecomp.Target('llvm')}")
     print(f"{'shape':<24} {'GFLOPS':>8} {'numpy':>8} {'ratio':>6}")
     for case in cases(opts.only):

@@ -13,15 +13,17 @@ with both medians, the minimum alone (on a busy machine the least disturbed), it
 of the in-run sum, its operators and where its schedule came from. A kernel much slower
 in a run than alone waits on memory: its operands were not in cache. Then tecomp's and
 ONNX Runtime's model
-latency (``--threads`` intra-op threads, default 2), as the median of interleaved rounds
+latency (both on ``--threads`` threads, default 2), as the median of interleaved rounds
 and the median of the per-round ratios (see docs/measuring.md). Symbolic input sizes
-are 1 unless ``--input-shape`` fixes them. Run it on an idle machine.
+are 1 unless ``--input-shape`` fixes them, for ONNX Runtime too (free-dimension
+overrides). Run it on an idle machine; it prints the CPU it ran on.
 """
 
 from __future__ import annotations
 
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
+
 import argparse
-import os
 import statistics
 import time
 
@@ -61,27 +63,19 @@ def _inputs(mod, rng) -> dict:
     return feeds
 
 
-def _onnxruntime(path, threads):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="an .onnx file")
     parser.add_argument("--input-shape", action="append", metavar="NAME:D0,D1,...",
                         help="fix an input's shape (repeatable)")
     parser.add_argument("--tuning-records", help="a tuning log to build with")
-    parser.add_argument("--threads", type=int, default=2, help="threads for both (default 2)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--top", type=int, default=0, help="print only the N slowest kernels")
     parser.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    fair.add_thread_option(parser)
     args = parser.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    fair.use_threads(args.threads)
+    fair.print_machine(args.threads)
 
     shapes = _parse_shapes(args.input_shape)
     t0 = time.perf_counter()
@@ -116,7 +110,8 @@ def main(argv=None) -> None:
 
     contenders = {"tecomp": gm.run}
     if not args.no_ort:
-        sess = _onnxruntime(args.model, args.threads)
+        sess = fair.ort_session(args.model, args.threads,
+                                {n: v.shape for n, v in feeds.items()})
         names = [i.name for i in sess.get_inputs()]
         ort_feeds = {n: feeds[n] for n in names}
         contenders["onnxruntime"] = lambda: sess.run(None, ort_feeds)

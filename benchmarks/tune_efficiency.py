@@ -5,7 +5,8 @@
 Prints, per tuner and seed, the best GFLOPS found after 25/50/100/.../N trials and the
 loop's trials per minute; then, per seed, how many trials XGBTuner needs to reach 95% of
 its best and how many RandomTuner needs to reach that same level (the target: XGB needs
-at most half), with the median over seeds. Run on an idle machine (docs/measuring.md).
+at most half), with the median over seeds. Run on an idle machine (docs/measuring.md);
+it prints the CPU it ran on. Candidates run on ``--threads`` threads (default 2).
 
 The machine's speed drifts by 10-20% over minutes, more than the 5% the comparison
 resolves, so no number in it comes from a single trial sample:
@@ -25,6 +26,8 @@ resolves, so no number in it comes from a single trial sample:
 """
 
 from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
 import statistics
@@ -157,7 +160,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--seeds", type=int, default=3)
+    fair.add_thread_option(p)
     ns = p.parse_args(argv)
+    fair.use_threads(ns.threads)
+    fair.print_machine(ns.threads)
     task = autotune.create_task("matmul", (1024, 1024, 1024, "float32"))
     marks = [m for m in (25, 50, 100, 150, 200, 300, 400) if m < ns.trials] + [ns.trials]
     print(f"matmul 1024 fp32, space of {len(task.config_space)} configs")

@@ -62,6 +62,11 @@ def _cpu_lines() -> list:
         return [f"host cpu        : unknown ({type(err).__name__}: {err})"]
 
 
+def host_cpu_line() -> str:
+    """The report's host cpu line alone (benchmarks print it beside their ratios)."""
+    return _cpu_lines()[0]
+
+
 def _libgomp() -> str:
     try:
         p = libgomp_path()

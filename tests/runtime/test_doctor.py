@@ -41,3 +41,8 @@ def test_report_names_a_bad_thread_count_instead_of_raising(monkeypatch):
     monkeypatch.setattr(threads, "thread_count_source", bad)
     assert ("threads         : unknown (ValueError: TECOMP_NUM_THREADS='x' is not a thread "
             "count" in tecomp.doctor.report())
+
+
+def test_host_cpu_line_is_the_reports():
+    line = tecomp.doctor.host_cpu_line()
+    assert line.startswith("host cpu        : ") and line in tecomp.doctor.report()
