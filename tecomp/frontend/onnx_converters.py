@@ -664,11 +664,31 @@ def _reduce(ctx, node, attrs):
     if axes is not None and len(axes) == 0:
         axes = None
     if axes is None and attrs.get("noop_with_empty_axes", 0):
-        ctx.emit("identity", [node.input[0]], node.output)
+        # Each element reduced alone: ReduceL1 gives |x|, ReduceLogSum log(x) (the spec's
+        # reference and onnxruntime), not x.
+        ctx.emit(op, [node.input[0]], node.output, axes=(), noop_with_empty_axes=1)
         return
-    ctx.emit(op, [node.input[0]], node.output,
-             axes=None if axes is None else _ints(axes),
-             keepdims=int(attrs.get("keepdims", 1)))
+    axes = None if axes is None else _ints(axes)
+    keepdims = int(attrs.get("keepdims", 1))
+    if op == "reduce_log_sum_exp" and np.issubdtype(
+            np.dtype(ctx.type_of(node.input[0]).dtype), np.floating):
+        _log_sum_exp(ctx, node.input[0], node.output, axes, keepdims)
+        return
+    ctx.emit(op, [node.input[0]], node.output, axes=axes, keepdims=keepdims)
+
+
+def _log_sum_exp(ctx, x, outputs, axes, keepdims):
+    """ReduceLogSumExp as ``m + log(sum(exp(x - m)))`` with ``m`` the largest element, as
+    onnxruntime and the spec's reference compute it: ``exp(x)`` alone overflows to
+    infinity from x = 89 in float32. An infinite ``m`` (a row of -inf, or one holding
+    +inf) is taken as 0, so the row's -inf or inf comes out instead of NaN."""
+    dtype = ctx.type_of(x).dtype
+    m = ctx.emit("reduce_max", [x], axes=axes, keepdims=1)
+    m = ctx.emit("where", [ctx.emit("isinf", [m]), ctx.const(np.array(0, dtype), "zero"), m])
+    total = ctx.emit("reduce_sum", [ctx.emit("exp", [ctx.emit("subtract", [x, m])])],
+                     axes=axes, keepdims=keepdims)
+    m = ctx.emit("reshape", [m], newshape=ctx.type_of(total).shape)
+    ctx.emit("add", [ctx.emit("log", [total]), m], outputs)
 
 
 def _flatten_to_2d(ctx, x, axis):
@@ -1256,8 +1276,13 @@ def _nll(ctx, node, attrs, log_prob, target, weight, outputs):
     picked = ctx.emit("reshape", [picked], newshape=tuple(tshape))
     w = ctx.emit("gather", [weight, target], axis=0, node=ctx.node_name) if weight else None
     if keep is not None:
-        kept = ctx.emit("cast", [keep], dtype=dtype)
-        w = kept if w is None else ctx.emit("multiply", [w, kept])
+        # An ignored element's loss and weight are zero (the spec), chosen rather than
+        # multiplied by zero: a NaN or infinite log-probability or weight of class 0 would
+        # make the product NaN.
+        zero = ctx.const(np.array(0, dtype), "zero")
+        picked = ctx.emit("where", [keep, picked, zero])
+        w = ctx.emit("cast", [keep], dtype=dtype) if w is None else ctx.emit(
+            "where", [keep, w, zero])
     reduction = attrs.get("reduction", b"mean")
     reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
     if reduction not in ("none", "sum", "mean"):
@@ -1372,8 +1397,15 @@ def _attention(ctx, node, attrs):
             newshape=(batch, nq) + tuple(ctx.type_of(t).shape[2:])) for t in (k, v))
     scale = attrs.get("scale")
     scale = float(1.0 / np.sqrt(head_size) if scale is None else scale)
+    if scale >= 0:
+        # Q and K each scaled by sqrt(scale) before the product, as the spec says, so a
+        # product that fits after scaling does not overflow to infinity before it.
+        root = ctx.const(np.array(np.sqrt(scale), dtype), "sqrt_scale")
+        q, k = (ctx.emit("multiply", [t, root]) for t in (q, k))
     scores = ctx.emit("matmul", [q, ctx.emit("transpose", [k], perm=(0, 1, 3, 2))])
-    scores = ctx.emit("multiply", [scores, ctx.const(np.array(scale, dtype), "scale")])
+    if scale < 0:
+        # No square root: the scores are scaled after the product.
+        scores = ctx.emit("multiply", [scores, ctx.const(np.array(scale, dtype), "scale")])
     softcap = float(attrs.get("softcap", 0.0))
     if softcap > 0:
         cap = ctx.const(np.array(softcap, dtype), "softcap")

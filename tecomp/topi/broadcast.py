@@ -154,9 +154,24 @@ def power(a, b):
     return broadcast_compute(f, "power", a, b)
 
 
+def _float_fmod(x, y):
+    """C's ``fmod(x, y)`` as ``x - trunc(x / y) * y``, except that a zero quotient gives
+    ``x`` itself: an infinite divisor of a finite ``x`` gives ``x`` (the spec's Mod; the
+    product ``0 * inf`` would be NaN), and ``x`` smaller than ``y`` keeps its sign and
+    every bit. An infinite ``x``, a zero ``y`` or a NaN make the quotient NaN or infinite,
+    so the result stays NaN."""
+    # Bound to variables first: a select between loads would mask them in a vector loop.
+    a, b = E.Var("a", x.dtype), E.Var("b", y.dtype)
+    q = E.Var("q", x.dtype)
+    pick = te.if_then_else(te.equal(q, te.const(0, q.dtype)), a, a - q * b)
+    return E.Let(a, x, E.Let(b, y, E.Let(q, te.trunc(a / b), pick, pick.dtype), pick.dtype),
+                 pick.dtype)
+
+
 def mod(a, b, fmod: int = 0):
     """ONNX Mod of ``a`` by ``b`` with broadcasting: the remainder has the divisor's sign
-    (``fmod=0``, integers only) or the dividend's (``fmod=1``, C's fmod)."""
+    (``fmod=0``, integers only) or the dividend's (``fmod=1``, C's fmod: a finite ``a``
+    by an infinite ``b`` is ``a``)."""
     _same_dtype("mod", a, b)
     if dt.is_float(a.dtype) and not fmod:
         raise DTypeError("mod: float tensors need fmod=1 (ONNX); fmod=0 is for integers")
@@ -165,7 +180,7 @@ def mod(a, b, fmod: int = 0):
         if not fmod:
             return x % y
         if dt.is_float(x.dtype):
-            return x - te.trunc(x / y) * y
+            return _float_fmod(x, y)
         return x - te.truncdiv(x, y) * y
 
     return broadcast_compute(f, "mod", a, b)

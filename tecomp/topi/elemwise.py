@@ -137,9 +137,12 @@ def thresholded_relu(x, alpha: float = 1.0):
 
 
 def celu(x, alpha: float = 1.0):
-    """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; a NaN stays NaN."""
+    # Max(a, b) is ``a > b ? a : b``: with the zero first a NaN v is kept (as in
+    # onnxruntime and the spec's formula), where ``max(v, 0)`` gave 0.
     return elemwise(
-        x, lambda v: te.max(v, 0.0) + te.min((te.exp(v * (1.0 / alpha)) - 1.0) * alpha, 0.0),
+        x, lambda v: te.max(_zero(v), v) + te.min((te.exp(v * (1.0 / alpha)) - 1.0) * alpha,
+                                                  _zero(v)),
         "celu")
 
 

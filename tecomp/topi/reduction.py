@@ -117,11 +117,25 @@ def _count(x, axes, dtype):
     return n.astype(dtype)
 
 
-def _reduction(name, fsource, reducer, fepilogue=None):
+def _reduction(name, fsource, reducer, fepilogue=None, fsingle=None):
+    """An ONNX reduction: ``fepilogue(reducer(fsource(x)))``. Over no axes
+    (``noop_with_empty_axes``) each element is reduced alone, as the spec's reference
+    does: ``fsingle(x)``, by default the source and epilogue of the one element
+    (ReduceL1 gives ``|x|``, ReduceLogSum ``log(x)``)."""
+
+    def single(x, ax):
+        def f(*i):
+            if fsingle is not None:
+                return fsingle(x[i])
+            v = fsource(x[i])
+            return v if fepilogue is None else fepilogue(v, x, ax)
+
+        return f
+
     def op(x, axes=None, keepdims: int = 1, noop_with_empty_axes: int = 0):
         ax = reduce_axes(len(x.shape), axes, noop_with_empty_axes)
         if not ax:
-            return te.compute(x.shape, lambda *i: x[i], name=name, tag="elemwise")
+            return te.compute(x.shape, single(x, ax), name=name, tag="elemwise")
         r = reduce_compute(x, ax, keepdims, fsource, reducer, name)
         if fepilogue is None:
             return r
@@ -148,8 +162,9 @@ reduce_l1 = _reduction("reduce_l1", te.abs, te.sum)
 reduce_l2 = _reduction("reduce_l2", lambda v: v * v, te.sum, lambda v, x, a: te.sqrt(v))
 reduce_sum_square = _reduction("reduce_sum_square", lambda v: v * v, te.sum)
 reduce_log_sum = _reduction("reduce_log_sum", lambda v: v, te.sum, lambda v, x, a: te.log(v))
+# log(exp(x)) of one element is x itself (onnxruntime's), without exp's overflow.
 reduce_log_sum_exp = _reduction("reduce_log_sum_exp", te.exp, te.sum,
-                                lambda v, x, a: te.log(v))
+                                lambda v, x, a: te.log(v), fsingle=lambda v: v)
 
 
 def _arg_reducer(better, select_last: bool, name: str):

@@ -336,3 +336,70 @@ def test_clip_and_relu_keep_nan_as_onnxruntime(needs_llvm):
                    inits=[("lo", np.array(-1.0, "float32")), ("hi", np.array(1.0, "float32"))])
     x = np.array([np.nan, -np.inf, np.inf, -3, 0.5, 7], "float32")
     _same_as_onnxruntime(model, {"x": x})
+
+
+# ---- remainders, losses and reductions at the edges ------------------------------------------
+
+
+@pytest.mark.parametrize("fmod, opset", [(0, 28), (1, 17)])
+def test_float_mod_by_infinity_and_zero_matches_onnxruntime(needs_llvm, fmod, opset):
+    # The spec's special cases: a finite x by +-inf is x (fmod=0: y where the signs
+    # differ), an infinite x or a zero y NaN, a zero remainder the zero of y's sign.
+    node = helper.make_node("Mod", ["x", "y"], ["z"], name="mod", fmod=fmod)
+    model = _model([node], [("x", F, [10]), ("y", F, [4, 1])], [("z", F)], opset=opset)
+    model.ir_version = 13 if opset >= 28 else 8
+    x = np.array([5, -5, 0, -0.0, 3, np.inf, np.nan, 1e30, 7.5, -7.5], "float32")
+    y = np.array([[np.inf], [-np.inf], [2], [-2]], "float32")
+    z, = _same_as_onnxruntime(model, {"x": x, "y": y})
+    ref, = _onnxruntime(model, {"x": x, "y": y})
+    np.testing.assert_array_equal(np.signbit(z), np.signbit(ref))
+
+
+def test_nll_loss_of_an_ignored_nan_is_zero(needs_llvm):
+    # "loss is zero when the target equals ignore_index": not NaN * 0.
+    node = helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], name="nll",
+                            reduction="none", ignore_index=-1)
+    model = _model([node], [("x", F, [2, 3, 2]), ("t", I64, [2, 2])])
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype("float32")
+    x[0, 0, 0] = x[1, 0, 1] = np.nan
+    y, = _same_as_onnxruntime(model, {"x": x, "t": np.array([[-1, 2], [1, -1]])})
+    assert y[0, 0] == 0 and y[1, 1] == 0
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_log_sum_exp_of_large_values_matches_onnxruntime(needs_llvm, keepdims):
+    # exp(100) overflows float32: the largest element is taken out first.
+    node = helper.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], name="lse",
+                            keepdims=keepdims)
+    model = _model([node], [("x", F, [5, 2])], inits=[("axes", np.array([1]))], opset=18)
+    inf = np.inf
+    x = np.array([[100, 50], [-100, -120], [-inf, -inf], [inf, 1], [np.nan, 1]], "float32")
+    _same_as_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                                "ReduceSumSquare", "ReduceMean"])
+def test_reduction_over_no_axes_reduces_each_element_as_onnxruntime(needs_llvm, op):
+    node = helper.make_node(op, ["x"], ["y"], name="r", noop_with_empty_axes=1)
+    model = _model([node], [("x", F, [2, 3])], opset=18)
+    x = np.array([[1, -2, 3], [0.5, 100, -np.inf]], "float32")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _same_as_onnxruntime(model, {"x": x})
+
+
+def test_attention_scales_q_and_k_before_their_product(needs_llvm):
+    # The spec scales Q and K by sqrt(scale) each "to prevent numerical overflow": their
+    # product 1.6e39 overflows float32, the scaled one does not (onnxruntime scales the
+    # product and gives NaN; the spec's reference gives the attention of finite scores).
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("Attention", ["Q", "K", "V"], ["Y"], name="att", scale=1e-3)
+    model = _model([node], [(n, F, [1, 1, 2, 4]) for n in "QKV"], [("Y", F)], opset=23)
+    model.ir_version = 10
+    q = np.full((1, 1, 2, 4), 2e19, "float32")
+    k = q.copy()
+    k[0, 0, 1] = -2e19
+    feeds = {"Q": q, "K": k, "V": np.arange(8, dtype="float32").reshape(1, 1, 2, 4)}
+    y, = backend.prepare(model).run(feeds)
+    np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, feeds)[0])
+    np.testing.assert_array_equal(y[0, 0], [[0, 1, 2, 3], [0, 1, 2, 3]])

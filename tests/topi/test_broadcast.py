@@ -67,6 +67,20 @@ def test_mod_both_sign_conventions(rng, check_op, onnx_ref):
         broadcast.mod(fa, fb)
 
 
+def test_float_fmod_by_an_infinity_keeps_a_finite_dividend(check_op):
+    # C's fmod (the spec's Mod with fmod=1): a finite x by +-inf is x, where
+    # x - trunc(x / y) * y gave 0 * inf = NaN; an infinite x or a zero y give NaN.
+    a = te.placeholder((4, 9), name="a")
+    b = te.placeholder((4, 1), name="b")
+    x = np.array([5, -5, 0, -0.0, 3, np.inf, np.nan, 1e30, 7.5], "float32")
+    y = np.array([[np.inf], [-np.inf], [2], [0]], "float32")
+    xs = np.broadcast_to(x, (4, 9)).copy()
+    with np.errstate(invalid="ignore"):
+        ref = np.fmod(xs, y)
+    out = broadcast.mod(a, b, fmod=1)
+    check_op(schedule_injective(None, out), [a, b], [out], [xs, y], ref)
+
+
 def test_logical_where_prelu(rng, check_op, onnx_ref):
     p = te.placeholder((3, 5), dtype="bool", name="p")
     q = te.placeholder((5,), dtype="bool", name="q")

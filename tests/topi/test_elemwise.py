@@ -166,13 +166,14 @@ def test_float_only_ops_reject_integers():
         elemwise.softplus(x)
 
 
-def test_relu_and_clip_keep_nan(check_op):
+def test_relu_clip_and_celu_keep_nan(check_op):
     x = te.placeholder((6,), name="x")
     a = np.array([np.nan, -np.inf, np.inf, -3, 0.5, 7], "float32")
     for name, attrs, expected in [
             ("relu", {}, [np.nan, 0, np.inf, 0, 0.5, 7]),
             ("clip", {"min": -1.0, "max": 1.0}, [np.nan, -1, 1, -1, 0.5, 1]),
-            ("clip", {"min": 0.0}, [np.nan, 0, np.inf, 0, 0.5, 7])]:
+            ("clip", {"min": 0.0}, [np.nan, 0, np.inf, 0, 0.5, 7]),
+            ("celu", {"alpha": 2.0}, [np.nan, -2, np.inf, 2 * np.expm1(-1.5), 0.5, 7])]:
         impl = strategy.get_implementation(name, "llvm")
         y = impl.compute(None, x, **attrs)
         check_op(impl.schedule(None, [y]), [x], [y], [a], np.array(expected, "float32"))
