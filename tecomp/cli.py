@@ -44,7 +44,6 @@ from .frontend import from_onnx
 from .model_cli import ModelUsageError, parse_input_shape
 from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
-from .runtime.cuda_driver import device_arch
 from .target import Target
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -179,12 +178,10 @@ def _template_for(op: str, target, templates) -> str:
 def _measure_runner(ns, target):
     """Where candidates run: in a local process, or (``--runner qemu``) under qemu-user
     for a target of another architecture (timings then only rank candidates)."""
-    if target.kind == "cuda" and device_arch() is None:
-        raise UsageError(
-            f"--target {target}: no CUDA GPU and driver on this machine, so candidates "
-            f"cannot be timed; building needs none (tutorials/04_matmul_cuda.py shows the "
-            f"space and checks configs in simulation)"
-        )
+    unavailable = target.kind_info.timing_unavailable
+    why = unavailable(target) if unavailable else None
+    if why:
+        raise UsageError(f"--target {target}: {why}")
     if ns.runner == "local":
         if not target.kind_info.device and not target.is_host:
             raise UsageError(

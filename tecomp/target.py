@@ -80,6 +80,14 @@ class TargetKind:
         ``portable(target) -> str``: a target string that means the same on every
         machine, with what this machine supplies by default spelled out (a builder on
         another machine builds for it); the string as printed when not given.
+    timing_unavailable : callable, optional
+        ``timing_unavailable(target) -> str or None``: why code built for ``target``
+        cannot be timed on this machine (no device, no driver), None when it can; without
+        it, it can wherever it runs (a CPU target of another machine is ``not is_host``).
+    local_targets : callable, optional
+        ``local_targets() -> tuple of str``: the targets of this kind whose code this
+        machine runs and times (its CPU, its usable GPUs), which a measuring worker
+        offers; none when not given.
 
     The kind's code generator is registered beside it, from the same package
     (``tecomp.codegen.register_backend``).
@@ -97,6 +105,8 @@ class TargetKind:
     run_time_checks: bool = False
     threads: bool = False
     portable: Callable | None = None
+    timing_unavailable: Callable | None = None
+    local_targets: Callable | None = None
 
 
 def register_target_kind(kind: TargetKind) -> TargetKind:

@@ -5,6 +5,7 @@ import onnx_models
 import pytest
 
 from tecomp import autotune, cli, te
+from tecomp.codegen.cuda import kind as cuda_kind
 
 
 @autotune.template("test/cli_allfail")
@@ -290,7 +291,7 @@ def test_tune_model_argument_errors_give_one_line(tmp_path, capsys, extra, words
 
 
 def test_tune_cuda_without_a_gpu_says_so(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "device_arch", lambda: None)
+    monkeypatch.setattr(cuda_kind, "device_arch", lambda: None)
     err = _one_line_error(capsys, _MM + ["--target", "cuda",
                                          "--output", str(tmp_path / "mm.json")])
     assert "no CUDA GPU" in err and "simulation" in err
@@ -305,7 +306,7 @@ def test_tune_op_matmul_for_cuda_tunes_the_cuda_template(capsys, monkeypatch, tm
     if util.target_unavailable("cuda"):
         pytest.skip(util.target_unavailable("cuda"))
     fake_cuda.install(tmp_path, monkeypatch)
-    monkeypatch.setattr(cli, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(cuda_kind, "device_arch", lambda: "sm_90")
     log = tmp_path / "mm.json"
     code = cli.main(["tune", "--op", "matmul", "--args", "16,8,16", "--target", "cuda",
                      "--trials", "2", "--tuner", "random", "--output", str(log)])

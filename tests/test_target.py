@@ -11,6 +11,21 @@ from tecomp.errors import TargetError
 from tecomp.target import CPUCaps, CUDACaps, Target
 
 
+def test_a_cuda_target_cannot_be_timed_without_a_gpu(monkeypatch):
+    from tecomp.codegen.cuda import kind as cuda_kind
+
+    cuda = Target("cuda")
+    monkeypatch.setattr(cuda_kind, "device_arch", lambda: None)
+    assert "no CUDA GPU" in cuda.kind_info.timing_unavailable(cuda)
+    assert cuda.kind_info.local_targets() == ()
+    monkeypatch.setattr(cuda_kind, "device_arch", lambda: "sm_80")
+    assert cuda.kind_info.timing_unavailable(cuda) is None
+    assert cuda.kind_info.local_targets() == ("cuda -arch=sm_80",)
+    # A CPU kind times whatever runs here (one of another machine is not is_host).
+    assert Target("llvm").kind_info.timing_unavailable is None
+    assert Target("llvm").kind_info.local_targets() == ("llvm",)
+
+
 def test_host_llvm():
     t = Target("llvm")
     assert t.kind == "llvm" and t.is_host

@@ -9,11 +9,12 @@ Timing follows ``docs/measuring.md``: an untimed warm-up before each timed batch
 previous candidate's spinning threads have gone quiet), then ``repeat`` batches of
 ``number`` calls; the parent ranks by the median batch.
 
-A CUDA candidate is timed on the GPU with CUDA events (its module's ``time_evaluator``:
-inputs copied to the device once, no host copies in the timed batches). A failure while
-one runs (an illegal address, a launch failure) can leave the CUDA context unusable for
-every later launch, so the reply asks the parent to start a fresh process (a fresh
-context) for the next candidate: a faulting kernel costs one trial.
+A candidate of a device kind (CUDA) is timed on the device with its events (its module's
+``time_evaluator``: inputs copied to the device once, no host copies in the timed
+batches). A failure while one runs (an illegal address, a launch failure) can leave the
+device's context unusable for every later launch, so the reply asks the parent to start
+a fresh process (a fresh context) for the next candidate: a faulting kernel costs one
+trial.
 """
 
 from __future__ import annotations
@@ -122,12 +123,17 @@ def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
     return costs
 
 
-def _is_cuda(mod) -> bool:
-    return getattr(getattr(mod, "target", None), "kind", None) == "cuda"
+def _on_device(mod) -> bool:
+    """Whether ``mod``'s code runs on an accelerator (its target's kind is a device kind):
+    it times itself with the device's events, and a fault may leave the device's context
+    unusable."""
+    target = getattr(mod, "target", None)
+    return target is not None and target.kind_info.device
 
 
-def _time_cuda(mod, args, number, repeat, min_repeat_ms, warmup_ms):
-    """Seconds per call of each of ``repeat`` batches, measured with CUDA events."""
+def _time_on_device(mod, args, number, repeat, min_repeat_ms, warmup_ms):
+    """Seconds per call of each of ``repeat`` batches, measured with the device's events
+    (the module's ``time_evaluator``)."""
     return list(mod.time_evaluator(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                    warmup_ms=warmup_ms)(*args).results)
 
@@ -177,15 +183,15 @@ def _handle(req):
                 msg = _check(fn, args, specs, req["ref"])
                 if msg:
                     return {"ok": False, "kind": "wrong", "msg": msg}
-            if _is_cuda(fn):
-                costs = _time_cuda(fn, args, req["number"], req["repeat"],
-                                   req["min_repeat_ms"], req["warmup_ms"])
+            if _on_device(fn):
+                costs = _time_on_device(fn, args, req["number"], req["repeat"],
+                                        req["min_repeat_ms"], req["warmup_ms"])
             else:
                 costs = _time(fn, args, req["number"], req["repeat"], req["min_repeat_ms"],
                               req["warmup_ms"], req["flush"], req["budget_s"])
         except Exception as err:  # noqa: BLE001
             return {"ok": False, "kind": "runtime", "msg": f"{type(err).__name__}: {err}",
-                    "restart": _is_cuda(fn)}
+                    "restart": _on_device(fn)}
         _MODULES.pop(req["path"], None)  # tuning loads each candidate once
         return {"ok": True, "costs": costs}
     if cmd == "interleave":
@@ -196,8 +202,8 @@ def _handle(req):
         for _ in range(req["rounds"]):
             for i, (fn, args) in enumerate(zip(fns, arg_sets)):
                 samples[i].extend(
-                    _time_cuda(fn, args, req["number"], 1, req["min_repeat_ms"],
-                               req["warmup_ms"]) if _is_cuda(fn) else
+                    _time_on_device(fn, args, req["number"], 1, req["min_repeat_ms"],
+                                    req["warmup_ms"]) if _on_device(fn) else
                     _time(fn, args, req["number"], 1, req["min_repeat_ms"],
                           req["warmup_ms"], req["flush"], req["budget_s"])
                 )

@@ -57,8 +57,7 @@ import uuid
 import warnings
 
 from ..errors import MeasureError
-from ..runtime.cuda_driver import device_arch
-from ..target import Target
+from ..target import Target, get_target_kind, target_kinds
 from .measure import BuildResult, LocalRunner, _build_candidate, _exit_text, _short, _worker_task
 from .records import target_key
 from .result import MeasureErrorNo, MeasureInput, MeasureResult
@@ -103,15 +102,17 @@ def _without_features(key: str) -> str:
 
 
 def node_keys() -> list[str]:
-    """Target keys this machine measures: its CPU's canonical key, the same without
-    features, and ``cuda -arch=sm_XY`` where a GPU is usable (device 0)."""
-    host = Target("llvm").canonical_key()
-    keys = [host]
-    if _without_features(host) != host:
-        keys.append(_without_features(host))
-    arch = device_arch()
-    if arch:
-        keys.append(Target(f"cuda -arch={arch}").canonical_key())
+    """Target keys this machine measures: the canonical key of each target its kinds run
+    here (``TargetKind.local_targets``: its CPU, and ``cuda -arch=sm_XY`` where a GPU is
+    usable), each followed by the same without CPU features."""
+    keys: list[str] = []
+    for name in target_kinds():
+        local = get_target_kind(name).local_targets
+        for text in local() if local else ():
+            key = Target(text).canonical_key()
+            for k in (key, _without_features(key)):
+                if k not in keys:
+                    keys.append(k)
     return keys
 
 

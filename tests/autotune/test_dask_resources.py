@@ -27,6 +27,7 @@ from tecomp.autotune.dask_measure import (
     worker_resources_string,
 )
 from tecomp.autotune.task import TemplateError
+from tecomp.codegen.cuda import kind as cuda_kind
 from tecomp.target import Target
 
 
@@ -44,6 +45,13 @@ def test_a_worker_advertises_its_cpu_key_with_and_without_features():
     short = " ".join(p for p in host.split() if not p.startswith("-mattr="))
     assert resource_name(short) in res
     assert task_resource("llvm -mcpu=skylake-avx512 -mattr=+avx512f") not in res
+
+
+@pytest.mark.parametrize("arch, gpu_keys", [(None, []), ("sm_80", ["cuda -arch=sm_80"])])
+def test_a_worker_advertises_the_gpu_its_kind_finds(monkeypatch, arch, gpu_keys):
+    monkeypatch.setattr(cuda_kind, "device_arch", lambda: arch)
+    assert [k for k in node_keys() if k.startswith("cuda")] == gpu_keys
+    assert node_keys()[0] == Target("llvm").canonical_key()
 
 
 def test_resource_names_are_short_stable_and_parse_as_dask_worker_reads_them():

@@ -1,6 +1,8 @@
 """The measuring process's timing loop: warm by default, every call with cold weights
 (its own copy of all arguments but the first) when the cache flush is on."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,12 @@ def test_tune_times_a_model_with_cold_weights_by_default(argv, cold):
     runner = _measure_runner(ns, Target("llvm"))
     assert isinstance(runner, autotune.LocalRunner)
     assert runner.flush is cold
+
+
+@pytest.mark.parametrize("target, on_device", [("llvm", False), ("cuda", True), (None, False)])
+def test_a_candidate_is_timed_on_its_device_where_its_kind_is_a_device(target, on_device):
+    module = SimpleNamespace(target=None if target is None else Target(target))
+    assert worker._on_device(module) is on_device
 
 
 def test_measured_arrays_start_on_a_cache_line():

@@ -18,6 +18,7 @@ from ...ir.transform.double_buffer import inject_double_buffer
 from ...ir.transform.host_device import split_host_device
 from ...ir.transform.pipeline import Pass
 from ...ir.transform.vthread import inject_virtual_threads
+from ...runtime.cuda_driver import device_arch
 from ...target import CUDACaps, TargetKind, positive_int_option
 
 #: The architecture a "cuda" target without -arch generates code for (Hopper).
@@ -58,6 +59,22 @@ def portable(t) -> str:
     return str(t) if "arch" in t._opts else f"{t} -arch={t.arch}"
 
 
+def timing_unavailable(target) -> str | None:
+    """Why kernels cannot be timed here: no GPU, or no driver to reach it."""
+    if device_arch() is None:
+        return ("no CUDA GPU and driver on this machine, so candidates cannot be timed; "
+                "building needs none (tutorials/04_matmul_cuda.py shows the space and "
+                "checks configs in simulation)")
+    return None
+
+
+def local_targets() -> tuple:
+    """The architecture of this machine's GPU (device 0, where candidates are timed);
+    none without a usable GPU."""
+    arch = device_arch()
+    return (f"cuda -arch={arch}",) if arch else ()
+
+
 def device_passes(target) -> tuple:
     """The passes a cuda function runs after the common ones, in order."""
     return (
@@ -88,4 +105,6 @@ CUDA = TargetKind(
     run_time_checks=False,
     threads=True,
     portable=portable,
+    timing_unavailable=timing_unavailable,
+    local_targets=local_targets,
 )

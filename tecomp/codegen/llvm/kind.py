@@ -222,6 +222,11 @@ def _arch_of(triple: str) -> str:
     return {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
 
 
+def local_targets() -> tuple:
+    """This machine's CPU, with all its features."""
+    return ("llvm",)
+
+
 LLVM = TargetKind(
     name="llvm",
     options=("mcpu", "mattr", "mtriple", "num-cores"),
@@ -232,4 +237,5 @@ LLVM = TargetKind(
     legalize=legalize_cpu_loops,
     run_time_checks=True,
     portable=portable,
+    local_targets=local_targets,
 )
