@@ -1,5 +1,6 @@
 """tecomp's packages form layers: no package imports, at load time, a package that
-imports it back (ARCHITECTURE.md, "Layers").
+imports it back, nor one of a layer above its own (ARCHITECTURE.md, "Layers"); and no
+module imports one that imports it back, even from inside a function.
 
 The graph is read statically from the modules' source: an import at a module's top level
 (also inside a top-level ``if`` or ``try``; not under ``if TYPE_CHECKING``) is an edge
@@ -12,6 +13,8 @@ attributes face the whole library, stands above every package and is left out.
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,28 +70,41 @@ def _imported(module: str, is_package: bool, node, modules: dict) -> list:
     return out
 
 
+def _all_imports(tree):
+    """Every import statement of a module, also those inside functions (run on use)."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def _package(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def package_imports() -> dict:
-    """(importing package, imported package) -> the module imports that make the edge."""
+def import_edges(node_of, statements) -> dict:
+    """(importer, imported) -> the module imports that make the edge, for the import
+    statements ``statements(tree)`` picks of each module and the graph nodes ``node_of``
+    maps modules to (their package, or themselves)."""
     modules = _modules()
     edges: dict = {}
     for module, path in modules.items():
         if module == "tecomp":
             continue
         tree = ast.parse(path.read_text(), str(path))
-        for node in _top_level_imports(tree.body):
+        for node in statements(tree):
             for target in _imported(module, path.name == "__init__.py", node, modules):
-                a, b = _package(module), _package(target)
+                a, b = node_of(module), node_of(target)
                 if target != "tecomp" and a != b:
                     edges.setdefault((a, b), set()).add(f"{module} imports {target}")
     return edges
 
 
+def package_imports() -> dict:
+    """The packages' load-time import graph: (importing package, imported package) -> the
+    module imports that make the edge."""
+    return import_edges(_package, lambda tree: _top_level_imports(tree.body))
+
+
 def cycles(edges) -> list:
-    """The strongly connected sets of more than one package (Tarjan), each sorted."""
+    """The strongly connected sets of more than one node (Tarjan), each sorted."""
     graph: dict = {}
     for a, b in edges:
         graph.setdefault(a, set()).add(b)
@@ -122,14 +138,23 @@ def cycles(edges) -> list:
     return found
 
 
-def test_no_import_cycle_between_packages():
-    edges = package_imports()
-    problems = []
+def _cycle_report(edges) -> list:
+    lines = []
     for component in cycles(edges):
-        problems.append(" <-> ".join(component))
-        problems += [f"    {why}" for (a, b), whys in sorted(edges.items())
-                     if a in component and b in component for why in sorted(whys)]
+        lines.append(" <-> ".join(component))
+        lines += [f"    {why}" for (a, b), whys in sorted(edges.items())
+                  if a in component and b in component for why in sorted(whys)]
+    return lines
+
+
+def test_no_import_cycle_between_packages():
+    problems = _cycle_report(package_imports())
     assert not problems, "packages importing each other at load time:\n" + "\n".join(problems)
+
+
+def test_no_import_cycle_between_modules():
+    problems = _cycle_report(import_edges(lambda module: module, _all_imports))
+    assert not problems, "modules importing each other:\n" + "\n".join(problems)
 
 
 # tecomp's layers, lowest first (ARCHITECTURE.md draws the same picture). A package
@@ -177,9 +202,6 @@ def test_cycles_finds_each_strongly_connected_set(edges, expected):
 
 
 def test_te_offers_create_schedule_without_loading_the_schedule_layer():
-    import subprocess
-    import sys
-
     code = ("import sys, tecomp.te as te; loaded = 'tecomp.schedule' in sys.modules; "
             "from tecomp.schedule import create_schedule; "
             "print(loaded, te.create_schedule is create_schedule, "
