@@ -25,6 +25,7 @@ from ..graph import dims
 from ..graph.infer import infer_types
 from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
+from . import shape_values
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
@@ -86,6 +87,17 @@ def _fold(ctx, node, opset_imports) -> bool:
     for name, value in zip([o for o in node.output if o], results):
         ctx.const(value, name=name)
     return True
+
+
+def _convert(ctx, node, attrs) -> None:
+    """Convert ``node``, following shape arithmetic (:mod:`.shape_values`): outputs whose
+    values the inputs' shapes decide, up to the symbolic dimensions, are defined by those
+    values; other nodes go to their converters."""
+    values = shape_values.evaluate(ctx, node, attrs)
+    if values is None:
+        CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
+    else:
+        shape_values.define(ctx, node, attrs, values)
 
 
 # ---- checks before conversion -------------------------------------------------------------
@@ -260,7 +272,7 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
                    value_of=lambda value: _known_value(ctx, value))
         try:
             if not _fold(ctx, node, model.opset_import):
-                CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
+                _convert(ctx, node, attrs)
         except GraphTypeError as e:
             raise ModelError(str(e)) from None
         except (KeyError, IndexError, TypeError, ValueError) as e:
@@ -275,5 +287,10 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     mod = Graph(inputs=tuple(inputs), outputs=outputs, nodes=tuple(ctx.nodes), consts=consts,
                 types=types, name=graph.name or "main")
     mod = infer_types(mod)
-    return mod, {k: v for k, v in params.items() if k in used}
+    # The type rules do not follow every step of shape arithmetic (a comparison, a Where):
+    # the values the import followed stay on the types, as a reader of the graph expects.
+    types = {name: t if t.content is not None or name not in ctx.types
+             or ctx.types[name].shape != t.shape else ctx.types[name]
+             for name, t in mod.types.items()}
+    return mod.with_(types=types), {k: v for k, v in params.items() if k in used}
 

@@ -786,9 +786,11 @@ def _batch_norm(ctx, node, attrs):
 
 @converter("Reshape", 5, 13, 14, 19, 21, 23, 24, 25)
 def _reshape(ctx, node, attrs):
-    if ctx.type_of(node.input[1]).content is None:
-        ctx.value_of(node.input[1], "the target shape")
-    ctx.emit("reshape", node.input[:2], node.output, allowzero=bool(attrs.get("allowzero", 0)))
+    # The target shape is often computed from the input's shape (Shape -> Concat): its
+    # elements, sizes up to the symbolic dimensions, become the node's attribute.
+    ctx.emit("reshape", [node.input[0]], node.output,
+             newshape=ctx.dims_of(node.input[1], "the target shape"),
+             allowzero=bool(attrs.get("allowzero", 0)))
 
 
 @converter("Flatten", 1, 9, 11, 13, 21, 23, 24, 25)

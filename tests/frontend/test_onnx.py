@@ -158,9 +158,9 @@ def test_nodes_on_known_values_are_evaluated_at_import():
     inits = [numpy_helper.from_array(np.array([1, 1], "int64"), "one"),
              numpy_helper.from_array(np.array([4, 4], "int64"), "four")]
     mod, _ = from_onnx(_model(nodes, [_vi("x", [1, 3])], [_vi("y", [4, 3])], inits))
-    # Only the Shape node stays (unused now: dead-code elimination drops it at build).
-    assert [n.op for n in mod.nodes] == ["shape_of", "expand"]
-    assert mod.nodes[1].attrs["shape"] == (4, 3)
+    # The shape of a static input is a constant too: only the Expand is left.
+    assert [n.op for n in mod.nodes] == ["expand"]
+    assert mod.nodes[0].attrs["shape"] == (4, 3)
     assert mod.types["y"].shape == (4, 3)
 
 
