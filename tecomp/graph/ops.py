@@ -597,8 +597,9 @@ def _topk_indices(node, ts):
     x = ts[0]
     axis = _axis(node, node.attrs.get("axis", -1), len(x.shape))
     k, n = node.attrs["k"], x.shape[axis]
-    if dims.is_static(k) and (k < 0 or (dims.is_static(n) and k > n)):
-        _fail(node, f"k={k} must be in 0 .. {dims.to_text(n)}, the length of axis {axis}")
+    if dims.is_static(k) and (k < 1 or (dims.is_static(n) and k > n)):
+        # k = 0 would give empty outputs, and the library builds no zero-size tensor.
+        _fail(node, f"k={k} must be in 1 .. {dims.to_text(n)}, the length of axis {axis}")
     return [TensorType("int64", tuple(x.shape[:axis]) + (k,) + tuple(x.shape[axis + 1:]))]
 
 

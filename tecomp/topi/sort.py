@@ -73,15 +73,16 @@ def topk_indices(x, k, axis: int = -1, largest: int = 1, node: str = ""):
     Raises
     ------
     ShapeError
-        ``k`` is negative or larger than a static axis.
+        ``k`` is less than 1 or larger than a static axis.
     """
     ndim = len(x.shape)
     axis = normalize_axis(axis, ndim)
     n = x.shape[axis]
     k = E.as_expr(k)
     kc, nc = const_int(k), const_int(n)
-    if kc is not None and (kc < 0 or (nc is not None and kc > nc)):
-        raise ShapeError(f"topk: k={kc} must be in 0 .. {nc if nc is not None else n} (the "
+    if kc is not None and (kc < 1 or (nc is not None and kc > nc)):
+        # k = 0 would give empty outputs, and the library builds no zero-size tensor.
+        raise ShapeError(f"topk: k={kc} must be in 1 .. {nc if nc is not None else n} (the "
                          f"length of axis {axis})")
     j = te.reduce_axis((0, n), name="j")
 
