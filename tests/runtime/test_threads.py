@@ -33,9 +33,10 @@ _PROBE = textwrap.dedent("""
     def started_threads():
         out = {}
         def caller():
-            before = len(os.listdir("/proc/self/task"))
+            # New thread ids, not a count: the previous caller's pool may still be exiting.
+            before = set(os.listdir("/proc/self/task"))
             mod(a, b)
-            out["n"] = len(os.listdir("/proc/self/task")) - before
+            out["n"] = len(set(os.listdir("/proc/self/task")) - before)
         t = threading.Thread(target=caller)
         t.start()
         t.join()
