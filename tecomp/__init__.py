@@ -6,7 +6,7 @@ Declare an operator with ``tecomp.te``, schedule it, ``tecomp.lower`` it to loop
 
 __version__ = "0.1.0"
 
-from . import errors, ir, te
+from . import errors
 from .errors import (
     CodegenError,
     LoweringError,
@@ -23,15 +23,30 @@ from .errors import (
 #: registered yet, so importing tecomp (or loading a library) loads no code generator.
 BUILTIN_TARGET_KINDS = ("tecomp.codegen",)
 
+#: What to import for the tuning templates tecomp ships: the operator library, which
+#: registers them (``@autotune.template``). ``tecomp.autotune`` imports it when it is
+#: imported itself, so ``import tecomp.autotune`` and ``from tecomp import autotune`` find
+#: the same templates; the autotuner's modules import nothing from the operator library.
+BUILTIN_TEMPLATES = ("tecomp.topi",)
+
+#: What to import for the task extractors tecomp ships (``autotune.register_task_extractor``):
+#: the graph compiler's, which ``autotune.extract_tasks`` imports before it dispatches, as
+#: ``tecomp.graph`` itself loads only the model runtime.
+BUILTIN_TASK_EXTRACTORS = ("tecomp.graph.tasks",)
+
 
 def __getattr__(name):
-    # Heavier layers load on first use, so `import tecomp` stays fast and layers stay apart.
+    # Every layer loads on first use, so `import tecomp` stays fast and layers stay apart:
+    # a deployment that loads a built model (tecomp.graph.load) never imports te or the
+    # code generators.
     import importlib
 
     lazy = {
         "lower": ("tecomp.schedule.lower", "lower"),
         "build": ("tecomp.build_module", "build"),
         "Target": ("tecomp.target", "Target"),
+        "ir": ("tecomp.ir", None),
+        "te": ("tecomp.te", None),
         "runtime": ("tecomp.runtime", None),
         "autotune": ("tecomp.autotune", None),
         "topi": ("tecomp.topi", None),
@@ -44,10 +59,6 @@ def __getattr__(name):
         raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
     mod_name, attr = lazy[name]
     mod = importlib.import_module(mod_name)
-    if name in ("autotune", "topi"):
-        # The autotuner knows no operator by itself (it must not depend on the operator
-        # library); the library registers its built-in templates when imported.
-        importlib.import_module("tecomp.topi")
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value
     return value

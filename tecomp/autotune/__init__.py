@@ -14,10 +14,15 @@ For a model: ``extract_tasks(mod, params, target)`` lists its tasks with their w
 log_to_file(path)])`` tunes them all into one log.
 
 The autotuner knows no operator by itself: the built-in templates (``matmul``, ``dense``,
-``conv2d``, ...) are registered by the operator library, ``tecomp.topi``, which
-``from tecomp import autotune`` loads along with this package.
+``conv2d``, ...) are registered by the operator library, ``tecomp.topi``. Importing this
+package imports it (``tecomp.BUILTIN_TEMPLATES``, by name: no module of the autotuner
+imports the operator library), so ``import tecomp.autotune`` and ``from tecomp import
+autotune`` find the same templates.
 """
 
+import importlib
+
+from .. import BUILTIN_TEMPLATES
 from .callback import log_to_file, model_progress_bar, progress_bar
 from .extract import extract_tasks, register_task_extractor
 from .dask_measure import ClusterError, DaskBuilder, DaskRunner, worker_resources
@@ -82,3 +87,14 @@ __all__ = [
     "use_shipped_logs",
     "worker_resources",
 ]
+
+
+def _register_builtin_templates() -> None:
+    # The packages named register their templates as they import. One importing this
+    # package as it imports itself (tecomp.topi first) is returned as far as it got and
+    # registers the rest when it carries on.
+    for package in BUILTIN_TEMPLATES:
+        importlib.import_module(package)
+
+
+_register_builtin_templates()

@@ -1,13 +1,15 @@
 """``extract_tasks``: the tuning tasks of a whole program (a model's graph).
 
 What a program is belongs to a layer above the autotuner (``tecomp.graph``), so that
-layer registers how to read tasks off its programs (``register_task_extractor``) when it
-is imported: a graph exists only once ``tecomp.graph`` has been, so its extractor is
-always there when one is passed in.
+layer registers how to read tasks off its programs (``register_task_extractor``) from
+the module that reads them (``tecomp.graph.tasks``, part of the graph compiler, which a
+process that only loads and runs a graph never imports). ``extract_tasks`` imports the
+built-in ones by name (``tecomp.BUILTIN_TASK_EXTRACTORS``) before it dispatches.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from ..errors import TecompError
@@ -50,6 +52,10 @@ def extract_tasks(mod, params: dict | None = None, target="llvm") -> list:
     >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
     [('conv2d_packed_kernel', 2), ('dense_packed', 1)]
     """
+    from .. import BUILTIN_TASK_EXTRACTORS
+
+    for package in BUILTIN_TASK_EXTRACTORS:
+        importlib.import_module(package)
     for program_type, extractor in _EXTRACTORS.items():
         if isinstance(mod, program_type):
             return extractor(mod, params, target)

@@ -4,15 +4,52 @@ whole model into one module run by a :class:`GraphModule`.
 >>> mod, params = tecomp.frontend.from_onnx("model.onnx")              # doctest: +SKIP
 >>> lib = tecomp.graph.build(mod, target="llvm", params=params)        # doctest: +SKIP
 >>> y, = tecomp.graph.GraphModule(lib)(input=x)                        # doctest: +SKIP
+
+Importing this package loads the model runtime only (the IR, :func:`load`,
+:class:`GraphModule`); the compiler's names (:func:`build`, :func:`infer_types`,
+:func:`extract_graph_tasks` and their errors) load the operator library and the autotuner
+on first use, so a deployment that loads and runs an exported model imports neither.
 """
 
-from .build import GraphBuildError, build
+import importlib
+import sys
+import types
+
 from .executor import GraphInputError, GraphModule, InputDtypeError
-from .infer import infer_types
 from .ir import Graph, Node, TensorType
 from .library import GraphLibrary, KernelInfo, load
-from .ops import GraphTypeError
-from .tasks import extract_graph_tasks
+
+#: The compiler's names -> the module of this package that defines them.
+_COMPILER = {
+    "GraphBuildError": "build",
+    "build": "build",
+    "infer_types": "infer",
+    "GraphTypeError": "ops",
+    "extract_graph_tasks": "tasks",
+}
+
+
+class _Package(types.ModuleType):
+    """This package's module type: loading a submodule binds it to the package's attribute
+    of its name, and ``build`` is both a submodule and the compiler's entry point; the name
+    stays the function, as when this package imported it eagerly."""
+
+    def __setattr__(self, name, value):
+        if name in _COMPILER and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name):
+    if name not in _COMPILER:
+        raise AttributeError(f"module 'tecomp.graph' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_COMPILER[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Graph",

@@ -27,6 +27,7 @@ from ..schedule.lower import lower
 from ..target import Target, as_target
 from ..topi.strategy import get_implementation, select_config
 from . import dims
+from .checks import runtime_dim_checks
 from .infer import infer_types
 from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
@@ -262,7 +263,7 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     # Weights only read packed are dropped; the packed copies join the constants.
     read = {i for n in nodes for i in n.inputs} | set(graph.outputs)
     graph = graph.with_(nodes=tuple(nodes), consts={k: v for k, v in consts.items() if k in read})
-    return GraphLibrary(graph, module, tuple(infos), target)
+    return GraphLibrary(graph, module, tuple(infos), target, runtime_dim_checks(graph))
 
 
 def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> list:

@@ -35,7 +35,6 @@ from ..runtime import aligned
 from ..runtime.aligned import ALIGNMENT
 from ..runtime.module import TimingResult
 from . import dims
-from .checks import runtime_dim_checks
 from .storage import buffer_lifetimes, is_view, value_homes
 
 
@@ -281,7 +280,7 @@ class GraphModule:
                          for n in self._kernel_nodes]
         self._lifetimes = buffer_lifetimes(graph)
         self._homes = value_homes(graph)
-        self._dim_checks = runtime_dim_checks(graph)
+        self._dim_checks = lib.dim_checks
 
     @property
     def input_names(self) -> tuple:

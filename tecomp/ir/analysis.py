@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import expr as E
 from . import stmt as S
 from .arith import linear_coeff
+from .buffer import buffer_key
 from .functor import post_order_visit
 
 SIGNED_INT = ("int8", "int16", "int32", "int64")
@@ -89,12 +90,6 @@ def _skey(e):
         parts.append(e.name)
         parts.extend(_skey(a) for a in e.args)
     return tuple(parts)
-
-
-def buffer_key(buf):
-    """What identifies a buffer's storage: its data variable when it has one (views of
-    one allocation share it), else the buffer itself."""
-    return buf.data if buf.data is not None else buf
 
 
 def vectorizable(body, loop_var) -> bool:

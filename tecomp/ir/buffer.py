@@ -39,3 +39,9 @@ class Buffer:
 
 def make_buffer(name: str, dtype: str, shape, scope: str = "global") -> Buffer:
     return Buffer(name, dtype, tuple(as_expr(s) for s in shape), scope, Var(name, "handle"))
+
+
+def buffer_key(buf: Buffer):
+    """What identifies a buffer's storage: its data variable when it has one (views of
+    one allocation share it), else the buffer itself."""
+    return buf.data if buf.data is not None else buf

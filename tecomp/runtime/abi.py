@@ -55,7 +55,7 @@ from ..errors import CodegenError, RuntimeCheckError, TecompError
 from ..ir import expr as E
 from ..ir import semantics
 from ..ir import stmt as S
-from ..ir.analysis import buffer_key
+from ..ir.buffer import buffer_key
 from ..ir.functor import post_order_visit
 
 #: Name of the exported symbol holding a library's metadata string.

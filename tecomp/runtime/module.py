@@ -13,6 +13,7 @@ needs no code generator: this package imports none.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import shutil
 import statistics
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 
 from ..errors import TargetError, TecompError
 from ..target import Target
-from . import c_api
 from .abi import (
     CHECK_FAILED,
     ERROR_RECORD_SLOTS,
@@ -323,10 +323,14 @@ class Module:
         >>> mod.export_library("mm.so"); mod.export_header("mm.h")   # doctest: +SKIP
         >>> # cc main.c mm.so -o main   (main.c: #include "mm.h" ... tecomp_call_mm(a, b, c))
         """
+        # Writing C is export work: a process that only loads and calls libraries never
+        # imports the header generator.
+        from .c_api import header_text
+
         path = os.fspath(path)
         guard = "TECOMP_" + os.path.basename(path).replace(".", "_")
         with open(path, "w") as fh:
-            fh.write(c_api.header_text(self.signatures, str(self._target), guard))
+            fh.write(header_text(self.signatures, str(self._target), guard))
         return path
 
     def __repr__(self):
@@ -358,11 +362,21 @@ class LibraryModule(Module):
 #: File headers of module formats other than shared libraries -> their loader.
 _LOADERS: dict = {}
 
+#: The modules that register the other formats tecomp writes (``register_loader``):
+#: ``load_module`` imports them the first time it opens a file that is not a shared
+#: library, so loading a shared library imports no CUDA support.
+BUILTIN_FORMATS = ("tecomp.runtime.cuda_module",)
+
 
 def register_loader(magic: bytes, load) -> None:
     """Make ``load_module`` open files starting with ``magic`` with ``load(path)``
     (e.g. exported CUDA modules, ``tecomp.runtime.cuda_module``)."""
     _LOADERS[magic] = load
+
+
+def _loader_for(head: bytes):
+    """The registered loader of files starting with ``head``, or None."""
+    return next((load for magic, load in _LOADERS.items() if head.startswith(magic)), None)
 
 
 def load_module(path: str) -> Module:
@@ -382,9 +396,13 @@ def load_module(path: str) -> Module:
         raise FileNotFoundError(f"no module file at {path!r}")
     with open(path, "rb") as fh:
         head = fh.read(64)
-    for magic, load in _LOADERS.items():
-        if head.startswith(magic):
-            return load(path)
+    load = _loader_for(head)
+    if load is None and head[:4] != b"\x7fELF":
+        for name in BUILTIN_FORMATS:
+            importlib.import_module(name)
+        load = _loader_for(head)
+    if load is not None:
+        return load(path)
     if head[:4] != b"\x7fELF":
         raise TecompError(f"{path!r} is not an ELF shared library")
     if head[16] != 3:

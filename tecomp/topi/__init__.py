@@ -12,6 +12,8 @@ Importing this package registers the templates ``matmul``, ``dense``, ``dense_pa
 ``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
 constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
 :mod:`tecomp.topi.conv2d_nchwc`) and ``depthwise_conv2d`` with ``tecomp.autotune``.
+Importing ``tecomp.autotune`` imports this package (``tecomp.BUILTIN_TEMPLATES``), so
+the templates are there however the autotuner was imported.
 Calling a template outside tuning gives the best shipped or ``apply_history_best``
 record, else a fallback config.
 The cuda templates (``matmul.cuda``, ``dense.cuda``, ...) and the ``cuda``
