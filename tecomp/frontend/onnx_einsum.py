@@ -151,6 +151,15 @@ def _reshaped(ctx, value, shape):
     return ctx.emit("reshape", [value], newshape=shape)
 
 
+def _expanded(ctx, value, outer):
+    """``value`` with its leading axes broadcast to ``outer`` (batch axes of size 1)."""
+    shape = ctx.type_of(value).shape
+    target = tuple(outer) + tuple(shape[len(outer):])
+    if dims.same_shape(shape, target):
+        return value
+    return ctx.emit("expand", [value], shape=target)
+
+
 def _sum_unused(ctx, value, term, needed):
     """``value`` summed over the axes whose labels are not ``needed``."""
     axes = tuple(a for a, lb in enumerate(term) if lb not in needed)
@@ -168,10 +177,14 @@ def _product(ctx, equation, a, ta, b, tb, later):
     size = {}
     for term, shape in ((ta, sa), (tb, sb)):
         for lb, d in zip(term, shape):
-            if lb in size and not (dims.equal(size[lb], d) or d == 1 or size[lb] == 1):
+            if lb not in size or dims.equal(size[lb], d):
+                size[lb] = d
+            elif lb.isdigit() and (d == 1 or size[lb] == 1):
+                # An axis of the ellipsis broadcasts, as numpy's einsum does.
+                size[lb] = d if size[lb] == 1 else size[lb]
+            else:
                 raise EquationError(f"equation {equation!r}: axes labelled {lb!r} have "
                                     f"sizes {dims.to_text(size[lb])} and {dims.to_text(d)}")
-            size[lb] = d if lb not in size or size[lb] == 1 else size[lb]
     shared = [lb for lb in ta if lb in tb]
     batch = [lb for lb in shared if lb in later]
     contracted = [lb for lb in shared if lb not in later]
@@ -187,15 +200,21 @@ def _product(ctx, equation, a, ta, b, tb, later):
         b = _reshaped(ctx, b, tuple(dims_b[lb] for lb in batch) + (1,) * len(left)
                       + tuple(dims_b[lb] for lb in right))
         return ctx.emit("multiply", [a, b]), batch + left + right
+    # The library multiplies matrices of static sizes (``matmul``, ``dense``) or batches of
+    # any sizes (``batch_matmul``), whose batches must be equal: a batch of one is
+    # expanded, and matrices of a symbolic size take a batch axis of 1.
+    rows = dims.product([dims_a[lb] for lb in left])
+    inner = dims.product([dims_a[lb] for lb in contracted])
+    cols = dims.product([dims_b[lb] for lb in right])
+    outer = tuple(size[lb] for lb in batch)
+    if not batch and not (dims.is_static(inner) and dims.is_static(cols)):
+        outer = (1,)
     a = _transposed(ctx, a, [ta.index(lb) for lb in batch + left + contracted])
-    a = _reshaped(ctx, a, tuple(dims_a[lb] for lb in batch) + (
-        dims.product([dims_a[lb] for lb in left]),
-        dims.product([dims_a[lb] for lb in contracted])))
+    lead = tuple(dims_a[lb] for lb in batch) or outer
+    a = _expanded(ctx, _reshaped(ctx, a, lead + (rows, inner)), outer)
     b = _transposed(ctx, b, [tb.index(lb) for lb in batch + contracted + right])
-    b = _reshaped(ctx, b, tuple(dims_b[lb] for lb in batch) + (
-        dims.product([dims_b[lb] for lb in contracted]),
-        dims.product([dims_b[lb] for lb in right])))
+    lead = tuple(dims_b[lb] for lb in batch) or outer
+    b = _expanded(ctx, _reshaped(ctx, b, lead + (inner, cols)), outer)
     product = ctx.emit("matmul", [a, b])
-    shape = ctx.type_of(product).shape
-    unflat = tuple(shape[:len(batch)]) + tuple(size[lb] for lb in left + right)
+    unflat = tuple(size[lb] for lb in batch + left + right)
     return _reshaped(ctx, product, unflat), batch + left + right
