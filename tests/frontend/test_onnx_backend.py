@@ -108,7 +108,7 @@ _OPS = ("abs|add|and|argmax|argmin|averagepool|batchnorm|bitshift|cast|castlike|
         "softplus|softsign|spacetodepth|split|sqrt|squeeze|sub|sum|tanh|tile|transpose|"
         "trilu|unsqueeze|where|xor|tan|sinh|cosh|asinh|acosh|atanh|thresholdedrelu|celu|shrink|"
         "hardmax|attention_4d|convtranspose|nllloss|sce|lppool|lpnormalization|swish|"
-        "training_dropout_zero_ratio")
+        "training_dropout_zero_ratio|einsum|scatter|scatternd|top_k")
 
 # What is left out, and why (what tecomp does not support yet).
 _EXCLUDED = {
@@ -128,7 +128,7 @@ _EXCLUDED = {
     "tensors",
     "resize_.*(cubic|antialias|axes|keep_aspect|tf_crop|half_pixel_symmetric|"
     "downsample_sizes_nearest_not)": "Resize modes and options the library lacks",
-    "range_.*loop|cumsum_1d_reverse_exclusive|reduce_log_sum_exp_do_not_keepdims|"
+    "range_.*loop|reduce_log_sum_exp_do_not_keepdims|"
     "reduce_max_bool|reduce_min_bool|shape_clip|shape_start_greater|shape_end|"
     "slice_start_out_of_bounds|slice_end_out_of_bounds|squeeze_negative|"
     "gather_elements_negative|onehot_negative|onehot_with_negative|"
