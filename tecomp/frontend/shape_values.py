@@ -281,6 +281,15 @@ def _size(inputs, attrs):
     return [np.array(element(dims.product(list(inputs[0]))), dtype=object)]
 
 
+def _as_array(value) -> np.ndarray:
+    # numpy hands back a lone element (not a 0-d array) from indexing an object array.
+    if isinstance(value, np.ndarray):
+        return value
+    out = np.empty((), dtype=object)
+    out[()] = value
+    return out
+
+
 @rule("Gather")
 def _gather(inputs, attrs):
     data, indices = inputs[0], inputs[1]
@@ -291,8 +300,7 @@ def _gather(inputs, attrs):
     n = data.shape[axis]
     if any(not -n <= i < n for i in idx):
         return None  # the converter names the index that is out of range
-    picked = np.take(data, idx.astype(np.int64).reshape(indices.shape), axis=axis)
-    return [picked]
+    return [_as_array(np.take(data, idx.astype(np.int64).reshape(indices.shape), axis=axis))]
 
 
 @rule("Concat")
@@ -428,17 +436,7 @@ def evaluate(ctx, node, attrs) -> list | None:
         return None
     if outputs is None or any(o is None for o in outputs):
         return None
-    outputs = [_as_array(o) for o in outputs]
     return None if any(o.size > MAX_CONTENT for o in outputs) else outputs
-
-
-def _as_array(value) -> np.ndarray:
-    # numpy hands back a lone element (not a 0-d array) from indexing an object array.
-    if isinstance(value, np.ndarray):
-        return value
-    out = np.empty((), dtype=object)
-    out[()] = value
-    return out
 
 
 def define(ctx, node, attrs, values: list) -> None:
