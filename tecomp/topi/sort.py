@@ -95,7 +95,7 @@ def topk_indices(x, k, axis: int = -1, largest: int = 1, node: str = ""):
     ranks = te.compute(x.shape, rank, name="topk.rank", tag=TAG, attrs=inner)
     i = te.reduce_axis((0, n), name="i")
     where = f"node {node!r}: " if node else ""
-    k_fits = None if nc is not None else te.checked(
+    k_fits = None if None not in (kc, nc) else te.checked(
         k <= n, k.astype("int64"), f"{where}k={{value}} is larger than axis {axis} of "
                                    f"size {n}")
 

@@ -71,6 +71,18 @@ def test_topk_of_opset_1_takes_k_as_an_attribute_and_axis_0(needs_llvm, rng):
     _same_as_onnxruntime(_topk(k=2, axis=0, opset=1), [{"x": x}])
 
 
+def test_topk_with_k_computed_from_the_shape_is_one_build_for_all_lengths(needs_llvm, rng):
+    # k = length // 2, carried as an expression of the symbolic length.
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["length"]),
+             helper.make_node("Div", ["length", "two"], ["k"]),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"], name="top")]
+    model = _model(nodes, [("x", F, [3, "n"])], [("v", F), ("i", I64)],
+                   [("one", np.array([1])), ("two", np.array([2]))])
+    _same_as_onnxruntime(model, [{"x": rng.standard_normal((3, n)).astype("float32")}
+                                 for n in (2, 5, 9)])
+
+
 def test_topk_with_k_computed_at_run_time_needs_a_constant():
     with pytest.raises(NeedsConstantError, match=r"node 'top': k \('k'\) must be a constant"):
         from_onnx(_topk(k_input=True))

@@ -98,3 +98,13 @@ def test_k_larger_than_the_axis_is_refused():
     with pytest.raises(RuntimeCheckError, match=r"node 'top': k=3 is larger than axis 0 of "
                                                 r"size n0"):
         _run(np.zeros(2, "float32"), 3, 0, 1)
+    # A k of symbolic size is checked against a static axis too.
+    k = te.var("k")
+    x = te.placeholder((4,), name="x")
+    out = sort.topk_indices(x, k, node="top")
+    mod = tecomp.build(sort.schedule_topk(None, [out]), [x, out], target="llvm")
+    mod(np.arange(4, dtype="float32"), y := np.empty(3, "int64"))
+    np.testing.assert_array_equal(y, [3, 2, 1])
+    with pytest.raises(RuntimeCheckError, match=r"node 'top': k=5 is larger than axis 0 of "
+                                                r"size 4"):
+        mod(np.arange(4, dtype="float32"), np.empty(5, "int64"))
