@@ -6,6 +6,9 @@ Declare an operator with ``tecomp.te``, schedule it, ``tecomp.lower`` it to loop
 
 __version__ = "0.1.0"
 
+import importlib
+import sys
+
 from . import errors
 from .errors import (
     CodegenError,
@@ -35,30 +38,45 @@ BUILTIN_TEMPLATES = ("tecomp.topi",)
 BUILTIN_TASK_EXTRACTORS = ("tecomp.graph.tasks",)
 
 
-def __getattr__(name):
-    # Every layer loads on first use, so `import tecomp` stays fast and layers stay apart:
-    # a deployment that loads a built model (tecomp.graph.load) never imports te or the
-    # code generators.
-    import importlib
+def lazy_attributes(package: str, names: dict):
+    """A module-level ``__getattr__`` (PEP 562) for ``package`` that loads each of
+    ``names`` on first use and keeps it.
 
-    lazy = {
-        "lower": ("tecomp.schedule.lower", "lower"),
-        "build": ("tecomp.build_module", "build"),
-        "Target": ("tecomp.target", "Target"),
-        "ir": ("tecomp.ir", None),
-        "te": ("tecomp.te", None),
-        "runtime": ("tecomp.runtime", None),
-        "autotune": ("tecomp.autotune", None),
-        "topi": ("tecomp.topi", None),
-        "schedule": ("tecomp.schedule", None),
-        "codegen": ("tecomp.codegen", None),
-        "graph": ("tecomp.graph", None),
-        "frontend": ("tecomp.frontend", None),
-    }
-    if name not in lazy:
-        raise AttributeError(f"module 'tecomp' has no attribute {name!r}")
-    mod_name, attr = lazy[name]
-    mod = importlib.import_module(mod_name)
-    value = mod if attr is None else getattr(mod, attr)
-    globals()[name] = value
-    return value
+    Parameters
+    ----------
+    package : str
+        The module's ``__name__``.
+    names : dict
+        Attribute -> ``(module, attribute)``, the module's own name when ``attribute`` is
+        None.
+    """
+
+    def __getattr__(name):
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        mod_name, attr = names[name]
+        mod = importlib.import_module(mod_name)
+        value = mod if attr is None else getattr(mod, attr)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
+
+
+# Every layer loads on first use, so `import tecomp` stays fast and layers stay apart: a
+# deployment that loads a built model (tecomp.graph.load) never imports te or the code
+# generators.
+__getattr__ = lazy_attributes(__name__, {
+    "lower": ("tecomp.schedule.lower", "lower"),
+    "build": ("tecomp.build_module", "build"),
+    "Target": ("tecomp.target", "Target"),
+    "ir": ("tecomp.ir", None),
+    "te": ("tecomp.te", None),
+    "runtime": ("tecomp.runtime", None),
+    "autotune": ("tecomp.autotune", None),
+    "topi": ("tecomp.topi", None),
+    "schedule": ("tecomp.schedule", None),
+    "codegen": ("tecomp.codegen", None),
+    "graph": ("tecomp.graph", None),
+    "frontend": ("tecomp.frontend", None),
+})

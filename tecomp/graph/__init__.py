@@ -11,10 +11,10 @@ Importing this package loads the model runtime only (the IR, :func:`load`,
 on first use, so a deployment that loads and runs an exported model imports neither.
 """
 
-import importlib
 import sys
 import types
 
+from .. import lazy_attributes
 from .executor import GraphInputError, GraphModule, InputDtypeError
 from .ir import Graph, Node, TensorType
 from .library import GraphLibrary, KernelInfo, load
@@ -43,12 +43,8 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name):
-    if name not in _COMPILER:
-        raise AttributeError(f"module 'tecomp.graph' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_COMPILER[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, {name: (f"{__name__}.{module}", name)
+                                         for name, module in _COMPILER.items()})
 
 
 __all__ = [

@@ -8,11 +8,10 @@ driver and the runners load on first use (``tecomp.runtime.CUDAModule``,
 CUDA module), so a model runtime imports only what runs a shared library.
 """
 
-import importlib
-
 # First: the wait policy of libgomp's threads must be in the environment before anything
 # loads libgomp (tecomp.runtime.threads).
 from .threads import get_num_threads, set_num_threads  # isort: skip
+from .. import lazy_attributes
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
 from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
@@ -39,22 +38,10 @@ __all__ = [
     "ArgumentTypeError",
 ]
 
-#: Names loaded on first use -> the module of this package that defines them.
-_LAZY = {
-    "CUDAError": "cuda_driver",
-    "CUDAUnavailableError": "cuda_driver",
-    "CUDAModule": "cuda_module",
-    "QemuRunner": "runner",
-    "RemoteModule": "runner",
-    "Runner": "runner",
-    "RunnerError": "runner",
-    "SSHRunner": "runner",
-}
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'tecomp.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+# The CUDA driver and the runners load on first use.
+__getattr__ = lazy_attributes(__name__, {
+    name: (f"{__name__}.{module}", name) for module, names in (
+        ("cuda_driver", ("CUDAError", "CUDAUnavailableError")),
+        ("cuda_module", ("CUDAModule",)),
+        ("runner", ("QemuRunner", "RemoteModule", "Runner", "RunnerError", "SSHRunner")),
+    ) for name in names})

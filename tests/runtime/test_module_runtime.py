@@ -280,3 +280,26 @@ def test_a_prepared_call_keeps_its_arrays_alive(mm, rng):
     gc.collect()
     call()
     np.testing.assert_allclose(c, fresh[:, :1] + b[:1, :])
+
+
+def test_a_cuda_module_file_goes_to_the_cuda_loader_imported_when_met(tmp_path):
+    # Loading shared libraries imports no CUDA support; a file in the CUDA module format
+    # brings in its loader (and a damaged one is its error, not "not an ELF file").
+    from tecomp.runtime.cuda_module import BUNDLE_MAGIC
+
+    path = tmp_path / "damaged.cuda"
+    path.write_bytes(BUNDLE_MAGIC + b"{not json\n")
+    code = textwrap.dedent(f"""
+        import sys
+        import tecomp, tecomp.runtime
+        print("before", "tecomp.runtime.cuda_module" in sys.modules)
+        try:
+            tecomp.runtime.load_module({str(path)!r})
+        except tecomp.TecompError as err:
+            print(err)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=False, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "before False" in r.stdout
+    assert "is not a readable CUDA module" in r.stdout
