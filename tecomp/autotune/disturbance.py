@@ -8,8 +8,9 @@ log showed every kernel of a MobileNetV2 at 7–10 ms in whole milliseconds duri
 re-measurement, among them a dense layer that runs in 0.07 ms. Three signs, each far
 outside drift:
 
-- the repeats of one measurement disagree by more than :data:`SPREAD_LIMIT` (slowest over
-  fastest);
+- the repeats of one measurement disagree so that their median is more than
+  :data:`SPREAD_LIMIT` times the fastest (half of them or more were slowed: one slow batch
+  the median absorbs is not a sign);
 - a re-measurement is more than :data:`FAR_OFF_LIMIT` times the trial's own figure for the
   same config;
 - every repeat is a whole number of scheduler ticks (:data:`TICKS`), while the kernel's
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import statistics
 
-#: The slowest repeat over the fastest beyond which repeats disagree: drift moves them
-#: by ±20%, a preempted batch by whole time slices.
+#: The median repeat over the fastest beyond which repeats disagree: drift moves them by
+#: ±20%, a preempted batch by whole time slices.
 SPREAD_LIMIT = 2.0
 
 #: A re-measurement this many times the trial's own figure (or more) was disturbed.
@@ -89,9 +90,9 @@ def disturbance(costs, trial_cost: float | None = None) -> str:
         if len(set(multiples)) > 1:
             return (f"whole scheduler ticks: the repeats sit on {sorted(set(multiples))} "
                     f"x {tick * 1e3:g} ms")
-    spread = max(costs) / min(costs)
+    spread = statistics.median(costs) / min(costs)
     if spread > SPREAD_LIMIT:
-        return f"repeats disagree: the slowest {spread:.1f}x the fastest"
+        return f"repeats disagree: the median {spread:.1f}x the fastest"
     if trial_cost is not None and trial_cost > 0:
         off = statistics.median(costs) / trial_cost
         if off > FAR_OFF_LIMIT:

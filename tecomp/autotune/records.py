@@ -8,10 +8,10 @@ A line looks like (wrapped here)::
      "config": {"index": 17, "knobs": {"tile_y": [-1, 8], "unroll_k": 4}},
      "result": {"costs": [0.0012, 0.0011], "error_no": 0, "error_kind": "NO_ERROR",
                 "error_msg": "", "all_cost": 0.41, "timestamp": 1730000000.0,
-                "stage": "trial"}}
+                "stage": "trial", "disturbed": ""}}
 
-A measurement the machine disturbed (``tecomp.autotune.disturbance``) also carries
-``"disturbed": "<the sign seen>"`` in its result; logs written before have no such field
+``result.disturbed`` is ``""``, or for a measurement the machine disturbed
+(``tecomp.autotune.disturbance``) the sign seen; logs written before have no such field
 and read as sound.
 
 ``workload.hash`` is a structural hash of the compute: a record whose hash differs from
@@ -84,7 +84,7 @@ class Record:
 
     def to_json(self) -> dict:
         r = self.result
-        line = {
+        return {
             "format": FORMAT_VERSION,
             "tecomp": self.version or __version__,
             "workload": {"name": self.name, "args": _listify(self.args),
@@ -99,11 +99,9 @@ class Record:
                 "all_cost": r.all_cost,
                 "timestamp": r.timestamp,
                 "stage": r.stage,
+                "disturbed": r.disturbed,
             },
         }
-        if r.disturbed:
-            line["result"]["disturbed"] = r.disturbed
-        return line
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)

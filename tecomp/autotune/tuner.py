@@ -25,6 +25,7 @@ them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 
@@ -220,7 +221,7 @@ class Tuner:
             self.stop_reason = "space exhausted"
             return False
         inputs = [MeasureInput(self.task, c) for c in configs]
-        results = self._measure(builder, runner, inputs)
+        results = [_flag_disturbed(r) for r in self._measure(builder, runner, inputs)]
         for inp, res in zip(inputs, results):
             self._record(inp.config, res)
         self.n_done += len(inputs)
@@ -329,6 +330,15 @@ class Tuner:
         self.history.extend((i.config, r) for i, r in zip(final_inputs, final_results))
         for cb in callbacks:
             cb(self, final_inputs, final_results)
+
+
+def _flag_disturbed(result: MeasureResult) -> MeasureResult:
+    """``result`` with the disturbance its costs show, for runners that do not judge
+    (a Dask cluster's, a user's own); LocalRunner's come judged and re-measured."""
+    if not result.ok or result.disturbed:
+        return result
+    why = disturbance(result.costs)
+    return dataclasses.replace(result, disturbed=why) if why else result
 
 
 class RandomTuner(Tuner):

@@ -38,8 +38,13 @@ def test_four_millisecond_ticks():
 
 
 def test_repeats_that_disagree():
-    assert disturbance([1e-4, 1e-4, 1e-4 * (SPREAD_LIMIT + 0.5)]) == (
-        "repeats disagree: the slowest 2.5x the fastest")
+    slow = 1e-4 * (SPREAD_LIMIT + 0.5)
+    assert disturbance([1e-4, slow, slow * 1.1]) == (
+        "repeats disagree: the median 2.5x the fastest")
+
+
+def test_one_slow_batch_the_median_absorbs_is_no_sign():
+    assert disturbance([6.4e-4, 6.35e-4, 8.71e-3]) == ""
 
 
 def test_far_off_the_trials_own_figure():

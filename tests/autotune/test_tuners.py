@@ -230,3 +230,19 @@ def test_disturbed_trials_take_part_in_the_final_rounds_after_the_sound_ones(mm_
     assert len(runner.remeasured) == 1 and len(runner.remeasured[0]) == 3
     assert runner.remeasured[0][0] == f"fake:{runner.default}"  # the sound one first
     assert tuner.best_result.stage == "final"
+
+
+def test_a_runner_that_does_not_judge_gets_its_trials_judged(mm_task):
+    class _Unjudging(FakeRunner):
+        def run(self, inputs, builds):
+            return [MeasureResult((8e-3, 1e-2, 7e-3), r.error_no, "", 0.0, r.timestamp)
+                    if i.config.index == 3 else r
+                    for i, r in zip(inputs, super().run(inputs, builds))]
+
+    tuner = autotune.RandomTuner(mm_task, seed=0)
+    recorded = []
+    tuner.tune(len(mm_task.config_space), {"builder": FakeBuilder(), "runner": _Unjudging()},
+               callbacks=[lambda t, i, r: recorded.extend(zip(i, r))], remeasure_top=0)
+    (flagged,) = [r for i, r in recorded if i.config.index == 3]
+    assert flagged.disturbed == "whole scheduler ticks: the repeats sit on [7, 8, 10] x 1 ms"
+    assert tuner.n_disturbed == 1
