@@ -74,6 +74,47 @@ def gpt2():
         "input_ids": axes, "attention_mask": axes, "logits": axes}
 
 
+class _WithPast(torch.nn.Module):
+    """GPT-2 decoding with a key/value cache: ``input_ids`` (the new tokens), the
+    ``attention_mask`` over past and new tokens, and each layer's past key and value in,
+    the logits and each layer's present key and value (past and new) out, as the
+    generation loop of an ONNX runtime feeds them back."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids, attention_mask, *past):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(list(zip(past[0::2], past[1::2])))
+        out = self.m(input_ids=input_ids, attention_mask=attention_mask,
+                     past_key_values=cache, use_cache=True)
+        present = [t for layer in out.past_key_values for t in layer[:2]]
+        return (out.logits, *present)
+
+
+def gpt2_past():
+    """GPT-2 with ``past_key_values`` (the configuration of :func:`gpt2`): dynamic batch,
+    new-token and past lengths."""
+    from transformers import GPT2LMHeadModel
+
+    config = _gpt2_config()
+    model = _WithPast(GPT2LMHeadModel(config))
+    heads, head_dim = config.n_head, config.n_embd // config.n_head
+    ids = torch.randint(0, 100, (BATCH, 1))
+    mask = torch.ones(BATCH, PAST + 1, dtype=torch.int64)
+    past = [torch.randn(BATCH, heads, PAST, head_dim) for _ in range(2 * config.n_layer)]
+    kv_names = [f"past.{i}.{kv}" for i in range(config.n_layer) for kv in ("key", "value")]
+    present = [n.replace("past", "present") for n in kv_names]
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "logits": {0: "batch", 1: "seq"}}
+    axes.update({n: {0: "batch", 2: "past"} for n in kv_names})
+    axes.update({n: {0: "batch", 2: "total"} for n in present})
+    return model, (ids, mask, *past), ["input_ids", "attention_mask", *kv_names], [
+        "logits", *present], axes
+
+
 def _gpt2_config():
     from transformers import GPT2Config
 
@@ -81,7 +122,7 @@ def _gpt2_config():
                       use_cache=False, attn_implementation="eager")
 
 
-MODELS = {"bert": bert, "gpt2": gpt2}
+MODELS = {"bert": bert, "gpt2": gpt2, "gpt2_past": gpt2_past}
 
 
 def export(name: str, out_dir: str) -> str:

@@ -39,6 +39,29 @@ def test_one_build_matches_onnxruntime_at_every_shape(needs_llvm, rng, name):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_generation_loop_with_a_growing_past_runs_on_one_build(needs_llvm, rng):
+    # GPT-2 with past_key_values: a prompt of 5 tokens with an empty past, then 7 steps of
+    # one token, each feeding the present keys and values back; one build for all 8.
+    model = onnx.load(os.path.join(MODELS, "gpt2_past.onnx"))
+    mod, params = from_onnx(model)
+    run = GraphModule(build(mod, params=params))
+    names = [i.name for i in model.graph.input if i.name.startswith("past.")]
+    for batch in (1, 2):
+        past = [np.zeros((batch, 4, 0, 8), "float32") for _ in names]
+        ids = rng.integers(0, VOCAB, (batch, 5)).astype("int64")
+        for _ in range(8):
+            total = past[0].shape[2] + ids.shape[1]
+            feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), "int64"),
+                     **dict(zip(names, past))}
+            got = run(**feeds)
+            want = onnx_models.run_onnxruntime(model, feeds)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+            past = want[1:]
+            ids = want[0][:, -1:].argmax(-1).astype("int64")
+        assert past[0].shape[2] == 5 + 7
+
+
 def test_the_committed_models_stay_small():
     for name in os.listdir(MODELS):
         assert os.path.getsize(os.path.join(MODELS, name)) < 1 << 20, name
