@@ -954,6 +954,30 @@ class LossShapes:
 
 
 @dataclass(frozen=True)
+class GemmShapes:
+    """Gemm's A (M, K) and B (K, N), each transposed by its flag, are matrices that agree
+    on K, and C broadcasts to (M, N) one way: the output is (M, N), never widened by C."""
+
+    def __call__(self, view: NodeView) -> None:
+        a, b, c = view.shape(0), view.shape(1), view.shape(2)
+        for i, shape in ((0, a), (1, b)):
+            if shape is not None and len(shape) != 2:
+                view.fail(f"input {i} has shape {_text(shape)}; Gemm multiplies matrices "
+                          "(rank 2)")
+        if a is None or b is None:
+            return
+        (m, ka) = a[::-1] if view.attrs.get("transA", 0) else a
+        (kb, n) = b[::-1] if view.attrs.get("transB", 0) else b
+        if dims.is_static(ka) and dims.is_static(kb) and ka != kb:
+            view.fail(f"A {_text(a)} and B {_text(b)} (transA={view.attrs.get('transA', 0)}, "
+                      f"transB={view.attrs.get('transB', 0)}) do not agree on K: {ka} and "
+                      f"{kb}")
+        if c is not None and _broadcast_failure([(m, n), tuple(c)], True) is not None:
+            view.fail(f"C {_text(c)} does not broadcast to the output (M, N) = "
+                      f"{_text((m, n))}; each dimension of C must be 1 or the output's")
+
+
+@dataclass(frozen=True)
 class SameElementType:
     """Inputs ``inputs`` have one element type, where the operator's definition combines
     them in one operation although its schema gives them separate type variables
@@ -1079,7 +1103,7 @@ CHECKS: Mapping = MappingProxyType({
     "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),
     "LRN": (Positive(("size",), odd=True), PositiveFloat(("alpha", "beta"))),
     # Flags and enumerations of the rest.
-    "Gemm": (Flag(("transA", "transB")),),
+    "Gemm": (Flag(("transA", "transB")), GemmShapes()),
     "Dropout": (DropoutRatio(),),
     "Trilu": (Flag(("upper",)), MinRank(0, 2)),
     "Celu": (FiniteNonZero(("alpha",)),),

@@ -347,6 +347,13 @@ MISUSES = [
      "the weight has shape [6]; it must be [5], one per class (C)"),
     ("sce-target-rank", _model("SoftmaxCrossEntropyLoss", [[3, 5], [3, 2]], dtypes={1: I64}),
      "target", "scores of shape [3, 5] need a rank-1 target (N, d1, ..., dk)"),
+    # Gemm: (M, K) x (K, N) + C broadcast one way to (M, N).
+    ("gemm-bias-widens", _model("Gemm", [[3, 6], [6, 1], [3, 4]]), "C",
+     "C [3, 4] does not broadcast to the output (M, N) = [3, 1]"),
+    ("gemm-inner-sizes", _model("Gemm", [[3, 6], [4, 5]], dict(transB=1)), "K",
+     "do not agree on K: 6 and 5"),
+    ("gemm-rank", _model("Gemm", [[2, 3, 6], [6, 4]]), "input 0",
+     "input 0 has shape [2, 3, 6]; Gemm multiplies matrices"),
     # RMSNormalization's definition multiplies X's type by scale's.
     ("rms-norm-mixed-types", _model("RMSNormalization", [[2, 4], [4]], dict(axis=-1),
                                     opset=23, dtypes={1: TensorProto.FLOAT16}), "'x1'",
@@ -428,6 +435,8 @@ VALID = [
         auto_pad="SAME_UPPER"))),
     ("maxpool-pads-with-auto-pad-ignored", _model("MaxPool", [[1, 1, 4, 4]], dict(
         kernel_shape=[2, 2], auto_pad="VALID", pads=[1, 1, 1, 1]))),
+    ("gemm-transposed-with-row-bias", _model("Gemm", [[6, 3], [4, 6], [4]], dict(
+        transA=1, transB=1))),
     ("nll-matching-shapes", _model("NegativeLogLikelihoodLoss", [[3, 5, 6], [3, 6], [5]],
                                    dtypes={1: I64})),
 ]
