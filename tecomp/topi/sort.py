@@ -89,7 +89,9 @@ def topk_indices(x, k, axis: int = -1, largest: int = 1, node: str = ""):
     def rank(*p):
         other = p[:axis] + (j,) + p[axis + 1:]
         before = comes_before(x[other], x[p], j.var, p[axis], bool(largest))
-        return te.sum(te.const(1, "int32"), axis=j, where=before)
+        # Counted in the summed value, not a where= condition: a reduction split into
+        # vector lanes guards its tail around the update, which then holds every read.
+        return te.sum(before.astype("int32"), axis=j)
 
     inner = {"inner_axes": ndim - 1 - axis}
     ranks = te.compute(x.shape, rank, name="topk.rank", tag=TAG, attrs=inner)
@@ -102,8 +104,10 @@ def topk_indices(x, k, axis: int = -1, largest: int = 1, node: str = ""):
     def pick(*p):
         at = p[:axis] + (i,) + p[axis + 1:]
         hit = te.equal(ranks[at], p[axis].astype("int32"))
-        return te.sum(i.var.astype("int64"), axis=i,
-                      where=hit if k_fits is None else k_fits & hit)
+        if k_fits is not None:
+            hit = k_fits & hit
+        return te.sum(te.if_then_else(hit, i.var.astype("int64"), te.const(0, "int64")),
+                      axis=i)
 
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
     return te.compute(shape, pick, name="topk_indices", tag=TAG, attrs=inner)
