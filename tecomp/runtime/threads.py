@@ -184,8 +184,8 @@ def set_num_threads(n: int) -> None:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: n must be a positive integer, got {n!r}")
-    _SETTING.current()  # an invalid TECOMP_NUM_THREADS is reported, not silently replaced
     with _SETTING.lock:
+        _SETTING.read_environment = True  # this call replaces TECOMP_NUM_THREADS
         _SETTING.count = n
         _SETTING.source = "set_num_threads"
         _SETTING.generation += 1

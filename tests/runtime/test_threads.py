@@ -156,3 +156,10 @@ def test_libgomp_loaded_first_is_reported():
     prelude = f"import ctypes; ctypes.CDLL({libgomp_path()!r}); "
     assert _wait_policy({}, prelude) == (
         "None | libgomp's default (libgomp was loaded before tecomp could set it)")
+
+
+def test_set_num_threads_replaces_a_bad_environment_count(saved_setting, monkeypatch):
+    monkeypatch.setenv(threads.ENV_VAR, "many")
+    saved_setting.read_environment = False
+    set_num_threads(2)
+    assert threads.thread_count_source() == (2, "set_num_threads")
