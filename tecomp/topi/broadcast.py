@@ -160,12 +160,11 @@ def _float_fmod(x, y):
     product ``0 * inf`` would be NaN), and ``x`` smaller than ``y`` keeps its sign and
     every bit. An infinite ``x``, a zero ``y`` or a NaN make the quotient NaN or infinite,
     so the result stays NaN."""
-    # Bound to variables first: a select between loads would mask them in a vector loop.
-    a, b = E.Var("a", x.dtype), E.Var("b", y.dtype)
-    q = E.Var("q", x.dtype)
-    pick = te.if_then_else(te.equal(q, te.const(0, q.dtype)), a, a - q * b)
-    return E.Let(a, x, E.Let(b, y, E.Let(q, te.trunc(a / b), pick, pick.dtype), pick.dtype),
-                 pick.dtype)
+    q = te.trunc(x / y)
+    zero = te.const(0, x.dtype)
+    # x - (+0) is x, -0.0 too; the select picks between a constant and a product, so no
+    # load is masked.
+    return x - te.if_then_else(te.equal(q, zero), zero, q * y)
 
 
 def mod(a, b, fmod: int = 0):

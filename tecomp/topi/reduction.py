@@ -78,8 +78,9 @@ def _skipping_nan(better, name: str, empty: float):
     does; the identity is ``empty`` (-inf for a maximum, as ONNX's ReduceMax gives over no
     elements), so a NaN never enters at all and no value has to be tested for NaN: the
     same one instruction as before (``maxps``) with its operands swapped. Of NaN only
-    the result is ``empty`` (onnxruntime: NaN for ReduceMax, the lowest finite value for
-    MaxPool).
+    the result is ``empty``; ReduceMax and ReduceMin then give NaN, as any region whose
+    first element is NaN (``nan_first`` of their operators: onnxruntime's rule), where
+    MaxPool keeps ``empty`` (onnxruntime: NaN or the lowest finite value, by its kernel).
     """
 
     def combine(acc, x):
@@ -117,11 +118,28 @@ def _count(x, axes, dtype):
     return n.astype(dtype)
 
 
-def _reduction(name, fsource, reducer, fepilogue=None, fsingle=None):
+def _first_of_region(x, axes, keepdims, idx):
+    """The element of ``x`` that output ``idx`` of a reduction over ``axes`` starts its
+    region with: every reduced index 0."""
+    out_pos = iter(idx)
+    full = []
+    for a in range(len(x.shape)):
+        if a in axes:
+            if keepdims:
+                next(out_pos)
+            full.append(E.IntImm(0))
+        else:
+            full.append(next(out_pos))
+    return x[tuple(full)]
+
+
+def _reduction(name, fsource, reducer, fepilogue=None, fsingle=None, nan_first=False):
     """An ONNX reduction: ``fepilogue(reducer(fsource(x)))``. Over no axes
     (``noop_with_empty_axes``) each element is reduced alone, as the spec's reference
     does: ``fsingle(x)``, by default the source and epilogue of the one element
-    (ReduceL1 gives ``|x|``, ReduceLogSum ``log(x)``)."""
+    (ReduceL1 gives ``|x|``, ReduceLogSum ``log(x)``). With ``nan_first`` a float region
+    whose first element is NaN gives NaN (onnxruntime's ReduceMax/Min, which start from
+    the first element and replace it only by a better one)."""
 
     def single(x, ax):
         def f(*i):
@@ -137,6 +155,12 @@ def _reduction(name, fsource, reducer, fepilogue=None, fsingle=None):
         if not ax:
             return te.compute(x.shape, single(x, ax), name=name, tag="elemwise")
         r = reduce_compute(x, ax, keepdims, fsource, reducer, name)
+        if nan_first and dt.is_float(x.dtype):
+            def first_or_r(*i):
+                first = _first_of_region(x, ax, keepdims, i)
+                return te.if_then_else(te.not_equal(first, first), first, r[i])
+
+            return te.compute(r.shape, first_or_r, name=f"{name}.out", tag=TAG)
         if fepilogue is None:
             return r
         return te.compute(r.shape, lambda *i: fepilogue(r[i], x, ax), name=f"{name}.out",
@@ -155,8 +179,8 @@ def _mean(v, x, axes):
 
 reduce_sum = _reduction("reduce_sum", lambda v: v, te.sum)
 reduce_mean = _reduction("reduce_mean", lambda v: v, te.sum, _mean)
-reduce_max = _reduction("reduce_max", lambda v: v, nanmax)
-reduce_min = _reduction("reduce_min", lambda v: v, nanmin)
+reduce_max = _reduction("reduce_max", lambda v: v, nanmax, nan_first=True)
+reduce_min = _reduction("reduce_min", lambda v: v, nanmin, nan_first=True)
 reduce_prod = _reduction("reduce_prod", lambda v: v, te.prod)
 reduce_l1 = _reduction("reduce_l1", te.abs, te.sum)
 reduce_l2 = _reduction("reduce_l2", lambda v: v * v, te.sum, lambda v, x, a: te.sqrt(v))
@@ -170,21 +194,27 @@ reduce_log_sum_exp = _reduction("reduce_log_sum_exp", te.exp, te.sum,
 def _arg_reducer(better, select_last: bool, name: str):
     """A (index, value) reducer keeping the value ``better`` prefers and, on ties, the
     first (or last) index; commutative, so any reduction order gives the same answer.
-    A NaN loses to every number (as in :data:`nanmax`: the index of the max is where
-    ReduceMax's value is), and NaNs tie with each other."""
+
+    NaN as in onnxruntime, which scans the axis from its first element and replaces
+    the best so far only by a better one: a NaN first element (index 0) wins, a NaN
+    elsewhere loses to every number (NaNs tie with each other, but a row of NaN starts
+    with one)."""
 
     def combine(lhs, rhs):
         (i0, v0), (i1, v1) = lhs, rhs
         tie_wins = i1 > i0 if select_last else i1 < i0
         same = te.equal(v1, v0)
         wins = better(v1, v0)
+        first1 = te.const(False, "bool")
         if dt.is_float(v0.dtype):
             nan0, nan1 = te.not_equal(v0, v0), te.not_equal(v1, v1)
             same = same | (nan0 & nan1)
-            wins = wins | (nan0 & ~nan1)
+            first0, first1 = nan0 & te.equal(i0, 0), nan1 & te.equal(i1, 0)
+            wins = (wins | (nan0 & ~nan1)) & ~first0
+            tie_wins = tie_wins & ~first0
         # Index -1 marks the identity: it loses to any element, even one equal to it
         # (an all -inf row still gives index 0).
-        take = (i1 >= 0) & ((i0 < 0) | wins | (same & tie_wins))
+        take = (i1 >= 0) & ((i0 < 0) | first1 | wins | (same & tie_wins))
         return te.if_then_else(take, i1, i0), te.if_then_else(take, v1, v0)
 
     def identity(index_dtype, value_dtype):

@@ -298,23 +298,48 @@ def test_reductions_skip_nan_as_onnxruntime(needs_llvm, op):
 
 
 @pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ArgMax", "ArgMin"])
-def test_reductions_skip_nan_wherever_it_is(needs_llvm, op):
+def test_reductions_skip_nan_past_the_first_element(needs_llvm, op):
+    # A row starting with NaN gives NaN (index 0), as onnxruntime's scan from the first
+    # element does; a NaN elsewhere is skipped, wherever it is.
     rep = backend.prepare(_reduction(op))
     ref = {"ReduceMax": np.nanmax, "ReduceMin": np.nanmin, "ArgMax": np.nanargmax,
            "ArgMin": np.nanargmin}[op]
     for position in range(5):
         x = _nan_at((4, 5), [position, 5 + (position + 2) % 5, 10 + position, 19 - position])
         y, = rep.run({"x": x})
-        np.testing.assert_array_equal(y, ref(x, axis=1))
+        expected = ref(x, axis=1)
+        expected[np.isnan(x[:, 0])] = np.nan if op.startswith("Reduce") else 0
+        np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("op, axes", [("ReduceMax", [1]), ("ReduceMin", [0]),
+                                      ("ReduceMax", [0, 2]), ("ArgMax", 0), ("ArgMin", 1)])
+def test_reductions_of_regions_starting_with_nan_match_onnxruntime(needs_llvm, op, axes):
+    n = np.nan
+    x = np.array([[n, 1, 2, n, 5], [3, n, 0, 7, n], [1, 2, n, n, n], [0, 0, 0, n, n]],
+                 "float32").reshape(2, 2, 5)
+    node = (helper.make_node(op, ["x"], ["y"], name="r", axis=axes, keepdims=0)
+            if op.startswith("Arg") else
+            helper.make_node(op, ["x", "axes"], ["y"], name="r", keepdims=0))
+    model = _model([node], [("x", F, [2, 2, 5])], [("y", I64 if op.startswith("Arg") else F)],
+                   inits=[] if op.startswith("Arg") else [("axes", np.array(axes))], opset=18)
+    _same_as_onnxruntime(model, {"x": x})
+
+
+def test_hardmax_of_a_row_starting_with_nan_is_all_zero_as_onnxruntime(needs_llvm):
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="h", axis=1)
+    model = _model([node], [("x", F, [4, 4])], opset=13)
+    n = np.nan
+    x = np.array([[n, 1, 2, 3], [1, n, 3, 3], [n, n, n, n], [np.inf, n, np.inf, 1]],
+                 "float32")
+    _same_as_onnxruntime(model, {"x": x})
 
 
 def test_reductions_over_nothing_and_over_nan_only(needs_llvm):
     node = helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="r", keepdims=0)
     model = _model([node], [("x", F, [2, "n"])], inits=[("axes", np.array([1]))], opset=18)
     _same_as_onnxruntime(model, {"x": np.zeros((2, 0), "float32")})
-    # No number to keep: -inf, as over nothing (onnxruntime: NaN, the row's first element).
-    y, = backend.prepare(model).run({"x": np.full((2, 3), np.nan, "float32")})
-    np.testing.assert_array_equal(y, [-np.inf, -np.inf])
+    _same_as_onnxruntime(model, {"x": np.full((2, 3), np.nan, "float32")})
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])

@@ -14,7 +14,7 @@ from ... import te
 from ...errors import ShapeError
 from ...ir import expr as E
 from ..cpu_schedule import const_int, schedule_reduce
-from ..reduction import nanmax, reduce_max, reduce_mean
+from ..reduction import nanmax, reduce_compute, reduce_mean
 from ..register import register_llvm
 
 #: For schedule_reduce: the last output axis is vectorized, N * C is the parallel loop.
@@ -174,8 +174,10 @@ def global_avg_pool(x):
 def global_max_pool(x):
     """ONNX GlobalMaxPool: the maximum over all spatial axes (kept with size 1), NaN
     skipped as in :func:`max_pool`. ``x`` is N, C,
-    spatial... data."""
-    return reduce_max(x, axes=list(range(2, len(x.shape))), keepdims=1)
+    spatial... data. Unlike ReduceMax, a NaN first element is skipped too (onnxruntime's
+    GlobalMaxPool skips NaN wherever it is)."""
+    return reduce_compute(x, list(range(2, len(x.shape))), 1, lambda v: v, nanmax,
+                          "global_max_pool")
 
 
 for _fn in (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d,

@@ -4,6 +4,7 @@ each."""
 from __future__ import annotations
 
 from ... import te
+from ...ir import dtype as dt
 from ...ir import expr as E
 from ..cpu_schedule import schedule_normalize
 from ..reduction import argmax, reduce_compute
@@ -49,13 +50,18 @@ def log_softmax(x, axis: int = -1):
 
 
 def hardmax(x, axis: int = -1):
-    """ONNX Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere (x's dtype)."""
+    """ONNX Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere (x's dtype).
+
+    A row starting with NaN is all 0, as in onnxruntime (its maximum is the NaN, which
+    equals no element); a NaN elsewhere is passed over, as by :func:`argmax`."""
     axis = normalize_axis(axis, len(x.shape))
     index = argmax(x, axis=axis, keepdims=1)
 
     def body(*idx):
         row = idx[:axis] + (E.IntImm(0),) + idx[axis + 1:]
         hit = te.equal(index[row], idx[axis].astype("int64"))
+        if dt.is_float(x.dtype):
+            hit = hit & te.equal(x[idx], x[idx])
         return te.if_then_else(hit, te.const(1, x.dtype), te.const(0, x.dtype))
 
     return te.compute(x.shape, body, name="hardmax", tag="hardmax",
