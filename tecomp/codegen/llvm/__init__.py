@@ -40,9 +40,12 @@ loop kind below is one the emitter can honour as written:
 
 Modules. ``build`` builds a module (``build_llvm``) and describes its functions for the
 runtime (``tecomp.runtime.abi.function_signature``); ``kind`` is the target kind "llvm"
-(its options, capabilities and loop legality rules); ``emit`` writes the IR text, with one mixin per
-concern (``index``, ``vector``, ``memory``, ``intrinsics``, ``parallel``, ``transpose``)
-over the loop analyses of ``tecomp.ir.analysis``, the values of ``ir`` and the types of ``types``;
+(its options, capabilities and loop legality rules); ``emit`` writes the IR text: its
+``Emitter`` is made of parts, one class per concern in its own module, each reached
+through the emitter (``module_text``, ``builder``, ``symbols``, ``index``, ``vector``,
+``loops``, ``parallel``, ``transpose``, ``memory``, ``allocate``, ``alias``,
+``math_calls``, ``checks``; ``vmath`` writes the vector math functions), over the loop
+analyses of ``tecomp.ir.analysis``, the values of ``ir`` and the types of ``types``;
 ``jit`` owns LLVM: target machines, the optimization pipeline and the JIT; ``module``
 is the runtime module it returns (``LLVMModule``); ``host`` is what LLVM says about
 this machine's CPU, which ``tecomp.target`` asks when it parses an llvm target.

@@ -67,13 +67,13 @@ def build_llvm(funcs, target="llvm") -> LLVMModule:
     for f in funcs:
         function_signature(f)  # rejects unbindable sizes before any code is emitted
         em.func(f, symbol_name(f.name))
-        signatures.append(function_signature(f, em.checks))
+        signatures.append(function_signature(f, em.checks.messages))
     data = encode_metadata(str(target), signatures)
     enc = "".join(f"\\{b:02X}" for b in data)
-    em.globals.append(
+    em.module.globals.append(
         f'@{METADATA_SYMBOL} = constant [{len(data)} x i8] c"{enc}", align 1'
     )
-    em.globals += module_info_globals(signatures, str(target), METADATA_SYMBOL)
+    em.module.globals += module_info_globals(signatures, str(target), METADATA_SYMBOL)
     tm = target_machine(target)
     text = em.module_text(target.mtriple, str(tm.target_data))
     art = compile_module(text, target, tm, {s.name: s.symbol for s in signatures})

@@ -1,5 +1,6 @@
 """Index arithmetic for the LLVM emitter: signed-integer expressions in i64, kept as
-ramps (base + stride * lane) while they are affine in the lanes, and their lower bounds."""
+ramps (base + stride * lane) while they are affine in the lanes, and their constant
+lower bounds (a non-negative dividend makes floor division one unsigned division)."""
 
 from __future__ import annotations
 
@@ -8,65 +9,67 @@ from ...ir.analysis import SIGNED_INT, is_pure_int
 from .ir import Val
 
 
-class IndexMixin:
-    """Index-mode evaluation; mixed into ``emit.Emitter``."""
+class IndexArith:
+    """Index-mode evaluation, the ``index`` part of ``emit.Emitter``.
 
-    def ev_idx(self, e) -> Val:
+    It remembers, per function, which expressions are pure integer arithmetic (those it
+    evaluates in i64 whatever their dtype)."""
+
+    def __init__(self, emitter):
+        self.em = emitter
+        self.b = emitter.builder
+        self.begin_function()
+
+    def begin_function(self) -> None:
+        self._pure: dict = {}  # is_pure_int's memo
+
+    def is_index(self, e) -> bool:
+        """Whether ``e`` is pure signed-integer arithmetic (evaluated by :meth:`ev`)."""
+        return is_pure_int(e, self._pure)
+
+    def ev(self, e) -> Val:
         """A signed-integer expression evaluated in i64; affine lane dependence is kept as
         a ramp so memory accesses can be classified (contiguous / broadcast / gather)."""
+        b = self.b
         t = type(e)
         if t is E.IntImm:
-            return self.i64(e.value)
-        if not is_pure_int(e, self.pure_cache):
-            v = self.mat(self.ev(e))
+            return b.i64(e.value)
+        if not is_pure_int(e, self._pure):
+            v = b.mat(self.em.ev(e))
             if e.dtype == "int64":
                 return v
-            return self.int_convert(v, e.dtype, "int64")
+            return b.int_convert(v, e.dtype, "int64")
         if t is E.Var:
-            return self.lookup(e)
+            return self.em.symbols.lookup(e)
         if t is E.Cast:
-            return self.ev_idx(e.value)
-        a, b = self.ev_idx(e.a), self.ev_idx(e.b)
+            return self.ev(e.value)
+        x, y = self.ev(e.a), self.ev(e.b)
         if t in (E.Add, E.Sub):
             op = "add" if t is E.Add else "sub"
             sgn = 1 if t is E.Add else -1
-            if a.lanes == 1 and b.lanes == 1:
-                return self.add_i64(op, a, b)
-            if (a.ramp or a.lanes == 1) and (b.ramp or b.lanes == 1):
-                lanes = max(a.lanes, b.lanes)
-                ab, asd = a.ramp if a.ramp else (a, 0)
-                bb, bsd = b.ramp if b.ramp else (b, 0)
-                base = self.add_i64(op, ab, bb)
-                return Val(None, "i64", lanes, (base, asd + sgn * bsd))
+            if x.lanes == 1 and y.lanes == 1:
+                return b.add_i64(op, x, y)
+            if (x.ramp or x.lanes == 1) and (y.ramp or y.lanes == 1):
+                lanes = max(x.lanes, y.lanes)
+                xb, xs = x.ramp if x.ramp else (x, 0)
+                yb, ys = y.ramp if y.ramp else (y, 0)
+                base = b.add_i64(op, xb, yb)
+                return Val(None, "i64", lanes, (base, xs + sgn * ys))
         if t is E.Mul:
-            for x, y in ((a, b), (b, a)):
-                if x.ramp and y.lanes == 1 and y.ref.lstrip("-").isdigit():
-                    c = int(y.ref)
-                    base = self.add_i64("mul", x.ramp[0], y)
-                    return Val(None, "i64", x.lanes, (base, x.ramp[1] * c))
-            if a.lanes == 1 and b.lanes == 1:
-                return self.add_i64("mul", a, b)
+            for r, c in ((x, y), (y, x)):
+                if r.ramp and c.lanes == 1 and c.ref.lstrip("-").isdigit():
+                    base = b.add_i64("mul", r.ramp[0], c)
+                    return Val(None, "i64", r.lanes, (base, r.ramp[1] * int(c.ref)))
+            if x.lanes == 1 and y.lanes == 1:
+                return b.add_i64("mul", x, y)
         if t in (E.Add, E.Sub, E.Mul):
-            a, b = self.unify(a, b)
+            x, y = b.unify(x, y)
             op = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}[t]
-            return self.val(f"{op} nsw {a.vty} {a.ref}, {b.ref}", "i64", a.lanes)
-        a, b = self.unify(a, b)
+            return b.val(f"{op} nsw {x.vty} {x.ref}, {y.ref}", "i64", x.lanes)
+        x, y = b.unify(x, y)
         if t in (E.Min, E.Max):
-            return self.intrinsic("smin" if t is E.Min else "smax", "i64", a.lanes, [a, b])
-        return self.floordivmod(t is E.FloorDiv, a, b, "int64", e)
-
-    def add_i64(self, op: str, a: Val, b: Val) -> Val:
-        """Scalar i64 arithmetic with constant folding (keeps ramps' bases simple)."""
-        if a.ref.lstrip("-").isdigit() and b.ref.lstrip("-").isdigit():
-            x, y = int(a.ref), int(b.ref)
-            return self.i64({"add": x + y, "sub": x - y, "mul": x * y}[op])
-        if op in ("add", "sub") and b.ref == "0":
-            return a
-        if op == "add" and a.ref == "0":
-            return b
-        if op == "mul" and (a.ref == "1" or b.ref == "1"):
-            return b if a.ref == "1" else a
-        return self.val(f"{op} nsw i64 {a.ref}, {b.ref}", "i64")
+            return b.intrinsic("smin" if t is E.Min else "smax", "i64", x.lanes, [x, y])
+        return self.em.floordivmod(t is E.FloorDiv, x, y, "int64", e)
 
     # ---- bounds (for cheaper floor division) ------------------------------------------
 
@@ -74,12 +77,14 @@ class IndexMixin:
         lo = self.lower_bound(e)
         return lo is not None and lo >= 0
 
-    def lower_bound(self, e):
+    def lower_bound(self, e) -> int | None:
+        """A constant lower bound of the integer expression ``e`` from its variables' known
+        lower bounds, or None."""
         t = type(e)
         if t is E.IntImm:
             return e.value
         if t is E.Var:
-            return self.bounds.get(e)
+            return self.em.symbols.lower_bound(e)
         if t is E.Cast:
             return self.lower_bound(e.value) if e.value.dtype in SIGNED_INT else None
         if t in (E.Add, E.Mul, E.Min, E.Max, E.FloorDiv):

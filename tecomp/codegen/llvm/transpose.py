@@ -86,62 +86,65 @@ def transpose_nest(s: S.For, ext: int):
     return store, inner, sk[0]
 
 
-class TransposeMixin:
-    """Transposing nests as vector rows along ``k``, a shuffle network and row stores;
-    mixed into ``emit.Emitter``."""
+class BlockTranspose:
+    """Transposing nests as vector rows along ``k``, a shuffle network and row stores, the
+    ``transpose`` part of ``emit.Emitter``."""
 
-    def transposed_copy(self, s: S.For, ext: int) -> bool:
+    def __init__(self, emitter):
+        self.em = emitter
+        self.b = emitter.builder
+        # An unrolled loop inside another is emitted once per outer iteration: each loop
+        # is analysed once (keyed by identity; the loop is kept alive beside its answer).
+        self._nests: dict = {}
+
+    def try_emit(self, s: S.For, ext: int) -> bool:
         """Emit the unrolled loop ``s`` as a block transpose if it is one (see the module
         docstring); False (nothing emitted) otherwise. The nest is cut into blocks of at
         most one native vector along ``k`` by ``2 x`` that many rows (16 x 16 for float32
         on AVX-512) so a block's rows stay in registers."""
-        if self.lanes != 1 or self.mask is not None:
+        em, b = self.em, self.b
+        if em.vectors.lanes != 1 or em.vectors.mask is not None:
             return False
-        # An unrolled loop inside another is emitted once per outer iteration: analyse
-        # each loop once (keyed by identity; the loop is kept alive beside its answer).
-        cache = self.__dict__.setdefault("_transpose_nests", {})
-        if id(s) not in cache:
-            cache[id(s)] = (s, transpose_nest(s, ext))
-        nest = cache[id(s)][1]
+        if id(s) not in self._nests:
+            self._nests[id(s)] = (s, transpose_nest(s, ext))
+        nest = self._nests[id(s)][1]
         if nest is None:
             return False
         store, inner, step_k = nest
         ex = int(E.const_value(inner.extent))
         bits = T.elem_bytes(store.buffer.dtype) * 8
-        kb = min(ext, max(2, self.target.vector_width_bits // bits))
+        kb = min(ext, max(2, em.target.vector_width_bits // bits))
         xb = min(16, 2 * kb)
-        k_min, x_min = self.ev_idx(s.min), self.ev_idx(inner.min)
-        k_lo, x_lo = self.lower_bound(s.min), self.lower_bound(inner.min)
+        k_min, x_min = em.index.ev(s.min), em.index.ev(inner.min)
+        k_lo, x_lo = em.index.lower_bound(s.min), em.index.lower_bound(inner.min)
         for k0 in range(0, ext, kb):
             for x0 in range(0, ex, xb):
-                self._transpose_block(store, s.loop_var, inner.loop_var, step_k,
-                                      self.add_i64("add", k_min, self.i64(k0)), k_lo, kb,
-                                      self.add_i64("add", x_min, self.i64(x0)), x_lo,
-                                      min(xb, ex - x0))
+                self._block(store, s.loop_var, inner.loop_var, step_k,
+                            b.add_i64("add", k_min, b.i64(k0)), k_lo, kb,
+                            b.add_i64("add", x_min, b.i64(x0)), x_lo, min(xb, ex - x0))
         return True
 
-    def _transpose_block(self, store, k, x, step_k, k_at, k_lo, kb, x_at, x_lo, xb):
+    def _block(self, store, k, x, step_k, k_at, k_lo, kb, x_at, x_lo, xb):
         """Rows ``x_at + j`` (``j < xb``) of the value as vectors along ``k`` (``kb`` lanes
         from ``k_at``), transposed, stored as ``kb`` rows of ``xb`` lanes."""
+        em, b = self.em, self.b
+        symbols = em.symbols
         rows = []
-        self.lanes = kb
-        try:
-            self.bind_loop_var(k, Val(None, "i64", kb, (k_at, 1)), k_lo)
+        with em.vectors.lanes_of_body(kb):
+            symbols.bind(k, Val(None, "i64", kb, (k_at, 1)), k_lo)
             for j in range(xb):
-                self.bind_loop_var(x, self.add_i64("add", x_at, self.i64(j)), x_lo)
-                rows.append(self.bcast(self.mat(self.ev(store.value)), kb))
-        finally:
-            self.lanes = 1
+                symbols.bind(x, b.add_i64("add", x_at, b.i64(j)), x_lo)
+                rows.append(b.bcast(b.mat(em.ev(store.value)), kb))
         mt = T.mem_type(store.buffer.dtype)
         flat = self._transpose_rows(rows, mt, kb)
-        self.bind_loop_var(k, k_at, k_lo)
-        self.bind_loop_var(x, x_at, x_lo)
-        dst_base = self.ev_idx(store.index)
-        dst, md = self.buf(store.buffer), self.alias_md(store.buffer)
+        symbols.bind(k, k_at, k_lo)
+        symbols.bind(x, x_at, x_lo)
+        dst_base = em.index.ev(store.index)
+        dst, md = symbols.buffer(store.buffer), em.aliases.tags(store.buffer)
         eb = T.elem_bytes(store.buffer.dtype)
         for i in range(kb):
             v = self._row_of(flat, mt, kb, i, xb)
-            off = self.add_i64("add", dst_base, self.i64(i * step_k))
+            off = b.add_i64("add", dst_base, b.i64(i * step_k))
             self._row_store(mt, dst, off, v, xb, md, eb)
 
     def _transpose_rows(self, rows: list, mt: str, n: int) -> list:
@@ -153,7 +156,7 @@ class TransposeMixin:
         hi = [n // 2 + i for i in lo]
         for _ in range(p.bit_length() - 1):
             pairs = [(rows[m], rows[m + p // 2]) for m in range(p // 2)]
-            rows = [self.shuffle(a, b, mt, mask) for a, b in pairs for mask in (lo, hi)]
+            rows = [self.b.shuffle(a, b, mt, mask) for a, b in pairs for mask in (lo, hi)]
         return rows
 
     def _row_of(self, flat: list, mt: str, n: int, i: int, width: int) -> Val:
@@ -163,21 +166,23 @@ class TransposeMixin:
         first, lane = divmod(i * p, n)
         a = flat[first]
         b = flat[first + 1] if lane + width > n else Val("poison", mt, n)
-        return self.shuffle(a, b, mt, [lane + t for t in range(width)])
+        return self.b.shuffle(a, b, mt, [lane + t for t in range(width)])
 
     def _row_store(self, mt: str, ptr: str, off: Val, v: Val, n: int, md: str, eb: int):
         """Store ``n`` lanes of ``v`` contiguously. With AVX-512 a width that is not a power
         of two is one masked store of the next power of two (LLVM would split it into
         power-of-two pieces)."""
-        p = self.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {off.ref}", "ptr")
+        b = self.b
+        p = b.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {off.ref}", "ptr")
         w = 1 << (n - 1).bit_length()
-        if w == n or not self.cheap_masked_store():
-            self.emit(f"store {T.vec(mt, n)} {v.ref}, ptr {p.ref}, align {eb}{md}")
+        if w == n or not self._cheap_masked_store():
+            b.emit(f"store {T.vec(mt, n)} {v.ref}, ptr {p.ref}, align {eb}{md}")
             return
-        wide = self.shuffle(v, Val("poison", mt, n), mt, list(range(n)) + [n] * (w - n))
+        wide = b.shuffle(v, Val("poison", mt, n), mt, list(range(n)) + [n] * (w - n))
         mask = ", ".join("i1 true" if k < n else "i1 false" for k in range(w))
-        self.masked_store(mt, p, wide, f"<{mask}>", eb, md)
+        self.em.memory.masked_store(mt, p, wide, f"<{mask}>", eb, md)
 
-    def cheap_masked_store(self) -> bool:
+    def _cheap_masked_store(self) -> bool:
         """Whether a masked vector store is one instruction on the target (AVX-512)."""
-        return self.target.target_arch == "x86_64" and self.target.vector_width_bits >= 512
+        target = self.em.target
+        return target.target_arch == "x86_64" and target.vector_width_bits >= 512

@@ -1,6 +1,6 @@
 """Math calls for the LLVM emitter: vector math of our own (``vmath``) for float32 and
-float16 vectors, LLVM intrinsics, the few functions composed from them, and libm calls
-lane by lane where LLVM has no intrinsic."""
+float16 vectors, LLVM intrinsics (``Builder.intrinsic``), the few functions composed from
+them, and libm calls lane by lane where LLVM has no intrinsic."""
 
 from __future__ import annotations
 
@@ -20,92 +20,93 @@ _LLVM_MATH = {
 _LIBM = {"erf": ("erff", "erf")}
 
 
-class MathMixin:
-    """``Call`` expressions and intrinsic calls; mixed into ``emit.Emitter``."""
+class MathCalls:
+    """``Call`` expressions, the ``math`` part of ``emit.Emitter``."""
 
-    def intrinsic(self, name: str, ty: str, lanes: int, args) -> Val:
-        sfx = T.suffix(ty, lanes)
-        fname = f"@llvm.{name}.{sfx}"
-        vt = T.vec(ty, lanes)
-        self.declare(fname, f"declare {vt} {fname}({', '.join([vt] * len(args))})")
-        argl = ", ".join(f"{vt} {a.ref}" for a in args)
-        return self.val(f"call {vt} {fname}({argl})", ty, lanes)
+    def __init__(self, emitter):
+        self.em = emitter
+        self.b = emitter.builder
 
-    def ev_Call(self, e):
+    def call(self, e) -> Val:
+        """The math call ``e`` (a float dtype; vectors of float32 and float16 by ``vmath``
+        where it has the function)."""
+        b = self.b
         name = e.name
         d = e.dtype
         if not dt.is_float(d):
             raise UnsupportedOpError(f"intrinsic {name} on {d} is not supported ({e})")
-        args = self.unify(*[self.ev(a) for a in e.args])
+        args = b.unify(*[self.em.ev(a) for a in e.args])
         n = args[0].lanes
         ty = args[0].ty
         # LLVM would call libm once per lane for these; scalar calls keep libm.
         if n > 1 and ty in ("float", "half") and name in vmath.FUNCTIONS:
-            return self.vector_math(name, args)
+            return self._vector_math(name, args)
         if name == "sigmoid":  # 1 / (1 + exp(-x)), IEEE (no fast-math)
             x = args[0]
-            neg = self.val(f"fneg {x.vty} {x.ref}", ty, n)
-            ex = self.intrinsic("exp", ty, n, [neg])
-            one = self.const(1.0, d, n)
-            den = self.val(f"fadd {x.vty} {one.ref}, {ex.ref}", ty, n)
-            return self.val(f"fdiv {x.vty} {one.ref}, {den.ref}", ty, n)
+            neg = b.val(f"fneg {x.vty} {x.ref}", ty, n)
+            ex = b.intrinsic("exp", ty, n, [neg])
+            one = b.const(1.0, d, n)
+            den = b.val(f"fadd {x.vty} {one.ref}, {ex.ref}", ty, n)
+            return b.val(f"fdiv {x.vty} {one.ref}, {den.ref}", ty, n)
         if name == "rsqrt":
             x = args[0]
-            s = self.intrinsic("sqrt", ty, n, [x])
-            one = self.const(1.0, d, n)
-            return self.val(f"fdiv {x.vty} {one.ref}, {s.ref}", ty, n)
+            s = b.intrinsic("sqrt", ty, n, [x])
+            one = b.const(1.0, d, n)
+            return b.val(f"fdiv {x.vty} {one.ref}, {s.ref}", ty, n)
         if name in _LLVM_MATH:
-            return self.intrinsic(_LLVM_MATH[name], ty, n, list(args))
+            return b.intrinsic(_LLVM_MATH[name], ty, n, list(args))
         if name in _LIBM:
-            return self.libm_call(_LIBM[name], d, args)
+            return self._libm_call(_LIBM[name], d, args)
         raise UnsupportedOpError(
             f"intrinsic {name!r} is not supported by the LLVM code generator; supported: "
             f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt'}))}"
         )
 
-    def vector_math(self, name: str, args) -> Val:
+    def _vector_math(self, name: str, args) -> Val:
         """``name`` of float32 vectors by the module's own ``vmath`` function (float16
         computes through float32)."""
+        b = self.b
         n = args[0].lanes
         f32 = T.vec("float", n)
         half = args[0].ty == "half"
         if half:
-            args = [self.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n) for x in args]
+            args = [b.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n) for x in args]
         fn = vmath.symbol(name, n)
-        if fn not in self.decls:
-            text, intrinsics = vmath.definition(name, n, self.fn_attrs)
+        if not b.module.declares(fn):
+            text, intrinsics = vmath.definition(name, n, self.em.fn_attrs)
             for decl_name, decl in intrinsics.items():
-                self.declare(decl_name, decl)
-            self.declare(fn, text)
+                b.declare(decl_name, decl)
+            b.declare(fn, text)
         argl = ", ".join(f"{f32} {x.ref}" for x in args)
-        r = self.val(f"call {f32} {fn}({argl})", "float", n)
+        r = b.val(f"call {f32} {fn}({argl})", "float", n)
         if half:
-            r = self.val(f"fptrunc {f32} {r.ref} to {T.vec('half', n)}", "half", n)
+            r = b.val(f"fptrunc {f32} {r.ref} to {T.vec('half', n)}", "half", n)
         return r
 
-    def libm_call(self, names, d: str, args) -> Val:
+    def _libm_call(self, names, d: str, args) -> Val:
         """Call a libm function lane by lane (float16 goes through float)."""
+        b = self.b
         fname, dname = names
         use = dname if d == "float64" else fname
         cty = "double" if d == "float64" else "float"
         params = ", ".join([cty] * len(args))
-        self.declare(f"@{use}", f"declare {cty} @{use}({params}) nounwind readnone")
+        b.declare(f"@{use}", f"declare {cty} @{use}({params}) nounwind readnone")
         n = args[0].lanes
         ty = args[0].ty
         out = None
         for k in range(n):
             lane_args = []
             for a in args:
-                x = a if n == 1 else self.val(f"extractelement {a.vty} {a.ref}, i64 {k}", ty)
+                x = a if n == 1 else b.val(f"extractelement {a.vty} {a.ref}, i64 {k}", ty)
                 if ty != cty:
-                    x = self.val(f"fpext {ty} {x.ref} to {cty}", cty)
+                    x = b.val(f"fpext {ty} {x.ref} to {cty}", cty)
                 lane_args.append(x)
             call_args = ", ".join(f"{cty} {x.ref}" for x in lane_args)
-            r = self.val(f"call {cty} @{use}({call_args})", cty)
+            r = b.val(f"call {cty} @{use}({call_args})", cty)
             if ty != cty:
-                r = self.val(f"fptrunc {cty} {r.ref} to {ty}", ty)
+                r = b.val(f"fptrunc {cty} {r.ref} to {ty}", ty)
             if n == 1:
                 return r
             base = "poison" if out is None else out.ref
-            out = self.val(f"insertelement {T.vec(ty, n)} {base}, {ty} {r.ref}, i64 {k}", ty, n)
+            out = b.val(f"insertelement {T.vec(ty, n)} {base}, {ty} {r.ref}, i64 {k}", ty, n)
         return out
