@@ -75,6 +75,10 @@ Quantization, schedule ``schedule_injective``:
     quantize_linear(axis=1, dtype="uint8") (x, scale, zero_point=None; output in the
     zero point's dtype, uint8 or int8), dequantize_linear(axis=1) (x, scale,
     zero_point=None); scale and zero point per tensor (0-d or 1 element) or per axis.
+    Integer products of 8-bit operands with int32 accumulation (:mod:`tecomp.topi.qnn`,
+    templates ``qnn_matmul`` and ``qnn_conv2d``): compute_qnn_matmul(cfg, A, B, a_zero,
+    b_zero), compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides, padding,
+    dilation), with schedule_qnn_matmul / schedule_qnn_conv2d.
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
     reduce_log_sum reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1,
@@ -227,6 +231,12 @@ from .nn import (
     softmax,
 )
 from .quantize import dequantize_linear, quantize_linear
+from .qnn import (
+    compute_qnn_conv2d,
+    compute_qnn_matmul,
+    schedule_qnn_conv2d,
+    schedule_qnn_matmul,
+)
 from .reduction import (
     argmax,
     argmin,
@@ -292,6 +302,8 @@ __all__ = [
     "compute_dense",
     "compute_depthwise_conv2d",
     "compute_matmul",
+    "compute_qnn_conv2d",
+    "compute_qnn_matmul",
     "concat",
     "conv",
     "conv2d",
@@ -391,6 +403,8 @@ __all__ = [
     "schedule_injective",
     "schedule_matmul",
     "schedule_normalize",
+    "schedule_qnn_conv2d",
+    "schedule_qnn_matmul",
     "schedule_reduce",
     "selu",
     "shrink",

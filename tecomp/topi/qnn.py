@@ -1,0 +1,301 @@
+"""Integer products of quantized tensors: ``qnn_matmul`` and ``qnn_conv2d``.
+
+Both take 8-bit operands (uint8 or int8, as ONNX's MatMulInteger / ConvInteger and the
+QDQ format give them) with their zero points and compute the exact int32 sum of
+``(a - a_zero) * (b - b_zero)``; a scale (and a requantize back to 8 bits) is an
+elementwise epilogue that the graph fuses into the product's output loop, so the group
+reads int8, accumulates in int32 registers and writes int8.
+
+- ``qnn_matmul(A[N, K], B[K, M], a_zero, b_zero) -> int32[N, M]``: ``a_zero`` is a
+  scalar (or one element), ``b_zero`` a scalar or one per column ``[M]``;
+- ``qnn_conv2d(data[N, C, H, W], kernel[K, C, R, S], x_zero, w_zero, strides, padding,
+  dilation) -> int32[N, K, OH, OW]``: ``x_zero`` a scalar, ``w_zero`` a scalar or one
+  per output channel ``[K]``. The padding holds the real value 0, i.e. ``x_zero``, so
+  it adds nothing to the sum.
+
+The CPU schedules vectorize the int32 accumulation over output columns (matmul) or
+output pixels (conv2d) with a register tile of a few rows or output channels; the
+operands are widened to 32 bits before the multiply, so every product and the sum are
+exact for any K below 2**15 (the largest |product| is 255 * 255).
+"""
+
+from __future__ import annotations
+
+from .. import te
+from ..autotune import get_config, template
+from ..errors import DTypeError, ShapeError
+from .conv2d import _geometry, _inside_padding
+from .cpu_schedule import const_int, parallel, vector_lanes
+from .group import find_anchor, group_output, inline_epilogue
+from .strategy import Implementation, register_implementation
+
+#: The operand dtypes of the integer products (ONNX's T1 / T2 of MatMulInteger).
+QUANTIZED_DTYPES = ("uint8", "int8")
+
+_ACC = "int32"
+
+
+def _check_operand(what: str, t, zero) -> None:
+    if t.dtype not in QUANTIZED_DTYPES:
+        raise DTypeError(f"{what}: {t.name} is {t.dtype}; allowed: {', '.join(QUANTIZED_DTYPES)}")
+    if zero.dtype != t.dtype:
+        raise DTypeError(f"{what}: the zero point {zero.name} is {zero.dtype} but "
+                         f"{t.name} is {t.dtype}; they must have one dtype")
+
+
+def _zero_reader(what: str, zero, count: int | None, per: str):
+    """``read(i)``: the zero point of row/channel ``i`` as int32, from a scalar, a
+    one-element or (with ``count``) a per-``per`` vector of ``count`` values."""
+    if len(zero.shape) == 0:
+        return lambda i: zero[()].astype(_ACC)
+    n = const_int(zero.shape[0]) if len(zero.shape) == 1 else None
+    if n == 1:
+        return lambda i: zero[0].astype(_ACC)
+    if count is not None and n == count:
+        return lambda i: zero[i].astype(_ACC)
+    allowed = "a scalar or one element" + (f", or {count} values (one per {per})"
+                                           if count is not None else "")
+    raise ShapeError(f"{what}: the zero point {zero.name} has shape "
+                     f"{[str(d) for d in zero.shape]}; allowed: {allowed}")
+
+
+# ---- matmul --------------------------------------------------------------------------------
+
+
+def define_qnn_matmul_knobs(cfg, N, K, M):
+    """``rows`` of the register tile and ``cols``, the vectors of int32 lanes per row it
+    accumulates; ``tile_k`` unrolls the reduction. The fallback takes 4 rows (1 for a
+    single row) of two vectors."""
+    lanes = vector_lanes(_ACC)
+    rows = N if isinstance(N, int) else 64
+    cfg.define_knob("rows", [r for r in (1, 2, 4, 8) if r <= max(rows, 1)])
+    cfg.define_knob("cols", [1, 2, 4])
+    cfg.define_knob("tile_k", [k for k in (1, 2, 4, 8) if k <= K])
+    if cfg.is_fallback:
+        cfg.fallback_knob("rows", 4 if rows >= 4 else 1)
+        cfg.fallback_knob("cols", 2 if M >= 2 * lanes else 1)
+        cfg.fallback_knob("tile_k", 4 if K >= 4 else 1)
+
+
+def compute_qnn_matmul(cfg, A, B, a_zero, b_zero):
+    """``int32[N, M] = sum_k (A[n, k] - a_zero) * (B[k, m] - b_zero[m])`` (tag
+    ``"qnn_matmul"``).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config (:func:`define_qnn_matmul_knobs`).
+    A, B : Tensor
+        ``[N, K]`` and ``[K, M]``, uint8 or int8; N may be symbolic.
+    a_zero, b_zero : Tensor
+        The zero points, of A's and B's dtypes: ``a_zero`` a scalar (or one element),
+        ``b_zero`` a scalar or ``[M]``.
+
+    Raises
+    ------
+    DTypeError, ShapeError
+        An operand is not 8-bit, a zero point's dtype or shape does not fit.
+    """
+    what = "qnn_matmul"
+    _check_operand(what, A, a_zero)
+    _check_operand(what, B, b_zero)
+    if len(A.shape) != 2 or len(B.shape) != 2:
+        raise ShapeError(f"{what}: A and B must be matrices, got ranks {len(A.shape)} and "
+                         f"{len(B.shape)}")
+    N = const_int(A.shape[0])
+    N = A.shape[0] if N is None else N
+    K, K2, M = const_int(A.shape[1]), const_int(B.shape[0]), const_int(B.shape[1])
+    if None in (K, K2, M) or K != K2:
+        raise ShapeError(f"{what}: A is [{A.shape[0]}, {A.shape[1]}] and B [{B.shape[0]}, "
+                         f"{B.shape[1]}]; K and M must be static and agree")
+    za = _zero_reader(what, a_zero, None, "row")
+    zb = _zero_reader(what, b_zero, M, "column")
+    define_qnn_matmul_knobs(cfg, N, K, M)
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (N, M),
+        lambda i, j: te.sum((A[i, k].astype(_ACC) - za(0)) * (B[k, j].astype(_ACC) - zb(j)),
+                            axis=k),
+        name="qnn_matmul", tag="qnn_matmul")
+
+
+def schedule_qnn_matmul(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_qnn_matmul` and its
+    elementwise epilogue (rescale, bias, activation, requantize) in its output loop.
+
+    Row tiles of ``rows`` by column tiles of ``cols`` vectors run in parallel; each
+    accumulates in ``rows x cols`` int32 vectors over k (a broadcast of A times a
+    widened vector of B per step)."""
+    what = "schedule_qnn_matmul"
+    out = group_output(outs, what)
+    s = te.create_schedule(out.op)
+    anchor = find_anchor(out, "qnn_matmul", what)
+    local = inline_epilogue(s, out, anchor, what)
+    lanes = vector_lanes(_ACC)
+    i, j = s[out].op.axis
+    io, ii = s[out].split(i, factor=cfg["rows"].val)
+    jo, ji = s[out].split(j, factor=lanes * cfg["cols"].val)
+    s[out].reorder(io, jo, ii, ji)
+    parallel(s[out], s[out].fuse(io, jo))
+    s[out].vectorize(ji)
+    s[local].compute_at(s[out], s[out].leaf_iter_vars[0])
+    ci, cj = s[local].op.axis
+    ko, ki = s[local].split(s[local].op.reduce_axis[0], factor=cfg["tile_k"].val)
+    s[local].reorder(ko, ki, ci, cj)
+    s[local].vectorize(cj)
+    s[local].unroll(ci)
+    if cfg["tile_k"].val > 1:
+        s[local].unroll(ki)
+    return s
+
+
+# ---- conv2d --------------------------------------------------------------------------------
+
+
+def define_qnn_conv2d_knobs(cfg, K, OW):
+    """``tile_oc``, the output channels of a register tile, and ``tile_ow``, its vectors
+    of int32 output pixels along a row."""
+    lanes = vector_lanes(_ACC)
+    cfg.define_knob("tile_oc", [c for c in (1, 2, 4, 8) if K % c == 0])
+    cfg.define_knob("tile_ow", [1, 2])
+    if cfg.is_fallback:
+        cfg.fallback_knob("tile_oc", max(c for c in (1, 2, 4) if K % c == 0))
+        cfg.fallback_knob("tile_ow", 2 if OW >= 2 * lanes else 1)
+
+
+def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
+                       padding=(0, 0, 0, 0), dilation=(1, 1)):
+    """NCHW ``int32[N, K, OH, OW]``: ``sum (x - x_zero) * (w[k] - w_zero[k])`` over the
+    window and the input channels (tag ``"qnn_conv2d"``).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config (:func:`define_qnn_conv2d_knobs`).
+    data, kernel : Tensor
+        ``[N, C, H, W]`` and OIHW ``[K, C, R, S]``, uint8 or int8 (N may be symbolic).
+    x_zero, w_zero : Tensor
+        Zero points of ``data``'s and ``kernel``'s dtypes: a scalar, and a scalar or
+        ``[K]``.
+    strides, padding, dilation : tuple of int
+        As :func:`tecomp.topi.conv2d`; padded positions read ``x_zero`` (the real 0).
+    """
+    what = "qnn_conv2d"
+    _check_operand(what, data, x_zero)
+    _check_operand(what, kernel, w_zero)
+    if len(data.shape) != 4 or len(kernel.shape) != 4:
+        raise ShapeError(f"{what}: data and kernel must be 4-D (NCHW, OIHW), got ranks "
+                         f"{len(data.shape)} and {len(kernel.shape)}")
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data.shape, [const_int(d) for d in kernel.shape], strides, padding, dilation, what)
+    if KC != C:
+        raise ShapeError(f"{what}: the kernel reads {KC} input channels, the data has {C} "
+                         "(grouped convolutions are not supported)")
+    zx = _zero_reader(what, x_zero, None, "tensor")(0)
+    zw = _zero_reader(what, w_zero, K, "output channel")
+    define_qnn_conv2d_knobs(cfg, K, OW)
+    top, left = pads[0], pads[1]
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+
+    def shifted_input(n, c, y, x):
+        # Padding is the real value 0: (x_zero - x_zero) contributes nothing.
+        conds = _inside_padding(y, x, H, W, H + pads[0] + pads[2], W + pads[1] + pads[3],
+                                top, left)
+        value = data[n, c, y - top, x - left].astype(_ACC) - zx
+        return te.if_then_else(te.all(*conds), value, 0) if conds else value
+
+    return te.compute(
+        (N, K, OH, OW),
+        lambda n, k, y, x: te.sum(
+            shifted_input(n, rc, y * sh + ry * dh, x * sw + rx * dw)
+            * (kernel[k, rc, ry, rx].astype(_ACC) - zw(k)),
+            axis=[rc, ry, rx]),
+        name="qnn_conv2d", tag="qnn_conv2d")
+
+
+def schedule_qnn_conv2d(cfg, outs):
+    """Schedule the group ending in ``outs``: a :func:`compute_qnn_conv2d` and its
+    elementwise epilogue.
+
+    (batch, output-channel tile, output row) run in parallel; a register tile holds
+    ``tile_oc`` channels by ``tile_ow`` vectors of pixels of one row, accumulated over
+    the input channels and the window, with the channels unrolled."""
+    what = "schedule_qnn_conv2d"
+    out = group_output(outs, what)
+    s = te.create_schedule(out.op)
+    anchor = find_anchor(out, "qnn_conv2d", what)
+    local = inline_epilogue(s, out, anchor, what)
+    lanes = vector_lanes(_ACC)
+    n, k, y, x = s[out].op.axis
+    ko, ki = s[out].split(k, factor=cfg["tile_oc"].val)
+    xo, xi = s[out].split(x, factor=lanes * cfg["tile_ow"].val)
+    s[out].reorder(n, ko, y, xo, ki, xi)
+    parallel(s[out], s[out].fuse(n, ko, y))
+    s[out].vectorize(xi)
+    s[local].compute_at(s[out], xo)
+    _, lk, _, lx = s[local].op.axis
+    rc, ry, rx = s[local].op.reduce_axis
+    s[local].reorder(rc, ry, rx, lk, lx)
+    s[local].vectorize(lx)
+    s[local].unroll(lk)
+    return s
+
+
+# ---- templates and strategies ------------------------------------------------------------
+
+
+# A template's B (weight) is int8: whether it is int8 or uint8 changes one widening
+# instruction, not which config is fast, so a workload is keyed by A's dtype alone.
+
+
+@template("qnn_matmul")
+def qnn_matmul(N, K, M, dtype="uint8"):
+    """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ (B[K, M] - b_zero)``, per-column
+    ``b_zero``."""
+    cfg = get_config()
+    A = te.placeholder((N, K), dtype, name="A")
+    B = te.placeholder((K, M), "int8", name="B")
+    za = te.placeholder((), dtype, name="a_zero")
+    zb = te.placeholder((M,), "int8", name="b_zero")
+    C = compute_qnn_matmul(cfg, A, B, za, zb)
+    return schedule_qnn_matmul(cfg, [C]), [A, B, za, zb, C]
+
+
+@template("qnn_conv2d")
+def qnn_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0, 0, 0),
+               dilation=(1, 1), dtype="uint8"):
+    """Tunable ``qnn_conv2d`` with a per-channel weight zero point."""
+    cfg = get_config()
+    data = te.placeholder(tuple(data_shape), dtype, name="data")
+    kernel = te.placeholder(tuple(kernel_shape), "int8", name="kernel")
+    zx = te.placeholder((), dtype, name="x_zero")
+    zw = te.placeholder((kernel_shape[0],), "int8", name="w_zero")
+    out = compute_qnn_conv2d(cfg, data, kernel, zx, zw, strides, padding, dilation)
+    return schedule_qnn_conv2d(cfg, [out]), [data, kernel, zx, zw, out]
+
+
+def _batch_one(shape):
+    """A workload's shape with a symbolic batch (first dimension) taken as 1."""
+    first = shape[0] if isinstance(shape[0], int) else 1
+    return (first, *(int(d) for d in shape[1:]))
+
+
+def _qnn_matmul_workload(a_shape, b_shape, *zero_shapes, dtype="uint8"):
+    n, k = _batch_one(a_shape)
+    return (n, k, int(b_shape[1]), dtype)
+
+
+def _qnn_conv2d_workload(data_shape, kernel_shape, *zero_shapes, strides=(1, 1),
+                         padding=(0, 0, 0, 0), dilation=(1, 1), dtype="uint8"):
+    return (_batch_one(data_shape), tuple(int(d) for d in kernel_shape), tuple(strides),
+            tuple(padding), tuple(dilation), dtype)
+
+
+register_implementation(Implementation(
+    "qnn_matmul", "llvm", compute_qnn_matmul, schedule_qnn_matmul,
+    template="qnn_matmul", workload=_qnn_matmul_workload))
+register_implementation(Implementation(
+    "qnn_conv2d", "llvm", compute_qnn_conv2d, schedule_qnn_conv2d,
+    template="qnn_conv2d", workload=_qnn_conv2d_workload, batch_free_config=True))

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from tecomp import te
+from tecomp.errors import DTypeError, ShapeError
+from tecomp.topi import qnn
+from tecomp.topi.strategy import get_implementation, select_config
+
+
+def _zero(shape, dtype, name):
+    return te.placeholder(shape, dtype=dtype, name=name)
+
+
+def _reference_conv(x, w, zx, zw, stride, pads):
+    """Integer NCHW convolution of the shifted operands, padded with the real 0."""
+    xs = x.astype(np.int64) - int(zx)
+    ws = w.astype(np.int64) - np.asarray(zw, np.int64).reshape(-1, 1, 1, 1)
+    top, left, bottom, right = pads
+    xs = np.pad(xs, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    n, c, h, wd = xs.shape
+    k, _, r, s = w.shape
+    oh, ow = (h - r) // stride + 1, (wd - s) // stride + 1
+    out = np.zeros((n, k, oh, ow), np.int64)
+    for dy in range(r):
+        for dx in range(s):
+            patch = xs[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
+            out += np.einsum("nchw,kc->nkhw", patch, ws[:, :, dy, dx])
+    return out.astype(np.int32)
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype", [("uint8", "int8"), ("int8", "int8"),
+                                             ("uint8", "uint8")])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qnn_matmul_is_the_exact_integer_product(a_dtype, b_dtype, per_column, rng, check_op):
+    n, k, m = 5, 37, 41
+    info_a, info_b = np.iinfo(a_dtype), np.iinfo(b_dtype)
+    a = rng.integers(info_a.min, info_a.max + 1, (n, k)).astype(a_dtype)
+    b = rng.integers(info_b.min, info_b.max + 1, (k, m)).astype(b_dtype)
+    za = np.array(info_a.max // 2 + 3, a_dtype)
+    zb = (rng.integers(0, 9, (m,)) if per_column else np.array(2)).astype(b_dtype)
+    A, B = te.placeholder((n, k), a_dtype, "A"), te.placeholder((k, m), b_dtype, "B")
+    ZA, ZB = _zero((), a_dtype, "za"), _zero(zb.shape, b_dtype, "zb")
+    impl = get_implementation("qnn_matmul", "llvm")
+    cfg = select_config(impl, (n, k), (k, m), (), zb.shape, dtype=a_dtype)
+    C = impl.compute(cfg, A, B, ZA, ZB)
+    # A rescale epilogue, as the graph fuses one.
+    Y = te.compute(C.shape, lambda i, j: C[i, j].astype("float32") * 0.5, name="Y")
+    ref = (a.astype(np.int64) - int(za)) @ (b.astype(np.int64) - zb.astype(np.int64))
+    check_op(impl.schedule(cfg, [Y]), [A, B, ZA, ZB], [Y], [a, b, za, zb],
+             ref.astype("float32") * 0.5)
+
+
+@pytest.mark.parametrize("stride,pads", [(1, (1, 1, 1, 1)), (2, (0, 1, 2, 0))])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qnn_conv2d_is_the_exact_integer_convolution(stride, pads, per_channel, rng, check_op):
+    x = rng.integers(0, 256, (2, 6, 9, 11)).astype("uint8")
+    w = rng.integers(-128, 128, (8, 6, 3, 3)).astype("int8")
+    zx = np.array(131, "uint8")
+    zw = (rng.integers(-4, 5, (8,)) if per_channel else np.array(-3)).astype("int8")
+    X, W = te.placeholder(x.shape, "uint8", "x"), te.placeholder(w.shape, "int8", "w")
+    ZX, ZW = _zero((), "uint8", "zx"), _zero(zw.shape, "int8", "zw")
+    impl = get_implementation("qnn_conv2d", "llvm")
+    attrs = dict(strides=(stride, stride), padding=pads, dilation=(1, 1))
+    cfg = select_config(impl, x.shape, w.shape, (), zw.shape, dtype="uint8", **attrs)
+    out = impl.compute(cfg, X, W, ZX, ZW, **attrs)
+    assert out.dtype == "int32"
+    check_op(impl.schedule(cfg, [out]), [X, W, ZX, ZW], [out], [x, w, zx, zw],
+             _reference_conv(x, w, zx, zw, stride, pads))
+
+
+def test_qnn_operands_must_be_8_bit_with_matching_zero_points():
+    A = te.placeholder((4, 8), "uint8", "A")
+    B = te.placeholder((8, 4), "int8", "B")
+    with pytest.raises(DTypeError, match="allowed: uint8, int8"):
+        qnn.compute_qnn_matmul(None, te.placeholder((4, 8), "int16", "A16"), B,
+                               _zero((), "int16", "z"), _zero((), "int8", "zb"))
+    with pytest.raises(DTypeError, match="must have one dtype"):
+        qnn.compute_qnn_matmul(None, A, B, _zero((), "int8", "za"), _zero((), "int8", "zb"))
+    with pytest.raises(ShapeError, match="one per column"):
+        qnn.compute_qnn_matmul(None, A, B, _zero((), "uint8", "za"),
+                               _zero((3,), "int8", "zb"))
+    with pytest.raises(ShapeError, match="grouped"):
+        qnn.compute_qnn_conv2d(None, te.placeholder((1, 4, 5, 5), "uint8", "x"),
+                               te.placeholder((4, 2, 3, 3), "int8", "w"),
+                               _zero((), "uint8", "zx"), _zero((), "int8", "zw"))
