@@ -2,6 +2,7 @@
 
 from types import ModuleType as _ModuleType
 
+from .. import lazy_attributes as _lazy_attributes
 from ..ir.expr import CommReducer, IterVar, PrimExpr, Range, Var
 from .intrin import (
     abs,
@@ -43,19 +44,12 @@ from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 # The schedule layer sits above te (a schedule is made of te operations), so te offers
 # create_schedule, the step after declaring computes, without importing that layer when
 # te loads: te imports nothing above it.
-_FROM_SCHEDULE = ("create_schedule",)
+_FROM_SCHEDULE = {"create_schedule": ("tecomp.schedule", "create_schedule")}
 
 __all__ = [name for name, value in globals().items()
            if not name.startswith("_") and not isinstance(value, _ModuleType)]
-__all__ += _FROM_SCHEDULE
-
-
-def __getattr__(name):
-    if name in _FROM_SCHEDULE:
-        from .. import schedule
-
-        return getattr(schedule, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ += list(_FROM_SCHEDULE)
+__getattr__ = _lazy_attributes(__name__, _FROM_SCHEDULE)
 
 
 def __dir__():
