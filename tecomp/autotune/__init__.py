@@ -42,7 +42,15 @@ from .space import (
     ConfigSpace,
     FallbackConfigEntity,
 )
-from .task import TEMPLATES, Task, TemplateError, create_task, get_config, template
+from .task import (
+    TEMPLATES,
+    Task,
+    TemplateError,
+    create_task,
+    get_config,
+    has_tuned_record,
+    template,
+)
 from .task_scheduler import TaskScheduler
 from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
 
@@ -77,6 +85,7 @@ __all__ = [
     "extract_tasks",
     "register_task_extractor",
     "get_config",
+    "has_tuned_record",
     "load_from_file",
     "log_to_file",
     "model_progress_bar",
