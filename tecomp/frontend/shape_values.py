@@ -258,7 +258,8 @@ def _reshape(inputs, attrs):
 @rule("Flatten")
 def _flatten(inputs, attrs):
     x = inputs[0]
-    axis = int(attrs.get("axis", 1)) % (x.ndim + 1) if x.ndim else 0
+    axis = int(attrs.get("axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis
     return [x.reshape(int(np.prod(x.shape[:axis])), -1)]
 
 
@@ -272,8 +273,7 @@ def _shape(inputs, attrs):
     shape = list(inputs[0])
     start = int(attrs.get("start", 0))
     end = attrs.get("end")
-    return [np.array(shape[slice(start, None if end is None else int(end))] or [],
-                     dtype=object).reshape(-1)]
+    return [np.array(shape[start:None if end is None else int(end)], dtype=object)]
 
 
 @rule("Size", dtype=_int64)
@@ -334,8 +334,8 @@ def _reduce_prod(inputs, attrs):
     x = inputs[0]
     axes = _attr_or_input(inputs, attrs, 1, "axes")
     keep = bool(attrs.get("keepdims", 1))
-    if axes is None or not axes:
-        if attrs.get("noop_with_empty_axes", 0) and axes is not None:
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
             return [x]
         axes = list(range(x.ndim))
     axes = sorted({a % x.ndim for a in axes})
@@ -405,7 +405,10 @@ def known(ctx, name: str):
         return np.array([int(x) for x in array.reshape(-1)], dtype=object).reshape(
             array.shape)
     t = ctx.types.get(name)
-    if t is None or t.content is None or not all(dims.is_static(d) for d in t.shape):
+    # A float tensor's content (a size cast to float) is not followed: float arithmetic
+    # is not what the integer rules compute.
+    if t is None or t.content is None or not t.dtype.startswith(("int", "uint", "bool")) or (
+            not all(dims.is_static(d) for d in t.shape)):
         return None
     return np.array([element(x) for x in t.content], dtype=object).reshape(
         tuple(int(d) for d in t.shape))

@@ -67,6 +67,7 @@ def test_indexing_and_layout_rules():
     assert _same(_apply("Concat", shape[:1], _values(-1), shape[1:], axis=0),
                  [BATCH, -1, SEQ, 32])
     assert _same(_apply("ReduceProd", shape, keepdims=0), [BATCH * SEQ * 32])
+    assert _same(_apply("Flatten", shape.reshape(1, 3), axis=-1), [BATCH, SEQ, 32])
     assert _same(_apply("Tile", shape[1:2], _values(3)), [SEQ] * 3)
     assert _same(_apply("Range", _values(SEQ), _values(SEQ + 3), _values(1)),
                  [SEQ, SEQ + 1, SEQ + 2])
@@ -183,3 +184,21 @@ def test_the_expand_pattern_runs_at_several_sizes_from_one_build(needs_llvm, rng
                  "y": rng.standard_normal((batch, seq)).astype("float32")}
         want, = onnx_models.run_onnxruntime(model, feeds)
         np.testing.assert_allclose(run(**feeds)[0], want, rtol=1e-6)
+
+
+def test_a_size_cast_to_float_is_divided_as_a_float(needs_llvm):
+    # Cast(seq, float) / 2 is 2.5 for seq 5: the integer rules stop at the float cast.
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
+             helper.make_node("Cast", ["seq"], ["seq_f"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["seq_f", "two"], ["half"]),
+             helper.make_node("Add", ["x", "half"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[_i64("one", 1),
+                     numpy_helper.from_array(np.array(2.0, "float32"), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, params = from_onnx(model)
+    x = np.zeros((2, 5), "float32")
+    np.testing.assert_array_equal(GraphModule(build(mod, params=params))(x=x)[0], x + 2.5)
