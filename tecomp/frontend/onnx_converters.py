@@ -22,6 +22,7 @@ from ..graph.ir import Node
 from ..graph.ops import op_info
 from ..topi.transform import slice_bounds
 from .onnx_einsum import EquationError, lower_einsum
+from .onnx_quantized import quantized_converters
 
 
 class ModelError(TecompError, ValueError):
@@ -49,7 +50,9 @@ CONVERTERS: dict = {}
 #: ignore a NaN update that onnxruntime keeps (see ``tecomp.topi.scatter``).
 NOT_FOLDED = frozenset({"Slice", "Range", "GatherElements", "GatherND", "ReduceMax",
                         "ReduceMin", "ArgMax", "ArgMin", "Scatter", "ScatterElements",
-                        "ScatterND"})
+                        "ScatterND",
+                        # A dequantized weight stays int8, for the int8 kernels.
+                        "DequantizeLinear"})
 
 
 def converter(op_type: str, *since_versions: int):
@@ -1433,3 +1436,7 @@ def _attention(ctx, node, attrs):
         shape = ctx.type_of(yt).shape
         y = ctx.emit("reshape", [yt], newshape=(shape[0], shape[1], shape[2] * shape[3]))
     ctx.emit("cast", [y], outs[:1], dtype=out_dtype)
+
+
+# The quantization operators; the operator format is written with the float converters.
+CONVERTERS.update(quantized_converters(lambda op_type, version: CONVERTERS[(op_type, version)]))

@@ -680,6 +680,67 @@ def _one_hot(node, ts):
     return [TensorType(node.attrs.get("dtype", "float32"), tuple(shape))]
 
 
+# ---- quantization --------------------------------------------------------------------------
+
+
+def _quant_params(node, ts, what):
+    """Scale and zero point of ``(de)quantize_linear``: per tensor (0-d or one element)
+    or 1-D along ``axis`` of the data."""
+    x = ts[0]
+    axis = _axis(node, node.attrs.get("axis", 1), len(x.shape)) if x.shape else 0
+    for t in ts[1:]:
+        if len(t.shape) > 1 or (len(t.shape) == 1 and not (
+                dims.equal(t.shape[0], 1) or (x.shape and dims.equal(t.shape[0],
+                                                                     x.shape[axis])))):
+            _fail(node, f"{what} parameter {_shape_text(t.shape)} must be a scalar, one "
+                        f"element or one per element of axis {axis} of {_shape_text(x.shape)}")
+
+
+def _quantize(node, ts):
+    _quant_params(node, ts, "quantize_linear")
+    dtype = ts[2].dtype if len(ts) > 2 else node.attrs.get("dtype", "uint8")
+    if dtype not in ("uint8", "int8"):
+        _fail(node, f"the quantized dtype is {dtype}; allowed: uint8, int8")
+    return [TensorType(dtype, ts[0].shape)]
+
+
+def _dequantize(node, ts):
+    _quant_params(node, ts, "dequantize_linear")
+    if len(ts) > 2 and ts[2].dtype != ts[0].dtype:
+        _fail(node, f"the zero point is {ts[2].dtype} but the data {ts[0].dtype}")
+    return [TensorType(ts[1].dtype, ts[0].shape)]
+
+
+def _qnn_operands(node, ts):
+    for x, z in ((ts[0], ts[2]), (ts[1], ts[3])):
+        if x.dtype not in ("uint8", "int8") or z.dtype != x.dtype:
+            _fail(node, f"operands must be uint8 or int8 with zero points of their dtype; "
+                        f"got {x.dtype} with a {z.dtype} zero point")
+
+
+def _qnn_matmul(node, ts):
+    """``qnn_matmul(A[N, K], B[K, M], a_zero, b_zero) -> int32[N, M]``."""
+    _qnn_operands(node, ts)
+    a, b = ts[0], ts[1]
+    if len(a.shape) != 2 or len(b.shape) != 2 or not dims.equal(a.shape[1], b.shape[0]):
+        _fail(node, f"needs A[N, K] and B[K, M]; got {_shape_text(a.shape)} and "
+                    f"{_shape_text(b.shape)}")
+    return [TensorType("int32", (a.shape[0], b.shape[1]))]
+
+
+def _qnn_conv2d(node, ts):
+    """``qnn_conv2d(data, kernel, x_zero, w_zero) -> int32``, shaped as ``conv2d``."""
+    _qnn_operands(node, ts)
+    (out,) = _conv2d(node, ts[:2])
+    return [TensorType("int32", out.shape)]
+
+
+# Zero points and scales are read per axis, not broadcast: these fuse as elementwise
+# stages (into a product's epilogue) without numpy's broadcast checks.
+_register("quantize_linear", ELEMWISE, _quantize)
+_register("dequantize_linear", ELEMWISE, _dequantize)
+_register("qnn_matmul", OUT_FUSABLE, _qnn_matmul)
+_register("qnn_conv2d", OUT_FUSABLE, _qnn_conv2d)
 _register("shape_of", OPAQUE, _shape_of)
 _register("size_of", OPAQUE, _size_of)
 _register("one_hot", INJECTIVE, _one_hot)

@@ -17,6 +17,7 @@ from .fold_batch_norms import fold_batch_norms, tidy_reshapes
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
 from .legalize import legalize_for_library
+from .quantized_ops import lower_quantized_ops
 from .sink_reshapes import sink_reshapes
 
 # Folding first resolves every shape computation, so BatchNorm folding sees constant
@@ -26,7 +27,10 @@ from .sink_reshapes import sink_reshapes
 # a transposed weight, a reshaped bias) and new duplicates, hence folding and CSE again
 # before DCE drops what the rewrites orphaned. Fusion comes next to last: it needs the final
 # operators; then a concatenation left a kernel of its own may become a view of its parts.
+# Quantized products come first, while a weight's dequantization is still a node of its
+# 8-bit constant (folding would leave a float weight).
 PIPELINE = (
+    ("lower_quantized_ops", lower_quantized_ops),
     ("fold_constants", fold_constants),
     ("fold_batch_norms", fold_batch_norms),
     ("tidy_reshapes", tidy_reshapes),
