@@ -74,12 +74,31 @@ def test_topk_matches_onnxruntime(case):
     np.testing.assert_array_equal(np.take_along_axis(x, got, axis), values)
 
 
+def test_block_size_ranks_in_blocks_only_where_that_is_cheaper():
+    assert sort.block_size(6, 3) is None and sort.block_size(100, 100) is None
+    assert sort.block_size(32000, 50) == 512 and sort.block_size(700, 40) == 128
+
+
 @pytest.mark.parametrize("dtype", ["int32", "uint8"])
-def test_integer_topk_of_a_long_axis(dtype, rng):
-    x = rng.integers(0, 50, (3, 700)).astype(dtype)  # ties everywhere
-    for largest in (1, 0):
-        got = _run(x, 40, 1, largest)
-        np.testing.assert_array_equal(got, _onnxruntime(x, 40, 1, largest)[1])
+def test_integer_topk_of_a_long_axis(dtype, rng, check_op):
+    # Blocks of 128 (the last one padded), ties everywhere; also k longer than a block.
+    x = te.placeholder((3, 700), dtype, name="x")
+    a = rng.integers(0, 50, (3, 700)).astype(dtype)
+    for k, largest in ((40, 1), (40, 0), (300, 1)):
+        out = sort.topk_indices(x, k, axis=1, largest=largest)
+        check_op(sort.schedule_topk(None, [out]), [x], [out], [a],
+                 _onnxruntime(a, k, 1, largest)[1])
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_float_topk_of_a_long_middle_axis_with_nan_and_ties(largest, rng, check_op):
+    x = te.placeholder((2, 1500, 3), name="x")
+    a = rng.integers(-20, 20, (2, 1500, 3)).astype("float32")
+    a[rng.random(a.shape) < 0.01] = np.nan
+    a[0, :, 1] = np.inf
+    out = sort.topk_indices(x, 30, axis=1, largest=largest)
+    check_op(sort.schedule_topk(None, [out]), [x], [out], [a],
+             _onnxruntime(a, 30, 1, largest)[1])
 
 
 def test_static_topk_along_a_middle_axis_vectorizes_over_the_inner_axes(rng, check_op):
