@@ -67,6 +67,23 @@ def _same_dim(a, b) -> bool:
     return a is b or (const_int(a) is not None and const_int(a) == const_int(b))
 
 
+def _shapes_fit(op: str, node: str, conditions: list):
+    """A one-element stage checking, once per call, the shape conditions ``(cond, value,
+    message)`` only the run can decide (symbolic sizes), or None where there are none.
+
+    The output reads it, so it is computed before the output's loops, also where those
+    run no iteration (data with an axis of size 0, which indices of one row or more do
+    not fit). It is a reduction so that the schedule keeps it a stage of its own rather
+    than inlining the checks into every output element."""
+    if not conditions:
+        return None
+    where = f"node {node!r}: " if node else ""
+    once = te.reduce_axis((0, 1), name="once")
+    ok = te.all(*[te.checked(c, v, where + m) for c, v, m in conditions])
+    return te.compute((1,), lambda _: te.min(ok.astype("int32"), axis=once),
+                      name=f"{op}.shapes_fit", tag=TAG)
+
+
 def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "none",
                      node: str = ""):
     """ONNX ScatterElements: ``out = data``, then for every position ``p`` of
@@ -77,7 +94,7 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
     data : Tensor
     indices : Tensor
         Integer, of ``data``'s rank; no larger than ``data`` on the axes other than
-        ``axis``.
+        ``axis`` (where a size is symbolic, a run-time check naming ``node``).
     updates : Tensor
         Of ``indices``' shape and ``data``'s dtype.
     axis : int
@@ -117,6 +134,10 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
     # the extents may differ, the index is read only inside them.
     bounded = [d for d in range(ndim)
                if d != axis and not _same_dim(indices.shape[d], data.shape[d])]
+    fits = _shapes_fit("scatter_elements", node, [
+        (E.as_expr(indices.shape[d]) <= data.shape[d], E.as_expr(indices.shape[d]),
+         f"indices have {{value}} elements on axis {d}, more than the data's "
+         f"{data.shape[d]}") for d in bounded])
 
     def body(*p):
         at = p[:axis] + (k,) + p[axis + 1:]
@@ -125,6 +146,8 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
         if bounded:
             inside = te.all(*[p[d] < indices.shape[d] for d in bounded])
             hit = te.if_then_else(inside, hit, te.const(False, "bool"))
+        if fits is not None:
+            hit = (fits[0] > 0) & hit
         return reducer(updates[at], axis=k, where=hit, init=data[p])
 
     return te.compute(data.shape, body, name="scatter_elements", tag=TAG,

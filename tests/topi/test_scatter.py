@@ -142,6 +142,16 @@ def test_a_bad_index_raises_naming_the_node_and_the_index():
         mod(data, np.array([[1, 2], [-3, 0]]), np.ones(2, "float32"), y)
 
 
+def test_indices_larger_than_the_data_at_run_time_are_an_error():
+    # Also where the data has no element at all: the check runs before the output loops.
+    mod = _module("scatter_elements", 2, 2, 1, "mul")
+    for rows in (3, 0):
+        data = np.ones((rows, 4), "float32") if rows else np.ones((0, 4), "float32")
+        with pytest.raises(RuntimeCheckError, match=r"node 'sc': indices have 4 elements on "
+                                                    r"axis 0, more than the data's n0"):
+            mod(data, np.zeros((4, 2), "int64"), np.ones((4, 2), "float32"), data.copy())
+
+
 def test_shapes_that_do_not_fit_are_refused():
     d = te.placeholder((3, 4), name="d")
     i = te.placeholder((2, 5), "int64", name="i")
