@@ -5,9 +5,11 @@ The order is ONNX Runtime's: a NaN is greater than every number (first among the
 largest, last among the smallest), and equal elements (NaNs among themselves) keep the
 lower index first. It is a total order, so each element's place in it — its *rank*, the
 number of elements before it — is a permutation of ``0 .. n - 1``, and the ``r``-th
-output is the one element of rank ``r``. Both steps are reductions over the axis: the
-ranks cost ``n * n`` comparisons per row, which suits the short axes TopK sees in models
-(detections, beams, a few thousand candidates), not a sort of a long one.
+output is the one element of rank ``r``. Both steps are reductions over the axis. Ranking
+every element among all costs ``n * n`` comparisons per row; on a long static axis the
+elements are first ranked within blocks, and only each block's ``k`` first among each
+other (:func:`block_size`), which brings a vocabulary of 32000 with ``k = 50`` from 1e9
+comparisons to 2.4e7. A symbolic axis is ranked in one pass.
 
 TopK's values are ``x`` gathered at these positions (``gather_elements``), so the
 operator here has one output, the int64 indices; they are sorted whatever ONNX's
