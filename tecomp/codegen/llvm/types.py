@@ -24,11 +24,12 @@ _SCALAR = {
     "uint32": "i32",
     "uint64": "i64",
     "float16": "half",
+    "bfloat16": "bfloat",
     "float32": "float",
     "float64": "double",
 }
 
-_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+_SUFFIX = {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64"}
 
 
 def scalar_type(dtype: str) -> str:
@@ -66,14 +67,31 @@ def suffix(t: str, lanes: int = 1) -> str:
 def float_const(value: float, dtype: str) -> str:
     """An exact textual LLVM constant of a float dtype (hex, so no rounding surprises)."""
     if dtype == "float16":
-        bits = struct.unpack("<H", struct.pack("<e", value))[0]
+        try:
+            packed = struct.pack("<e", value)
+        except OverflowError:
+            # Past float16's range (an attribute of 1e30 on a float16 operator): the
+            # constant rounds to an infinity, as a cast to float16 does.
+            packed = struct.pack("<e", math.copysign(math.inf, value))
+        bits = struct.unpack("<H", packed)[0]
         return f"0xH{bits:04X}"
+    if dtype == "bfloat16":
+        return f"0xR{bfloat16_bits(value):04X}"
     if dtype == "float32":
         if math.isfinite(value) and abs(value) > 3.4028234663852886e38:
             value = math.copysign(math.inf, value)
         value = struct.unpack("<f", struct.pack("<f", value))[0]
     bits = struct.unpack("<Q", struct.pack("<d", value))[0]
     return f"0x{bits:016X}"
+
+
+def bfloat16_bits(value: float) -> int:
+    """The bits of ``value`` rounded to bfloat16 (to nearest, ties to even; NaN quiet),
+    the rounding :func:`round_to_bfloat16` emits."""
+    (x,) = struct.unpack("<I", struct.pack("<f", value))
+    if math.isnan(value):
+        return (x >> 16) | 0x40
+    return ((x + 0x7FFF + ((x >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def const(value, dtype: str) -> str:
