@@ -1017,6 +1017,50 @@ _REDUCE = (InputRank(1, "axes"), Axes(input=1, unique=False),
            Flag(("keepdims", "noop_with_empty_axes")))
 # The precision of the statistics: a floating-point element type (TensorProto's FLOAT,
 # FLOAT16, DOUBLE, BFLOAT16).
+@dataclass(frozen=True)
+class QuantParams:
+    """A scale (input ``scale``) and optional zero point (input ``zero``) of input
+    ``of``: a scalar or one element, or, where ``axis`` allows, 1-D with one value per
+    element of ``of``'s axis ``axis`` (``"attr"``: the ``axis`` attribute, default 1;
+    None: per tensor only); the zero point has the scale's shape. Blocked quantization
+    (``block_size``) is not checked here."""
+
+    scale: int
+    zero: int | None = None
+    of: int = 0
+    axis: int | str | None = "attr"
+
+    def __call__(self, view: NodeView) -> None:
+        if int(view.attrs.get("block_size", 0)):
+            return  # blocked quantization's scales have the data's rank (refused later)
+        shapes = [(i, view.shape(i)) for i in (self.scale, self.zero)
+                  if i is not None and view.input(i)]
+        for i, shape in shapes:
+            if shape is None or len(shape) == 0 or (len(shape) == 1 and shape[0] == 1):
+                continue
+            where = f"input {view.input(i)!r}"
+            if len(shape) > 1 or self.axis is None:
+                allowed = "a scalar or one element" + (
+                    "" if self.axis is None else ", or 1-D with one value per element of "
+                    "the quantization axis")
+                view.fail(f"{where} has shape {_text(shape)}; it must be {allowed}")
+            data = view.shape(self.of)
+            if data is None:
+                continue
+            axis = int(view.attrs.get("axis", 1)) if self.axis == "attr" else self.axis
+            if not -len(data) <= axis < len(data):
+                continue
+            size = data[axis]
+            if dims.is_static(size) and dims.is_static(shape[0]) and shape[0] != size:
+                view.fail(f"{where} has {shape[0]} values but axis {axis} of input "
+                          f"{view.input(self.of)!r} has {size} elements")
+        known = [shape for _, shape in shapes if shape is not None]
+        if len(known) == 2 and tuple(known[0]) != tuple(known[1]):
+            view.fail(f"the zero point {view.input(self.zero)!r} has shape {_text(known[1])},"
+                      f" the scale {view.input(self.scale)!r} {_text(known[0])}; they must "
+                      "have one shape")
+
+
 _STASH_TYPE = OneOf("stash_type", (1, 10, 11, 16))
 _LOSS = (OneOf("reduction", ("none", "sum", "mean")), LossShapes())
 _SCATTER_REDUCTION = OneOf("reduction", ("none", "add", "mul", "max", "min"),
@@ -1102,6 +1146,19 @@ CHECKS: Mapping = MappingProxyType({
     "AveragePool": (Window(), Flag(("ceil_mode", "count_include_pad"))),
     "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),
     "LRN": (Positive(("size",), odd=True), PositiveFloat(("alpha", "beta"))),
+    # Quantization: scales and zero points per tensor or along one axis.
+    "QuantizeLinear": (Axis(), QuantParams(1, 2)),
+    "DequantizeLinear": (Axis(), QuantParams(1, 2)),
+    "QLinearConv": (OneOf("auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")),
+                    Positive(("group",)), PadsOrAutoPad(), QuantParams(1, 2, axis=None),
+                    QuantParams(4, 5, of=3, axis=0), QuantParams(6, 7, axis=None)),
+    # A's and Y's parameters may be per column of A (QLinearMatMul) or per row
+    # (MatMulInteger's A); B's are per column of B.
+    "QLinearMatMul": (QuantParams(1, 2, axis=-1), QuantParams(4, 5, of=3, axis=-1),
+                      QuantParams(6, 7, of=3, axis=-1)),
+    "ConvInteger": (Window(weight="conv"), PadsOrAutoPad(), QuantParams(2, axis=None),
+                    QuantParams(3, of=1, axis=0)),
+    "MatMulInteger": (QuantParams(2, axis=-2), QuantParams(3, of=1, axis=-1)),
     # Flags and enumerations of the rest.
     "Gemm": (Flag(("transA", "transB")), GemmShapes()),
     "Dropout": (DropoutRatio(),),

@@ -687,11 +687,12 @@ def _quant_params(node, ts, what):
     """Scale and zero point of ``(de)quantize_linear``: per tensor (0-d or one element)
     or 1-D along ``axis`` of the data."""
     x = ts[0]
-    axis = _axis(node, node.attrs.get("axis", 1), len(x.shape)) if x.shape else 0
     for t in ts[1:]:
-        if len(t.shape) > 1 or (len(t.shape) == 1 and not (
-                dims.equal(t.shape[0], 1) or (x.shape and dims.equal(t.shape[0],
-                                                                     x.shape[axis])))):
+        if len(t.shape) == 0 or (len(t.shape) == 1 and dims.equal(t.shape[0], 1)):
+            continue
+        axis = node.attrs.get("axis", 1)
+        if len(t.shape) > 1 or not x.shape or not dims.equal(
+                t.shape[0], x.shape[_axis(node, axis, len(x.shape))]):
             _fail(node, f"{what} parameter {_shape_text(t.shape)} must be a scalar, one "
                         f"element or one per element of axis {axis} of {_shape_text(x.shape)}")
 

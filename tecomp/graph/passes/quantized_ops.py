@@ -71,6 +71,8 @@ class _Emitter:
         self.graph, self.node = graph, node
         self.nodes: list = []
         self.consts: dict = {}
+        #: The int32 products (reshaped as the float result) the rescale reads.
+        self.products: set = set()
         self._count = 0
 
     def fresh(self, hint: str) -> str:
@@ -100,6 +102,7 @@ class _Emitter:
         """``cast(acc, float) * scale`` (``scale`` reshaped to ``shape``); the multiply
         is left out where every scale is 1."""
         dtype = self.graph.types[self.node.outputs[0]].dtype
+        self.products.add(acc)
         if np.all(scale == 1):
             return self.emit("cast", [acc], output, dtype=dtype)
         value = self.emit("cast", [acc], dtype=dtype)
@@ -160,28 +163,26 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
         rows = em.emit("reshape", [aq], newshape=(dims.product(sa[:-1]), sa[-1]))
     acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), em.zero(bq, zb)])
     out = node.outputs[0]
-    y = em.rescale(acc, s_a * s_b, (-1,) if s_b.ndim else (), out if len(sa) == 2 else None)
     if len(sa) > 2:
-        em.emit("reshape", [y], out, newshape=tuple(graph.types[out].shape))
+        # Reshaped back before the rescale (sink_reshapes moves it below the epilogue).
+        acc = em.emit("reshape", [acc], newshape=tuple(graph.types[out].shape))
+    em.rescale(acc, s_a * s_b, (-1,) if s_b.ndim else (), out)
     return True
 
 
 _REWRITES = {"conv2d": _conv2d, "dense": _product, "matmul": _product}
 
 
-def _integer_results(graph: Graph) -> dict:
-    """``cast(cast(int32 product, float), int32)`` -> the product: the value mapping
-    that drops the round trip a scale of 1 leaves (ConvInteger, MatMulInteger)."""
+def _integer_results(graph: Graph, products: set) -> dict:
+    """``cast(cast(product, float), int32)`` -> the int32 ``product``: the value mapping
+    that drops the round trip a scale of 1 leaves (ConvInteger, MatMulInteger), whose
+    float value the operator defines as exact."""
     producers = graph.producers()
     mapping = {}
     for node in graph.nodes:
-        if node.op != "cast" or node.attrs["dtype"] != "int32":
-            continue
-        inner = producers.get(node.inputs[0])
-        if inner is None or inner.op != "cast":
-            continue
-        source = producers.get(inner.inputs[0])
-        if source is not None and source.op in ("qnn_conv2d", "qnn_matmul"):
+        inner = producers.get(node.inputs[0]) if node.inputs else None
+        if (node.op == "cast" and node.attrs["dtype"] == "int32" and inner is not None
+                and inner.op == "cast" and inner.inputs[0] in products):
             mapping[node.outputs[0]] = inner.inputs[0]
     return mapping
 
@@ -206,7 +207,7 @@ def lower_quantized_ops(graph: Graph) -> Graph:
     no longer read are left to dead-code elimination."""
     graph = infer_types(graph)
     producers = graph.producers()
-    nodes, consts = [], dict(graph.consts)
+    nodes, consts, products = [], dict(graph.consts), set()
     changed = False
     for node in graph.nodes:
         rewrite = _REWRITES.get(node.op)
@@ -214,6 +215,7 @@ def lower_quantized_ops(graph: Graph) -> Graph:
         if rewrite is not None and rewrite(graph, producers, node, em):
             nodes.extend(em.nodes)
             consts.update(em.consts)
+            products |= em.products
             changed = True
         else:
             nodes.append(node)
@@ -228,7 +230,7 @@ def lower_quantized_ops(graph: Graph) -> Graph:
         graph = infer_types(graph.with_(
             nodes=tuple(n for n in graph.nodes if n.outputs[0] not in folded),
             consts={**graph.consts, **folded}))
-    mapping = _integer_results(graph)
+    mapping = _integer_results(graph, products)
     if not mapping:
         return graph
     return replace_values(graph, [n for n in graph.nodes if n.outputs[0] not in mapping],
