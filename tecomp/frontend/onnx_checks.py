@@ -808,17 +808,29 @@ class OneHotArgs:
 
 
 @dataclass(frozen=True)
-class GatherNDBatchDims:
-    """GatherND's ``batch_dims`` in ``[0, min(rank data, rank indices) - 1]``."""
+class GatherNDShapes:
+    """GatherND's ``batch_dims`` b in ``[0, min(rank data, rank indices) - 1]``, the first
+    b dimensions of data and indices equal, and each index (the indices' last dimension)
+    no longer than the data's axes after the batch ones, where the sizes are static."""
 
     def __call__(self, view: NodeView) -> None:
-        b = view.attrs.get("batch_dims")
-        r, q = view.rank(0), view.rank(1)
-        if b is None or r is None or q is None:
+        data, indices = view.shape(0), view.shape(1)
+        if data is None or indices is None:
             return
-        if not 0 <= b < min(r, q):
+        r, q = len(data), len(indices)
+        b = view.attrs.get("batch_dims", 0)
+        if "batch_dims" in view.attrs and not 0 <= b < min(r, q):
             view.fail(f"batch_dims={b}; allowed for rank-{r} data and rank-{q} indices: "
                       f"{_range_text(0, min(r, q) - 1)}")
+        for k in range(b):
+            if dims.is_static(data[k]) and dims.is_static(indices[k]) and (
+                    data[k] != indices[k]):
+                view.fail(f"batch_dims={b}: data {_text(data)} and indices {_text(indices)} "
+                          f"differ at batch axis {k} ({data[k]} and {indices[k]}); the first "
+                          "batch_dims dimensions must be equal")
+        if q and dims.is_static(indices[-1]) and indices[-1] > r - b:
+            view.fail(f"indices {_text(indices)}: each index has {indices[-1]} elements, but "
+                      f"the rank-{r} data has {r - b} axes after batch_dims={b}")
 
 
 @dataclass(frozen=True)
@@ -1022,7 +1034,8 @@ class QuantParams:
     """A scale (input ``scale``) and optional zero point (input ``zero``) of input
     ``of``: a scalar or one element, or, where ``axis`` allows, 1-D with one value per
     element of ``of``'s axis ``axis`` (``"attr"``: the ``axis`` attribute, default 1;
-    None: per tensor only); the zero point has the scale's shape. Blocked quantization
+    None: per tensor only); the zero point has the scale's shape (per tensor: either of
+    ``[]`` and ``[1]``, as onnxruntime's quantizer writes them). Blocked quantization
     (``block_size``) is not checked here."""
 
     scale: int
@@ -1054,8 +1067,9 @@ class QuantParams:
             if dims.is_static(size) and dims.is_static(shape[0]) and shape[0] != size:
                 view.fail(f"{where} has {shape[0]} values but axis {axis} of input "
                           f"{view.input(self.of)!r} has {size} elements")
-        known = [shape for _, shape in shapes if shape is not None]
-        if len(known) == 2 and tuple(known[0]) != tuple(known[1]):
+        known = [tuple(shape) for _, shape in shapes if shape is not None]
+        per_tensor = [shape in ((), (1,)) for shape in known]
+        if len(known) == 2 and known[0] != known[1] and not all(per_tensor):
             view.fail(f"the zero point {view.input(self.zero)!r} has shape {_text(known[1])},"
                       f" the scale {view.input(self.scale)!r} {_text(known[0])}; they must "
                       "have one shape")
@@ -1086,7 +1100,7 @@ CHECKS: Mapping = MappingProxyType({
     "Concat": (Axis(), ConcatShapes()),
     "Gather": (Axis(), GatherIndices()),
     "GatherElements": (Axis(),),
-    "GatherND": (GatherNDBatchDims(),),
+    "GatherND": (GatherNDShapes(),),
     "ArgMax": (Axis(), Flag(("keepdims", "select_last_index"))),
     "ArgMin": (Axis(), Flag(("keepdims", "select_last_index"))),
     "TopK": (Axis(), Flag(("largest", "sorted"))),

@@ -1,0 +1,159 @@
+"""Quantized models as onnxruntime writes them, quantized here at test time, built with
+their products on int8 kernels and compared with onnxruntime's int8 run.
+
+Tolerance: one quantization step of the output. tecomp rescales the exact int32 sum by
+``x_scale * w_scale`` (then adds the bias and requantizes with ``y_scale``) where
+onnxruntime multiplies by one float ``x_scale * w_scale / y_scale``; the two roundings
+of a value within a float rounding of a tie may differ by one step, and a step in an
+intermediate activation moves the output by at most about one step more. The float
+outputs of dynamic quantization (MatMulInteger, then the float scale) agree to float
+rounding."""
+
+import numpy as np
+import onnx_models
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tecomp
+from tecomp.frontend import from_onnx
+from tecomp.graph.passes import optimize
+from tecomp.graph.passes.quantized_ops import lower_quantized_ops
+from tecomp.testing.quantized import quantize_dynamic_model, quantize_static_model
+
+pytest.importorskip("onnxruntime.quantization")
+
+
+def _weights(rng, shapes: dict):
+    return [numpy_helper.from_array((rng.normal(size=s) * 0.3).astype("float32"), n)
+            for n, s in shapes.items()]
+
+
+def _cnn(rng):
+    """conv + relu + conv + add (residual) + relu + pool + gemm, and a 1x1 projection."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "wp"], ["proj"]),
+        helper.make_node("Add", ["c2", "proj"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], transB=1),
+    ]
+    inits = _weights(rng, {"w1": (8, 3, 3, 3), "b1": (8,), "w2": (8, 8, 3, 3), "b2": (8,),
+                           "wp": (8, 3, 1, 1), "wg": (10, 8), "bg": (10,)})
+    graph = helper.make_graph(
+        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _matmul_chain(rng):
+    """x[batch, seq, 16] @ W1 + b -> relu -> @ W2 (a transformer's feed-forward)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Relu", ["hb"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+    ]
+    inits = _weights(rng, {"w1": (16, 32), "b1": (32,), "w2": (32, 8)})
+    graph = helper.make_graph(
+        nodes, "ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _feeds(rng, model, n):
+    shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim]
+              for i in model.graph.input}
+    return [{k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
+            for _ in range(n)]
+
+
+def _output_scale(qmodel):
+    """The scale of the last DequantizeLinear, that of the model's output."""
+    last = [n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"][-1]
+    inits = {t.name: numpy_helper.to_array(t) for t in qmodel.graph.initializer}
+    return float(inits[last.input[1]])
+
+
+def _build(qmodel):
+    mod, params = from_onnx(qmodel)
+    return mod, tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm",
+                                                            params=params))
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("make", [_cnn, _matmul_chain])
+def test_quantize_static_models_match_onnxruntime_int8(make, per_channel, rng):
+    model = make(rng)
+    qmodel = quantize_static_model(model, _feeds(rng, model, 8), per_channel=per_channel)
+    mod, run = _build(qmodel)
+    optimized = optimize(mod)
+    anchors = {n.op for k in optimized.nodes if k.op == "fused" for n in k.attrs["body"].nodes}
+    # Every product runs on the int8 operands; no float conv or product is left.
+    assert anchors & {"qnn_conv2d", "qnn_matmul"}
+    assert not anchors & {"conv2d", "dense", "matmul", "conv2d_nchwc"}
+    step = _output_scale(qmodel)
+    for feeds in _feeds(rng, model, 3):
+        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
+        (got,) = run(**feeds)
+        assert np.abs(got - want).max() <= step * 1.0001
+
+
+def test_quantize_dynamic_matmul_matches_onnxruntime(rng):
+    model = _matmul_chain(rng)
+    qmodel = quantize_dynamic_model(model)
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in qmodel.graph.node}
+    mod, run = _build(qmodel)
+    lowered = {n.op for n in lower_quantized_ops(mod).nodes}
+    assert "qnn_matmul" in lowered
+    for feeds in _feeds(rng, model, 3):
+        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
+        (got,) = run(**feeds)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def _qdq_conv(groups=1, constant_scale=True):
+    """DequantizeLinear(x) and DequantizeLinear(w) -> Conv, as graph operators."""
+    c = 4
+    w = np.arange(c * (c // groups) * 9, dtype="int8").reshape(c, c // groups, 3, 3) % 7
+    inits = [numpy_helper.from_array(w, "wq"),
+             numpy_helper.from_array(np.full(c, 0.1, "float32"), "sw"),
+             numpy_helper.from_array(np.array(3, "uint8"), "zx")]
+    inputs = [helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, c, 6, 6])]
+    if constant_scale:
+        inits.append(numpy_helper.from_array(np.array(0.5, "float32"), "sx"))
+    else:
+        inputs.append(helper.make_tensor_value_info("sx", TensorProto.FLOAT, []))
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw"], ["w"], axis=0),
+             helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], group=groups)]
+    graph = helper.make_graph(nodes, "g", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    mod, _ = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    return mod
+
+
+def test_products_the_kernels_do_not_take_keep_their_float_form():
+    assert "qnn_conv2d" in {n.op for n in lower_quantized_ops(_qdq_conv()).nodes}
+    # A depthwise convolution, and a scale computed at run time.
+    for mod in (_qdq_conv(groups=4), _qdq_conv(constant_scale=False)):
+        ops = {n.op for n in lower_quantized_ops(mod).nodes}
+        assert "qnn_conv2d" not in ops and ops & {"conv2d", "depthwise_conv2d"}
+
+
+def test_lowered_conv_computes_the_dequantized_convolution(rng):
+    mod = _qdq_conv()
+    xq = rng.integers(0, 256, (1, 4, 6, 6)).astype("uint8")
+    x = (xq.astype(np.float32) - 3) * 0.5
+    w = (np.arange(4 * 4 * 9, dtype="int8").reshape(4, 4, 3, 3) % 7).astype(np.float32) * 0.1
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 4, 6, 6), np.float32)
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,kc->nkhw", xp[:, :, dy:dy + 6, dx:dx + 6], w[:, :, dy, dx])
+    (got,) = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm"))(xq=xq)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
