@@ -12,9 +12,10 @@ replaces the value so far). The reduction therefore must not be split into parti
 results: a reduction with ``init=`` cannot be factored (``Schedule.rfactor`` refuses
 it), so the schedule keeps its loop in order.
 
-Every index is checked where it is read (:func:`te.checked`): one outside ``[-dim,
-dim)`` makes the call raise :class:`~tecomp.errors.RuntimeCheckError` naming ``node``
-and the index, and no update is taken for it. Negative indices count from the end.
+Every index is checked once per call, in a pass over the indices before the output's
+loops (:func:`te.checked`): one outside ``[-dim, dim)`` makes the call raise
+:class:`~tecomp.errors.RuntimeCheckError` naming ``node`` and the first bad index, and
+no update is taken. Negative indices count from the end.
 
 Cost: each output element scans the updates that can reach it: ScatterElements the
 indices along the axis (``numel(data) * indices.shape[axis]``), ScatterND every index
@@ -67,21 +68,35 @@ def _same_dim(a, b) -> bool:
     return a is b or (const_int(a) is not None and const_int(a) == const_int(b))
 
 
-def _shapes_fit(op: str, node: str, conditions: list):
-    """A one-element stage checking, once per call, the shape conditions ``(cond, value,
-    message)`` only the run can decide (symbolic sizes), or None where there are none.
+def _position(i, dim):
+    """Where ONNX index ``i`` points in an axis of ``dim`` elements (a negative one counts
+    from the end), in the index's dtype: an int64 index is not cut to 32 bits."""
+    d = E.as_expr(dim).astype(i.dtype)
+    return te.if_then_else(i < te.const(0, i.dtype), i + d, i)
 
-    The output reads it, so it is computed before the output's loops, also where those
-    run no iteration (data with an axis of size 0, which indices of one row or more do
-    not fit). It is a reduction so that the schedule keeps it a stage of its own rather
-    than inlining the checks into every output element."""
-    if not conditions:
-        return None
+
+def _indices_fit(op: str, node: str, rows, fits, conditions=()):
+    """A one-element stage that checks every index once per call, before the output's
+    loops: 1 where they all fit, else 0 and a failed run-time check naming ``node`` and
+    the first bad index. ``fits(row) -> bool expression`` checks the indices of one
+    position of ``rows`` (:func:`_checked_index`); ``conditions`` are shape conditions
+    ``(cond, value, message)`` only the run can decide.
+
+    Checking here rather than in each output element costs one read per index, and also
+    rejects indices into data without elements (an axis of size 0), where the output's
+    loops run no iteration. It is a reduction so that the schedule keeps it a stage of its
+    own, computed once, rather than inlining it into every output element."""
+    axes = [te.reduce_axis((0, d), name=f"c{j}") for j, d in enumerate(rows)] or [
+        te.reduce_axis((0, 1), name="c")]
     where = f"node {node!r}: " if node else ""
-    once = te.reduce_axis((0, 1), name="once")
-    ok = te.all(*[te.checked(c, v, where + m) for c, v, m in conditions])
-    return te.compute((1,), lambda _: te.min(ok.astype("int32"), axis=once),
-                      name=f"{op}.shapes_fit", tag=TAG)
+
+    def body(_):
+        ok = fits(tuple(axes[:len(rows)]))
+        for cond, value, message in conditions:
+            ok = te.checked(cond, value, where + message) & ok
+        return te.min(ok.astype("int32"), axis=axes)
+
+    return te.compute((1,), body, name=f"{op}.indices_fit", tag=TAG)
 
 
 def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "none",
@@ -134,21 +149,21 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
     # the extents may differ, the index is read only inside them.
     bounded = [d for d in range(ndim)
                if d != axis and not _same_dim(indices.shape[d], data.shape[d])]
-    fits = _shapes_fit("scatter_elements", node, [
-        (E.as_expr(indices.shape[d]) <= data.shape[d], E.as_expr(indices.shape[d]),
-         f"indices have {{value}} elements on axis {d}, more than the data's "
-         f"{data.shape[d]}") for d in bounded])
+    fit = _indices_fit(
+        "scatter_elements", node, indices.shape,
+        lambda q: _checked_index(indices[q], data.shape[axis], axis, node)[0],
+        [(E.as_expr(indices.shape[d]) <= data.shape[d], E.as_expr(indices.shape[d]),
+          f"indices have {{value}} elements on axis {d}, more than the data's "
+          f"{data.shape[d]}") for d in bounded])
 
     def body(*p):
         at = p[:axis] + (k,) + p[axis + 1:]
-        ok, i = _checked_index(indices[at], data.shape[axis], axis, node)
-        hit = ok & te.equal(i, p[axis].astype(i.dtype))
+        i = indices[at]
+        hit = te.equal(_position(i, data.shape[axis]), p[axis].astype(i.dtype))
         if bounded:
             inside = te.all(*[p[d] < indices.shape[d] for d in bounded])
             hit = te.if_then_else(inside, hit, te.const(False, "bool"))
-        if fits is not None:
-            hit = (fits[0] > 0) & hit
-        return reducer(updates[at], axis=k, where=hit, init=data[p])
+        return reducer(updates[at], axis=k, where=(fit[0] > 0) & hit, init=data[p])
 
     return te.compute(data.shape, body, name="scatter_elements", tag=TAG,
                       attrs={"inner_axes": ndim - 1 - axis})
@@ -203,12 +218,15 @@ def scatter_nd(data, indices, updates, reduction: str = "none", node: str = ""):
         te.reduce_axis((0, 1), name="r")]
     row = tuple(red[:len(rows)])
 
+    fit = _indices_fit("scatter_nd", node, rows, lambda q: te.all(*[
+        _checked_index(indices[q + (j,)], data.shape[j], j, node)[0] for j in range(k)]))
+
     def body(*p):
-        checked = [_checked_index(indices[row + (j,)], data.shape[j], j, node)
-                   for j in range(k)]
-        hit = te.all(*[ok & te.equal(i, p[j].astype(i.dtype))
-                       for j, (ok, i) in enumerate(checked)])
-        return reducer(updates[row + p[k:]], axis=red, where=hit, init=data[p])
+        at = [indices[row + (j,)] for j in range(k)]
+        hit = te.all(*[te.equal(_position(i, data.shape[j]), p[j].astype(i.dtype))
+                       for j, i in enumerate(at)])
+        return reducer(updates[row + p[k:]], axis=red, where=(fit[0] > 0) & hit,
+                       init=data[p])
 
     return te.compute(data.shape, body, name="scatter_nd", tag=TAG,
                       attrs={"inner_axes": ndim - k})

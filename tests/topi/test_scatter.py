@@ -152,6 +152,16 @@ def test_indices_larger_than_the_data_at_run_time_are_an_error():
             mod(data, np.zeros((4, 2), "int64"), np.ones((4, 2), "float32"), data.copy())
 
 
+def test_indices_into_data_without_elements_are_an_error():
+    # The output has no element to check an index in; the pass over the indices has.
+    mod = _module("scatter_nd", 2, 2, 2, "max")
+    data = np.ones((2, 0), "float32")
+    with pytest.raises(RuntimeCheckError, match=r"node 'sc': index 1 is outside axis 1 of "
+                                                r"size n1"):
+        mod(data, np.array([[0, 1], [1, 0]]), np.ones(2, "float32"), data.copy())
+    mod(data, np.zeros((0, 2), "int64"), np.ones(0, "float32"), data.copy())  # no update
+
+
 def test_shapes_that_do_not_fit_are_refused():
     d = te.placeholder((3, 4), name="d")
     i = te.placeholder((2, 5), "int64", name="i")
