@@ -125,7 +125,19 @@ def schedule_qnn_matmul(cfg, outs):
 
     Row tiles of ``rows`` by column tiles of ``cols`` vectors run in parallel; each
     accumulates in ``rows x cols`` int32 vectors over k (a broadcast of A times a
-    widened vector of B per step)."""
+    widened vector of B per step).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The config the compute was given.
+    outs : Tensor or list of Tensor
+        The group's one output.
+
+    Returns
+    -------
+    Schedule
+    """
     what = "schedule_qnn_matmul"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
@@ -221,7 +233,19 @@ def schedule_qnn_conv2d(cfg, outs):
 
     (batch, output-channel tile, output row) run in parallel; a register tile holds
     ``tile_oc`` channels by ``tile_ow`` vectors of pixels of one row, accumulated over
-    the input channels and the window, with the channels unrolled."""
+    the input channels and the window, with the channels unrolled.
+
+    Parameters
+    ----------
+    cfg : config entity
+        The config the compute was given.
+    outs : Tensor or list of Tensor
+        The group's one output.
+
+    Returns
+    -------
+    Schedule
+    """
     what = "schedule_qnn_conv2d"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
