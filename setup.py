@@ -45,6 +45,9 @@ setup(
         f"xgboost-cpu>=2.1.1; {_CPU_WHEELS}",
         f"xgboost>=2.0; {_NO_CPU_WHEELS}",
         "onnx>=1.15",
+        # numpy's bfloat16 (ml_dtypes.bfloat16) for bfloat16 models and kernels; onnx
+        # depends on it too.
+        "ml_dtypes>=0.4",
         "tqdm>=4.60",
         "matplotlib>=3.7",
     ],

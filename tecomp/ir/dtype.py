@@ -1,4 +1,7 @@
-"""Scalar data types, named as numpy names them ("float32", "int8", "bool", ...)."""
+"""Scalar data types, named as numpy names them ("float32", "int8", "bool", ...).
+
+``bfloat16`` (8 exponent bits like float32, 7 fraction bits) is numpy's through the
+``ml_dtypes`` package, which onnx depends on too."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ _DTYPES = {
     "uint32": ("uint", 32),
     "uint64": ("uint", 64),
     "float16": ("float", 16),
+    "bfloat16": ("float", 16),
     "float32": ("float", 32),
     "float64": ("float", 64),
 }
@@ -65,6 +69,8 @@ def is_bool(dtype: str) -> bool:
 
 def max_value(dtype: str):
     k, b = _DTYPES[dtype]
+    if dtype == "bfloat16":
+        return 3.3895313892515355e38  # float32's exponent range, 8 significant bits
     if k == "float":
         return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[b]
     if k == "int":
@@ -85,7 +91,17 @@ def min_value(dtype: str):
     return False
 
 
+def is_float16_storage(dtype: str) -> bool:
+    """float16 or bfloat16: a 16-bit float that CPUs without native arithmetic for it
+    load, compute in float32 and round on store."""
+    return dtype in ("float16", "bfloat16")
+
+
 def numpy_dtype(dtype: str):
     import numpy as np
 
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dtype)

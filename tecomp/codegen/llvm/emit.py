@@ -19,6 +19,7 @@ emitter, through which it reaches the others' public methods:
   stores, prefetches; stack and heap buffers;
 - ``aliases`` (:class:`.AliasScopes`): the buffers' scoped-noalias metadata;
 - ``math`` (:class:`.MathCalls`): math calls;
+- ``bfloat`` (:class:`.BFloat16Values`): rounding to bfloat16, its arithmetic in float32;
 - ``checks`` (:class:`.RunTimeChecks`): run-time checks and the call's error record.
 
 The emitter keeps the expression and statement visitors, the floor division the index
@@ -39,6 +40,7 @@ from ...target import Target
 from . import types as T
 from .alias import AliasScopes
 from .allocate import Allocations
+from .bfloat import BFloat16Values
 from .builder import Builder
 from .checks import RunTimeChecks
 from .index import IndexArith
@@ -73,6 +75,7 @@ class Emitter:
         self.memory = Memory(self)
         self.allocations = Allocations(self)
         self.math = MathCalls(self)
+        self.bfloat = BFloat16Values(self)
         self.checks = RunTimeChecks(self)
 
     @contextmanager
@@ -164,9 +167,19 @@ class Emitter:
         return self.checks.check(e)
 
     def ev_Cast(self, e):
-        b = self.builder
+        v = self.builder.mat(self.ev(e.value))
         src, dst = e.value.dtype, e.dtype
-        v = b.mat(self.ev(e.value))
+        # bfloat16 converts through float32 both ways (see bfloat.py).
+        if src == "bfloat16" and dst != src:
+            v, src = self.bfloat.widen(v), "float32"
+        if dst == "bfloat16" and src != dst:
+            v = self._convert(v, src, "float64" if src == "float64" else "float32")
+            return self.bfloat.narrow(v)
+        return self._convert(v, src, dst)
+
+    def _convert(self, v: Val, src: str, dst: str) -> Val:
+        """``v`` of dtype ``src`` converted to ``dst`` (neither bfloat16)."""
+        b = self.builder
         if src == dst:
             return v
         n = v.lanes
@@ -192,16 +205,15 @@ class Emitter:
         d = e.dtype
         t = type(e)
         vt, n = x.vty, x.lanes
-        if dt.is_float(d):
-            op = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}.get(t)
-            if op is not None:
-                # `contract` only permits fusing a*b+c into one FMA (as C compilers do by
-                # default); no other fast-math reassociation is allowed.
-                return b.val(f"{op} contract {vt} {x.ref}, {y.ref}", x.ty, n)
-            if t in (E.Min, E.Max):
-                pred = "olt" if t is E.Min else "ogt"
-                c = b.val(f"fcmp {pred} {vt} {x.ref}, {y.ref}", "i1", n)
-                return b.val(f"select {c.vty} {c.ref}, {vt} {x.ref}, {vt} {y.ref}", x.ty, n)
+        if d == "bfloat16":  # in float32, rounded once
+            bf = self.bfloat
+            r = self._float_arith(t, bf.widen(x), bf.widen(y))
+            if r is not None:
+                return bf.narrow(r)
+        elif dt.is_float(d):
+            r = self._float_arith(t, x, y)
+            if r is not None:
+                return r
         else:
             op = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}.get(t)
             if op is not None:
@@ -212,6 +224,22 @@ class Emitter:
             if t in (E.FloorDiv, E.FloorMod):
                 return self.floordivmod(t is E.FloorDiv, x, y, d, e)
         raise UnsupportedOpError(f"{t.__name__} on {d} is not supported ({e})")
+
+    def _float_arith(self, t, x: Val, y: Val) -> Val | None:
+        """The float operation ``t`` (an ``E`` node class) of ``x`` and ``y``; None if
+        ``t`` is none of + - * / min max."""
+        b = self.builder
+        vt, n = x.vty, x.lanes
+        op = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul", E.Div: "fdiv"}.get(t)
+        if op is not None:
+            # `contract` only permits fusing a*b+c into one FMA (as C compilers do by
+            # default); no other fast-math reassociation is allowed.
+            return b.val(f"{op} contract {vt} {x.ref}, {y.ref}", x.ty, n)
+        if t in (E.Min, E.Max):
+            pred = "olt" if t is E.Min else "ogt"
+            c = b.val(f"fcmp {pred} {vt} {x.ref}, {y.ref}", "i1", n)
+            return b.val(f"select {c.vty} {c.ref}, {vt} {x.ref}, {vt} {y.ref}", x.ty, n)
+        return None
 
     def floordivmod(self, is_div: bool, x: Val, y: Val, d: str, e) -> Val:
         """Floor division or modulo of ``x`` by ``y`` that cannot trap (``divisor_guard``:
@@ -268,6 +296,8 @@ class Emitter:
             d = "int64"
         else:
             x, y = b.unify(self.ev(e.a), self.ev(e.b))
+            if d == "bfloat16":
+                x, y, d = self.bfloat.widen(x), self.bfloat.widen(y), "float32"
         name = t.__name__
         if dt.is_float(d):
             pred = {"EQ": "oeq", "NE": "une", "LT": "olt", "LE": "ole", "GT": "ogt", "GE": "oge"}

@@ -30,12 +30,18 @@ class MathCalls:
     def call(self, e) -> Val:
         """The math call ``e`` (a float dtype; vectors of float32 and float16 by ``vmath``
         where it has the function)."""
-        b = self.b
         name = e.name
         d = e.dtype
         if not dt.is_float(d):
             raise UnsupportedOpError(f"intrinsic {name} on {d} is not supported ({e})")
-        args = b.unify(*[self.em.ev(a) for a in e.args])
+        args = self.b.unify(*[self.em.ev(a) for a in e.args])
+        if d == "bfloat16":  # computed in float32, rounded once
+            bf = self.em.bfloat
+            return bf.narrow(self._call(name, "float32", [bf.widen(a) for a in args]))
+        return self._call(name, d, args)
+
+    def _call(self, name: str, d: str, args) -> Val:
+        b = self.b
         n = args[0].lanes
         ty = args[0].ty
         # LLVM would call libm once per lane for these; scalar calls keep libm.

@@ -2,7 +2,11 @@
 
 Registers hold ``bool`` as ``i1``; memory holds it as one byte (``i8``), as numpy does.
 Signedness is not part of an LLVM integer type: it is carried by the tecomp dtype and
-chosen per instruction (sdiv/udiv, sext/zext, icmp slt/ult).
+chosen per instruction (sdiv/udiv, sext/zext, icmp slt/ult). bfloat16 is held as its
+bits (``i16``) in registers and memory and converted where it is computed on (see
+``bfloat.py``): LLVM legalizes ``bfloat`` vectors of loads, selects and masked memory
+intrinsics by promoting them to float, whose way back is a library call per lane on
+CPUs without bfloat16 conversions.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ _SCALAR = {
     "uint32": "i32",
     "uint64": "i64",
     "float16": "half",
-    "bfloat16": "bfloat",
+    "bfloat16": "i16",
     "float32": "float",
     "float64": "double",
 }
 
-_SUFFIX = {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64"}
+_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 
 
 def scalar_type(dtype: str) -> str:
@@ -75,8 +79,6 @@ def float_const(value: float, dtype: str) -> str:
             packed = struct.pack("<e", math.copysign(math.inf, value))
         bits = struct.unpack("<H", packed)[0]
         return f"0xH{bits:04X}"
-    if dtype == "bfloat16":
-        return f"0xR{bfloat16_bits(value):04X}"
     if dtype == "float32":
         if math.isfinite(value) and abs(value) > 3.4028234663852886e38:
             value = math.copysign(math.inf, value)
@@ -88,6 +90,8 @@ def float_const(value: float, dtype: str) -> str:
 def bfloat16_bits(value: float) -> int:
     """The bits of ``value`` rounded to bfloat16 (to nearest, ties to even; NaN quiet),
     the rounding :func:`round_to_bfloat16` emits."""
+    if math.isfinite(value) and abs(value) > 3.4028234663852886e38:
+        value = math.copysign(math.inf, value)
     (x,) = struct.unpack("<I", struct.pack("<f", value))
     if math.isnan(value):
         return (x >> 16) | 0x40
@@ -95,6 +99,9 @@ def bfloat16_bits(value: float) -> int:
 
 
 def const(value, dtype: str) -> str:
+    if dtype == "bfloat16":
+        bits = bfloat16_bits(float(value))
+        return str(bits - (1 << 16) if bits >= 1 << 15 else bits)
     if dt.is_float(dtype):
         return float_const(float(value), dtype)
     if dtype == "bool":
