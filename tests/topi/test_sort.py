@@ -81,7 +81,7 @@ def test_block_size_ranks_in_blocks_only_where_that_is_cheaper():
 
 @pytest.mark.parametrize("dtype", ["int32", "uint8"])
 def test_integer_topk_of_a_long_axis(dtype, rng, check_op):
-    # Blocks of 128 (the last one padded), ties everywhere; also k longer than a block.
+    # Blocks of 128 (the last one padded), ties everywhere; k = 300 ranks in one pass.
     x = te.placeholder((3, 700), dtype, name="x")
     a = rng.integers(0, 50, (3, 700)).astype(dtype)
     for k, largest in ((40, 1), (40, 0), (300, 1)):
