@@ -34,6 +34,11 @@ QUANTIZED_DTYPES = ("uint8", "int8")
 
 _ACC = "int32"
 
+#: Tags of qnn_conv2d's padded input and of its product over whole vectors of pixels
+#: (the operator's output, tagged ``"qnn_conv2d"``, crops it).
+PAD_TAG = "qnn_conv2d_pad"
+TILES_TAG = "qnn_conv2d_tiles"
+
 
 def _check_operand(what: str, t, zero) -> None:
     if t.dtype not in QUANTIZED_DTYPES:
@@ -164,15 +169,18 @@ def schedule_qnn_matmul(cfg, outs):
 # ---- conv2d --------------------------------------------------------------------------------
 
 
-def define_qnn_conv2d_knobs(cfg, K, OW):
-    """``tile_oc``, the output channels of a register tile, and ``tile_ow``, its vectors
-    of int32 output pixels along a row."""
+def define_qnn_conv2d_knobs(cfg, C, K, OW):
+    """``tile_oc``, the output channels of a register tile, ``tile_ow``, its vectors of
+    int32 output pixels along a row, and ``tile_ic``, the input channels unrolled
+    innermost of the reduction (a divisor of C)."""
     lanes = vector_lanes(_ACC)
     cfg.define_knob("tile_oc", [c for c in (1, 2, 4, 8) if K % c == 0])
     cfg.define_knob("tile_ow", [1, 2])
+    cfg.define_knob("tile_ic", [c for c in (1, 2, 4) if C % c == 0])
     if cfg.is_fallback:
         cfg.fallback_knob("tile_oc", max(c for c in (1, 2, 4) if K % c == 0))
         cfg.fallback_knob("tile_ow", 2 if OW >= 2 * lanes else 1)
+        cfg.fallback_knob("tile_ic", max(c for c in (1, 2, 4) if C % c == 0))
 
 
 def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
@@ -205,26 +213,34 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
                          "(grouped convolutions are not supported)")
     zx = _zero_reader(what, x_zero, None, "tensor")(0)
     zw = _zero_reader(what, w_zero, K, "output channel")
-    define_qnn_conv2d_knobs(cfg, K, OW)
+    define_qnn_conv2d_knobs(cfg, C, K, OW)
     top, left = pads[0], pads[1]
+    # Rows are computed in whole vectors of pixels, from an input padded (with x_zero,
+    # the real 0) far enough for them: the reduction then has no condition and no
+    # partial vector, which is what lets LLVM pair the products into multiply-adds.
+    row = vector_lanes(_ACC) * cfg["tile_ow"].val
+    OWp = -(-OW // row) * row
+    Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
+
+    def padded(n, c, y, x):
+        conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
+        value = data[n, c, y - top, x - left]
+        return te.if_then_else(te.all(*conds), value, x_zero_value) if conds else value
+
+    x_zero_value = (x_zero[()] if len(x_zero.shape) == 0 else x_zero[0])
+    data_pad = te.compute((N, C, Hp, Wp), padded, name="data_pad", tag=PAD_TAG)
     rc = te.reduce_axis((0, C), name="rc")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
-
-    def shifted_input(n, c, y, x):
-        # Padding is the real value 0: (x_zero - x_zero) contributes nothing.
-        conds = _inside_padding(y, x, H, W, H + pads[0] + pads[2], W + pads[1] + pads[3],
-                                top, left)
-        value = data[n, c, y - top, x - left].astype(_ACC) - zx
-        return te.if_then_else(te.all(*conds), value, 0) if conds else value
-
-    return te.compute(
-        (N, K, OH, OW),
+    tiles = te.compute(
+        (N, K, OH, OWp),
         lambda n, k, y, x: te.sum(
-            shifted_input(n, rc, y * sh + ry * dh, x * sw + rx * dw)
+            (data_pad[n, rc, y * sh + ry * dh, x * sw + rx * dw].astype(_ACC) - zx)
             * (kernel[k, rc, ry, rx].astype(_ACC) - zw(k)),
             axis=[rc, ry, rx]),
-        name="qnn_conv2d", tag="qnn_conv2d")
+        name="qnn_conv2d_tiles", tag=TILES_TAG)
+    return te.compute((N, K, OH, OW), lambda n, k, y, x: tiles[n, k, y, x],
+                      name="qnn_conv2d", tag="qnn_conv2d")
 
 
 def schedule_qnn_conv2d(cfg, outs):
@@ -233,7 +249,10 @@ def schedule_qnn_conv2d(cfg, outs):
 
     (batch, output-channel tile, output row) run in parallel; a register tile holds
     ``tile_oc`` channels by ``tile_ow`` vectors of pixels of one row, accumulated over
-    the input channels and the window, with the channels unrolled.
+    the input channels and the window, with the channels unrolled; the input is padded
+    in a pass of its own before. ``tile_ic`` input
+    channels are unrolled innermost: consecutive products into one accumulator are what
+    LLVM pairs into ``vpmaddwd`` (AVX2) or ``vpdpwssd`` (AVX-512 VNNI, AVX-VNNI).
 
     Parameters
     ----------
@@ -249,9 +268,12 @@ def schedule_qnn_conv2d(cfg, outs):
     what = "schedule_qnn_conv2d"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
-    anchor = find_anchor(out, "qnn_conv2d", what)
-    local = inline_epilogue(s, out, anchor, what)
+    anchor = find_anchor(out, TILES_TAG, what)
+    local = inline_epilogue(s, out, anchor, what, head=find_anchor(out, "qnn_conv2d", what))
     lanes = vector_lanes(_ACC)
+    pad = find_anchor(out, PAD_TAG, what).output(0)
+    s[pad].parallel(s[pad].fuse(*s[pad].op.axis[:3]))
+    s[pad].vectorize(s[pad].op.axis[3])
     n, k, y, x = s[out].op.axis
     ko, ki = s[out].split(k, factor=cfg["tile_oc"].val)
     xo, xi = s[out].split(x, factor=lanes * cfg["tile_ow"].val)
@@ -261,9 +283,11 @@ def schedule_qnn_conv2d(cfg, outs):
     s[local].compute_at(s[out], xo)
     _, lk, _, lx = s[local].op.axis
     rc, ry, rx = s[local].op.reduce_axis
-    s[local].reorder(rc, ry, rx, lk, lx)
+    rco, rci = s[local].split(rc, factor=cfg["tile_ic"].val)
+    s[local].reorder(rco, ry, rx, rci, lk, lx)
     s[local].vectorize(lx)
     s[local].unroll(lk)
+    s[local].unroll(rci)
     return s
 
 
