@@ -274,6 +274,12 @@ MISUSES = [
     ("gathernd-batch-dims", _model("GatherND", [[2, 3], [2, 1]], dict(batch_dims=2),
                                    dtypes={1: I64}), "batch_dims",
      "batch_dims=2; allowed for rank-2 data and rank-2 indices: [0, 1]"),
+    ("gathernd-batch-sizes", _model("GatherND", [[2, 2, 2], [1, 2]], dict(batch_dims=1),
+                                    dtypes={1: I64}), "batch_dims",
+     "batch_dims=1: data [2, 2, 2] and indices [1, 2] differ at batch axis 0 (2 and 1)"),
+    ("gathernd-index-length", _model("GatherND", [[2, 3], [4, 3]], dtypes={1: I64}),
+     "indices", "each index has 3 elements, but the rank-2 data has 2 axes after "
+     "batch_dims=0"),
     ("concat-shapes", _model("Concat", [[2, 3], [4, 4]], dict(axis=0)), "axis",
      "differ at axis 1"),
     ("pad-crops-past-the-size", _model("Pad", [[2, 3]], consts=[("p", [0, -4, 0, 0])],
@@ -435,6 +441,8 @@ VALID = [
         auto_pad="SAME_UPPER"))),
     ("maxpool-pads-with-auto-pad-ignored", _model("MaxPool", [[1, 1, 4, 4]], dict(
         kernel_shape=[2, 2], auto_pad="VALID", pads=[1, 1, 1, 1]))),
+    ("gathernd-batched", _model("GatherND", [[2, 3, 4], [2, 5, 2]], dict(batch_dims=1),
+                                dtypes={1: I64})),
     ("gemm-transposed-with-row-bias", _model("Gemm", [[6, 3], [4, 6], [4]], dict(
         transA=1, transB=1))),
     ("nll-matching-shapes", _model("NegativeLogLikelihoodLoss", [[3, 5, 6], [3, 6], [5]],
