@@ -32,6 +32,7 @@ from .infer import infer_types
 from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
 from .passes import optimize, pipeline_for
+from .passes.precision import apply_precision
 from .passes.fuse import anchor_of
 from .storage import is_view
 
@@ -209,7 +210,7 @@ def _kernel_key(body: Graph, consts) -> tuple:
 
 
 def build(mod: Graph, target="llvm", params: dict | None = None,
-          check_bounds: bool | None = None):
+          check_bounds: bool | None = None, precision: str = "fp32"):
     """Compile a graph into one module and a plan to run it.
 
     Parameters
@@ -223,6 +224,12 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     check_bounds : bool, optional
         Build every kernel bounds-checking (``tecomp.build``'s ``check_bounds``); by
         default when the environment sets ``TECOMP_CHECK_BOUNDS=1``.
+    precision : {"fp32", "bf16"}
+        ``"bf16"``: the convolutions and matrix products of a float32 model read their
+        operands rounded to bfloat16 and accumulate in float32, on a target with
+        bfloat16 dot products (AVX512-BF16, AArch64 BF16; another is a TargetError).
+        float16/bfloat16 models accumulate in float32 with either
+        (:mod:`tecomp.graph.passes.precision`).
 
     Returns
     -------
@@ -242,7 +249,8 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     >>> y, = tecomp.graph.GraphModule(lib)(x=x)                          # doctest: +SKIP
     """
     target = target if isinstance(target, Target) else as_target(target)
-    graph = optimize(bind_params(mod, params), passes=pipeline_for(target))
+    graph = apply_precision(bind_params(mod, params), target, precision)
+    graph = optimize(graph, passes=pipeline_for(target))
     funcs, infos, nodes, consts = [], [], [], dict(graph.consts)
     compiled: dict = {}  # kernel key -> the name of the kernel compiled for it
     with target:
@@ -266,12 +274,13 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     return GraphLibrary(graph, module, tuple(infos), target, runtime_dim_checks(graph))
 
 
-def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> list:
+def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None,
+                      precision: str = "fp32") -> list:
     """The tuning workloads :func:`build` looks records up for, without compiling.
 
     One entry per unique workload of the fused groups' anchors that have a tuning
     template and static shapes (a convolution's symbolic batch counts as 1, the workload
-    whose config it is built with).
+    whose config it is built with), for the graph ``build`` makes with ``precision``.
 
     Returns
     -------
@@ -280,7 +289,8 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None) -> 
         many groups use that workload, in the order of their first group.
     """
     target = target if isinstance(target, Target) else as_target(target)
-    graph = optimize(bind_params(mod, params), passes=pipeline_for(target))
+    graph = apply_precision(bind_params(mod, params), target, precision)
+    graph = optimize(graph, passes=pipeline_for(target))
     counts: dict = {}
     for node in graph.nodes:
         if is_view(node):

@@ -1,0 +1,150 @@
+"""The precision a model computes in: float16/bfloat16 accumulation in float32, and the
+opt-in ``bf16`` precision of float32 models.
+
+**16-bit floats.** A CPU without float16/bfloat16 arithmetic (x86 before AVX512-FP16;
+every CPU for bfloat16 arithmetic) converts each operand to float32, computes, and
+rounds the result back. For an elementwise operator that is what onnxruntime does too,
+one rounding per node. A product or a reduction, though, would round its running sum at
+every step (a sum of 4096 float16 values loses about 12 bits), so
+:func:`accumulate_in_float32` makes every accumulating node with float16 or bfloat16
+inputs compute in float32: its 16-bit inputs cast to float32 and its 16-bit outputs
+cast back, a rounding per node as the model's dtype says. Constant weights are
+converted once (constant folding), and fusion takes each cast back into the epilogue of
+the node before it, so between kernels values travel in float32 and only a node's
+result is rounded.
+
+**bf16 precision** (``build(..., precision="bf16")``). For a float32 model,
+:func:`round_products_to_bfloat16` makes convolutions and matrix products read their
+data and weight rounded to bfloat16 (to nearest even) and accumulate in float32, the
+arithmetic of AVX512-BF16's ``vdpbf16ps`` and AArch64's ``bfdot``; everything else stays
+float32. The target must have bfloat16 conversions and dot products
+(:func:`tecomp.codegen.llvm.bfloat.has_bf16`); a target without them is refused with an
+error naming the feature, as the mode trades accuracy for speed only where the hardware
+gives the speed.
+"""
+
+from __future__ import annotations
+
+from ...codegen.llvm.bfloat import bf16_feature, has_bf16
+from ...errors import TargetError
+from ...ir import dtype as dt
+from ..infer import infer_types
+from ..ir import Graph, Node
+
+#: Precisions a float32 model may be built with.
+PRECISIONS = ("fp32", "bf16")
+
+#: Operators whose outputs sum or multiply many inputs (products, reductions, pooling
+#: averages, normalizations, softmax): in float32 when their inputs are 16-bit floats.
+ACCUMULATING = frozenset(
+    "conv2d depthwise_conv2d conv conv_transpose dense matmul batch_matmul "
+    "avg_pool1d avg_pool2d avg_pool3d global_avg_pool reduce_sum reduce_mean reduce_prod "
+    "reduce_l1 reduce_l2 reduce_log_sum reduce_log_sum_exp reduce_sum_square cumsum "
+    "softmax log_softmax layer_norm instance_norm lrn rms_norm".split())
+
+#: Products whose data (input 0) and weight (input 1) the bf16 precision rounds.
+PRODUCTS = frozenset(
+    "conv2d depthwise_conv2d conv conv_transpose dense matmul batch_matmul".split())
+
+
+def _fresh_names(graph: Graph):
+    taken = set(graph.types) | set(graph.consts)
+
+    def fresh(base: str, hint: str) -> str:
+        k = 0
+        while f"{base}.{hint}{k}" in taken:
+            k += 1
+        name = f"{base}.{hint}{k}"
+        taken.add(name)
+        return name
+
+    return fresh
+
+
+def accumulate_in_float32(graph: Graph) -> Graph:
+    """``graph`` with every :data:`ACCUMULATING` node that reads a float16 or bfloat16
+    value computing in float32 (see the module text); other graphs are returned as
+    they are."""
+    graph = infer_types(graph)
+    fresh = _fresh_names(graph)
+    nodes, changed = [], False
+    for node in graph.nodes:
+        reads16 = [dt.is_float16_storage(graph.types[i].dtype) if i else False
+                   for i in node.inputs]
+        if node.op not in ACCUMULATING or not any(reads16):
+            nodes.append(node)
+            continue
+        changed = True
+        inputs = []
+        for i, narrow in zip(node.inputs, reads16):
+            if narrow:
+                nodes.append(Node("cast", (i,), (fresh(i, "f32"),), {"dtype": "float32"},
+                                  node.name))
+                i = nodes[-1].outputs[0]
+            inputs.append(i)
+        outputs, backs = [], []
+        for o in node.outputs:
+            out_dtype = graph.types[o].dtype
+            if dt.is_float16_storage(out_dtype):
+                wide = fresh(o, "f32")
+                backs.append(Node("cast", (wide,), (o,), {"dtype": out_dtype}, node.name))
+                o = wide
+            outputs.append(o)
+        nodes.append(node.with_(inputs=tuple(inputs), outputs=tuple(outputs)))
+        nodes.extend(backs)
+    return infer_types(graph.with_(nodes=tuple(nodes))) if changed else graph
+
+
+def round_products_to_bfloat16(graph: Graph) -> Graph:
+    """``graph`` with the float32 data and weight of every :data:`PRODUCTS` node rounded
+    to bfloat16 (a cast there and back; constant folding rounds a constant weight once,
+    fusion takes the data's rounding into the kernel that computes it)."""
+    graph = infer_types(graph)
+    fresh = _fresh_names(graph)
+    rounded: dict = {}  # a value -> its rounded copy, shared by the products reading it
+    nodes = []
+    for node in graph.nodes:
+        if node.op not in PRODUCTS or graph.types[node.inputs[0]].dtype != "float32":
+            nodes.append(node)
+            continue
+        inputs = list(node.inputs)
+        for k in range(min(2, len(inputs))):
+            v = inputs[k]
+            if not v:
+                continue
+            if v not in rounded:
+                narrow = fresh(v, "bf16")
+                rounded[v] = fresh(v, "bf16r")
+                nodes.append(Node("cast", (v,), (narrow,), {"dtype": "bfloat16"}, node.name))
+                nodes.append(Node("cast", (narrow,), (rounded[v],), {"dtype": "float32"},
+                                  node.name))
+            inputs[k] = rounded[v]
+        nodes.append(node.with_(inputs=tuple(inputs)))
+    return infer_types(graph.with_(nodes=tuple(nodes)))
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`; a ValueError naming it if not."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is not supported; allowed: "
+                         f"{', '.join(map(repr, PRECISIONS))}")
+    return precision
+
+
+def apply_precision(graph: Graph, target, precision: str = "fp32") -> Graph:
+    """``graph`` as it computes on ``target`` with ``precision`` (:data:`PRECISIONS`):
+    16-bit floats accumulating in float32, and with ``"bf16"`` the products of a float32
+    model on bfloat16-rounded operands. A target without bfloat16 dot products is a
+    TargetError naming the feature it lacks."""
+    check_precision(precision)
+    graph = accumulate_in_float32(graph)
+    if precision == "fp32":
+        return graph
+    if target.kind != "llvm" or not has_bf16(target):
+        feature = bf16_feature(target) if target.kind == "llvm" else "avx512bf16"
+        raise TargetError(
+            f"precision='bf16' needs a CPU with bfloat16 dot products ({feature}); target "
+            f"{str(target)!r} lacks {feature}. Build with precision='fp32', or for a target "
+            "that has it (e.g. 'llvm -mcpu=sapphirerapids', 'llvm -mcpu=znver4', "
+            "'llvm -mattr=+avx512bf16')")
+    return round_products_to_bfloat16(graph)
