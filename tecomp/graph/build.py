@@ -25,7 +25,7 @@ from ..ir import expr as E
 from ..ir.structural import structural_equal
 from ..schedule.lower import lower
 from ..target import Target, as_target
-from ..topi.strategy import get_implementation, select_config
+from ..topi.strategy import get_implementation, registered_ops, select_config
 from . import dims
 from .checks import runtime_dim_checks
 from .infer import infer_types
@@ -209,6 +209,27 @@ def _kernel_key(body: Graph, consts) -> tuple:
             tuple(str(body.types[v]) for v in values), position[body.outputs[0]])
 
 
+def _check_implemented(graph: Graph, target: Target) -> None:
+    """Raise naming every operator of ``graph``'s kernels that has no implementation for
+    ``target``'s kind (all at once, before anything is lowered)."""
+    have = set(registered_ops(target))
+    missing: dict = {}
+    for node in graph.nodes:
+        if is_view(node):
+            continue
+        for n in node.attrs["body"].nodes:
+            if n.op not in have:
+                missing.setdefault(n.op, []).append(n.name or n.op)
+    if missing:
+        listed = "; ".join(f"{op} (nodes {', '.join(names[:3])}"
+                           f"{', ...' if len(names) > 3 else ''})"
+                           for op, names in sorted(missing.items()))
+        raise GraphBuildError(
+            f"the graph uses operators with no implementation for target kind "
+            f"{target.kind!r}: {listed}; build it for a target kind that has them "
+            f"(tecomp.topi.strategy.registered_ops(kind) lists a kind's operators)")
+
+
 def build(mod: Graph, target="llvm", params: dict | None = None,
           check_bounds: bool | None = None, precision: str = "fp32"):
     """Compile a graph into one module and a plan to run it.
@@ -218,7 +239,8 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     mod : Graph
         The graph (``from_onnx``'s first result).
     target : str or Target
-        An ``llvm`` target.
+        An ``llvm`` or ``cuda`` target (the kernels of a ``cuda`` build run with
+        :class:`tecomp.graph.device_executor.DeviceGraphModule`).
     params : dict, optional
         Weight name -> array, replacing the graph's constants of those names.
     check_bounds : bool, optional
@@ -251,6 +273,7 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     target = target if isinstance(target, Target) else as_target(target)
     graph = apply_precision(bind_params(mod, params), target, precision)
     graph = optimize(graph, passes=pipeline_for(target))
+    _check_implemented(graph, target)
     funcs, infos, nodes, consts = [], [], [], dict(graph.consts)
     compiled: dict = {}  # kernel key -> the name of the kernel compiled for it
     with target:

@@ -132,6 +132,11 @@ class Driver:
             self._check(self.cu.cuMemcpyDtoH(array.ctypes.data, ptr, array.nbytes),
                         "cuMemcpyDtoH")
 
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from device address ``src`` to ``dst``."""
+        if nbytes:
+            self._check(self.cu.cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
+
     # ---- timing ---------------------------------------------------------------------
 
     def event(self):

@@ -35,7 +35,8 @@ from ..errors import RuntimeCheckError, TecompError
 from .abi import ERROR_RECORD_SLOTS, FunctionSignature, eval_size, spec_str
 from .args import ArgChecker, ArgumentError, ArgumentTypeError
 from .cuda_arrays import device_array
-from .cuda_driver import driver
+from .cuda_driver import CUDAError, driver
+from .cuda_graph import device_memory
 from .module import Module, TimingResult, register_loader
 
 #: The key of a call's error record among its temporaries (no buffer name has a NUL).
@@ -189,11 +190,29 @@ class CUDAModule(Module):
         f.checker.check(arrays)
         self._simulator(f.name, *arrays)
 
+    def device_memory(self, simulate: bool | None = None):
+        """Where a model of this module's functions keeps its values and runs them: the
+        GPU (``CUDAMemory``) or, with ``simulate`` (default: without a usable GPU), the
+        simulator (``SimulatedCUDAMemory``); see :mod:`tecomp.runtime.cuda_graph`."""
+        return device_memory(self, simulate)
+
     # ---- running ----------------------------------------------------------------------
+
+    def _load(self, drv):
+        """The cubin loaded on this GPU; where the driver refuses it (a GPU of another
+        architecture), the PTX, which the driver compiles for any GPU at least as new as
+        the architecture it was generated for."""
+        try:
+            return drv.load_module(self.cubin)
+        except CUDAError:
+            ptx = self.sources.get("ptx")
+            if not ptx:
+                raise
+            return drv.load_module(ptx.encode() + b"\0")
 
     def _kernel(self, drv, name: str):
         if self._loaded is None:
-            self._loaded = (drv.load_module(self.cubin), {})
+            self._loaded = (self._load(drv), {})
         mod, kernels = self._loaded
         if name not in kernels:
             kernels[name] = drv.get_function(mod, name)

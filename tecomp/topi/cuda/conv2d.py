@@ -33,7 +33,8 @@ PAD_TAG = "conv2d_pad"
 def _pad(data, pads):
     """The zero-padded input (tag ``"conv2d_pad"``; the schedules inline it into their
     shared-memory copy, so it is a condition on each loaded element)."""
-    N, C, H, W = shape_ints(data.shape)
+    N = data.shape[0]  # may be symbolic: a batch of any size
+    C, H, W = shape_ints(data.shape[1:])
     top, left, bottom, right = pads
     if not any(pads):
         return data
@@ -43,6 +44,17 @@ def _pad(data, pads):
             (y >= top) & (y < H + top) & (x >= left) & (x < W + left),
             data[n, c, y - top, x - left], 0.0),
         name="pad", tag=PAD_TAG)
+
+
+def _batched_shape(shape) -> tuple:
+    """A data shape ``(N, C, H, W)`` with ints for its constant sizes; the batch ``N``
+    may be symbolic (the knobs tile channels and the image, not the batch)."""
+    return (shape_ints(shape[:1])[0] if not _is_symbolic(shape[0]) else shape[0],
+            *shape_ints(shape[1:]))
+
+
+def _is_symbolic(dim) -> bool:
+    return not isinstance(getattr(dim, "value", dim), int)
 
 
 def define_conv2d_knobs(cfg, K, C, OH, OW):
@@ -74,7 +86,7 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     Pass the result, or an elementwise epilogue computed from it, to
     :func:`schedule_conv2d`.
     """
-    data_shape, kernel_shape = shape_ints(data.shape), shape_ints(kernel.shape)
+    data_shape, kernel_shape = _batched_shape(data.shape), shape_ints(kernel.shape)
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         data_shape, kernel_shape, strides, padding, dilation, "conv2d")
     if KC != C:
@@ -154,7 +166,7 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
                              dilation=(1, 1)):
     """NCHW depthwise conv2d: ``[N, C, H, W]`` by ``[C * multiplier, 1, R, S]`` (tag
     ``"depthwise_conv2d"``); ``padding`` as for :func:`compute_conv2d`."""
-    data_shape, kernel_shape = shape_ints(data.shape), shape_ints(kernel.shape)
+    data_shape, kernel_shape = _batched_shape(data.shape), shape_ints(kernel.shape)
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         data_shape, kernel_shape, strides, padding, dilation, "depthwise_conv2d")
     if KC != 1 or K % C:

@@ -4,10 +4,14 @@ and reduction operators, and their registration for target kind ``cuda``.
 These operators have one compute for every target (registered for ``llvm`` by their
 modules); for ``cuda`` the same compute is registered with the schedules below. A group's
 injective stages that are not outputs are inlined; each output is one kernel of
-``THREADS``-thread blocks, one output element per thread. A reduction is computed by the
-thread of its output element, serially over the reduced axes into a register; one read
-by a single output of its own shape (``reduce_mean``'s division, an activation) runs
-inside that output's thread, any other in a kernel of its own.
+``THREADS``-thread blocks, one output element per thread. A reduction over a small or
+symbolic extent is computed by the thread of its output element, serially over the
+reduced axes into a register; over a large constant extent, by a block of threads per
+output element (:mod:`.reduction`). One read by a single output of its own shape
+(``reduce_mean``'s division, an activation) runs inside that output's thread (block),
+any other in a kernel of its own: the statistics of a normalization (softmax's maximum
+and sum, layer norm's mean and variance) and TopK's ranks are kernels before the one
+that reads them.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from ...errors import ScheduleError
 from ...te.analysis import ops_of
 # The operator modules register their llvm implementations when imported; the cuda ones
 # below are made from those, so they must be registered first.
-from .. import broadcast, cpu_schedule, elemwise, nn, quantize, reduction, resize, transform  # noqa: F401
+from .. import (  # noqa: F401
+    broadcast, cpu_schedule, elemwise, nn, quantize, reduction, resize, scatter, sort, transform)
 from ..cpu_schedule import as_list, inline_injective, num_elements, same_shape
 from ..strategy import Implementation, implementations, register_implementation
+from .reduction import schedule_cross_thread, splits_across_threads
 
 #: Threads per block of an elementwise kernel: enough warps to hide memory latency,
 #: few enough that small tensors still spread over several multiprocessors.
@@ -41,6 +47,17 @@ def _bind_elements(stage, tensor):
     stage.bind(bx, te.thread_axis("blockIdx.x"))
     stage.bind(tx, te.thread_axis("threadIdx.x"))
     return tx
+
+
+def _bind_blocks(stage, tensor):
+    """One block per element of ``tensor``, thread 0 computing it (the other threads of
+    the block share a reduction it reads). Returns the block loop."""
+    axes = list(stage.op.axis)
+    fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+    block, one = stage.split(fused, factor=1)
+    stage.bind(block, te.thread_axis("blockIdx.x"))
+    stage.bind(one, te.thread_axis("threadIdx.x"))
+    return block
 
 
 def schedule_injective(cfg, outs):
@@ -89,7 +106,8 @@ def schedule_reduce(cfg, outs):
     -------
     Schedule
         One kernel per output (and per reduction that cannot run inside one), one thread
-        per output element, each reduction accumulated in a register.
+        per output element, each reduction accumulated in a register, or a block of
+        threads per output element for a large constant reduced extent.
 
     Raises
     ------
@@ -105,24 +123,45 @@ def schedule_reduce(cfg, outs):
     readers = {op: [t for t in outs if op in ops_of([t]) and t.op is not op]
                for op in reductions}
     nested = {op for r in reductions for op in ops_of([r.output(0)]) if op is not r}
-    threads = {t.op: _bind_elements(s[t], t) for t in outs}
+    inside = {}  # reduction op -> the output whose loop computes it
     for op in reductions:
-        if op in out_ops:
-            continue
-        r = op.output(0)
         users = readers[op]
-        if len(users) == 1 and op not in nested and same_shape(r.shape, users[0].shape):
-            s[r].compute_at(s[users[0]], threads[users[0].op])
+        if (op not in out_ops and len(users) == 1 and op not in nested
+                and same_shape(op.output(0).shape, users[0].shape)):
+            inside[op] = users[0]
+    wide = {op for op in reductions if splits_across_threads(op)}
+    for t in outs:
+        if t.op in wide:
+            schedule_cross_thread(s, t)
+        elif any(u is t and op in wide for op, u in inside.items()):
+            block = _bind_blocks(s[t], t)
+            for op, u in inside.items():
+                if u is t:
+                    schedule_cross_thread(s, op.output(0), attach=(s[t], block))
         else:
-            _bind_elements(s[r], r)
+            thread = _bind_elements(s[t], t)
+            for op, u in inside.items():
+                if u is t:
+                    s[op.output(0)].compute_at(s[t], thread)
+    for op in reductions:
+        if op in out_ops or op in inside:
+            continue
+        if op in wide:
+            schedule_cross_thread(s, op.output(0))
+        else:
+            _bind_elements(s[op.output(0)], op.output(0))
     return s
 
 
 def _register_shared_computes():
     """A ``cuda`` implementation, with the schedules above, of every operator whose
     ``llvm`` implementation is the default injective or reduction schedule."""
+    # Normalizations and TopK are groups of reductions and elementwise stages: their
+    # statistics (ranks) become kernels of their own, as schedule_reduce lays them out.
     cuda_schedule = {cpu_schedule.schedule_injective: schedule_injective,
-                     cpu_schedule.schedule_reduce: schedule_reduce}
+                     cpu_schedule.schedule_reduce: schedule_reduce,
+                     cpu_schedule.schedule_normalize: schedule_reduce,
+                     sort.schedule_topk: schedule_reduce}
     for impl in implementations("llvm"):
         schedule = cuda_schedule.get(impl.schedule)
         if schedule is not None and impl.template is None:

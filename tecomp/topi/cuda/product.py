@@ -28,13 +28,24 @@ from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmu
 from .common import bind_block, cooperative_load, define_tile, shape_ints
 
 
-#: The row count whose knobs a symbolic number of rows is tiled for (its tail is guarded).
-_NOMINAL_ROWS = 128
+#: The extent whose knobs a symbolic size (rows, columns or k) is tiled for (its tail is
+#: guarded).
+_NOMINAL_SIZE = 128
 
 
-def _rows(dim):
+def _size(dim):
+    """A dimension as an int, or the symbolic expression it is."""
     value = getattr(dim, "value", dim)
     return int(value) if isinstance(value, int) else dim
+
+
+def _differ(a, b) -> bool:
+    """Whether two sizes are known to differ (symbolic ones are the graph's to match)."""
+    return isinstance(a, int) and isinstance(b, int) and a != b
+
+
+def _nominal(n):
+    return n if isinstance(n, int) else _NOMINAL_SIZE
 
 
 def define_product_knobs(cfg, N, K, M):
@@ -46,12 +57,12 @@ def define_product_knobs(cfg, N, K, M):
     ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
     is a 64 x 64 block tile of 8 x 8 threads, each running 2 x 2 virtual threads of
     4 x 4 accumulators (the nearest the shape's divisors allow), k in steps of 8, single
-    shared tiles.
+    shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its tail
+    guarded, and read one element per load.
     """
-    rows = N if isinstance(N, int) else _NOMINAL_ROWS
-    define_tile(cfg, "tile_y", rows)
-    define_tile(cfg, "tile_x", M)
-    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] <= 32)
+    define_tile(cfg, "tile_y", _nominal(N))
+    define_tile(cfg, "tile_x", _nominal(M))
+    cfg.define_split("tile_k", _nominal(K), num_outputs=2, filter=lambda e: e.size[-1] <= 32)
     cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("unroll_k", [True, False])
     cfg.define_knob("double_buffer", [False, True])
@@ -59,7 +70,8 @@ def define_product_knobs(cfg, N, K, M):
         cfg.fallback_split("tile_y", [-1, 2, 8, 4])
         cfg.fallback_split("tile_x", [-1, 2, 8, 4])
         cfg.fallback_split("tile_k", [-1, 8])
-        cfg.fallback_knob("vec", 4 if K % 4 == 0 and M % 4 == 0 else 1)
+        aligned = all(isinstance(n, int) and n % 4 == 0 for n in (K, M))
+        cfg.fallback_knob("vec", 4 if aligned else 1)
         cfg.fallback_knob("unroll_k", True)
         cfg.fallback_knob("double_buffer", False)
 
@@ -68,10 +80,10 @@ def define_product_knobs(cfg, N, K, M):
 
 
 def compute_matmul(cfg, A, B):
-    """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); N may be symbolic."""
-    N, K = _rows(A.shape[0]), shape_ints(A.shape[1:])[0]
-    K2, M = shape_ints(B.shape)
-    if K2 != K:
+    """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); any size may be symbolic."""
+    N, K = (_size(d) for d in A.shape)
+    K2, M = (_size(d) for d in B.shape)
+    if _differ(K2, K):
         raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
     define_product_knobs(cfg, N, K, M)
     k = te.reduce_axis((0, K), name="k")
@@ -79,13 +91,17 @@ def compute_matmul(cfg, A, B):
                       tag="matmul")
 
 
-def compute_dense(cfg, X, W, b=None):
-    """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product); N may be
-    symbolic. The bias is a separate elementwise stage the schedule fuses."""
-    N, K = _rows(X.shape[0]), shape_ints(X.shape[1:])[0]
-    M, K2 = shape_ints(W.shape)
-    if K2 != K:
+def compute_dense(cfg, X, W, b=None, units=None):
+    """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product); any size may
+    be symbolic. The bias is a separate elementwise stage the schedule fuses. ``units``
+    (the graph's output count, which the CPU compute needs for its packed weight) must
+    be W's rows: W is read in its own layout here."""
+    N, K = (_size(d) for d in X.shape)
+    M, K2 = (_size(d) for d in W.shape)
+    if _differ(K2, K):
         raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
+    if units is not None and _differ(_size(units), M):
+        raise ShapeError(f"dense: units={units} but W [{M}, {K}] has {M} rows")
     define_product_knobs(cfg, N, K, M)
     k = te.reduce_axis((0, K), name="k")
     P = te.compute((N, M), lambda i, j: te.sum(X[i, k] * W[j, k], axis=k), name="P",
@@ -97,9 +113,9 @@ def compute_dense(cfg, X, W, b=None):
 
 def compute_batch_matmul(cfg, A, B):
     """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``)."""
-    Bt, N, K = shape_ints(A.shape)
-    Bt2, K2, M = shape_ints(B.shape)
-    if (Bt2, K2) != (Bt, K):
+    Bt, N, K = (_size(d) for d in A.shape)
+    Bt2, K2, M = (_size(d) for d in B.shape)
+    if _differ(Bt2, Bt) or _differ(K2, K):
         raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
     define_product_knobs(cfg, N, K, M)
     k = te.reduce_axis((0, K), name="k")

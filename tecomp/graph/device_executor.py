@@ -1,0 +1,222 @@
+"""``DeviceGraphModule``: runs a graph built for an accelerator (``cuda``) with its values
+in device memory.
+
+What the device is, is its module's: a built module of a device kind answers
+``module.device_memory(simulate)`` with an object that allocates arenas and views into
+them, uploads and reads arrays, takes another library's device arrays in place and runs
+the module's functions on views (for CUDA, :mod:`tecomp.runtime.cuda_graph`: the GPU
+through the driver, or the simulator where there is no GPU). This module knows no kind.
+
+As on the CPU (:class:`~tecomp.graph.executor.GraphModule`, whose input checks, size
+binding and shape conditions it shares), each tuple of input shapes gets one plan, made
+on its first run and kept: one device arena holding every intermediate, output and
+host input (values whose lifetimes do not overlap share bytes), views of it for the
+reshapes and concatenations in place. The constants are uploaded once, when the module
+is made. A run copies numpy inputs into their arena slots (another library's device
+arrays, through DLPack or ``__cuda_array_interface__``, are read in place), queues every
+kernel, waits once, and copies the outputs back to numpy (``device_outputs=True``: device
+arrays of their own). Runs of one module take turns (a lock): a plan is one arena.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TecompError
+from .executor import GraphInputError, GraphModule, InputDtypeError, plan_offsets
+
+
+@dataclass
+class DevicePlan:
+    """The device memory of runs with one tuple of input ``shapes``: the ``arena``,
+    ``views`` of it (value -> view) for everything kernels write, ``inputs`` (input ->
+    its arena slot, for host inputs), ``input_views`` (value, input, byte offset, shape,
+    dtype) for views of an input made per run, and the global temporaries its kernels keep
+    (``temps``)."""
+
+    shapes: tuple
+    arena: object
+    views: dict
+    inputs: dict
+    input_views: tuple
+    temps: dict = field(default_factory=dict)
+
+
+class DeviceGraphModule(GraphModule):
+    """Run a :class:`~tecomp.graph.library.GraphLibrary` built for a device target.
+
+    Parameters
+    ----------
+    lib : GraphLibrary
+        Built for a device kind (``tecomp.graph.build(mod, target="cuda")``).
+    convert_inputs : bool
+        Convert host inputs of another dtype (as :class:`GraphModule`).
+    simulate : bool, optional
+        Run in the device's simulator on the CPU; default: where no device is usable.
+    device_outputs : bool
+        Return outputs as device arrays of their own (``__cuda_array_interface__``; numpy
+        arrays in simulation) instead of numpy copies.
+
+    Raises
+    ------
+    TecompError
+        The library was built for a CPU target (run it with :class:`GraphModule`).
+    tecomp.runtime.cuda_driver.CUDAUnavailableError
+        No device is usable and the library cannot be simulated (a loaded one).
+
+    Examples
+    --------
+    >>> lib = tecomp.graph.build(mod, target="cuda", params=params)    # doctest: +SKIP
+    >>> y, = DeviceGraphModule(lib)(x=x)                               # doctest: +SKIP
+    >>> y, = DeviceGraphModule(lib)(x=torch_tensor_on_gpu)             # doctest: +SKIP
+    """
+
+    def __init__(self, lib, *, convert_inputs: bool = False, simulate: bool | None = None,
+                 device_outputs: bool = False):
+        memory_of = getattr(lib.module, "device_memory", None)
+        if memory_of is None:
+            raise TecompError(f"this library was built for {lib._target!r}, whose kernels run "
+                              f"on the host: run it with tecomp.graph.GraphModule")
+        super().__init__(lib, convert_inputs=convert_inputs)
+        self.memory = memory_of(simulate)
+        self.device_outputs = device_outputs
+        read = {i for n in self._kernel_nodes for i in n.inputs}
+        read |= {root for root, _ in self._homes.values()}
+        self._consts = {k: self.memory.upload(v) for k, v in self.graph.consts.items()
+                        if k in read}
+        self._device_plans: dict = {}
+        self._run_lock = threading.Lock()
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the kernels run in the simulator rather than on a device."""
+        return self.memory.simulated
+
+    def _input(self, name: str, value, convert: bool | None):
+        """A host input as :class:`GraphModule` takes it, or another library's device
+        array (checked, used in place)."""
+        view = self.memory.external(value)
+        if view is None:
+            return super()._input(name, value, convert)
+        if name not in self.graph.inputs:
+            raise GraphInputError(f"{name!r} is not an input; inputs: "
+                                  f"{', '.join(self.graph.inputs)}")
+        t = self.graph.types[name]
+        if view.dtype != np.dtype(t.dtype):
+            raise InputDtypeError(name, f"a device array of {view.dtype}", t.dtype,
+                                  hint="convert it on the device (x.to(dtype) in PyTorch, "
+                                       "x.astype(dtype) in CuPy)")
+        if len(view.shape) != len(t.shape):
+            raise GraphInputError(f"input {name!r} must have rank {len(t.shape)} ({t}), got "
+                                  f"shape {view.shape}")
+        return view
+
+    def _device_plan(self, shapes: tuple, inputs: dict) -> DevicePlan:
+        plan = self._device_plans.get(shapes)
+        if plan is None:
+            bindings = self._bind(inputs)
+            self._check_dims(bindings)
+            plan = self._device_plans[shapes] = self._make_device_plan(bindings, shapes)
+        return plan
+
+    def _make_device_plan(self, bindings: dict, shapes: tuple) -> DevicePlan:
+        """Every value a kernel writes and every host input gets bytes of one arena;
+        outputs and inputs live for the whole run, the rest from the kernel that writes
+        them to their last reader."""
+        graph, end = self.graph, len(self._kernel_nodes)
+        entries = [(v, (0, end)) for v in graph.inputs]
+        entries += [(v, (first, end) if v in graph.outputs else (first, last))
+                    for v, (first, last) in self._lifetimes.items()]
+        typed = [(v, self._shape(v, bindings), np.dtype(graph.types[v].dtype), life)
+                 for v, life in entries]
+        sizes = [max(int(np.prod(s, dtype=np.int64)) * dt.itemsize, 1) for _, s, dt, _ in typed]
+        offsets, total = plan_offsets(sizes, [life for *_, life in typed])
+        memory = self.memory
+        arena = memory.arena(total)
+        slots = {v: (memory.view(arena, off, s, dt), off)
+                 for (v, s, dt, _), off in zip(typed, offsets)}
+        views = {v: view for v, (view, _) in slots.items() if v not in graph.inputs}
+        input_views = []
+        for v, (root, offset) in self._homes.items():
+            shape, dtype = self._shape(v, bindings), graph.types[v].dtype
+            if root in graph.inputs:
+                input_views.append((v, root, offset, shape, dtype))
+            elif root in slots:
+                views[v] = memory.view(arena, slots[root][1] + offset, shape, dtype)
+            else:  # a reshape of a constant
+                views[v] = memory.view(self._consts[root], offset, shape, dtype)
+        inputs = {v: slots[v][0] for v in graph.inputs}
+        return DevicePlan(shapes, arena, views, inputs, tuple(input_views))
+
+    def _execute_device(self, plan: DevicePlan, inputs: dict) -> dict:
+        """Run every kernel of ``plan`` on ``inputs``; returns value -> view."""
+        memory = self.memory
+        bound = {}
+        for name in self.graph.inputs:
+            value = inputs[name]
+            if isinstance(value, np.ndarray):
+                memory.write(plan.inputs[name], value)
+                bound[name] = plan.inputs[name]
+            else:
+                bound[name] = value
+        values = {**self._consts, **plan.views, **bound}
+        for v, root, offset, shape, dtype in plan.input_views:
+            values[v] = memory.view(bound[root], offset, shape, dtype)
+        for node in self._kernel_nodes:
+            memory.run(node.name, [values[a] for a in (*node.inputs, node.outputs[0])],
+                       plan.temps)
+        memory.synchronize(f"model {self.graph.name} ({len(self._kernel_nodes)} kernels)")
+        return values
+
+    def _outputs(self, values: dict) -> list:
+        memory, outs = self.memory, []
+        for name in self.graph.outputs:
+            if name in values:
+                outs.append(memory.copy(values[name]) if self.device_outputs
+                            else memory.read(values[name]))
+            else:  # a constant no kernel reads, passed through
+                outs.append(np.array(self.graph.consts[name]))
+        return outs
+
+    def run(self) -> None:
+        """Run the graph on the inputs this thread set (:meth:`set_input`)."""
+        state = self._state
+        shapes = self._key(state.inputs, "set")
+        with self._run_lock:
+            plan = self._device_plan(shapes, state.inputs)
+            state.outputs = self._outputs(self._execute_device(plan, state.inputs))
+
+    def get_output(self, index: int):
+        """Output ``index`` of this thread's last :meth:`run` (a copy: numpy, or a device
+        array with ``device_outputs``)."""
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"output {index}: the graph has {self.num_outputs} outputs")
+        outputs = getattr(self._state, "outputs", None)
+        if outputs is None:
+            raise TecompError("get_output before run() (in this thread)")
+        return outputs[index]
+
+    def profile(self, number: int = 10, repeat: int = 3, in_run: bool = False) -> list:
+        """Not available for a device graph: time the whole call, or a kernel with its
+        module's ``time_evaluator`` (CUDA events)."""
+        raise TecompError("profile() times host kernels; for a device graph time whole "
+                          "calls, or one kernel with lib.module.time_evaluator(name)")
+
+    def __call__(self, **inputs) -> list:
+        """Run on ``inputs`` (every input, by name: numpy arrays, Python values or
+        another library's device arrays) and return the outputs (numpy copies, or device
+        arrays with ``device_outputs``).
+
+        Raises
+        ------
+        GraphInputError, InputDtypeError
+            An input is missing, unknown, or does not fit.
+        """
+        arrays = {name: self._input(name, value, None) for name, value in inputs.items()}
+        shapes = self._key(arrays, "given")
+        with self._run_lock:
+            plan = self._device_plan(shapes, arrays)
+            return self._outputs(self._execute_device(plan, arrays))

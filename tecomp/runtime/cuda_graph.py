@@ -1,0 +1,211 @@
+"""Device memory for running a whole model's kernels on a GPU: what the graph executor
+(:class:`tecomp.graph.device_executor.DeviceGraphModule`) asks of a device, answered for
+CUDA on the driver (:class:`CUDAMemory`) and, without a GPU, by the simulator
+(:class:`SimulatedCUDAMemory`).
+
+Both hand out :class:`DeviceView` s (an address, a shape and a dtype over memory they
+own) and run a module's function on views, so the executor plans one arena per input
+shape tuple, uploads constants once and never allocates per run, the same way on a GPU
+and in simulation. A :class:`DeviceView` of real device memory exposes
+``__cuda_array_interface__``, so CuPy (``cupy.asarray``) and PyTorch
+(``torch.as_tensor(..., device="cuda")``) read it without a copy.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .args import ArgumentError
+from .cuda_arrays import device_array
+from .cuda_driver import CUDAUnavailableError, device_arch, driver
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """``shape`` x ``dtype`` at device address ``ptr``; ``owner`` keeps the memory alive
+    (a :class:`DeviceBuffer`, or another library's array used in place)."""
+
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+    owner: object
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": tuple(self.shape), "typestr": self.dtype.str,
+                "data": (self.ptr, False), "strides": None, "version": 3}
+
+    def numpy(self) -> np.ndarray:
+        """A host copy."""
+        out = np.empty(self.shape, self.dtype)
+        driver().to_host(out, self.ptr)
+        return out
+
+    def view(self, offset: int, shape, dtype) -> DeviceView:
+        """``shape`` x ``dtype`` at ``offset`` bytes into this view's memory."""
+        return DeviceView(self.ptr + offset, tuple(shape), np.dtype(dtype), self.owner)
+
+
+class DeviceBuffer:
+    """``nbytes`` of device memory, freed when the buffer is collected."""
+
+    def __init__(self, nbytes: int):
+        drv = driver()
+        self.nbytes = nbytes
+        self.ptr = drv.alloc(nbytes)
+        self._free = weakref.finalize(self, drv.free, self.ptr)
+
+    def view(self, offset: int, shape, dtype) -> DeviceView:
+        return DeviceView(self.ptr + offset, tuple(shape), np.dtype(dtype), self)
+
+
+class CUDAMemory:
+    """Device memory and launches of ``module`` (a ``CUDAModule``) on this machine's GPU."""
+
+    simulated = False
+
+    def __init__(self, module):
+        self.module = module
+        self.driver = driver()
+
+    def arena(self, nbytes: int) -> DeviceBuffer:
+        """One allocation that :meth:`view` carves values from."""
+        return DeviceBuffer(nbytes)
+
+    @staticmethod
+    def view(base, offset: int, shape, dtype) -> DeviceView:
+        """``shape`` x ``dtype`` at ``offset`` bytes into ``base`` (an arena or a view)."""
+        return base.view(offset, shape, dtype)
+
+    def upload(self, array: np.ndarray) -> DeviceView:
+        """A device copy of ``array`` (constants: uploaded once)."""
+        array = np.ascontiguousarray(array)
+        view = DeviceBuffer(array.nbytes).view(0, array.shape, array.dtype)
+        self.driver.to_device(view.ptr, array)
+        return view
+
+    def write(self, view: DeviceView, array: np.ndarray) -> None:
+        self.driver.to_device(view.ptr, np.ascontiguousarray(array))
+
+    def read(self, view: DeviceView) -> np.ndarray:
+        return view.numpy()
+
+    def copy(self, view: DeviceView) -> DeviceView:
+        """A device array of its own holding ``view``'s values."""
+        out = DeviceBuffer(view.nbytes).view(0, view.shape, view.dtype)
+        self.driver.copy(out.ptr, view.ptr, view.nbytes)
+        return out
+
+    @staticmethod
+    def external(value) -> DeviceView | None:
+        """``value`` as a view when it is another library's CUDA array (DLPack or
+        ``__cuda_array_interface__``), used in place; None otherwise."""
+        arr = device_array(value)
+        if arr is None:
+            return None
+        if not arr.c_contiguous:
+            raise ArgumentError(f"a device array of shape {arr.shape} is not C-contiguous; "
+                                f"pass a contiguous one (.contiguous() in PyTorch, "
+                                f"cupy.ascontiguousarray)")
+        return DeviceView(arr.ptr, arr.shape, arr.dtype, arr)
+
+    def run(self, name: str, views, temps: dict) -> None:
+        """Queue function ``name`` on ``views`` (its arguments, in order); ``temps``
+        keeps its global temporaries from call to call. A function whose kernels report
+        run-time checks waits for them and raises the failed one."""
+        f = self.module[name]
+        record = any(step.get("record") for step in f.plan)
+        env = f._sizes(views)
+        self.module._run_plan(self.driver, f, [v.ptr for v in views], env, sync=record,
+                              kept=temps)
+
+    def synchronize(self, what: str) -> None:
+        self.driver.synchronize(what)
+
+    def free_temps(self, temps: dict) -> None:
+        for ptr in temps.values():
+            self.driver.free(ptr)
+        temps.clear()
+
+
+class SimulatedCUDAMemory:
+    """Device memory as host arrays and launches run by the GPU simulator
+    (``CUDAModule.simulate``): the same plans as on a GPU, checked without one (slow:
+    for tiny models). Its device arrays are numpy arrays."""
+
+    simulated = True
+
+    def __init__(self, module):
+        self.module = module
+
+    @staticmethod
+    def arena(nbytes: int) -> np.ndarray:
+        from .aligned import empty
+
+        return empty(max(nbytes, 1), np.uint8)
+
+    @staticmethod
+    def view(base: np.ndarray, offset: int, shape, dtype) -> np.ndarray:
+        return np.ndarray(tuple(shape), dtype, buffer=base, offset=offset)
+
+    @staticmethod
+    def upload(array: np.ndarray) -> np.ndarray:
+        return np.array(array, order="C")
+
+    @staticmethod
+    def write(view: np.ndarray, array: np.ndarray) -> None:
+        view[...] = array
+
+    @staticmethod
+    def read(view: np.ndarray) -> np.ndarray:
+        return view.copy()
+
+    copy = read
+
+    @staticmethod
+    def external(value):
+        """Without a GPU no value is another library's device array."""
+        return None
+
+    def run(self, name: str, views, temps: dict) -> None:
+        self.module.simulate(*views, func_name=name)
+
+    def synchronize(self, what: str) -> None:
+        """The simulator runs each function to its end: nothing is in flight."""
+
+    @staticmethod
+    def free_temps(temps: dict) -> None:
+        temps.clear()
+
+
+def device_memory(module, simulate: bool | None = None):
+    """The memory a graph of ``module``'s functions runs in: the GPU's, or with
+    ``simulate`` (default: when this machine has no usable GPU) the simulator's.
+
+    Raises
+    ------
+    CUDAUnavailableError
+        ``simulate=False`` without a GPU, or simulating a module loaded from a file (it
+        holds no loop IR to simulate) without a GPU.
+    """
+    if simulate is None:
+        simulate = device_arch() is None
+    if not simulate:
+        return CUDAMemory(module)
+    if getattr(module, "_simulator", None) is None:
+        raise CUDAUnavailableError(
+            "no CUDA GPU is usable here, and this CUDA model was loaded from a file, which "
+            "holds no loop IR to simulate; run it on a machine with an NVIDIA GPU, or "
+            "simulate the library tecomp.graph.build returns")
+    return SimulatedCUDAMemory(module)
+
+
+__all__ = ["CUDAMemory", "DeviceBuffer", "DeviceView", "SimulatedCUDAMemory",
+           "device_memory"]

@@ -1,0 +1,102 @@
+"""Reductions on a GPU: one thread per output element where the reduced extent is small
+(or symbolic), a block of threads per output element where it is large.
+
+The cross-thread form, for a reduction over ``R`` elements (a constant, at least
+:data:`CROSS_THREAD_MIN`): the reduced axes are fused and split by ``T`` threads
+(``T`` a power of two, at most :data:`MAX_THREADS`), and ``rfactor`` makes each thread's
+partial result over its strided share of the elements (reads coalesced: neighbouring
+threads read neighbouring elements) a value of a "shared" stage; one thread then combines
+the ``T`` partials from shared memory. tecomp has no warp-shuffle primitive, so the
+combining step reads shared memory, after the barrier lowering places between the two.
+Reductions ``rfactor`` cannot split (tuple reductions such as argmax, those with an
+``init``) stay one thread per output element.
+"""
+
+from __future__ import annotations
+
+from ... import te
+from ...te.tensor import ComputeOp
+from ..cpu_schedule import const_int
+
+#: The smallest reduced extent a block of threads shares: below it, one thread per output
+#: element reads the elements itself (a global pool over 7 x 7, a 3 x 3 window).
+CROSS_THREAD_MIN = 128
+
+#: The most threads sharing one reduction (the partials one thread then combines).
+MAX_THREADS = 256
+
+
+def reduced_extent(op) -> int | None:
+    """The number of elements ``op`` reduces per output element, or None when symbolic."""
+    total = 1
+    for iv in op.reduce_axis:
+        n = const_int(iv.dom.extent)
+        if n is None:
+            return None
+        total *= n
+    return total
+
+
+def splits_across_threads(op) -> bool:
+    """Whether :func:`schedule_cross_thread` applies to ``op``: a single-output reduction
+    without ``init``, with output axes, over a constant extent of at least
+    :data:`CROSS_THREAD_MIN`."""
+    if not (isinstance(op, ComputeOp) and op.is_reduction) or len(op.outputs) != 1:
+        return False
+    if op.body[0].init or not op.axis:
+        return False
+    extent = reduced_extent(op)
+    return extent is not None and extent >= CROSS_THREAD_MIN
+
+
+def _threads_for(extent: int) -> int:
+    """The power of two of threads sharing ``extent`` elements: at most
+    :data:`MAX_THREADS`, and each thread gets at least two elements."""
+    threads = 32
+    while threads * 2 <= min(MAX_THREADS, extent // 2):
+        threads *= 2
+    return threads
+
+
+def _fused(stage, axes):
+    return stage.fuse(*axes) if len(axes) > 1 else axes[0]
+
+
+def schedule_cross_thread(s, tensor, attach=None) -> None:
+    """Compute reduction ``tensor`` with a block of threads per output element.
+
+    Parameters
+    ----------
+    s : Schedule
+    tensor : Tensor
+        A reduction for which :func:`splits_across_threads` holds.
+    attach : (Stage, IterVar), optional
+        Compute it inside this block loop of a consumer of the same shape (the block that
+        reads it, one output element per block): the result is then one element of
+        shared memory. Without it, the reduction is a kernel of its own, one block per
+        output element.
+    """
+    op = tensor.op
+    stage = s[tensor]
+    threads = _threads_for(reduced_extent(op))
+    _, lanes = stage.split(_fused(stage, list(stage.op.reduce_axis)), factor=threads)
+    partial = s.rfactor(tensor, lanes, factor_axis=len(op.axis))
+    # Each thread accumulates its partial in a register and stores it once to shared
+    # memory (accumulating in shared memory would need a barrier per step).
+    s[partial].set_scope("local")
+    shared = s.cache_read(partial, "shared", [tensor])
+    stage = s[tensor]
+    if attach is None:
+        block, one = stage.split(_fused(stage, list(stage.op.axis)), factor=1)
+        stage.bind(block, te.thread_axis("blockIdx.x"))
+        attach = (stage, block)
+    else:
+        stage.set_scope("shared")
+        stage.compute_at(*attach)
+        one = _fused(stage, list(stage.op.axis))
+    # Thread 0 combines the partials (the other threads skip the loop of extent one).
+    stage.bind(one, te.thread_axis("threadIdx.x"))
+    s[shared].compute_at(*attach)
+    lane = s[shared].op.axis[-1]
+    s[shared].bind(lane, te.thread_axis("threadIdx.x"))
+    s[partial].compute_at(s[shared], lane)

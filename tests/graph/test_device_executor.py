@@ -1,0 +1,162 @@
+"""Whole models built for cuda: a small CNN and an MLP with layer norm against
+onnxruntime, run by DeviceGraphModule on the GPU where there is one and in the simulator
+otherwise (tiny shapes: the simulator interprets every thread), export -> load, device
+arrays in and out, and the errors."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tecomp
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphBuildError, GraphInputError, build, load
+from tecomp.graph.device_executor import DeviceGraphModule
+from tecomp.topi.cuda.reduction import CROSS_THREAD_MIN
+
+import onnx_models
+import util
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def _w(rng, name, *shape, lo=None):
+    data = (rng.uniform(0.5, 1.5, shape) if lo else rng.standard_normal(shape) * 0.3)
+    return numpy_helper.from_array(data.astype("float32"), name)
+
+
+def tiny_cnn(seed=0):
+    """Conv -> BatchNormalization -> Relu -> MaxPool -> Conv + residual Add -> Relu ->
+    GlobalAveragePool -> Flatten -> Gemm -> Softmax, input ``x[batch, 3, 6, 6]``."""
+    rng = np.random.default_rng(seed)
+    inits = [_w(rng, "w0", 4, 3, 3, 3), _w(rng, "b0", 4), _w(rng, "gamma", 4, lo=True),
+             _w(rng, "beta", 4), _w(rng, "mean", 4), _w(rng, "var", 4, lo=True),
+             _w(rng, "w1", 4, 4, 3, 3), _w(rng, "fc_w", 5, 4), _w(rng, "fc_b", 5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c0", "gamma", "beta", "mean", "var"],
+                         ["bn"], epsilon=1e-5),
+        helper.make_node("Relu", ["bn"], ["r0"]),
+        helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "p"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r1"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    return onnx_models._model(nodes, [onnx_models._vi("x", ["batch", 3, 6, 6])],
+                              [onnx_models._vi("y", ["batch", 5])], inits)
+
+
+def tiny_mlp(hidden=CROSS_THREAD_MIN, seed=0):
+    """Gemm -> LayerNormalization over ``hidden`` (wide enough for a block of threads per
+    row) -> Relu -> Gemm -> Softmax, input ``x[batch, 8]``."""
+    rng = np.random.default_rng(seed)
+    inits = [_w(rng, "w0", hidden, 8), _w(rng, "b0", hidden), _w(rng, "g", hidden, lo=True),
+             _w(rng, "b", hidden), _w(rng, "w1", 4, hidden), _w(rng, "b1", 4)]
+    nodes = [
+        helper.make_node("Gemm", ["x", "w0", "b0"], ["h"], transB=1),
+        helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("Gemm", ["r", "w1", "b1"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=-1),
+    ]
+    return onnx_models._model(nodes, [onnx_models._vi("x", ["batch", 8])],
+                              [onnx_models._vi("y", ["batch", 4])], inits)
+
+
+def _build(model, **kw):
+    mod, params = from_onnx(model)
+    return build(mod, target="cuda", params=params, **kw)
+
+
+@pytest.fixture(scope="module")
+def cnn_lib():
+    if util.target_unavailable("cuda"):
+        pytest.skip(util.target_unavailable("cuda"))
+    return _build(tiny_cnn())
+
+
+def test_small_cnn_matches_onnxruntime_at_two_batches(cnn_lib, rng):
+    gm = DeviceGraphModule(cnn_lib)
+    assert gm.simulated == (not util.gpu_available())
+    for batch in (1, 2):
+        x = rng.standard_normal((batch, 3, 6, 6)).astype("float32")
+        ref, = onnx_models.run_onnxruntime(tiny_cnn(), {"x": x})
+        y, = gm(x=x)
+        np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
+    # One plan per input-shape tuple, kept: the second call of a shape makes none.
+    assert len(gm._device_plans) == 2
+    gm(x=x)
+    assert len(gm._device_plans) == 2
+
+
+def test_small_cnn_fuses_as_on_the_cpu(cnn_lib):
+    anchors = [k.anchor for k in cnn_lib.kernels]
+    assert anchors.count("conv2d") == 2
+    assert {"max_pool2d", "global_avg_pool", "dense", "softmax"} <= set(anchors)
+    # Batch norm folded into the first convolution, the residual add into the second.
+    assert not any("batch_norm" in k.ops for k in cnn_lib.kernels)
+    assert any(k.ops[:2] == ("conv2d", "add") and "relu" in k.ops for k in cnn_lib.kernels)
+
+
+def test_mlp_with_layer_norm_matches_onnxruntime(cuda_target, rng):
+    lib = _build(tiny_mlp())
+    source = lib.module.get_source("cuda")
+    assert "__shared__" in source  # the layer norm's statistics: a block per row
+    x = rng.standard_normal((2, 8)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(tiny_mlp(), {"x": x})
+    gm = DeviceGraphModule(lib)
+    gm.set_input("x", x)
+    gm.run()
+    np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_export_then_load_holds_cubin_ptx_and_graph(cnn_lib, tmp_path, rng):
+    path = cnn_lib.export_library(str(tmp_path / "cnn.cuda"))
+    loaded = load(path)
+    assert loaded.target.kind == "cuda"
+    assert [k.name for k in loaded.kernels] == [k.name for k in cnn_lib.kernels]
+    assert loaded.module.cubin == cnn_lib.module.cubin
+    assert ".entry" in loaded.module.get_source("ptx")
+    if util.gpu_available():
+        x = rng.standard_normal((1, 3, 6, 6)).astype("float32")
+        ref, = onnx_models.run_onnxruntime(tiny_cnn(), {"x": x})
+        np.testing.assert_allclose(DeviceGraphModule(loaded)(x=x)[0], ref, rtol=RTOL,
+                                   atol=ATOL)
+    else:  # a loaded module holds no loop IR: simulating it is refused, clearly
+        with pytest.raises(tecomp.errors.TargetError, match="loaded from a file"):
+            DeviceGraphModule(loaded)
+
+
+def test_a_cpu_library_is_refused():
+    lib = build(from_onnx(onnx_models.decomposed_layer_norm())[0], target="llvm")
+    with pytest.raises(tecomp.errors.TecompError, match="GraphModule"):
+        DeviceGraphModule(lib)
+
+
+def test_wrong_inputs_are_named(cnn_lib):
+    gm = DeviceGraphModule(cnn_lib)
+    with pytest.raises(GraphInputError, match="rank 4"):
+        gm(x=np.zeros((3, 6, 6), "float32"))
+    with pytest.raises(GraphInputError, match="not an input"):
+        gm(x=np.zeros((1, 3, 6, 6), "float32"), z=np.zeros(1, "float32"))
+
+
+def test_an_operator_without_a_cuda_implementation_is_refused_by_name(monkeypatch):
+    from tecomp.topi import strategy
+
+    monkeypatch.delitem(strategy._REGISTRY, ("softmax", "cuda"))
+    with pytest.raises(GraphBuildError, match=r"target kind 'cuda': softmax \(nodes"):
+        _build(tiny_mlp(hidden=8))
+
+
+@pytest.mark.gpu
+def test_device_arrays_in_place_and_out(gpu, cnn_lib, rng):
+    cupy = pytest.importorskip("cupy")
+    x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(tiny_cnn(), {"x": x})
+    gm = DeviceGraphModule(cnn_lib, device_outputs=True)
+    y, = gm(x=cupy.asarray(x))
+    np.testing.assert_allclose(cupy.asnumpy(cupy.asarray(y)), ref, rtol=RTOL, atol=ATOL)
