@@ -87,3 +87,17 @@ def test_parse_input_shape():
     for bad in ("input", "input:", ":1,2", "x:0,2", "x:a"):
         with pytest.raises(ModelUsageError):
             parse_input_shape(bad)
+
+
+def test_compile_precision_bf16(tmp_path, capsys):
+    """``--precision bf16`` builds for a CPU with AVX512-BF16 (a cross build here) and is
+    refused, naming the feature, for one without it."""
+    path = tmp_path / "m.onnx"
+    onnx.save(onnx_models.decomposed_layer_norm(), str(path))
+    lib = tmp_path / "m.so"
+    argv = ["compile", str(path), "-o", str(lib), "--input-shape", "x:3,16",
+            "--precision", "bf16", "--target"]
+    assert cli.main(argv + ["llvm -mtriple=x86_64-linux-gnu -mcpu=znver3"]) == 1
+    assert "lacks avx512bf16" in capsys.readouterr().err
+    assert cli.main(argv + ["llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids"]) == 0
+    assert lib.exists()
