@@ -52,12 +52,6 @@ RULES: dict = {}
 #: output's dtype is not their first input's.
 OUTPUT_DTYPES: dict = {}
 
-# The ONNX integer and bool element types a shape value can have.
-_INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
-              onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-              onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
-
-
 class Undecided(Exception):
     """An element the facts about the dimensions do not decide: the value is unknown."""
 
@@ -115,10 +109,6 @@ def _compare(cls, fn):
     return compare
 
 
-def _nonnegative(x) -> bool:
-    return dims.is_static(x) and x >= 0 or not dims.is_static(x) and dims.provably_nonnegative(x)
-
-
 def _divide(a, b):
     """ONNX integer Div, which truncates toward zero: on symbolic elements only where it
     is floor division (a size divided by a positive constant)."""
@@ -127,7 +117,7 @@ def _divide(a, b):
             raise Undecided(f"{a} / 0")
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
-    if dims.is_static(b) and b > 0 and _nonnegative(a):
+    if dims.is_static(b) and b > 0 and dims.provably_nonnegative(a):
         return element(a // b)
     raise Undecided(f"{a} / {b}")
 
