@@ -5,7 +5,7 @@ arrays in and out, and the errors."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 import tecomp
 from tecomp.frontend import from_onnx
