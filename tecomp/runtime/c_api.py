@@ -39,6 +39,7 @@ MODULE_INFO_SYMBOL = "tecomp_module_info"
 
 _C_TYPES = {
     "float16": "uint16_t",  # IEEE half, stored as its 16 bits (C has no portable half type)
+    "bfloat16": "uint16_t",  # the high 16 bits of a float
     "float32": "float",
     "float64": "double",
     "int8": "int8_t",

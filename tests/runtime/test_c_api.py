@@ -161,3 +161,10 @@ def test_header_wrapper_reports_a_failed_check(tmp_path):
     out = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout == ("5 |1 0 3 kernel 'gather': index 9 is out of range for axis 0 "
                           "of size 5\n")
+
+
+def test_bfloat16_is_its_bits_in_c():
+    sig = FunctionSignature("f", "tecomp_f", ("n",), (
+        ParamSpec("x", "bfloat16", ("n",), False), ParamSpec("y", "float32", ("n",), True)))
+    assert "tecomp_call_f(const uint16_t *x, float *y, int64_t n)" in header_text(
+        [sig], "llvm", "F_H")
