@@ -1,0 +1,114 @@
+"""Device memory for whole models (tecomp.runtime.cuda_graph): views and their
+``__cuda_array_interface__``, the simulator's memory, which memory a module gets, and —
+with a recording stand-in for the driver — that a model's constants are uploaded once,
+a run allocates nothing for input shapes seen before, and a cubin the GPU refuses is
+loaded from its PTX."""
+
+import numpy as np
+import pytest
+
+from tecomp.errors import TargetError
+from tecomp.runtime import cuda_graph, cuda_module
+from tecomp.runtime.args import ArgumentError
+from tecomp.runtime.cuda_driver import CUDAError
+from tecomp.runtime.cuda_graph import DeviceView, SimulatedCUDAMemory, device_memory
+
+
+def test_a_view_of_a_view_offsets_its_address_and_keeps_its_owner():
+    owner = object()
+    base = DeviceView(4096, (8,), np.dtype("float32"), owner)
+    part = base.view(16, (2, 2), "float32")
+    assert part.ptr == 4112 and part.owner is owner and part.nbytes == 16
+    cai = part.__cuda_array_interface__
+    assert cai["shape"] == (2, 2) and cai["typestr"] == "<f4" and cai["data"] == (4112, False)
+
+
+def test_a_strided_device_array_is_refused():
+    class Strided:
+        __cuda_array_interface__ = {"shape": (4, 4), "typestr": "<f4", "data": (1024, False),
+                                    "strides": (4, 16), "version": 3}
+
+    with pytest.raises(ArgumentError, match="not C-contiguous"):
+        cuda_graph.CUDAMemory.external(Strided())
+
+
+def test_simulated_memory_views_share_the_arena():
+    memory = SimulatedCUDAMemory(module=None)
+    arena = memory.arena(64)
+    a = memory.view(arena, 0, (4,), "float32")
+    b = memory.view(arena, 16, (2, 2), "float32")
+    memory.write(a, np.arange(4, dtype="float32"))
+    memory.write(b, np.ones((2, 2), "float32"))
+    assert memory.read(a).tolist() == [0, 1, 2, 3]
+    assert np.frombuffer(arena, "float32", count=8)[4:].tolist() == [1, 1, 1, 1]
+    assert memory.external(np.zeros(2)) is None
+
+
+def test_a_loaded_module_cannot_be_simulated():
+    class Loaded:
+        _simulator = None
+
+    with pytest.raises(TargetError, match="loaded from a file"):
+        device_memory(Loaded(), simulate=True)
+
+
+class RecordingDriver:
+    """Counts allocations and copies; loading a cubin fails as on a GPU of another
+    architecture, the PTX loads."""
+
+    def __init__(self):
+        self.allocs, self.uploads, self.launches, self.loaded = 0, 0, 0, []
+        self.next = 1 << 20
+
+    def alloc(self, nbytes):
+        self.allocs += 1
+        self.next += max(nbytes, 1) + 256
+        return self.next
+
+    def free(self, ptr): pass
+
+    def to_device(self, ptr, array):
+        self.uploads += 1
+
+    def to_host(self, array, ptr): pass
+    def copy(self, dst, src, nbytes): pass
+    def synchronize(self, what): pass
+
+    def load_module(self, image):
+        if image.startswith(b"\x7fELF"):  # the cubin
+            raise CUDAError("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU")
+        self.loaded.append(image)
+        return "module"
+
+    def get_function(self, module, name):
+        return name
+
+    def launch(self, func, name, grid, block, args, stream=0):
+        self.launches += 1
+
+
+def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
+    import onnx_models
+    from tecomp.frontend import from_onnx
+    from tecomp.graph import build
+    from tecomp.graph.device_executor import DeviceGraphModule
+
+    fake = RecordingDriver()
+    monkeypatch.setattr(cuda_graph, "driver", lambda: fake)
+    monkeypatch.setattr(cuda_module, "driver", lambda: fake)
+    mod, params = from_onnx(onnx_models.decomposed_layer_norm())
+    lib = build(mod, target=cuda_target, params=params)
+    gm = DeviceGraphModule(lib, simulate=False)
+    constants = fake.uploads
+    assert constants == fake.allocs == len([k for k in gm._consts])
+    x = np.ones((3, 16), "float32")
+    gm(x=x)
+    allocs = fake.allocs
+    assert allocs == constants + 1  # the arena of this input shape
+    assert fake.loaded[0].endswith(b"\0") and b".entry" in fake.loaded[0]  # the PTX
+    gm(x=x)
+    assert fake.allocs == allocs  # nothing allocated for a shape seen before
+    assert fake.uploads == constants + 2  # each run copies its input in, nothing else
+    gm(x=np.ones((5, 16), "float32"))
+    assert fake.allocs == allocs + 1  # a new input shape: one more arena
+    assert fake.launches == 3 * len(lib.kernels)
