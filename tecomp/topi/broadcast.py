@@ -159,12 +159,25 @@ def _float_fmod(x, y):
     ``x`` itself: an infinite divisor of a finite ``x`` gives ``x`` (the spec's Mod; the
     product ``0 * inf`` would be NaN), and ``x`` smaller than ``y`` keeps its sign and
     every bit. An infinite ``x``, a zero ``y`` or a NaN make the quotient NaN or infinite,
-    so the result stays NaN."""
+    so the result stays NaN.
+
+    float16 and float32 are computed in float64, where ``trunc(x / y) * y`` is exact while
+    the quotient has at most 29 bits (float16: always), so the remainder is exact too
+    (``1e4 mod 2.1`` in float16 was 0)."""
+    # float16 goes through float32 both ways (its direct conversions to and from float64
+    # are not generated correctly).
+    dtype = x.dtype
+    steps = {"float16": ("float32", "float64"), "float32": ("float64",)}.get(dtype, ())
+    for wide in steps:
+        x, y = x.astype(wide), y.astype(wide)
     q = te.trunc(x / y)
     zero = te.const(0, x.dtype)
     # x - (+0) is x, -0.0 too; the select picks between a constant and a product, so no
     # load is masked.
-    return x - te.if_then_else(te.equal(q, zero), zero, q * y)
+    r = x - te.if_then_else(te.equal(q, zero), zero, q * y)
+    for narrow in (*reversed(steps[:-1]), dtype) if steps else ():
+        r = r.astype(narrow)
+    return r
 
 
 def mod(a, b, fmod: int = 0):

@@ -120,14 +120,17 @@ def selu(x, alpha: float = 1.67326319217681884765625, gamma: float = 1.050701022
 
 
 def gelu(x, approximate: str = "none"):
-    """ONNX Gelu: ``x * Phi(x)``, exactly with erf or (``approximate="tanh"``) with tanh."""
+    """ONNX Gelu: ``x * Phi(x)``, exactly with erf or (``approximate="tanh"``) with tanh.
+
+    ``x`` is halved before it is multiplied by ``1 + erf`` (at most 2), so Gelu of a
+    value near the largest float is the value, not an overflow to infinity."""
     if approximate == "none":
-        return elemwise(x, lambda v: v * (te.erf(v * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5,
+        return elemwise(x, lambda v: v * 0.5 * (te.erf(v * (1.0 / math.sqrt(2.0))) + 1.0),
                         "gelu")
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
         return elemwise(
-            x, lambda v: v * (te.tanh((v + v * v * v * 0.044715) * c) + 1.0) * 0.5, "gelu")
+            x, lambda v: v * 0.5 * (te.tanh((v + v * v * v * 0.044715) * c) + 1.0), "gelu")
     raise DTypeError(f"gelu: approximate={approximate!r}; allowed: 'none', 'tanh'")
 
 

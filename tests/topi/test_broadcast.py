@@ -81,6 +81,19 @@ def test_float_fmod_by_an_infinity_keeps_a_finite_dividend(check_op):
     check_op(schedule_injective(None, out), [a, b], [out], [xs, y], ref)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_float_fmod_is_exact_for_large_quotients(dtype, check_op):
+    # trunc(x / y) * y in the inputs' own precision lost the remainder (1e4 mod 2.1 in
+    # float16 gave 0); computed in float64 it is exact while the quotient has 29 bits.
+    a = te.placeholder((6,), dtype=dtype, name="a")
+    b = te.placeholder((6,), dtype=dtype, name="b")
+    x = np.array([1e4, -1e4, 6e4, 3e3, 1e4, -6e4], dtype)
+    y = np.array([2.1, -3.4, 8.0, 0.01, 3.3, 7.7], dtype)
+    out = broadcast.mod(a, b, fmod=1)
+    ref = np.fmod(x.astype("float64"), y.astype("float64")).astype(dtype)
+    check_op(schedule_injective(None, out), [a, b], [out], [x, y], ref, rtol=0, atol=0)
+
+
 def test_logical_where_prelu(rng, check_op, onnx_ref):
     p = te.placeholder((3, 5), dtype="bool", name="p")
     q = te.placeholder((5,), dtype="bool", name="q")

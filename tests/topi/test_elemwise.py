@@ -166,6 +166,16 @@ def test_float_only_ops_reject_integers():
         elemwise.softplus(x)
 
 
+def test_gelu_of_the_largest_floats_does_not_overflow(check_op):
+    x = te.placeholder((4,), name="x")
+    big = np.finfo("float32").max
+    a = np.array([big, -big, 1e30, -1e30], "float32")
+    for approximate in ("none", "tanh"):
+        y = elemwise.gelu(x, approximate=approximate)
+        check_op(schedule_injective(None, y), [x], [y], [a],
+                 np.array([big, 0, 1e30, 0], "float32"))
+
+
 def test_relu_clip_and_celu_keep_nan(check_op):
     x = te.placeholder((6,), name="x")
     a = np.array([np.nan, -np.inf, np.inf, -3, 0.5, 7], "float32")
