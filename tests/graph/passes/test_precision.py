@@ -101,14 +101,18 @@ def _assert_close(out, ref, dtype, ulps):
     np.testing.assert_allclose(out32, ref32, rtol=0, atol=ulps * ULP[dtype] * scale)
 
 
+def _model_input_and_output(name, dtype):
+    """The model of ``name`` in ``dtype``, a random input and tecomp's output."""
+    elem, np_dtype = STORAGE[dtype]
+    model = _model(name, elem, np_dtype)
+    shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np_dtype)
+    return model, x, _run_tecomp(model, {"x": x})
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_float16_models_match_onnxruntime(name):
-    elem, np_dtype = STORAGE["float16"]
-    model = _model(name, elem, np_dtype)
-    x = np.random.default_rng(1).standard_normal(
-        tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
-    ).astype(np_dtype)
-    out = _run_tecomp(model, {"x": x})
+    model, x, out = _model_input_and_output(name, "float16")
     assert out.dtype == np.float16
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     _assert_close(out, sess.run(None, {"x": x})[0], "float16", ulps=2)
@@ -118,12 +122,8 @@ def test_float16_models_match_onnxruntime(name):
 def test_bfloat16_models_match_float32_rounded(name):
     """onnxruntime's CPU provider has no bfloat16 Conv, Gemm or reductions: the reference
     is the float32 model rounded to bfloat16 (tecomp rounds once per node more)."""
-    elem, np_dtype = STORAGE["bfloat16"]
-    model = _model(name, elem, np_dtype)
-    x = np.random.default_rng(1).standard_normal(
-        tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
-    ).astype(np_dtype)
-    out = _run_tecomp(model, {"x": x})
+    np_dtype = STORAGE["bfloat16"][1]
+    _, x, out = _model_input_and_output(name, "bfloat16")
     assert out.dtype == np_dtype
     _assert_close(out, _float32_reference(name, x, np_dtype), "bfloat16", ulps=2)
 
