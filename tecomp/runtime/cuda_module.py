@@ -116,6 +116,15 @@ class CUDAFunction:
             return
         self._run_numpy(drv, args)
 
+    def prepare(self, *arrays):
+        """Host executors pack a kernel's arguments once (``PackedFunction.prepare``); a
+        CUDA function's arguments live on the device, so a model built for cuda runs
+        with ``tecomp.graph.device_executor.DeviceGraphModule`` instead."""
+        raise TecompError(
+            f"{self.name} is a CUDA function: its model runs with "
+            f"tecomp.graph.device_executor.DeviceGraphModule(lib), which keeps the values "
+            f"in device memory, not with the host executor GraphModule")
+
     def call_trusted(self, *arrays) -> None:
         """Call with numpy arrays that the caller has already validated against
         ``signature`` (see ``PackedFunction.call_trusted``); they are still copied to the
