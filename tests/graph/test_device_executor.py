@@ -162,3 +162,16 @@ def test_device_arrays_in_place_and_out(gpu, cnn_lib, rng):
     gm = DeviceGraphModule(cnn_lib, device_outputs=True)
     y, = gm(x=cupy.asarray(x))
     np.testing.assert_allclose(cupy.asnumpy(cupy.asarray(y)), ref, rtol=RTOL, atol=ATOL)
+
+
+def test_attention_with_symbolic_batch_and_sequence(cuda_target, rng):
+    """Products of symbolic sizes (scores are seq x seq) and a masked softmax: one build,
+    two sequence lengths."""
+    model = onnx_models.attention_block(hidden=8, heads=2)
+    gm = DeviceGraphModule(_build(model))
+    for seq in (3, 5):
+        feeds = {"x": rng.standard_normal((1, seq, 8)).astype("float32"),
+                 "mask": np.ones((1, seq), "float32")}
+        feeds["mask"][0, -1] = 0
+        ref, = onnx_models.run_onnxruntime(model, feeds)
+        np.testing.assert_allclose(gm(**feeds)[0], ref, rtol=RTOL, atol=ATOL)
