@@ -142,11 +142,15 @@ def thresholded_relu(x, alpha: float = 1.0):
 def celu(x, alpha: float = 1.0):
     """ONNX Celu: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; a NaN stays NaN."""
     # Max(a, b) is ``a > b ? a : b``: with the zero first a NaN v is kept (as in
-    # onnxruntime and the spec's formula), where ``max(v, 0)`` gave 0.
-    return elemwise(
-        x, lambda v: te.max(_zero(v), v) + te.min((te.exp(v * (1.0 / alpha)) - 1.0) * alpha,
-                                                  _zero(v)),
-        "celu")
+    # onnxruntime and the spec's formula), where ``max(v, 0)`` gave 0. float16 is computed
+    # in float32, as onnxruntime does: alpha (a float attribute) may exceed float16.
+
+    def f(v):
+        w = v.astype("float32") if v.dtype == "float16" else v
+        r = te.max(_zero(w), w) + te.min((te.exp(w * (1.0 / alpha)) - 1.0) * alpha, _zero(w))
+        return r.astype(v.dtype) if r.dtype != v.dtype else r
+
+    return elemwise(x, f, "celu")
 
 
 def shrink(x, bias: float = 0.0, lambd: float = 0.5):

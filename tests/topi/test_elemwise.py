@@ -176,6 +176,17 @@ def test_gelu_of_the_largest_floats_does_not_overflow(check_op):
                  np.array([big, 0, 1e30, 0], "float32"))
 
 
+def test_float16_celu_with_an_alpha_beyond_float16(check_op):
+    # alpha = 1e5 has no float16 value (max 65504): computed in float32, as onnxruntime.
+    x = te.placeholder((5,), dtype="float16", name="x")
+    a = np.array([-2, -0.5, 0, 1.5, 60000], "float16")
+    a64, alpha = a.astype("float64"), 1e5
+    ref = np.maximum(0, a64) + np.minimum(0, alpha * np.expm1(a64 / alpha))
+    y = elemwise.celu(x, alpha=alpha)
+    check_op(schedule_injective(None, y), [x], [y], [a], ref.astype("float16"), rtol=2e-3,
+             atol=2e-3)
+
+
 def test_relu_clip_and_celu_keep_nan(check_op):
     x = te.placeholder((6,), name="x")
     a = np.array([np.nan, -np.inf, np.inf, -3, 0.5, 7], "float32")
