@@ -61,7 +61,7 @@ def rfactor(sch, tensor, axis, factor_axis: int = 0):
         vmap[iv.var] = substitute(iv.dom.min + v, leaf_vars)
     cond = substitute(red.condition, vmap)
     for g in guards:
-        cond = E.logical(E.And, cond, substitute(g, leaf_vars))
+        cond = E.logical(E.And, substitute(g, leaf_vars), cond)
     src = tuple(substitute(x, vmap) for x in red.source)
     if not new_reduce:
         raise fail(

@@ -154,6 +154,25 @@ def test_rfactor_gives_the_same_sum():
     np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
 
 
+def test_rfactor_tests_the_split_tail_before_the_where_condition():
+    # The condition reads x[j]; in the tail of the split, lanes past n must be turned off
+    # before it is read, or a vectorized tail reads past the end of x.
+    n = te.var("n")
+    x = te.placeholder((n,), name="x")
+    j = te.reduce_axis((0, n), name="j")
+    y = te.compute((1,), lambda i: te.sum(x[j], axis=j, where=x[j] > 0), name="y")
+    s = te.create_schedule(y.op)
+    _, ji = s[y].split(j, factor=8)
+    yf = s.rfactor(y, ji)
+    s[yf].vectorize(s[yf].op.axis[0])
+    f = tecomp.build(s, [x, y], target="llvm", check_bounds=True)
+    for size in (1, 3, 9, 17):
+        xs = np.random.default_rng(size).standard_normal(size).astype("float32")
+        out = np.zeros(1, "float32")
+        f(xs, out)
+        np.testing.assert_allclose(out, [xs[xs > 0].sum()], rtol=1e-5)
+
+
 def test_cache_read_copies_into_local_buffer():
     A = te.placeholder((8, 8), name="A")
     B = te.compute((8, 8), lambda i, j: A[i, j] * 3.0, name="B")
