@@ -9,9 +9,10 @@ symbolic extent is computed by the thread of its output element, serially over t
 reduced axes into a register; over a large constant extent, by a block of threads per
 output element (:mod:`.reduction`). One read by a single output of its own shape
 (``reduce_mean``'s division, an activation) runs inside that output's thread (block),
-any other in a kernel of its own: the statistics of a normalization (softmax's maximum
-and sum, layer norm's mean and variance) and TopK's ranks are kernels before the one
-that reads them.
+any other in a kernel of its own: TopK's ranks, and the statistics of a normalization
+(softmax's maximum and sum, layer norm's mean and variance) over narrow rows, are
+kernels before the one that reads them; a normalization of wide rows is one kernel, a
+block per row (:func:`.reduction.schedule_rows`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .. import (  # noqa: F401
     broadcast, cpu_schedule, elemwise, nn, quantize, reduction, resize, scatter, sort, transform)
 from ..cpu_schedule import as_list, inline_injective, num_elements, same_shape
 from ..strategy import Implementation, implementations, register_implementation
-from .reduction import schedule_cross_thread, splits_across_threads
+from .reduction import schedule_cross_thread, schedule_rows, splits_across_threads
 
 #: Threads per block of an elementwise kernel: enough warps to hide memory latency,
 #: few enough that small tensors still spread over several multiprocessors.
@@ -122,6 +123,8 @@ def schedule_reduce(cfg, outs):
                   if getattr(st.op, "reduce_axis", None) and st.attach_type != "inline"]
     readers = {op: [t for t in outs if op in ops_of([t]) and t.op is not op]
                for op in reductions}
+    if len(outs) == 1 and schedule_rows(s, outs[0], reductions):
+        return s  # a normalization of wide rows: one kernel, a block per row
     nested = {op for r in reductions for op in ops_of([r.output(0)]) if op is not r}
     inside = {}  # reduction op -> the output whose loop computes it
     for op in reductions:

@@ -10,13 +10,18 @@ the ``T`` partials from shared memory. tecomp has no warp-shuffle primitive, so 
 combining step reads shared memory, after the barrier lowering places between the two.
 Reductions ``rfactor`` cannot split (tuple reductions such as argmax, those with an
 ``init``) stay one thread per output element.
+
+A normalization (softmax, layer or RMS norm: an elementwise output of rows, reading
+statistics of each row) whose rows are wide is one kernel (:func:`schedule_rows`): a
+block per row computes the row's statistics that way, one after the other in shared
+memory, then its threads write the row's elements.
 """
 
 from __future__ import annotations
 
 from ... import te
 from ...te.tensor import ComputeOp
-from ..cpu_schedule import const_int
+from ..cpu_schedule import const_int, num_elements, same_shape
 
 #: The smallest reduced extent a block of threads shares: below it, one thread per output
 #: element reads the elements itself (a global pool over 7 x 7, a 3 x 3 window).
@@ -100,3 +105,51 @@ def schedule_cross_thread(s, tensor, attach=None) -> None:
     lane = s[shared].op.axis[-1]
     s[shared].bind(lane, te.thread_axis("threadIdx.x"))
     s[partial].compute_at(s[shared], lane)
+
+
+def _row_axes(shape, stat_shapes, extent: int) -> int | None:
+    """The number of leading axes of ``shape`` that index rows of ``extent`` elements,
+    when every statistic shape is those axes followed by ones (or by nothing)."""
+    for k in range(1, len(shape)):
+        if num_elements(shape[k:]) != extent:
+            continue
+        if all(len(r) >= k and same_shape(r[:k], shape[:k])
+               and all(const_int(d) == 1 for d in r[k:]) for r in stat_shapes):
+            return k
+    return None
+
+
+def schedule_rows(s, out, reductions) -> bool:
+    """Schedule ``out``, an elementwise output reading the statistics ``reductions``
+    (ops, in producer order) of each of its rows, as one kernel of a block per row:
+    each statistic by :func:`schedule_cross_thread` into shared memory, then the row's
+    elements, neighbouring threads writing neighbouring elements.
+
+    Returns
+    -------
+    bool
+        Whether it applied: every statistic splits across threads, all reduce rows of
+        one extent and are indexed by ``out``'s leading axes. Otherwise ``s`` is left as
+        it was.
+    """
+    if not reductions or out.op in reductions:
+        return False
+    if not all(splits_across_threads(op) for op in reductions):
+        return False
+    extents = {reduced_extent(op) for op in reductions}
+    if len(extents) != 1:
+        return False
+    extent = extents.pop()
+    rows = _row_axes(out.shape, [op.output(0).shape for op in reductions], extent)
+    if rows is None:
+        return False
+    stage = s[out]
+    axes = list(stage.op.axis)
+    block = _fused(stage, axes[:rows])
+    steps, lane = stage.split(_fused(stage, axes[rows:]), factor=_threads_for(extent))
+    stage.reorder(block, lane, steps)
+    stage.bind(block, te.thread_axis("blockIdx.x"))
+    stage.bind(lane, te.thread_axis("threadIdx.x"))
+    for op in reductions:
+        schedule_cross_thread(s, op.output(0), attach=(stage, block))
+    return True

@@ -55,6 +55,8 @@ def test_wide_rows_of_the_strategy_schedule(op, ref, cuda_target, rng):
     out = (impl.compute(None, x, axis=-1) if op == "softmax"
            else impl.compute(None, x, axes=[-1], keepdims=1))
     s = impl.schedule(None, [out])
+    # One kernel: a block per row computes its statistics, then its elements.
+    assert tecomp.build(s, [x, out], target=cuda_target).get_source().count("__global__") == 1
     data = util.rand(rng, (2, 2 * CROSS_THREAD_MIN))
     util.check_schedule(s, [x, out], [data], [ref(data)], rtol=1e-4, target=cuda_target)
 
