@@ -25,7 +25,7 @@ from ...errors import ShapeError
 from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
-from .common import bind_block, cooperative_load, define_tile, shape_ints
+from .common import bind_block, cooperative_load, define_tile
 
 
 #: The extent whose knobs a symbolic size (rows, columns or k) is tiled for (its tail is
