@@ -713,14 +713,18 @@ def _dequantize(node, ts):
 
 
 def _qnn_operands(node, ts):
-    for x, z in ((ts[0], ts[2]), (ts[1], ts[3])):
+    """8-bit operands with zero points of their dtypes; the weight's (the last input)
+    may be left out (0)."""
+    if len(ts) not in (3, 4):
+        _fail(node, f"takes 3 or 4 inputs (two operands, their zero points), got {len(ts)}")
+    for x, z in zip(ts[:2], ts[2:]):
         if x.dtype not in ("uint8", "int8") or z.dtype != x.dtype:
             _fail(node, f"operands must be uint8 or int8 with zero points of their dtype; "
                         f"got {x.dtype} with a {z.dtype} zero point")
 
 
 def _qnn_matmul(node, ts):
-    """``qnn_matmul(A[N, K], B[K, M], a_zero, b_zero) -> int32[N, M]``."""
+    """``qnn_matmul(A[N, K], B[K, M], a_zero[, b_zero]) -> int32[N, M]``."""
     _qnn_operands(node, ts)
     a, b = ts[0], ts[1]
     if len(a.shape) != 2 or len(b.shape) != 2 or not dims.equal(a.shape[1], b.shape[0]):
@@ -730,7 +734,7 @@ def _qnn_matmul(node, ts):
 
 
 def _qnn_conv2d(node, ts):
-    """``qnn_conv2d(data, kernel, x_zero, w_zero) -> int32``, shaped as ``conv2d``."""
+    """``qnn_conv2d(data, kernel, x_zero[, w_zero]) -> int32``, shaped as ``conv2d``."""
     _qnn_operands(node, ts)
     (out,) = _conv2d(node, ts[:2])
     return [TensorType("int32", out.shape)]

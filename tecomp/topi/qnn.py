@@ -21,9 +21,12 @@ exact for any K below 2**15 (the largest |product| is 255 * 255).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import te
 from ..autotune import get_config, template
 from ..errors import DTypeError, ShapeError
+from ..te.analysis import ops_of
 from .conv2d import _geometry, _inside_padding
 from .cpu_schedule import const_int, parallel, vector_lanes
 from .group import find_anchor, group_output, inline_epilogue
@@ -39,18 +42,35 @@ _ACC = "int32"
 PAD_TAG = "qnn_conv2d_pad"
 TILES_TAG = "qnn_conv2d_tiles"
 
+#: Tag of qnn_matmul's left operand less its zero point.
+SHIFT_TAG = "qnn_matmul_shift"
+
+#: Tag of the packing of a computed kernel by vectors of output channels.
+KERNEL_PACK_TAG = "qnn_conv2d_kernel_pack"
+
+
+def _shifted(value, zero):
+    """``value - zero`` in int32, or ``value`` for no zero point (the symmetric int8
+    weights onnxruntime writes): the simplifier would distribute a product over the
+    difference, so a weight with a zero point costs a second product per step."""
+    value = value.astype(_ACC)
+    return value if zero is None else value - zero
+
 
 def _check_operand(what: str, t, zero) -> None:
     if t.dtype not in QUANTIZED_DTYPES:
         raise DTypeError(f"{what}: {t.name} is {t.dtype}; allowed: {', '.join(QUANTIZED_DTYPES)}")
-    if zero.dtype != t.dtype:
+    if zero is not None and zero.dtype != t.dtype:
         raise DTypeError(f"{what}: the zero point {zero.name} is {zero.dtype} but "
                          f"{t.name} is {t.dtype}; they must have one dtype")
 
 
 def _zero_reader(what: str, zero, count: int | None, per: str):
     """``read(i)``: the zero point of row/channel ``i`` as int32, from a scalar, a
-    one-element or (with ``count``) a per-``per`` vector of ``count`` values."""
+    one-element or (with ``count``) a per-``per`` vector of ``count`` values; None for
+    no zero point (0)."""
+    if zero is None:
+        return None
     if len(zero.shape) == 0:
         return lambda i: zero[()].astype(_ACC)
     n = const_int(zero.shape[0]) if len(zero.shape) == 1 else None
@@ -82,7 +102,7 @@ def define_qnn_matmul_knobs(cfg, N, K, M):
         cfg.fallback_knob("tile_k", 4 if K >= 4 else 1)
 
 
-def compute_qnn_matmul(cfg, A, B, a_zero, b_zero):
+def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
     """``int32[N, M] = sum_k (A[n, k] - a_zero) * (B[k, m] - b_zero[m])`` (tag
     ``"qnn_matmul"``).
 
@@ -94,7 +114,7 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero):
         ``[N, K]`` and ``[K, M]``, uint8 or int8; N may be symbolic.
     a_zero, b_zero : Tensor
         The zero points, of A's and B's dtypes: ``a_zero`` a scalar (or one element),
-        ``b_zero`` a scalar or ``[M]``.
+        ``b_zero`` a scalar or ``[M]``, or None (0, as symmetric int8 weights have).
 
     Raises
     ------
@@ -113,14 +133,18 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero):
     if None in (K, K2, M) or K != K2:
         raise ShapeError(f"{what}: A is [{A.shape[0]}, {A.shape[1]}] and B [{B.shape[0]}, "
                          f"{B.shape[1]}]; K and M must be static and agree")
-    za = _zero_reader(what, a_zero, None, "row")
+    za = _zero_reader(what, a_zero, None, "row")(0)
     zb = _zero_reader(what, b_zero, M, "column")
     define_qnn_matmul_knobs(cfg, N, K, M)
+    # A less its zero point, once per call in int16 (a product of differences would be
+    # distributed into four products by the simplifier).
+    a_shift = te.compute((N, K), lambda i, k: (A[i, k].astype(_ACC) - za).astype("int16"),
+                         name="A.shifted", tag=SHIFT_TAG)
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (N, M),
-        lambda i, j: te.sum((A[i, k].astype(_ACC) - za(0)) * (B[k, j].astype(_ACC) - zb(j)),
-                            axis=k),
+        lambda i, j: te.sum(a_shift[i, k].astype(_ACC)
+                            * _shifted(B[k, j], zb(j) if zb else None), axis=k),
         name="qnn_matmul", tag="qnn_matmul")
 
 
@@ -163,6 +187,8 @@ def schedule_qnn_matmul(cfg, outs):
     s[local].unroll(ci)
     if cfg["tile_k"].val > 1:
         s[local].unroll(ki)
+    shift = find_anchor(out, SHIFT_TAG, what).output(0)
+    s[shift].vectorize(s[shift].op.axis[1])
     return s
 
 
@@ -170,20 +196,48 @@ def schedule_qnn_matmul(cfg, outs):
 
 
 def define_qnn_conv2d_knobs(cfg, C, K, OW):
-    """``tile_oc``, the output channels of a register tile, ``tile_ow``, its vectors of
-    int32 output pixels along a row, and ``tile_ic``, the input channels unrolled
-    innermost of the reduction (a divisor of C)."""
+    """The vectorization and register tile of ``qnn_conv2d``.
+
+    ``vector``: ``"pixels"`` (vectors of int32 output pixels along a row, ``tile_ow`` of
+    them by ``tile_oc`` output channels per register tile) or ``"channels"`` (vectors of
+    output channels read from a weight packed ``[K/lanes, C, R, S, lanes]``, for
+    ``rows`` pixels of a row: a choice for rows narrower than a vector, where K is a
+    multiple of the lanes).
+    ``tile_ic`` input channels (a divisor of C) are unrolled innermost of the reduction.
+    """
     lanes = vector_lanes(_ACC)
+    cfg.define_knob("vector", ["pixels", "channels"] if K % lanes == 0 else ["pixels"])
     cfg.define_knob("tile_oc", [c for c in (1, 2, 4, 8) if K % c == 0])
     cfg.define_knob("tile_ow", [1, 2])
+    cfg.define_knob("rows", [1, 2, 4, 7, 8])
     cfg.define_knob("tile_ic", [c for c in (1, 2, 4) if C % c == 0])
     if cfg.is_fallback:
+        # Pixels: even a 4-pixel row (half a vector of 8 wasted) ran 1.4x faster than
+        # channels (512 -> 512 channels, 3x3, AVX2, 2 threads).
+        cfg.fallback_knob("vector", "pixels")
         cfg.fallback_knob("tile_oc", max(c for c in (1, 2, 4) if K % c == 0))
         cfg.fallback_knob("tile_ow", 2 if OW >= 2 * lanes else 1)
+        cfg.fallback_knob("rows", OW if OW in (1, 2, 4, 7, 8) else (8 if OW > 8 else 4))
         cfg.fallback_knob("tile_ic", max(c for c in (1, 2, 4) if C % c == 0))
 
 
-def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
+def pack_qnn_conv2d_kernel(kernel: np.ndarray, lanes: int) -> np.ndarray:
+    """An OIHW kernel ``[K, C, R, S]`` as ``[K/lanes, C, R, S, lanes]``, the layout the
+    ``"channels"`` vectorization reads (K a multiple of ``lanes``)."""
+    K, C, R, S = kernel.shape
+    return np.ascontiguousarray(kernel.reshape(K // lanes, lanes, C, R, S)
+                                .transpose(0, 2, 3, 4, 1))
+
+
+def _prepack_qnn_conv2d(cfg, kernel, **attrs):
+    """The kernel in the layout the config reads: packed by vectors of channels, or as
+    it is."""
+    if cfg["vector"].val == "channels":
+        return (pack_qnn_conv2d_kernel(kernel, vector_lanes(_ACC)),)
+    return (kernel,)
+
+
+def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
                        padding=(0, 0, 0, 0), dilation=(1, 1)):
     """NCHW ``int32[N, K, OH, OW]``: ``sum (x - x_zero) * (w[k] - w_zero[k])`` over the
     window and the input channels (tag ``"qnn_conv2d"``).
@@ -192,42 +246,66 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
     ----------
     cfg : config entity
         The schedule config (:func:`define_qnn_conv2d_knobs`).
-    data, kernel : Tensor
-        ``[N, C, H, W]`` and OIHW ``[K, C, R, S]``, uint8 or int8 (N may be symbolic).
+    data : Tensor
+        ``[N, C, H, W]``, uint8 or int8 (N may be symbolic).
+    kernel : Tensor
+        OIHW ``[K, C, R, S]``, uint8 or int8, or (for the ``"channels"`` vectorization)
+        already packed by :func:`pack_qnn_conv2d_kernel`.
     x_zero, w_zero : Tensor
         Zero points of ``data``'s and ``kernel``'s dtypes: a scalar, and a scalar or
-        ``[K]``.
+        ``[K]`` or None (0, as symmetric int8 weights have).
     strides, padding, dilation : tuple of int
-        As :func:`tecomp.topi.conv2d`; padded positions read ``x_zero`` (the real 0).
+        As :func:`tecomp.topi.conv2d`; padded positions hold the real 0.
     """
     what = "qnn_conv2d"
     _check_operand(what, data, x_zero)
     _check_operand(what, kernel, w_zero)
-    if len(data.shape) != 4 or len(kernel.shape) != 4:
+    lanes = vector_lanes(_ACC)
+    packed = len(kernel.shape) == 5
+    if len(data.shape) != 4 or len(kernel.shape) not in (4, 5):
         raise ShapeError(f"{what}: data and kernel must be 4-D (NCHW, OIHW), got ranks "
                          f"{len(data.shape)} and {len(kernel.shape)}")
+    kshape = [const_int(d) for d in kernel.shape]
+    if packed:
+        kshape = [kshape[0] * kshape[4], *kshape[1:4]]
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
-        data.shape, [const_int(d) for d in kernel.shape], strides, padding, dilation, what)
+        data.shape, kshape, strides, padding, dilation, what)
     if KC != C:
         raise ShapeError(f"{what}: the kernel reads {KC} input channels, the data has {C} "
                          "(grouped convolutions are not supported)")
     zx = _zero_reader(what, x_zero, None, "tensor")(0)
     zw = _zero_reader(what, w_zero, K, "output channel")
     define_qnn_conv2d_knobs(cfg, C, K, OW)
+    by_channels = cfg["vector"].val == "channels"
+    if packed and (not by_channels or const_int(kernel.shape[4]) != lanes):
+        raise ShapeError(f"{what}: the kernel is packed {kernel.shape}; this config reads "
+                         + (f"[K/{lanes}, C, R, S, {lanes}]" if by_channels else "OIHW"))
+    if by_channels:
+        weight = kernel if packed else te.compute(
+            (K // lanes, C, R, S, lanes), lambda o, c, y, x, i: kernel[o * lanes + i, c, y, x],
+            name="kernel_vec", tag=KERNEL_PACK_TAG)
+
+        def read_weight(k, c, y, x):
+            return weight[k // lanes, c, y, x, k % lanes]
+    else:
+
+        def read_weight(k, c, y, x):
+            return kernel[k, c, y, x]
+
     top, left = pads[0], pads[1]
-    # Rows are computed in whole vectors of pixels, from an input padded (with x_zero,
-    # the real 0) far enough for them: the reduction then has no condition and no
-    # partial vector, which is what lets LLVM pair the products into multiply-adds.
-    row = vector_lanes(_ACC) * cfg["tile_ow"].val
+    # Rows are computed in whole register tiles of pixels, from an input padded (with
+    # x_zero, the real 0) far enough for them: the reduction then has no condition and
+    # no partial vector, which is what lets LLVM pair the products into multiply-adds.
+    row = cfg["rows"].val if by_channels else lanes * cfg["tile_ow"].val
     OWp = -(-OW // row) * row
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
 
     def padded(n, c, y, x):
+        # The input less its zero point, in int16: the padding is the real 0.
         conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
-        value = data[n, c, y - top, x - left]
-        return te.if_then_else(te.all(*conds), value, x_zero_value) if conds else value
+        value = (data[n, c, y - top, x - left].astype(_ACC) - zx).astype("int16")
+        return te.if_then_else(te.all(*conds), value, te.const(0, "int16")) if conds else value
 
-    x_zero_value = (x_zero[()] if len(x_zero.shape) == 0 else x_zero[0])
     data_pad = te.compute((N, C, Hp, Wp), padded, name="data_pad", tag=PAD_TAG)
     rc = te.reduce_axis((0, C), name="rc")
     ry = te.reduce_axis((0, R), name="ry")
@@ -235,8 +313,8 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides=(1, 1),
     tiles = te.compute(
         (N, K, OH, OWp),
         lambda n, k, y, x: te.sum(
-            (data_pad[n, rc, y * sh + ry * dh, x * sw + rx * dw].astype(_ACC) - zx)
-            * (kernel[k, rc, ry, rx].astype(_ACC) - zw(k)),
+            data_pad[n, rc, y * sh + ry * dh, x * sw + rx * dw].astype(_ACC)
+            * _shifted(read_weight(k, rc, ry, rx), zw(k) if zw else None),
             axis=[rc, ry, rx]),
         name="qnn_conv2d_tiles", tag=TILES_TAG)
     return te.compute((N, K, OH, OW), lambda n, k, y, x: tiles[n, k, y, x],
@@ -247,12 +325,13 @@ def schedule_qnn_conv2d(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_qnn_conv2d` and its
     elementwise epilogue.
 
-    (batch, output-channel tile, output row) run in parallel; a register tile holds
-    ``tile_oc`` channels by ``tile_ow`` vectors of pixels of one row, accumulated over
-    the input channels and the window, with the channels unrolled; the input is padded
-    in a pass of its own before. ``tile_ic`` input
-    channels are unrolled innermost: consecutive products into one accumulator are what
-    LLVM pairs into ``vpmaddwd`` (AVX2) or ``vpdpwssd`` (AVX-512 VNNI, AVX-VNNI).
+    (batch, output-channel tile, output row) run in parallel; the input is padded in a
+    pass of its own before. A register tile holds, with ``"pixels"``, ``tile_oc``
+    channels by ``tile_ow`` vectors of pixels of one row, or, with ``"channels"``,
+    ``rows`` pixels by one vector of channels; it accumulates over the input channels
+    and the window. ``tile_ic`` input channels are unrolled innermost: consecutive
+    products into one accumulator are what LLVM pairs into ``vpmaddwd`` (AVX2) or
+    ``vpdpwssd`` (AVX-512 VNNI, AVX-VNNI).
 
     Parameters
     ----------
@@ -274,19 +353,34 @@ def schedule_qnn_conv2d(cfg, outs):
     pad = find_anchor(out, PAD_TAG, what).output(0)
     s[pad].parallel(s[pad].fuse(*s[pad].op.axis[:3]))
     s[pad].vectorize(s[pad].op.axis[3])
+    by_channels = cfg["vector"].val == "channels"
     n, k, y, x = s[out].op.axis
-    ko, ki = s[out].split(k, factor=cfg["tile_oc"].val)
-    xo, xi = s[out].split(x, factor=lanes * cfg["tile_ow"].val)
-    s[out].reorder(n, ko, y, xo, ki, xi)
-    parallel(s[out], s[out].fuse(n, ko, y))
-    s[out].vectorize(xi)
-    s[local].compute_at(s[out], xo)
     _, lk, _, lx = s[local].op.axis
     rc, ry, rx = s[local].op.reduce_axis
     rco, rci = s[local].split(rc, factor=cfg["tile_ic"].val)
-    s[local].reorder(rco, ry, rx, rci, lk, lx)
-    s[local].vectorize(lx)
-    s[local].unroll(lk)
+    if by_channels:
+        ko, ki = s[out].split(k, factor=lanes)
+        xo, xi = s[out].split(x, factor=cfg["rows"].val)
+        s[out].reorder(n, ko, y, xo, xi, ki)
+        s[local].reorder(rco, ry, rx, rci, lx, lk)
+        inner, rows_axis = lk, lx
+        packs = [op for op in ops_of([out]) if getattr(op, "tag", "") == KERNEL_PACK_TAG]
+        for op in packs:
+            # A computed weight, packed on every call (a constant one is packed at build).
+            t = op.output(0)
+            s[t].parallel(s[t].op.axis[0])
+            s[t].vectorize(s[t].op.axis[4])
+    else:
+        ko, ki = s[out].split(k, factor=cfg["tile_oc"].val)
+        xo, xi = s[out].split(x, factor=lanes * cfg["tile_ow"].val)
+        s[out].reorder(n, ko, y, xo, ki, xi)
+        s[local].reorder(rco, ry, rx, rci, lk, lx)
+        inner, rows_axis = lx, lk
+    parallel(s[out], s[out].fuse(n, ko, y))
+    s[out].vectorize(ki if by_channels else xi)
+    s[local].compute_at(s[out], xo)
+    s[local].vectorize(inner)
+    s[local].unroll(rows_axis)
     s[local].unroll(rci)
     return s
 
@@ -300,28 +394,26 @@ def schedule_qnn_conv2d(cfg, outs):
 
 @template("qnn_matmul")
 def qnn_matmul(N, K, M, dtype="uint8"):
-    """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ (B[K, M] - b_zero)``, per-column
-    ``b_zero``."""
+    """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ B[K, M]`` (symmetric int8 weights,
+    as onnxruntime's quantizer writes them)."""
     cfg = get_config()
     A = te.placeholder((N, K), dtype, name="A")
     B = te.placeholder((K, M), "int8", name="B")
     za = te.placeholder((), dtype, name="a_zero")
-    zb = te.placeholder((M,), "int8", name="b_zero")
-    C = compute_qnn_matmul(cfg, A, B, za, zb)
-    return schedule_qnn_matmul(cfg, [C]), [A, B, za, zb, C]
+    C = compute_qnn_matmul(cfg, A, B, za)
+    return schedule_qnn_matmul(cfg, [C]), [A, B, za, C]
 
 
 @template("qnn_conv2d")
 def qnn_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0, 0, 0),
                dilation=(1, 1), dtype="uint8"):
-    """Tunable ``qnn_conv2d`` with a per-channel weight zero point."""
+    """Tunable ``qnn_conv2d`` of symmetric int8 weights."""
     cfg = get_config()
     data = te.placeholder(tuple(data_shape), dtype, name="data")
     kernel = te.placeholder(tuple(kernel_shape), "int8", name="kernel")
     zx = te.placeholder((), dtype, name="x_zero")
-    zw = te.placeholder((kernel_shape[0],), "int8", name="w_zero")
-    out = compute_qnn_conv2d(cfg, data, kernel, zx, zw, strides, padding, dilation)
-    return schedule_qnn_conv2d(cfg, [out]), [data, kernel, zx, zw, out]
+    out = compute_qnn_conv2d(cfg, data, kernel, zx, None, strides, padding, dilation)
+    return schedule_qnn_conv2d(cfg, [out]), [data, kernel, zx, out]
 
 
 def _batch_one(shape):
@@ -346,4 +438,5 @@ register_implementation(Implementation(
     template="qnn_matmul", workload=_qnn_matmul_workload))
 register_implementation(Implementation(
     "qnn_conv2d", "llvm", compute_qnn_conv2d, schedule_qnn_conv2d,
-    template="qnn_conv2d", workload=_qnn_conv2d_workload, batch_free_config=True))
+    template="qnn_conv2d", workload=_qnn_conv2d_workload, prepack=_prepack_qnn_conv2d,
+    packed_inputs=(1,), batch_free_config=True))

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tecomp import te
+from tecomp import autotune, te
 from tecomp.errors import DTypeError, ShapeError
 from tecomp.topi import qnn
 from tecomp.topi.strategy import get_implementation, select_config
@@ -66,6 +66,38 @@ def test_qnn_conv2d_is_the_exact_integer_convolution(stride, pads, per_channel, 
     assert out.dtype == "int32"
     check_op(impl.schedule(cfg, [out]), [X, W, ZX, ZW], [out], [x, w, zx, zw],
              _reference_conv(x, w, zx, zw, stride, pads))
+
+
+def _config_with(task, **knobs):
+    space = task.config_space
+    return next(space.get(i) for i in range(len(space))
+                if all(space.get(i)[k].val == v for k, v in knobs.items()))
+
+
+@pytest.mark.parametrize("vector", ["pixels", "channels"])
+@pytest.mark.parametrize("weight_zero", [False, True])
+def test_qnn_conv2d_vectorizations_with_a_prepacked_kernel(vector, weight_zero, rng, check_op):
+    x = rng.integers(0, 256, (1, 8, 5, 6)).astype("uint8")
+    w = rng.integers(-128, 128, (16, 8, 3, 3)).astype("int8")
+    zx = np.array(200, "uint8")
+    zw = rng.integers(-4, 5, (16,)).astype("int8") if weight_zero else np.zeros(16, "int8")
+    attrs = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
+    impl = get_implementation("qnn_conv2d", "llvm")
+    task = autotune.create_task("qnn_conv2d", impl.workload(
+        x.shape, w.shape, (), dtype="uint8", **attrs), "llvm")
+    cfg = _config_with(task, vector=vector, tile_ic=2, rows=4)
+    (packed,) = impl.prepack(cfg, w, **attrs)
+    assert packed.ndim == (5 if vector == "channels" else 4)
+    X = te.placeholder(x.shape, "uint8", "x")
+    W = te.placeholder(packed.shape, "int8", "w")
+    ZX, ZW = _zero((), "uint8", "zx"), (_zero((16,), "int8", "zw") if weight_zero else None)
+    out = impl.compute(cfg, X, W, ZX, ZW, **attrs)
+    ins, arrays = [X, W, ZX], [x, packed, zx]
+    if weight_zero:
+        ins.append(ZW)
+        arrays.append(zw)
+    check_op(impl.schedule(cfg, [out]), ins, [out], arrays,
+             _reference_conv(x, w, zx, zw, 1, (1, 1, 1, 1)))
 
 
 def test_qnn_operands_must_be_8_bit_with_matching_zero_points():

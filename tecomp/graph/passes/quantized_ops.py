@@ -98,6 +98,13 @@ class _Emitter:
             return zero
         return self.const(np.zeros((), self.graph.types[q].dtype), "zero")
 
+    def weight_zero(self, zero: str | None) -> list:
+        """The weight's zero point as the product's last input: none where it is a
+        constant 0 (symmetric weights), which the kernels then do not subtract."""
+        if zero is None or (zero in self.graph.consts and not np.any(self.graph.consts[zero])):
+            return []
+        return [zero]
+
     def rescale(self, acc: str, scale: np.ndarray, shape: tuple, output: str | None) -> str:
         """``cast(acc, float) * scale`` (``scale`` reshaped to ``shape``); the multiply
         is left out where every scale is 1."""
@@ -120,7 +127,7 @@ def _conv2d(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
     if xo is None or wo is None:
         return False
     (xq, sx, zx), (wq, sw, zw) = xo, wo
-    acc = em.emit("qnn_conv2d", [xq, wq, em.zero(xq, zx), em.zero(wq, zw)],
+    acc = em.emit("qnn_conv2d", [xq, wq, em.zero(xq, zx), *em.weight_zero(zw)],
                   **{k: v for k, v in node.attrs.items() if k != "groups"})
     scale = sx * sw
     em.rescale(acc, scale, (-1, 1, 1) if scale.ndim else (), node.outputs[0])
@@ -161,7 +168,7 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
     rows = aq
     if len(sa) > 2:
         rows = em.emit("reshape", [aq], newshape=(dims.product(sa[:-1]), sa[-1]))
-    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), em.zero(bq, zb)])
+    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb)])
     out = node.outputs[0]
     if len(sa) > 2:
         # Reshaped back before the rescale (sink_reshapes moves it below the epilogue).
