@@ -39,6 +39,8 @@ def check_dtype(dtype, what: str = "dtype") -> str:
             name = str(dtype)
     if not isinstance(name, str) or name not in _DTYPES:
         raise DTypeError(f"{what}={dtype!r} is not supported; allowed: {', '.join(SUPPORTED)}")
+    if name == "bfloat16":
+        import ml_dtypes  # noqa: F401  (gives numpy the name "bfloat16")
     return name
 
 
