@@ -1,5 +1,6 @@
 """LLVM itself: target machines, the optimization pipeline, and the JIT (which loads the
-runtime libraries generated code calls, libgomp and libm, into LLVM's symbol table)."""
+runtime libraries generated code calls, libgomp, libm and libgcc_s, into LLVM's symbol
+table)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from ...errors import CodegenError, TargetError
-from ...runtime.system_libs import libgomp_path, libm_path
+from ...runtime.system_libs import libgcc_s_path, libgomp_path, libm_path
 from ...target import Target
 from .host import llvm_binding
 
@@ -24,11 +25,13 @@ def _load_runtime_libs() -> None:
     path = libgomp_path()
     if path is not None:
         llvm.load_library_permanently(path)
-    libm = libm_path()
-    if libm:
-        # Math calls resolve from the process anyway when libm cannot be loaded by name.
-        with contextlib.suppress(RuntimeError):
-            llvm.load_library_permanently(libm)
+    for lib in (libm_path(), libgcc_s_path()):
+        # Math calls resolve from the process anyway when libm cannot be loaded by name;
+        # libgcc_s's conversions do not (the JIT would call a float64 -> float16
+        # conversion at address 0).
+        if lib:
+            with contextlib.suppress(RuntimeError):
+                llvm.load_library_permanently(lib)
 
 
 def target_machine(target: Target, pic: bool = False):
