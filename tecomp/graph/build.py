@@ -211,22 +211,17 @@ def _kernel_key(body: Graph, consts) -> tuple:
 
 def _check_implemented(graph: Graph, target: Target) -> None:
     """Raise naming every operator of ``graph``'s kernels that has no implementation for
-    ``target``'s kind (all at once, before anything is lowered)."""
+    ``target``'s kind, and where it is used (all at once, before anything is lowered)."""
     have = set(registered_ops(target))
-    missing: dict = {}
-    for node in graph.nodes:
-        if is_view(node):
-            continue
-        for n in node.attrs["body"].nodes:
-            if n.op not in have:
-                missing.setdefault(n.op, []).append(n.name or n.op)
-    if missing:
-        listed = "; ".join(f"{op} (nodes {', '.join(names[:3])}"
-                           f"{', ...' if len(names) > 3 else ''})"
-                           for op, names in sorted(missing.items()))
+    uses = [(n.op, f"kernel {node.attrs['body'].name}, node {n.name or n.op!r} ({n.op})")
+            for node in graph.nodes if not is_view(node)
+            for n in node.attrs["body"].nodes if n.op not in have]
+    if uses:
+        ops = sorted({op for op, _ in uses})
+        where = "; ".join(w for _, w in uses[:5]) + ("; ..." if len(uses) > 5 else "")
         raise GraphBuildError(
-            f"the graph uses operators with no implementation for target kind "
-            f"{target.kind!r}: {listed}; build it for a target kind that has them "
+            f"operators with no implementation for target kind {target.kind!r}: "
+            f"{', '.join(ops)} ({where}); build for a target kind that has them "
             f"(tecomp.topi.strategy.registered_ops(kind) lists a kind's operators)")
 
 
