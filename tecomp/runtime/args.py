@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from ..errors import TecompError
+from ..ir.dtype import numpy_dtype
 from .abi import FunctionSignature, eval_size, spec_str
 
 
@@ -54,7 +55,7 @@ class ArgChecker:
         self.func = signature.name
         self.params = signature.params
         self.size_vars = signature.size_vars
-        self.dtypes = [np.dtype(p.dtype) for p in self.params]
+        self.dtypes = [numpy_dtype(p.dtype) for p in self.params]  # bfloat16: ml_dtypes'
         self.compound = [
             (i, d, s)
             for i, p in enumerate(self.params)

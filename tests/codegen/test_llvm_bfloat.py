@@ -96,11 +96,15 @@ def test_no_library_call_without_native_conversions():
     assert "vpsrld" in asm and "vcvtneps2bf16" not in asm
 
 
-def test_native_conversion_with_avx512_bf16():
+@pytest.mark.parametrize("target, instruction", [
+    (SAPPHIRE_RAPIDS, "vcvtneps2bf16"),
+    ("llvm -mtriple=aarch64-linux-gnu -mattr=+bf16", "bfcvtn"),
+])
+def test_native_conversion(target, instruction):
     f = split_vectorized(lambda a: Cast("bfloat16", a), dtype="float32", nin=1,
                          out_dtype="bfloat16")
-    asm = build(f, SAPPHIRE_RAPIDS).get_source("asm")
-    assert "vcvtneps2bf16" in asm and "truncsfbf2" not in asm
+    asm = build(f, target).get_source("asm")
+    assert instruction in asm and "truncsfbf2" not in asm
 
 
 @pytest.mark.parametrize("target, expected", [

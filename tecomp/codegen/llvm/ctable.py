@@ -7,10 +7,9 @@ the C structures ``tecomp.runtime.c_api.ABI_TYPES`` declares.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...runtime.abi import spec_str
 from ...runtime.c_api import C_ABI_VERSION, MODULE_INFO_SYMBOL
+from . import types as T
 from .ir import quote
 
 # LLVM spellings of tecomp_param, tecomp_function and tecomp_module_t.
@@ -62,7 +61,7 @@ def module_info_globals(signatures, target: str, metadata_symbol: str) -> list:
                 "ptr", [strings.ref(spec_str(s)) for s in p.shape]))
             params.append(
                 f"{_PARAM} {{ {strings.ref(p.name)}, {strings.ref(p.dtype)}, "
-                f"i32 {np.dtype(p.dtype).itemsize}, i32 {len(p.shape)}, ptr {dims}, "
+                f"i32 {T.elem_bytes(p.dtype)}, i32 {len(p.shape)}, ptr {dims}, "
                 f"ptr {shape}, i32 {int(p.output)} }}"
             )
         lines.append(f"@.tecomp.params.{fi} = private constant " + _array(_PARAM, params))
