@@ -1,17 +1,16 @@
 """The precision a model computes in: float16/bfloat16 accumulation in float32, and the
 opt-in ``bf16`` precision of float32 models.
 
-**16-bit floats.** A CPU without float16/bfloat16 arithmetic (x86 before AVX512-FP16;
-every CPU for bfloat16 arithmetic) converts each operand to float32, computes, and
-rounds the result back. For an elementwise operator that is what onnxruntime does too,
-one rounding per node. A product or a reduction, though, would round its running sum at
-every step (a sum of 4096 float16 values loses about 12 bits), so
-:func:`accumulate_in_float32` makes every accumulating node with float16 or bfloat16
-inputs compute in float32: its 16-bit inputs cast to float32 and its 16-bit outputs
-cast back, a rounding per node as the model's dtype says. Constant weights are
-converted once (constant folding), and fusion takes each cast back into the epilogue of
-the node before it, so between kernels values travel in float32 and only a node's
-result is rounded.
+**16-bit floats.** A CPU without float16/bfloat16 arithmetic (x86 before AVX512-FP16,
+AArch64 without FEAT_FP16; every CPU for bfloat16) converts each operand to float32,
+computes, and rounds the result back. For an elementwise operator that is what
+onnxruntime does too, one rounding per node. A product or a reduction, though, would
+round its running sum at every step (a float16 sum of values near 1 stops growing at
+2048), so :func:`accumulate_in_float32` makes every accumulating node with float16 or
+bfloat16 inputs compute in float32: its 16-bit inputs cast to float32 and its 16-bit
+outputs cast back, one rounding per node as the model's dtype says. Constant weights
+are converted once (constant folding); fusion takes the cast back into the product's
+epilogue, and the cast of an operand into the kernel that writes it where it can.
 
 **bf16 precision** (``build(..., precision="bf16")``). For a float32 model,
 :func:`round_products_to_bfloat16` makes convolutions and matrix products read their
