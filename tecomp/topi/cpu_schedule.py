@@ -19,6 +19,7 @@ from ..ir import expr as E
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
+from .row_space import RowKnobs, define_row_knobs
 
 #: Below this many output elements (a constant shape) a parallel loop costs more in
 #: fork/join than it saves, so small kernels run on one thread.
@@ -204,16 +205,18 @@ def _parallel_count(op, n_outer: int) -> int:
     return min(int(op.attrs.get("parallel_axes", n_outer)), n_outer)
 
 
-def _rfactor_lanes(s, tensor):
+def _rfactor_lanes(s, tensor, knobs: RowKnobs):
     """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
-    lane a partial result over a strided slice, then a short reduction of the lanes.
+    lane a partial result over a strided slice, then a short reduction of the lanes
+    (``knobs.reduce_vectors`` registers of lanes, their loop unrolled by
+    ``knobs.reduce_unroll``).
 
     Returns the partial tensor (its stage still at root), or None where the reduction is
     too short to gain from it or cannot be factored (tuple reductions, ``init=``)."""
     stage = s[tensor]
     op = stage.op
     k = op.reduce_axis[-1]
-    lanes = vector_lanes(tensor.dtype)
+    lanes = vector_lanes(tensor.dtype) * knobs.reduce_vectors
     ext = const_int(k.dom.extent)
     if len(op.outputs) != 1 or op.body[0].init or (ext is not None and ext < 2 * lanes):
         return None
@@ -221,9 +224,24 @@ def _rfactor_lanes(s, tensor):
     rf = s.rfactor(tensor, ki, factor_axis=len(op.axis))
     rst = s[rf]
     lane_axis = rst.op.axis[-1]
-    rst.reorder(*rst.op.axis[:-1], *rst.op.reduce_axis, lane_axis)
+    reduce_axes = list(rst.op.reduce_axis)
+    if knobs.reduce_unroll > 1:
+        ko, kui = rst.split(reduce_axes[-1], factor=knobs.reduce_unroll)
+        reduce_axes[-1:] = [ko, kui]
+        rst.unroll(kui)
+    rst.reorder(*rst.op.axis[:-1], *reduce_axes, lane_axis)
     rst.vectorize(lane_axis)
     return rf
+
+
+def _parallel_rows(stage, loop, rows: int):
+    """Mark ``loop`` (a stage's fused row loop) parallel in tasks of ``rows`` rows;
+    returns the loop over the rows of one task (``loop`` itself for one row a task)."""
+    task = loop
+    if rows > 1:
+        task, loop = stage.split(loop, factor=rows)
+    parallel(stage, task)
+    return loop
 
 
 #: A reduction over at most this many points (all extents constant) is unrolled.
@@ -244,10 +262,11 @@ def _unroll_small_window(stage, reduce_axes) -> None:
             stage.unroll(ax)
 
 
-def layout_reduction(s, tensor, attach=None):
+def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = RowKnobs()):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
     then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
     a reduction over the innermost input axis is vectorized over partial results instead.
+    ``knobs`` (:mod:`.row_space`) size the vectors and the parallel tasks.
 
     With ``attach`` = ``(stage, axis)`` the reduction is computed inside that loop (it is
     then the producer of an epilogue) and nothing is marked parallel.
@@ -265,21 +284,21 @@ def layout_reduction(s, tensor, attach=None):
     rf = None
     if inner_axes:
         fused, chunk = block_layout(stage, outer_axes, inner_axes, op.reduce_axis,
-                                    vector_lanes(tensor.dtype),
+                                    vector_lanes(tensor.dtype) * knobs.output_vectors,
                                     _parallel_count(op, len(outer_axes)))
         outer = fused if fused is not None else chunk
         _unroll_small_window(stage, op.reduce_axis)
     else:
-        rf = _rfactor_lanes(s, tensor)
+        rf = _rfactor_lanes(s, tensor, knobs)
         outer = stage.fuse(*outer_axes) if outer_axes else None
     if attach is not None:
         stage.compute_at(*attach)
         if rf is not None:
             s[rf].compute_at(*attach)
     elif outer is not None:
-        parallel(stage, outer)
+        row = _parallel_rows(stage, outer, knobs.rows_per_task)
         if rf is not None:
-            s[rf].compute_at(stage, outer)
+            s[rf].compute_at(stage, row)
     return outer
 
 
@@ -289,7 +308,7 @@ def schedule_reduce(cfg, outs):
     Parameters
     ----------
     cfg : config entity or None
-        Unused (the schedule has no knobs); present for the strategy signature.
+        Its row knobs (:func:`.row_space.define_row_knobs`; None: the defaults).
     outs : Tensor or list of Tensor
         The group's outputs: reductions (tag ``"comm_reduce"``) or elementwise epilogues
         computed from one (``reduce_mean``'s division, a following activation).
@@ -302,10 +321,11 @@ def schedule_reduce(cfg, outs):
         is innermost, over lanes of partial results); an epilogue shares the reduction's
         parallel loop.
     """
+    knobs = define_row_knobs(cfg)
     outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
     inline_injective(s, outs)
-    at_root = _reductions_at_root(s, outs)
+    at_root = _reductions_at_root(s, outs, knobs)
     for t in outs:
         op = t.op
         if op in at_root:
@@ -314,12 +334,12 @@ def schedule_reduce(cfg, outs):
         for r in _reductions_read(s, op):
             if r.op in at_root:
                 continue
-            if same_shape(r.shape, t.shape):
+            if same_shape(r.shape, t.shape) and knobs.stats_in_row:
                 reductions.append(r)
             else:
                 # Read broadcast (x - mean(x)): inside the output's loop it would be
                 # recomputed for every element it is broadcast to.
-                layout_reduction(s, r)
+                layout_reduction(s, r, knobs=knobs)
                 at_root.add(r.op)
         if not reductions or not op.axis:
             schedule_injective_stage(s, t)
@@ -328,19 +348,20 @@ def schedule_reduce(cfg, outs):
         m = _inner_count(red.op)
         axes = list(op.axis)
         if m and len(red.op.axis) == len(axes):
-            fused, outer = block_layout(s[t], axes[:-m], axes[-m:], [], vector_lanes(t.dtype),
+            fused, outer = block_layout(s[t], axes[:-m], axes[-m:], [],
+                                        vector_lanes(t.dtype) * knobs.output_vectors,
                                         _parallel_count(red.op, len(axes) - m))
             if fused is not None:
-                parallel(s[t], fused)
+                row = _parallel_rows(s[t], fused, knobs.rows_per_task)
+                outer = row if outer is fused else outer
         else:
-            outer = s[t].fuse(*axes)
-            parallel(s[t], outer)
+            outer = _parallel_rows(s[t], s[t].fuse(*axes), knobs.rows_per_task)
         for r in reductions:
-            layout_reduction(s, r, attach=(s[t], outer))
+            layout_reduction(s, r, attach=(s[t], outer), knobs=knobs)
     return s
 
 
-def _reductions_at_root(s, outs) -> set:
+def _reductions_at_root(s, outs, knobs: RowKnobs) -> set:
     """Lay out at root (each in its own parallel loop nest) the group's reductions that
     are outputs or that more than one output reads (a buffer computed inside one output's
     loop is not visible to another); returns their ops."""
@@ -352,7 +373,7 @@ def _reductions_at_root(s, outs) -> set:
     at_root |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
     for st in list(s.stages):  # in producer order; layout_reduction may add stages
         if st.origin_op in at_root:
-            layout_reduction(s, st.origin_op.output(0))
+            layout_reduction(s, st.origin_op.output(0), knobs=knobs)
     return at_root
 
 
@@ -402,7 +423,9 @@ def schedule_normalize(cfg, outs):
     Parameters
     ----------
     cfg : config entity or None
-        Unused (the schedule has no knobs).
+        Its row knobs (:func:`.row_space.define_row_knobs`; None: the defaults): rows per
+        parallel task, vector widths, and whether the statistics are computed in the row
+        loop or before it.
     outs : Tensor or list of Tensor
         The group's output (the normalization or its elementwise epilogue).
 
@@ -415,8 +438,9 @@ def schedule_normalize(cfg, outs):
     norm = _find_normalized(s, outs)
     if norm is None:
         return schedule_injective(cfg, outs)
+    knobs = define_row_knobs(cfg)
     inline_injective(s, outs)
-    at_root = _reductions_at_root(s, outs)
+    at_root = _reductions_at_root(s, outs, knobs)
     start, end = norm.attrs["norm_axes"]
     for t in outs:
         stage = s[t]
@@ -424,14 +448,15 @@ def schedule_normalize(cfg, outs):
             continue
         axes = list(stage.op.axis)
         outer, mid, inner = axes[:start], axes[start:end], axes[end:]
-        lanes = vector_lanes(t.dtype)
+        lanes = vector_lanes(t.dtype) * knobs.output_vectors
         if inner:
             po, _ = block_layout(stage, outer, inner, mid, lanes, len(outer))
         else:
             po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
-        if po is not None:
-            parallel(stage, po)
+        row = None if po is None else _parallel_rows(stage, po, knobs.rows_per_task)
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:
-                layout_reduction(s, red, attach=None if po is None else (stage, po))
+                in_row = row is not None and knobs.stats_in_row
+                layout_reduction(s, red, attach=(stage, row) if in_row else None,
+                                 knobs=knobs)
     return s

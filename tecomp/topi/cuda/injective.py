@@ -167,7 +167,9 @@ def _register_shared_computes():
                      sort.schedule_topk: schedule_reduce}
     for impl in implementations("llvm"):
         schedule = cuda_schedule.get(impl.schedule)
-        if schedule is not None and impl.template is None:
+        # A tunable llvm implementation's config (its row knobs) is the llvm
+        # schedule's; the cuda schedule takes none.
+        if schedule is not None:
             register_implementation(Implementation(impl.op, "cuda", impl.compute, schedule))
 
 

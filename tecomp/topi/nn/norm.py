@@ -12,6 +12,7 @@ from ...errors import ShapeError
 from ...ir import expr as E
 from ..broadcast import broadcast_index
 from ..cpu_schedule import const_int, schedule_injective, schedule_normalize, schedule_reduce
+from ..reduce_templates import register_row_operator
 from ..reduction import reduce_compute
 from ..register import register_llvm
 from ..transform import normalize_axis
@@ -170,8 +171,8 @@ def lrn(x, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0
             beta, x.dtype)), name="lrn", tag="lrn")
 
 
-register_llvm("layer_norm", layer_norm, schedule_normalize)
-register_llvm("rms_norm", rms_norm, schedule_normalize)
-register_llvm("instance_norm", instance_norm, schedule_normalize)
+register_row_operator("layer_norm", layer_norm, schedule_normalize, axis=-1, epsilon=1e-5)
+register_row_operator("rms_norm", rms_norm, schedule_normalize, axis=-1, epsilon=1e-5)
+register_row_operator("instance_norm", instance_norm, schedule_normalize, epsilon=1e-5)
 register_llvm("batch_norm", batch_norm, schedule_injective)
 register_llvm("lrn", lrn, schedule_reduce)

@@ -7,6 +7,7 @@ from ... import te
 from ...ir import dtype as dt
 from ...ir import expr as E
 from ..cpu_schedule import schedule_normalize
+from ..reduce_templates import register_row_operator
 from ..reduction import argmax, reduce_compute
 from ..register import register_llvm
 from ..transform import normalize_axis
@@ -68,6 +69,6 @@ def hardmax(x, axis: int = -1):
                       attrs={"norm_axes": (axis, axis + 1)})
 
 
-register_llvm("softmax", softmax, schedule_normalize)
+register_row_operator("softmax", softmax, schedule_normalize, axis=-1)
 register_llvm("hardmax", hardmax, schedule_normalize)
-register_llvm("log_softmax", log_softmax, schedule_normalize)
+register_row_operator("log_softmax", log_softmax, schedule_normalize, axis=-1)

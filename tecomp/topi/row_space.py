@@ -1,0 +1,85 @@
+"""The tuning knobs of row-wise kernels: reductions and normalizations (softmax,
+log_softmax, layer / RMS / instance norm) scheduled one row of the parallel loop at a time.
+
+A memory-bound kernel has few choices that matter, and all of them are about one row:
+how many rows one parallel task takes, how many vector registers of partial results
+the reduction over a row keeps (independent accumulators hide the add's latency), how
+far the loop over those registers is unrolled, how wide the output's vector chunk is, and
+whether a row's statistics are computed inside the row loop (the row is still in cache
+when the output reads it) or as loop nests of their own before it.
+
+:func:`define_row_knobs` declares them on a config; every knob's first candidate is the
+schedule the library had before it was tunable, so a fallback config (no tuning record)
+builds what an untuned build always built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Rows of the fused parallel loop one task runs (a split of that loop; 1: no split).
+ROWS_PER_TASK = (1, 2, 4, 8, 16)
+#: Vector registers of partial results of a reduction over the innermost axis (the
+#: ``rfactor`` lanes are this many times the target's lanes).
+REDUCE_VECTORS = (1, 2, 4)
+#: Unroll factor of the loop over a row's vectors of partial results.
+REDUCE_UNROLL = (1, 2, 4)
+#: Vector registers in one chunk of the output's vectorized loop.
+OUTPUT_VECTORS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class RowKnobs:
+    """One choice of the row knobs (the defaults: the untuned schedule).
+
+    Attributes
+    ----------
+    rows_per_task : int
+        The fused parallel row loop is split by this factor, the outer part parallel.
+    reduce_vectors : int
+        ``rfactor`` lanes of a reduction over the innermost axis, in vector registers.
+    reduce_unroll : int
+        Unroll of the loop over those registers (the reduction's outer loop).
+    output_vectors : int
+        The output's vectorized chunk, in vector registers.
+    stats_in_row : bool
+        Statistics computed inside the row loop (``compute_at``); else each is a loop
+        nest of its own, parallel over its rows, before the output's.
+    """
+
+    rows_per_task: int = ROWS_PER_TASK[0]
+    reduce_vectors: int = REDUCE_VECTORS[0]
+    reduce_unroll: int = REDUCE_UNROLL[0]
+    output_vectors: int = OUTPUT_VECTORS[0]
+    stats_in_row: bool = True
+
+
+def define_row_knobs(cfg) -> RowKnobs:
+    """Declare the row knobs on ``cfg`` and return its choice of them.
+
+    Parameters
+    ----------
+    cfg : ConfigSpace, ConfigEntity, FallbackConfigEntity or None
+        The schedule's config in any of the autotuner's modes; ``None`` (a schedule
+        called outside the strategy) takes the defaults.
+
+    Returns
+    -------
+    RowKnobs
+        The config's values; a fallback config's are the defaults (each knob's first
+        candidate), which reproduce the untuned schedule.
+    """
+    if cfg is None:
+        return RowKnobs()
+    cfg.define_knob("rows_per_task", list(ROWS_PER_TASK))
+    cfg.define_knob("reduce_vectors", list(REDUCE_VECTORS))
+    cfg.define_knob("reduce_unroll", list(REDUCE_UNROLL))
+    cfg.define_knob("output_vectors", list(OUTPUT_VECTORS))
+    cfg.define_knob("stats_in_row", [True, False])
+    return RowKnobs(
+        rows_per_task=cfg["rows_per_task"].val,
+        reduce_vectors=cfg["reduce_vectors"].val,
+        reduce_unroll=cfg["reduce_unroll"].val,
+        output_vectors=cfg["output_vectors"].val,
+        stats_in_row=cfg["stats_in_row"].val,
+    )
