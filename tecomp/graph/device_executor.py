@@ -187,7 +187,8 @@ class DeviceGraphModule(GraphModule):
         shapes = self._key(state.inputs, "set")
         with self._run_lock:
             plan = self._device_plan(shapes, state.inputs)
-            state.outputs = self._outputs(self._execute_device(plan, state.inputs))
+            state.values = self._execute_device(plan, state.inputs)
+            state.outputs = self._outputs(state.values)
 
     def get_output(self, index: int):
         """Output ``index`` of this thread's last :meth:`run` (a copy: numpy, or a device
@@ -200,10 +201,32 @@ class DeviceGraphModule(GraphModule):
         return outputs[index]
 
     def profile(self, number: int = 10, repeat: int = 3, in_run: bool = False) -> list:
-        """Not available for a device graph: time the whole call, or a kernel with its
-        module's ``time_evaluator`` (CUDA events)."""
-        raise TecompError("profile() times host kernels; for a device graph time whole "
-                          "calls, or one kernel with lib.module.time_evaluator(name)")
+        """Time each kernel alone on the device, on the values a run on the inputs this
+        thread set gives it, with the module's ``time_evaluator`` (CUDA events around
+        ``number`` back-to-back launches, ``repeat`` times).
+
+        Returns
+        -------
+        list of (str, TimingResult)
+            Per kernel call, in run order (see :meth:`GraphModule.profile`).
+
+        Raises
+        ------
+        TecompError
+            ``in_run`` (the calls of whole runs are not timed one by one on a device:
+            time whole calls instead).
+        tecomp.runtime.cuda_driver.CUDAUnavailableError
+            In simulation: there is no device to time.
+        """
+        if in_run:
+            raise TecompError("profile(in_run=True) is not available for a device graph: a "
+                              "run queues its kernels without waiting between them; time "
+                              "whole calls, or each kernel alone (in_run=False)")
+        self.run()
+        values, module = self._state.values, self.lib.module
+        return [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
+                    *(values[a] for a in (*node.inputs, node.outputs[0]))))
+                for node in self._kernel_nodes]
 
     def __call__(self, **inputs) -> list:
         """Run on ``inputs`` (every input, by name: numpy arrays, Python values or

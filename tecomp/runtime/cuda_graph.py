@@ -23,6 +23,11 @@ from .cuda_arrays import device_array
 from .cuda_driver import CUDAUnavailableError, device_arch, driver
 
 
+def _c_order(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order, a 0-d one staying 0-d (``ascontiguousarray`` makes it 1-d)."""
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
 @dataclass(frozen=True)
 class DeviceView:
     """``shape`` x ``dtype`` at device address ``ptr``; ``owner`` keeps the memory alive
@@ -86,13 +91,13 @@ class CUDAMemory:
 
     def upload(self, array: np.ndarray) -> DeviceView:
         """A device copy of ``array`` (constants: uploaded once)."""
-        array = np.ascontiguousarray(array)
+        array = _c_order(array)
         view = DeviceBuffer(array.nbytes).view(0, array.shape, array.dtype)
         self.driver.to_device(view.ptr, array)
         return view
 
     def write(self, view: DeviceView, array: np.ndarray) -> None:
-        self.driver.to_device(view.ptr, np.ascontiguousarray(array))
+        self.driver.to_device(view.ptr, _c_order(array))
 
     def read(self, view: DeviceView) -> np.ndarray:
         return view.numpy()

@@ -86,6 +86,14 @@ class RecordingDriver:
     def launch(self, func, name, grid, block, args, stream=0):
         self.launches += 1
 
+    def event(self):
+        return object()
+
+    def record(self, event): pass
+
+    def elapsed_seconds(self, start, end):
+        return 1e-3
+
 
 def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
     import onnx_models
@@ -112,3 +120,25 @@ def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
     gm(x=np.ones((5, 16), "float32"))
     assert fake.allocs == allocs + 1  # a new input shape: one more arena
     assert fake.launches == 3 * len(lib.kernels)
+
+
+def test_profile_times_each_kernel_with_events_on_its_device_values(cuda_target, monkeypatch):
+    import onnx_models
+    from tecomp.frontend import from_onnx
+    from tecomp.graph import build
+    from tecomp.graph.device_executor import DeviceGraphModule
+
+    fake = RecordingDriver()
+    monkeypatch.setattr(cuda_graph, "driver", lambda: fake)
+    monkeypatch.setattr(cuda_module, "driver", lambda: fake)
+    mod, params = from_onnx(onnx_models.decomposed_layer_norm())
+    lib = build(mod, target=cuda_target, params=params)
+    gm = DeviceGraphModule(lib, simulate=False)
+    gm.set_input("x", np.ones((3, 16), "float32"))
+    gm.run()
+    allocs = fake.allocs
+    times = gm.profile(number=4, repeat=2)
+    assert [name for name, _ in times] == [n.name for n in gm._kernel_nodes]
+    assert all(len(t.results) == 2 for _, t in times)
+    # The kernels read the run's device values in place: no argument is copied.
+    assert fake.allocs == allocs
