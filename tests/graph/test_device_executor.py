@@ -176,3 +176,22 @@ def test_attention_with_symbolic_batch_and_sequence(cuda_target, rng):
         feeds["mask"][0, -1] = 0
         ref, = onnx_models.run_onnxruntime(model, feeds)
         np.testing.assert_allclose(gm(**feeds)[0], ref, rtol=RTOL, atol=ATOL)
+
+
+def test_a_symbolic_image_size_is_a_clear_error_for_cuda_convolutions(cuda_target):
+    model = onnx_models._model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        [onnx_models._vi("x", [1, 3, "h", "w_"])], [onnx_models._vi("y", [1, 4, "h", "w_"])],
+        [_w(np.random.default_rng(0), "w", 4, 3, 3, 3)])
+    with pytest.raises(GraphBuildError, match="only the batch may be symbolic"):
+        _build(model)
+
+
+@pytest.mark.gpu
+def test_pytorch_tensors_in_place_and_out(gpu, cnn_lib, rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(tiny_cnn(), {"x": x})
+    y, = DeviceGraphModule(cnn_lib, device_outputs=True)(x=torch.from_numpy(x).cuda())
+    np.testing.assert_allclose(torch.as_tensor(y, device="cuda").cpu().numpy(), ref,
+                               rtol=RTOL, atol=ATOL)

@@ -48,8 +48,19 @@ def _pad(data, pads):
 
 def _batched_shape(shape) -> tuple:
     """A data shape ``(N, C, H, W)`` with ints for its constant sizes; the batch ``N``
-    may be symbolic (the knobs tile channels and the image, not the batch)."""
-    return (shape_ints(shape[:1])[0] if not _is_symbolic(shape[0]) else shape[0],
+    may be symbolic (the knobs tile channels and the image, not the batch).
+
+    Raises
+    ------
+    ShapeError
+        The channels, height or width are symbolic.
+    """
+    if any(_is_symbolic(d) for d in shape[1:]):
+        raise ShapeError(f"a cuda convolution needs constant channels, height and width "
+                         f"(its tiles are sized from them), got data {tuple(shape)}; only "
+                         f"the batch may be symbolic: fix the image size when importing "
+                         f"(from_onnx(..., shape={{name: (batch, C, H, W)}}))")
+    return (shape[0] if _is_symbolic(shape[0]) else shape_ints(shape[:1])[0],
             *shape_ints(shape[1:]))
 
 
