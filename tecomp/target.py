@@ -197,6 +197,12 @@ class CPUCaps:
     vector_width_bits: int  # widest native vector register (512 for AVX-512, 128 for NEON)
     num_vector_registers: int  # architectural vector registers (register blocking)
     num_cores: int  # threads a parallel loop uses
+    # What cache blocking and latency hiding count on (tecomp.topi.cpu_tiling); the
+    # defaults are a common core of today (Zen 3, Skylake client, Neoverse N1).
+    l1d_bytes: int = 32 << 10  # level-1 data cache of one core
+    l2_bytes: int = 512 << 10  # level-2 cache of one core (its share where cores share one)
+    fma_chains: int = 8  # independent multiply-add chains that keep the FMA units busy:
+    #                      the FMA latency in cycles times the FMAs issued per cycle
 
 
 @dataclass(frozen=True)

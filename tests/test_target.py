@@ -122,12 +122,33 @@ def test_llvm_has_no_cuda_attributes(name):
 
 def test_cpu_caps():
     t = Target("llvm -mcpu=skylake-avx512 -num-cores=3")
-    assert t.caps == CPUCaps(vector_width_bits=512, num_vector_registers=32, num_cores=3)
-    assert t.vector_width_bits == 512 and t.num_cores == 3
-    assert Target("llvm -mcpu=haswell -num-cores=1").caps == CPUCaps(256, 16, 1)
+    assert t.caps == CPUCaps(vector_width_bits=512, num_vector_registers=32, num_cores=3,
+                             l1d_bytes=32 << 10, l2_bytes=1 << 20, fma_chains=8)
+    assert t.vector_width_bits == 512 and t.num_cores == 3 and t.l2_bytes == 1 << 20
+    # Haswell's FMA latency is 5 cycles on two ports: 10 chains.
+    assert Target("llvm -mcpu=haswell -num-cores=1").caps == CPUCaps(
+        256, 16, 1, 32 << 10, 256 << 10, 10)
+    # A CPU the family table lacks (generic AArch64) gets CPUCaps's defaults.
     arm = Target("llvm -mtriple=aarch64-linux-gnu")
     assert arm.caps == CPUCaps(128, 32, 1)
+    assert Target("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-v1").caps.fma_chains == 16
     assert Target("llvm").caps.num_cores >= 1
+
+
+def test_host_caches_are_read_from_the_machine(tmp_path):
+    from tecomp.codegen.llvm import cpu_family
+
+    for index, (level, kind, size) in enumerate(
+            [("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "2048K"),
+             ("3", "Unified", "32768K")]):
+        d = tmp_path / f"index{index}"
+        d.mkdir()
+        (d / "level").write_text(level + "\n")
+        (d / "type").write_text(kind + "\n")
+        (d / "size").write_text(size + "\n")
+    assert cpu_family.host_cache_sizes.__wrapped__(str(tmp_path)) == (48 << 10, 2 << 20)
+    host = Target("llvm").caps
+    assert host.l1d_bytes >= 4 << 10 and host.l2_bytes >= host.l1d_bytes
 
 
 def test_device_target_has_a_host():

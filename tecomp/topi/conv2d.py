@@ -40,7 +40,8 @@ border; the row cut needs the row to be monotone in the parallel loop, i.e.
 ``order="oh_oc"`` (a batch is then a serial outer loop). Reading in place saves the
 packing pass and its memory traffic (5-7% of a ResNet-50 3x3 layer), at the price of
 input channels a plane apart instead of next to each other. The fallback config reads in
-place, picks a register tile of about 16-28 accumulators (see :func:`_conv_fallback`) and
+place, sizes its register tile and channel blocks from the target's registers, FMA
+latency and L1 (see :func:`_conv_fallback`) and
 puts rows outside while the input is larger than the kernel, output-channel blocks
 outside once the kernel is larger (:func:`_fallback_order`).
 
@@ -78,16 +79,15 @@ Workload keys (what a graph produces):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
+from . import cpu_tiling
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
-from .utils import fp32_lanes, vector_registers
+from .utils import fp32_lanes
 
 def _pads(padding):
     padding = tuple(int(p) for p in padding)
@@ -200,37 +200,17 @@ def _conv_candidates(C, K, OH, OW, lanes):
     return ic, oc, ow, oh
 
 
-def _oc_block(oc, lanes):
-    """The fallback's output-channel block among the candidates ``oc``: two vectors, else
-    whole vectors, else at most one vector (a multiple of 4 lanes if one divides K). A
-    block of more than one vector that is not whole vectors is never the fallback: the
-    write-back of its ragged last vector ran 30-50x slower (oc_bn 20, 24, 40 or 48 on a
-    16-lane target: 2-3 GFLOPS against 80-110 with 8, 12 or 16)."""
-    whole = [d for d in oc if d % lanes == 0 and d <= 2 * lanes]
-    if whole:
-        return max(whole)
-    one = [d for d in oc if d <= lanes]
-    if not one:
-        return min(oc)
-    return max([d for d in one if d % 4 == 0] or one)
-
-
-def _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes, registers):
-    """The measured sweet spot on AVX-512 (Zen 5, ResNet-50 3x3 layers), in units of the
-    target's vectors: oc_bn of two vectors (32 channels there, 8 with NEON) by reg_n
-    output columns, about 7/16 of the vector registers as accumulators (14 of 32) and
-    never more than all but 4 of them; the input-channel block as large as possible up
-    to 32; a width that divides OW before one that pads."""
-    oc_bn = _oc_block(oc, lanes)
-    vecs = _ceil_div(oc_bn, lanes)
-    want = max(1, registers * 7 // 16 // vecs)
-
-    def score(r):
-        pads = _ceil_div(OW, r) * r - OW
-        return (r * vecs > registers - 4, pads > 0, abs(r - want), -r)
-
-    reg_n = min(ow, key=score)
-    ic_bn = max([d for d in ic if d <= 32] or [min(ic)])
+def _conv_fallback(OW, R, S, sw, dw, ic, oc, ow):
+    """``(ic_bn, oc_bn, reg_n)`` of the fallback, from the current target's caps
+    (:mod:`tecomp.topi.cpu_tiling`): an output-channel block of two vectors (32 channels
+    with AVX-512, 8 with NEON), the register tile's columns near the accumulator target
+    beside the unrolled kernel columns' weights, and the largest input-channel block
+    whose weights and input rows fit L1."""
+    caps = cpu_tiling.current_caps()
+    oc_bn = cpu_tiling.output_channel_block(caps, oc)
+    reg_n = cpu_tiling.conv_register_columns(caps, oc_bn, ow, OW, kernel_columns=S)
+    ic_bn = cpu_tiling.conv_input_block(caps, ic, oc_bn, R, S,
+                                        input_columns=(reg_n - 1) * sw + (S - 1) * dw + 1)
     return ic_bn, oc_bn, reg_n
 
 
@@ -285,13 +265,12 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     if gemm:
         cfg.define_knob("gemm_vecs", [1, 2, 3])
     if cfg.is_fallback:
-        ic_bn, oc_bn, reg_n = _conv_fallback(C, K, OH, OW, ic, oc, ow, lanes,
-                                             vector_registers())
+        ic_bn, oc_bn, reg_n = _conv_fallback(OW, R, S, sw, dw, ic, oc, ow)
         cfg.fallback_split("tile_ow", [-1, reg_n])
         cfg.fallback_split("tile_oh", [-1, 1])
         cfg.fallback_knob("unroll_kw", True)
         if gemm:
-            _pointwise_fallback(cfg, K, ic, oc, vector_registers())
+            _pointwise_fallback(cfg, K, ic, oc)
         else:
             cfg.fallback_split("tile_ic", [-1, ic_bn])
             cfg.fallback_split("tile_oc", [-1, oc_bn])
@@ -308,20 +287,23 @@ def _is_pointwise(R, S, sh, sw, pads) -> bool:
     return (R, S) == (1, 1) and not any(pads)
 
 
-def _pointwise_fallback(cfg, K, ic, oc, registers):
+def _pointwise_fallback(cfg, K, ic, oc):
     """A 1x1 convolution computes as a product (``data_layout="gemm"``): register tiles
-    of 8 output channels by two vectors of output points (one where 16 registers would not
-    hold them with the operands), input channels 8 at a time, unrolled. Row tiles run in
+    of ``fma_chains`` output channels by as many vectors of output points as the
+    accumulator target allows (:func:`tecomp.topi.cpu_tiling.pointwise_register_tile`:
+    8 by 2 with AVX-512, 8 by 1 with AVX2), input channels 8 at a time, unrolled. Row tiles run in
     parallel from 256 output channels on, column blocks below that: with many output
     channels a column block would write (and read a residual from) all of their planes at
     once, and a thread streaming 8 planes at a time is faster. Measured on the ResNet-50
     1x1 layers (2 threads, AVX-512, with bias and ReLU, a residual add where ResNet has
     one): 0.40-0.60 ms against 0.42-0.70 ms with ``data_layout="nchw"`` (64->256 at 56x56
     with a residual: 0.43 against 0.67), never slower."""
-    rows = min(oc, key=lambda d: abs(d - 8))
+    vec_options = [e.val for e in cfg.space_map["gemm_vecs"].entities]
+    rows, vecs = cpu_tiling.pointwise_register_tile(cpu_tiling.current_caps(), oc,
+                                                    max(vec_options))
     cfg.fallback_split("tile_oc", [-1, rows])
     cfg.fallback_split("tile_ic", [-1, min(ic, key=lambda d: abs(d - 8))])
-    cfg.fallback_knob("gemm_vecs", max(1, min(2, (registers - 4) // rows)))
+    cfg.fallback_knob("gemm_vecs", vecs)
     cfg.fallback_knob("order", "oc_oh" if K >= 256 else "oh_oc")
     cfg.fallback_knob("data_layout", "gemm")
 
@@ -736,13 +718,14 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
                      candidate=[[-1, r] for r in (1, 2, 4, 8) if r <= OH] or [[-1, 1]])
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
-        # A vector of output columns that divides the width (no masked tail), near the
-        # target's lanes.
-        widths = [e.size[-1] for e in cfg.space_map["tile_w"].entities]
-        lanes = fp32_lanes()
-        cfg.fallback_split("tile_w", [-1, min(
-            widths, key=lambda w: (OW % w != 0, abs(math.log2(w / lanes)), -w))])
-        cfg.fallback_split("tile_h", [-1, 2])
+        # A vector of output columns that divides the width (no masked tail), rows
+        # enough to cover the FMA latency.
+        rows, cols = cpu_tiling.depthwise_tile(
+            cpu_tiling.current_caps(),
+            [e.size[-1] for e in cfg.space_map["tile_w"].entities],
+            [e.size[-1] for e in cfg.space_map["tile_h"].entities], OW)
+        cfg.fallback_split("tile_w", [-1, cols])
+        cfg.fallback_split("tile_h", [-1, rows])
     return out
 
 

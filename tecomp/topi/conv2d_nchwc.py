@@ -43,6 +43,7 @@ import numpy as np
 from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
+from . import cpu_tiling
 from .conv2d import _conv_workload, _divisors, _geometry, _shape_of, order_window
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
@@ -78,14 +79,6 @@ def _logical_shapes(data_shape, kernel_shape, what):
     return (N, C, H, W), (K, C, R, S), b
 
 
-#: A fallback tile with fewer accumulators than this leaves the FMA units idle; a row with
-#: no divisor from 4 to 8 gets the largest tile within ``IN_PLACE_ACCUMULATORS`` (the
-#: unrolled kernel columns' weight vectors need the other registers) or ``ACCUMULATORS``.
-FEW_ACCUMULATORS = 8
-IN_PLACE_ACCUMULATORS = 18
-ACCUMULATORS = 28
-
-
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
     per tile, a divisor of OW), ``unroll_kw`` (the kernel's columns unrolled inside each
@@ -104,26 +97,19 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     layer took 0.54 ms instead of 0.32 (each thread reading the whole 3.2 MB input, half of
     it from the other core): the model ran at 1.08x ONNX Runtime's time, 1.02x untuned.
 
-    The fallback without padding: 2 channel blocks by a 14-column row, else by the widest
-    divisor of the row up to 8 columns (4 blocks where that leaves fewer than 14
-    accumulators), the kernel's columns as a loop. Measured on one AVX-512 core against
-    every config of the space (best / fallback / the widest tile, 4 blocks by 7 columns,
-    in GFLOPS): 1x1 1024->256 at 14x14 167 / 167 / 149, 256->64 at 56x56 163 / 163 / 144,
-    512->2048 at 7x7 149 / 147 / 149. Padded, it reads in place with the kernel's columns
-    unrolled, whose weight vectors stay live beside the accumulators, so the tile is
-    smaller: 2 blocks by the widest divisor of the row up to 8 columns (3x3, one core,
-    GFLOPS, this tile / the next best in place: 256->256 at 14x14 188 / 187 (1x14),
-    256->256 stride 2 at 28x28 167 / 154 (1x14), 64->64 at 56x56 190 / 192 (2x7),
-    512->512 at 7x7 189 / 169 (1x7), 128->128 stride 2 at 56x56 194 / 185 (4x4)); where
-    the unrolled weights and the tile would not fit the registers (kernels wider than 5
-    columns) it keeps the copy. So it does for a padded row of at most 7 columns, 2 blocks
-    by the row, which the schedule runs in passes over the whole plane (ResNet-50's 3x3
-    512->512 layers at 7x7 output, in a model run: 1.02-1.12 ms so, 1.03-1.14 ms with 4
-    blocks by the row in one pass, 1.18-1.30 ms in place). A row with no divisor from 4 to
-    8 (SqueezeNet's 13 and 27 columns) would get a tile of a few accumulators; it gets the
-    largest tile the registers hold instead, of up to 14 columns (2 threads, ms: 3x3
-    64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3 32->128 at 27x27 0.217 -> 0.155
-    with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with 2 by 13)."""
+    The fallback comes from the target's registers and FMA latency
+    (:func:`tecomp.topi.cpu_tiling.blocked_conv_register_tile`): two vectors of channel
+    blocks by the widest row divisor that keeps the tile near twice the FMA chains (2
+    blocks by 8 columns with AVX-512, by 4 with AVX2). Padded, it reads in place with the
+    kernel's columns unrolled where their weight vectors fit beside a tile of enough
+    chains (:func:`~tecomp.topi.cpu_tiling.blocked_conv_reads_in_place`), so the tile is
+    smaller; a padded row of at most 7 columns keeps the copy, which the schedule's
+    whole-plane passes run faster (ResNet-50's 3x3 512->512 at 7x7, in a model run:
+    1.02-1.12 ms so, 1.18-1.30 ms in place). A row with no divisor that reaches the FMA
+    chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
+    threads, AVX-512, ms: 3x3 64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3
+    32->128 at 27x27 0.217 -> 0.155 with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with
+    2 by 13)."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
@@ -132,21 +118,13 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     cfg.define_knob("unroll_kw", [True, False] if padded or S > 1 else [False])
     cfg.define_knob("order", ["oh_oc" if K * C * R * S <= C * H * W else "oc_oh"])
     if cfg.is_fallback:
+        caps = cpu_tiling.current_caps()
         # A padded row of at most 7 columns reads the padded copy (cheap for so small a
         # plane), which the whole-plane passes of the schedule run faster than in place.
-        narrow = padded and OW <= 7
-        in_place = padded and S <= 5 and not narrow
-        cols = 14 if OW == 14 and not in_place else max(d for d in ow if d <= 8)
-        rows = 2 if 2 in ocb else 1
-        if rows * cols < 14 and 4 in ocb and not in_place:
-            rows = 4
-        if rows * cols < FEW_ACCUMULATORS:
-            # A row with no divisor from 4 to 8 (13, 27 columns): the largest tile the
-            # registers hold, up to 14 columns.
-            limit = IN_PLACE_ACCUMULATORS if in_place else ACCUMULATORS
-            rows, cols = max(((r, c) for r in ocb for c in ow
-                              if c <= 14 and r * c <= limit and not (in_place and r > 2)),
-                             key=lambda tile: (tile[0] * tile[1], tile[0]))
+        in_place = padded and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
+            caps, b, ocb, S)
+        rows, cols = cpu_tiling.blocked_conv_register_tile(
+            caps, b, ocb, ow, S if in_place else 1)
         cfg.fallback_knob("tile_ocb", rows)
         cfg.fallback_knob("tile_ow", cols)
         cfg.fallback_knob("unroll_kw", in_place)

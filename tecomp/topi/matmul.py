@@ -33,13 +33,13 @@ from ..autotune import get_config, template
 from ..errors import ShapeError
 from ..runtime import aligned
 from ..te.analysis import ops_of
+from . import cpu_tiling
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import (
     batch_matmul_workload,
     dense_epilogue,
     dense_workload,
-    fp32_lanes,
     matmul_workload,
 )
 
@@ -119,12 +119,11 @@ def define_product_knobs(cfg, N, K, M):
     Most of the space is slow (too few or too many accumulators for the registers,
     blocks that overflow the caches, too few parallel chunks for the cores): what a
     learned cost model is for."""
-    lanes = fp32_lanes()
     # A symbolic size is tiled as a large one would be (its tail is guarded).
     rows, K, M = (d if isinstance(d, int) else _NOMINAL_ROWS for d in (N, K, M))
     # x86 (AVX, AVX-512) has the candidates the shipped logs were tuned over; a target
     # with 4 float lanes (NEON, SSE) gets the same range in units of its vectors.
-    cfg.define_knob("bn", [8, 16, 32, 48, 64] if lanes >= 8 else [4, 8, 16, 32, 48])
+    cfg.define_knob("bn", cpu_tiling.product_block_widths(cpu_tiling.current_caps()))
     cfg.define_split("tile_y", rows, num_outputs=3, policy="candidate",
                      candidate=[[-1, m, r] for m in (1, 2, 4, 8)
                                 for r in (1, 2, 3, 4, 6, 8, 12, 16) if m * r <= rows])
@@ -134,49 +133,27 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, rows, K, M, lanes)
+        _product_fallback(cfg, rows, K, M)
 
 
-#: Products of at most this many rows may get the wide (64-lane) block in the fallback.
-_WIDE_BLOCK_ROWS = 4
+def _product_fallback(cfg, N, K, M):
+    """The register tile from the target's caps
+    (:func:`tecomp.topi.cpu_tiling.product_register_tile`): a block of two vectors by as
+    many rows as the accumulator target allows (8 with AVX-512, 6 with AVX2), or all of a
+    few rows by a wider block when the packed weight stays in L2.
 
-#: Accumulator vectors a wide block's register tile may hold (half the 32 AVX-512
-#: registers, all 16 of AVX2: the weight vectors and the broadcast need the rest).
-_WIDE_BLOCK_ACCUMULATORS = 16
-
-#: The largest right-hand matrix the wide block is for: one that stays in the L2 caches
-#: of two cores between calls (2 MiB each on the Xeon measured).
-_WIDE_BLOCK_MAX_BYTES = 4 << 20
-
-
-def _fallback_bn(N, K, M, lanes):
-    """The packed block width of the fallback: 32 lanes of accumulators per row on x86,
-    two vectors on a 4-lane target, narrower for a narrow output.
-
-    With a few rows and a weight that stays in cache, 64 lanes: at batch 1 each
-    accumulator vector is one chain of dependent multiply-adds (4 cycles each), and 2
-    chains leave the FMA units idle most of the time. Single-threaded on a Xeon (AVX-512),
-    weight prepacked: 1x256x1024 took 15.7 us with 32 lanes, 11.6 us with 64 (numpy
-    16.8 us); 1x1024x256 23.3, 15.9 and 11.4 us with 16, 32 and 64; 1x512x1000 (2 MB, the
-    size of one core's L2) the same with either. A weight streamed from memory is bound
-    by bandwidth (1x2048x1000, 8 MB, and 1x768x3072 ran the same with either width) and
-    keeps 32, the width the shipped 1x2048x1000 record's workload hash was computed with."""
-    bn = 32 if lanes >= 8 else 2 * lanes
-    weight_bytes = 4 * K * M
-    if (lanes >= 8 and N <= _WIDE_BLOCK_ROWS and weight_bytes <= _WIDE_BLOCK_MAX_BYTES
-            and N * 64 // lanes <= _WIDE_BLOCK_ACCUMULATORS):
-        bn = 64
-    return next((width for width in (bn, 32, 16) if width <= M), 8)
-
-
-def _product_fallback(cfg, N, K, M, lanes):
-    cfg.fallback_knob("bn", _fallback_bn(N, K, M, lanes))
-    if N >= 8:
-        # The tutorial's final schedule (01_optimize_matmul_cpu.py): 8 rows x 32 lanes of
-        # accumulators, k unrolled by 4; column blocks outermost so a packed block of B
-        # stays in cache across the row tiles. Measured on Zen 5 (n=1024): ~1.0-1.05x
-        # the tutorial's schedule, 1.9-2x numpy.
-        cfg.fallback_split("tile_y", [-1, 1, 8])
+    Measured single-threaded on a Xeon (AVX-512), weight prepacked: 1x256x1024 took 15.7
+    us with a 32-lane block, 11.6 us with 64 (numpy 16.8 us); 1x1024x256 23.3, 15.9 and
+    11.4 us with 16, 32 and 64; a weight streamed from memory (1x2048x1000, 8 MB) ran the
+    same with either width."""
+    tile = cpu_tiling.product_register_tile(cpu_tiling.current_caps(), N, K, M)
+    cfg.fallback_knob("bn", tile.block)
+    if not tile.few_rows:
+        # The tutorial's final schedule (01_optimize_matmul_cpu.py) in the target's
+        # registers: k unrolled by 4; column blocks outermost so a packed block of B
+        # stays in cache across the row tiles. Measured on Zen 5 (n=1024, 8 rows by 32
+        # lanes): ~1.0-1.05x the tutorial's schedule, 1.9-2x numpy.
+        cfg.fallback_split("tile_y", [-1, 1, tile.rows])
         cfg.fallback_split("tile_k", [-1, 4 if K >= 4 else 1])
     else:
         # A few rows (a classifier head at batch 1): the product streams the weight once.

@@ -36,10 +36,16 @@ def _run(task, cfg, rng):
                                rtol=1e-4, atol=1e-4)
 
 
-def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), b=16):
+def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), b=16,
+          target=None):
     return autotune.create_task(
         "conv2d_nchwc", ((1, C // b, H, W, b), (K, C, R, S), strides, pads, dilation,
-                         "float32"))
+                         "float32"), target or "llvm")
+
+
+# The fallback tiles below are the tiling model's (tecomp.topi.cpu_tiling) on an AVX-512
+# CPU (32 registers, 8 FMA chains), decided on any machine; the tiles also run here.
+AVX512 = "llvm -mcpu=skylake-avx512 -num-cores=2"
 
 
 @pytest.mark.parametrize("case", [
@@ -126,7 +132,7 @@ def test_layout_helpers_round_trip():
 def test_fallback_tile_of_a_row_with_few_divisors(W, R, pads, tile):
     # A 13-wide row got 2 blocks by 1 column: 3.3x slower than 1 block by 13 (one
     # 3x3 64->256 layer, 2 threads: 0.454 against 0.139 ms).
-    task = _task(C=64, K=64, H=W, W=W, R=R, S=R, pads=pads)
+    task = _task(C=64, K=64, H=W, W=W, R=R, S=R, pads=pads, target=AVX512)
     cfg = task.default_config
     assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == tile
     if W <= 27:
@@ -202,7 +208,7 @@ def test_deep_seven_wide_layers_make_whole_plane_passes_with_their_weights_prefe
     """ResNet-50's 3x3 512->512 at 7x7 (9.4 MB of weights): the fallback tile is 2 channel
     blocks by the row, its accumulators cover the whole plane (passes over chunks of input
     channels), and the weights are prefetched; a 56x56 layer's 147 KB of weights are not."""
-    deep = _task(512, 512, 7, 7, 3, 3, pads=(1, 1, 1, 1))
+    deep = _task(512, 512, 7, 7, 3, 3, pads=(1, 1, 1, 1), target=AVX512)
     cfg = deep.default_config
     assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == (2, 7)
     func = _lowered(deep)

@@ -14,7 +14,7 @@ from dataclasses import fields
 from ...errors import TargetError
 from ...ir.transform.legalize import legalize_cpu_loops
 from ...target import CPUCaps, TargetKind, host_num_cores, positive_int_option
-from . import host
+from . import cpu_family, host
 
 # Features that change the code LLVM generates for the loops tecomp emits; the canonical
 # key keeps only these so that, e.g., +sha or +rdrnd never split tuning records.
@@ -143,7 +143,19 @@ def parse_llvm(t, opts):
         vector_width_bits=width,
         num_vector_registers=_vector_registers(t, width),
         num_cores=num_cores,
+        **_memory_and_fma(t, same_arch),
     )
+
+def _memory_and_fma(t, same_arch: bool) -> dict:
+    """Cache sizes and FMA chains of the target's CPU: the caches read from this machine
+    when the target is its own CPU, else the CPU family's (:mod:`.cpu_family`); what
+    neither knows keeps CPUCaps's defaults."""
+    family = cpu_family.family_of(t.mcpu)
+    found = dict(family._asdict()) if family else {}
+    if same_arch and t.mcpu == host.host_cpu():
+        l1d, l2 = cpu_family.host_cache_sizes()
+        found.update({k: v for k, v in (("l1d_bytes", l1d), ("l2_bytes", l2)) if v})
+    return found
 
 def _enabled(t, feature: str) -> bool:
     state = False

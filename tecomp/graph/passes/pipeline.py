@@ -7,6 +7,8 @@ import os
 import sys
 from functools import partial
 
+from ...target import CPUCaps
+from ...topi.cpu_tiling import channel_block
 from ..infer import infer_types
 from ..ir import Graph
 from .alter_layout import alter_conv_layout
@@ -47,12 +49,12 @@ PIPELINE = (
 def pipeline_for(target) -> tuple:
     """:data:`PIPELINE` for ``target``: on a target with vector registers (a CPU, whose
     capabilities name ``vector_width_bits``), convolutions keep their activations blocked
-    by a vector of float32 lanes (:func:`alter_conv_layout`), run before the second
-    constant folding so that the passes after it clean up."""
-    width = getattr(target.caps, "vector_width_bits", None)
-    if width is None:
+    by the CPU tiling model's channel block, one vector of float32 lanes
+    (:func:`tecomp.topi.cpu_tiling.channel_block`, :func:`alter_conv_layout`), run before
+    the second constant folding so that the passes after it clean up."""
+    if not isinstance(target.caps, CPUCaps):
         return PIPELINE
-    block = width // 32
+    block = channel_block(target.caps)
     at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
     return (*PIPELINE[:at], ("alter_conv_layout", partial(alter_conv_layout, block=block)),
             *PIPELINE[at:])

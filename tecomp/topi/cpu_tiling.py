@@ -1,0 +1,268 @@
+"""Tile sizes of untuned CPU builds, derived from what the target says of itself.
+
+Every function here is pure: a :class:`tecomp.target.CPUCaps` (vector width, vector
+registers, cores, L1d and L2 sizes, FMA chains) and a shape in, tile sizes out. The
+templates' fallback configs ask these functions, so a CPU nobody tuned for gets tiles
+sized for its registers and caches instead of constants measured on one machine.
+
+The model, in the two parts every CPU kernel of tecomp shares:
+
+**Register blocking.** The micro-kernels keep a tile of accumulator vectors in registers
+and, per step of the reduction, load a few operand vectors (weights, an input vector, a
+broadcast value) and issue one fused multiply-add per accumulator.
+
+- Accumulators plus operands must fit the architectural registers, or LLVM spills the
+  tile to the stack on every step (:func:`accumulator_room`).
+- Each accumulator is one chain of dependent multiply-adds. The FMA units are busy only
+  with at least ``fma_chains`` (latency x FMAs per cycle) chains in flight: 8 on Skylake
+  to Zen 5 and Neoverse N1, 10 on Haswell, 16 on Neoverse V1. A tile of fewer
+  accumulators is latency-bound.
+- Beyond twice that, a larger tile gains nothing the latency needs and costs border
+  waste on small planes and longer loads of its operands, so a tile aims at
+  ``min(room, 2 * fma_chains)`` accumulators (:func:`accumulator_target`): 16 of
+  AVX-512's 32 registers, 13 of AVX2's 16 when three hold operands.
+- The output-channel side of a tile is two vectors where the shape allows: each
+  broadcast input value then feeds two multiply-adds, and the other side (columns, rows)
+  gets the rest of the target.
+
+**Cache blocking.** The working set of a register tile's reduction block (the weights
+every tile of a row reuses and the input rows the tile reads) fits L1; a packed panel of
+a product's right-hand side that every call reads again stays in the cores' L2 caches.
+
+Examples
+--------
+>>> from tecomp.target import CPUCaps
+>>> avx512 = CPUCaps(512, 32, 2, 32 << 10, 1 << 20, 8)
+>>> product_register_tile(avx512, 1024, 1024, 1024)
+ProductTile(block=32, rows=8, few_rows=False)
+>>> avx2 = CPUCaps(256, 16, 2, 32 << 10, 512 << 10, 8)
+>>> product_register_tile(avx2, 1024, 1024, 1024)
+ProductTile(block=16, rows=6, few_rows=False)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..target import CPUCaps, Target, as_target
+
+#: Bytes of one float32 element.
+_F32 = 4
+
+
+def current_caps() -> CPUCaps:
+    """The capabilities of the current target (``with target:``; the host's otherwise)."""
+    caps = as_target(Target.current()).caps
+    if not isinstance(caps, CPUCaps):
+        raise TypeError(f"the CPU tiling model needs a CPU target; the current target "
+                        f"has {type(caps).__name__}")
+    return caps
+
+
+def fp32_lanes(caps: CPUCaps) -> int:
+    """float32 lanes of one vector register: 16 with AVX-512, 8 with AVX2, 4 with NEON."""
+    return max(1, caps.vector_width_bits // 32)
+
+
+def vectors_of(caps: CPUCaps, channels: int) -> int:
+    """Vector registers that ``channels`` float32 values take (a partial one counts)."""
+    return -(-channels // fp32_lanes(caps))
+
+
+def channel_block(caps: CPUCaps) -> int:
+    """The channel block of blocked (NCHW{b}c) activations: one vector of float32 lanes,
+    so one point's channels are one aligned vector load and a register tile counts its
+    output channels in whole blocks."""
+    return fp32_lanes(caps)
+
+
+def accumulator_room(caps: CPUCaps, operand_vectors: int) -> int:
+    """Registers left for accumulators when ``operand_vectors`` hold a step's operands."""
+    if operand_vectors < 0:
+        raise ValueError(f"operand_vectors={operand_vectors} must be >= 0")
+    return caps.num_vector_registers - operand_vectors
+
+
+def accumulator_target(caps: CPUCaps, operand_vectors: int) -> int:
+    """The accumulators a register tile aims at: enough independent chains to cover the
+    FMA latency twice over, no more than the registers beside the operands hold."""
+    return min(accumulator_room(caps, operand_vectors), 2 * caps.fma_chains)
+
+
+def _largest_fitting(options: Sequence[int], limit: int) -> int | None:
+    fitting = [o for o in options if o <= limit]
+    return max(fitting) if fitting else None
+
+
+# ---- convolutions on blocked activations (conv2d_nchwc) -----------------------------------
+
+
+def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence[int],
+                               columns: Sequence[int], kernel_columns: int) -> tuple[int, int]:
+    """``(channel blocks, output columns)`` of a conv2d_nchwc register tile.
+
+    Per input channel the tile loads one weight vector per block row for each of the
+    ``kernel_columns`` kernel columns it keeps unrolled (1 when the columns are a loop)
+    and one broadcast input value. Rows are two vectors of channels where a count allows;
+    the columns the widest of ``columns`` within :func:`accumulator_target`. A row whose
+    columns cannot reach ``fma_chains`` accumulators so (SqueezeNet's 13 and 27 columns)
+    gets the largest tile that fits the registers instead, of at most twice the chains
+    of columns: a latency-bound tile is slower than a full register file.
+    """
+    vecs = vectors_of(caps, block)
+
+    def operands(rows):
+        return rows * vecs * kernel_columns + 1
+
+    def fits(rows, cols):
+        return rows * cols * vecs <= accumulator_room(caps, operands(rows))
+
+    rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    target = accumulator_target(caps, operands(rows))
+    cols = _largest_fitting(columns, max(1, target // (rows * vecs)))
+    if cols is not None and rows * cols * vecs >= caps.fma_chains and fits(rows, cols):
+        return rows, cols
+    # A row longer than twice the chains adds accumulators the latency does not need
+    # while each weight vector serves no more columns than in a shorter row.
+    tiles = [(r, c) for r in block_counts for c in columns
+             if fits(r, c) and c * vecs <= 2 * caps.fma_chains]
+    if not tiles:
+        return min(block_counts), min(columns)
+    return max(tiles, key=lambda t: (t[0] * t[1], t[0]))
+
+
+def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequence[int],
+                                kernel_columns: int) -> bool:
+    """Whether a padded conv2d_nchwc can unroll its ``kernel_columns`` kernel columns
+    (reading the input in place): their weight vectors and a tile of ``fma_chains``
+    accumulators must fit the registers together."""
+    vecs = vectors_of(caps, block)
+    rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    return accumulator_room(caps, rows * vecs * kernel_columns + 1) >= caps.fma_chains
+
+
+# ---- NCHW convolutions (conv2d) -----------------------------------------------------------
+
+
+def output_channel_block(caps: CPUCaps, candidates: Sequence[int]) -> int:
+    """The output-channel block of an NCHW conv2d tile among ``candidates`` (divisors of
+    the channels): two vectors, else whole vectors, else at most one vector (a multiple
+    of 4 lanes if one divides). A block of more than one vector that is not whole
+    vectors never is: the write-back of its ragged last vector ran 30-50x slower."""
+    lanes = fp32_lanes(caps)
+    whole = [d for d in candidates if d % lanes == 0 and d <= 2 * lanes]
+    if whole:
+        return max(whole)
+    one = [d for d in candidates if d <= lanes]
+    if not one:
+        return min(candidates)
+    return max([d for d in one if d % 4 == 0] or one)
+
+
+def conv_register_columns(caps: CPUCaps, oc_bn: int, columns: Sequence[int], width: int,
+                          kernel_columns: int) -> int:
+    """Output columns of an NCHW conv2d register tile of ``oc_bn`` channels: the one
+    nearest :func:`accumulator_target` (operands: the weight vectors of ``kernel_columns``
+    unrolled kernel columns and a broadcast), never more than the registers hold, one
+    dividing ``width`` before one that pads it."""
+    vecs = vectors_of(caps, oc_bn)
+    operands = vecs * kernel_columns + 1
+    want = max(1, accumulator_target(caps, operands) // vecs)
+    room = accumulator_room(caps, operands)
+
+    def score(cols):
+        padding = -(-width // cols) * cols - width
+        return (cols * vecs > room, padding > 0, abs(cols - want), -cols)
+
+    return min(columns, key=score)
+
+
+def conv_input_block(caps: CPUCaps, candidates: Sequence[int], oc_bn: int,
+                     kernel_rows: int, kernel_columns: int, input_columns: int) -> int:
+    """Input channels per reduction block: the largest of ``candidates`` whose working set
+    fits L1. Per input channel a register tile reads ``kernel_rows x kernel_columns x
+    oc_bn`` weights, reused by every tile of an output row, and ``kernel_rows`` input rows
+    of ``input_columns`` values; the accumulators are in registers."""
+    per_channel = (kernel_rows * kernel_columns * oc_bn + kernel_rows * input_columns) * _F32
+    best = _largest_fitting(candidates, caps.l1d_bytes // per_channel)
+    return best if best is not None else min(candidates)
+
+
+def pointwise_register_tile(caps: CPUCaps, row_candidates: Sequence[int],
+                            max_vectors: int) -> tuple[int, int]:
+    """``(output channels, vectors of output points)`` of a 1x1 convolution computed as a
+    product (``data_layout="gemm"``): one broadcast weight per output channel, so the
+    channels are the tile's independent rows: ``fma_chains`` of them (the divisor
+    nearest), then as many vectors of points (up to ``max_vectors``) as the target
+    accumulators allow beside the loaded input vectors and the broadcast."""
+    rows = min(row_candidates, key=lambda d: (abs(d - caps.fma_chains), d))
+    vecs = max([v for v in range(1, max_vectors + 1)
+                if rows * v <= accumulator_target(caps, v + 1)] or [1])
+    return rows, vecs
+
+
+# ---- depthwise convolutions ---------------------------------------------------------------
+
+
+def depthwise_tile(caps: CPUCaps, widths: Sequence[int], heights: Sequence[int],
+                   width: int) -> tuple[int, int]:
+    """``(rows, columns)`` of a depthwise output tile: a row of the vector width of
+    columns that divides ``width`` (no masked tail), then the fewest rows (of
+    ``heights``) that give ``fma_chains`` accumulator vectors, within the registers beside
+    the input vector and the broadcast weight. Every kernel tap of an accumulator depends
+    on the one before, so fewer rows leave the FMA units waiting."""
+    lanes = fp32_lanes(caps)
+    cols = min(widths, key=lambda w: (width % w != 0, abs(math.log2(w / lanes)), -w))
+    vecs = vectors_of(caps, cols)
+    room = accumulator_room(caps, 2)
+    fitting = [h for h in heights if h * vecs <= room] or [min(heights)]
+    enough = [h for h in fitting if h * vecs >= caps.fma_chains]
+    return (min(enough) if enough else max(fitting)), cols
+
+
+# ---- matrix products ----------------------------------------------------------------------
+
+
+def product_block_widths(caps: CPUCaps) -> list[int]:
+    """Candidate widths (lanes) of a product's packed right-hand block: 8 to 64 on x86
+    (the range the shipped logs were tuned over), the same range in NEON vectors."""
+    return [8, 16, 32, 48, 64] if fp32_lanes(caps) >= 8 else [4, 8, 16, 32, 48]
+
+
+class ProductTile(NamedTuple):
+    """A product's register tile: ``block`` lanes by ``rows`` rows; ``few_rows`` when the
+    product has fewer rows than a full tile and all of them make one."""
+
+    block: int
+    rows: int
+    few_rows: bool
+
+
+def product_register_tile(caps: CPUCaps, rows: int, K: int, M: int) -> ProductTile:
+    """The register tile of a product ``[rows, K] x [K, M]``.
+
+    The block is two vectors wide and the tile as many rows as the target accumulators
+    allow beside the block's weight vectors and a broadcast (8 on AVX-512 and NEON, 6
+    on AVX2). A product of fewer rows than that (a classifier head at batch 1) puts all
+    its rows in one tile and, when its packed weight stays in the cores' L2 caches
+    between calls, widens the block to the widest whose accumulators still fit the
+    target: at batch 1 each accumulator vector is one chain, and two leave the FMA units
+    idle. A weight streamed from memory is bound by bandwidth and keeps two vectors.
+    A block wider than ``M`` narrows to the widest candidate that is not.
+    """
+    lanes = fp32_lanes(caps)
+    widths = product_block_widths(caps)
+    bn = 2 * lanes
+    tile_rows = max(1, accumulator_target(caps, 2 + 1) // 2)
+    few_rows = rows < tile_rows
+    if few_rows:
+        tile_rows = rows
+        weight_bytes = K * M * _F32
+        if weight_bytes <= caps.num_cores * caps.l2_bytes:
+            bn = max([w for w in widths if w >= bn and w % lanes == 0
+                      and rows * (w // lanes) <= accumulator_target(caps, w // lanes + 1)]
+                     or [bn])
+    bn = max([w for w in widths if w <= min(bn, M)] or [min(widths)])
+    return ProductTile(bn, tile_rows, few_rows)
