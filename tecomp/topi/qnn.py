@@ -28,7 +28,7 @@ from ..autotune import get_config, template
 from ..errors import DTypeError, ShapeError
 from ..te.analysis import ops_of
 from .conv2d import _geometry, _inside_padding
-from .cpu_schedule import const_int, parallel, vector_lanes
+from .cpu_schedule import const_int, parallel, schedule_injective_stage, vector_lanes
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
@@ -187,8 +187,7 @@ def schedule_qnn_matmul(cfg, outs):
     s[local].unroll(ci)
     if cfg["tile_k"].val > 1:
         s[local].unroll(ki)
-    shift = find_anchor(out, SHIFT_TAG, what).output(0)
-    s[shift].vectorize(s[shift].op.axis[1])
+    schedule_injective_stage(s, find_anchor(out, SHIFT_TAG, what).output(0))
     return s
 
 
@@ -351,8 +350,7 @@ def schedule_qnn_conv2d(cfg, outs):
     local = inline_epilogue(s, out, anchor, what, head=find_anchor(out, "qnn_conv2d", what))
     lanes = vector_lanes(_ACC)
     pad = find_anchor(out, PAD_TAG, what).output(0)
-    s[pad].parallel(s[pad].fuse(*s[pad].op.axis[:3]))
-    s[pad].vectorize(s[pad].op.axis[3])
+    schedule_injective_stage(s, pad)
     by_channels = cfg["vector"].val == "channels"
     n, k, y, x = s[out].op.axis
     _, lk, _, lx = s[local].op.axis
@@ -367,9 +365,7 @@ def schedule_qnn_conv2d(cfg, outs):
         packs = [op for op in ops_of([out]) if getattr(op, "tag", "") == KERNEL_PACK_TAG]
         for op in packs:
             # A computed weight, packed on every call (a constant one is packed at build).
-            t = op.output(0)
-            s[t].parallel(s[t].op.axis[0])
-            s[t].vectorize(s[t].op.axis[4])
+            schedule_injective_stage(s, op.output(0))
     else:
         ko, ki = s[out].split(k, factor=cfg["tile_oc"].val)
         xo, xi = s[out].split(x, factor=lanes * cfg["tile_ow"].val)
