@@ -157,8 +157,8 @@ def quantized_converters(float_converter: Callable) -> dict:
 
     def matmul_integer(ctx, node, attrs):
         za, zb = _input(node, 2), _input(node, 3)
-        if za is not None and len(ctx.type_of(za).shape) == 1 and not (
-                ctx.type_of(za).shape[0] == 1):
+        if za is not None and len(ctx.type_of(za).shape) == 1 and (
+                ctx.type_of(za).shape[0] != 1):
             ctx.fail(f"a per-row zero point of A ({za!r}) is not supported; allowed: a "
                      "scalar or one element")
         a = _dequantized(ctx, node.input[0], None, za, 0, "A")

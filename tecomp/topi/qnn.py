@@ -98,7 +98,7 @@ def define_qnn_matmul_knobs(cfg, N, K, M):
     cfg.define_knob("tile_k", [k for k in (1, 2, 4, 8) if k <= K])
     if cfg.is_fallback:
         cfg.fallback_knob("rows", 4 if rows >= 4 else 1)
-        cfg.fallback_knob("cols", 2 if M >= 2 * lanes else 1)
+        cfg.fallback_knob("cols", 2 if 2 * lanes <= M else 1)
         cfg.fallback_knob("tile_k", 4 if K >= 4 else 1)
 
 
@@ -215,7 +215,7 @@ def define_qnn_conv2d_knobs(cfg, C, K, OW):
         # channels (512 -> 512 channels, 3x3, AVX2, 2 threads).
         cfg.fallback_knob("vector", "pixels")
         cfg.fallback_knob("tile_oc", max(c for c in (1, 2, 4) if K % c == 0))
-        cfg.fallback_knob("tile_ow", 2 if OW >= 2 * lanes else 1)
+        cfg.fallback_knob("tile_ow", 2 if 2 * lanes <= OW else 1)
         cfg.fallback_knob("rows", OW if OW in (1, 2, 4, 7, 8) else (8 if OW > 8 else 4))
         cfg.fallback_knob("tile_ic", max(c for c in (1, 2, 4) if C % c == 0))
 

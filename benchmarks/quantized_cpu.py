@@ -1,0 +1,102 @@
+"""A statically quantized ResNet: tecomp's int8 build beside ONNX Runtime's float32 and
+int8 runs, the same threads and shapes, in one process, paired.
+
+    python benchmarks/quantized_cpu.py                       # ResNet-18, 224x224, batch 1
+    python benchmarks/quantized_cpu.py --image 112 --rounds 9 --threads 2
+
+The float model is ``tecomp.testing.models.resnet`` (random weights); it is quantized
+here with ``onnxruntime.quantization.quantize_static`` (QDQ format, uint8 activations,
+int8 weights per output channel, 7-bit weights with ``--reduce-range``, the default:
+see :mod:`tecomp.testing.quantized`) calibrated on random images. Printed: compile time,
+the three median latencies and the median over interleaved rounds of
+
+- t_tecomp_int8 / t_onnxruntime_float32 (the issue's figure: at most 0.35),
+- t_tecomp_int8 / t_onnxruntime_int8,
+- t_onnxruntime_int8 / t_onnxruntime_float32,
+
+and how far tecomp's int8 output is from ONNX Runtime's int8 output, in output
+quantization steps. Run it on an otherwise idle machine; it prints the CPU it ran on.
+"""
+
+from __future__ import annotations
+
+import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from onnx import numpy_helper
+
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+from tecomp.testing import models
+from tecomp.testing.quantized import quantize_static_model
+from tecomp.timing import median_ratio, paired
+
+
+def _output_step(qmodel) -> float:
+    """The scale of the model's last DequantizeLinear: one step of its output."""
+    last = [n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"][-1]
+    inits = {t.name: numpy_helper.to_array(t) for t in qmodel.graph.initializer}
+    return float(inits[last.input[1]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", type=int, default=224, help="image size (default 224)")
+    parser.add_argument("--depths", default="2,2,2,2",
+                        help="blocks per stage (default 2,2,2,2: ResNet-18)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--calibration", type=int, default=8, help="calibration images")
+    parser.add_argument("--full-range", action="store_true",
+                        help="8-bit weights (reduce_range=False)")
+    fair.add_thread_option(parser)
+    args = parser.parse_args()
+    fair.use_threads(args.threads)
+    fair.print_machine(args.threads)
+
+    depths = tuple(int(d) for d in args.depths.split(","))
+    shape = (1, 3, args.image, args.image)
+    rng = np.random.default_rng(0)
+    model = models.resnet(depths=depths, image=args.image, batch=1)
+    calibration = [{"input": rng.normal(size=shape).astype("float32")}
+                   for _ in range(args.calibration)]
+    qmodel = quantize_static_model(model, calibration, per_channel=True,
+                                   reduce_range=not args.full_range)
+    x = rng.normal(size=shape).astype("float32")
+
+    t0 = time.perf_counter()
+    mod, params = from_onnx(qmodel)
+    lib = build(mod, target="llvm", params=params)
+    compile_s = time.perf_counter() - t0
+    ours = GraphModule(lib)
+    ort_f32 = fair.ort_session(model, args.threads)
+    ort_i8 = fair.ort_session(qmodel, args.threads)
+    feeds = {"input": x}
+
+    (got,) = ours(input=x)
+    (want,) = ort_i8.run(None, feeds)
+    steps = float(np.abs(got - want).max()) / _output_step(qmodel)
+
+    times = paired({"tecomp_int8": lambda: ours(input=x),
+                    "ort_f32": lambda: ort_f32.run(None, feeds),
+                    "ort_int8": lambda: ort_i8.run(None, feeds)}, rounds=args.rounds)
+    ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    print(f"model           : ResNet (depths {depths}), {args.image}x{args.image}, batch 1, "
+          f"quantize_static QDQ per channel, reduce_range={not args.full_range}")
+    print(f"compile         : {compile_s:.1f} s (import + build)")
+    print(f"latency (ms)    : tecomp int8 {ms['tecomp_int8']:.2f}, onnxruntime float32 "
+          f"{ms['ort_f32']:.2f}, onnxruntime int8 {ms['ort_int8']:.2f}")
+    def ratio(ours, ref):
+        return 1 / median_ratio(times[ref], times[ours])
+
+    print(f"ratio           : tecomp int8 / ort float32 {ratio('tecomp_int8', 'ort_f32'):.2f}, "
+          f"tecomp int8 / ort int8 {ratio('tecomp_int8', 'ort_int8'):.2f}, "
+          f"ort int8 / ort float32 {ratio('ort_int8', 'ort_f32'):.2f}")
+    print(f"output          : at most {steps:.0f} quantization steps from onnxruntime int8")
+
+
+if __name__ == "__main__":
+    main()
