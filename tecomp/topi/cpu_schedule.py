@@ -321,9 +321,9 @@ def schedule_reduce(cfg, outs):
         is innermost, over lanes of partial results); an epilogue shares the reduction's
         parallel loop.
     """
-    knobs = define_row_knobs(cfg)
     outs = list(dict.fromkeys(as_list(outs)))
     s = create_schedule([t.op for t in outs])
+    knobs = _row_knobs(cfg, s, outs)
     inline_injective(s, outs)
     at_root = _reductions_at_root(s, outs, knobs)
     for t in outs:
@@ -359,6 +359,18 @@ def schedule_reduce(cfg, outs):
         for r in reductions:
             layout_reduction(s, r, attach=(s[t], outer), knobs=knobs)
     return s
+
+
+def _row_knobs(cfg, s, outs) -> RowKnobs:
+    """The row knobs of ``cfg`` that matter for the group of ``outs``: the reduction
+    vectors where a reduction runs over its innermost axis, where the statistics are
+    computed where an output reads one."""
+    reductions = {r.op for t in outs for r in _reductions_read(s, t.op)}
+    reductions |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
+    rfactor = any(_inner_count(op) == 0 and op.reduce_axis for op in reductions)
+    statistics = any(not t.op.is_reduction and _reductions_read(s, t.op) for t in outs
+                     if isinstance(t.op, ComputeOp))
+    return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics)
 
 
 def _reductions_at_root(s, outs, knobs: RowKnobs) -> set:
@@ -438,7 +450,7 @@ def schedule_normalize(cfg, outs):
     norm = _find_normalized(s, outs)
     if norm is None:
         return schedule_injective(cfg, outs)
-    knobs = define_row_knobs(cfg)
+    knobs = _row_knobs(cfg, s, outs)
     inline_injective(s, outs)
     at_root = _reductions_at_root(s, outs, knobs)
     start, end = norm.attrs["norm_axes"]

@@ -36,7 +36,9 @@ def _workload_function(op: str, attr_defaults: dict) -> Callable:
         if unknown:
             raise TecompError(f"{op} workload: unknown attribute(s) {unknown}; allowed: "
                               f"{sorted(attr_defaults)}")
-        values = {**attr_defaults, **attrs}
+        # Lists (axes, pads) as tuples: a workload is hashed and compared.
+        values = {k: tuple(v) if isinstance(v, list) else v
+                  for k, v in {**attr_defaults, **attrs}.items()}
         shapes = tuple(get_const_tuple(s) for s in input_shapes)
         return (shapes, str(dtype), tuple(sorted(values.items())))
 

@@ -14,6 +14,7 @@ from .. import te
 from ..ir import dtype as dt
 from ..ir import expr as E
 from .cpu_schedule import schedule_reduce
+from .reduce_templates import register_row_operator
 from .register import register_llvm
 from .transform import normalize_axis
 
@@ -295,6 +296,10 @@ for _name, _fn in [
     ("reduce_min", reduce_min), ("reduce_prod", reduce_prod), ("reduce_l1", reduce_l1),
     ("reduce_l2", reduce_l2), ("reduce_sum_square", reduce_sum_square),
     ("reduce_log_sum", reduce_log_sum), ("reduce_log_sum_exp", reduce_log_sum_exp),
-    ("argmax", argmax), ("argmin", argmin), ("cumsum", cumsum),
 ]:
+    register_row_operator(_name, _fn, schedule_reduce, axes=None, keepdims=1,
+                          noop_with_empty_axes=0)
+# Tuple reductions (an index and a value) cannot be factored into vector lanes, and a
+# cumulative sum is one masked reduction per element: the row knobs leave them as they are.
+for _name, _fn in [("argmax", argmax), ("argmin", argmin), ("cumsum", cumsum)]:
     register_llvm(_name, _fn, schedule_reduce)

@@ -54,32 +54,40 @@ class RowKnobs:
     stats_in_row: bool = True
 
 
-def define_row_knobs(cfg) -> RowKnobs:
-    """Declare the row knobs on ``cfg`` and return its choice of them.
+def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> RowKnobs:
+    """Declare the row knobs that matter for a kernel on ``cfg`` and return its choice.
 
     Parameters
     ----------
     cfg : ConfigSpace, ConfigEntity, FallbackConfigEntity or None
         The schedule's config in any of the autotuner's modes; ``None`` (a schedule
         called outside the strategy) takes the defaults.
+    rfactor : bool
+        The kernel has a reduction over its innermost axis (vectorized through
+        ``rfactor``): ``reduce_vectors`` and ``reduce_unroll`` are knobs.
+    statistics : bool
+        An output reads a reduction it could compute in its row loop: ``stats_in_row``
+        is a knob.
 
     Returns
     -------
     RowKnobs
-        The config's values; a fallback config's are the defaults (each knob's first
-        candidate), which reproduce the untuned schedule.
+        The config's values (the defaults for the knobs not declared); a fallback
+        config's are the defaults (each knob's first candidate), which reproduce the
+        untuned schedule.
     """
     if cfg is None:
         return RowKnobs()
     cfg.define_knob("rows_per_task", list(ROWS_PER_TASK))
-    cfg.define_knob("reduce_vectors", list(REDUCE_VECTORS))
-    cfg.define_knob("reduce_unroll", list(REDUCE_UNROLL))
     cfg.define_knob("output_vectors", list(OUTPUT_VECTORS))
-    cfg.define_knob("stats_in_row", [True, False])
-    return RowKnobs(
-        rows_per_task=cfg["rows_per_task"].val,
-        reduce_vectors=cfg["reduce_vectors"].val,
-        reduce_unroll=cfg["reduce_unroll"].val,
-        output_vectors=cfg["output_vectors"].val,
-        stats_in_row=cfg["stats_in_row"].val,
-    )
+    chosen = {"rows_per_task": cfg["rows_per_task"].val,
+              "output_vectors": cfg["output_vectors"].val}
+    if rfactor:
+        cfg.define_knob("reduce_vectors", list(REDUCE_VECTORS))
+        cfg.define_knob("reduce_unroll", list(REDUCE_UNROLL))
+        chosen["reduce_vectors"] = cfg["reduce_vectors"].val
+        chosen["reduce_unroll"] = cfg["reduce_unroll"].val
+    if statistics:
+        cfg.define_knob("stats_in_row", [True, False])
+        chosen["stats_in_row"] = cfg["stats_in_row"].val
+    return RowKnobs(**chosen)

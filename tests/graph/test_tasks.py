@@ -13,6 +13,7 @@ from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
+from tecomp.testing import models
 from tecomp.topi import strategy
 
 CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
@@ -20,6 +21,9 @@ CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "floa
 BLOCK = Target("llvm").vector_width_bits // 32
 CONV_REPEATED = ((1, 16 // BLOCK, 16, 16, BLOCK), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1),
                  (1, 1), "float32")
+# The global average pool, a mean over the blocked activations' image axes.
+POOL_BLOCKED = (((1, 16 // BLOCK, 16, 16, BLOCK),), "float32",
+                (("axes", (2, 3)), ("keepdims", 1), ("noop_with_empty_axes", 0)))
 
 
 def test_one_task_per_unique_workload_weighted_by_its_kernels():
@@ -29,14 +33,15 @@ def test_one_task_per_unique_workload_weighted_by_its_kernels():
     assert got == [
         ("conv2d_packed_kernel", CONV_SMALL, 1),
         ("conv2d_nchwc", CONV_REPEATED, 2),
+        ("reduce_mean", POOL_BLOCKED, 1),
         ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
     ]
     assert all(str(t.target) == "llvm" and t.flop > 0 for t in tasks)
 
 
 def test_a_symbolic_batch_keeps_the_per_item_convolutions_and_drops_the_dense():
-    # Convolutions run per batch item (batch 1); the Gemm's batch stays symbolic, so it
-    # has no workload to tune.
+    # Convolutions run per batch item (batch 1); the pool's and the Gemm's batch stays
+    # symbolic, so they have no workload to tune.
     mod, params = from_onnx(onnx_models.small_cnn(batch="N"))
     tasks = autotune.extract_tasks(mod, params, target="llvm")
     assert [(t.args, t.weight) for t in tasks] == [(CONV_SMALL, 1), (CONV_REPEATED, 2)]
@@ -104,6 +109,40 @@ def test_a_batch_is_free_only_where_the_implementation_says_so(monkeypatch):
         for key, impl in strategy._REGISTRY.items()})
     mod, params = from_onnx(onnx_models.small_cnn(batch="N"))
     assert autotune.extract_tasks(mod, params, target="llvm") == []
+
+
+def test_a_transformer_block_has_softmax_and_layer_norm_tasks():
+    model = models.bert_encoder(layers=1, hidden=32, heads=2, vocab=50, max_pos=16)
+    mod, params = from_onnx(model, shape={"input_ids": (1, 8), "attention_mask": (1, 8)})
+    tasks = {t.name: t for t in autotune.extract_tasks(mod, params, target="llvm")}
+    assert tasks["softmax"].args == (((1, 2, 8, 8),), "float32", (("axis", 3),))
+    # The embedding's layer norm and the block's two share one workload.
+    layer_norm = tasks["layer_norm"]
+    assert layer_norm.args[0] == ((1, 8, 32), (32,), (32,)) and layer_norm.weight == 3
+    assert len(layer_norm.config_space) > 100
+
+
+def test_a_short_tuning_run_of_a_layer_norm_gives_the_record_the_build_uses(
+        needs_llvm, tmp_path, rng):
+    model = onnx_models.layer_norm_gelu()
+    mod, params = from_onnx(model, shape={"x": (2, 8, 32)})
+    tasks = autotune.extract_tasks(mod, params, target="llvm")
+    assert [t.name for t in tasks] == ["layer_norm"]
+    log = tmp_path / "ln.json"
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=1, repeat=1,
+                                                                 timeout=30))
+    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
+                                   batch_size=3)
+    sched.tune(3, option, callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    assert sched.tuners[0].best_result is not None
+
+    with autotune.apply_history_best(str(log)):
+        tuned = build(mod, params=params)
+    assert [k.schedule for k in tuned.kernels if k.anchor == "layer_norm"] == ["tuned record"]
+    x = rng.standard_normal((2, 8, 32)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-4, atol=1e-4)
 
 
 def test_extract_tasks_of_something_not_a_graph_names_what_it_takes():

@@ -14,8 +14,8 @@ from ... import te
 from ...errors import ShapeError
 from ...ir import expr as E
 from ..cpu_schedule import const_int, schedule_reduce
+from ..reduce_templates import register_row_operator
 from ..reduction import nanmax, reduce_compute, reduce_mean
-from ..register import register_llvm
 
 #: For schedule_reduce: the last output axis is vectorized, N * C is the parallel loop.
 _LAYOUT = {"inner_axes": 1, "parallel_axes": 2}
@@ -180,6 +180,11 @@ def global_max_pool(x):
                           "global_max_pool")
 
 
-for _fn in (max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d,
-            global_avg_pool, global_max_pool):
-    register_llvm(_fn.__name__, _fn, schedule_reduce)
+_WINDOW = {"strides": None, "pads": None, "dilations": None, "ceil_mode": 0}
+for _fn in (max_pool1d, max_pool2d, max_pool3d):
+    register_row_operator(_fn.__name__, _fn, schedule_reduce, kernel=None, **_WINDOW)
+for _fn in (avg_pool1d, avg_pool2d, avg_pool3d):
+    register_row_operator(_fn.__name__, _fn, schedule_reduce, kernel=None, **_WINDOW,
+                          count_include_pad=0)
+for _fn in (global_avg_pool, global_max_pool):
+    register_row_operator(_fn.__name__, _fn, schedule_reduce)

@@ -1,0 +1,42 @@
+"""The row knobs: which are declared, their defaults, and that the defaults are the
+first candidates (what a fallback config picks)."""
+
+from tecomp.autotune import ConfigSpace, FallbackConfigEntity
+from tecomp.topi.row_space import (
+    OUTPUT_VECTORS,
+    REDUCE_UNROLL,
+    REDUCE_VECTORS,
+    ROWS_PER_TASK,
+    RowKnobs,
+    define_row_knobs,
+)
+
+
+def test_no_config_takes_the_defaults():
+    assert define_row_knobs(None) == RowKnobs()
+
+
+def test_a_fallback_config_chooses_the_defaults_and_declares_every_knob():
+    cfg = FallbackConfigEntity()
+    assert define_row_knobs(cfg) == RowKnobs()
+    assert cfg.knob_names == ["rows_per_task", "output_vectors", "reduce_vectors",
+                              "reduce_unroll", "stats_in_row"]
+
+
+def test_the_space_spans_the_knobs_that_matter():
+    full = ConfigSpace()
+    define_row_knobs(full)
+    assert len(full) == (len(ROWS_PER_TASK) * len(OUTPUT_VECTORS) * len(REDUCE_VECTORS)
+                         * len(REDUCE_UNROLL) * 2)
+    plain = ConfigSpace()
+    define_row_knobs(plain, rfactor=False, statistics=False)
+    assert plain.knob_names == ["rows_per_task", "output_vectors"]
+
+
+def test_a_config_entity_gives_its_values_and_defaults_for_undeclared_knobs():
+    space = ConfigSpace()
+    define_row_knobs(space, rfactor=False)
+    cfg = space.get(len(space) - 1)
+    assert define_row_knobs(cfg, rfactor=False) == RowKnobs(
+        rows_per_task=ROWS_PER_TASK[-1], output_vectors=OUTPUT_VECTORS[-1],
+        stats_in_row=False)
