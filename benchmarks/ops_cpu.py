@@ -14,6 +14,10 @@ call. ``conv2d_packed_kernel`` takes the weight already in the template's blocke
 the benchmark packs it once, outside the timed region, exactly as ONNX Runtime prepacks
 its initializer weights once at session creation (and as the graph compiler constant-folds
 the packing of an initializer). ``--ops`` picks the rows (and what ``--tune`` tunes).
+
+``softmax`` and ``layer_norm`` (4096 x 1024, the last axis) are memory-bound kernels tuned
+through their row knobs (``tecomp.topi.row_space``); ONNX Runtime runs the one-node model
+with scale and bias as initializers.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import tecomp
 from tecomp import autotune
 from tecomp.autotune.records import shipped_history
 from tecomp.timing import median_ratio, paired
+from tecomp.topi import strategy
 from tecomp.topi.conv2d import kernel_blocking, pack_conv2d_kernel
 
 MATMUL = ("matmul", (1024, 1024, 1024, "float32"))
@@ -39,25 +44,46 @@ CONVS = [
 ]
 
 CONV_OPS = ["conv2d", "conv2d_packed_kernel"]
-OPS = ["matmul"] + CONV_OPS
+# operator: (ONNX op type, input shapes, attributes); inputs after the first are
+# initializers (scale, bias).
+ROW_OPS = {
+    "softmax": ("Softmax", [(4096, 1024)], {"axis": 1}),
+    "layer_norm": ("LayerNormalization", [(4096, 1024), (1024,), (1024,)],
+                   {"axis": 1, "epsilon": 1e-5}),
+}
+OPS = ["matmul"] + CONV_OPS + list(ROW_OPS)
 
 
-def ort_conv(x, w, strides, pads, threads):
+def ort_node(op_type, x, weights, threads, opset=13, **attrs):
+    """A function running the one-node model ``op_type(x, *weights)`` in ONNX Runtime
+    (``weights`` as initializers)."""
     import onnx
     from onnx import TensorProto, helper
 
-    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(strides),
-                            pads=list(pads) + list(pads))
+    names = [f"w{i}" for i in range(len(weights))]
+    node = helper.make_node(op_type, ["x", *names], ["y"], **attrs)
     graph = helper.make_graph(
-        [node], "conv",
+        [node], op_type,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[onnx.numpy_helper.from_array(w, "w")],
+        initializer=[onnx.numpy_helper.from_array(w, n) for w, n in zip(weights, names)],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     sess = fair.ort_session(model, threads)
     return lambda: sess.run(None, {"x": x})[0]
+
+
+def ort_conv(x, w, strides, pads, threads):
+    return ort_node("Conv", x, [w], threads, strides=list(strides),
+                    pads=list(pads) + list(pads))
+
+
+def row_workload(op):
+    """The template arguments of row operator ``op`` of ``ROW_OPS``."""
+    _, shapes, attrs = ROW_OPS[op]
+    return strategy.get_implementation(op, "llvm").workload(*shapes, dtype="float32",
+                                                            **attrs)
 
 
 def tuned_module(name, args, log):
@@ -96,7 +122,8 @@ def main(argv=None):
         p.error(f"--ops: unknown {bad}; choose from {','.join(OPS)}")
     convs = [CONVS[int(i)][1] for i in ns.layers.split(",") if i]
     workloads = ([MATMUL] if "matmul" in ops else []) + [
-        (op, args) for args in convs for op in CONV_OPS if op in ops]
+        (op, args) for args in convs for op in CONV_OPS if op in ops] + [
+        (op, row_workload(op)) for op in ROW_OPS if op in ops]
     if ns.tune:
         for name, args in workloads:
             task = autotune.create_task(name, args)
@@ -143,6 +170,19 @@ def main(argv=None):
             label = (f"conv2d {args[1][1]}->{args[1][0]} 3x3 @{args[0][2]}x{args[0][3]} "
                      f"({how})")
             _row(label, task.flop, t["tecomp"], "onnxruntime", t["ort"], rec)
+
+    for op in [op for op in ROW_OPS if op in ops]:
+        op_type, shapes, attrs = ROW_OPS[op]
+        x, *weights = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+        ref = ort_node(op_type, x, weights, ns.threads, opset=17, **attrs)
+        task, mod, tensors, rec = tuned_module(op, row_workload(op), ns.log)
+        y = np.empty(shapes[0], np.float32)
+        mod(x, *weights, y)
+        np.testing.assert_allclose(y, ref(), rtol=1e-4, atol=1e-5)
+        t = paired({"ort": ref, "tecomp": lambda mod=mod, w=weights, y=y: mod(x, *w, y)},
+                   rounds=ns.rounds)
+        _row(f"{op} {' x '.join(map(str, shapes[0]))} (last axis)", task.flop,
+             t["tecomp"], "onnxruntime", t["ort"], rec)
 
 
 def _row(label, flop, ours, ref_name, ref, rec):
