@@ -55,6 +55,11 @@ def _params(ctx, node, scale_at, zero_at):
 
 def _quantize_linear(ctx, node, attrs):
     _check_unblocked(ctx, attrs)
+    precision = int(attrs.get("precision", 0))
+    if precision not in (0, onnx.TensorProto.FLOAT):
+        # The division by the scale runs in float32.
+        ctx.fail(f"precision {onnx.TensorProto.DataType.Name(precision)} is not supported; "
+                 "allowed: FLOAT")
     zero = _input(node, 2)
     if zero is not None:
         _check_quantized(ctx, zero, "the zero point y_zero_point")
@@ -71,6 +76,11 @@ def _quantize_linear(ctx, node, attrs):
 
 def _dequantize_linear(ctx, node, attrs):
     _check_unblocked(ctx, attrs)
+    out = int(attrs.get("output_dtype", 0))
+    if out and out != onnx.helper.np_dtype_to_tensor_dtype(
+            np.dtype(ctx.type_of(node.input[1]).dtype)):
+        ctx.fail(f"output_dtype {onnx.TensorProto.DataType.Name(out)} differs from the "
+                 "scale's type; allowed: the scale's type")
     dtype = _check_quantized(ctx, node.input[0], "the input x", QUANTIZED_DTYPES + ("int32",))
     zero = _input(node, 2)
     if dtype == "int32" and zero is not None and np.any(
@@ -182,8 +192,10 @@ def quantized_converters(float_converter: Callable) -> dict:
         ctx.emit("quantize_linear", [x, scale, zp], node.output[:1], dtype="uint8")
 
     table = {
-        ("QuantizeLinear", (10, 13, 19, 21)): _quantize_linear,
-        ("DequantizeLinear", (10, 13, 19, 21)): _dequantize_linear,
+        # Versions 23 to 28 add element types (int2/int4, float4/float8: refused) and
+        # the attributes checked above; for uint8 and int8 nothing else changes.
+        ("QuantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28)): _quantize_linear,
+        ("DequantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28)): _dequantize_linear,
         ("QLinearConv", (10,)): qlinear_conv,
         ("QLinearMatMul", (10, 21)): qlinear_matmul,
         ("ConvInteger", (10,)): conv_integer,
