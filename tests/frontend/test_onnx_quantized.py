@@ -209,3 +209,16 @@ def test_per_row_zero_point_and_grouped_conv_integer_are_refused(rng):
     with pytest.raises(UnsupportedOpError, match="grouped ConvInteger"):
         _import(node, [("x", _ints(rng, "uint8", (1, 4, 5, 5)))],
                 [("w", _ints(rng, "int8", (4, 2, 3, 3)))])
+
+
+def test_version_23_attributes_beyond_float_are_refused(rng):
+    x = [("x", np.zeros((4,), "float32"))]
+    scale = [("s", np.array(0.1, "float32")), ("z", np.array(0, "uint8"))]
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"],
+                            precision=TensorProto.FLOAT16)
+    with pytest.raises(UnsupportedOpError, match="precision FLOAT16 is not supported"):
+        _import(node, x, scale, opset=23)
+    node = helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"],
+                            output_dtype=TensorProto.FLOAT16)
+    with pytest.raises(UnsupportedOpError, match="output_dtype FLOAT16 differs"):
+        _import(node, [("q", _ints(rng, "uint8", (4,)))], scale, opset=23)
