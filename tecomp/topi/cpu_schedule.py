@@ -75,12 +75,13 @@ def num_elements(shape) -> int | None:
 
 
 def inline_injective(s, outs) -> None:
-    """Inline every compute stage of ``s`` that is neither an output nor a reduction."""
+    """Inline every compute stage of ``s`` that is neither an output nor a reduction, nor
+    a row buffer (``attrs["row_buffer"]``: computed once and read twice on purpose)."""
     out_ops = {t.op for t in outs}
     for st in s.stages:
         op = st.op
         if (isinstance(op, ComputeOp) and op not in out_ops and not op.is_reduction
-                and len(op.outputs) == 1):
+                and len(op.outputs) == 1 and not op.attrs.get("row_buffer")):
             st.compute_inline()
 
 
@@ -361,6 +362,21 @@ def schedule_reduce(cfg, outs):
     return s
 
 
+def _row_buffers_read(s, op) -> list:
+    """The row buffers (stages ``inline_injective`` keeps) that ``op`` reads, directly or
+    through other compute stages."""
+    found, seen, todo = {}, set(), list(op.input_tensors)
+    while todo:
+        t = todo.pop()
+        if t in seen or not isinstance(t.op, ComputeOp):
+            continue
+        seen.add(t)
+        if t.op.attrs.get("row_buffer"):
+            found.setdefault(t.op, t)
+        todo.extend(t.op.input_tensors)
+    return list(found.values())
+
+
 def _row_knobs(cfg, s, outs) -> RowKnobs:
     """The row knobs of ``cfg`` that matter for the group of ``outs``: the reduction
     vectors where a reduction runs over its innermost axis, where the statistics are
@@ -466,9 +482,15 @@ def schedule_normalize(cfg, outs):
         else:
             po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
         row = None if po is None else _parallel_rows(stage, po, knobs.rows_per_task)
+        in_row = row is not None and knobs.stats_in_row
+        for buf in _row_buffers_read(s, t.op):
+            if in_row:
+                s[buf].compute_at(stage, row)
+                block_layout(s[buf], [], list(s[buf].op.axis), [], lanes, 0)
+            else:
+                parallel_vectorize(s[buf], list(s[buf].op.axis), buf.dtype, buf.shape)
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:
-                in_row = row is not None and knobs.stats_in_row
                 layout_reduction(s, red, attach=(stage, row) if in_row else None,
                                  knobs=knobs)
     return s

@@ -69,7 +69,7 @@ def _template_function(op: str) -> Callable:
 
 
 def register_row_operator(op: str, fcompute: Callable, fschedule: Callable,
-                          **attr_defaults) -> Callable:
+                          compute_knobs: Callable | None = None, **attr_defaults) -> Callable:
     """Register ``fcompute(*inputs, **attrs)`` with ``fschedule(cfg, outs)`` as the
     tunable ``llvm`` implementation of ``op`` and its template ``op``.
 
@@ -78,10 +78,14 @@ def register_row_operator(op: str, fcompute: Callable, fschedule: Callable,
     op : str
         The operator's name in the library; also the template's name.
     fcompute : callable
-        The operator's compute (no config: the knobs are the schedule's).
+        The operator's compute.
     fschedule : callable
         A schedule that declares its knobs on the config it is given
         (``schedule_normalize``, ``schedule_reduce``).
+    compute_knobs : callable, optional
+        ``compute_knobs(cfg) -> dict``: declares the compute's own knobs on ``cfg``
+        (their first candidates: the untuned compute) and returns the keyword arguments
+        of ``fcompute`` they choose.
     **attr_defaults
         The attributes that identify a tuning task, with the compute's defaults.
 
@@ -92,6 +96,8 @@ def register_row_operator(op: str, fcompute: Callable, fschedule: Callable,
     """
 
     def compute(cfg, *inputs, **attrs):
+        if compute_knobs is not None and cfg is not None:
+            attrs = {**attrs, **compute_knobs(cfg)}
         return fcompute(*inputs, **attrs)
 
     compute.__name__ = f"compute_{op}"

@@ -95,7 +95,8 @@ def test_every_config_builds_and_matches_numpy(case, rows, width, data):
 def test_the_space_declares_only_the_knobs_the_kernel_has():
     softmax = _task("softmax", [(8, 64)], {"axis": 1})
     assert softmax.config_space.knob_names == [
-        "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll", "stats_in_row"]
+        "exp_once", "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll",
+        "stats_in_row"]
     # A pool reduces no innermost axis and has no statistics to place.
     pool = _task("max_pool2d", [(1, 4, 8, 8)], {"kernel": [2, 2]})
     assert pool.config_space.knob_names == ["rows_per_task", "output_vectors"]
@@ -124,12 +125,25 @@ def test_the_fallback_config_lowers_to_the_untuned_schedule(op, shapes, attrs, s
 def test_a_tuned_config_changes_the_loops():
     task = _task("softmax", [(64, 256)], {"axis": 1})
     space = task.config_space
-    cfg = space.get(space.index_of([2, 1, 1, 1, 1]))  # 4 rows a task, statistics first
+    # 4 rows a task, statistics first
+    cfg = space.get(space.index_of([0, 2, 1, 1, 1, 1]))
     s, tensors = task.instantiate(cfg)
     default, default_tensors = task.instantiate(autotune.FallbackConfigEntity())
     roots = {st.op.name for st in s.stages if st.attach_type == "root"}
     assert {"softmax.max", "softmax.sum"} <= roots
     assert _lowered(s, tensors) != _lowered(default, default_tensors)
+
+
+@pytest.mark.parametrize("stats_in_row", [True, False])
+def test_a_softmax_computing_each_exponential_once_keeps_them_in_a_buffer(stats_in_row, rng):
+    task = _task("softmax", [(19, 37)], {"axis": 1})
+    space = task.config_space
+    cfg = space.get(space.index_of([1, 0, 0, 0, 0, int(not stats_in_row)]))
+    s, _ = task.instantiate(cfg)
+    exp = next(st for st in s.stages if st.op.name == "softmax.exp")
+    assert exp.attach_type == ("scope" if stats_in_row else "root")
+    a = rng.standard_normal((19, 37)).astype("float32")
+    np.testing.assert_allclose(_run(task, cfg, [a]), _softmax(a, 1), rtol=1e-5, atol=1e-6)
 
 
 def test_a_workload_names_an_unknown_attribute_and_the_allowed_ones():

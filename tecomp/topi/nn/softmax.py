@@ -40,9 +40,37 @@ def _normalized(x, axis, name, fvalue):
                       attrs={"norm_axes": (axis, axis + 1)})
 
 
-def softmax(x, axis: int = -1):
-    """ONNX Softmax: ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (float)."""
+def _softmax_exp_once(x, axis):
+    """Softmax whose exponentials are a stage of their own (``softmax.exp``, a row
+    buffer the schedule keeps), read by the sum and by the output."""
+    axis = normalize_axis(axis, len(x.shape))
+    m = reduce_compute(x, [axis], 1, lambda v: v, te.max, "softmax.max")
+
+    def row(idx):
+        return idx[:axis] + (E.IntImm(0),) + idx[axis + 1:]
+
+    e = te.compute(x.shape, lambda *idx: te.exp(x[idx] - m[row(idx)]), name="softmax.exp",
+                   tag="elemwise", attrs={"row_buffer": True})
+    s = reduce_compute(e, [axis], 1, lambda v: v, te.sum, "softmax.sum")
+    return te.compute(x.shape, lambda *idx: e[idx] * (1.0 / s[row(idx)]), name="softmax",
+                      tag="softmax", attrs={"norm_axes": (axis, axis + 1)})
+
+
+def softmax(x, axis: int = -1, exp_once: bool = False):
+    """ONNX Softmax: ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (float).
+
+    With ``exp_once`` each exponential is computed once, into a buffer of the row that the
+    sum and the output read; else it is computed for the sum and again for the output
+    (no buffer: a row is read three times, but nothing is written but the output)."""
+    if exp_once:
+        return _softmax_exp_once(x, axis)
     return _normalized(x, axis, "softmax", lambda d, s: te.exp(d) * (1.0 / s))
+
+
+def _softmax_knobs(cfg) -> dict:
+    """The compute's knob of a tunable softmax: whether the exponentials are buffered."""
+    cfg.define_knob("exp_once", [False, True])
+    return {"exp_once": cfg["exp_once"].val}
 
 
 def log_softmax(x, axis: int = -1):
@@ -69,6 +97,7 @@ def hardmax(x, axis: int = -1):
                       attrs={"norm_axes": (axis, axis + 1)})
 
 
-register_row_operator("softmax", softmax, schedule_normalize, axis=-1)
+register_row_operator("softmax", softmax, schedule_normalize, compute_knobs=_softmax_knobs,
+                      axis=-1)
 register_llvm("hardmax", hardmax, schedule_normalize)
 register_row_operator("log_softmax", log_softmax, schedule_normalize, axis=-1)
