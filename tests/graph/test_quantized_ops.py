@@ -18,6 +18,7 @@ import tecomp
 from tecomp.frontend import from_onnx
 from tecomp.graph.passes import optimize
 from tecomp.graph.passes.quantized_ops import lower_quantized_ops
+from tecomp.graph.tasks import extract_graph_tasks
 from tecomp.testing.quantized import quantize_dynamic_model, quantize_static_model
 
 pytest.importorskip("onnxruntime.quantization")
@@ -113,6 +114,13 @@ def test_quantize_dynamic_matmul_matches_onnxruntime(rng):
         (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
         (got,) = run(**feeds)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_quantized_products_are_tuning_tasks(rng):
+    model = _cnn(rng)
+    mod, params = from_onnx(quantize_static_model(model, _feeds(rng, model, 2)))
+    names = {t.name for t in extract_graph_tasks(mod, params)}
+    assert {"qnn_conv2d", "qnn_matmul"} <= names
 
 
 def _qdq_conv(groups=1, constant_scale=True):
