@@ -19,7 +19,7 @@ from ..ir import expr as E
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
-from .row_space import RowKnobs, define_row_knobs
+from .row_space import DEFAULT_ROW_KNOBS, RowKnobs, define_row_knobs
 
 #: Below this many output elements (a constant shape) a parallel loop costs more in
 #: fork/join than it saves, so small kernels run on one thread.
@@ -263,7 +263,7 @@ def _unroll_small_window(stage, reduce_axes) -> None:
             stage.unroll(ax)
 
 
-def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = RowKnobs()):
+def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
     then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
     a reduction over the innermost input axis is vectorized over partial results instead.

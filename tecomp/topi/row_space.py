@@ -54,6 +54,10 @@ class RowKnobs:
     stats_in_row: bool = True
 
 
+#: The untuned schedule's choice.
+DEFAULT_ROW_KNOBS = RowKnobs()
+
+
 def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> RowKnobs:
     """Declare the row knobs that matter for a kernel on ``cfg`` and return its choice.
 
@@ -77,7 +81,7 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> R
         untuned schedule.
     """
     if cfg is None:
-        return RowKnobs()
+        return DEFAULT_ROW_KNOBS
     cfg.define_knob("rows_per_task", list(ROWS_PER_TASK))
     cfg.define_knob("output_vectors", list(OUTPUT_VECTORS))
     chosen = {"rows_per_task": cfg["rows_per_task"].val,
