@@ -249,17 +249,18 @@ def _save_model(tmp_path, model):
 def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path, capsys):
     model = _save_model(tmp_path, onnx_models.conv_bn_relu_pool_gemm(batch=1))
     log = tmp_path / "m.json"
-    tune = ["tune", model, "--trials", "4", "--tuner", "random", "--seed", "0",
+    tune = ["tune", model, "--trials", "8", "--tuner", "random", "--seed", "0",
             "--number", "1", "--repeat", "1", "--output", str(log)]
     assert cli.main(tune) == 0, capsys.readouterr().err
     captured = capsys.readouterr()
     assert "task conv2d_packed_kernel" in captured.err and "task dense_packed" in captured.err
-    assert "m.onnx: 4/4 trials" in captured.err
+    assert "task max_pool2d" in captured.err and "task global_avg_pool" in captured.err
+    assert "m.onnx: 8/8 trials" in captured.err
     assert "tunable kernels (sum of weight x cost)" in captured.out
     records = [json.loads(line) for line in log.read_text().splitlines()]
     trials = [r for r in records if r["result"]["stage"] == "trial"]
     assert sorted(r["workload"]["name"] for r in trials) == ["conv2d_packed_kernel"] * 2 + [
-        "dense_packed"] * 2
+        "dense_packed"] * 2 + ["global_avg_pool"] * 2 + ["max_pool2d"] * 2
 
     lib = tmp_path / "m.so"
     assert cli.main(["compile", model, "-o", str(lib), "--tuning-records", str(log),
@@ -268,7 +269,7 @@ def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path
     assert "[conv2d: tuned record]" in summary and "[dense: tuned record]" in summary
 
     assert cli.main(tune + ["--resume"]) == 0
-    assert "nothing to do: 4 trials already in" in capsys.readouterr().err
+    assert "nothing to do: 8 trials already in" in capsys.readouterr().err
     assert len(log.read_text().splitlines()) == len(records)
 
 
