@@ -8,7 +8,9 @@ whole model into one module run by a :class:`GraphModule`.
 Importing this package loads the model runtime only (the IR, :func:`load`,
 :class:`GraphModule`); the compiler's names (:func:`build`, :func:`infer_types`,
 :func:`extract_graph_tasks` and their errors) load the operator library and the autotuner
-on first use, so a deployment that loads and runs an exported model imports neither.
+on first use, so a deployment that loads and runs an exported model imports neither. The
+device executor (:class:`DeviceGraphModule`, which ``GraphModule(lib)`` makes for a
+library built for ``cuda``) also loads on first use.
 """
 
 import sys
@@ -19,8 +21,10 @@ from .executor import GraphInputError, GraphModule, InputDtypeError
 from .ir import Graph, Node, TensorType
 from .library import GraphLibrary, KernelInfo, load
 
-#: The compiler's names -> the module of this package that defines them.
-_COMPILER = {
+#: The names loaded on first use -> the module of this package that defines them: the
+#: compiler's, and the device executor.
+_LAZY = {
+    "DeviceGraphModule": "device_executor",
     "GraphBuildError": "build",
     "build": "build",
     "infer_types": "infer",
@@ -35,7 +39,7 @@ class _Package(types.ModuleType):
     stays the function, as when this package imported it eagerly."""
 
     def __setattr__(self, name, value):
-        if name in _COMPILER and isinstance(value, types.ModuleType):
+        if name in _LAZY and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 
@@ -44,10 +48,11 @@ sys.modules[__name__].__class__ = _Package
 
 
 __getattr__ = lazy_attributes(__name__, {name: (f"{__name__}.{module}", name)
-                                         for name, module in _COMPILER.items()})
+                                         for name, module in _LAZY.items()})
 
 
 __all__ = [
+    "DeviceGraphModule",
     "Graph",
     "GraphBuildError",
     "extract_graph_tasks",

@@ -48,6 +48,9 @@ class DevicePlan:
 class DeviceGraphModule(GraphModule):
     """Run a :class:`~tecomp.graph.library.GraphLibrary` built for a device target.
 
+    ``tecomp.graph.GraphModule(lib)`` makes one for such a library (its module answers
+    ``device_memory``), so code written for the host executor runs a device model too.
+
     Parameters
     ----------
     lib : GraphLibrary
@@ -72,7 +75,10 @@ class DeviceGraphModule(GraphModule):
     >>> lib = tecomp.graph.build(mod, target="cuda", params=params)    # doctest: +SKIP
     >>> y, = DeviceGraphModule(lib)(x=x)                               # doctest: +SKIP
     >>> y, = DeviceGraphModule(lib)(x=torch_tensor_on_gpu)             # doctest: +SKIP
+    >>> y, = tecomp.graph.GraphModule(lib)(x=x)                        # doctest: +SKIP
     """
+
+    profiles_in_run = False
 
     def __init__(self, lib, *, convert_inputs: bool = False, simulate: bool | None = None,
                  device_outputs: bool = False):

@@ -23,6 +23,7 @@ explicit choice (``convert_inputs=True``), never a silent one.
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -237,8 +238,30 @@ class _CallerState(threading.local):
         self.last: MemoryPlan | None = None
 
 
+#: The executor of libraries whose runtime module keeps a model's values in a device's
+#: memory (it answers ``module.device_memory``, as a CUDA module does): (module, class),
+#: imported by name the first time such a library is run, so that loading and running a
+#: CPU model imports nothing of devices.
+DEVICE_EXECUTOR = ("tecomp.graph.device_executor", "DeviceGraphModule")
+
+
+def executor_class(lib) -> type:
+    """The :class:`GraphModule` class that runs ``lib``: the device executor where its
+    module offers a device's memory, else the host executor itself."""
+    if getattr(lib.module, "device_memory", None) is None:
+        return GraphModule
+    module, name = DEVICE_EXECUTOR
+    return getattr(importlib.import_module(module), name)
+
+
 class GraphModule:
     """Run a :class:`~tecomp.graph.library.GraphLibrary`.
+
+    One class for every device, as TVM's ``graph_executor.GraphModule``: a library built
+    for a device target (``target="cuda"``) makes a
+    :class:`~tecomp.graph.device_executor.DeviceGraphModule` (its values in device
+    memory; on a GPU, or in the simulator without one), which takes the same calls and
+    also ``simulate=`` and ``device_outputs=``.
 
     ``gm(**inputs)`` runs on the inputs given and returns copies of the outputs, keeping
     nothing; ``set_input`` / ``run`` / ``get_output`` keep the inputs set and the outputs of
@@ -264,6 +287,23 @@ class GraphModule:
     >>> with ThreadPoolExecutor(4) as pool:                      # doctest: +SKIP
     ...     ys = list(pool.map(lambda x: gm(x=x)[0], xs))
     """
+
+    #: Whether the kernels run in a simulator rather than on the hardware they were
+    #: built for (a device executor without its device).
+    simulated = False
+    #: Whether :meth:`profile` times the calls of whole runs (``in_run=True``): host
+    #: kernels run one after another, a device queues them without waiting in between.
+    profiles_in_run = True
+
+    def __new__(cls, lib=None, **options):
+        if cls is GraphModule and lib is not None:
+            cls = executor_class(lib)
+            unknown = set(options) - {"convert_inputs"}
+            if cls is GraphModule and unknown:
+                raise TypeError(f"GraphModule: {', '.join(sorted(unknown))} apply to a "
+                                f"library built for a device target (cuda); this one's "
+                                f"kernels run on the host, which takes convert_inputs only")
+        return super().__new__(cls)
 
     def __init__(self, lib, *, convert_inputs: bool = False):
         self.lib = lib

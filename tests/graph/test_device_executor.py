@@ -130,12 +130,10 @@ def test_export_then_load_holds_cubin_ptx_and_graph(cnn_lib, tmp_path, rng):
             DeviceGraphModule(loaded)
 
 
-def test_each_executor_refuses_the_others_library(cnn_lib):
+def test_the_device_executor_refuses_a_cpu_library():
     lib = build(from_onnx(onnx_models.decomposed_layer_norm())[0], target="llvm")
-    with pytest.raises(tecomp.errors.TecompError, match="GraphModule"):
+    with pytest.raises(tecomp.errors.TecompError, match="run it with tecomp.graph.GraphModule"):
         DeviceGraphModule(lib)
-    with pytest.raises(tecomp.errors.TecompError, match="DeviceGraphModule"):
-        tecomp.graph.GraphModule(cnn_lib)(x=np.zeros((1, 3, 6, 6), "float32"))
 
 
 def test_wrong_inputs_are_named(cnn_lib):
