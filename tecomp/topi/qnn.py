@@ -42,17 +42,21 @@ _ACC = "int32"
 PAD_TAG = "qnn_conv2d_pad"
 TILES_TAG = "qnn_conv2d_tiles"
 
-#: Tag of qnn_matmul's left operand less its zero point.
-SHIFT_TAG = "qnn_matmul_shift"
-
 #: Tag of the packing of a computed kernel by vectors of output channels.
 KERNEL_PACK_TAG = "qnn_conv2d_kernel_pack"
 
 
 def _shifted(value, zero):
     """``value - zero`` in int32, or ``value`` for no zero point (the symmetric int8
-    weights onnxruntime writes): the simplifier would distribute a product over the
-    difference, so a weight with a zero point costs a second product per step."""
+    weights onnxruntime writes).
+
+    The simplifier distributes the product of two differences over them: ``(a - za) *
+    b`` becomes ``a * b - za * b``, whose second product is the same for every lane of
+    a vector (hoisted, one broadcast), while a weight zero point adds products per lane.
+    The 8-bit operands stay 8-bit loads: LLVM pairs products into ``vpmaddwd`` /
+    ``vpdpwssd`` only where it knows both factors fit in 16 bits, which a difference
+    stored in an int16 buffer would hide (``vpmulld`` then, at 1.8x the time of a
+    64-channel 28x28 3x3 convolution)."""
     value = value.astype(_ACC)
     return value if zero is None else value - zero
 
@@ -136,15 +140,11 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
     za = _zero_reader(what, a_zero, None, "row")(0)
     zb = _zero_reader(what, b_zero, M, "column")
     define_qnn_matmul_knobs(cfg, N, K, M)
-    # A less its zero point, once per call in int16 (a product of differences would be
-    # distributed into four products by the simplifier).
-    a_shift = te.compute((N, K), lambda i, k: (A[i, k].astype(_ACC) - za).astype("int16"),
-                         name="A.shifted", tag=SHIFT_TAG)
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
         (N, M),
-        lambda i, j: te.sum(a_shift[i, k].astype(_ACC)
-                            * _shifted(B[k, j], zb(j) if zb else None), axis=k),
+        lambda i, j: te.sum(_shifted(A[i, k], za) * _shifted(B[k, j], zb(j) if zb else None),
+                            axis=k),
         name="qnn_matmul", tag="qnn_matmul")
 
 
@@ -187,7 +187,6 @@ def schedule_qnn_matmul(cfg, outs):
     s[local].unroll(ci)
     if cfg["tile_k"].val > 1:
         s[local].unroll(ki)
-    schedule_injective_stage(s, find_anchor(out, SHIFT_TAG, what).output(0))
     return s
 
 
@@ -211,9 +210,11 @@ def define_qnn_conv2d_knobs(cfg, C, K, OW):
     cfg.define_knob("rows", [1, 2, 4, 7, 8])
     cfg.define_knob("tile_ic", [c for c in (1, 2, 4) if C % c == 0])
     if cfg.is_fallback:
-        # Pixels: even a 4-pixel row (half a vector of 8 wasted) ran 1.4x faster than
-        # channels (512 -> 512 channels, 3x3, AVX2, 2 threads).
-        cfg.fallback_knob("vector", "pixels")
+        # Channels where a row is narrower than a vector: a 4-pixel row ran in 0.8x
+        # the time of pixels (512 -> 512 channels, 3x3, AVX2, 2 threads; the kernel
+        # packed per call even), a 28-pixel one in 1.3x.
+        cfg.fallback_knob("vector", "channels" if lanes > OW and K % lanes == 0
+                          else "pixels")
         cfg.fallback_knob("tile_oc", max(c for c in (1, 2, 4) if K % c == 0))
         cfg.fallback_knob("tile_ow", 2 if 2 * lanes <= OW else 1)
         cfg.fallback_knob("rows", OW if OW in (1, 2, 4, 7, 8) else (8 if OW > 8 else 4))
@@ -299,11 +300,13 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     OWp = -(-OW // row) * row
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
 
+    x_zero_value = x_zero[()] if len(x_zero.shape) == 0 else x_zero[0]
+
     def padded(n, c, y, x):
-        # The input less its zero point, in int16: the padding is the real 0.
+        # Padded with x_zero, the real 0, which the product's shift then cancels.
         conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
-        value = (data[n, c, y - top, x - left].astype(_ACC) - zx).astype("int16")
-        return te.if_then_else(te.all(*conds), value, te.const(0, "int16")) if conds else value
+        value = data[n, c, y - top, x - left]
+        return te.if_then_else(te.all(*conds), value, x_zero_value) if conds else value
 
     data_pad = te.compute((N, C, Hp, Wp), padded, name="data_pad", tag=PAD_TAG)
     rc = te.reduce_axis((0, C), name="rc")
@@ -312,7 +315,7 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     tiles = te.compute(
         (N, K, OH, OWp),
         lambda n, k, y, x: te.sum(
-            data_pad[n, rc, y * sh + ry * dh, x * sw + rx * dw].astype(_ACC)
+            _shifted(data_pad[n, rc, y * sh + ry * dh, x * sw + rx * dw], zx)
             * _shifted(read_weight(k, rc, ry, rx), zw(k) if zw else None),
             axis=[rc, ry, rx]),
         name="qnn_conv2d_tiles", tag=TILES_TAG)
