@@ -122,7 +122,7 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
         # A padded row of at most 7 columns reads the padded copy (cheap for so small a
         # plane), which the whole-plane passes of the schedule run faster than in place.
         in_place = padded and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
-            caps, b, ocb, S)
+            caps, b, ocb, ow, S)
         rows, cols = cpu_tiling.blocked_conv_register_tile(
             caps, b, ocb, ow, S if in_place else 1)
         cfg.fallback_knob("tile_ocb", rows)

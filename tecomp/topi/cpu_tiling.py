@@ -134,13 +134,15 @@ def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence
 
 
 def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequence[int],
-                                kernel_columns: int) -> bool:
-    """Whether a padded conv2d_nchwc can unroll its ``kernel_columns`` kernel columns
-    (reading the input in place): their weight vectors and a tile of ``fma_chains``
-    accumulators must fit the registers together."""
-    vecs = vectors_of(caps, block)
-    rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
-    return accumulator_room(caps, rows * vecs * kernel_columns + 1) >= caps.fma_chains
+                                columns: Sequence[int], kernel_columns: int) -> bool:
+    """Whether a padded conv2d_nchwc should unroll its ``kernel_columns`` kernel columns
+    (reading the input in place): only where the register tile beside their weight
+    vectors still reaches ``fma_chains`` accumulators. Otherwise the zero-bordered copy
+    costs less than a latency-bound tile (SqueezeNet's 3x3 48->192 at 13x13 on AVX2: 2
+    blocks by 1 column in place 1.74 ms, 1 by 13 in place but spilling 0.99 ms)."""
+    rows, cols = blocked_conv_register_tile(caps, block, block_counts, columns,
+                                            kernel_columns)
+    return rows * cols * vectors_of(caps, block) >= caps.fma_chains
 
 
 # ---- NCHW convolutions (conv2d) -----------------------------------------------------------
@@ -209,17 +211,20 @@ def pointwise_register_tile(caps: CPUCaps, row_candidates: Sequence[int],
 def depthwise_tile(caps: CPUCaps, widths: Sequence[int], heights: Sequence[int],
                    width: int) -> tuple[int, int]:
     """``(rows, columns)`` of a depthwise output tile: a row of the vector width of
-    columns that divides ``width`` (no masked tail), then the fewest rows (of
-    ``heights``) that give ``fma_chains`` accumulator vectors, within the registers beside
-    the input vector and the broadcast weight. Every kernel tap of an accumulator depends
-    on the one before, so fewer rows leave the FMA units waiting."""
+    columns that divides ``width`` (no masked tail), by 2 rows (at most ``heights``).
+
+    Unlike the other tiles this one is not sized by the FMA chains: every multiply-add of
+    a depthwise kernel loads its own input vector (a channel's weights are scalars, no
+    operand serves two accumulators but the broadcast weight), so loads bound it, not
+    the FMA latency. Rows beyond two only lengthen the border tiles that keep the padding
+    tests (2 threads, AVX2, ms, by 1 / 2 / 4 / 8 rows of 8 columns: 3x3 32 channels at
+    112x112 0.27 / 0.36 / 0.41 / 0.52; 96 channels at 112x112 stride 2 1.73 / 1.39 / 1.09
+    / 6.91); two rows share all but one of their kernel's input rows in L1.
+    """
     lanes = fp32_lanes(caps)
     cols = min(widths, key=lambda w: (width % w != 0, abs(math.log2(w / lanes)), -w))
-    vecs = vectors_of(caps, cols)
-    room = accumulator_room(caps, 2)
-    fitting = [h for h in heights if h * vecs <= room] or [min(heights)]
-    enough = [h for h in fitting if h * vecs >= caps.fma_chains]
-    return (min(enough) if enough else max(fitting)), cols
+    rows = max([h for h in heights if h <= 2] or [min(heights)])
+    return rows, cols
 
 
 # ---- matrix products ----------------------------------------------------------------------

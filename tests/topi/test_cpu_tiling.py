@@ -99,12 +99,27 @@ def test_blocked_conv_register_tile(caps, name, W, kernel_columns, want):
                                          kernel_columns) == want
 
 
-@pytest.mark.parametrize("name, kernel_columns, want", [
-    ("avx512", 7, True), ("haswell", 3, False), ("haswell", 1, True), ("neon", 5, True)])
-def test_blocked_conv_reads_in_place(caps, name, kernel_columns, want):
+@pytest.mark.parametrize("name, W, kernel_columns, want", [
+    ("avx512", 56, 7, True),   # 2 x 7 weights + 1 leave 17: 2 x 8 columns
+    ("haswell", 56, 3, False),  # 2 x 3 + 1 leave 9: at best 2 x 4 < 10 chains
+    ("haswell", 56, 1, True),   # one column: 1 x 14 >= 10
+    ("neon", 56, 5, True),      # 2 x 5 + 1 leave 21: 2 x 8
+    ("neon", 13, 3, True),      # 1 x 13 beside 3 weights
+    ("avx512", 26, 5, True),    # 2 x 5 + 1 leave 21: 2 x 2 < 8, then 1 x 13
+])
+def test_blocked_conv_reads_in_place(caps, name, W, kernel_columns, want):
     c = caps[name]
-    assert ct.blocked_conv_reads_in_place(c, ct.channel_block(c), [1, 2, 4],
+    columns = [d for d in range(1, 29) if W % d == 0]
+    assert ct.blocked_conv_reads_in_place(c, ct.channel_block(c), [1, 2, 4], columns,
                                           kernel_columns) is want
+
+
+def test_a_row_the_tile_cannot_cover_reads_a_copy():
+    # 13 columns, 3x3, on a Zen 3 (16 registers, 8 chains): in place the tile would be
+    # 2 blocks by 1 column; with the copy it is 1 by 13.
+    zen3 = CPUCaps(256, 16, 2, 32 * KIB, 512 * KIB, 8)
+    assert not ct.blocked_conv_reads_in_place(zen3, 8, [1, 2, 4], [1, 13], 3)
+    assert ct.blocked_conv_register_tile(zen3, 8, [1, 2, 4], [1, 13], 1) == (1, 13)
 
 
 @pytest.mark.parametrize("name, oc_bn, reg_n, ic_bn", [
@@ -141,11 +156,12 @@ def test_pointwise_register_tile(caps, name, want):
 
 
 @pytest.mark.parametrize("name, width, heights, want", [
-    # A vector of columns dividing the width, then rows up to the chains.
-    ("avx512", 112, (1, 2, 4, 8), (8, 16)),
-    ("haswell", 112, (1, 2, 4, 8), (8, 8)),  # 10 chains out of reach: the most rows
-    ("neon", 112, (1, 2, 4, 8), (8, 4)),
-    ("avx512", 7, (1, 2, 4), (4, 7)),
+    # A vector of columns dividing the width, by 2 rows (loads bound it, not chains).
+    ("avx512", 112, (1, 2, 4, 8), (2, 16)),
+    ("haswell", 112, (1, 2, 4, 8), (2, 8)),
+    ("neon", 112, (1, 2, 4, 8), (2, 4)),
+    ("avx512", 7, (1, 2, 4), (2, 7)),
+    ("neon", 6, (1,), (1, 4)),  # a single row; no width divides 6: the nearest vector
 ])
 def test_depthwise_tile(caps, name, width, heights, want):
     widths = [w for w in (4, 7, 8, 14, 16, 28, 32, 56, 64) if w <= width]
