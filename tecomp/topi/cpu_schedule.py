@@ -364,23 +364,14 @@ def schedule_reduce(cfg, outs):
 
 def _row_buffers_read(s, op) -> list:
     """The row buffers (stages ``inline_injective`` keeps) that ``op`` reads, directly or
-    through other compute stages."""
-    found, seen, todo = {}, set(), list(op.input_tensors)
-    while todo:
-        t = todo.pop()
-        if t in seen or not isinstance(t.op, ComputeOp):
-            continue
-        seen.add(t)
-        if t.op.attrs.get("row_buffer"):
-            found.setdefault(t.op, t)
-        todo.extend(t.op.input_tensors)
-    return list(found.values())
+    through other compute stages, one per stage."""
+    return _stages_read(op, lambda o: o.attrs.get("row_buffer"))
 
 
 def _row_knobs(cfg, s, outs) -> RowKnobs:
     """The row knobs of ``cfg`` that matter for the group of ``outs``: the reduction
-    vectors where a reduction runs over its innermost axis, where the statistics are
-    computed where an output reads one."""
+    vectors only where a reduction runs over its innermost axis, the placement of the
+    statistics only where an output reads one."""
     reductions = {r.op for t in outs for r in _reductions_read(s, t.op)}
     reductions |= {t.op for t in outs if isinstance(t.op, ComputeOp) and t.op.is_reduction}
     rfactor = any(_inner_count(op) == 0 and op.reduce_axis for op in reductions)
@@ -408,13 +399,19 @@ def _reductions_at_root(s, outs, knobs: RowKnobs) -> set:
 def _reductions_read(s, op) -> list:
     """The reduction tensors of the group that ``op`` reads, directly or through other
     compute stages (a variance reads a mean), one per stage."""
+    return _stages_read(op, lambda o: o.is_reduction)
+
+
+def _stages_read(op, keep) -> list:
+    """The tensors of the compute stages ``op`` reads, directly or through other compute
+    stages, whose op satisfies ``keep``; one per stage."""
     found, seen, todo = {}, set(), list(op.input_tensors)
     while todo:
         t = todo.pop()
         if t in seen or not isinstance(t.op, ComputeOp):
             continue
         seen.add(t)
-        if t.op.is_reduction:
+        if keep(t.op):
             found.setdefault(t.op, t)
         todo.extend(t.op.input_tensors)
     return list(found.values())
