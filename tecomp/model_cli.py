@@ -7,11 +7,16 @@
                    [--precision fp32|bf16]
     tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
                [--profile] [--graph run.svg] [--convert-inputs]
+    tecomp run model.onnx --target cuda --inputs in.npz ...
 
 ``compile`` writes ``model.so`` and its graph sidecar ``model.so.graph.npz``;
-``run`` reads inputs by name from an ``.npz`` archive and writes the outputs by their
-graph names. ``--profile`` prints each kernel's time inside the runs (in run order, each
-finding the caches as the kernels before it left them; ``GraphModule.profile(in_run=True)``).
+``run`` runs such a library, or builds an ONNX model (``.onnx``) for ``--target`` first,
+and runs it with ``GraphModule`` on the device the target names (a cuda target without a
+GPU: in the simulator, with a note saying so); it reads inputs by name from an ``.npz``
+archive and writes the outputs by their graph names. ``--profile`` prints each kernel's
+time inside the runs (in run order, each finding the caches as the kernels before it left
+them; ``GraphModule.profile(in_run=True)``), on a GPU each kernel's time alone (CUDA
+events).
 ``--graph`` draws the built graph (``tecomp.graph.draw``): each kernel a box with its
 operators, layout transforms and concatenations computed in place marked; after ``run
 --profile``, each box carries its kernel's time. An input of another dtype than the model
@@ -72,7 +77,10 @@ def add_parsers(subparsers) -> None:
                         "(.svg, .png, .pdf, or .dot; needs the graphviz package and dot)")
     c.set_defaults(func=_reporting_usage_errors(compile_model))
     r = subparsers.add_parser("run", help="run a compiled model on inputs from an .npz file")
-    r.add_argument("library", help="the library tecomp compile wrote")
+    r.add_argument("library", help="the library tecomp compile wrote, or an ONNX model "
+                                    "(.onnx) to build for --target and run")
+    r.add_argument("--target", help="target string an ONNX model is built for (default: "
+                                    "llvm; cuda runs on the GPU, or simulated without one)")
     r.add_argument("--inputs", required=True, help=".npz with one array per input name")
     r.add_argument("--outputs", help=".npz to write the outputs to (by output name)")
     r.add_argument("--repeat", type=int, default=1, help="runs to time (default 1)")
@@ -122,6 +130,22 @@ def _draw_graph(lib, path, out, profile=None) -> None:
     print(f"graph drawn to {path}", file=out)
 
 
+def _parse_target(text: str) -> Target:
+    try:
+        return Target(text)
+    except TecompError as e:
+        raise ModelUsageError(str(e)) from None
+
+
+def _build_model(path: str, target: Target, shapes=None, tuning_records=None,
+                 precision: str = "fp32"):
+    """The ONNX model at ``path`` imported and built for ``target``."""
+    mod, params = from_onnx(path, shape=shapes or None)
+    records = apply_history_best(tuning_records) if tuning_records else contextlib.nullcontext()
+    with records:
+        return build(mod, target=target, params=params, precision=precision)
+
+
 def compile_model(ns, out, err) -> int:
     """``tecomp compile``."""
     if not os.path.exists(ns.model):
@@ -129,18 +153,11 @@ def compile_model(ns, out, err) -> int:
     _check_graph_option(ns.graph)
     if ns.tuning_records and not os.path.exists(ns.tuning_records):
         raise ModelUsageError(f"--tuning-records {ns.tuning_records}: no such file")
-    try:
-        target = Target(ns.target)
-    except TecompError as e:
-        raise ModelUsageError(str(e)) from None
+    target = _parse_target(ns.target)
     shapes = dict(parse_input_shape(s) for s in ns.input_shape)
     start = time.perf_counter()
     try:
-        mod, params = from_onnx(ns.model, shape=shapes or None)
-        records = (apply_history_best(ns.tuning_records) if ns.tuning_records
-                   else contextlib.nullcontext())
-        with records:
-            lib = build(mod, target=target, params=params, precision=ns.precision)
+        lib = _build_model(ns.model, target, shapes, ns.tuning_records, ns.precision)
         lib.export_library(ns.output)
         if ns.graph:
             _draw_graph(lib, ns.graph, out)
@@ -155,16 +172,32 @@ def compile_model(ns, out, err) -> int:
 
 
 def _print_profile(gm, profile, runs: int, out) -> None:
-    """One line per kernel call, in run order: median ms in a run, share, operators."""
+    """One line per kernel call, in run order: median ms (in a run, or alone where the
+    executor times kernels alone), share, operators."""
     ops = {k.name: "+".join(k.ops) for k in gm.lib.kernels}
     total = sum(t.median for _, t in profile)
     width = max([len(name) for name, _ in profile] + [6])
-    print(f"{'kernel':<{width}} {'ms':>8} {'share':>6}  ops  (median of {runs} runs)",
-          file=out)
+    how = f"median of {runs} runs" if gm.profiles_in_run else f"median of {runs} calls alone"
+    print(f"{'kernel':<{width}} {'ms':>8} {'share':>6}  ops  ({how})", file=out)
     for name, t in profile:
         print(f"{name:<{width}} {t.median * 1e3:8.3f} {t.median / total:6.1%}  {ops[name]}",
               file=out)
     print(f"{'sum':<{width}} {total * 1e3:8.3f}", file=out)
+
+
+def _library_to_run(ns):
+    """``tecomp run``'s library: the one given, loaded, or the ONNX model given, built for
+    ``--target``."""
+    if not ns.library.endswith(".onnx"):
+        if ns.target is not None:
+            raise ModelUsageError(f"--target {ns.target}: only for an ONNX model (.onnx), which "
+                                  f"run builds first; {ns.library} runs on the target it was "
+                                  f"built for")
+        return load(ns.library)
+    target = _parse_target(ns.target or "llvm")
+    if not os.path.exists(ns.library):
+        raise ModelUsageError(f"{ns.library}: no such file")
+    return _build_model(ns.library, target)
 
 
 def run_model(ns, out, err) -> int:
@@ -175,7 +208,15 @@ def run_model(ns, out, err) -> int:
         raise ModelUsageError(f"--inputs {ns.inputs}: no such file")
     _check_graph_option(ns.graph)
     try:
-        gm = GraphModule(load(ns.library), convert_inputs=ns.convert_inputs)
+        lib = _library_to_run(ns)
+        gm = GraphModule(lib, convert_inputs=ns.convert_inputs)
+        if gm.simulated:
+            if ns.profile:
+                raise ModelUsageError(f"--profile: no {lib.target.kind} device here, so the "
+                                      f"kernels run in tecomp's simulator, which times "
+                                      f"nothing; profile on a machine with the device")
+            print(f"note: no {lib.target.kind} device here: the kernels run in tecomp's "
+                  f"simulator on the CPU (slow; the outputs are checked, not timed)", file=err)
         with np.load(ns.inputs, allow_pickle=False) as data:
             inputs = {k: data[k] for k in data.files}
         missing = set(gm.input_names) - set(inputs)
@@ -193,7 +234,8 @@ def run_model(ns, out, err) -> int:
             t0 = time.perf_counter()
             gm.run()
             times.append(time.perf_counter() - t0)
-        profile = gm.profile(number=1, repeat=ns.repeat, in_run=True) if ns.profile else None
+        profile = (gm.profile(number=1, repeat=ns.repeat, in_run=gm.profiles_in_run)
+                   if ns.profile else None)
         if ns.graph:
             _draw_graph(gm.lib, ns.graph, out, profile)
     except (TecompError, FileNotFoundError) as e:

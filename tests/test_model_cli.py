@@ -4,6 +4,7 @@ import numpy as np
 import onnx
 import onnx_models
 import pytest
+import util
 
 from tecomp import cli
 from tecomp.model_cli import ModelUsageError, parse_input_shape
@@ -101,3 +102,68 @@ def test_compile_precision_bf16(tmp_path, capsys):
     assert "lacks avx512bf16" in capsys.readouterr().err
     assert cli.main(argv + ["llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids"]) == 0
     assert lib.exists()
+
+
+def _layer_norm_files(tmp_path, rng):
+    """The decomposed layer norm saved as m.onnx, an input archive for it, and its
+    onnxruntime output."""
+    model = onnx_models.decomposed_layer_norm()
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    x = rng.standard_normal((2, 16)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    return onnx_models.run_onnxruntime(model, {"x": x})[0]
+
+
+def test_run_builds_an_onnx_model_for_the_target_given(cuda_target, tmp_path, capsys, rng):
+    ref = _layer_norm_files(tmp_path, rng)
+    run = ["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz"),
+           "--outputs", str(tmp_path / "out.npz"), "--target", cuda_target]
+    assert cli.main(run) == 0
+    err = capsys.readouterr().err
+    if util.gpu_available():
+        assert "simulator" not in err
+        assert cli.main([*run, "--profile"]) == 0
+        assert "calls alone" in capsys.readouterr().out
+    else:
+        assert err.startswith("note: no cuda device here: the kernels run in tecomp's "
+                              "simulator") and len(err.splitlines()) == 1
+        assert cli.main([*run, "--profile"]) == 2
+        assert "--profile: no cuda device here" in capsys.readouterr().err
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["y"], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_run_builds_an_onnx_model_for_the_cpu_by_default(needs_llvm, tmp_path, capsys, rng):
+    ref = _layer_norm_files(tmp_path, rng)
+    assert cli.main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz"),
+                     "--outputs", str(tmp_path / "out.npz")]) == 0
+    assert capsys.readouterr().err == ""
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["y"], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_run_an_exported_cuda_model(cuda_target, tmp_path, capsys, rng):
+    ref = _layer_norm_files(tmp_path, rng)
+    lib = tmp_path / "m.cuda"
+    assert cli.main(["compile", str(tmp_path / "m.onnx"), "-o", str(lib), "--target",
+                     cuda_target]) == 0
+    run = ["run", str(lib), "--inputs", str(tmp_path / "in.npz"), "--outputs",
+           str(tmp_path / "out.npz")]
+    if not util.gpu_available():  # an exported module holds no loop IR to simulate
+        assert cli.main(run) == 1
+        assert "loaded from a file" in capsys.readouterr().err
+        return
+    assert cli.main([*run, "--print-time"]) == 0
+    assert "median" in capsys.readouterr().out
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["y"], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_run_takes_a_target_only_for_an_onnx_model(tmp_path, capsys):
+    np.savez(tmp_path / "in.npz", x=np.zeros((2, 16), "float32"))
+    assert cli.main(["run", str(tmp_path / "m.so"), "--inputs", str(tmp_path / "in.npz"),
+                     "--target", "cuda"]) == 2
+    assert "--target cuda: only for an ONNX model (.onnx)" in capsys.readouterr().err
+    assert cli.main(["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz"),
+                     "--target", "nosuchkind"]) == 2
+    assert capsys.readouterr().err.startswith("tecomp: error:")
