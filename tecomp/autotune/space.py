@@ -423,6 +423,10 @@ class ConfigSpace(_ConfigBase):
     def knob_names(self):
         return list(self.space_map)
 
+    def __contains__(self, name) -> bool:
+        """Whether knob ``name`` is declared."""
+        return name in self.space_map
+
     def get(self, index: int) -> ConfigEntity:
         """Config number ``index`` (mixed radix, first knob least significant)."""
         index = int(index)
@@ -488,6 +492,10 @@ class ConfigEntity(_ConfigBase):
 
     def _defined(self, name):
         return True  # the knob was declared when the space was collected
+
+    def __contains__(self, name) -> bool:
+        """Whether the config has knob ``name`` (its template declared it)."""
+        return name in self._entity_map
 
     def __getitem__(self, name):
         try:

@@ -82,16 +82,16 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> R
     """
     if cfg is None:
         return DEFAULT_ROW_KNOBS
-    cfg.define_knob("rows_per_task", list(ROWS_PER_TASK))
-    cfg.define_knob("output_vectors", list(OUTPUT_VECTORS))
-    chosen = {"rows_per_task": cfg["rows_per_task"].val,
-              "output_vectors": cfg["output_vectors"].val}
+    knobs = {"rows_per_task": ROWS_PER_TASK, "output_vectors": OUTPUT_VECTORS}
     if rfactor:
-        cfg.define_knob("reduce_vectors", list(REDUCE_VECTORS))
-        cfg.define_knob("reduce_unroll", list(REDUCE_UNROLL))
-        chosen["reduce_vectors"] = cfg["reduce_vectors"].val
-        chosen["reduce_unroll"] = cfg["reduce_unroll"].val
+        knobs.update(reduce_vectors=REDUCE_VECTORS, reduce_unroll=REDUCE_UNROLL)
     if statistics:
-        cfg.define_knob("stats_in_row", [True, False])
-        chosen["stats_in_row"] = cfg["stats_in_row"].val
+        knobs["stats_in_row"] = (True, False)
+    chosen = {}
+    for name, candidates in knobs.items():
+        cfg.define_knob(name, list(candidates))
+        # A config of the operator's own task has no knob for what only a fused group
+        # has (the statistics an epilogue reads): that knob keeps the untuned choice.
+        if name in cfg:
+            chosen[name] = cfg[name].val
     return RowKnobs(**chosen)

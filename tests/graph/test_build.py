@@ -302,3 +302,22 @@ def test_summary_says_which_kernels_fell_back(needs_llvm, planar_layout):
     convs = [k for k in lib.kernels if k.anchor == "conv2d"]
     assert len(convs) == 2 and all(k.schedule == "fallback config" for k in convs)
     assert "use fallback configs" in lib.summary()
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean"])
+def test_a_reduction_with_an_elementwise_step_after_it_builds(op):
+    # The fused group (reduction, then Sqrt/Abs) reads the row's statistic; the
+    # reduction's own task declares no knob for where that statistic is computed.
+    nodes = [helper.make_node(op, ["x", "axes"], ["r"], keepdims=1),
+             helper.make_node("Abs", ["r"], ["a"]), helper.make_node("Sqrt", ["a"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 67])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1])],
+        [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    mod, params = from_onnx(model)
+    x = np.random.default_rng(0).standard_normal((4, 67)).astype("float32")
+    (y,) = GraphModule(build(mod, target="llvm", params=params))(x=x)
+    reduce = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean}[op]
+    np.testing.assert_allclose(y, np.sqrt(np.abs(reduce(x, axis=1, keepdims=True))),
+                               rtol=1e-5)

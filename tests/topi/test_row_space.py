@@ -40,3 +40,15 @@ def test_a_config_entity_gives_its_values_and_defaults_for_undeclared_knobs():
     assert define_row_knobs(cfg, rfactor=False) == RowKnobs(
         rows_per_task=ROWS_PER_TASK[-1], output_vectors=OUTPUT_VECTORS[-1],
         stats_in_row=False)
+
+
+def test_a_tuned_config_without_a_knob_the_fused_group_needs_keeps_its_default():
+    # The operator's task (a reduction alone) has no statistics knob; the group built in a
+    # model (the reduction and an elementwise step reading it) asks for one.
+    space = ConfigSpace()
+    define_row_knobs(space, statistics=False)
+    cfg = space.get(len(space) - 1)
+    assert "stats_in_row" not in cfg and "rows_per_task" in cfg
+    knobs = define_row_knobs(cfg, statistics=True)
+    assert knobs.stats_in_row == RowKnobs().stats_in_row
+    assert knobs.rows_per_task == ROWS_PER_TASK[-1]
