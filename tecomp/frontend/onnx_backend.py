@@ -6,7 +6,9 @@
 ``prepare`` imports and builds the model once (named or unknown input dimensions stay
 symbolic; inputs whose values tecomp needs at compile time are specialised on at the first
 run, see :class:`TecompRep`); ``run_node`` builds a one-node model around a node and its
-inputs. Only the CPU device is supported.
+inputs. ``device`` is ``"CPU"`` (built for ``llvm``, this machine's CPU) or ``"CUDA"``
+(``"CUDA:0"``; built for ``cuda`` and run by the device executor on this machine's GPU),
+supported where the target kind runs on this machine (:meth:`TecompBackend.supports_device`).
 
 ``rep.run`` is safe to call from several threads at once, as ``InferenceSession.run`` of
 onnxruntime is (each call runs on memory of its own, see :class:`~tecomp.graph.GraphModule`).
@@ -27,16 +29,53 @@ from onnx.backend.base import Backend, BackendRep
 from ..errors import TecompError
 from ..graph import GraphModule, build
 from ..graph.executor import InputDtypeError, input_array
+from ..target import get_target_kind
 from .onnx import ModelError, from_onnx, load_model, unsupported_nodes
 from .onnx_converters import NeedsConstantError, onnx_dtype
 
 #: How an ``InputDtypeError`` of a rep says to opt in to converting.
 _CONVERT_HINT = "prepare(model, convert_inputs=True)"
 
+#: ONNX backend device types -> the target kind that runs on them.
+DEVICE_KINDS = {"CPU": "llvm", "CUDA": "cuda"}
 
-def _build(model, bound: dict, convert_inputs: bool) -> GraphModule:
-    """Import and build ``model`` with the inputs in ``bound`` (name -> array) made
-    constants."""
+
+def _device_kind(device) -> str | None:
+    """The target kind of ``device`` ("CPU", "CUDA", or either with ":0", in any case), or
+    None for another string: tecomp runs on device 0 of a type only."""
+    name, sep, ordinal = str(device).upper().partition(":")
+    if sep and ordinal != "0":
+        return None
+    return DEVICE_KINDS.get(name)
+
+
+def device_target(device) -> str:
+    """The target string a model for ``device`` is built for: this machine's CPU, or its
+    GPU's architecture.
+
+    Raises
+    ------
+    TecompError
+        ``device`` is not one tecomp knows, or this machine cannot run it (no GPU or
+        driver for "CUDA").
+    """
+    kind = _device_kind(device)
+    if kind is None:
+        raise TecompError(f"device {device!r} is not one tecomp runs on; allowed: "
+                          f"{', '.join(repr(d) for d in DEVICE_KINDS)} (device 0, or "
+                          f"'CUDA:0')")
+    local = get_target_kind(kind).local_targets()
+    if not local:
+        raise TecompError(f"device {device!r}: no {kind} device and driver are usable on "
+                          f"this machine; tecomp builds for {kind} without one "
+                          f"(tecomp.graph.build(mod, target={kind!r})) and the library "
+                          f"runs in the simulator (tecomp.graph.GraphModule(lib))")
+    return local[0]
+
+
+def _build(model, bound: dict, convert_inputs: bool, target: str = "llvm") -> GraphModule:
+    """Import and build ``model`` for ``target`` with the inputs in ``bound`` (name ->
+    array) made constants; the executor of the target's device runs it."""
     if bound:
         model = copy.deepcopy(model)
         kept = [vi for vi in model.graph.input if vi.name not in bound]
@@ -45,7 +84,7 @@ def _build(model, bound: dict, convert_inputs: bool) -> GraphModule:
         model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), k)
                                        for k, v in bound.items())
     mod, params = from_onnx(model)
-    return GraphModule(build(mod, target="llvm", params=params), convert_inputs=convert_inputs)
+    return GraphModule(build(mod, target=target, params=params), convert_inputs=convert_inputs)
 
 
 class TecompRep(BackendRep):
@@ -56,15 +95,18 @@ class TecompRep(BackendRep):
     model is built on the first run with that input's value as a constant, and built
     again when a later run gives another value.
 
-    ``run`` may be called from several threads at once. Inputs must have the dtypes the
-    model declares, unless ``convert_inputs``. ``model`` is the ONNX model and
-    ``input_names`` its graph inputs in order (what ``run``'s list of arrays binds to).
+    ``run`` may be called from several threads at once (on a GPU, runs take turns).
+    Inputs must have the dtypes the model declares, unless ``convert_inputs``. ``model``
+    is the ONNX model, ``input_names`` its graph inputs in order (what ``run``'s list of
+    arrays binds to) and ``target`` the target string it is built for.
     """
 
-    def __init__(self, model, input_names: tuple, convert_inputs: bool = False):
+    def __init__(self, model, input_names: tuple, convert_inputs: bool = False,
+                 target: str = "llvm"):
         self.model = model
         self.input_names = input_names
         self.convert_inputs = convert_inputs
+        self.target = target
         self._bound_names: tuple = ()
         self._built: dict = {}
         # Finding or building the module of a run's bound values: one thread at a time.
@@ -93,7 +135,8 @@ class TecompRep(BackendRep):
             if key in self._built:
                 return self._built[key]
             try:
-                gm = self._built[key] = _build(self.model, bound, self.convert_inputs)
+                gm = self._built[key] = _build(self.model, bound, self.convert_inputs,
+                                               self.target)
                 return gm
             except NeedsConstantError as e:
                 if e.value_name not in self.input_names or e.value_name in self._bound_names:
@@ -136,12 +179,15 @@ class TecompRep(BackendRep):
 
 
 class TecompBackend(Backend):
-    """The ``onnx.backend`` interface to tecomp (device ``"CPU"``)."""
+    """The ``onnx.backend`` interface to tecomp (devices ``"CPU"`` and ``"CUDA"``)."""
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        """Whether tecomp runs on ``device``: only ``"CPU"``."""
-        return str(device).upper() == "CPU"
+        """Whether tecomp runs on ``device`` on this machine, as ``onnxruntime.backend``
+        answers: ``"CPU"`` always, ``"CUDA"`` (``"CUDA:0"``) where a GPU and its driver
+        are usable; False for other strings."""
+        kind = _device_kind(device)
+        return kind is not None and bool(get_target_kind(kind).local_targets())
 
     @classmethod
     def is_compatible(cls, model, device: str = "CPU", **kwargs) -> bool:
@@ -151,14 +197,15 @@ class TecompBackend(Backend):
     @classmethod
     def prepare(cls, model, device: str = "CPU", convert_inputs: bool = False,
                 **kwargs) -> TecompRep:
-        """Import and build ``model`` for the CPU.
+        """Import and build ``model`` for ``device``.
 
         Parameters
         ----------
         model : onnx.ModelProto or str
             The model, or its path.
         device : str
-            ``"CPU"``.
+            ``"CPU"`` (this machine's CPU), or ``"CUDA"`` / ``"CUDA:0"`` (its GPU: the model
+            is built for cuda and runs in device memory, numpy in and out).
         convert_inputs : bool
             Let ``run`` convert inputs of another dtype than the model declares (as
             ``np.asarray(value, dtype)``) instead of raising ``InputDtypeError``.
@@ -168,14 +215,14 @@ class TecompBackend(Backend):
         UnsupportedOpError, ModelError
             As :func:`tecomp.frontend.from_onnx`.
         TecompError
-            For another device, or a model that cannot be built.
+            For a device tecomp does not know or this machine cannot run
+            (:func:`device_target`), or a model that cannot be built.
         """
-        if not cls.supports_device(device):
-            raise TecompError(f"device {device!r} is not supported; tecomp runs on 'CPU'")
+        target = device_target(device)
         model = load_model(model)
         inits = {t.name for t in model.graph.initializer}
         return TecompRep(model, tuple(i.name for i in model.graph.input if i.name not in inits),
-                         convert_inputs=convert_inputs)
+                         convert_inputs=convert_inputs, target=target)
 
     @classmethod
     def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs) -> tuple:

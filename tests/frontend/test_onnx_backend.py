@@ -9,6 +9,7 @@ import numpy as np
 import onnx.backend.test
 import onnx_models
 import pytest
+import util
 from onnx import TensorProto, helper
 from onnx.backend.test.loader import load_node_model_tests
 
@@ -36,7 +37,10 @@ def test_run_node(needs_llvm):
 
 
 def test_devices_and_compatibility():
-    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    assert backend.supports_device("CPU") and backend.supports_device("cpu")
+    assert backend.supports_device("CUDA") == util.gpu_available()
+    assert backend.supports_device("CUDA:0") == util.gpu_available()
+    assert not any(map(backend.supports_device, ("CUDA:1", "TPU", "", "CUDA:x")))
     assert backend.is_compatible(onnx_models.residual_block())
     node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"])
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
@@ -46,8 +50,43 @@ def test_devices_and_compatibility():
     assert not backend.is_compatible(model)
     with pytest.raises(UnsupportedOpError, match="MeanVarianceNormalization"):
         backend.prepare(model)
-    with pytest.raises(TecompError, match="'CUDA'"):
-        backend.prepare(onnx_models.residual_block(), device="CUDA")
+    for device in ("TPU", "CUDA:1"):
+        with pytest.raises(TecompError, match=f"device '{device}' is not one tecomp runs on; "
+                                              f"allowed: 'CPU', 'CUDA'"):
+            backend.prepare(onnx_models.residual_block(), device=device)
+    if not util.gpu_available():
+        with pytest.raises(TecompError, match="device 'CUDA': no cuda device and driver"):
+            backend.prepare(onnx_models.residual_block(), device="CUDA")
+
+
+@pytest.fixture
+def cuda_device(cuda_target, monkeypatch):
+    """"CUDA", a device this machine runs: on its GPU, or, without one, with the cuda
+    kind saying there is one (sm_90) while the device executor, which asks the driver,
+    runs the kernels in the simulator."""
+    if not util.gpu_available():
+        from tecomp.codegen.cuda import kind
+
+        monkeypatch.setattr(kind, "device_arch", lambda: "sm_90")
+    return "CUDA"
+
+
+def test_prepare_for_cuda_runs_on_the_device_executor(cuda_device, rng):
+    model = onnx_models.decomposed_layer_norm()
+    assert backend.supports_device(cuda_device)
+    rep = backend.prepare(model, device=cuda_device)
+    assert rep.target.startswith("cuda")
+    x = rng.standard_normal((2, 16)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(model, {"x": x})
+    got, = rep.run([x])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    gm, = rep._built.values()
+    assert type(gm).__name__ == "DeviceGraphModule"
+    assert gm.simulated == (not util.gpu_available())
+    node = helper.make_node("Relu", ["a"], ["b"])
+    a = rng.standard_normal((3, 4)).astype("float32")
+    np.testing.assert_array_equal(backend.run_node(node, [a], device=cuda_device)[0],
+                                  np.maximum(a, 0))
 
 
 def _reduce_sum_model():
