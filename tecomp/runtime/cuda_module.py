@@ -118,12 +118,12 @@ class CUDAFunction:
 
     def prepare(self, *arrays):
         """Host executors pack a kernel's arguments once (``PackedFunction.prepare``); a
-        CUDA function's arguments live on the device, so a model built for cuda runs
-        with ``tecomp.graph.device_executor.DeviceGraphModule`` instead."""
+        CUDA function's arguments live on the device, so a model built for cuda runs on
+        the device executor (``GraphModule(lib)`` returns a ``DeviceGraphModule``)."""
         raise TecompError(
-            f"{self.name} is a CUDA function: its model runs with "
-            f"tecomp.graph.device_executor.DeviceGraphModule(lib), which keeps the values "
-            f"in device memory, not with the host executor GraphModule")
+            f"{self.name} is a CUDA function: its arguments live in device memory, so it "
+            f"runs in a model through tecomp.graph.GraphModule(lib) (a DeviceGraphModule), "
+            f"not through a host function's packed arguments")
 
     def call_trusted(self, *arrays) -> None:
         """Call with numpy arrays that the caller has already validated against
