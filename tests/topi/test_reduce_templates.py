@@ -33,9 +33,15 @@ def _rms_norm(a, gamma):
     return a / np.sqrt((a * a).mean(-1, keepdims=True) + 1e-5) * gamma
 
 
-def _max_pool_2x2(a):
+def _windows_2x2(a):
     n, c, h, w = a.shape
-    return a[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).max((3, 5))
+    return a[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2)
+
+
+def _instance_norm(a, gamma, beta):
+    mean = a.mean(-1, keepdims=True)
+    var = ((a - mean) ** 2).mean(-1, keepdims=True)
+    return (a - mean) / np.sqrt(var + 1e-5) * gamma[:, None] + beta[:, None]
 
 
 # (operator, input shapes from (rows, width), attributes, numpy reference of the inputs)
@@ -48,8 +54,11 @@ CASES = {
     "reduce_mean": (lambda r, w: [(r, w)], {"axes": [1]}, lambda a: a.mean(1, keepdims=True)),
     "reduce_sum": (lambda r, w: [(w, r, 2)], {"axes": [0], "keepdims": 0},
                    lambda a: a.sum(0)),
+    "instance_norm": (lambda r, w: [(1, r, w), (r,), (r,)], {}, _instance_norm),
     "max_pool2d": (lambda r, w: [(1, r, 5, w)], {"kernel": [2, 2], "strides": [2, 2]},
-                   _max_pool_2x2),
+                   lambda a: _windows_2x2(a).max((3, 5))),
+    "avg_pool2d": (lambda r, w: [(1, r, 5, w)], {"kernel": [2, 2], "strides": [2, 2]},
+                   lambda a: _windows_2x2(a).mean((3, 5))),
 }
 
 
@@ -76,13 +85,13 @@ def test_each_row_operator_is_tunable_with_its_own_template(op):
 
 # Rows 1 (one task), a prime number of rows (no split divides it), widths below one
 # vector and past several.
-@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(sorted(CASES)), rows=st.sampled_from([1, 2, 7, 19]),
        width=st.sampled_from([1, 3, 16, 37, 130]), data=st.data())
 def test_every_config_builds_and_matches_numpy(case, rows, width, data):
     op, attrs = case.removesuffix("_outer_axis"), CASES[case][1]
     shapes = CASES[case][0](rows, width)
-    if op == "max_pool2d" and width < 2:
+    if op.endswith("pool2d") and width < 2:
         return  # no 2x2 window fits
     task = _task(op, shapes, attrs)
     index = data.draw(st.integers(0, len(task.config_space) - 1), label="config")
