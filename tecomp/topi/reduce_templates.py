@@ -64,7 +64,9 @@ def _template_function(op: str) -> Callable:
         return impl.schedule(cfg, [out]), [*inputs, out]
 
     build.__name__ = op
-    build.__doc__ = f"Tunable ``{op}`` (row knobs of :mod:`tecomp.topi.row_space`)."
+    build.__doc__ = (f"Tunable ``{op}`` (row knobs of :mod:`tecomp.topi.row_space`): the "
+                     f"inputs' shapes, dtype, sorted (attribute, value) pairs, e.g. "
+                     f"``((64, 256),), 'float32', (('axis', 1),)``.")
     return build
 
 
