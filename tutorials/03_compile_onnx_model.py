@@ -63,8 +63,9 @@ def main():
     print(f"max abs difference from ONNX Runtime: {np.abs(y - ref).max():.2e}")
 
     # 4. Tune the model. ``extract_tasks`` lists the tunable workloads of its fused
-    #    kernels (the conv2d and dense anchors with static shapes), each with the number of
-    #    kernels sharing it; the task scheduler hands each next batch of trials to the task
+    #    kernels (convolutions, dense layers, pools, softmax and norms: every anchor with a
+    #    template and static shapes), each with the number of kernels sharing it; the
+    #    task scheduler hands each next batch of trials to the task
     #    expected to cut the model's latency most, and writes one log.
     tasks = autotune.extract_tasks(mod, params, target="llvm")
     for t in tasks:

@@ -11,7 +11,10 @@ compiler finds them.
 Importing this package registers the templates ``matmul``, ``dense``, ``dense_packed``,
 ``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
 constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
-:mod:`tecomp.topi.conv2d_nchwc`) and ``depthwise_conv2d`` with ``tecomp.autotune``.
+:mod:`tecomp.topi.conv2d_nchwc`), ``depthwise_conv2d``, the 8-bit products ``qnn_conv2d``
+and ``qnn_matmul``, and one template per row-wise operator (softmax, the norms, the
+reductions and pools: :mod:`tecomp.topi.reduce_templates`, knobs in
+:mod:`tecomp.topi.row_space`) with ``tecomp.autotune``.
 Importing ``tecomp.autotune`` imports this package (``tecomp.BUILTIN_TEMPLATES``), so
 the templates are there however the autotuner was imported.
 Calling a template outside tuning gives the best shipped or ``apply_history_best``
