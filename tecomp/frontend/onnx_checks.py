@@ -993,7 +993,8 @@ class GemmShapes:
 class SameElementType:
     """Inputs ``inputs`` have one element type, where the operator's definition combines
     them in one operation although its schema gives them separate type variables
-    (RMSNormalization multiplies the normalised X, cast back to X's type, by scale)."""
+    (RMSNormalization multiplies the normalised X, cast back to X's type, by scale;
+    Attention its weights, in Q's type, by V)."""
 
     inputs: tuple
     why: str
@@ -1183,7 +1184,9 @@ CHECKS: Mapping = MappingProxyType({
     "SoftmaxCrossEntropyLoss": _LOSS,
     "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
                   OneOf("qk_matmul_output_mode", (0, 1, 2, 3)), PositiveFloat(("scale",)),
-                  AttentionHeads()),
+                  AttentionHeads(), SameElementType(
+                      (0, 2, 5), "the definition multiplies the attention weights, in Q's "
+                      "type, by V (and past_value)")),
 })
 """ONNX op type -> the rules its nodes are checked by, in order."""
 

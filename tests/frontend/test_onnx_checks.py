@@ -343,6 +343,10 @@ MISUSES = [
     ("attention-grouped-heads", _model("Attention", [[2, 4, 4, 8], [2, 3, 6, 8],
                                                      [2, 3, 6, 8]], opset=23), "heads",
      "4 query heads are not a multiple of 3 key/value heads"),
+    ("attention-value-type", _model("Attention", [[2, 3, 4, 8], [2, 3, 6, 8], [2, 3, 6, 8]],
+                                    opset=23, dtypes={2: TensorProto.FLOAT16}), "'x2'",
+     "inputs 'x0' (float32) and 'x2' (float16) differ in element type; the definition "
+     "multiplies the attention weights, in Q's type, by V"),
     # Losses: scores (N, C, d...), target (N, d...), weight (C).
     ("nll-target-shape", _model("NegativeLogLikelihoodLoss", [[3, 5, 6], [3, 7]],
                                 dtypes={1: I64}), "target",
