@@ -46,6 +46,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..errors import TargetError
 from ..target import CPUCaps, Target, as_target
 
 #: Bytes of one float32 element.
@@ -56,8 +57,8 @@ def current_caps() -> CPUCaps:
     """The capabilities of the current target (``with target:``; the host's otherwise)."""
     caps = as_target(Target.current()).caps
     if not isinstance(caps, CPUCaps):
-        raise TypeError(f"the CPU tiling model needs a CPU target; the current target "
-                        f"has {type(caps).__name__}")
+        raise TargetError(f"the CPU tiling model needs a CPU target (llvm); the current "
+                          f"target {Target.current()} has {type(caps).__name__}")
     return caps
 
 

@@ -10,6 +10,7 @@ from util import qemu_runner, target_unavailable
 
 import tecomp
 from tecomp import autotune
+from tecomp.errors import TargetError
 from tecomp.target import CPUCaps, Target
 from tecomp.topi import cpu_tiling as ct
 from tecomp.topi.conv2d_nchwc import from_blocked, pack_nchwc_kernel, to_blocked
@@ -54,6 +55,11 @@ def test_accumulator_target(caps, name, want):
 def test_accumulator_room_refuses_negative_operands(caps):
     with pytest.raises(ValueError, match="operand_vectors=-1"):
         ct.accumulator_room(caps["avx512"], -1)
+
+
+def test_the_model_refuses_a_gpu_target():
+    with Target("cuda"), pytest.raises(TargetError, match="needs a CPU target"):
+        ct.current_caps()
 
 
 @pytest.mark.parametrize("name, shape, want", [
