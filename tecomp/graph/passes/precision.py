@@ -35,15 +35,18 @@ PRECISIONS = ("fp32", "bf16")
 
 #: Operators whose outputs sum or multiply many inputs (products, reductions, pooling
 #: averages, normalizations, softmax): in float32 when their inputs are 16-bit floats.
-ACCUMULATING = frozenset(
-    "conv2d depthwise_conv2d conv conv_transpose dense matmul batch_matmul "
-    "avg_pool1d avg_pool2d avg_pool3d global_avg_pool reduce_sum reduce_mean reduce_prod "
-    "reduce_l1 reduce_l2 reduce_log_sum reduce_log_sum_exp reduce_sum_square cumsum "
-    "softmax log_softmax layer_norm instance_norm lrn rms_norm".split())
+ACCUMULATING = frozenset({
+    "conv2d", "depthwise_conv2d", "conv", "conv_transpose", "dense", "matmul", "batch_matmul",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d", "global_avg_pool", "reduce_sum", "reduce_mean",
+    "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
+    "reduce_sum_square", "cumsum", "softmax", "log_softmax", "layer_norm", "instance_norm",
+    "lrn", "rms_norm",
+})
 
 #: Products whose data (input 0) and weight (input 1) the bf16 precision rounds.
-PRODUCTS = frozenset(
-    "conv2d depthwise_conv2d conv conv_transpose dense matmul batch_matmul".split())
+PRODUCTS = frozenset({
+    "conv2d", "depthwise_conv2d", "conv", "conv_transpose", "dense", "matmul", "batch_matmul",
+})
 
 
 def _fresh_names(graph: Graph):
