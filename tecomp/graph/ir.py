@@ -146,3 +146,20 @@ class Graph:
         lines.append(f"  return {', '.join('%' + o for o in self.outputs)}")
         lines.append("}")
         return "\n".join(lines)
+
+
+def value_namer(graph: Graph):
+    """``fresh(stem)``: a value name that no value or constant of ``graph`` has and no
+    earlier call returned — ``stem`` itself, else ``stem1``, ``stem2``, ... (for the
+    values a pass adds)."""
+    taken = set(graph.types) | set(graph.consts)
+
+    def fresh(stem: str) -> str:
+        name, k = stem, 0
+        while name in taken:
+            k += 1
+            name = f"{stem}{k}"
+        taken.add(name)
+        return name
+
+    return fresh

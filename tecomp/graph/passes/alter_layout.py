@@ -29,7 +29,7 @@ import numpy as np
 from ...topi.conv2d_nchwc import to_blocked as blocked_array
 from .. import dims
 from ..infer import infer_types
-from ..ir import Graph, Node
+from ..ir import Graph, Node, value_namer
 from ..ops import ELEMWISE, op_info
 
 #: Broadcasting operators that follow a blocked input: plain arithmetic, no shape in their
@@ -68,15 +68,7 @@ class _Rewriter:
         self.consts = dict(graph.consts)
         self.blocked: dict = {}  # planar value -> its blocked twin
         self.const_twins: dict = {}  # per-channel constant -> its blocked copy
-        self.taken = set(graph.types) | set(graph.consts)
-
-    def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.taken:
-            k += 1
-            name = f"{hint}{k}"
-        self.taken.add(name)
-        return name
+        self.fresh = value_namer(graph)
 
     def emit(self, op, inputs, output, name, **attrs) -> str:
         self.nodes.append(Node(op, tuple(inputs), (output,), attrs, name))

@@ -20,22 +20,12 @@ from __future__ import annotations
 
 from .. import dims
 from ..infer import infer_types
-from ..ir import Graph, Node
+from ..ir import Graph, Node, value_namer
 
 
 def _names(graph: Graph, node: Node):
-    taken = set(graph.types) | set(graph.consts)
-    count = 0
-
-    def fresh(hint):
-        nonlocal count
-        while f"{node.outputs[0]}.{hint}{count}" in taken:
-            count += 1
-        name = f"{node.outputs[0]}.{hint}{count}"
-        taken.add(name)
-        return name
-
-    return fresh
+    fresh = value_namer(graph)
+    return lambda hint: fresh(f"{node.outputs[0]}.{hint}")
 
 
 def _legalize_matmul(graph: Graph, node: Node) -> list:

@@ -28,7 +28,7 @@ from ...codegen.llvm.bfloat import bf16_feature, has_bf16
 from ...errors import TargetError
 from ...ir import dtype as dt
 from ..infer import infer_types
-from ..ir import Graph, Node
+from ..ir import Graph, Node, value_namer
 
 #: Precisions a float32 model may be built with.
 PRECISIONS = ("fp32", "bf16")
@@ -49,26 +49,12 @@ PRODUCTS = frozenset({
 })
 
 
-def _fresh_names(graph: Graph):
-    taken = set(graph.types) | set(graph.consts)
-
-    def fresh(base: str, hint: str) -> str:
-        k = 0
-        while f"{base}.{hint}{k}" in taken:
-            k += 1
-        name = f"{base}.{hint}{k}"
-        taken.add(name)
-        return name
-
-    return fresh
-
-
 def accumulate_in_float32(graph: Graph) -> Graph:
     """``graph`` with every :data:`ACCUMULATING` node that reads a float16 or bfloat16
     value computing in float32 (see the module text); other graphs are returned as
     they are."""
     graph = infer_types(graph)
-    fresh = _fresh_names(graph)
+    fresh = value_namer(graph)
     nodes, changed = [], False
     for node in graph.nodes:
         reads16 = [dt.is_float16_storage(graph.types[i].dtype) if i else False
@@ -80,7 +66,7 @@ def accumulate_in_float32(graph: Graph) -> Graph:
         inputs = []
         for i, narrow in zip(node.inputs, reads16):
             if narrow:
-                nodes.append(Node("cast", (i,), (fresh(i, "f32"),), {"dtype": "float32"},
+                nodes.append(Node("cast", (i,), (fresh(f"{i}.f32"),), {"dtype": "float32"},
                                   node.name))
                 i = nodes[-1].outputs[0]
             inputs.append(i)
@@ -88,7 +74,7 @@ def accumulate_in_float32(graph: Graph) -> Graph:
         for o in node.outputs:
             out_dtype = graph.types[o].dtype
             if dt.is_float16_storage(out_dtype):
-                wide = fresh(o, "f32")
+                wide = fresh(f"{o}.f32")
                 backs.append(Node("cast", (wide,), (o,), {"dtype": out_dtype}, node.name))
                 o = wide
             outputs.append(o)
@@ -102,7 +88,7 @@ def round_products_to_bfloat16(graph: Graph) -> Graph:
     to bfloat16 (a cast there and back; constant folding rounds a constant weight once,
     fusion takes the data's rounding into the kernel that computes it)."""
     graph = infer_types(graph)
-    fresh = _fresh_names(graph)
+    fresh = value_namer(graph)
     rounded: dict = {}  # a value -> its rounded copy, shared by the products reading it
     nodes = []
     for node in graph.nodes:
@@ -115,8 +101,8 @@ def round_products_to_bfloat16(graph: Graph) -> Graph:
             if not v:
                 continue
             if v not in rounded:
-                narrow = fresh(v, "bf16")
-                rounded[v] = fresh(v, "bf16r")
+                narrow = fresh(f"{v}.bf16")
+                rounded[v] = fresh(f"{v}.bf16r")
                 nodes.append(Node("cast", (v,), (narrow,), {"dtype": "bfloat16"}, node.name))
                 nodes.append(Node("cast", (narrow,), (rounded[v],), {"dtype": "float32"},
                                   node.name))
