@@ -157,9 +157,14 @@ def _reduction(name, fsource, reducer, fepilogue=None, fsingle=None, nan_first=F
             return te.compute(x.shape, single(x, ax), name=name, tag="elemwise")
         r = reduce_compute(x, ax, keepdims, fsource, reducer, name)
         if nan_first and dt.is_float(x.dtype):
+            # An empty region has no first element to read (its result is the
+            # reducer's identity).
+            nonempty = _count(x, ax, "int64") > 0
+
             def first_or_r(*i):
                 first = _first_of_region(x, ax, keepdims, i)
-                return te.if_then_else(te.not_equal(first, first), first, r[i])
+                return te.if_then_else(te.all(nonempty, te.not_equal(first, first)), first,
+                                       r[i])
 
             return te.compute(r.shape, first_or_r, name=f"{name}.out", tag=TAG)
         if fepilogue is None:

@@ -186,6 +186,24 @@ def test_max_min_of_a_row_starting_with_nan_is_nan(name, empty, rng, check_op):
     _build(name, x, [a], expected, check_op, axes=[1])
 
 
+@pytest.mark.parametrize("name, identity", [("reduce_max", -np.inf), ("reduce_min", np.inf)])
+def test_a_reduction_over_an_empty_symbolic_axis_reads_nothing(name, identity):
+    # The first element (NaN gives NaN) exists only where the region has one (ONNX's
+    # ReduceLogSumExp subtracts this maximum too).
+    import tecomp
+
+    n = te.var("n")
+    x = te.placeholder((3, n), name="x")
+    y = getattr(reduction, name)(x, axes=[1], keepdims=1)
+    f = tecomp.build(schedule_reduce(None, [y]), [x, y], target="llvm", check_bounds=True)
+    out = np.zeros((3, 1), "float32")
+    f(np.zeros((3, 0), "float32"), out)
+    np.testing.assert_array_equal(out, np.full((3, 1), identity, "float32"))
+    a = np.array([[np.nan, 1.0], [2.0, np.nan], [0.5, 0.25]], "float32")
+    f(a, out)
+    assert np.isnan(out[0, 0]) and not np.isnan(out[1:]).any()
+
+
 def test_integer_max_min_reductions_are_unchanged(rng, check_op):
     x = te.placeholder((5, 9), dtype="int32", name="x")
     a = rng.integers(-2**31, 2**31 - 1, (5, 9)).astype("int32")

@@ -19,7 +19,7 @@ from ..arith.canonical import CANONICAL_DTYPES
 from ..arith.const_fold import is_const
 from ..arith.sum_expr import SumExpr, sum_add, sum_add_const, sum_scale
 from ..expr import IntImm, Var
-from ..functor import substitute
+from ..functor import collect_vars, substitute
 from ..stmt import PrimFunc
 
 #: What a statement simplifies to when it does nothing (callers drop it from sequences).
@@ -28,6 +28,45 @@ NOOP = S.Evaluate(IntImm(0))
 
 def _is_noop(s) -> bool:
     return s is NOOP or (type(s) is S.Evaluate and is_const(s.value))
+
+
+#: Operations under which a loop extent grows with its size variable (constants >= 0).
+_MONOTONE = (E.Add, E.Mul, E.FloorDiv, E.Min, E.Max)
+
+
+def _grows_with(e, v: Var) -> bool:
+    if e is v:
+        return True
+    if type(e) is IntImm:
+        return e.value >= 0
+    return type(e) in _MONOTONE and _grows_with(e.a, v) and _grows_with(e.b, v)
+
+
+def _factors(e) -> list:
+    return _factors(e.a) + _factors(e.b) if type(e) is E.Mul else [e]
+
+
+def _push_nonempty(an: Analyzer, ext) -> list:
+    """Inside a loop its extent is at least 1, and so is each factor of it (the factors
+    of a size are never negative): where a factor grows with one size variable (``n``,
+    ``(n + 5) // 6``), bound that variable below by the least value giving 1, as the
+    loop's body runs only then (a size may be 0 outside it). Returns the
+    ``(variable, token)`` pairs for :meth:`Analyzer.pop_bound`."""
+    pushed = []
+    for factor in _factors(ext):
+        sizes = collect_vars(factor)
+        if len(sizes) != 1 or not _grows_with(factor, sizes[0]):
+            continue
+        v = sizes[0]
+        lo = an.bound(v)[0]
+        lo = 0 if lo is None or lo < 0 else lo
+        for least in range(lo, lo + 64):
+            value = an.simplify(substitute(factor, {v: IntImm(least, v.dtype)}))
+            if type(value) is IntImm and value.value >= 1:
+                if least > lo:
+                    pushed.append((v, an.push_bound(v, (least, None))))
+                break
+    return pushed
 
 
 class _StmtSimplifier:
@@ -69,6 +108,7 @@ class _StmtSimplifier:
         else:
             lo, hi = an.bound(mn)[0], None
         token = an.push_bound(v, (lo, hi))
+        nonempty = _push_nonempty(an, ext)
         symbolic = smin is not None and not (type(mn) is IntImm and type(ext) is IntImm)
         if symbolic:
             an.sym_ranges[v] = (
@@ -78,6 +118,8 @@ class _StmtSimplifier:
         try:
             body = self.stmt(s.body)
         finally:
+            for size, size_token in reversed(nonempty):
+                an.pop_bound(size, size_token)
             an.pop_bound(v, token)
             if symbolic:
                 del an.sym_ranges[v]
@@ -233,7 +275,8 @@ def simplify_stmt(s: S.Stmt, bounds: Bounds | None = None) -> S.Stmt:
 def simplify(func: PrimFunc) -> PrimFunc:
     """The pass: ``func`` with its body simplified (see the module docstring).
 
-    Its symbolic sizes (``func.size_vars``) are known to be at least 1.
+    Its symbolic sizes (``func.size_vars``) are known to be at least 0 (a tensor may
+    have no element), and at least 1 inside a loop over them.
 
     Parameters
     ----------
@@ -248,7 +291,7 @@ def simplify(func: PrimFunc) -> PrimFunc:
     -------
     >>> simplify(tecomp.lower(s, [A, B]))   # doctest: +SKIP
     """
-    bounds = {v: (1, None) for v in func.size_vars}
+    bounds = {v: (0, None) for v in func.size_vars}
     body = simplify_stmt(func.body, bounds)
     return func if body is func.body else func.with_body(body)
 

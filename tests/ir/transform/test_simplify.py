@@ -77,13 +77,21 @@ def test_condition_facts_refine_bounds():
     assert "A[x * 2] = 1.0" in str(simplify_stmt(loop, {n: (1, None)}))
 
 
-def test_simplify_pass_size_vars_positive():
+def test_simplify_pass_size_vars_positive_inside_a_loop_over_them():
     A = make_buffer("A", "float32", (n,))
     body = S.For(x, c(0), n, "serial", S.IfThenElse(n >= 1, S.Store(A, FloatImm(0.0), x)))
     f = S.PrimFunc("f", (A,), body)
     g = simplify(f)
     assert str(g.body) == "for x in range(n):\n  A[x] = 0.0"
     assert simplify(g) is g
+
+
+def test_simplify_pass_keeps_a_test_that_a_size_is_not_zero():
+    # A tensor may have no element: outside a loop over n, n >= 1 is not known.
+    A = make_buffer("A", "float32", (n,))
+    body = S.IfThenElse(n >= 1, S.Store(A, FloatImm(0.0), c(0)))
+    f = S.PrimFunc("f", (A,), body)
+    assert str(simplify(f).body) == "if n >= 1:\n  A[0] = 0.0"
 
 
 # ---- property tests ------------------------------------------------------------------------
