@@ -24,7 +24,9 @@ CATALOGUE = (
 def test_catalogue_operator_has_an_llvm_implementation(op):
     impl = strategy.get_implementation(op, "llvm")
     assert impl.op == op and impl.kind == "llvm"
-    assert impl.template is None and impl.packed_inputs == ()
+    # The row-wise operators (reductions, softmax, norms, pools) are tunable under their
+    # own name; the others have one schedule.
+    assert impl.template in (None, op) and impl.packed_inputs == ()
 
 
 def test_compute_ignores_the_config_and_passes_attributes():
