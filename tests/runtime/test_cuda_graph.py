@@ -95,7 +95,9 @@ class RecordingDriver:
         return 1e-3
 
 
-def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
+def _layer_norm_on_a_recording_driver(cuda_target, monkeypatch):
+    """A layer-norm model built for cuda and run on a :class:`RecordingDriver`:
+    ``(driver, library, module)``."""
     import onnx_models
     from tecomp.frontend import from_onnx
     from tecomp.graph import build
@@ -106,7 +108,11 @@ def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
     monkeypatch.setattr(cuda_module, "driver", lambda: fake)
     mod, params = from_onnx(onnx_models.decomposed_layer_norm())
     lib = build(mod, target=cuda_target, params=params)
-    gm = DeviceGraphModule(lib, simulate=False)
+    return fake, lib, DeviceGraphModule(lib, simulate=False)
+
+
+def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch)
     constants = fake.uploads
     assert constants == fake.allocs == len([k for k in gm._consts])
     x = np.ones((3, 16), "float32")
@@ -123,17 +129,7 @@ def test_constants_once_and_no_allocation_per_run(cuda_target, monkeypatch):
 
 
 def test_profile_times_each_kernel_with_events_on_its_device_values(cuda_target, monkeypatch):
-    import onnx_models
-    from tecomp.frontend import from_onnx
-    from tecomp.graph import build
-    from tecomp.graph.device_executor import DeviceGraphModule
-
-    fake = RecordingDriver()
-    monkeypatch.setattr(cuda_graph, "driver", lambda: fake)
-    monkeypatch.setattr(cuda_module, "driver", lambda: fake)
-    mod, params = from_onnx(onnx_models.decomposed_layer_norm())
-    lib = build(mod, target=cuda_target, params=params)
-    gm = DeviceGraphModule(lib, simulate=False)
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch)
     gm.set_input("x", np.ones((3, 16), "float32"))
     gm.run()
     allocs = fake.allocs
