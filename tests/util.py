@@ -144,6 +144,14 @@ def default_backend() -> str:
     return "interp"
 
 
+def callable_module(mod):
+    """``mod``, a CPU module, as a callable on numpy arrays: itself for this machine, run
+    under qemu-user for another architecture."""
+    if mod.target.is_host:
+        return mod
+    return _RemoteCall(qemu_runner(mod.target.target_arch).load_module(mod))
+
+
 def compile_schedule(s, args, target: str = "llvm", backend: str | None = None,
                      name: str = "default_function"):
     """A callable ``f(*arrays)`` running schedule ``s`` with parameters ``args``, built for
@@ -153,10 +161,7 @@ def compile_schedule(s, args, target: str = "llvm", backend: str | None = None,
         return mod if gpu_available() else mod.simulate
     backend = backend or default_backend()
     if backend == "llvm":
-        mod = tecomp.build(s, args, target=target, name=name)
-        if mod.target.is_host:
-            return mod
-        return _RemoteCall(qemu_runner(mod.target.target_arch).load_module(mod))
+        return callable_module(tecomp.build(s, args, target=target, name=name))
     from tecomp.ir.interpreter import run
 
     func = tecomp.lower(s, args, name=name, target=target)

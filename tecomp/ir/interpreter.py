@@ -39,6 +39,7 @@ _CALLS = {
     "trunc": np.trunc,
     "fabs": np.abs,
     "pow": np.power,
+    "fmod": np.fmod,
     "sin": np.sin,
     "cos": np.cos,
     "exp2": np.exp2,

@@ -18,6 +18,7 @@ from .intrin import (
     floor,
     floordiv,
     floormod,
+    fmod,
     if_then_else,
     log,
     log2,

@@ -10,7 +10,7 @@ from . import reduction
 #: Intrinsics that code generators must implement, each float -> float of the same dtype.
 FLOAT_INTRINSICS = (
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "ceil", "round",
-    "trunc", "fabs", "pow", "sin", "cos", "exp2", "log2", "log10",
+    "trunc", "fabs", "pow", "fmod", "sin", "cos", "exp2", "log2", "log10",
 )
 
 
@@ -82,6 +82,16 @@ def power(x, y):
     a, b = E.match_dtypes(x, y, "power")
     _float_arg("power", a)
     return E.Call(a.dtype, "pow", (a, b))
+
+
+def fmod(x, y):
+    """C's ``fmod(x, y)`` for floats: ``x - n * y`` with ``n`` the quotient ``x / y``
+    rounded toward zero, computed exactly (the result has the sign of ``x``; a finite
+    ``x`` by an infinite ``y`` is ``x``; an infinite ``x``, a zero ``y`` or a NaN give
+    NaN)."""
+    a, b = E.match_dtypes(x, y, "fmod")
+    _float_arg("fmod", a)
+    return E.Call(a.dtype, "fmod", (a, b))
 
 
 def floordiv(a, b):

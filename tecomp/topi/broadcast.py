@@ -154,32 +154,6 @@ def power(a, b):
     return broadcast_compute(f, "power", a, b)
 
 
-def _float_fmod(x, y):
-    """C's ``fmod(x, y)`` as ``x - trunc(x / y) * y``, except that a zero quotient gives
-    ``x`` itself: an infinite divisor of a finite ``x`` gives ``x`` (the spec's Mod; the
-    product ``0 * inf`` would be NaN), and ``x`` smaller than ``y`` keeps its sign and
-    every bit. An infinite ``x``, a zero ``y`` or a NaN make the quotient NaN or infinite,
-    so the result stays NaN.
-
-    float16 and float32 are computed in float64, where ``trunc(x / y) * y`` is exact while
-    the quotient has at most 29 bits (float16: always), so the remainder is exact too
-    (``1e4 mod 2.1`` in float16 was 0)."""
-    # float16 goes through float32 both ways (its direct conversions to and from float64
-    # are not generated correctly).
-    dtype = x.dtype
-    steps = {"float16": ("float32", "float64"), "float32": ("float64",)}.get(dtype, ())
-    for wide in steps:
-        x, y = x.astype(wide), y.astype(wide)
-    q = te.trunc(x / y)
-    zero = te.const(0, x.dtype)
-    # x - (+0) is x, -0.0 too; the select picks between a constant and a product, so no
-    # load is masked.
-    r = x - te.if_then_else(te.equal(q, zero), zero, q * y)
-    for narrow in (*reversed(steps[:-1]), dtype) if steps else ():
-        r = r.astype(narrow)
-    return r
-
-
 def mod(a, b, fmod: int = 0):
     """ONNX Mod of ``a`` by ``b`` with broadcasting: the remainder has the divisor's sign
     (``fmod=0``, integers only) or the dividend's (``fmod=1``, C's fmod: a finite ``a``
@@ -192,7 +166,7 @@ def mod(a, b, fmod: int = 0):
         if not fmod:
             return x % y
         if dt.is_float(x.dtype):
-            return _float_fmod(x, y)
+            return te.fmod(x, y)
         return x - te.truncdiv(x, y) * y
 
     return broadcast_compute(f, "mod", a, b)

@@ -6,7 +6,9 @@ import platform
 import numpy as np
 import pytest
 from cg_helpers import X86_AVX512, build, elementwise, split_vectorized
+from util import callable_module
 
+from tecomp import te
 from tecomp.ir import expr as E
 
 
@@ -151,3 +153,23 @@ def test_vectorized_exp_is_inline_zmm_code_without_libm():
 def test_scalar_exp_keeps_libm():
     ll = build(elementwise(lambda a: E.Call(a.dtype, "exp", (a,)), nin=1)).get_source("ll")
     assert "tecomp.vmath" not in ll
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("vectorized", [False, True], ids=["scalar", "vector"])
+def test_fmod_is_c_fmod_on_every_target(dtype, vectorized, target):
+    # LLVM's frem is C's fmod (libm's, lane by lane for vectors): exact for every
+    # quotient, the dividend's sign, a finite x by an infinite y is x.
+    fn = lambda a, b: te.fmod(a, b)  # noqa: E731
+    f = (split_vectorized(fn, lanes=8, dtype=dtype) if vectorized
+         else elementwise(fn, dtype=dtype))
+    big = float(np.finfo(dtype).max)
+    x = np.array([-big, big, 5.5, -5.5, 7.0, 1.0, -0.0, np.inf, 3.0, np.nan, 1e4], dtype)
+    y = np.array([2.1, -0.3, 2.0, 2.0, np.inf, -np.inf, 1.0, 2.0, 0.0, 1.0, 3.3], dtype)
+    out = np.empty_like(x)
+    callable_module(build(f, target))(x, y, out)
+    with np.errstate(invalid="ignore"):
+        ref = np.fmod(x, y)
+    np.testing.assert_array_equal(out, ref)
+    numbers = ~np.isnan(ref)  # a NaN's sign is the machine's
+    assert np.array_equal(np.signbit(out[numbers]), np.signbit(ref[numbers]))

@@ -81,17 +81,19 @@ def test_float_fmod_by_an_infinity_keeps_a_finite_dividend(check_op):
     check_op(schedule_injective(None, out), [a, b], [out], [xs, y], ref)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_float_fmod_is_exact_for_large_quotients(dtype, check_op):
-    # trunc(x / y) * y in the inputs' own precision lost the remainder (1e4 mod 2.1 in
-    # float16 gave 0); computed in float64 it is exact while the quotient has 29 bits.
-    a = te.placeholder((6,), dtype=dtype, name="a")
-    b = te.placeholder((6,), dtype=dtype, name="b")
-    x = np.array([1e4, -1e4, 6e4, 3e3, 1e4, -6e4], dtype)
-    y = np.array([2.1, -3.4, 8.0, 0.01, 3.3, 7.7], dtype)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_fmod_is_exact_for_any_quotient(dtype, check_op):
+    # trunc(x / y) * y loses the remainder once the quotient needs more bits than the
+    # mantissa (1e4 mod 2.1 in float16 gave 0; -3.4e38 mod 2.1 in float32 has a quotient
+    # of 2^127): the remainder is C's fmod, exact for every pair.
+    big = float(np.finfo(dtype).max)
+    a = te.placeholder((8,), dtype=dtype, name="a")
+    b = te.placeholder((8,), dtype=dtype, name="b")
+    x = np.array([1e4, -1e4, 6e4, 3e3, 1e4, -6e4, -big, big], dtype)
+    y = np.array([2.1, -3.4, 8.0, 0.01, 3.3, 7.7, 2.1, -0.3], dtype)
     out = broadcast.mod(a, b, fmod=1)
-    ref = np.fmod(x.astype("float64"), y.astype("float64")).astype(dtype)
-    check_op(schedule_injective(None, out), [a, b], [out], [x, y], ref, rtol=0, atol=0)
+    check_op(schedule_injective(None, out), [a, b], [out], [x, y], np.fmod(x, y), rtol=0,
+             atol=0)
 
 
 def test_logical_where_prelu(rng, check_op, onnx_ref):

@@ -51,7 +51,7 @@ VECTOR_TYPES = {
 _MATH32 = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
     "erf": "erff", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
-    "fabs": "fabsf", "pow": "powf", "sin": "sinf", "cos": "cosf", "exp2": "exp2f",
+    "fabs": "fabsf", "pow": "powf", "fmod": "fmodf", "sin": "sinf", "cos": "cosf", "exp2": "exp2f",
     "log2": "log2f", "log10": "log10f",
 }
 _MATH64 = {k: v[:-1] for k, v in _MATH32.items()}

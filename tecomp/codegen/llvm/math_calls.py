@@ -54,6 +54,9 @@ class MathCalls:
             one = b.const(1.0, d, n)
             den = b.val(f"fadd {x.vty} {one.ref}, {ex.ref}", ty, n)
             return b.val(f"fdiv {x.vty} {one.ref}, {den.ref}", ty, n)
+        if name == "fmod":  # exact, as C's fmod (LLVM calls libm's per lane for vectors)
+            x, y = args
+            return b.val(f"frem {x.vty} {x.ref}, {y.ref}", ty, n)
         if name == "rsqrt":
             x = args[0]
             s = b.intrinsic("sqrt", ty, n, [x])
@@ -65,7 +68,7 @@ class MathCalls:
             return self._libm_call(_LIBM[name], d, args)
         raise UnsupportedOpError(
             f"intrinsic {name!r} is not supported by the LLVM code generator; supported: "
-            f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt'}))}"
+            f"{', '.join(sorted(set(_LLVM_MATH) | set(_LIBM) | {'sigmoid', 'rsqrt', 'fmod'}))}"
         )
 
     def _vector_math(self, name: str, args) -> Val:

@@ -1,0 +1,147 @@
+"""Two versions of tecomp on the same models, paired: did a change cost time?
+
+    python benchmarks/compare_trees.py --base /path/to/old/checkout --models resnet18,bert_encoder
+
+Each version runs in a worker process of its own (``PYTHONPATH`` set to its checkout; the
+current checkout is the default for ``--head``) that builds every model once with fixed
+shapes and then waits. The driver asks the two workers in turn to time a batch of runs of
+one model, alternating which goes first, so both meet the same drift of a shared machine
+(see docs/measuring.md); the figure for each model is the median over rounds of
+t_head / t_base (< 1: the head is faster) with the range of the per-round ratios beside
+it. Both workers run on ``--threads`` threads (``OMP_NUM_THREADS``, which every version
+of tecomp honours) and are never timed at the same time. The outputs of the two builds
+are compared too. Only the oldest API is used (``from_onnx``, ``graph.build``,
+``GraphModule``, ``tecomp.testing.models``), so any checkout from the last weeks runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+WORKER = r"""
+import json, sys, time
+import numpy as np
+import onnx
+from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
+from tecomp.testing import models
+
+builders = {"bert_encoder": models.bert_encoder, "gpt2_decoder": models.gpt2_decoder,
+            "mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet}
+batch, seq = int(sys.argv[1]), int(sys.argv[2])
+built = {}
+for name in sys.argv[3].split(","):
+    model = (builders[name]() if name in builders
+             else onnx.load(models.light_model_path(name.removeprefix("light_"))))
+    feeds = models.example_inputs(model, batch=batch, seq=seq)
+    mod, params = from_onnx(model, shape={k: v.shape for k, v in feeds.items()})
+    gm = GraphModule(build(mod, target="llvm", params=params))
+    gm(**feeds)
+    built[name] = (gm, feeds)
+print(json.dumps("ready"), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["op"] == "outputs":
+        gm, feeds = built[request["model"]]
+        np.savez(request["path"], *gm(**feeds))
+        print(json.dumps("saved"), flush=True)
+        continue
+    gm, feeds = built[request["model"]]
+    times = []
+    for _ in range(request["runs"]):
+        t0 = time.perf_counter()
+        gm(**feeds)
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(sorted(times)[len(times) // 2]), flush=True)
+"""
+
+
+class Worker:
+    """One tecomp checkout in a process of its own, answering timing requests."""
+
+    def __init__(self, tree: str, args, threads: int):
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OMP_NUM_THREADS=str(threads),
+                   TECOMP_NUM_THREADS=str(threads), GOMP_SPINCOUNT="1000")
+        self.tree = tree
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd=os.path.abspath(tree))
+
+    def ask(self, request: dict | None = None):
+        if request is not None:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the worker for {self.tree} ended (its error is above)")
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def revision(tree: str) -> str:
+    out = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%h %s"],
+                         capture_output=True, text=True)
+    return out.stdout.strip()[:80] or tree
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--base", required=True, help="checkout of the version to compare against")
+    p.add_argument("--head", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   help="checkout of the version measured (default: this one)")
+    p.add_argument("--models", default="resnet18,mobilenet_v2,bert_encoder,gpt2_decoder",
+                   help="tecomp.testing.models builders, or light_<name> for the onnx "
+                        "wheel's models")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--runs", type=int, default=20, help="runs timed per round (median kept)")
+    p.add_argument("--threads", type=int, default=2)
+    opts = p.parse_args()
+    names = [n for n in opts.models.split(",") if n]
+    args = [str(opts.batch), str(opts.seq), ",".join(names)]
+    t0 = time.perf_counter()
+    base, head = Worker(opts.base, args, opts.threads), Worker(opts.head, args, opts.threads)
+    for worker in (base, head):
+        worker.ask()
+    import numpy as np
+
+    print(f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}; "
+          f"{opts.threads} threads; built both in {time.perf_counter() - t0:.0f} s")
+    print(f"base: {revision(opts.base)}\nhead: {revision(opts.head)}")
+    print(f"{'model':<20} {'base ms':>9} {'head ms':>9} {'head/base':>10} {'range':>13} "
+          f"{'max |diff|':>11}")
+    for name in names:
+        outs = []
+        for worker, tag in ((base, "base"), (head, "head")):
+            path = f"/tmp/compare_trees_{os.getpid()}_{tag}.npz"
+            worker.ask({"op": "outputs", "model": name, "path": path})
+            with np.load(path) as saved:
+                outs.append([saved[k] for k in saved.files])
+            os.unlink(path)
+        diff = max(float(np.max(np.abs(a - b), initial=0.0)) for a, b in zip(*outs))
+        t_base, t_head, ratios = [], [], []
+        for r in range(opts.rounds):
+            order = (base, head) if r % 2 == 0 else (head, base)
+            got = {id(w): w.ask({"op": "time", "model": name, "runs": opts.runs}) for w in order}
+            t_base.append(got[id(base)])
+            t_head.append(got[id(head)])
+            ratios.append(got[id(head)] / got[id(base)])
+        print(f"{name:<20} {statistics.median(t_base) * 1e3:9.3f} "
+              f"{statistics.median(t_head) * 1e3:9.3f} {statistics.median(ratios):10.3f} "
+              f"{min(ratios):6.3f}-{max(ratios):.3f} {diff:11.2e}", flush=True)
+    base.close()
+    head.close()
+
+
+if __name__ == "__main__":
+    main()
