@@ -1,9 +1,10 @@
 """The autotuner, in AutoTVM's vocabulary.
 
 Write a template with ``@template(name)`` and ``get_config()`` knobs, make a task with
-``create_task``, tune it with a tuner (``XGBTuner``, ``GATuner``, ``RandomTuner``,
-``GridSearchTuner``) and ``measure_option(LocalBuilder(), LocalRunner())``, log with
-``log_to_file``, and build with the best config under ``apply_history_best``.
+``create_task``, tune it with a tuner (``EvolutionTuner``, ``XGBTuner``, ``GATuner``,
+``RandomTuner``, ``GridSearchTuner``) and ``measure_option(LocalBuilder(),
+LocalRunner())``, log with ``log_to_file``, and build with the best config under
+``apply_history_best``.
 
 On a Dask cluster, ``measure_option(builder=DaskBuilder(client),
 runner=DaskRunner(client))`` builds on any worker and measures on the workers that
@@ -52,7 +53,8 @@ from .task import (
     template,
 )
 from .task_scheduler import TaskScheduler
-from .tuner import GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
+from .cost_model import SharedCostModel
+from .tuner import EvolutionTuner, GATuner, GridSearchTuner, RandomTuner, Tuner, XGBTuner
 
 __all__ = [
     "TEMPLATES",
@@ -64,6 +66,7 @@ __all__ = [
     "ConfigSpace",
     "DaskBuilder",
     "DaskRunner",
+    "EvolutionTuner",
     "FallbackConfigEntity",
     "GATuner",
     "GridSearchTuner",
@@ -75,6 +78,7 @@ __all__ = [
     "MeasureResult",
     "RandomTuner",
     "Record",
+    "SharedCostModel",
     "Task",
     "TaskScheduler",
     "TemplateError",

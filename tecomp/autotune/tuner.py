@@ -32,8 +32,9 @@ import time
 import numpy as np
 
 from . import features as F
-from .cost_model import XGBoostCostModel
+from .cost_model import SharedCostModel, XGBoostCostModel
 from .disturbance import disturbance
+from .evolution import REFUSED, evolve
 from .measure import REMEASURE_DISTURBED, gflops
 from .measure import measure_option as _default_option
 from .records import _as_records, shipped_candidates, target_key
@@ -71,6 +72,18 @@ class Tuner:
         self.n_done = 0  # trials of this task, resumed ones included
         self.stop_reason = ""
         self._pending: list = []  # first candidates not measured yet
+
+    @property
+    def n_invalid(self) -> int:
+        """Trials (this session's and resumed ones) whose program failed to instantiate,
+        build or run: invalid programs, as opposed to slow ones."""
+        return sum(1 for _c, r in self.history if r.stage == "trial" and not r.ok)
+
+    @property
+    def invalid_rate(self) -> float:
+        """``n_invalid`` over the trials in ``history`` (0 before any)."""
+        trials = sum(1 for _c, r in self.history if r.stage == "trial")
+        return self.n_invalid / trials if trials else 0.0
 
     @property
     def n_disturbed(self) -> int:
@@ -589,28 +602,8 @@ class XGBTuner(Tuner):
         tasks of the same template warm-start the cost model (transfer learning)."""
         records = _as_records(records)
         taken = super().load_history(records)
-        others: dict = {}
-        for r in records:
-            if r.name == self.task.name and r.args != self.task.args and r.result.stage == "trial":
-                others.setdefault((r.args, r.target), []).append(r)
-        groups = []
-        for (args, target), recs in others.items():
-            try:
-                other = Task(self.task.name, args, target)
-                space = other.config_space
-            except Exception:  # noqa: BLE001 - a task that no longer instantiates
-                continue
-            recs = recs[-max_per_task:]
-            xs, ys = [], []
-            for r in recs:
-                try:
-                    cfg = space.from_json(r.knobs)
-                except Exception:  # noqa: BLE001
-                    continue
-                xs.append(F.candidate_features(other, cfg))
-                ys.append(gflops(other.flop, r.cost) if r.ok else 0.0)
-            if len(xs) >= 2:
-                groups.append((np.stack(xs), np.array(ys)))
+        groups = [(xs, ys) for _task, _idx, xs, ys in
+                  self._other_tasks(records, max_per_task)]
         if groups:
             self.model.fit_log(groups)
             if self._ys:
@@ -618,3 +611,143 @@ class XGBTuner(Tuner):
             else:
                 self._make_plan()
         return taken
+
+    def _other_tasks(self, records, max_per_task: int) -> list:
+        """``(task, config indices, feature rows, throughputs)`` of each other task of
+        this template in ``records`` (its ``max_per_task`` latest trials) that still
+        instantiates and has at least two usable records."""
+        others: dict = {}
+        for r in records:
+            if r.name == self.task.name and r.args != self.task.args and r.result.stage == "trial":
+                others.setdefault((r.args, r.target), []).append(r)
+        out = []
+        for (args, target), recs in others.items():
+            try:
+                other = Task(self.task.name, args, target)
+                space = other.config_space
+            except Exception:  # noqa: BLE001 - a task that no longer instantiates
+                continue
+            idx, xs, ys = [], [], []
+            for r in recs[-max_per_task:]:
+                try:
+                    cfg = space.from_json(r.knobs)
+                except Exception:  # noqa: BLE001
+                    continue
+                idx.append(cfg.index)
+                xs.append(F.candidate_features(other, cfg))
+                ys.append(gflops(other.flop, r.cost) if r.ok else 0.0)
+            if len(xs) >= 2:
+                out.append((other, idx, np.stack(xs), np.array(ys)))
+        return out
+
+
+class EvolutionTuner(XGBTuner):
+    """Model-guided evolutionary search, as Ansor's: each plan breeds a population seeded
+    from the best measured configs plus random ones by mutation and crossover
+    (``evolution.evolve``), the cost model's predicted score selecting who survives; the
+    ``plan_size`` best predicted configs not measured yet are proposed, and with
+    probability ``epsilon`` a slot is filled at random instead (exploration). Until the
+    model is first trained, proposals are as :class:`XGBTuner`'s.
+
+    The cost model may be shared by the tuners of several tasks (``model``, a
+    :class:`~tecomp.autotune.cost_model.SharedCostModel`; ``TaskScheduler`` shares one):
+    each measurement is added to it, and a task with few measurements is searched with
+    what the others taught it. A config that fails to instantiate or lower scores
+    ``-inf`` and is never bred nor proposed; one that fails to build or run when measured
+    enters the model as the worst of its task. ``invalid_rate`` says how many trials
+    failed.
+
+    Parameters
+    ----------
+    task : Task
+        The task to tune.
+    model : SharedCostModel, optional
+        The cost model (default: one of this task alone).
+    population : int
+        Configs per generation, and children bred per generation.
+    generations : int
+        Rounds of breeding per plan.
+    mutation_prob : float
+        Probability that a child is a mutant rather than a crossover of two parents.
+    plan_size, epsilon, min_train, num_boost_round :
+        As :class:`XGBTuner`'s; ``min_train`` and ``num_boost_round`` configure the
+        default model only.
+    **kw
+        ``seed``, ``batch_size``: see :class:`Tuner`.
+    """
+
+    def __init__(self, task, model: SharedCostModel | None = None, population: int = 32,
+                 generations: int = 4, mutation_prob: float = 0.85, plan_size: int = 32,
+                 epsilon: float = 0.05, min_train: int = 16, num_boost_round: int = 60, **kw):
+        super().__init__(task, plan_size=plan_size, epsilon=epsilon, min_train=min_train,
+                         num_boost_round=num_boost_round, **kw)
+        if population < 1 or generations < 0:
+            raise ValueError(f"EvolutionTuner: population={population} must be at least 1 "
+                             f"and generations={generations} at least 0")
+        self.model = model if model is not None else SharedCostModel(
+            num_boost_round=num_boost_round, refit_every=plan_size, min_train=min_train,
+            seed=int(self.rng.integers(1 << 30)))
+        self.population, self.generations = population, generations
+        self.mutation_prob = mutation_prob
+        self._plan_version = -1  # the model's version the plan was made with
+        self._planned_at = 0  # trials of this task when the plan was made
+
+    def update(self, inputs, results):
+        idx = [inp.config.index for inp in inputs]
+        ys = [gflops(self.task.flop, res.cost) for res in results]  # 0 when it failed
+        self._ys.update(zip(idx, ys))
+        if idx:
+            self.model.observe(_task_key(self.task), idx, self.features(idx), ys)
+
+    def load_history(self, records, max_per_task: int = 200) -> int:
+        """Records of this task resume it (see ``Tuner.load_history``); records of other
+        tasks of the same template are added to the cost model."""
+        records = _as_records(records)
+        taken = Tuner.load_history(self, records)
+        for other, idx, xs, ys in self._other_tasks(records, max_per_task):
+            self.model.observe(_task_key(other), idx, xs, ys)
+        return taken
+
+    def _refit(self):
+        self.model.fit()
+        self._make_plan()
+
+    def _plan_is_stale(self, n: int) -> bool:
+        """A new plan is due when this one cannot fill a batch, or when the model was
+        refit and this task has measured half a plan since: replanning at every refit
+        (one per ``refit_every`` trials of all tasks) would spend the search on plans
+        hardly used."""
+        if len(self._plan) < n:
+            return True
+        return (self.model.version != self._plan_version
+                and len(self._ys) - self._planned_at >= self.plan_size // 2)
+
+    def next_batch(self, n):
+        if self.model.trained and self._plan_is_stale(n):
+            self._make_plan()
+        return super().next_batch(n)
+
+    def _make_plan(self):
+        if not self.model.trained:
+            return
+        t0 = time.perf_counter()
+        good = sorted((i for i, y in self._ys.items() if y > 0), key=lambda i: -self._ys[i])
+
+        def score(points):
+            xs = self.features(points)
+            out = np.asarray(self.model.predict(xs), dtype=np.float64)
+            out[~xs.any(axis=1)] = REFUSED  # it did not instantiate or lower
+            return out
+
+        self._plan = evolve(self.space, score, self.plan_size, self.visited, self.rng,
+                            seeds=good[: max(1, self.population // 4)],
+                            population=self.population, generations=self.generations,
+                            mutation_prob=self.mutation_prob)
+        self._plan_version = self.model.version
+        self._planned_at = len(self._ys)
+        self.plan_seconds += time.perf_counter() - t0
+
+
+def _task_key(task) -> tuple:
+    """What names a task in a shared cost model: template, arguments and target."""
+    return (task.name, task.args, str(task.target))
