@@ -25,15 +25,18 @@ from ..ir import expr as E
 from ..ir.structural import structural_equal
 from ..schedule.lower import lower
 from ..target import Target, as_target
+from ..topi.fused_group import GROUP_TEMPLATE
 from ..topi.strategy import get_implementation, registered_ops, select_config
 from . import dims
 from .checks import runtime_dim_checks
+from .group_workload import group_workload, tuned_group_config
 from .infer import infer_types
 from .ir import Graph, TensorType, attrs_text
 from .library import GraphLibrary, KernelInfo
 from .passes import optimize, pipeline_for
-from .passes.precision import apply_precision
+from .passes.precision import apply_precision, check_precision
 from .passes.fuse import anchor_of
+from .specialise import DeferredGraph, SpecialisingLibrary
 from .storage import is_view
 
 
@@ -130,14 +133,20 @@ def _workload_attrs(impl, input_types, attrs) -> dict:
     return {"dtype": input_types[0].dtype, **{k: v for k, v in attrs.items() if k in accepted}}
 
 
-def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh):
+def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh,
+                group_cfg=None):
     """(implementation, config, output tensor, config source, packed weights) of one node
-    of a group; ``tensors`` maps the values computed so far (packed weights join it)."""
+    of a group; ``tensors`` maps the values computed so far (packed weights join it).
+    ``group_cfg``: the tuned config of the group (its anchor has no template of its own:
+    :mod:`.group_workload`), which this node, the anchor, is built with."""
     impl = get_implementation(n.op, target)
     attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
     types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
              for i in n.inputs]
-    cfg, source = _config(impl, types, dict(n.attrs))
+    if group_cfg is not None:
+        cfg, source = group_cfg, "tuned record"
+    else:
+        cfg, source = _config(impl, types, dict(n.attrs))
     args = [tensors[i] for i in n.inputs]
     # Only constant weights are packed at build time; a computed one is packed by the
     # compute on every call.
@@ -171,11 +180,14 @@ def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None =
         tensors[name] = te.placeholder(_replace_dims(tuple(t.shape), fresh) or (), t.dtype,
                                        name=name)
     source = "default schedule"
+    group_cfg = (tuned_group_config(body, target)
+                 if get_implementation(anchor.op, target).template is None else None)
     for n in body.nodes:
         where = f"kernel {body.name}, node {n.name or n.op!r} ({n.op})"
         try:
-            impl, cfg, out, src, node_packed = _lower_node(n, body, graph, target, tensors,
-                                                           fresh)
+            impl, cfg, out, src, node_packed = _lower_node(
+                n, body, graph, target, tensors, fresh,
+                group_cfg=group_cfg if n is anchor else None)
         except GraphBuildError:
             raise
         except (TecompError, ValueError, TypeError) as e:
@@ -231,8 +243,10 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
 
     Parameters
     ----------
-    mod : Graph
-        The graph (``from_onnx``'s first result).
+    mod : Graph or DeferredGraph
+        The graph (``from_onnx``'s first result). A model whose shapes depend on data
+        the import cannot see (:class:`~tecomp.graph.specialise.DeferredGraph`) gives a
+        library that builds per input shapes on first use.
     target : str or Target
         An ``llvm`` or ``cuda`` target (the kernels of a ``cuda`` build run with
         :class:`tecomp.graph.device_executor.DeviceGraphModule`).
@@ -250,9 +264,11 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
 
     Returns
     -------
-    GraphLibrary
+    GraphLibrary or SpecialisingLibrary
         Run it with ``GraphModule(lib)``; ``lib.summary()`` lists the kernels and their
-        schedules; ``lib.export_library(path)`` saves it.
+        schedules; ``lib.export_library(path)`` saves it. For a ``DeferredGraph``, a
+        :class:`~tecomp.graph.specialise.SpecialisingLibrary`: built per input shapes
+        (and values of the inputs that decide them) on first run, and not exportable.
 
     Raises
     ------
@@ -266,6 +282,13 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     >>> y, = tecomp.graph.GraphModule(lib)(x=x)                          # doctest: +SKIP
     """
     target = target if isinstance(target, Target) else as_target(target)
+    if isinstance(mod, DeferredGraph):
+        check_precision(precision)
+
+        def build_one(graph: Graph, graph_params: dict):
+            return build(graph, target, graph_params, check_bounds, precision)
+
+        return SpecialisingLibrary(mod, build_one, params, target)
     graph = apply_precision(bind_params(mod, params), target, precision)
     graph = optimize(graph, passes=pipeline_for(target))
     _check_implemented(graph, target)
@@ -292,24 +315,26 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     return GraphLibrary(graph, module, tuple(infos), target, runtime_dim_checks(graph))
 
 
-def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None,
-                      precision: str = "fp32") -> list:
-    """The tuning workloads :func:`build` looks records up for, without compiling.
+def kernel_workloads(mod: Graph, target="llvm", params: dict | None = None,
+                     precision: str = "fp32") -> list:
+    """The tuning workload of every fused group :func:`build` lowers, without compiling,
+    or why a group has none.
 
-    One entry per unique workload of the fused groups' anchors that have a tuning
-    template and static shapes (a convolution's symbolic batch counts as 1, the workload
-    whose config it is built with), for the graph ``build`` makes with ``precision``.
+    A group whose anchor has a tuning template is tuned by it (a convolution's symbolic
+    batch counts as 1, the workload whose config it is built with); any other group by
+    the ``fused_group`` template (:mod:`.group_workload`), whose space the anchor's
+    schedule generates from the group's computes.
 
     Returns
     -------
-    list of (str, tuple, int)
-        ``(template, args, count)``: the template name, its workload arguments and how
-        many groups use that workload, in the order of their first group.
+    list of (str, str or None, tuple or None, str)
+        ``(group, template, args, reason)`` per group in graph order: the group's name,
+        the template and its workload arguments, or None and None with the reason.
     """
     target = target if isinstance(target, Target) else as_target(target)
     graph = apply_precision(bind_params(mod, params), target, precision)
     graph = optimize(graph, passes=pipeline_for(target))
-    counts: dict = {}
+    found = []
     for node in graph.nodes:
         if is_view(node):
             continue
@@ -317,12 +342,36 @@ def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None,
         anchor = anchor_of(body)
         impl = get_implementation(anchor.op, target)
         if impl.template is None:
+            group = group_workload(body, target)
+            template = GROUP_TEMPLATE if group.args is not None else None
+            found.append((body.name, template, group.args, group.reason))
             continue
         types = [body.types[i] for i in anchor.inputs]
         shapes = _workload_shapes(impl, types)
         if shapes is None:
+            found.append((body.name, None, None,
+                          f"{anchor.op}'s input shapes are symbolic (records are for static "
+                          f"shapes)"))
             continue
         args = impl.workload(*shapes, **_workload_attrs(impl, types, dict(anchor.attrs)))
-        key = (impl.template, args)
-        counts[key] = counts.get(key, 0) + 1
+        found.append((body.name, impl.template, args, ""))
+    return found
+
+
+def tunable_workloads(mod: Graph, target="llvm", params: dict | None = None,
+                      precision: str = "fp32") -> list:
+    """The tuning workloads :func:`build` looks records up for, without compiling: one
+    per unique workload of :func:`kernel_workloads`, for the graph ``build`` makes with
+    ``precision``.
+
+    Returns
+    -------
+    list of (str, tuple, int)
+        ``(template, args, count)``: the template name, its workload arguments and how
+        many groups use that workload, in the order of their first group.
+    """
+    counts: dict = {}
+    for _, name, args, _ in kernel_workloads(mod, target, params, precision):
+        if name is not None:
+            counts[(name, args)] = counts.get((name, args), 0) + 1
     return [(name, args, n) for (name, args), n in counts.items()]

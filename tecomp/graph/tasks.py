@@ -3,18 +3,91 @@
 Registered as the task extractor for graphs, so ``autotune.extract_tasks(mod, ...)``
 reaches it without the autotuner importing the graph layer.
 
-A model's kernels take their schedules from the records of their anchors' workloads
+A model's kernels take their schedules from the records of their workloads
 (``tecomp.graph.build`` looks them up under ``apply_history_best``); the tasks here are
-exactly those workloads, so the records of tuning them apply when the model is built.
+exactly those workloads, so the records of tuning them apply when the model is built. A
+group whose anchor has a template (a convolution, a product, a row-wise operator) is
+tuned by it; every other group by the ``fused_group`` template, whose space its anchor's
+schedule generates from the group's computes (:mod:`tecomp.topi.fused_group`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..autotune.extract import register_task_extractor
 from ..autotune.task import Task, create_task
 from ..target import Target, as_target
-from .build import tunable_workloads
+from .build import kernel_workloads
 from .ir import Graph
+
+
+@dataclass(frozen=True)
+class KernelSpace:
+    """The tuning task of one fused group of a model, or why it has none.
+
+    Attributes
+    ----------
+    group : str
+        The fused group's name (``fused_<k>_<ops>``).
+    task : Task or None
+        The task whose records its build applies (shared by the groups of one workload).
+    reason : str
+        Why ``task`` is None (empty otherwise).
+    """
+
+    group: str
+    task: Task | None
+    reason: str = ""
+
+
+def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list[KernelSpace]:
+    """Every fused group of a graph with the task that tunes it, or why none does.
+
+    A group has no task when a shape is symbolic, when its description cannot be written
+    to a tuning log, or when its space has one config (its schedule declares no knobs).
+
+    Parameters
+    ----------
+    mod : Graph
+        The graph (``tecomp.frontend.from_onnx``'s first result).
+    params : dict, optional
+        Weight name -> array, as :func:`tecomp.graph.build` takes them.
+    target : str or Target
+        The target the model will be built for.
+
+    Returns
+    -------
+    list of KernelSpace
+        One per group, in graph order; a task's ``weight`` is how many groups share it.
+
+    Examples
+    --------
+    >>> [k.group for k in kernel_spaces(mod, params) if k.task is None]  # doctest: +SKIP
+    []
+    """
+    target = target if isinstance(target, Target) else as_target(target)
+    tasks: dict = {}
+    spaces = []
+    for group, name, args, reason in kernel_workloads(mod, target, params):
+        if name is None:
+            spaces.append(KernelSpace(group, None, reason))
+            continue
+        task = create_task(name, args, target)
+        # Two workloads may differ only before the template fills in its defaults.
+        key = (task.name, task.args)
+        if key in tasks:
+            task = tasks[key]
+            task.weight += 1
+        else:
+            task.weight = 1
+            tasks[key] = task
+        if len(task.config_space) < 2:
+            spaces.append(KernelSpace(group, None, f"its schedule ({name}) declares no "
+                                                   f"knobs: a space of one config"))
+        else:
+            spaces.append(KernelSpace(group, task))
+    return spaces
 
 
 def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -> list[Task]:
@@ -32,10 +105,11 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -
     Returns
     -------
     list of Task
-        One task per unique ``(template, args)`` of the fused groups' anchors with a
-        tuning template and static shapes, in the order of their first kernel. Kernels
-        with symbolic shapes or without a template have no task: they use their
-        default schedules.
+        One task per unique ``(template, args)`` of the fused groups with static shapes
+        and a space of more than one config, in the order of their first kernel: the
+        anchor's template, or ``fused_group`` for a group whose anchor has none.
+        :func:`kernel_spaces` says why a group has no task; such a group builds with
+        its default schedule.
 
     Raises
     ------
@@ -47,20 +121,10 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -
     >>> mod, params = tecomp.frontend.from_onnx("model.onnx")            # doctest: +SKIP
     >>> tasks = autotune.extract_tasks(mod, params, target="llvm")        # doctest: +SKIP
     >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
-    [('conv2d_packed_kernel', 2), ('dense_packed', 1)]
+    [('conv2d_packed_kernel', 2), ('dense_packed', 1), ('fused_group', 3)]
     """
-    target = target if isinstance(target, Target) else as_target(target)
-    tasks: dict = {}
-    for name, args, count in tunable_workloads(mod, target, params):
-        task = create_task(name, args, target)
-        # Two workloads may differ only before the template fills in its defaults.
-        key = (task.name, task.args)
-        if key in tasks:
-            tasks[key].weight += count
-        else:
-            task.weight = count
-            tasks[key] = task
-    return list(tasks.values())
+    tasks = [k.task for k in kernel_spaces(mod, params, target) if k.task is not None]
+    return list({id(t): t for t in tasks}.values())
 
 
 register_task_extractor(Graph, extract_graph_tasks)

@@ -14,7 +14,9 @@ constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
 :mod:`tecomp.topi.conv2d_nchwc`), ``depthwise_conv2d``, the 8-bit products ``qnn_conv2d``
 and ``qnn_matmul``, and one template per row-wise operator (softmax, the norms, the
 reductions and pools: :mod:`tecomp.topi.reduce_templates`, knobs in
-:mod:`tecomp.topi.row_space`) with ``tecomp.autotune``.
+:mod:`tecomp.topi.row_space`), and ``fused_group``, the space of any fused group whose
+anchor has no template (:mod:`tecomp.topi.fused_group`, knobs generated from its
+computes), with ``tecomp.autotune``.
 Importing ``tecomp.autotune`` imports this package (``tecomp.BUILTIN_TEMPLATES``), so
 the templates are there however the autotuner was imported.
 Calling a template outside tuning gives the best shipped or ``apply_history_best``
@@ -160,6 +162,7 @@ from .bitshift import bitshift
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
+from . import fused_group  # registers the template of groups whose anchor has none
 from .elemwise import (
     acosh,
     asinh,

@@ -19,6 +19,8 @@ from ..ir import expr as E
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
+from .injective_space import (DEFAULT_INJECTIVE_KNOBS, InjectiveKnobs,
+                              define_injective_knobs)
 from .row_space import DEFAULT_ROW_KNOBS, RowKnobs, define_row_knobs
 
 #: Below this many output elements (a constant shape) a parallel loop costs more in
@@ -74,14 +76,16 @@ def num_elements(shape) -> int | None:
     return total
 
 
-def inline_injective(s, outs) -> None:
+def inline_injective(s, outs, keep=frozenset()) -> None:
     """Inline every compute stage of ``s`` that is neither an output nor a reduction, nor
-    a row buffer (``attrs["row_buffer"]``: computed once and read twice on purpose)."""
+    a row buffer (``attrs["row_buffer"]``: computed once and read twice on purpose), nor
+    one of the ops in ``keep`` (stages the schedule computes at root)."""
     out_ops = {t.op for t in outs}
     for st in s.stages:
         op = st.op
         if (isinstance(op, ComputeOp) and op not in out_ops and not op.is_reduction
-                and len(op.outputs) == 1 and not op.attrs.get("row_buffer")):
+                and len(op.outputs) == 1 and not op.attrs.get("row_buffer")
+                and op not in keep):
             st.compute_inline()
 
 
@@ -128,36 +132,102 @@ def block_layout(stage, outer, inner, middle, lanes: int, npar: int, fuse_inner=
     return (stage.fuse(*outer[:npar]) if npar else None), chunk
 
 
-def parallel_vectorize(stage, axes, dtype: str, shape):
+def _outer_axes(axes, lanes: int) -> list:
+    """The leading ``axes`` outside the vector block of ``lanes`` (:func:`vector_block`)."""
+    return axes[:-vector_block(axes, lanes)]
+
+
+def _rows_rule(outer) -> bool:
+    """The untuned choice of the parallel loop: the ``outer`` axes alone when there are
+    rows enough to share out (a symbolic count, or four per core), else every axis."""
+    n_outer = num_elements([a.dom.extent for a in outer])
+    return bool(outer) and (n_outer is None or n_outer >= 4 * current_target().num_cores)
+
+
+def _parallel_rule(shape) -> bool:
+    """The untuned choice of running a kernel of ``shape`` in parallel."""
+    total = num_elements(shape)
+    return total is None or total >= PARALLEL_MIN_ELEMENTS
+
+
+def parallel_vectorize(stage, axes, dtype: str, shape,
+                       knobs: InjectiveKnobs = DEFAULT_INJECTIVE_KNOBS):
     """Lay out ``axes`` (a stage's data axes, outermost first) as one parallel loop over
     one vectorized loop of the target's lanes (see :func:`block_layout`); a small
-    constant shape stays on one thread.
+    constant shape stays on one thread. ``knobs`` (:mod:`.injective_space`) choose the
+    vector width, the axes and grain of the parallel loop and the unroll of the loop
+    around a vector; the defaults are the untuned rules.
 
     Returns
     -------
     IterVar : the parallel (or serial) loop around the vectorized one.
     """
-    lanes = vector_lanes(dtype)
-    outer = axes[:-vector_block(axes, lanes)]
-    n_outer = num_elements([a.dom.extent for a in outer])
-    if outer and (n_outer is None or n_outer >= 4 * current_target().num_cores):
-        # Enough rows to share out: the chunk loop stays a serial loop of constant extent
-        # inside each row, which loop partitioning cuts into full chunks and the tail.
-        loop, _ = block_layout(stage, outer, axes[len(outer):], [], lanes, len(outer),
-                               fuse_inner=False)
+    lanes = vector_lanes(dtype) * knobs.vectors
+    outer = _outer_axes(axes, lanes)
+    npar = knobs.parallel_axes
+    if npar is None:
+        npar = len(outer) if _rows_rule(outer) else 0
+    npar = min(npar, len(outer))
+    if npar:
+        # Rows to share out: the chunk loop stays a serial loop of constant extent inside
+        # each row, which loop partitioning cuts into full chunks and the tail.
+        loop, chunk = block_layout(stage, outer, axes[len(outer):], [], lanes, npar,
+                                   fuse_inner=False)
     else:
-        loop, _ = block_layout(stage, [], axes, [], lanes, 0)
-    total = num_elements(shape)
-    if total is None or total >= PARALLEL_MIN_ELEMENTS:
+        loop, chunk = block_layout(stage, [], axes, [], lanes, 0)
+    if knobs.unroll > 1:
+        outer_chunk, unrolled = stage.split(chunk, factor=knobs.unroll)
+        stage.unroll(unrolled)
+        loop = outer_chunk if chunk is loop else loop
+    if knobs.grain > 1:
+        loop, _ = stage.split(loop, factor=knobs.grain)
+    run_parallel = knobs.parallel
+    if run_parallel is None:
+        run_parallel = _parallel_rule(shape)
+    if run_parallel:
         parallel(stage, loop)
     return loop
 
 
-def schedule_injective_stage(s, tensor) -> None:
+def schedule_injective_stage(s, tensor,
+                             knobs: InjectiveKnobs = DEFAULT_INJECTIVE_KNOBS) -> None:
     """Parallel + vectorized loops for one output ``tensor`` of an injective group."""
     stage = s[tensor]
     if stage.op.axis:
-        parallel_vectorize(stage, list(stage.op.axis), tensor.dtype, tensor.shape)
+        parallel_vectorize(stage, list(stage.op.axis), tensor.dtype, tensor.shape, knobs)
+
+
+def broadcast_producers(s, outs) -> list:
+    """The injective compute stages of the group that ``inline_injective`` would inline
+    and that have fewer elements than an output reading them (a constant count): inlined,
+    each of their elements is computed again for every output element it is broadcast
+    to. In producer order."""
+    out_ops = {t.op for t in outs}
+    sizes = [num_elements(t.shape) for t in outs]
+    largest = max((n for n in sizes if n is not None), default=None)
+    found = []
+    for st in s.stages:
+        op = st.op
+        if (not isinstance(op, ComputeOp) or op in out_ops or op.is_reduction
+                or len(op.outputs) != 1 or op.attrs.get("row_buffer") or not op.axis):
+            continue
+        n = num_elements(op.output(0).shape)
+        if n is not None and largest is not None and n < largest:
+            found.append(op)
+    return found
+
+
+def _injective_knobs(cfg, s, outs, materializable) -> InjectiveKnobs:
+    """The knobs of ``cfg`` that matter for the injective group of ``outs``, derived from
+    its first output's axes (:func:`.injective_space.define_injective_knobs`)."""
+    first = outs[0]
+    axes = list(first.op.axis) if isinstance(first.op, ComputeOp) else []
+    outer = _outer_axes(axes, vector_lanes(first.dtype)) if axes else []
+    return define_injective_knobs(
+        cfg, outer_axes=len(outer), rows_rule=_rows_rule(outer),
+        parallel_rule=_parallel_rule(first.shape),
+        multicore=current_target().num_cores > 1,
+        broadcast_producers=bool(materializable))
 
 
 def schedule_injective(cfg, outs):
@@ -166,9 +236,11 @@ def schedule_injective(cfg, outs):
     Parameters
     ----------
     cfg : config entity or None
-        Unused (the schedule has no knobs); present for the strategy signature.
+        Its injective knobs (:func:`.injective_space.define_injective_knobs`; a fallback
+        config or None: the untuned rules).
     outs : Tensor or list of Tensor
-        The group's outputs; every non-output compute stage they read is inlined.
+        The group's outputs; every non-output compute stage they read is inlined, or,
+        with the ``materialize`` knob, computed at root where it is read by broadcast.
 
     Returns
     -------
@@ -183,9 +255,15 @@ def schedule_injective(cfg, outs):
     """
     outs = as_list(outs)
     s = create_schedule([t.op for t in outs])
-    inline_injective(s, outs)
+    materializable = broadcast_producers(s, outs)
+    knobs = _injective_knobs(cfg, s, outs, materializable)
+    keep = set(materializable) if knobs.materialize else set()
+    inline_injective(s, outs, keep=keep)
+    for st in list(s.stages):
+        if st.op in keep:
+            schedule_injective_stage(s, st.op.output(0))
     for t in dict.fromkeys(outs):
-        schedule_injective_stage(s, t)
+        schedule_injective_stage(s, t, knobs)
     return s
 
 

@@ -7,14 +7,17 @@ import time
 import numpy as np
 import pytest
 import onnx_models
+from onnx import TensorProto, helper, numpy_helper
 
 from tecomp import Target, autotune
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
+from tecomp.graph.tasks import kernel_spaces
 from tecomp.testing import models
 from tecomp.topi import strategy
+from tecomp.topi.fused_group import GROUP_TEMPLATE
 
 CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
 # The 16-channel convolutions run on activations blocked by a vector of float32 lanes.
@@ -29,14 +32,18 @@ POOL_BLOCKED = (((1, 16 // BLOCK, 16, 16, BLOCK),), "float32",
 def test_one_task_per_unique_workload_weighted_by_its_kernels():
     mod, params = from_onnx(onnx_models.small_cnn())
     tasks = autotune.extract_tasks(mod, params, target="llvm")
-    got = [(t.name, t.args, t.weight) for t in tasks]
+    got = [(t.name, t.args, t.weight) for t in tasks if t.name != GROUP_TEMPLATE]
     assert got == [
         ("conv2d_packed_kernel", CONV_SMALL, 1),
         ("conv2d_nchwc", CONV_REPEATED, 2),
         ("reduce_mean", POOL_BLOCKED, 1),
         ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
     ]
-    assert all(str(t.target) == "llvm" and t.flop > 0 for t in tasks)
+    # The layout transforms into and out of channel blocks are groups of their own.
+    layouts = [[node[0] for node in t.args[1]] for t in tasks if t.name == GROUP_TEMPLATE]
+    assert layouts == [["reshape", "transpose"], ["transpose", "reshape", "reshape"]]
+    assert all(str(t.target) == "llvm" for t in tasks)
+    assert all(t.flop > 0 for t in tasks if t.name != GROUP_TEMPLATE)
 
 
 def test_a_symbolic_batch_keeps_the_per_item_convolutions_and_drops_the_dense():
@@ -47,9 +54,12 @@ def test_a_symbolic_batch_keeps_the_per_item_convolutions_and_drops_the_dense():
     assert [(t.args, t.weight) for t in tasks] == [(CONV_SMALL, 1), (CONV_REPEATED, 2)]
 
 
-def test_a_graph_without_tunable_operators_has_no_tasks():
+def test_a_graph_of_symbolic_shapes_has_no_tasks_and_each_kernel_says_why():
     mod, params = from_onnx(onnx_models.decomposed_layer_norm())
     assert autotune.extract_tasks(mod, params) == []
+    spaces = kernel_spaces(mod, params)
+    assert len(spaces) == 4
+    assert all(k.task is None and "symbolic" in k.reason for k in spaces)
 
 
 def _write_record(path, task, config):
@@ -127,7 +137,9 @@ def test_a_short_tuning_run_of_a_layer_norm_gives_the_record_the_build_uses(
     model = onnx_models.layer_norm_gelu()
     mod, params = from_onnx(model, shape={"x": (2, 8, 32)})
     tasks = autotune.extract_tasks(mod, params, target="llvm")
-    assert [t.name for t in tasks] == ["layer_norm"]
+    # The GELU after it is a group of its own, tuned by the generated space.
+    assert [t.name for t in tasks] == ["layer_norm", GROUP_TEMPLATE]
+    tasks = tasks[:1]
     log = tmp_path / "ln.json"
     option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
                                      runner=autotune.LocalRunner(number=1, repeat=1,
@@ -150,3 +162,115 @@ def test_extract_tasks_of_something_not_a_graph_names_what_it_takes():
 
     with pytest.raises(TecompError, match="tecomp.graph.Graph"):
         autotune.extract_tasks([1, 2, 3])
+
+
+def _se_block_model(channels=16, image=8, seed=0):
+    """An EfficientNet-style block: a depthwise 3x3 with swish, a squeeze-and-excitation
+    (global pool, 1x1 reduce with swish, 1x1 expand, sigmoid gate multiplied into the
+    activations) and a 1x1 projection."""
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def weight(name, shape):
+        array = (rng.standard_normal(shape) * 0.2).astype("float32")
+        inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    squeezed = channels // 4
+    nodes = [
+        helper.make_node("Conv", ["x", weight("dw", (channels, 1, 3, 3)),
+                                  weight("dw_b", (channels,))], ["d"], group=channels,
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["d"], ["d_sig"]),
+        helper.make_node("Mul", ["d", "d_sig"], ["a"]),
+        helper.make_node("GlobalAveragePool", ["a"], ["p"]),
+        helper.make_node("Conv", ["p", weight("r", (squeezed, channels, 1, 1)),
+                                  weight("r_b", (squeezed,))], ["q"]),
+        helper.make_node("Sigmoid", ["q"], ["q_sig"]),
+        helper.make_node("Mul", ["q", "q_sig"], ["q_act"]),
+        helper.make_node("Conv", ["q_act", weight("e", (channels, squeezed, 1, 1)),
+                                  weight("e_b", (channels,))], ["g"]),
+        helper.make_node("Sigmoid", ["g"], ["gate"]),
+        helper.make_node("Mul", ["a", "gate"], ["scaled"]),
+        helper.make_node("Conv", ["scaled", weight("proj", (channels, channels, 1, 1))],
+                         ["y"]),
+    ]
+    shape = [1, channels, image, image]
+    graph = helper.make_graph(
+        nodes, "se_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("model, shape", [
+    (models.bert_encoder(layers=1, hidden=32, heads=2, vocab=50, max_pos=16),
+     {"input_ids": (1, 8), "attention_mask": (1, 8)}),
+    (models.mobilenet_v2(width=0.25, image=32, classes=10, batch=1), None),
+    (_se_block_model(), None),
+], ids=["bert_encoder", "mobilenet_v2", "se_block"])
+def test_every_kernel_of_a_model_has_a_space_to_search(model, shape):
+    mod, params = from_onnx(model, shape=shape)
+    spaces = kernel_spaces(mod, params)
+    assert [(k.group, k.reason) for k in spaces if k.task is None] == []
+    assert all(len(k.task.config_space) > 1 for k in spaces)
+
+
+def test_the_attention_products_and_head_transposes_are_tasks():
+    model = models.bert_encoder(layers=1, hidden=32, heads=2, vocab=50, max_pos=16)
+    mod, params = from_onnx(model, shape={"input_ids": (1, 8), "attention_mask": (1, 8)})
+    names = [k.task.name for k in kernel_spaces(mod, params)]
+    # Q.K^T and P.V, each a multi-level tiling space; the head splits and merges, the
+    # mask's arithmetic: generated spaces.
+    assert names.count("batch_matmul") == 2 and names.count(GROUP_TEMPLATE) == 5
+
+
+def _se_group_task(mod, params):
+    """The task of the SE block's gate multiply, a group without a template of its own."""
+    tasks = [t for t in autotune.extract_tasks(mod, params) if t.name == GROUP_TEMPLATE]
+    assert [[node[0] for node in t.args[1]] for t in tasks] == [["multiply"]]
+    return tasks[0]
+
+
+def test_a_record_of_a_generated_space_is_what_the_build_uses(needs_llvm, tmp_path, rng):
+    model = _se_block_model()
+    mod, params = from_onnx(model)
+    task = _se_group_task(mod, params)
+    space = task.config_space
+    config = space.from_json({**task.default_config.to_json(), "vectors": 2, "unroll": 2,
+                              "parallel_axes": 0})
+    assert config.index != task.default_config.index
+    log = tmp_path / "se.json"
+    _write_record(log, task, config)
+
+    untuned = build(mod, params=params)
+    with autotune.apply_history_best(str(log)):
+        tuned = build(mod, params=params)
+    assert [k.schedule for k in untuned.kernels if k.anchor == "multiply"] == [
+        "default schedule"]
+    assert [k.schedule for k in tuned.kernels if k.anchor == "multiply"] == ["tuned record"]
+    x = rng.standard_normal((1, 16, 8, 8)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_short_tuning_run_of_a_model_gives_the_records_its_build_uses(
+        needs_llvm, tmp_path, rng):
+    model = _se_block_model()
+    mod, params = from_onnx(model)
+    tasks = autotune.extract_tasks(mod, params, target="llvm")
+    log = tmp_path / "se.json"
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=1, repeat=1,
+                                                                 timeout=30))
+    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
+                                   batch_size=2)
+    sched.tune(2 * len(tasks), option, callbacks=[autotune.log_to_file(str(log))],
+               remeasure_top=0)
+    assert all(t.best_result is not None for t in sched.tuners)
+
+    with autotune.apply_history_best(str(log)):
+        tuned = build(mod, params=params)
+    assert {k.schedule for k in tuned.kernels} == {"tuned record"}
+    x = rng.standard_normal((1, 16, 8, 8)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-4, atol=1e-5)
