@@ -158,14 +158,16 @@ def compile_model(ns, out, err) -> int:
     start = time.perf_counter()
     try:
         lib = _build_model(ns.model, target, shapes, ns.tuning_records, ns.precision)
+        if ns.verbose:
+            # Before exporting, which refuses a model specialised on first run: the
+            # summary says which node made it one.
+            print(lib.summary(), file=out)
         lib.export_library(ns.output)
         if ns.graph:
             _draw_graph(lib, ns.graph, out)
     except TecompError as e:
         print(f"tecomp: error: {e}", file=err)
         return 1
-    if ns.verbose:
-        print(lib.summary(), file=out)
     print(f"wrote {ns.output} ({len(lib.kernels)} kernels, "
           f"{time.perf_counter() - start:.1f} s)", file=out)
     return 0
@@ -174,7 +176,7 @@ def compile_model(ns, out, err) -> int:
 def _print_profile(gm, profile, runs: int, out) -> None:
     """One line per kernel call, in run order: median ms (in a run, or alone where the
     executor times kernels alone), share, operators."""
-    ops = {k.name: "+".join(k.ops) for k in gm.lib.kernels}
+    ops = {k.name: "+".join(k.ops) for k in gm.run_library.kernels}
     total = sum(t.median for _, t in profile)
     width = max([len(name) for name, _ in profile] + [6])
     how = f"median of {runs} runs" if gm.profiles_in_run else f"median of {runs} calls alone"
@@ -237,7 +239,7 @@ def run_model(ns, out, err) -> int:
         profile = (gm.profile(number=1, repeat=ns.repeat, in_run=gm.profiles_in_run)
                    if ns.profile else None)
         if ns.graph:
-            _draw_graph(gm.lib, ns.graph, out, profile)
+            _draw_graph(gm.run_library, ns.graph, out, profile)
     except (TecompError, FileNotFoundError) as e:
         print(f"tecomp: error: {e}", file=err)
         return 1

@@ -11,6 +11,7 @@ of the wrong type, shapes that do not fit).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import defaultdict
 
@@ -25,6 +26,7 @@ from ..graph import dims
 from ..graph.infer import infer_types
 from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
+from ..graph.specialise import DeferredGraph
 from . import shape_values
 from .onnx_checks import check_node
 from .onnx_converters import (
@@ -32,12 +34,16 @@ from .onnx_converters import (
     NOT_FOLDED,
     Context,
     ModelError,
+    NeedsConstantError,
     onnx_dtype,
     since_version,
     supported_ops,
 )
+from .onnx_specialise import ModelSpecialiser, deferral_reason
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
+
+logger = logging.getLogger("tecomp.frontend")
 
 
 # ---- folding of nodes whose inputs are known -------------------------------------------------
@@ -222,8 +228,13 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
 
     Returns
     -------
-    mod : tecomp.graph.Graph
-        The typed graph; its constants are the model's initializers.
+    mod : tecomp.graph.Graph or tecomp.graph.specialise.DeferredGraph
+        The typed graph; its constants are the model's initializers. Where a node needs
+        a value the import cannot compute from the input shapes (a shape read from an
+        input tensor, a ``NonZero``), a ``DeferredGraph``: ``tecomp.graph.build`` then
+        builds it per input shapes (and values of the small inputs deciding them) on
+        first run (:mod:`tecomp.frontend.onnx_specialise`); one line is logged
+        (``tecomp.frontend``) naming the node.
     params : dict
         Initializer name -> numpy array (``tecomp.graph.build(mod, params=params)``).
 
@@ -239,7 +250,12 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     >>> mod, params = tecomp.frontend.from_onnx("model.onnx", shape={"x": (1, 3, 224, 224)})
     ...                                                       # doctest: +SKIP
     """
-    model = load_model(model)
+    return _import_model(load_model(model), shape, dtype, defer=True)
+
+
+def _import_model(model: onnx.ModelProto, shape: dict | None, dtype, defer: bool = False):
+    """:func:`from_onnx` of a loaded model; a value the import cannot compute raises
+    ``NeedsConstantError``, or with ``defer`` gives a ``DeferredGraph``."""
     graph = model.graph
     opsets = _opsets(model)
     _check_supported(model)
@@ -261,7 +277,29 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     ctx = Context(types=dict(types), consts={}, used=frozenset(used))
     for name, array in params.items():
         ctx.const(array, name=name)
+    try:
+        _convert_nodes(ctx, model)
+    except NeedsConstantError as e:
+        if not defer:
+            raise
+        return _deferred(model, inputs, types, dtype, e), params
+    outputs = tuple(o.name for o in graph.output)
+    used = {i for n in ctx.nodes for i in n.inputs} | set(outputs)
+    consts = {k: v for k, v in ctx.consts.items() if k in used}
+    mod = Graph(inputs=tuple(inputs), outputs=outputs, nodes=tuple(ctx.nodes), consts=consts,
+                types=types, name=graph.name or "main")
+    mod = infer_types(mod)
+    # The type rules do not follow every step of shape arithmetic (a comparison, a Where):
+    # the values the import followed stay on the types, as a reader of the graph expects.
+    types = {name: t if t.content is not None or name not in ctx.types
+             or ctx.types[name].shape != t.shape else ctx.types[name]
+             for name, t in mod.types.items()}
+    return mod.with_(types=types), {k: v for k, v in params.items() if k in used}
 
+
+def _convert_nodes(ctx, model) -> None:
+    """Fold or convert every node of ``model`` into ``ctx``, in order."""
+    graph, opsets = model.graph, _opsets(model)
     for name, node in zip(_node_names(graph), graph.node):
         ctx.node_name = name
         ctx.version = since_version(node.op_type, opsets.get(node.domain or "", 1), node.domain)
@@ -281,16 +319,14 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
             # A node the converter cannot read (a missing attribute or input): name it.
             raise ModelError(f"node {name!r} ({node.op_type}): cannot convert it: "
                              f"{type(e).__name__}: {e}") from None
-    outputs = tuple(o.name for o in graph.output)
-    used = {i for n in ctx.nodes for i in n.inputs} | set(outputs)
-    consts = {k: v for k, v in ctx.consts.items() if k in used}
-    mod = Graph(inputs=tuple(inputs), outputs=outputs, nodes=tuple(ctx.nodes), consts=consts,
-                types=types, name=graph.name or "main")
-    mod = infer_types(mod)
-    # The type rules do not follow every step of shape arithmetic (a comparison, a Where):
-    # the values the import followed stay on the types, as a reader of the graph expects.
-    types = {name: t if t.content is not None or name not in ctx.types
-             or ctx.types[name].shape != t.shape else ctx.types[name]
-             for name, t in mod.types.items()}
-    return mod.with_(types=types), {k: v for k, v in params.items() if k in used}
 
+
+def _deferred(model, inputs: list, types: dict, dtype, error) -> DeferredGraph:
+    """The model as a ``DeferredGraph``: its import stopped at ``error``, a value only the
+    inputs decide."""
+    name = model.graph.name or "main"
+    reason = deferral_reason(error)
+    logger.warning("model %r is specialised on first run (%s): it is built per input shapes "
+                   "when first run with them", name, reason)
+    return DeferredGraph(name, tuple(inputs), tuple(o.name for o in model.graph.output),
+                         types, reason, ModelSpecialiser(model, dtype, _import_model))

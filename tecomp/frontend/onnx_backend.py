@@ -4,7 +4,7 @@
 >>> rep = backend.prepare(model, device="CPU"); outs = rep.run([x])  # doctest: +SKIP
 
 ``prepare`` imports and builds the model once (named or unknown input dimensions stay
-symbolic; inputs whose values tecomp needs at compile time are specialised on at the first
+symbolic; a model whose shapes depend on its inputs' values is built per input on first
 run, see :class:`TecompRep`); ``run_node`` builds a one-node model around a node and its
 inputs. ``device`` is ``"CPU"`` (built for ``llvm``, this machine's CPU) or ``"CUDA"``
 (``"CUDA:0"``; built for ``cuda`` and run by the device executor on this machine's GPU),
@@ -18,20 +18,16 @@ converts instead (:func:`tecomp.graph.executor.input_array` says what passes wit
 
 from __future__ import annotations
 
-import copy
-import threading
-
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 from onnx.backend.base import Backend, BackendRep
 
 from ..errors import TecompError
 from ..graph import GraphModule, build
-from ..graph.executor import InputDtypeError, input_array
+from ..graph.executor import InputDtypeError
 from ..target import get_target_kind
 from .onnx import ModelError, from_onnx, load_model, unsupported_nodes
-from .onnx_converters import NeedsConstantError, onnx_dtype
 
 #: How an ``InputDtypeError`` of a rep says to opt in to converting.
 _CONVERT_HINT = "prepare(model, convert_inputs=True)"
@@ -73,32 +69,19 @@ def device_target(device) -> str:
     return local[0]
 
 
-def _build(model, bound: dict, convert_inputs: bool, target: str = "llvm") -> GraphModule:
-    """Import and build ``model`` for ``target`` with the inputs in ``bound`` (name ->
-    array) made constants; the executor of the target's device runs it."""
-    if bound:
-        model = copy.deepcopy(model)
-        kept = [vi for vi in model.graph.input if vi.name not in bound]
-        del model.graph.input[:]
-        model.graph.input.extend(kept)
-        model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), k)
-                                       for k, v in bound.items())
-    mod, params = from_onnx(model)
-    return GraphModule(build(mod, target=target, params=params), convert_inputs=convert_inputs)
-
-
 class TecompRep(BackendRep):
     """A model built by :meth:`TecompBackend.prepare`: ``run(inputs)`` runs it.
 
-    An input the model uses where tecomp needs a compile-time value (the axes of a
-    reduction, the bounds of a slice, clip limits given as inputs) is specialised on: the
-    model is built on the first run with that input's value as a constant, and built
-    again when a later run gives another value.
+    A model whose shapes or compile-time values an input decides (a Reshape to a shape
+    given as an input, the axes of a reduction or clip limits given as inputs, a
+    ``NonZero``) is built on its first run with those inputs' shapes and values, and
+    again for each new one (:mod:`tecomp.graph.specialise`).
 
     ``run`` may be called from several threads at once (on a GPU, runs take turns).
     Inputs must have the dtypes the model declares, unless ``convert_inputs``. ``model``
     is the ONNX model, ``input_names`` its graph inputs in order (what ``run``'s list of
-    arrays binds to) and ``target`` the target string it is built for.
+    arrays binds to), ``target`` the target string it is built for and ``module`` the
+    :class:`~tecomp.graph.GraphModule` that runs it.
     """
 
     def __init__(self, model, input_names: tuple, convert_inputs: bool = False,
@@ -107,43 +90,9 @@ class TecompRep(BackendRep):
         self.input_names = input_names
         self.convert_inputs = convert_inputs
         self.target = target
-        self._bound_names: tuple = ()
-        self._built: dict = {}
-        # Finding or building the module of a run's bound values: one thread at a time.
-        self._lock = threading.Lock()
-        # Built now, so an unsupported model fails in prepare; unless an input's value
-        # is needed, which waits for the first run.
-        self._module({})
-
-    def _bound_value(self, name: str, value) -> np.ndarray:
-        """``value`` of input ``name``, made a constant of the model: held to the dtype
-        the model declares, as an input that stays one is."""
-        vi = next(vi for vi in self.model.graph.input if vi.name == name)
-        dtype = onnx_dtype(vi.type.tensor_type.elem_type, f"input {name!r}")
-        return input_array(name, value, dtype, self.convert_inputs)
-
-    def _module(self, feeds: dict) -> tuple:
-        """The module for ``feeds``' values of the inputs specialised on, and the names of
-        those inputs (read together: another thread's run may add one)."""
-        with self._lock:
-            return self._find_or_build(feeds), self._bound_names
-
-    def _find_or_build(self, feeds: dict) -> GraphModule:
-        while True:
-            bound = {k: self._bound_value(k, feeds[k]) for k in self._bound_names}
-            key = tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in bound.items())
-            if key in self._built:
-                return self._built[key]
-            try:
-                gm = self._built[key] = _build(self.model, bound, self.convert_inputs,
-                                               self.target)
-                return gm
-            except NeedsConstantError as e:
-                if e.value_name not in self.input_names or e.value_name in self._bound_names:
-                    raise
-                self._bound_names += (e.value_name,)
-                if e.value_name not in feeds:
-                    return None
+        mod, params = from_onnx(model)
+        self.module = GraphModule(build(mod, target=target, params=params),
+                                  convert_inputs=convert_inputs)
 
     def run(self, inputs, **kwargs) -> tuple:
         """Run on ``inputs``: a list in the model's input order, a dict by name, or one
@@ -172,8 +121,7 @@ class TecompRep(BackendRep):
                                  f"got {len(inputs)}")
             feeds = dict(zip(names, inputs))
         try:
-            gm, bound = self._module(feeds)
-            return tuple(gm(**{k: v for k, v in feeds.items() if k not in bound}))
+            return tuple(self.module(**feeds))
         except InputDtypeError as e:
             raise e.with_hint(_CONVERT_HINT) from None
 

@@ -31,11 +31,12 @@ class ModelError(TecompError, ValueError):
 
 class NeedsConstantError(UnsupportedOpError):
     """A node needs the value of ``value_name`` at compile time (axes, slice bounds, clip
-    limits), but the model computes it or takes it as an input."""
+    limits), but the model computes it or takes it as an input; ``node`` names the node
+    and ``what`` the argument (``"the target shape"``)."""
 
-    def __init__(self, message: str, value_name: str):
+    def __init__(self, message: str, value_name: str, node: str = "", what: str = ""):
         super().__init__(message)
-        self.value_name = value_name
+        self.value_name, self.node, self.what = value_name, node, what
 
 
 CONVERTERS: dict = {}
@@ -152,7 +153,8 @@ class Context:
             return np.array(t.content, dtype=t.dtype).reshape(t.shape)
         if name not in self.consts:
             raise NeedsConstantError(f"node {self.node_name!r}: {what} ({name!r}) must be a "
-                                     "constant (an initializer or a Constant node)", name)
+                                     "constant (an initializer or a Constant node)", name,
+                                     self.node_name, what)
         return self.consts[name]
 
     def dims_of(self, name: str, what: str) -> tuple:
@@ -982,6 +984,17 @@ def _einsum(ctx, node, attrs):
         lower_einsum(ctx, equation, list(node.input), node.output)
     except EquationError as e:
         ctx.fail(str(e), ModelError)
+
+
+@converter("NonZero", 9, 13)
+def _nonzero(ctx, node, attrs):
+    # How many elements are non-zero decides the output's size: computed at import when
+    # the input is known (tecomp.frontend.onnx_specialise specialises on the small inputs
+    # it comes from), else the node needs a value the import cannot see.
+    x = ctx.value_of(node.input[0], "the input whose non-zero count sizes the output")
+    # A scalar has no coordinates: (0, count) as the spec's reference gives.
+    ctx.const(np.empty((0, np.count_nonzero(x)), "int64") if x.ndim == 0 else
+              np.array(np.nonzero(x), dtype="int64"), name=node.output[0])
 
 
 @converter("TopK", 1, 10, 11, 24)

@@ -246,8 +246,12 @@ DEVICE_EXECUTOR = ("tecomp.graph.device_executor", "DeviceGraphModule")
 
 
 def executor_class(lib) -> type:
-    """The :class:`GraphModule` class that runs ``lib``: the device executor where its
-    module offers a device's memory, else the host executor itself."""
+    """The :class:`GraphModule` class that runs ``lib``: the one the library names (a
+    library specialised on first run, :mod:`tecomp.graph.specialise`), the device executor
+    where its module offers a device's memory, else the host executor itself."""
+    own = getattr(lib, "executor_class", None)
+    if own is not None:
+        return own
     if getattr(lib.module, "device_memory", None) is None:
         return GraphModule
     module, name = DEVICE_EXECUTOR
@@ -331,6 +335,12 @@ class GraphModule:
     def num_outputs(self) -> int:
         """How many outputs a run gives."""
         return len(self.graph.outputs)
+
+    @property
+    def run_library(self):
+        """The library whose kernels this thread's runs call: ``lib`` (a library
+        specialised on first run answers the build of its last run)."""
+        return self.lib
 
     @property
     def _plan(self) -> MemoryPlan | None:

@@ -100,8 +100,16 @@ class GraphLibrary:
         """One line per kernel: its name, the operators it fuses and which schedule its
         anchor operator uses (a tuned record, the fallback config of a tunable template,
         or an operator's default schedule), then the count of fallbacks and of the
-        concatenations computed in place (no kernel: their parts are written in place)."""
-        lines = [f"{len(self.kernels)} kernels for {self._target}:"]
+        concatenations computed in place (no kernel: their parts are written in place).
+        The second line says the build serves every input shape ("one build for all
+        shapes", symbolic dimensions bound at run time) or the fixed ones only; a model
+        built per input shapes says "specialised on first run"
+        (:class:`~tecomp.graph.specialise.SpecialisingLibrary`)."""
+        symbolic = any(not dims.is_static(d) for name in self.graph.inputs
+                       for d in self.graph.types[name].shape)
+        lines = [f"{len(self.kernels)} kernels for {self._target}:",
+                 "one build for all shapes" if symbolic else
+                 "one build, for the fixed input shapes"]
         for k in self.kernels:
             lines.append(f"  {k.name}: {' -> '.join(k.ops)}  [{k.anchor}: {k.schedule}]")
         fallback = [k.anchor for k in self.kernels if k.schedule == "fallback config"]

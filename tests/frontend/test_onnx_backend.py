@@ -80,7 +80,7 @@ def test_prepare_for_cuda_runs_on_the_device_executor(cuda_device, rng):
     ref, = onnx_models.run_onnxruntime(model, {"x": x})
     got, = rep.run([x])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
-    gm, = rep._built.values()
+    gm = rep.module
     assert type(gm).__name__ == "DeviceGraphModule"
     assert gm.simulated == (not util.gpu_available())
     node = helper.make_node("Relu", ["a"], ["b"])

@@ -1,0 +1,139 @@
+"""An ONNX model whose shapes depend on data the import cannot see, imported again per input.
+
+Where a node needs a value at compile time that the import cannot compute (a ``Reshape``
+to a shape read from an input tensor, a ``TopK`` whose ``k`` an input decides, a
+``NonZero``), :func:`tecomp.frontend.from_onnx` returns a
+:class:`~tecomp.graph.specialise.DeferredGraph` whose ``specialise`` is a
+:class:`ModelSpecialiser`: it imports the model again with every input shape fixed, and
+the inputs given values made constants (initializers), so the import folds what they
+decide (:mod:`tecomp.graph.specialise` caches the builds).
+
+With the shapes fixed, a value still unknown is computed from the *values* of graph
+inputs: :func:`value_sources` finds them (through every node but ``Shape`` and ``Size``,
+which read a shape only). Inputs of at most :data:`MAX_VALUE_ELEMENTS` elements are
+specialised on (their values join the key of a build); a value computed from a larger
+input, or from none, stays refused, the error naming the node, its argument and the input.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..graph.specialise import NeedsInputValues
+from .onnx_converters import NeedsConstantError
+
+#: The most elements an input may have for its values to be specialised on: shape
+#: vectors, axes, counts and scalars are a few; a larger input is data, and a build per
+#: value of it would be a build per call.
+MAX_VALUE_ELEMENTS = 64
+
+#: Operators whose output depends on their input's shape, never its values.
+SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
+    """The names among ``inputs`` (graph inputs) whose values ``value`` is computed from,
+    in the graph's input order: every input reached going up from ``value`` through the
+    nodes that compute it, except through ``Shape`` and ``Size``."""
+    producers = {o: node for node in graph.node for o in node.output if o}
+    inputs = set(inputs)
+    seen, stack, found = set(), [value], set()
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in inputs:
+            found.add(name)
+            continue
+        node = producers.get(name)
+        if node is not None and node.op_type not in SHAPE_ONLY:
+            stack.extend(i for i in node.input if i)
+    return tuple(vi.name for vi in graph.input if vi.name in found)
+
+
+def deferral_reason(error: NeedsConstantError) -> str:
+    """Why a model is specialised on first run, from the error its import stopped at:
+    ``"node 'X': <argument> ('v') is not known at import"``."""
+    if not error.node:
+        return str(error)
+    return f"node {error.node!r}: {error.what} ({error.value_name!r}) is not known at import"
+
+
+class ModelSpecialiser:
+    """``DeferredGraph.specialise`` for an ONNX model: ``(shapes, values, params) ->
+    (Graph, params)``, the model imported with input name -> shape ``shapes`` fixed and
+    input name -> array ``values`` as initializers, its weights replaced by ``params``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model (not modified).
+    dtype : str or dict or None
+        ``from_onnx``'s ``dtype``.
+    import_model : callable
+        ``import_model(model, shape, dtype) -> (Graph, params)``: the import, raising
+        :class:`NeedsConstantError` where a value is not known.
+
+    Raises (when called)
+    --------------------
+    NeedsInputValues
+        The import needs the values of inputs of at most :data:`MAX_VALUE_ELEMENTS`
+        elements not given in ``values``.
+    NeedsConstantError
+        A value the import needs is computed from a larger input, or from no input's
+        values at all; the message says which.
+    """
+
+    def __init__(self, model: onnx.ModelProto, dtype, import_model: Callable):
+        self.model = model
+        self.dtype = dtype
+        self._import = import_model
+
+    def __call__(self, shapes: dict, values: dict, params: dict) -> tuple:
+        model = self._with_constants(values, params)
+        try:
+            return self._import(model, shapes, self.dtype)
+        except NeedsConstantError as e:
+            raise self._needed(e, shapes) from None
+
+    def _with_constants(self, values: dict, params: dict) -> onnx.ModelProto:
+        """The model with the inputs in ``values`` made initializers and the initializers
+        named in ``params`` replaced."""
+        model = copy.deepcopy(self.model)
+        graph = model.graph
+        kept = [vi for vi in graph.input if vi.name not in values]
+        del graph.input[:]
+        graph.input.extend(kept)
+        constants = {**params, **values}
+        inits = [t for t in graph.initializer if t.name not in constants]
+        inits += [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()]
+        del graph.initializer[:]
+        graph.initializer.extend(inits)
+        return model
+
+    def _needed(self, error: NeedsConstantError, shapes: dict) -> Exception:
+        """What to raise for ``error``, an import with ``shapes`` fixed: the inputs to
+        specialise on, or why none can be."""
+        sources = value_sources(self.model.graph, error.value_name, shapes)
+        if not sources:
+            return NeedsConstantError(
+                f"{error}; with every input shape fixed it is still not known: it is not "
+                "computed from the values of graph inputs", error.value_name, error.node,
+                error.what)
+        large = [f"{name!r} ({int(np.prod(shapes[name]))} elements)" for name in sources
+                 if np.prod(shapes[name]) > MAX_VALUE_ELEMENTS]
+        if large:
+            return NeedsConstantError(
+                f"{error}; it is computed from the values of input {', '.join(large)}, and "
+                f"tecomp specialises a model on the values of inputs of at most "
+                f"{MAX_VALUE_ELEMENTS} elements only (make the input an initializer, or "
+                "give the model that value as a constant)", error.value_name, error.node,
+                error.what)
+        return NeedsInputValues(f"{error}: specialised on the values of "
+                                f"{', '.join(sources)}", sources)
