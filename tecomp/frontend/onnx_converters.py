@@ -1137,8 +1137,13 @@ def _split(ctx, node, attrs):
         if dims.is_static(extent):
             bounds = [(lo, min(hi, extent)) for lo, hi in bounds]
     # One slice per output: each is an injective kernel that can fuse with its consumers.
-    for out, (start, end) in zip(node.output, bounds):
-        ctx.emit("slice", [x], [out], starts=(start,), ends=(end,), axes=(axis,), steps=(1,))
+    # Given sizes must add up to the axis: the last part says so, and its rule checks it
+    # (at run time for a symbolic axis).
+    exact_sizes = {"to_axis_end": True} if (_input(node, 1) or "split" in attrs) else {}
+    for k, (out, (start, end)) in enumerate(zip(node.output, bounds)):
+        last = exact_sizes if k == len(bounds) - 1 else {}
+        ctx.emit("slice", [x], [out], starts=(start,), ends=(end,), axes=(axis,), steps=(1,),
+                 **last)
 
 
 @converter("CastLike", 15, 19, 21, 23, 24, 25)
@@ -1291,7 +1296,7 @@ def _nll(ctx, node, attrs, log_prob, target, weight, outputs):
             np.array(0, ctx.type_of(target).dtype), "class0")])
     picked = ctx.emit("gather_elements", [log_prob, ctx.emit(
         "reshape", [target], newshape=(tshape[0], 1) + tuple(tshape[1:]))], axis=1,
-        node=ctx.node_name)
+        exact=True, node=ctx.node_name)
     picked = ctx.emit("reshape", [picked], newshape=tuple(tshape))
     w = ctx.emit("gather", [weight, target], axis=0, node=ctx.node_name) if weight else None
     if keep is not None:

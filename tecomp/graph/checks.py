@@ -41,8 +41,9 @@ def _node_checks(node, types) -> list:
 
 def runtime_dim_checks(graph: Graph) -> tuple:
     """The conditions type inference left to run time (:class:`DimCheck` s of every
-    broadcasting node, :class:`StepCheck` s of ranges with a symbolic step), for the nodes
-    of ``graph`` and of the bodies of its fused nodes."""
+    broadcasting node and those an operator's ``dim_checks`` gives, :class:`StepCheck` s of
+    ranges with a symbolic step), for the nodes of ``graph`` and of the bodies of its fused
+    nodes."""
     checks: list = []
     for node in graph.nodes:
         body = node.attrs.get("body")
@@ -50,6 +51,8 @@ def runtime_dim_checks(graph: Graph) -> tuple:
             checks += runtime_dim_checks(body)
         elif op_info(node).broadcasts:
             checks += _node_checks(node, graph.types)
+        elif op_info(node).dim_checks is not None:
+            checks += op_info(node).dim_checks(node, graph.types)
         elif node.op == "arange" and not dims.is_static(node.attrs["delta"]):
             checks.append(StepCheck(node.name or node.op, node.attrs["delta"]))
     return tuple(checks)

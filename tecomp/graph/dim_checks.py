@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from . import dims
 
 
+def _size_text(d, bindings: dict) -> str:
+    """A dimension and its value for ``bindings``: ``seq = 9``, or ``6`` when constant."""
+    value = dims.evaluate(d, bindings)
+    return str(value) if dims.is_static(d) else f"{dims.to_text(d)} = {value}"
+
+
 def _sizes_text(bindings: dict) -> str:
     """``bindings`` (symbol -> size) as an error message names them: ``batch=2, seq=9``."""
     return ", ".join(f"{v.name}={n}" for v, n in bindings.items())
@@ -21,7 +27,10 @@ def _sizes_text(bindings: dict) -> str:
 @dataclass(frozen=True)
 class DimCheck:
     """Dimension ``axis`` of input ``value`` of node ``node`` (operator ``op``) is ``got``
-    and must equal the node's output dimension ``want`` at run time."""
+    and must equal (``relation`` ``"=="``) or be at most (``"<="``) ``want`` at run time;
+    ``against`` says what ``want`` is, as the error message continues "where ... 6":
+    "the output has" (a broadcast), "the data has" (GatherElements' indices), "the Split's
+    sizes add up to"."""
 
     node: str
     op: str
@@ -29,23 +38,31 @@ class DimCheck:
     axis: int
     got: object
     want: object
+    relation: str = "=="
+    against: str = "the output has"
+
+    def __post_init__(self):
+        if self.relation not in ("==", "<="):
+            raise ValueError(f"relation {self.relation!r}; allowed: '==', '<='")
 
     def holds(self, bindings: dict) -> bool:
         """Whether the condition holds for ``bindings`` (symbol -> size)."""
-        return dims.evaluate(self.got, bindings) == dims.evaluate(self.want, bindings)
+        got, want = (dims.evaluate(d, bindings) for d in (self.got, self.want))
+        return got == want if self.relation == "==" else got <= want
 
     def message(self, bindings: dict) -> str:
         """Why ``bindings`` break the condition, for the error a user sees."""
+        allowed = "" if self.relation == "==" else " (it may have at most as many)"
         return (f"node {self.node!r} ({self.op}): input {self.value!r} has "
-                f"{dims.to_text(self.got)} = {dims.evaluate(self.got, bindings)} elements on "
-                f"axis {self.axis} where the output has {dims.to_text(self.want)} = "
-                f"{dims.evaluate(self.want, bindings)}, with the input sizes "
-                f"{_sizes_text(bindings)}")
+                f"{_size_text(self.got, bindings)} elements on axis {self.axis} where "
+                f"{self.against} {_size_text(self.want, bindings)}{allowed}, with the input "
+                f"sizes {_sizes_text(bindings)}")
 
     def c_violation(self, c_expr) -> str:
         """The C condition under which the check fails, with dimensions written by
         ``c_expr``."""
-        return f"{c_expr(self.got)} != {c_expr(self.want)}"
+        op = "!=" if self.relation == "==" else ">"
+        return f"{c_expr(self.got)} {op} {c_expr(self.want)}"
 
     def where(self) -> str:
         """Where the condition comes from, for a comment."""
@@ -66,8 +83,8 @@ class StepCheck:
 
     def message(self, bindings: dict) -> str:
         """Why ``bindings`` break the condition, for the error a user sees."""
-        return (f"node {self.node!r} (arange): the step {dims.to_text(self.delta)} = "
-                f"{dims.evaluate(self.delta, bindings)} of the Range must be at least 1, with "
+        return (f"node {self.node!r} (arange): the step {_size_text(self.delta, bindings)} "
+                f"of the Range must be at least 1, with "
                 f"the input sizes {_sizes_text(bindings)}")
 
     def c_violation(self, c_expr) -> str:
@@ -85,7 +102,8 @@ def check_to_json(check) -> dict:
     if isinstance(check, DimCheck):
         return {"kind": "dim", "node": check.node, "op": check.op, "value": check.value,
                 "axis": check.axis, "got": dims.to_json(check.got),
-                "want": dims.to_json(check.want)}
+                "want": dims.to_json(check.want), "relation": check.relation,
+                "against": check.against}
     return {"kind": "step", "node": check.node, "delta": dims.to_json(check.delta)}
 
 
@@ -102,7 +120,8 @@ def check_from_json(data: dict, symbols_by_name: dict):
     if kind == "dim":
         return DimCheck(data["node"], data["op"], data["value"], data["axis"],
                         dims.from_json(data["got"], symbols_by_name),
-                        dims.from_json(data["want"], symbols_by_name))
+                        dims.from_json(data["want"], symbols_by_name),
+                        data.get("relation", "=="), data.get("against", "the output has"))
     if kind == "step":
         return StepCheck(data["node"], dims.from_json(data["delta"], symbols_by_name))
     raise ValueError(f"a shape check of kind {kind!r}; this tecomp reads 'dim' and 'step'")

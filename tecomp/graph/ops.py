@@ -28,6 +28,7 @@ from ..errors import TecompError
 from ..ir.arith import prefer_unclamped
 from ..topi.transform import range_length, slice_bounds, slice_extent
 from . import dims
+from .dim_checks import DimCheck
 from .ir import TensorType
 
 ELEMWISE, BROADCAST, INJECTIVE, REDUCE, OUT_FUSABLE, OPAQUE = (
@@ -48,14 +49,17 @@ class OpInfo:
     #: Whether the inputs broadcast to the output under numpy's rules (so every input
     #: dimension is 1 or the output's: :func:`tecomp.graph.checks.runtime_dim_checks`).
     broadcasts: bool = False
+    #: ``dim_checks(node, types) -> [DimCheck]``: the conditions on symbolic dimensions
+    #: that the rule could not decide and the kernels rely on, checked at run time.
+    dim_checks: Callable | None = None
 
 
 OPS: dict[str, OpInfo] = {}
 
 
-def _register(names, pattern, rule, broadcasts=False):
+def _register(names, pattern, rule, broadcasts=False, dim_checks=None):
     for name in names.split():
-        OPS[name] = OpInfo(name, pattern, rule, broadcasts)
+        OPS[name] = OpInfo(name, pattern, rule, broadcasts, dim_checks)
 
 
 def _fail(node, message):
@@ -501,6 +505,10 @@ def _slice(node, ts):
     steps = node.attrs.get("steps") or (1,) * len(starts)
     for axis, start, end, step in zip(axes, starts, ends, steps):
         axis = _axis(node, axis, len(shape))
+        if node.attrs.get("to_axis_end") and dims.is_static(shape[axis]) and (
+                end != shape[axis]):
+            _fail(node, f"the parts of the Split add up to {end} where axis {axis} has "
+                        f"{shape[axis]} elements")
         shape[axis] = _slice_length(node, shape[axis], start, end, step)
     content = None
     if len(x.shape) == 1 and x.content is not None and all(
@@ -508,6 +516,20 @@ def _slice(node, ts):
         first, stop = slice_bounds(len(x.content), starts[0], ends[0], steps[0])
         content = tuple(x.content[k] for k in range(first, stop, steps[0]))
     return [TensorType(x.dtype, tuple(shape), content)]
+
+
+def _slice_checks(node, types) -> list:
+    """The last part of a Split (a slice with ``to_axis_end``) ends where its symbolic
+    axis does: the sizes of the parts add up to the axis, as the Split needs."""
+    if not node.attrs.get("to_axis_end"):
+        return []
+    shape = types[node.inputs[0]].shape
+    axis = node.attrs["axes"][0] % len(shape)
+    end = node.attrs["ends"][0]
+    if dims.is_static(shape[axis]) or dims.equal(shape[axis], end):
+        return []
+    return [DimCheck(node.name or node.op, "split", node.inputs[0], axis, shape[axis], end,
+                     "==", "the Split's sizes add up to")]
 
 
 def _pad(node, ts):
@@ -543,13 +565,41 @@ def _depth_to_space(node, ts):
     return [TensorType(ts[0].dtype, shape)]
 
 
+def _gather_elements_bounds(node, data, indices):
+    """``(axis, [(k, index dim, data dim)])`` over GatherElements' axes other than
+    ``axis``, and whether each index dim must equal the data's (attribute ``exact``, the
+    target of NegativeLogLikelihoodLoss) or be at most it (the operator's own rule, as
+    onnxruntime checks it)."""
+    axis = _axis(node, node.attrs.get("axis", 0), len(data.shape)) % len(data.shape)
+    pairs = [(k, got, want) for k, (got, want) in enumerate(zip(indices.shape, data.shape))
+             if k != axis]
+    return pairs, bool(node.attrs.get("exact"))
+
+
 def _gather_elements(node, ts):
     data, indices = ts
-    _axis(node, node.attrs.get("axis", 0), len(data.shape))
     if len(indices.shape) != len(data.shape):
         _fail(node, f"indices {_shape_text(indices.shape)} must have the rank of the data "
                     f"{_shape_text(data.shape)}")
+    pairs, exact = _gather_elements_bounds(node, data, indices)
+    for k, got, want in pairs:
+        if dims.is_static(got) and dims.is_static(want) and (
+                got != want if exact else got > want):
+            _fail(node, f"indices {_shape_text(indices.shape)} have {got} elements on axis "
+                        f"{k} where the data {_shape_text(data.shape)} has {want}"
+                        + ("" if exact else " (at most as many allowed)"))
     return [TensorType(data.dtype, indices.shape)]
+
+
+def _gather_elements_checks(node, types) -> list:
+    """The index dims of GatherElements that only the run can compare with the data's
+    (a larger one would read outside the data)."""
+    data, indices = (types[v] for v in node.inputs)
+    pairs, exact = _gather_elements_bounds(node, data, indices)
+    return [DimCheck(node.name or node.op, node.op, node.inputs[1], k, got, want,
+                     "==" if exact else "<=", "the data has")
+            for k, got, want in pairs
+            if not (dims.is_static(got) and dims.is_static(want)) and not dims.equal(got, want)]
 
 
 def _gather_nd(node, ts):
@@ -650,7 +700,7 @@ _register("reshape", INJECTIVE, _reshape)
 _register("expand", BROADCAST, _expand, broadcasts=True)
 _register("tile", INJECTIVE, _tile)
 _register("depth_to_space space_to_depth", INJECTIVE, _depth_to_space)
-_register("gather_elements", INJECTIVE, _gather_elements)
+_register("gather_elements", INJECTIVE, _gather_elements, dim_checks=_gather_elements_checks)
 _register("gather_nd", INJECTIVE, _gather_nd)
 # Each output element scans the updates (or, for TopK, the whole axis): a producer
 # inlined into it would be recomputed for every read, so these run as kernels of their own.
@@ -664,7 +714,7 @@ _register("concat", INJECTIVE, _concatenate)
 # A concat computed in place (``tecomp.graph.storage.CONCAT_VIEW``), typed as one.
 _register("concat_view", INJECTIVE, _concatenate)
 _register("gather", INJECTIVE, _gather)
-_register("slice", INJECTIVE, _slice)
+_register("slice", INJECTIVE, _slice, dim_checks=_slice_checks)
 _register("pad", INJECTIVE, _pad)
 def _size_of(node, ts):
     return [TensorType("int64", (), (dims.product(ts[0].shape),))]

@@ -336,10 +336,14 @@ def slice_bounds(dim, start, end, step: int) -> tuple:
     return resolve(start, 0, dim - 1), resolve(end, -1, dim - 1)
 
 
-def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
+def slice(x, starts, ends, axes=None, steps=None,  # noqa: A001 (the ONNX name)
+          to_axis_end: bool = False):
     """ONNX Slice: per listed axis, ``start:end:step`` with negative int values counting
     from the end and out-of-range values clamped, as numpy slicing does. Starts and ends
-    may be expressions of symbolic sizes (never negative; see :func:`slice_bounds`)."""
+    may be expressions of symbolic sizes (never negative; see :func:`slice_bounds`).
+    ``to_axis_end``: the end is the axis's end, not clamped to it (the last part of a
+    Split, whose sizes add up to the axis): a ``ShapeError`` where both are constants and
+    differ (the graph checks symbolic ones before a kernel runs)."""
     ndim = len(x.shape)
     axes = list(range(len(starts))) if axes is None else list(axes)
     steps = [1] * len(starts) if steps is None else list(steps)
@@ -348,6 +352,10 @@ def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001 (the ONNX name)
         axis = normalize_axis(axis, ndim, "axes")
         if step == 0:
             raise ShapeError("slice: steps must not be 0")
+        extent = const_int(E.as_expr(x.shape[axis]))
+        if to_axis_end and extent is not None and isinstance(end, int) and end != extent:
+            raise ShapeError(f"slice: the parts of the split add up to {end} where axis "
+                             f"{axis} has {extent} elements")
         first, stop = slice_bounds(x.shape[axis], start, end, step)
         out = slice_axis(out, axis, first, stop, step)
     return out if out is not x else _remap(x.shape, lambda idx: x[idx], "slice")
@@ -408,17 +416,21 @@ def gather(data, indices, axis: int = 0, node: str = ""):
     return _remap(shape, read, "gather")
 
 
-def gather_elements(data, indices, axis: int = 0, node: str = ""):
+def gather_elements(data, indices, axis: int = 0, exact: bool = False, node: str = ""):
     """ONNX GatherElements: ``out[idx] = data[idx with idx[axis] = indices[idx]]``; an
-    index out of range fails a run-time check naming ``node``, as in :func:`gather`."""
+    index out of range fails a run-time check naming ``node``, as in :func:`gather`. The
+    indices have at most as many elements as the data on every other axis (``exact``: as
+    many, NegativeLogLikelihoodLoss's target), a ``ShapeError`` where both are constants
+    (the graph checks symbolic ones before a kernel runs)."""
     axis = normalize_axis(axis, len(data.shape))
     if len(indices.shape) != len(data.shape):
         raise ShapeError("gather_elements: indices and data must have the same rank")
     for k, (di, dd) in enumerate(zip(indices.shape, data.shape)):
-        if k != axis and None not in (const_int(di), const_int(dd)) and (
-                const_int(di) > const_int(dd)):
-            raise ShapeError(f"gather_elements: indices axis {k} has {const_int(di)} "
-                             f"elements, more than data's {const_int(dd)}")
+        di, dd = const_int(di), const_int(dd)
+        if k != axis and None not in (di, dd) and (di != dd if exact else di > dd):
+            raise ShapeError(f"gather_elements: indices axis {k} has {di} elements where "
+                             f"the data has {dd}" + ("" if exact else " (at most as many "
+                                                     "allowed)"))
 
     def read(idx):
         ok, i = _checked_index(indices[idx], data.shape[axis], axis, node)
