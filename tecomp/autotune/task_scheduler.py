@@ -30,8 +30,9 @@ import math
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from .cost_model import SharedCostModel
 from .measure import measure_option as _default_option
-from .tuner import XGBTuner
+from .tuner import EvolutionTuner
 
 
 class TaskScheduler:
@@ -42,9 +43,11 @@ class TaskScheduler:
     tasks : list of Task
         The tasks; each ``task.weight`` is how often it runs in the model.
     tuner : callable, optional
-        ``tuner(task) -> Tuner`` (default: ``XGBTuner(task, seed=seed)``).
+        ``tuner(task) -> Tuner``. Default: an ``EvolutionTuner(task, seed=seed)`` per
+        task, all sharing one cost model (``cost_model``, a ``SharedCostModel``) trained
+        on every task's measurements as they arrive.
     seed : int, optional
-        Seed of the default tuners.
+        Seed of the default tuners and their cost model.
     batch_size : int, optional
         Trials per batch given to one task (default 8).
     alpha, beta : float, optional
@@ -63,8 +66,15 @@ class TaskScheduler:
     def __init__(self, tasks, tuner=None, seed: int | None = None, batch_size: int = 8,
                  alpha: float = 0.2, beta: float = 2.0, backward_window: int = 3):
         self.tasks = list(tasks)
-        make = tuner or (lambda task: XGBTuner(task, seed=seed))
-        self.tuners = [make(task) for task in self.tasks]
+        #: The cost model the default tuners share (None with a ``tuner`` of one's own).
+        self.cost_model = None
+        if tuner is None:
+            self.cost_model = SharedCostModel(seed=seed or 0)
+
+            def tuner(task):
+                return EvolutionTuner(task, model=self.cost_model, seed=seed)
+
+        self.tuners = [tuner(task) for task in self.tasks]
         self.batch_size = max(1, int(batch_size))
         self.alpha, self.beta = alpha, beta
         self.backward_window = backward_window
@@ -96,6 +106,17 @@ class TaskScheduler:
     def n_done(self) -> int:
         """Trials of all tasks, resumed ones included."""
         return sum(t.n_done for t in self.tuners)
+
+    @property
+    def n_invalid(self) -> int:
+        """Trials of all tasks whose program failed (``Tuner.n_invalid``)."""
+        return sum(t.n_invalid for t in self.tuners)
+
+    @property
+    def invalid_rate(self) -> float:
+        """``n_invalid`` over the trials of all tasks (0 before any)."""
+        trials = sum(t.n_trials for t in self.tuners)
+        return self.n_invalid / trials if trials else 0.0
 
     @property
     def n_disturbed(self) -> int:

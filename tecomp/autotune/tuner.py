@@ -74,16 +74,20 @@ class Tuner:
         self._pending: list = []  # first candidates not measured yet
 
     @property
+    def n_trials(self) -> int:
+        """Trials in ``history``: this session's and resumed ones, not final ones."""
+        return sum(1 for _c, r in self.history if r.stage == "trial")
+
+    @property
     def n_invalid(self) -> int:
-        """Trials (this session's and resumed ones) whose program failed to instantiate,
-        build or run: invalid programs, as opposed to slow ones."""
+        """Trials in ``history`` whose program failed to instantiate, build or run:
+        invalid programs, as opposed to slow ones."""
         return sum(1 for _c, r in self.history if r.stage == "trial" and not r.ok)
 
     @property
     def invalid_rate(self) -> float:
-        """``n_invalid`` over the trials in ``history`` (0 before any)."""
-        trials = sum(1 for _c, r in self.history if r.stage == "trial")
-        return self.n_invalid / trials if trials else 0.0
+        """``n_invalid`` over ``n_trials`` (0 before any)."""
+        return self.n_invalid / self.n_trials if self.n_trials else 0.0
 
     @property
     def n_disturbed(self) -> int:

@@ -148,3 +148,23 @@ def test_the_gradient_scales_with_weight_and_rewards_a_recent_improvement():
     sched.tasks[0].weight = 1
     _with_costs(sched, 0, [4e-3, 3e-3, 2e-3, 1e-3])
     assert sched.gradient(0) < flat
+
+
+def test_the_default_tuners_share_one_cost_model_trained_on_every_task():
+    tasks = _tasks(1, 1)
+    sched = TaskScheduler(tasks, seed=0, batch_size=8)
+    assert all(isinstance(t, autotune.EvolutionTuner) for t in sched.tuners)
+    assert all(t.model is sched.cost_model for t in sched.tuners)
+    sched.tune(48, _option(ScaledRunner({16: 1.0, 24: 2.0})), remeasure_top=0)
+    assert sched.cost_model.trained
+    assert sched.cost_model.n_tasks == 2 and sched.cost_model.n_samples == 48
+
+
+def test_invalid_programs_are_counted_over_the_tasks():
+    tasks = _tasks(1, 1)
+    sched = TaskScheduler(tasks, tuner=_random, batch_size=4)
+    sched.tune(24, {"builder": FakeBuilder(fail=range(0, 200, 2)), "runner": FakeRunner()},
+               remeasure_top=0)
+    assert sched.n_invalid == sum(t.n_invalid for t in sched.tuners) > 0
+    assert sched.invalid_rate == sched.n_invalid / 24
+    assert sched.cost_model is None, "a tuner of one's own brings its own model"

@@ -1,16 +1,20 @@
+import math
+
 import pytest
 from conftest import FakeBuilder, FakeRunner
 
-from tecomp import autotune
+from tecomp import autotune, te
 from tecomp.autotune.result import MeasureResult
 
-TUNERS = [autotune.RandomTuner, autotune.GridSearchTuner, autotune.GATuner, autotune.XGBTuner]
+TUNERS = [autotune.RandomTuner, autotune.GridSearchTuner, autotune.GATuner, autotune.XGBTuner,
+          autotune.EvolutionTuner]
+MODEL_TUNERS = (autotune.XGBTuner, autotune.EvolutionTuner)
 
 
 @pytest.mark.parametrize("cls", TUNERS)
 def test_never_repeats_and_respects_budget(cls, mm_task):
     option = {"builder": FakeBuilder(), "runner": FakeRunner()}
-    kw = {"min_train": 8, "plan_size": 8} if cls is autotune.XGBTuner else {}
+    kw = {"min_train": 8, "plan_size": 8} if cls in MODEL_TUNERS else {}
     tuner = cls(mm_task, seed=1, **kw)
     tuner.tune(30, option)
     built = option["builder"].built
@@ -26,7 +30,7 @@ def test_exhausts_a_small_space_without_repeats(cls):
     task = autotune.create_task("test/mm", (4, 2, 2, "float32"))
     n = len(task.config_space)
     option = {"builder": FakeBuilder(), "runner": FakeRunner()}
-    kw = {"min_train": 4, "plan_size": 4} if cls is autotune.XGBTuner else {}
+    kw = {"min_train": 4, "plan_size": 4} if cls in MODEL_TUNERS else {}
     tuner = cls(task, seed=0, **kw)
     tuner.tune(n + 10, option, remeasure_top=0)
     assert sorted(option["builder"].built) == list(range(n))
@@ -246,3 +250,114 @@ def test_a_runner_that_does_not_judge_gets_its_trials_judged(mm_task):
     (flagged,) = [r for i, r in recorded if i.config.index == 3]
     assert flagged.disturbed == "whole scheduler ticks: the repeats sit on [7, 8, 10] x 1 ms"
     assert tuner.n_disturbed == 1
+
+
+# -- the evolutionary search ---------------------------------------------------------------
+
+
+@autotune.template("test/mm_tiled3")
+def mm_tiled3_template(n, m, k, dtype="float32"):
+    """A matmul with three-level tiles of both spatial axes: thousands of configs."""
+    A = te.placeholder((n, k), dtype, name="A")
+    B = te.placeholder((k, m), dtype, name="B")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = te.create_schedule(C.op)
+    cfg = autotune.get_config()
+    i, j = s[C].op.axis
+    cfg.define_split("tile_i", i, num_outputs=3)
+    cfg.define_split("tile_j", j, num_outputs=3)
+    cfg.define_split("tile_k", r, num_outputs=2)
+    cfg.define_knob("unroll", [0, 1])
+    io, im, ii = cfg["tile_i"].apply(s, C, i)
+    jo, jm, ji = cfg["tile_j"].apply(s, C, j)
+    ko, ki = cfg["tile_k"].apply(s, C, r)
+    s[C].reorder(io, jo, im, jm, ko, ki, ii, ji)
+    if cfg["unroll"].val:
+        s[C].unroll(ki)
+    return s, [A, B, C]
+
+
+def tiled_cost(cfg) -> float:
+    """A known cost of the knobs, best at one point: inner tiles of 16 columns and 4 rows,
+    middle tiles of 4 and 2, a reduction tile of 8, no unrolling."""
+    ti, tj, tk = cfg["tile_i"].size, cfg["tile_j"].size, cfg["tile_k"].size
+    off = (abs(math.log2(tj[2]) - 4) + abs(math.log2(ti[2]) - 2)
+           + 0.5 * abs(math.log2(ti[1]) - 2) + 0.5 * abs(math.log2(tj[1]) - 1)
+           + 0.5 * abs(math.log2(tk[1]) - 3) + 0.3 * cfg["unroll"].val)
+    return 1e-3 * (1 + off)
+
+
+def _trials_to_optimum(tuner, n_trial) -> int:
+    """Trials ``tuner`` takes to measure the config of least ``tiled_cost``."""
+    space = tuner.task.config_space
+    best = min(tiled_cost(space.get(i)) for i in range(len(space)))
+    builder = FakeBuilder()
+    tuner.tune(n_trial, {"builder": builder, "runner": FakeRunner(tiled_cost)},
+               remeasure_top=0)
+    for n, i in enumerate(builder.built, 1):
+        if tiled_cost(space.get(i)) <= best:
+            return n
+    return n_trial + 1
+
+
+def test_evolution_finds_the_optimum_in_fewer_trials_than_random():
+    task = autotune.create_task("test/mm_tiled3", (32, 32, 32, "float32"), "llvm")
+    assert len(task.config_space) >= 5000
+    evo = _trials_to_optimum(autotune.EvolutionTuner(task, seed=0), 120)
+    rand = _trials_to_optimum(autotune.RandomTuner(task, seed=0), 120)
+    assert evo <= 120 and evo < rand, (evo, rand)
+
+
+def test_evolution_learns_to_avoid_configs_that_fail(mm_task):
+    # Unrolling breaks the build (an invalid program) unless the tile is tiny.
+    fail = {i for i in range(len(mm_task.config_space))
+            if mm_task.config_space.get(i)["unroll"].val
+            and mm_task.config_space.get(i)["tile_i"].size[-1] > 1}
+
+    def late_invalid(tuner):
+        builder = FakeBuilder(fail=fail)
+        tuner.tune(40, {"builder": builder, "runner": FakeRunner()}, remeasure_top=0)
+        assert tuner.n_invalid == sum(i in fail for i in builder.built)
+        assert tuner.invalid_rate == tuner.n_invalid / 40
+        return sum(i in fail for i in builder.built[16:])  # once the model is trained
+
+    evo = late_invalid(autotune.EvolutionTuner(mm_task, seed=0, min_train=16, plan_size=8))
+    rand = late_invalid(autotune.RandomTuner(mm_task, seed=0))
+    assert 3 * evo < 2 * rand, (evo, rand)
+
+
+def test_a_config_that_does_not_instantiate_is_never_proposed_by_the_plan(mm_task):
+    tuner = autotune.EvolutionTuner(mm_task, seed=0, min_train=8, plan_size=8, epsilon=0.0)
+    refused = {i for i in range(len(mm_task.config_space)) if i % 5 == 0}
+    features = tuner.features
+
+    def zero_if_refused(indices):  # what candidate_features gives when lowering raises
+        rows = features(indices)
+        rows[[i in refused for i in indices]] = 0.0
+        return rows
+
+    tuner.features = zero_if_refused
+    builder = FakeBuilder()
+    tuner.tune(32, {"builder": builder, "runner": FakeRunner()}, remeasure_top=0)
+    assert tuner.model.trained
+    # The first batch trains the model; every later proposal comes from its plans.
+    assert not set(builder.built[8:]) & refused
+
+
+def test_evolution_resumes_and_learns_other_tasks_records(tmp_path):
+    small = autotune.create_task("test/mm", (16, 16, 8, "float32"))
+    log = tmp_path / "log.json"
+    autotune.RandomTuner(small, seed=0).tune(
+        24, {"builder": FakeBuilder(), "runner": FakeRunner()},
+        callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    big = autotune.create_task("test/mm", (32, 32, 16, "float32"))
+    tuner = autotune.EvolutionTuner(big, seed=0)
+    assert tuner.load_history(str(log)) == 0  # none of them is this task's
+    assert tuner.model.trained and tuner.model.n_tasks == 1
+    assert autotune.EvolutionTuner(small, seed=0).load_history(str(log)) == 24
+
+
+def test_evolution_tuner_names_bad_arguments(mm_task):
+    with pytest.raises(ValueError, match="population=0"):
+        autotune.EvolutionTuner(mm_task, population=0)
