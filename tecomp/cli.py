@@ -46,7 +46,13 @@ from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
 from .target import Target
 
-TUNERS = ("xgb", "ga", "random", "grid")
+#: Search strategies by --tuner name: "evo" is the evolutionary search (a model's tasks
+#: share its cost model), "xgb" simulated annealing on one task's model.
+TUNER_CLASSES = {
+    "xgb": autotune.XGBTuner, "evo": autotune.EvolutionTuner, "ga": autotune.GATuner,
+    "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
+}
+TUNERS = tuple(TUNER_CLASSES)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -305,13 +311,10 @@ def _tune_op(ns, out, err) -> int:
         # A batch is measured at once over the nodes and the next one is proposed when it
         # ends: four candidates per node keep the nodes busy past the batch's stragglers.
         batch["batch_size"] = max(8, 4 * option["runner"].measure_slots([task.target]))
-        if ns.tuner == "xgb":
+        if ns.tuner in ("xgb", "evo"):
             batch["plan_size"] = max(32, batch["batch_size"])  # a batch from one plan
 
-    tuner = {
-        "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
-        "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
-    }[ns.tuner](task, seed=ns.seed, **batch)
+    tuner = TUNER_CLASSES[ns.tuner or "xgb"](task, seed=ns.seed, **batch)
     if ns.resume and not os.path.exists(output):
         print(f"tecomp: --resume: {output} does not exist yet; starting fresh", file=err)
     elif ns.resume:
@@ -360,6 +363,7 @@ def _tune_op(ns, out, err) -> int:
         return 1
     print(f"best: {tuner.best_flops:.2f} GFLOPS with {tuner.best_config} "
           f"({len(trials) - len(ok)} of {len(trials)} trials failed); log: {output}", file=out)
+    print(_invalid_line(tuner), file=out)
     print(_disturbed_line(tuner.n_disturbed), file=out)
     return 0
 
@@ -435,14 +439,14 @@ def _tune_model(ns, out, err) -> int:
     for task in tasks:
         print(f"task {task.name}{task.args}: weight {task.weight}, "
               f"{len(task.config_space)} configs, {task.flop / 1e9:.4f} GFLOP", file=err)
-    tuner_class = {
-        "xgb": autotune.XGBTuner, "ga": autotune.GATuner,
-        "random": autotune.RandomTuner, "grid": autotune.GridSearchTuner,
-    }[ns.tuner]
     # Small budgets still give every task its warm-up batch.
     batch = max(1, min(8, ns.trials // len(tasks)))
-    sched = autotune.TaskScheduler(tasks, tuner=lambda t: tuner_class(t, seed=ns.seed),
-                                   batch_size=batch)
+    if ns.tuner in (None, "evo"):  # the scheduler's default: one cost model for all tasks
+        sched = autotune.TaskScheduler(tasks, seed=ns.seed, batch_size=batch)
+    else:
+        tuner_class = TUNER_CLASSES[ns.tuner]
+        sched = autotune.TaskScheduler(tasks, tuner=lambda t: tuner_class(t, seed=ns.seed),
+                                       batch_size=batch)
     resume = None
     if ns.resume and not os.path.exists(output):
         print(f"tecomp: --resume: {output} does not exist yet; starting fresh", file=err)
@@ -489,8 +493,16 @@ def _tune_model(ns, out, err) -> int:
     untuned = sum(t.task.weight * _untuned_cost(t) for t in sched.tuners)
     print(f"tunable kernels (sum of weight x cost): {untuned * 1e3:.4f} ms untuned -> "
           f"{sched.estimated_latency() * 1e3:.4f} ms; log: {output}", file=out)
+    print(_invalid_line(sched), file=out)
     print(_disturbed_line(sched.n_disturbed), file=out)
     return 0
+
+
+def _invalid_line(tuning) -> str:
+    """The summary's count of invalid programs (trials that failed to instantiate, build
+    or run) of a tuner or a task scheduler."""
+    return (f"invalid programs: {tuning.n_invalid} of the trials "
+            f"({tuning.invalid_rate:.1%})")
 
 
 def _disturbed_line(n: int) -> str:
@@ -536,8 +548,10 @@ def add_tune_parser(sub) -> None:
     t.add_argument("--target", default="llvm", help="target string (default: %(default)s)")
     t.add_argument("--trials", type=int, default=200,
                    help="measurement budget (default: %(default)s)")
-    t.add_argument("--tuner", choices=TUNERS, default="xgb",
-                   help="search strategy (default: %(default)s)")
+    t.add_argument("--tuner", choices=TUNERS, default=None,
+                   help="search strategy (default: xgb) for an operator; a model's "
+                   "default is evo, an evolutionary search whose tasks share one cost "
+                   "model")
     t.add_argument("--output", "-o",
                    help="tuning log, appended to; missing folders are created "
                    "(default: OP.json in the current directory, e.g. matmul.json, or "
