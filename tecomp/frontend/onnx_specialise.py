@@ -10,9 +10,9 @@ decide (:mod:`tecomp.graph.specialise` caches the builds).
 
 With the shapes fixed, a value still unknown is computed from the *values* of graph
 inputs: :func:`value_sources` finds them (through every node but ``Shape`` and ``Size``,
-which read a shape only). Inputs of at most :data:`MAX_VALUE_ELEMENTS` elements are
-specialised on (their values join the key of a build); a value computed from a larger
-input, or from none, stays refused, the error naming the node, its argument and the input.
+which read a shape only), and the library specialises on them (on inputs of at most
+:data:`~tecomp.graph.specialise.MAX_VALUE_ELEMENTS` elements). A value computed from no
+input's values stays refused, the error naming the node and its argument.
 """
 
 from __future__ import annotations
@@ -26,11 +26,6 @@ from onnx import numpy_helper
 
 from ..graph.specialise import NeedsInputValues
 from .onnx_converters import NeedsConstantError
-
-#: The most elements an input may have for its values to be specialised on: shape
-#: vectors, axes, counts and scalars are a few; a larger input is data, and a build per
-#: value of it would be a build per call.
-MAX_VALUE_ELEMENTS = 64
 
 #: Operators whose output depends on their input's shape, never its values.
 SHAPE_ONLY = frozenset({"Shape", "Size"})
@@ -83,11 +78,10 @@ class ModelSpecialiser:
     Raises (when called)
     --------------------
     NeedsInputValues
-        The import needs the values of inputs of at most :data:`MAX_VALUE_ELEMENTS`
-        elements not given in ``values``.
+        The import needs the values of inputs not given in ``values``.
     NeedsConstantError
-        A value the import needs is computed from a larger input, or from no input's
-        values at all; the message says which.
+        A value the import needs is computed from no input's values (with the shapes
+        fixed, nothing the caller gives decides it).
     """
 
     def __init__(self, model: onnx.ModelProto, dtype, import_model: Callable):
@@ -119,21 +113,11 @@ class ModelSpecialiser:
 
     def _needed(self, error: NeedsConstantError, shapes: dict) -> Exception:
         """What to raise for ``error``, an import with ``shapes`` fixed: the inputs to
-        specialise on, or why none can be."""
+        specialise on, or why there are none."""
         sources = value_sources(self.model.graph, error.value_name, shapes)
         if not sources:
             return NeedsConstantError(
                 f"{error}; with every input shape fixed it is still not known: it is not "
                 "computed from the values of graph inputs", error.value_name, error.node,
                 error.what)
-        large = [f"{name!r} ({int(np.prod(shapes[name]))} elements)" for name in sources
-                 if np.prod(shapes[name]) > MAX_VALUE_ELEMENTS]
-        if large:
-            return NeedsConstantError(
-                f"{error}; it is computed from the values of input {', '.join(large)}, and "
-                f"tecomp specialises a model on the values of inputs of at most "
-                f"{MAX_VALUE_ELEMENTS} elements only (make the input an initializer, or "
-                "give the model that value as a constant)", error.value_name, error.node,
-                error.what)
-        return NeedsInputValues(f"{error}: specialised on the values of "
-                                f"{', '.join(sources)}", sources)
+        return NeedsInputValues(str(error), sources)

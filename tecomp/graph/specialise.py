@@ -18,6 +18,9 @@ least-recently-used cache of :data:`CACHE_SIZE` builds, or imports and builds it
 Which inputs' values matter is learned: a key first holds the shapes alone; where an
 import with the shapes fixed still needs a value, the frontend names the inputs it is
 computed from (:class:`NeedsInputValues`) and from then on their values join the key.
+Only inputs of at most :data:`MAX_VALUE_ELEMENTS` elements are specialised on: a call
+giving a larger one is a :class:`SpecialisationError` naming it and the node that needs
+its values.
 
 Such a library cannot be exported: its kernels depend on inputs not yet seen, so running
 it needs the compiler (see :meth:`SpecialisingLibrary.export_library`).
@@ -38,15 +41,26 @@ from ..autotune.extract import register_task_extractor
 from ..errors import TecompError
 from .executor import GraphModule
 
+#: The most elements an input may have for its values to be specialised on: shape
+#: vectors, axes, counts and scalars have a few; a larger input is data, and a build per
+#: value of it would be a build per call.
+MAX_VALUE_ELEMENTS = 64
+
 #: How many builds a :class:`SpecialisingLibrary` keeps (least recently used dropped
 #: first): a serving process sees a handful of shapes; a model given a new sequence length
 #: on every call rebuilds, and this bounds the memory that costs.
 CACHE_SIZE = 16
 
 
+class SpecialisationError(TecompError, ValueError):
+    """A model specialised on first run cannot be built for the inputs given: an input
+    whose values decide its shapes is too large to specialise on."""
+
+
 class NeedsInputValues(TecompError):
     """Raised by a :class:`DeferredGraph`'s ``specialise``: with the input shapes fixed,
-    the model still needs the values of ``inputs`` (graph input names) at compile time."""
+    the model still needs the values of ``inputs`` (graph input names) at compile time;
+    the message says where (``"node 'X': ..."``)."""
 
     def __init__(self, message: str, inputs: tuple):
         super().__init__(message)
@@ -198,8 +212,10 @@ class SpecialisingLibrary:
         self._build = build
         self._params = dict(params or {})
         self._records = _contexts()
-        #: The inputs whose values are part of a key, in the order they were found.
+        #: The inputs whose values are part of a key, in the order they were found, and
+        #: what needs each (the frontend's message).
         self.value_inputs: tuple = ()
+        self._needed_by: dict = {}
         #: How many builds were made (cache hits make none).
         self.build_count = 0
         self._builds: OrderedDict = OrderedDict()  # key -> (GraphLibrary, GraphModule)
@@ -217,6 +233,7 @@ class SpecialisingLibrary:
         as constants (the others are its inputs). Builds it when no cached build fits."""
         with self._lock:
             while True:
+                self._check_value_sizes(arrays)
                 key = self._key(arrays)
                 entry = self._builds.get(key)
                 if entry is not None:
@@ -229,11 +246,22 @@ class SpecialisingLibrary:
                     if not new:  # the frontend asked again for values it was given
                         raise TecompError(f"model {self.graph.name!r}: {e}") from None
                     self.value_inputs += new
+                    self._needed_by.update(dict.fromkeys(new, str(e)))
                     continue
                 self._builds[key] = entry
                 if len(self._builds) > self.cache_size:
                     self._builds.popitem(last=False)
                 return entry[1], self.value_inputs
+
+    def _check_value_sizes(self, arrays: dict) -> None:
+        for name in self.value_inputs:
+            size = arrays[name].size
+            if size > MAX_VALUE_ELEMENTS:
+                raise SpecialisationError(
+                    f"{self._needed_by[name]}; it is computed from the values of input "
+                    f"{name!r}, given with {size} elements, and a model is specialised on "
+                    f"the values of inputs of at most {MAX_VALUE_ELEMENTS} elements only "
+                    "(make the input a constant of the model to build it)")
 
     def _key(self, arrays: dict) -> tuple:
         shapes = tuple(arrays[n].shape for n in self.graph.inputs)
