@@ -1,28 +1,38 @@
-"""Tuning efficiency on matmul 1024: best GFLOPS vs trials, RandomTuner vs XGBTuner.
+"""Search that matters: trials each tuner needs to reach 95% of the best of N random trials.
 
-    python benchmarks/tune_efficiency.py --trials 200 --seeds 3
+    python benchmarks/tune_efficiency.py --random-trials 1000 --seeds 3
+    python benchmarks/tune_efficiency.py --random-trials 16 --seeds 1 --tasks softmax  # a check
 
-Prints, per tuner and seed, the best GFLOPS found after 25/50/100/.../N trials and the
-loop's trials per minute; then, per seed, how many trials XGBTuner needs to reach 95% of
-its best and how many RandomTuner needs to reach that same level (the target: XGB needs
-at most half), with the median over seeds. Run on an idle machine (docs/measuring.md);
-it prints the CPU it ran on. Candidates run on ``--threads`` threads (default 2).
+For each task (a 3x3 convolution, a 1x1 stride-2 convolution, a depthwise convolution, a
+softmax over 4096x1024, a layer norm of that shape; ``--tasks`` picks some) and seed,
+RandomTuner measures ``--random-trials`` (N) configs and XGBTuner and EvolutionTuner up to
+``--budget`` (default N/4) each; the level is 95% of the best of the N random trials, and
+each tuner's count is the trial at which it first measured a config at that level
+(">B" if never). Printed per seed, then the median over seeds against the target (within
+N/4 trials). The space of each task is printed with its size: the target is set for
+spaces of at least 10^4 configs, and a smaller one is marked.
 
+Then the cost of each guided search without any measurement: the seconds a tuner spends
+per batch proposing configs and learning from results (features, the cost model's fits,
+the search) when builds and runs cost nothing. Measured this way the tuning throughput
+of a model (trials/min) is what measuring allows; the search must stay well under a
+second per batch on a space of 10^4 configs. Features are computed in this process
+(a LocalBuilder computes them on its workers), so this is an upper bound.
+
+Run on an idle machine (docs/measuring.md): at full size it takes minutes per task and
+seed. It prints the CPU it ran on; candidates run on ``--threads`` threads (default 2).
 The machine's speed drifts by 10-20% over minutes, more than the 5% the comparison
 resolves, so no number in it comes from a single trial sample:
 
-- the two tuners of a seed take turns, one batch each, so drift hits both alike;
-- after tuning, every config either tuner measured within 10% of the best sample of the
+- the tuners of a seed take turns, one batch each, so drift hits all alike;
+- after tuning, every config any tuner measured within 10% of the best sample of the
   seed (the only ones that could reach the level) is built again and re-measured in one
-  interleaved pass (``tecomp.timing.paired``, median of rounds): the curves and the level
-  use these consistent figures. A curve at trial t is the best re-measured GFLOPS among
-  the configs the tuner had measured by then ("-" while none was near the best);
-  "XGB's best" is the best of XGB's;
-- the curves count the configs each tuner's *search* proposed. Both tuners first
-  measure the template's fallback config (the same hand-picked point for both; on a
-  CPU it was tuned for it is itself within a few percent of the best), so counting it
-  would make every seed where it clears the level a tie at trial 1 that says nothing
-  about the search. Its re-measured GFLOPS is printed beside each curve.
+  interleaved pass (``tecomp.timing.paired``, median of rounds): the counts use these
+  consistent figures;
+- the counts are of the configs each tuner's *search* proposed: every tuner first
+  measures the template's fallback config (the same hand-picked point for all), so
+  counting it would make every seed where it clears the level a tie at trial 1 that
+  says nothing about the search. Its re-measured GFLOPS is printed beside each seed.
 """
 
 from __future__ import annotations
@@ -38,12 +48,37 @@ import numpy as np
 
 import tecomp
 from tecomp import autotune
-from tecomp.autotune.measure import gflops
+from tecomp.autotune.measure import BuildResult, gflops
+from tecomp.autotune.result import MeasureErrorNo, MeasureResult
 from tecomp.timing import paired
+from tecomp.topi.strategy import get_implementation
 
 #: Configs whose trial sample is within this fraction of the seed's best sample are
 #: re-measured.
 NEAR_BEST = 0.9
+#: A space this large or larger is one the target is set for.
+LARGE_SPACE = 10_000
+GUIDED = {"xgb": autotune.XGBTuner, "evo": autotune.EvolutionTuner}
+
+
+def _row_task(op, shapes, attrs):
+    impl = get_implementation(op, "llvm")
+    return autotune.create_task(op, impl.workload(*shapes, dtype="float32", **attrs))
+
+
+#: name -> (what it is, a function making the task).
+TASKS = {
+    "conv3x3": ("conv2d 3x3 64->64 56x56", lambda: autotune.create_task(
+        "conv2d", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1)))),
+    "conv1x1s2": ("conv2d 1x1 stride 2 256->512 56x56", lambda: autotune.create_task(
+        "conv2d", ((1, 256, 56, 56), (512, 256, 1, 1), (2, 2), (0, 0)))),
+    "depthwise": ("depthwise_conv2d 3x3 144 56x56", lambda: autotune.create_task(
+        "depthwise_conv2d", ((1, 144, 56, 56), (144, 1, 3, 3), (1, 1), (1, 1)))),
+    "softmax": ("softmax 4096x1024", lambda: _row_task(
+        "softmax", [(4096, 1024)], {"axis": 1})),
+    "layer_norm": ("layer_norm 4096x1024", lambda: _row_task(
+        "layer_norm", [(4096, 1024), (1024,), (1024,)], {"axis": 1})),
+}
 
 
 class Turns:
@@ -121,16 +156,17 @@ def curve(trials, remeasured) -> list:
     return out
 
 
-def tune_in_turns(tuners: dict, trials: int) -> Turns:
-    """Run ``tuners`` (name -> tuner) for ``trials`` each, taking turns batch by batch."""
+def tune_in_turns(tuners: dict, budgets: dict) -> Turns:
+    """Run ``tuners`` (name -> tuner) for ``budgets[name]`` trials each, taking turns
+    batch by batch."""
     turns = Turns(tuners)
 
     def run(name, tuner):
         turns.wait(name)
         try:
-            tuner.tune(trials, autotune.measure_option(
+            tuner.tune(budgets[name], autotune.measure_option(
                 autotune.LocalBuilder(timeout=10), autotune.LocalRunner(number=2, repeat=3)),
-                callbacks=[lambda *_: turns.pass_turn(name)])
+                callbacks=[lambda *_: turns.pass_turn(name)], remeasure_top=0)
         finally:
             turns.finish(name)
 
@@ -142,58 +178,130 @@ def tune_in_turns(tuners: dict, trials: int) -> Turns:
     return turns
 
 
-def _cell(gf: float) -> str:
-    """A curve value; "-" while the tuner has measured no config near the best."""
-    return f"{gf:6.1f}" if gf else f"{'-':>6s}"
-
-
 def first_reaching(c, level):
-    """The trial at which curve ``c`` reaches ``level``; len(c) + 1 (a lower bound) if it
-    never does."""
+    """The trial at which curve ``c`` reaches ``level``, or None if it never does."""
     for i, v in enumerate(c, 1):
         if v >= level:
             return i
-    return len(c) + 1
+    return None
+
+
+def _count(n, budget) -> str:
+    return f"{n:>6d}" if n is not None else f"{'>' + str(budget):>6s}"
+
+
+def compare(task, seed: int, n_random: int, budget: int) -> dict:
+    """Trials each tuner needs to reach 95% of the best of ``n_random`` random trials
+    (None: not within its budget), for one seed; prints the seed's line."""
+    tuners = {"random": autotune.RandomTuner(task, seed=seed),
+              **{name: cls(task, seed=seed) for name, cls in GUIDED.items()}}
+    budgets = {"random": n_random + 1, **dict.fromkeys(GUIDED, budget + 1)}  # + default
+    turns = tune_in_turns(tuners, budgets)
+    runs = {name: search_trials(tuner, task) for name, tuner in tuners.items()}
+    top = max(g for trials, _ in runs.values() for _, g in trials)
+    default = runs["random"][1][0]
+    picked = {c.index: c for trials, _ in runs.values() for c, g in trials
+              if g >= NEAR_BEST * top}
+    # Each tuner's best sample too: the level comes from random's best, re-measured.
+    picked.update((c.index, c) for c, _ in (max(t, key=lambda cg: cg[1])
+                                            for t, _ in runs.values() if t))
+    picked[default.index] = default
+    remeasured = remeasure(task, list(picked.values()))
+    curves = {name: curve(trials, remeasured) for name, (trials, _) in runs.items()}
+    level = 0.95 * curves["random"][-1]
+    reached = {name: first_reaching(c, level) for name, c in curves.items()}
+    rates = {name: len(runs[name][0]) / max(turns.busy[name] / 60, 1e-9) for name in runs}
+    print(f"  seed {seed}: level {level:.2f} GFLOPS (default {remeasured[default.index]:.2f})"
+          + "".join(f", {name} {_count(reached[name], budgets[name] - 1).strip()}"
+                    f" ({rates[name]:.0f} trials/min)" for name in runs))
+    return reached
+
+
+class _NoBuilder:
+    """A builder that builds nothing (for timing a tuner's search alone)."""
+
+    n_parallel = 1
+
+    def build(self, inputs):
+        return [BuildResult(f"none:{i.config.index}", (), time_cost=0.0) for i in inputs]
+
+    def map(self, fn, jobs, timeout=None):
+        return [("ok", fn(*job)) for job in jobs]
+
+    def remove(self, path):
+        pass
+
+    def close(self):
+        pass
+
+
+class _MadeUpRunner:
+    """Runs nothing: a config's cost is a fixed pseudo-random function of its index."""
+
+    def run(self, inputs, builds):
+        now = time.time()
+        out = []
+        for inp in inputs:
+            c = 1e-3 * (1.0 + (inp.config.index * 2654435761 % 1000) / 1000.0)
+            out.append(MeasureResult((c, c, c), MeasureErrorNo.NO_ERROR, "", 0.0, now))
+        return out
+
+    def close(self):
+        pass
+
+
+def search_seconds_per_batch(task, cls, trials: int) -> float:
+    """Seconds ``cls``'s tuner spends per batch of 8 proposing and learning, over
+    ``trials`` trials whose builds and runs cost nothing."""
+    tuner = cls(task, seed=0)
+    t0 = time.perf_counter()
+    tuner.tune(trials, {"builder": _NoBuilder(), "runner": _MadeUpRunner()}, remeasure_top=0)
+    return (time.perf_counter() - t0) / max(1, tuner.n_done / tuner.batch_size)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--tasks", default=",".join(TASKS),
+                   help=f"comma-separated, of {', '.join(TASKS)} (default: all)")
+    p.add_argument("--random-trials", type=int, default=1000,
+                   help="N: the random trials whose best sets the level (default: 1000)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="trials of each guided tuner (default: N/4)")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--search-trials", type=int, default=64,
+                   help="trials of the search-cost measurement (default: 64; 0: skip it)")
     fair.add_thread_option(p)
     ns = p.parse_args(argv)
+    names = [t.strip() for t in ns.tasks.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TASKS]
+    if unknown or not names:
+        p.error(f"--tasks {ns.tasks!r}: unknown {unknown}; allowed: {', '.join(TASKS)}")
+    if ns.random_trials < 1 or ns.seeds < 1 or (ns.budget is not None and ns.budget < 1):
+        p.error("--random-trials, --budget and --seeds must be positive")
+    budget = ns.budget or max(1, ns.random_trials // 4)
     fair.use_threads(ns.threads)
     fair.print_machine(ns.threads)
-    task = autotune.create_task("matmul", (1024, 1024, 1024, "float32"))
-    marks = [m for m in (25, 50, 100, 150, 200, 300, 400) if m < ns.trials] + [ns.trials]
-    print(f"matmul 1024 fp32, space of {len(task.config_space)} configs")
-    print(f"{'tuner':8s} {'seed':>4s} " + " ".join(f"{m:>6d}" for m in marks) + "  trials/min")
-    ratios = []
-    for seed in range(ns.seeds):
-        tuners = {"random": autotune.RandomTuner(task, seed=seed),
-                  "xgb": autotune.XGBTuner(task, seed=seed)}
-        turns = tune_in_turns(tuners, ns.trials)
-        runs = {name: search_trials(tuner, task) for name, tuner in tuners.items()}
-        top = max(g for trials, _ in runs.values() for _, g in trials)
-        picked = {c.index: c for trials, default in runs.values()
-                  for c, g in trials + [default] if g >= NEAR_BEST * top or c is default[0]}
-        remeasured = remeasure(task, list(picked.values()))
-        curves = {}
-        for name, (trials, default) in runs.items():
-            c = curves[name] = curve(trials, remeasured)
-            rate = (len(trials) + 1) / (turns.busy[name] / 60)
-            print(f"{name:8s} {seed:4d} " + " ".join(_cell(c[min(m, len(c)) - 1])
-                                                     for m in marks)
-                  + f"  {rate:9.1f}   (default {remeasured[default[0].index]:.1f}, "
-                    f"re-measured from {sum(x.index in remeasured for x, _ in trials)} configs)")
-        level = 0.95 * curves["xgb"][-1]
-        n_xgb = first_reaching(curves["xgb"], level)
-        n_rand = first_reaching(curves["random"], level)
-        ratios.append(n_xgb / n_rand)
-        print(f"  seed {seed}: 95% of XGB's best ({level:.1f} GFLOPS): XGB after "
-              f"{n_xgb}, random after {n_rand} search trials (ratio {n_xgb / n_rand:.2f})")
-    print(f"median ratio XGB/random trials to 95%: {statistics.median(ratios):.2f} "
-          f"(target <= 0.5)")
+    print(f"trials to reach 95% of the best of {ns.random_trials} random trials "
+          f"(guided tuners: up to {budget}; target: within {ns.random_trials // 4})")
+    for name in names:
+        what, make = TASKS[name]
+        task = make()
+        size = len(task.config_space)
+        mark = "" if size >= LARGE_SPACE else f"  (under {LARGE_SPACE}: not a target space)"
+        print(f"{name}: {what}, {size} configs{mark}")
+        per_seed = [compare(task, seed, ns.random_trials, budget) for seed in range(ns.seeds)]
+        cells = []
+        for tuner in ("random", *GUIDED):
+            counts = [r[tuner] for r in per_seed]
+            cap = ns.random_trials if tuner == "random" else budget
+            # A tuner that never reached the level counts as one trial past its budget.
+            med = statistics.median(c if c is not None else cap + 1 for c in counts)
+            cells.append(f"{tuner} {med:g}{'+' if med > cap else ''}")
+        print(f"  median over {ns.seeds} seed(s): " + ", ".join(cells))
+        if ns.search_trials:
+            print("  search cost without measuring: " + ", ".join(
+                f"{tuner} {search_seconds_per_batch(task, cls, ns.search_trials):.2f} s/batch"
+                for tuner, cls in GUIDED.items()))
 
 
 if __name__ == "__main__":
