@@ -1024,6 +1024,27 @@ class DropoutRatio:
             view.fail(f"ratio {ratio}; it must be in [0, 1)")
 
 
+@dataclass(frozen=True)
+class BitCastWidth:
+    """BitCast's target type ``to`` is as wide as the input's element type: the bits are
+    read as they are, so the widths must agree (a bool is one byte)."""
+
+    def __call__(self, view: NodeView) -> None:
+        t = view.type_of(view.input(0)) if view.input(0) else None
+        to = view.attrs.get("to")
+        if t is None or to is None:
+            return
+        try:
+            size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)).itemsize
+        except (KeyError, TypeError, ValueError):
+            return  # an element type without a numpy one is refused by the converter
+        have = np.dtype(t.dtype).itemsize if t.dtype != "bfloat16" else 2
+        if size != have:
+            name = onnx.TensorProto.DataType.Name(to)
+            view.fail(f"to={name} has {size} bytes but the input is {t.dtype} ({have} "
+                      "bytes); BitCast needs types of one width")
+
+
 # ---- the table ------------------------------------------------------------------------------
 
 _REDUCE = (InputRank(1, "axes"), Axes(input=1, unique=False),
@@ -1182,6 +1203,7 @@ CHECKS: Mapping = MappingProxyType({
     "BatchNormalization": (Flag(("training_mode", "spatial", "is_test")),),
     "NegativeLogLikelihoodLoss": _LOSS,
     "SoftmaxCrossEntropyLoss": _LOSS,
+    "BitCast": (BitCastWidth(),),
     "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
                   OneOf("qk_matmul_output_mode", (0, 1, 2, 3)), PositiveFloat(("scale",)),
                   AttentionHeads(), SameElementType(

@@ -165,6 +165,10 @@ _register("power", BROADCAST, _power, broadcasts=True)
 _register("equal less greater less_equal greater_equal logical_and logical_or logical_xor",
           BROADCAST, _compare, broadcasts=True)
 _register("where", BROADCAST, _where, broadcasts=True)
+_register("asin acos atan bitwise_not", ELEMWISE, _same)
+_register("bitwise_and bitwise_or bitwise_xor", BROADCAST, _broadcast, broadcasts=True)
+# The bits reinterpreted: a shape's integer content does not carry over.
+_register("bitcast", ELEMWISE, lambda node, ts: [TensorType(node.attrs["dtype"], ts[0].shape)])
 
 
 # ---- heavy operators ------------------------------------------------------------------------

@@ -45,6 +45,13 @@ _CALLS = {
     "exp2": np.exp2,
     "log2": np.log2,
     "log10": np.log10,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert,
 }
 
 
@@ -126,6 +133,12 @@ class Interpreter:
         if t is E.Let:
             self.env[e.var] = self.expr(e.value)
             return self.expr(e.body)
+        if t is E.Call and e.name == "reinterpret":
+            # The operand's bits as the call's dtype (a bool is the byte 0 or 1).
+            v = self.expr(e.args[0])
+            src, dst = (np.dtype("uint8" if d == "bool" else d) for d in (e.args[0].dtype,
+                                                                          e.dtype))
+            return _scalar(np.array(v).astype(src).view(dst)[()], e.dtype)
         if t is E.Call:
             with np.errstate(all="ignore"):
                 return _scalar(_CALLS[e.name](*[self.expr(a) for a in e.args]), e.dtype)

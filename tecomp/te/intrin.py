@@ -10,8 +10,12 @@ from . import reduction
 #: Intrinsics that code generators must implement, each float -> float of the same dtype.
 FLOAT_INTRINSICS = (
     "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor", "ceil", "round",
-    "trunc", "fabs", "pow", "fmod", "sin", "cos", "exp2", "log2", "log10",
+    "trunc", "fabs", "pow", "fmod", "sin", "cos", "exp2", "log2", "log10", "asin", "acos",
+    "atan",
 )
+#: Intrinsics on the bits of integers, each of the operands' dtype: ``bitwise_and``,
+#: ``bitwise_or``, ``bitwise_xor`` (two operands) and ``bitwise_not`` (one).
+BITWISE_INTRINSICS = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")
 
 
 def _float_arg(name: str, x) -> E.PrimExpr:
@@ -44,6 +48,9 @@ sigmoid = _unary("sigmoid")
 erf = _unary("erf")
 sin = _unary("sin")
 cos = _unary("cos")
+asin = _unary("asin")
+acos = _unary("acos")
+atan = _unary("atan")
 exp2 = _unary("exp2")
 log2 = _unary("log2")
 log10 = _unary("log10")
@@ -92,6 +99,41 @@ def fmod(x, y):
     a, b = E.match_dtypes(x, y, "fmod")
     _float_arg("fmod", a)
     return E.Call(a.dtype, "fmod", (a, b))
+
+
+def _integer_arg(name: str, e: E.PrimExpr) -> E.PrimExpr:
+    if not dt.is_int(e.dtype):
+        raise DTypeError(f"te.{name} needs integer expressions, got {e.dtype} ({e})")
+    return e
+
+
+def bitwise(name: str, *args) -> E.PrimExpr:
+    """The bitwise operation ``name`` (one of :data:`BITWISE_INTRINSICS`) of integer
+    expressions of one dtype, two's complement for signed ones: ``bitwise_not(x)`` is
+    ``~x``, ``bitwise_and(a, b)`` is ``a & b``; the result has the operands' dtype."""
+    arity = 1 if name == "bitwise_not" else 2
+    if name not in BITWISE_INTRINSICS or len(args) != arity:
+        raise DTypeError(f"te.bitwise: {name!r} with {len(args)} operands; allowed: "
+                         f"bitwise_not of one, bitwise_and/or/xor of two")
+    es = (E.match_dtypes(*args, name) if arity == 2 else (E.as_expr(args[0]),))
+    for e in es:
+        _integer_arg(name, e)
+    return E.Call(es[0].dtype, name, tuple(es))
+
+
+def reinterpret(x, dtype: str) -> E.PrimExpr:
+    """The bits of ``x`` read as ``dtype``, of the same width (``float32`` <-> ``int32``);
+    a ``bool`` is one byte, 0 or 1, so it reinterprets to and from 8-bit integers (a
+    byte other than 0 is true)."""
+    e = E.as_expr(x)
+    dtype = dt.check_dtype(dtype, "te.reinterpret: dtype")
+    width = {d: 8 if d == "bool" else dt.bits(d) for d in (e.dtype, dtype)}
+    if width[e.dtype] != width[dtype]:
+        raise DTypeError(f"te.reinterpret: {e.dtype} ({width[e.dtype]} bits) cannot be read "
+                         f"as {dtype} ({width[dtype]} bits); the widths must agree")
+    if e.dtype == dtype:
+        return e
+    return E.Call(dtype, "reinterpret", (e,))
 
 
 def floordiv(a, b):

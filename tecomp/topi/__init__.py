@@ -159,6 +159,8 @@ from .conv2d_nchwc import (
     schedule_conv2d_nchwc,
 )
 from .bitshift import bitshift
+from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
+from .trigonometry import acos, asin, atan
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
@@ -284,12 +286,15 @@ from .transform import (
 )
 
 __all__ = [
+    "acos",
     "acosh",
     "add",
     "arange",
     "argmax",
     "argmin",
+    "asin",
     "asinh",
+    "atan",
     "atanh",
     "avg_pool",
     "avg_pool1d",
@@ -297,7 +302,12 @@ __all__ = [
     "avg_pool3d",
     "batch_matmul",
     "batch_norm",
+    "bitcast",
     "bitshift",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_xor",
     "cast",
     "ceil",
     "celu",

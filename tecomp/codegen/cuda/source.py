@@ -52,9 +52,23 @@ _MATH32 = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
     "erf": "erff", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
     "fabs": "fabsf", "pow": "powf", "fmod": "fmodf", "sin": "sinf", "cos": "cosf", "exp2": "exp2f",
-    "log2": "log2f", "log10": "log10f",
+    "log2": "log2f", "log10": "log10f", "asin": "asinf", "acos": "acosf", "atan": "atanf",
 }
 _MATH64 = {k: v[:-1] for k, v in _MATH32.items()}
+#: Bitwise intrinsics -> C's operators (``bitwise_not`` is unary).
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "bitwise_not": "~"}
+#: CUDA's reinterpreting conversions between a float type and the integer type of its
+#: width, by (from, to) C type; integers of one width (and bool, a byte) convert by a cast.
+_REINTERPRET = {
+    ("float", "int"): "__float_as_int", ("int", "float"): "__int_as_float",
+    ("float", "unsigned int"): "__float_as_uint", ("unsigned int", "float"): "__uint_as_float",
+    ("double", "long long"): "__double_as_longlong",
+    ("long long", "double"): "__longlong_as_double",
+    ("double", "unsigned long long"): "__double_as_longlong",
+    ("unsigned long long", "double"): "__longlong_as_double",
+    ("half", "short"): "__half_as_short", ("short", "half"): "__short_as_half",
+    ("half", "unsigned short"): "__half_as_ushort", ("unsigned short", "half"): "__ushort_as_half",
+}
 
 _PREAMBLE = """\
 // floor division and modulo (Python semantics) for operands that may be negative
@@ -242,6 +256,15 @@ class KernelEmitter:
     def e_Call(self, e):
         args = [self.expr(a) for a in e.args]
         d = e.dtype
+        if e.name in _BITWISE:
+            op = _BITWISE[e.name]
+            # C promotes narrow integers to int: the result is cast back to the dtype.
+            value = f"{op}{args[0]}" if len(args) == 1 else f"{args[0]} {op} {args[1]}"
+            return f"(({c_type(d)})({value}))"
+        if e.name == "reinterpret":
+            src, dst = c_type(e.args[0].dtype), c_type(d)
+            fn = _REINTERPRET.get((src, dst))
+            return f"{fn}({args[0]})" if fn else f"(({dst})({args[0]}))"
         if e.name == "sigmoid":
             return self._math(d, lambda x: f"(1.0f / (1.0f + expf(-{x})))",
                               lambda x: f"(1.0 / (1.0 + exp(-{x})))", args)

@@ -17,7 +17,11 @@ _LLVM_MATH = {
     "cos": "cos", "exp2": "exp2", "log2": "log2", "log10": "log10", "tanh": "tanh",
 }
 #: Calls with no LLVM intrinsic: the libm functions (float, double) that compute them.
-_LIBM = {"erf": ("erff", "erf")}
+_LIBM = {"erf": ("erff", "erf"), "asin": ("asinf", "asin"), "acos": ("acosf", "acos"),
+         "atan": ("atanf", "atan")}
+#: Integer calls that are one LLVM instruction (``bitwise_not`` is ``xor`` with all ones).
+_BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+            "bitwise_not": "xor"}
 
 
 class MathCalls:
@@ -32,6 +36,10 @@ class MathCalls:
         where it has the function)."""
         name = e.name
         d = e.dtype
+        if name == "reinterpret":
+            return self._reinterpret(e)
+        if name in _BITWISE and dt.is_int(d):
+            return self._bitwise(name, d, self.b.unify(*[self.em.ev(a) for a in e.args]))
         if not dt.is_float(d):
             raise UnsupportedOpError(f"intrinsic {name} on {d} is not supported ({e})")
         args = self.b.unify(*[self.em.ev(a) for a in e.args])
@@ -39,6 +47,30 @@ class MathCalls:
             bf = self.em.bfloat
             return bf.narrow(self._call(name, "float32", [bf.widen(a) for a in args]))
         return self._call(name, d, args)
+
+    def _bitwise(self, name: str, d: str, args) -> Val:
+        b = self.b
+        x = args[0]
+        # All ones is -1 in every width (types.const prints an unsigned value signed).
+        y = args[1] if len(args) > 1 else b.const(-1, d, x.lanes)
+        return b.val(f"{_BITWISE[name]} {x.vty} {x.ref}, {y.ref}", x.ty, x.lanes)
+
+    def _reinterpret(self, e) -> Val:
+        """The bits of the operand as ``e.dtype``: a ``bitcast`` between types of one width;
+        a ``bool`` register (``i1``) widens to its byte, and a byte is a ``bool`` that is
+        true where it is not zero."""
+        b = self.b
+        src, dst = e.args[0].dtype, e.dtype
+        x = b.mat(self.em.ev(e.args[0]))
+        to = T.llvm_type(dst, x.lanes)
+        ty = T.scalar_type(dst)
+        if src == "bool":
+            return b.val(f"zext {x.vty} {x.ref} to {to}", ty, x.lanes)
+        if dst == "bool":
+            return b.int_convert(x, src, "bool")
+        if x.ty == ty:
+            return Val(x.ref, ty, x.lanes)
+        return b.val(f"bitcast {x.vty} {x.ref} to {to}", ty, x.lanes)
 
     def _call(self, name: str, d: str, args) -> Val:
         b = self.b
