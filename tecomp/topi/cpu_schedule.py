@@ -361,6 +361,8 @@ def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS
     axes = list(op.axis)
     outer_axes, inner_axes = (axes[:-m], axes[-m:]) if m else (axes, [])
     rf = None
+    if inner_axes and attach is None and knobs.local_accumulator:
+        return _layout_local_accumulator(s, tensor, knobs)
     if inner_axes:
         fused, chunk = block_layout(stage, outer_axes, inner_axes, op.reduce_axis,
                                     vector_lanes(tensor.dtype) * knobs.output_vectors,
@@ -378,6 +380,38 @@ def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS
         row = _parallel_rows(stage, outer, knobs.rows_per_task)
         if rf is not None:
             s[rf].compute_at(stage, row)
+    return outer
+
+
+def _layout_local_accumulator(s, tensor, knobs: RowKnobs):
+    """:func:`layout_reduction` of a reduction at root over its inner output axes, with
+    ``cache_write``: each vector chunk of the output is reduced into a local buffer
+    computed inside the output's chunk loop (the reduced axes outside the lanes, a small
+    window unrolled), then copied out, so the accumulators stay in registers instead of
+    being loaded and stored at every point of the reduced axes.
+
+    Returns the output's outermost loop."""
+    op = s[tensor].op
+    m = _inner_count(op)
+    n_outer = len(op.axis) - m
+    lanes = vector_lanes(tensor.dtype) * knobs.output_vectors
+    cache = s.cache_write(tensor, "local")
+    out = s[tensor]
+    axes = list(out.op.axis)
+    fused, chunk = block_layout(out, axes[:n_outer], axes[n_outer:], [], lanes,
+                                _parallel_count(op, n_outer))
+    outer = fused if fused is not None else chunk
+    row = _parallel_rows(out, outer, knobs.rows_per_task)
+    local = s[cache]
+    # The chunk loop may be the parallel one, split into tasks: then one chunk is an
+    # iteration of the loop inside a task.
+    local.compute_at(out, row if chunk is outer else chunk)
+    c_axes = list(local.op.axis)
+    k = vector_block(c_axes[n_outer:], lanes)
+    c_chunk, c_lane = local.split(local.fuse(*c_axes[-k:]), factor=lanes)
+    local.reorder(*c_axes[:-k], c_chunk, *local.op.reduce_axis, c_lane)
+    local.vectorize(c_lane)
+    _unroll_small_window(local, local.op.reduce_axis)
     return outer
 
 
@@ -455,7 +489,13 @@ def _row_knobs(cfg, s, outs) -> RowKnobs:
     rfactor = any(_inner_count(op) == 0 and op.reduce_axis for op in reductions)
     statistics = any(not t.op.is_reduction and _reductions_read(s, t.op) for t in outs
                      if isinstance(t.op, ComputeOp))
-    return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics)
+    # A reduction that is an output is laid out at root; vectorized over its inner axes,
+    # it may accumulate in a local buffer.
+    accumulator = any(isinstance(t.op, ComputeOp) and t.op.is_reduction
+                      and len(t.op.outputs) == 1 and _inner_count(t.op) > 0
+                      for t in outs)
+    return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics,
+                            accumulator=accumulator)
 
 
 def _reductions_at_root(s, outs, knobs: RowKnobs) -> set:

@@ -4,9 +4,10 @@ log_softmax, layer / RMS / instance norm) scheduled one row of the parallel loop
 A memory-bound kernel has few choices that matter, and all of them are about one row:
 how many rows one parallel task takes, how many vector registers of partial results
 the reduction over a row keeps (independent accumulators hide the add's latency), how
-far the loop over those registers is unrolled, how wide the output's vector chunk is, and
+far the loop over those registers is unrolled, how wide the output's vector chunk is,
 whether a row's statistics are computed inside the row loop (the row is still in cache
-when the output reads it) or as loop nests of their own before it.
+when the output reads it) or as loop nests of their own before it, and whether a
+reduction vectorized over its output accumulates in a local buffer (``cache_write``).
 
 :func:`define_row_knobs` declares them on a config; every knob's first candidate is the
 schedule the library had before it was tunable, so a fallback config (no tuning record)
@@ -45,6 +46,10 @@ class RowKnobs:
     stats_in_row : bool
         Statistics computed inside the row loop (``compute_at``); else each is a loop
         nest of its own, parallel over its rows, before the output's.
+    local_accumulator : bool
+        A reduction vectorized over its inner output axes accumulates one vector chunk in
+        a local buffer (``cache_write``), copied to the output once the chunk is reduced,
+        instead of updating the output in memory at every point of its reduced axes.
     """
 
     rows_per_task: int = ROWS_PER_TASK[0]
@@ -52,13 +57,15 @@ class RowKnobs:
     reduce_unroll: int = REDUCE_UNROLL[0]
     output_vectors: int = OUTPUT_VECTORS[0]
     stats_in_row: bool = True
+    local_accumulator: bool = False
 
 
 #: The untuned schedule's choice.
 DEFAULT_ROW_KNOBS = RowKnobs()
 
 
-def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> RowKnobs:
+def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
+                     accumulator: bool = False) -> RowKnobs:
     """Declare the row knobs that matter for a kernel on ``cfg`` and return its choice.
 
     Parameters
@@ -72,6 +79,9 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> R
     statistics : bool
         An output reads a reduction it could compute in its row loop: ``stats_in_row``
         is a knob.
+    accumulator : bool
+        A reduction of the kernel is laid out at root and vectorized over its inner
+        output axes (a pool, a reduction over outer axes): ``local_accumulator`` is a knob.
 
     Returns
     -------
@@ -87,6 +97,8 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True) -> R
         knobs.update(reduce_vectors=REDUCE_VECTORS, reduce_unroll=REDUCE_UNROLL)
     if statistics:
         knobs["stats_in_row"] = (True, False)
+    if accumulator:
+        knobs["local_accumulator"] = (False, True)
     chosen = {}
     for name, candidates in knobs.items():
         cfg.define_knob(name, list(candidates))

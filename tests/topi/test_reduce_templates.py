@@ -106,9 +106,11 @@ def test_the_space_declares_only_the_knobs_the_kernel_has():
     assert softmax.config_space.knob_names == [
         "exp_once", "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll",
         "stats_in_row"]
-    # A pool reduces no innermost axis and has no statistics to place.
+    # A pool reduces no innermost axis and has no statistics to place; it is vectorized
+    # over its output columns, which may accumulate in a local buffer.
     pool = _task("max_pool2d", [(1, 4, 8, 8)], {"kernel": [2, 2]})
-    assert pool.config_space.knob_names == ["rows_per_task", "output_vectors"]
+    assert pool.config_space.knob_names == ["rows_per_task", "output_vectors",
+                                            "local_accumulator"]
 
 
 def _lowered(s, tensors):

@@ -52,3 +52,13 @@ def test_a_tuned_config_without_a_knob_the_fused_group_needs_keeps_its_default()
     knobs = define_row_knobs(cfg, statistics=True)
     assert knobs.stats_in_row == RowKnobs().stats_in_row
     assert knobs.rows_per_task == ROWS_PER_TASK[-1]
+
+
+def test_the_local_accumulator_is_a_knob_only_where_a_reduction_can_use_it():
+    space = ConfigSpace()
+    define_row_knobs(space, rfactor=False, statistics=False, accumulator=True)
+    assert space.knob_names == ["rows_per_task", "output_vectors", "local_accumulator"]
+    assert define_row_knobs(FallbackConfigEntity(), accumulator=True) == RowKnobs()
+    cfg = space.get(len(space) - 1)
+    assert define_row_knobs(cfg, rfactor=False, statistics=False,
+                            accumulator=True).local_accumulator
