@@ -20,6 +20,7 @@ from ..graph import dims
 from ..graph.infer import const_type
 from ..graph.ir import Node
 from ..graph.ops import op_info
+from ..ir import dtype as dtypes
 from ..topi.transform import slice_bounds
 from .onnx_einsum import EquationError, lower_einsum
 from .onnx_quantized import quantized_converters
@@ -92,6 +93,13 @@ DTYPES = {
     onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool",
     onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16",
     onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64",
+    # The small types: kernels hold their codes, one byte each (tecomp.topi.small_types).
+    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
+    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2", onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    onnx.TensorProto.FLOAT8E8M0: "float8_e8m0fnu", onnx.TensorProto.FLOAT4E2M1: "float4_e2m1fn",
+    onnx.TensorProto.INT4: "int4", onnx.TensorProto.UINT4: "uint4",
+    onnx.TensorProto.INT2: "int2", onnx.TensorProto.UINT2: "uint2",
 }
 
 
@@ -294,10 +302,24 @@ def _clip(ctx, node, attrs):
     ctx.emit("clip", [node.input[0]], node.output, min=lo, max=hi)
 
 
+def _emit_cast(ctx, node, dtype: str, attrs):
+    """``cast`` of the node's input to ``dtype``; ``saturate`` (from version 19) and
+    ``round_mode`` (from 24) matter only to the small types, and are kept where they differ
+    from ONNX's defaults (1, "up")."""
+    rounding = {}
+    if dtype in dtypes.SMALL:
+        if not int(attrs.get("saturate", 1)):
+            rounding["saturate"] = False
+        mode = attrs.get("round_mode", b"up")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "up":
+            rounding["round_mode"] = mode
+    ctx.emit("cast", [node.input[0]], node.output, dtype=dtype, **rounding)
+
+
 @converter("Cast", 6, 9, 13, 19, 21, 23, 24, 25, 28)
 def _cast(ctx, node, attrs):
-    ctx.emit("cast", [node.input[0]], node.output,
-             dtype=onnx_dtype(attrs["to"], f"node {ctx.node_name!r}: Cast to"))
+    _emit_cast(ctx, node, onnx_dtype(attrs["to"], f"node {ctx.node_name!r}: Cast to"), attrs)
 
 
 @converter("Where", 9, 16)
@@ -1148,7 +1170,7 @@ def _split(ctx, node, attrs):
 
 @converter("CastLike", 15, 19, 21, 23, 24, 25)
 def _cast_like(ctx, node, attrs):
-    ctx.emit("cast", [node.input[0]], node.output, dtype=ctx.type_of(node.input[1]).dtype)
+    _emit_cast(ctx, node, ctx.type_of(node.input[1]).dtype, attrs)
 
 
 @converter("Size", 13, 19, 21, 23, 24, 25)

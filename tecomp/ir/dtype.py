@@ -1,7 +1,10 @@
 """Scalar data types, named as numpy names them ("float32", "int8", "bool", ...).
 
 ``bfloat16`` (8 exponent bits like float32, 7 fraction bits) is numpy's through the
-``ml_dtypes`` package, which onnx depends on too."""
+``ml_dtypes`` package, which onnx depends on too, and so are the small types of
+:data:`SMALL`: 8- and 4-bit floats and 4- and 2-bit integers. A kernel holds each of
+those as its code in one byte (ml_dtypes' layout) and computes nothing in them: it
+converts from and to them with :mod:`tecomp.topi.small_types`."""
 
 from __future__ import annotations
 
@@ -24,6 +27,13 @@ _DTYPES = {
     "float64": ("float", 64),
 }
 
+#: The small types (kind "small", 8 bits in memory): ml_dtypes' names, ONNX's
+#: FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT8E8M0, FLOAT4E2M1,
+#: INT4, UINT4, INT2, UINT2.
+SMALL = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+         "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
+_DTYPES.update({name: ("small", 8) for name in SMALL})
+
 SUPPORTED = tuple(_DTYPES)
 
 
@@ -39,8 +49,8 @@ def check_dtype(dtype, what: str = "dtype") -> str:
             name = str(dtype)
     if not isinstance(name, str) or name not in _DTYPES:
         raise DTypeError(f"{what}={dtype!r} is not supported; allowed: {', '.join(SUPPORTED)}")
-    if name == "bfloat16":
-        import ml_dtypes  # noqa: F401  (gives numpy the name "bfloat16")
+    if name == "bfloat16" or name in SMALL:
+        import ml_dtypes  # noqa: F401  (gives numpy the names "bfloat16", "int4", ...)
     return name
 
 
@@ -49,7 +59,13 @@ def kind(dtype: str) -> str:
 
 
 def bits(dtype: str) -> int:
+    """The bits of one element in memory (8 for a small type, whatever its code's width)."""
     return _DTYPES[dtype][1]
+
+
+def is_small(dtype: str) -> bool:
+    """One of the :data:`SMALL` types: held as its code, converted, never computed on."""
+    return _DTYPES[dtype][0] == "small"
 
 
 def is_float(dtype: str) -> bool:
@@ -69,7 +85,14 @@ def is_bool(dtype: str) -> bool:
     return dtype == "bool"
 
 
+def _no_range(dtype: str) -> None:
+    if is_small(dtype):
+        raise DTypeError(f"{dtype} is a small type, held as its code: it has no constants "
+                         f"or arithmetic in a kernel; convert with tecomp.topi.small_types")
+
+
 def max_value(dtype: str):
+    _no_range(dtype)
     k, b = _DTYPES[dtype]
     if dtype == "bfloat16":
         return 3.3895313892515355e38  # float32's exponent range, 8 significant bits
@@ -83,6 +106,7 @@ def max_value(dtype: str):
 
 
 def min_value(dtype: str):
+    _no_range(dtype)
     k, b = _DTYPES[dtype]
     if k == "float":
         return -max_value(dtype)
@@ -102,8 +126,8 @@ def is_float16_storage(dtype: str) -> bool:
 def numpy_dtype(dtype: str):
     import numpy as np
 
-    if dtype == "bfloat16":
+    if dtype == "bfloat16" or dtype in SMALL:
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, dtype))
     return np.dtype(dtype)

@@ -11,6 +11,7 @@ import math
 from .. import te
 from ..errors import DTypeError
 from ..ir import dtype as dt
+from . import small_types
 from .cpu_schedule import schedule_injective
 from .register import register_llvm
 
@@ -194,17 +195,22 @@ def clip(x, min=None, max=None):  # noqa: A002 (ONNX attribute names)
     return elemwise(x, f, "clip")
 
 
-def cast_scalar(v, dtype: str):
-    """``v`` converted to ``dtype`` as ONNX Cast does (to bool: ``v != 0``)."""
+def cast_scalar(v, dtype: str, saturate: bool = True, round_mode: str = "up"):
+    """``v`` converted to ``dtype`` as ONNX Cast does (to bool: ``v != 0``); from or to a
+    small type by :func:`.small_types.convert`, which alone reads ``saturate`` and
+    ``round_mode``."""
     dtype = dt.check_dtype(dtype, "cast: dtype")
+    if dt.is_small(dtype) or dt.is_small(v.dtype):
+        return small_types.convert(v, dtype, saturate=saturate, round_mode=round_mode)
     if dtype == "bool" and v.dtype != "bool":
         return te.not_equal(v, te.const(0, v.dtype))
     return v.astype(dtype)
 
 
-def cast(x, dtype: str):
-    """ONNX Cast of ``x`` to ``dtype`` (floats to integers truncate toward zero)."""
-    return elemwise(x, lambda v: cast_scalar(v, dtype), "cast")
+def cast(x, dtype: str, saturate: bool = True, round_mode: str = "up"):
+    """ONNX Cast of ``x`` to ``dtype`` (floats to integers truncate toward zero; the small
+    types as :mod:`.small_types` says)."""
+    return elemwise(x, lambda v: cast_scalar(v, dtype, saturate, round_mode), "cast")
 
 
 for _name, _fn in [

@@ -169,6 +169,9 @@ class Emitter:
     def ev_Cast(self, e):
         v = self.builder.mat(self.ev(e.value))
         src, dst = e.value.dtype, e.dtype
+        if dt.is_small(src) or dt.is_small(dst):
+            raise CodegenError(f"no conversion from {src} to {dst} ({e}): a small type is "
+                               f"converted by tecomp.topi.small_types, not a Cast")
         # bfloat16 converts through float32 both ways (see bfloat.py).
         if src == "bfloat16" and dst != src:
             v, src = self.bfloat.widen(v), "float32"

@@ -32,6 +32,8 @@ _SCALAR = {
     "float32": "float",
     "float64": "double",
 }
+# The small types are their codes, one byte (converted by tecomp.topi.small_types).
+_SCALAR.update({name: "i8" for name in dt.SMALL})
 
 _SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 
