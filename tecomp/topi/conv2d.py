@@ -645,6 +645,16 @@ def conv2d_pack_kernel(kernel, ic_bn, oc_bn, name="kernel_vec"):
 
 # ---- depthwise conv2d ---------------------------------------------------------------------------
 
+#: Output columns of a depthwise tile (its vector), and the widths the untuned rule
+#: (``cpu_tiling.depthwise_tile``) chooses among, those it was measured on.
+DEPTHWISE_WIDTHS = (4, 7, 8, 12, 14, 16, 24, 28, 32, 48, 56, 64)
+DEPTHWISE_UNTUNED_WIDTHS = (4, 7, 8, 14, 16, 28, 32, 56, 64)
+#: Output rows of a depthwise tile.
+DEPTHWISE_ROWS = (1, 2, 3, 4, 6, 7, 8, 14, 16)
+#: Channels one parallel task of a depthwise kernel computes.
+DEPTHWISE_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
+
+
 
 def _check_depthwise(data_shape, kernel_shape):
     C, (K, KC) = int(data_shape[1]), (int(kernel_shape[0]), int(kernel_shape[1]))
@@ -712,17 +722,21 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
         out = te.compute((N, K, OH, OW), lambda n, k, y, x: dense[n, k, y, x * sw],
                          name="depthwise", tag="depthwise_conv2d")
     cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
-                     candidate=[[-1, r] for r in (4, 7, 8, 14, 16, 28, 32, 56, 64) if r <= OW]
-                     or [[-1, 1]])
+                     candidate=[[-1, r] for r in DEPTHWISE_WIDTHS if r <= OW] or [[-1, 1]])
     cfg.define_split("tile_h", OH, num_outputs=2, policy="candidate",
-                     candidate=[[-1, r] for r in (1, 2, 4, 8) if r <= OH] or [[-1, 1]])
+                     candidate=[[-1, r] for r in DEPTHWISE_ROWS if r <= OH] or [[-1, 1]])
     cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("channel_block", [c for c in DEPTHWISE_CHANNEL_BLOCKS if c <= K])
+    cfg.define_knob("unroll_kh", [False, True])
+    cfg.define_knob("unroll_rows", [False, True])
+    cfg.define_knob("accumulate", ["tile", "row"])
     if cfg.is_fallback:
         # A vector of output columns that divides the width (no masked tail), rows
-        # enough to cover the FMA latency.
+        # enough to cover the FMA latency; among the widths the rule was measured on.
         rows, cols = cpu_tiling.depthwise_tile(
             cpu_tiling.current_caps(),
-            [e.size[-1] for e in cfg.space_map["tile_w"].entities],
+            [e.size[-1] for e in cfg.space_map["tile_w"].entities
+             if e.size[-1] in DEPTHWISE_UNTUNED_WIDTHS] or [1],
             [e.size[-1] for e in cfg.space_map["tile_h"].entities], OW)
         cfg.fallback_split("tile_w", [-1, cols])
         cfg.fallback_split("tile_h", [-1, rows])
@@ -747,17 +761,27 @@ def schedule_depthwise_conv2d(cfg, outs):
     xo, xi = s[out].split(x, factor=cfg["tile_w"].size[-1])
     s[out].reorder(n, k, yo, xo, yi, xi)
     # Channels in parallel, rows serial inside: the row loop can then be cut at the
-    # padded borders (a fused (k, yo) loop would give the row as a modulo).
-    fused = s[out].fuse(n, k)
-    s[out].parallel(fused)
+    # padded borders (a fused (k, yo) loop would give the row as a modulo). A task
+    # takes ``channel_block`` channels.
+    task = s[out].fuse(n, k)
+    if cfg["channel_block"].val > 1:
+        task, _ = s[out].split(task, factor=cfg["channel_block"].val)
+    s[out].parallel(task)
     s[out].vectorize(xi)
-    s[OL].compute_at(s[out], xo)
+    # The accumulators: the whole tile (each window tap updates every row of it), or one
+    # row of the tile at a time (fewer registers live).
+    s[OL].compute_at(s[out], xo if cfg["accumulate"].val == "tile" else yi)
     _, _, ly, lx = s[OL].op.axis
     ry, rx = s[OL].op.reduce_axis
     s[OL].reorder(ry, rx, ly, lx)
     s[OL].vectorize(lx)
     if cfg["unroll_kw"].val:
         s[OL].unroll(rx)
+    if cfg["unroll_kh"].val:
+        s[OL].unroll(ry)
+    if cfg["unroll_rows"].val:
+        s[OL].unroll(ly)
+        s[out].unroll(yi)
     return s
 
 

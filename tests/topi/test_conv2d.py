@@ -12,6 +12,7 @@ from tecomp import autotune, te
 from tecomp.ir import expr as E
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
+from tecomp.topi import cpu_tiling
 from tecomp.topi.utils import fp32_lanes, vector_registers
 from tecomp.topi.conv2d import (
     compute_conv2d,
@@ -412,3 +413,26 @@ def test_pointwise_gemm_random_shapes_and_schedules(batch, C, K, H, W, order, ve
                            "order": order, "gemm_vecs": vecs, "tile_oc": list(oc[-1]),
                            "tile_ic": list(ic[0])})
     _check(task, cfg)
+
+
+@pytest.mark.parametrize("case", [
+    ((1, 32, 112, 112), (32, 1, 3, 3), (1, 1), (1, 1), (1, 1)),    # MobileNetV2's first
+    ((1, 144, 56, 56), (144, 1, 3, 3), (1, 1), (1, 1), (1, 1)),
+    ((1, 96, 112, 112), (96, 1, 3, 3), (2, 2), (1, 1), (1, 1)),    # stride 2
+], ids=lambda c: "x".join(map(str, c[0])))
+def test_depthwise_space_on_large_layers_has_ten_thousand_configs(case):
+    task = autotune.create_task("depthwise_conv2d", case + ("float32",))
+    assert len(task.config_space) >= 10**4
+    # The untuned schedule: the tile of the rule, the knobs added since at their first
+    # value (a channel per task, the window's columns unrolled, the tile accumulated).
+    default = task.default_config
+    assert (default["channel_block"].val, default["unroll_kw"].val, default["unroll_kh"].val,
+            default["unroll_rows"].val, default["accumulate"].val) == (1, True, False, False,
+                                                                      "tile")
+    # The tile the rule chose from the candidates it had before the space grew.
+    out_w = case[0][3] // case[2][1]
+    with tecomp.Target("llvm"):
+        rows, cols = cpu_tiling.depthwise_tile(
+            cpu_tiling.current_caps(), [w for w in (4, 7, 8, 14, 16, 28, 32, 56, 64)
+                                        if w <= out_w], [1, 2, 4, 8], out_w)
+    assert (default["tile_h"].size[-1], default["tile_w"].size[-1]) == (rows, cols)
