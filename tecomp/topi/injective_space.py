@@ -103,8 +103,8 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
     Examples
     --------
     >>> define_injective_knobs(None, outer_axes=2, rows_rule=True, parallel_rule=True,
-    ...                        multicore=True, broadcast_producers=False)
-    InjectiveKnobs(vectors=1, parallel_axes=None, grain=1, unroll=1, parallel=None, materialize=False)
+    ...                        multicore=True, broadcast_producers=False) == InjectiveKnobs()
+    True
     """
     if cfg is None:
         return DEFAULT_INJECTIVE_KNOBS
