@@ -12,9 +12,12 @@ kernels; without the pass the graph still computes what the operator defines.
 ``DynamicQuantizeLinear`` is its definition in graph operators (min and max reductions,
 the scale and zero point arithmetic, ``quantize_linear``).
 
-What ONNX allows and tecomp does not run is refused with an error naming the node and
-the input: 16-bit, 4-bit and float8 quantized types, blocked quantization
-(``block_size``), a per-row zero point of MatMulInteger's A, grouped ConvInteger.
+QuantizeLinear and DequantizeLinear take every type ONNX quantizes to (8- and 16-bit
+integers, and the small types: int4/uint4/int2/uint2, float8, float4, see
+:mod:`tecomp.topi.small_types`), per tensor, per axis or blocked (``block_size``). The
+operator format takes 8-bit operands. What ONNX allows and tecomp does not run is refused
+with an error naming the node and the input: a per-row zero point of MatMulInteger's A,
+grouped ConvInteger, a QuantizeLinear ``precision`` other than float32.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
+from ..topi.quantize import QUANTIZED_TYPES
+
 __all__ = ["QUANTIZED_DTYPES", "quantized_converters"]
 
-#: The quantized element types the kernels take.
+#: The quantized element types the operator format's kernels take.
 QUANTIZED_DTYPES = ("uint8", "int8")
 
 
@@ -41,10 +46,21 @@ def _check_quantized(ctx, name, what, allowed=QUANTIZED_DTYPES):
     return dtype
 
 
-def _check_unblocked(ctx, attrs):
-    if int(attrs.get("block_size", 0)):
-        ctx.fail(f"blocked quantization (block_size={attrs['block_size']}) is not supported; "
-                 "allowed: per-tensor and per-axis scales")
+def _element_dtype(elem: int) -> str | None:
+    """The dtype name of ONNX element type ``elem`` (None if numpy has none)."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _layout(ctx, attrs) -> dict:
+    """The ``axis`` and, for blocked quantization, ``block_size`` of a (de)quantization."""
+    block = int(attrs.get("block_size", 0))
+    if block < 0:
+        ctx.fail(f"block_size={block}; allowed: 0 (per tensor or per axis) or a positive "
+                 "block length")
+    return {"axis": int(attrs.get("axis", 1)), **({"block_size": block} if block else {})}
 
 
 def _params(ctx, node, scale_at, zero_at):
@@ -54,7 +70,6 @@ def _params(ctx, node, scale_at, zero_at):
 
 
 def _quantize_linear(ctx, node, attrs):
-    _check_unblocked(ctx, attrs)
     precision = int(attrs.get("precision", 0))
     if precision not in (0, onnx.TensorProto.FLOAT):
         # The division by the scale runs in float32.
@@ -62,32 +77,31 @@ def _quantize_linear(ctx, node, attrs):
                  "allowed: FLOAT")
     zero = _input(node, 2)
     if zero is not None:
-        _check_quantized(ctx, zero, "the zero point y_zero_point")
-        dtype = ctx.type_of(zero).dtype
+        dtype = _check_quantized(ctx, zero, "the zero point y_zero_point", QUANTIZED_TYPES)
     else:
         elem = int(attrs.get("output_dtype", onnx.TensorProto.UINT8))
-        dtype = {onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.INT8: "int8"}.get(elem)
-        if dtype is None:
+        dtype = _element_dtype(elem)
+        if dtype not in QUANTIZED_TYPES:
             ctx.fail(f"output_dtype {onnx.TensorProto.DataType.Name(elem)} is not "
-                     f"supported; allowed: UINT8, INT8")
+                     f"supported; allowed: {', '.join(QUANTIZED_TYPES)}")
+    rounding = {} if int(attrs.get("saturate", 1)) else {"saturate": False}
     ctx.emit("quantize_linear", [node.input[0]] + _params(ctx, node, 1, 2), node.output,
-             axis=int(attrs.get("axis", 1)), dtype=dtype)
+             dtype=dtype, **_layout(ctx, attrs), **rounding)
 
 
 def _dequantize_linear(ctx, node, attrs):
-    _check_unblocked(ctx, attrs)
     out = int(attrs.get("output_dtype", 0))
     if out and out != onnx.helper.np_dtype_to_tensor_dtype(
             np.dtype(ctx.type_of(node.input[1]).dtype)):
         ctx.fail(f"output_dtype {onnx.TensorProto.DataType.Name(out)} differs from the "
                  "scale's type; allowed: the scale's type")
-    dtype = _check_quantized(ctx, node.input[0], "the input x", QUANTIZED_DTYPES + ("int32",))
+    dtype = _check_quantized(ctx, node.input[0], "the input x", QUANTIZED_TYPES + ("int32",))
     zero = _input(node, 2)
     if dtype == "int32" and zero is not None and np.any(
             ctx.value_of(zero, "an int32 input's zero point") != 0):
         ctx.fail(f"the zero point ({zero!r}) of int32 data must be 0 (ONNX)")
     ctx.emit("dequantize_linear", [node.input[0]] + _params(ctx, node, 1, 2), node.output,
-             axis=int(attrs.get("axis", 1)))
+             **_layout(ctx, attrs))
 
 
 def _dequantized(ctx, name, scale, zero, axis, what):
@@ -192,8 +206,8 @@ def quantized_converters(float_converter: Callable) -> dict:
         ctx.emit("quantize_linear", [x, scale, zp], node.output[:1], dtype="uint8")
 
     table = {
-        # Versions 23 to 28 add element types (int2/int4, float4/float8: refused) and
-        # the attributes checked above; for uint8 and int8 nothing else changes.
+        # Versions 19 to 28 add element types (float8, 16-bit, int4, float4, int2) and the
+        # attributes read above (saturate, block_size, output_dtype, precision).
         ("QuantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28)): _quantize_linear,
         ("DequantizeLinear", (10, 13, 19, 21, 23, 24, 25, 28)): _dequantize_linear,
         ("QLinearConv", (10,)): qlinear_conv,

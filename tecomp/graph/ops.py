@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from ..errors import TecompError
 from ..ir.arith import prefer_unclamped
+from ..topi.quantize import QUANTIZED_TYPES
 from ..topi.transform import range_length, slice_bounds, slice_extent
 from . import dims
 from .dim_checks import DimCheck
@@ -738,13 +739,23 @@ def _one_hot(node, ts):
 
 
 def _quant_params(node, ts, what):
-    """Scale and zero point of ``(de)quantize_linear``: per tensor (0-d or one element)
-    or 1-D along ``axis`` of the data."""
+    """Scale and zero point of ``(de)quantize_linear``: per tensor (0-d or one element),
+    1-D along ``axis`` of the data, or blocked (``block_size``: the data's shape but
+    ``ceil(n / block_size)`` along ``axis``)."""
     x = ts[0]
+    block = node.attrs.get("block_size", 0)
     for t in ts[1:]:
+        axis = node.attrs.get("axis", 1)
+        if block:
+            a = _axis(node, axis, len(x.shape)) if x.shape else 0
+            want = tuple(dims.normalize((d + block - 1) // block) if i == a else d
+                         for i, d in enumerate(x.shape))
+            if len(t.shape) != len(want) or not all(map(dims.equal, t.shape, want)):
+                _fail(node, f"{what} parameter {_shape_text(t.shape)} must be "
+                            f"{_shape_text(want)} (blocks of {block} along axis {axis})")
+            continue
         if len(t.shape) == 0 or (len(t.shape) == 1 and dims.equal(t.shape[0], 1)):
             continue
-        axis = node.attrs.get("axis", 1)
         if len(t.shape) > 1 or not x.shape or not dims.equal(
                 t.shape[0], x.shape[_axis(node, axis, len(x.shape))]):
             _fail(node, f"{what} parameter {_shape_text(t.shape)} must be a scalar, one "
@@ -754,8 +765,8 @@ def _quant_params(node, ts, what):
 def _quantize(node, ts):
     _quant_params(node, ts, "quantize_linear")
     dtype = ts[2].dtype if len(ts) > 2 else node.attrs.get("dtype", "uint8")
-    if dtype not in ("uint8", "int8"):
-        _fail(node, f"the quantized dtype is {dtype}; allowed: uint8, int8")
+    if dtype not in QUANTIZED_TYPES:
+        _fail(node, f"the quantized dtype is {dtype}; allowed: {', '.join(QUANTIZED_TYPES)}")
     return [TensorType(dtype, ts[0].shape)]
 
 

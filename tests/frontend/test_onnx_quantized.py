@@ -23,7 +23,8 @@ from tecomp.graph.passes.dce import eliminate_dead_code
 from tecomp.graph.passes.quantized_ops import lower_quantized_ops
 
 F, U8, I8, I32 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32
-_ELEM = {"float32": F, "uint8": U8, "int8": I8, "int32": I32}
+_ELEM = {"float32": F, "uint8": U8, "int8": I8, "int32": I32, "int16": TensorProto.INT16,
+         "uint16": TensorProto.UINT16}
 
 
 def _model(node, inputs, inits, opset):
@@ -179,15 +180,36 @@ def test_zero_point_of_another_type_is_refused(rng):
                 [("s", np.array(0.1, "float32")), ("z", np.array(0, "int8"))])
 
 
-def test_sixteen_bit_and_blocked_quantization_are_refused(rng):
-    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
-    with pytest.raises(UnsupportedOpError, match="tecomp runs uint8, int8"):
-        _import(node, [("x", np.zeros((4,), "float32"))],
-                [("s", np.array(0.1, "float32")), ("z", np.array(0, "int16"))], opset=21)
+@pytest.mark.parametrize("dtype", ["int16", "uint16"])
+def test_sixteen_bit_quantization(dtype, rng):
+    x = (rng.normal(size=(3, 8)) * 3000).astype("float32")
+    x.flat[:3] = [0.5, 1.5, -2.5]  # ties round to even
+    params = [("s", np.array(0.125, "float32")), ("z", np.array(300, dtype))]
+    _compare(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]), [("x", x)], params,
+             opset=21)
+    _compare(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+             [("q", _ints(rng, dtype, (3, 8)))], params, opset=21)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_blocked_quantization(axis, rng):
+    """Blocks of 3 along ``axis`` of a [6, 7] tensor: the last block along axis 1 is short."""
+    x = (rng.normal(size=(6, 7)) * 40).astype("float32")
+    blocks = [2, 7] if axis == 0 else [6, 3]
+    params = [("s", rng.uniform(0.2, 1.0, blocks).astype("float32")),
+              ("z", _ints(rng, "int8", blocks, 10))]
+    _compare(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis,
+                              block_size=3), [("x", x)], params, opset=21)
+    _compare(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=axis,
+                              block_size=3), [("q", _ints(rng, "int8", (6, 7)))], params,
+             opset=21)
+
+
+def test_blocked_parameters_must_cover_the_blocks(rng):
     node = helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=1, block_size=2)
-    with pytest.raises(UnsupportedOpError, match="block_size=2"):
+    with pytest.raises(tecomp.TecompError, match=r"must be \[2, 2\] \(blocks of 2"):
         _import(node, [("q", _ints(rng, "int8", (2, 4)))],
-                [("s", np.full((2, 2), 0.1, "float32"))], opset=21)
+                [("s", np.full((2, 3), 0.1, "float32"))], opset=21)
 
 
 def test_per_axis_parameters_must_fit_the_axis(rng):
