@@ -436,3 +436,14 @@ def test_depthwise_space_on_large_layers_has_ten_thousand_configs(case):
             cpu_tiling.current_caps(), [w for w in (4, 7, 8, 14, 16, 28, 32, 56, 64)
                                         if w <= out_w], [1, 2, 4, 8], out_w)
     assert (default["tile_h"].size[-1], default["tile_w"].size[-1]) == (rows, cols)
+
+
+# Odd sizes (tiles leave tails), a channel multiplier and a stride, against numpy.
+@settings(max_examples=16, deadline=None, derandomize=True)
+@given(case=st.sampled_from(DW_CASES + [((1, 16, 17, 23), (16, 1, 3, 3), (2, 2), (1, 1),
+                                          (1, 1))]),
+       data=st.data())
+def test_depthwise_random_configs_of_the_wide_space_match_numpy(case, data):
+    task = autotune.create_task("depthwise_conv2d", case + ("float32",))
+    index = data.draw(st.integers(0, len(task.config_space) - 1), label="config")
+    _check(task, task.config_space.get(index), groups=case[0][1])

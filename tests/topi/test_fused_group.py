@@ -70,7 +70,8 @@ def _run(task, cfg, arrays):
 
 # One row (nothing to share out), a prime count of rows, widths below one vector and past
 # several: every split leaves a tail somewhere.
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(GROUPS)), rows=st.sampled_from([1, 7, 64]),
        width=st.sampled_from([1, 5, 37]), data=st.data())
 def test_random_configs_build_and_match_numpy(name, rows, width, data):
