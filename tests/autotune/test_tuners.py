@@ -110,14 +110,15 @@ def test_final_remeasure_keeps_the_default_when_nothing_beats_it_side_by_side(mm
     assert tuner.best_result.stage == "final"
 
 
-def test_resume_measures_nothing_twice(tmp_path, mm_task):
+@pytest.mark.parametrize("cls", MODEL_TUNERS)
+def test_resume_measures_nothing_twice(tmp_path, mm_task, cls):
     log = tmp_path / "log.json"
     b1 = FakeBuilder()
     autotune.RandomTuner(mm_task, seed=0).tune(
         12, {"builder": b1, "runner": FakeRunner()},
         callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
     b2 = FakeBuilder()
-    t2 = autotune.XGBTuner(mm_task, seed=5, min_train=4, plan_size=4)
+    t2 = cls(mm_task, seed=5, min_train=4, plan_size=4)
     t2.tune(30, {"builder": b2, "runner": FakeRunner()},
             callbacks=[autotune.log_to_file(str(log))], resume_from=str(log),
             remeasure_top=0)
@@ -128,17 +129,18 @@ def test_resume_measures_nothing_twice(tmp_path, mm_task):
     assert len(idx) == len(set(idx)) == 30
 
 
-def test_transfer_learning_warm_starts_model(tmp_path):
+@pytest.mark.parametrize("cls", MODEL_TUNERS)
+def test_transfer_learning_warm_starts_model(tmp_path, cls):
     small = autotune.create_task("test/mm", (16, 16, 8, "float32"))
     log = tmp_path / "log.json"
     autotune.RandomTuner(small, seed=0).tune(
         24, {"builder": FakeBuilder(), "runner": FakeRunner()},
         callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
     big = autotune.create_task("test/mm", (32, 32, 16, "float32"))
-    tuner = autotune.XGBTuner(big, seed=0)
+    tuner = cls(big, seed=0)
     assert tuner.load_history(str(log)) == 0  # none of them is this task's
     assert tuner.model.trained, "records of another task warm-start the model"
-    assert tuner._plan, "and the warm model already has a plan"
+    assert len(tuner.next_batch(4)) == 4 and tuner._plan, "the warm model plans at once"
 
 
 def test_features_have_fixed_length_and_version(mm_task):
@@ -343,19 +345,6 @@ def test_a_config_that_does_not_instantiate_is_never_proposed_by_the_plan(mm_tas
     assert tuner.model.trained
     # The first batch trains the model; every later proposal comes from its plans.
     assert not set(builder.built[8:]) & refused
-
-
-def test_evolution_resumes_and_learns_other_tasks_records(tmp_path):
-    small = autotune.create_task("test/mm", (16, 16, 8, "float32"))
-    log = tmp_path / "log.json"
-    autotune.RandomTuner(small, seed=0).tune(
-        24, {"builder": FakeBuilder(), "runner": FakeRunner()},
-        callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
-    big = autotune.create_task("test/mm", (32, 32, 16, "float32"))
-    tuner = autotune.EvolutionTuner(big, seed=0)
-    assert tuner.load_history(str(log)) == 0  # none of them is this task's
-    assert tuner.model.trained and tuner.model.n_tasks == 1
-    assert autotune.EvolutionTuner(small, seed=0).load_history(str(log)) == 24
 
 
 def test_evolution_tuner_names_bad_arguments(mm_task):
