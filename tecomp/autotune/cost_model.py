@@ -7,7 +7,10 @@ Labels are throughput normalised by the group's best; failed candidates enter wi
 throughput. xgboost is used only through ``xgb.DMatrix`` and ``xgb.train``.
 
 The protocol is three methods, as in AutoTVM: ``fit(xs, ys)``, ``predict(xs)`` and
-``fit_log`` (warm-starting from records of earlier tasks).
+``fit_log`` (warm-starting from records of earlier tasks). ``SharedCostModel`` is one
+model for all the tasks of a model, fed by their tuners as measurements arrive (as
+Ansor's is): the features are loop-IR features, comparable across tasks, so a task with
+few measurements is ranked by what the others taught it.
 """
 
 from __future__ import annotations
