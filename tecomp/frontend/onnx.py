@@ -28,7 +28,8 @@ from ..graph.ir import Graph, TensorType
 from ..graph.ops import GraphTypeError
 from ..graph.specialise import DeferredGraph
 from . import shape_values
-from . import onnx_bits, onnx_math  # noqa: F401 (importing registers their converters)
+from . import (  # noqa: F401 (importing registers their converters)
+    onnx_bits, onnx_math, onnx_normalization, onnx_signal, onnx_tensor_ops)
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,

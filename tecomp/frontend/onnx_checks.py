@@ -1204,6 +1204,18 @@ CHECKS: Mapping = MappingProxyType({
     "NegativeLogLikelihoodLoss": _LOSS,
     "SoftmaxCrossEntropyLoss": _LOSS,
     "BitCast": (BitCastWidth(),),
+    **{op: (Broadcast(),) for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
+    "GroupNormalization": (Positive(("num_groups",)), _STASH_TYPE),
+    "MeanVarianceNormalization": (Axes(),),
+    "CenterCropPad": (Axes(), InputRank(1, "shape")),
+    "ReverseSequence": (OneOf("batch_axis", (0, 1)), OneOf("time_axis", (0, 1)),
+                        MinRank(0, 2), InputRank(1, "sequence_lens")),
+    "Upsample": (OneOf("mode", ("nearest", "linear")),),
+    **{op: (Flag(("periodic",)), InputRank(0, "size", (0,)))
+       for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
+    "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
+        ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+         "upper_edge_hertz"))),
     "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
                   OneOf("qk_matmul_output_mode", (0, 1, 2, 3)), PositiveFloat(("scale",)),
                   AttentionHeads(), SameElementType(
