@@ -195,12 +195,8 @@ class SharedCostModel:
                 self._fit_locked()
             return due
 
-    def fit(self) -> None:
-        """Train now on every task's measurements (``observe`` calls it when due)."""
-        with self._lock:
-            self._fit_locked()
-
     def _fit_locked(self) -> None:
+        """Train on every task's measurements (the caller holds the lock)."""
         groups = [(np.stack([x for x, _ in rows.values()]),
                    np.array([y for _, y in rows.values()]))
                   for rows in self._data.values() if len(rows) >= 2]

@@ -715,10 +715,6 @@ class EvolutionTuner(XGBTuner):
             self.model.observe(_task_key(other), idx, xs, ys)
         return taken
 
-    def _refit(self):
-        self.model.fit()
-        self._make_plan()
-
     def _plan_is_stale(self, n: int) -> bool:
         """A new plan is due when this one cannot fill a batch, or when the model was
         refit and this task has measured half a plan since: replanning at every refit
