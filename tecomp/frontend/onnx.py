@@ -41,7 +41,7 @@ from .onnx_converters import (
     since_version,
     supported_ops,
 )
-from .onnx_specialise import ModelSpecialiser, deferral_reason
+from .onnx_specialise import SHAPE_ONLY_INPUTS, ModelSpecialiser, deferral_reason
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
 
@@ -67,15 +67,32 @@ def _known_value(ctx, name: str):
     return np.array(t.content, dtype=t.dtype).reshape(t.shape)
 
 
+def _fold_input(ctx, name: str, type_only: bool):
+    """The value ``_fold`` evaluates input ``name`` with: its known value, or where only
+    its type counts (``type_only``), zeros of its static shape and dtype (a broadcast
+    view, no memory); None if neither is known."""
+    value = _known_value(ctx, name)
+    t = ctx.types.get(name)
+    if value is not None or not type_only or t is None or not all(
+            dims.is_static(d) for d in t.shape):
+        return value
+    return np.broadcast_to(np.zeros((), t.dtype), tuple(int(d) for d in t.shape))
+
+
 def _fold(ctx, node, opset_imports) -> bool:
     """Evaluate ``node`` with onnx's reference evaluator when every input is known and
-    small, making its outputs constants; returns whether it did. Nodes without inputs
-    (Constant, ConstantOfShape's absent input) are left to their converters."""
+    small, making its outputs constants; returns whether it did. An input whose shape and
+    dtype alone count (``CastLike``'s type template, :data:`SHAPE_ONLY_INPUTS`) needs a
+    static type only. Nodes without inputs (Constant, ConstantOfShape's absent input) are
+    left to their converters."""
     if node.op_type in NOT_FOLDED:
         return False
-    values = [_known_value(ctx, i) if i else None for i in node.input]
+    type_only = SHAPE_ONLY_INPUTS.get(node.op_type, ())
+    values = [_fold_input(ctx, i, k in type_only) if i else None
+              for k, i in enumerate(node.input)]
     if not node.input or any(v is None and i for v, i in zip(values, node.input)) or any(
-            v is not None and v.size > FOLD_LIMIT for v in values):
+            v is not None and v.size > FOLD_LIMIT and k not in type_only
+            for k, v in enumerate(values)):
         return False
     names = [i if i else "" for i in node.input]
     inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),

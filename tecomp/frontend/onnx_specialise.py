@@ -9,8 +9,8 @@ the inputs given values made constants (initializers), so the import folds what 
 decide (:mod:`tecomp.graph.specialise` caches the builds).
 
 With the shapes fixed, a value still unknown is computed from the *values* of graph
-inputs: :func:`value_sources` finds them (through every node but ``Shape`` and ``Size``,
-which read a shape only), and the library specialises on them (on inputs of at most
+inputs: :func:`value_sources` finds them (not through inputs whose shape and dtype alone
+count, such as ``Shape``'s), and the library specialises on them (on inputs of at most
 :data:`~tecomp.graph.specialise.MAX_VALUE_ELEMENTS` elements). A value computed from no
 input's values stays refused, the error naming the node and its argument.
 """
@@ -27,14 +27,16 @@ from onnx import numpy_helper
 from ..graph.specialise import NeedsInputValues
 from .onnx_converters import NeedsConstantError
 
-#: Operators whose output depends on their input's shape, never its values.
-SHAPE_ONLY = frozenset({"Shape", "Size"})
+#: Operator -> the positions of its inputs whose values its outputs never depend on
+#: (their shape and dtype only).
+SHAPE_ONLY_INPUTS = {"Shape": (0,), "Size": (0,), "EyeLike": (0,), "CastLike": (1,)}
 
 
 def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
     """The names among ``inputs`` (graph inputs) whose values ``value`` is computed from,
     in the graph's input order: every input reached going up from ``value`` through the
-    nodes that compute it, except through ``Shape`` and ``Size``."""
+    nodes that compute it, except through the inputs of :data:`SHAPE_ONLY_INPUTS`
+    (``Shape``'s, ``CastLike``'s type template)."""
     producers = {o: node for node in graph.node for o in node.output if o}
     inputs = set(inputs)
     seen, stack, found = set(), [value], set()
@@ -47,8 +49,9 @@ def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
             found.add(name)
             continue
         node = producers.get(name)
-        if node is not None and node.op_type not in SHAPE_ONLY:
-            stack.extend(i for i in node.input if i)
+        if node is not None:
+            shape_only = SHAPE_ONLY_INPUTS.get(node.op_type, ())
+            stack.extend(i for k, i in enumerate(node.input) if i and k not in shape_only)
     return tuple(vi.name for vi in graph.input if vi.name in found)
 
 

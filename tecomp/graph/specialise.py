@@ -218,40 +218,60 @@ class SpecialisingLibrary:
         self._needed_by: dict = {}
         #: How many builds were made (cache hits make none).
         self.build_count = 0
-        self._builds: OrderedDict = OrderedDict()  # key -> (GraphLibrary, GraphModule)
+        # key -> (GraphLibrary, GraphModule, the inputs it takes as constants)
+        self._builds: OrderedDict = OrderedDict()
+        # _lock guards the cache and value_inputs, held briefly; _build_lock makes one
+        # build at a time, so no two threads build the same key.
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
 
     @property
     def kernels(self) -> tuple:
         """The kernels of the builds cached now (a build's kernels once each)."""
         with self._lock:
-            return tuple(k for lib, _ in self._builds.values() for k in lib.kernels)
+            return tuple(k for lib, *_ in self._builds.values() for k in lib.kernels)
 
     def module_for(self, arrays: dict) -> tuple:
         """``(GraphModule, bound)``: the executor of the build for ``arrays`` (input name ->
         array, every input, of the declared dtypes) and the names of the inputs it takes
-        as constants (the others are its inputs). Builds it when no cached build fits."""
-        with self._lock:
-            while True:
-                self._check_value_sizes(arrays)
-                key = self._key(arrays)
-                entry = self._builds.get(key)
-                if entry is not None:
-                    self._builds.move_to_end(key)
-                    return entry[1], self.value_inputs
+        as constants (the others are its inputs). Builds it when no cached build fits:
+        one build at a time, while calls whose build is cached go on."""
+        while True:
+            entry = self._cached(arrays)
+            if entry is not None:
+                return entry[1:]
+            with self._build_lock:
+                if self._cached(arrays) is not None:  # built while this call waited
+                    continue
                 try:
                     entry = self._specialise(arrays)
                 except NeedsInputValues as e:
-                    new = tuple(n for n in e.inputs if n not in self.value_inputs)
-                    if not new:  # the frontend asked again for values it was given
-                        raise TecompError(f"model {self.graph.name!r}: {e}") from None
-                    self.value_inputs += new
-                    self._needed_by.update(dict.fromkeys(new, str(e)))
+                    self._add_value_inputs(e)
                     continue
-                self._builds[key] = entry
-                if len(self._builds) > self.cache_size:
-                    self._builds.popitem(last=False)
-                return entry[1], self.value_inputs
+                with self._lock:
+                    self._builds[self._key(arrays)] = entry
+                    if len(self._builds) > self.cache_size:
+                        self._builds.popitem(last=False)
+                return entry[1:]
+
+    def _cached(self, arrays: dict) -> tuple | None:
+        """The cached ``(GraphLibrary, GraphModule, bound)`` of ``arrays``, or None."""
+        self._check_value_sizes(arrays)
+        with self._lock:
+            key = self._key(arrays)
+            entry = self._builds.get(key)
+            if entry is not None:
+                self._builds.move_to_end(key)
+            return entry
+
+    def _add_value_inputs(self, error: NeedsInputValues) -> None:
+        """Make the inputs ``error`` names part of every key from now on."""
+        new = tuple(n for n in error.inputs if n not in self.value_inputs)
+        if not new:  # the frontend asked again for values it was given
+            raise TecompError(f"model {self.graph.name!r}: {error}") from None
+        with self._lock:
+            self.value_inputs += new
+            self._needed_by.update(dict.fromkeys(new, str(error)))
 
     def _check_value_sizes(self, arrays: dict) -> None:
         for name in self.value_inputs:
@@ -282,7 +302,7 @@ class SpecialisingLibrary:
             for ctx in reversed(self._records):
                 pop_context(ctx)
         self.build_count += 1
-        return lib, GraphModule(lib)
+        return lib, GraphModule(lib), tuple(values)
 
     def summary(self) -> str:
         """Says the model is specialised on first run, which node forced it and why, and
@@ -294,11 +314,12 @@ class SpecialisingLibrary:
                  f"{len(self._builds)} cached (at most {self.cache_size})"]
         with self._lock:
             builds = list(self._builds.items())
-        for (shapes, values), (lib, _) in builds:
+        for (shapes, values), (lib, *_) in builds:
             shape_of = dict(zip(self.graph.inputs, shapes))
             key = [f"{n}={np.frombuffer(data, dtype).reshape(shape_of[n]).tolist()}"
                    for n, dtype, data in values]
-            key += [f"{n}{list(s)}" for n, s in shape_of.items() if n not in self.value_inputs]
+            given = {n for n, _, _ in values}
+            key += [f"{n}{list(s)}" for n, s in shape_of.items() if n not in given]
             lines.append(f"  {', '.join(key)}: {len(lib.kernels)} kernels")
         return "\n".join(lines)
 

@@ -272,6 +272,20 @@ def test_a_value_computed_from_no_input_stays_refused_naming_the_node(needs_llvm
         gm(x=np.arange(3))
 
 
+def test_a_pad_value_cast_like_an_input_is_known_once_the_shapes_are(needs_llvm, rng):
+    # Attention's expanded function pads with -inf cast like its mask: the mask's type
+    # counts, not its values, so the import folds the cast once the mask's shape is fixed.
+    model = _model([helper.make_node("CastLike", ["minus_inf", "x"], ["value"]),
+                    helper.make_node("Pad", ["x", "pads", "value"], ["y"], name="pad")],
+                   [("x", F, [2, "n"])], [("y", F)],
+                   [("minus_inf", np.array(-np.inf, "float32")),
+                    ("pads", np.array([0, 1, 0, 2]))])
+    assert value_sources(model.graph, "value", {"x"}) == ()
+    feeds = [{"x": rng.standard_normal((2, n)).astype("float32")} for n in (1, 3, 6)]
+    lib = _runs_as_onnxruntime(model, feeds)
+    assert lib.value_inputs == () and lib.build_count == 3
+
+
 def test_value_sources_stop_at_shape():
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
                     helper.make_node("Add", ["shape", "s"], ["t"]),
