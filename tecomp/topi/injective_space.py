@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .knob_choice import declare_knobs
+
 #: Vector registers in one chunk of the output's vectorized loop.
 VECTORS = (1, 2)
 #: Iterations of the parallel loop one task runs (a split of that loop; 1: no split).
@@ -120,12 +122,4 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
         knobs["parallel"] = [parallel_rule, not parallel_rule]
     if broadcast_producers:
         knobs["materialize"] = [False, True]
-    chosen = {}
-    for name, candidates in knobs.items():
-        cfg.define_knob(name, candidates)
-        # The config of a template whose schedule reaches this one for a part of its
-        # group (a normalization without a normalized op) has no such knob: that knob
-        # keeps the untuned choice.
-        if name in cfg:
-            chosen[name] = cfg[name].val
-    return InjectiveKnobs(**chosen)
+    return InjectiveKnobs(**declare_knobs(cfg, knobs))

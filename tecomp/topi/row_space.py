@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .knob_choice import declare_knobs
+
 #: Rows of the fused parallel loop one task runs (a split of that loop; 1: no split).
 ROWS_PER_TASK = (1, 2, 4, 8, 16)
 #: Vector registers of partial results of a reduction over the innermost axis (the
@@ -99,11 +101,4 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
         knobs["stats_in_row"] = (True, False)
     if accumulator:
         knobs["local_accumulator"] = (False, True)
-    chosen = {}
-    for name, candidates in knobs.items():
-        cfg.define_knob(name, list(candidates))
-        # A config of the operator's own task has no knob for what only a fused group
-        # has (the statistics an epilogue reads): that knob keeps the untuned choice.
-        if name in cfg:
-            chosen[name] = cfg[name].val
-    return RowKnobs(**chosen)
+    return RowKnobs(**declare_knobs(cfg, knobs))

@@ -62,6 +62,18 @@ def test_a_graph_of_symbolic_shapes_has_no_tasks_and_each_kernel_says_why():
     assert all(k.task is None and "symbolic" in k.reason for k in spaces)
 
 
+def _tune_briefly(tasks, log, trials: int, batch_size: int):
+    """A task scheduler that measured ``trials`` random configs of ``tasks`` (each measured
+    once, no final re-measurement) into the log at ``log``."""
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=1, repeat=1,
+                                                                 timeout=30))
+    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
+                                   batch_size=batch_size)
+    sched.tune(trials, option, callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    return sched
+
+
 def _write_record(path, task, config):
     result = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0, time.time())
     log = LogWriter(str(path))
@@ -139,14 +151,8 @@ def test_a_short_tuning_run_of_a_layer_norm_gives_the_record_the_build_uses(
     tasks = autotune.extract_tasks(mod, params, target="llvm")
     # The GELU after it is a group of its own, tuned by the generated space.
     assert [t.name for t in tasks] == ["layer_norm", GROUP_TEMPLATE]
-    tasks = tasks[:1]
     log = tmp_path / "ln.json"
-    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
-                                     runner=autotune.LocalRunner(number=1, repeat=1,
-                                                                 timeout=30))
-    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
-                                   batch_size=3)
-    sched.tune(3, option, callbacks=[autotune.log_to_file(str(log))], remeasure_top=0)
+    sched = _tune_briefly(tasks[:1], log, trials=3, batch_size=3)
     assert sched.tuners[0].best_result is not None
 
     with autotune.apply_history_best(str(log)):
@@ -259,13 +265,7 @@ def test_a_short_tuning_run_of_a_model_gives_the_records_its_build_uses(
     mod, params = from_onnx(model)
     tasks = autotune.extract_tasks(mod, params, target="llvm")
     log = tmp_path / "se.json"
-    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
-                                     runner=autotune.LocalRunner(number=1, repeat=1,
-                                                                 timeout=30))
-    sched = autotune.TaskScheduler(tasks, tuner=lambda t: autotune.RandomTuner(t, seed=0),
-                                   batch_size=2)
-    sched.tune(2 * len(tasks), option, callbacks=[autotune.log_to_file(str(log))],
-               remeasure_top=0)
+    sched = _tune_briefly(tasks, log, trials=2 * len(tasks), batch_size=2)
     assert all(t.best_result is not None for t in sched.tuners)
 
     with autotune.apply_history_best(str(log)):
