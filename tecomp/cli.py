@@ -501,7 +501,7 @@ def _tune_model(ns, out, err) -> int:
 def _invalid_line(tuning) -> str:
     """The summary's count of invalid programs (trials that failed to instantiate, build
     or run) of a tuner or a task scheduler."""
-    return (f"invalid programs: {tuning.n_invalid} of the trials "
+    return (f"invalid programs: {tuning.n_invalid} of {tuning.n_trials} trials "
             f"({tuning.invalid_rate:.1%})")
 
 

@@ -108,15 +108,19 @@ class TaskScheduler:
         return sum(t.n_done for t in self.tuners)
 
     @property
+    def n_trials(self) -> int:
+        """Trials of all tasks in their tuners' histories (``Tuner.n_trials``)."""
+        return sum(t.n_trials for t in self.tuners)
+
+    @property
     def n_invalid(self) -> int:
         """Trials of all tasks whose program failed (``Tuner.n_invalid``)."""
         return sum(t.n_invalid for t in self.tuners)
 
     @property
     def invalid_rate(self) -> float:
-        """``n_invalid`` over the trials of all tasks (0 before any)."""
-        trials = sum(t.n_trials for t in self.tuners)
-        return self.n_invalid / trials if trials else 0.0
+        """``n_invalid`` over ``n_trials`` (0 before any)."""
+        return self.n_invalid / self.n_trials if self.n_trials else 0.0
 
     @property
     def n_disturbed(self) -> int:

@@ -166,5 +166,5 @@ def test_invalid_programs_are_counted_over_the_tasks():
     sched.tune(24, {"builder": FakeBuilder(fail=range(0, 200, 2)), "runner": FakeRunner()},
                remeasure_top=0)
     assert sched.n_invalid == sum(t.n_invalid for t in sched.tuners) > 0
-    assert sched.invalid_rate == sched.n_invalid / 24
+    assert sched.n_trials == 24 and sched.invalid_rate == sched.n_invalid / 24
     assert sched.cost_model is None, "a tuner of one's own brings its own model"
