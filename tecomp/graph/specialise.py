@@ -146,6 +146,7 @@ class SpecialisingGraphModule(GraphModule):
         return gm, {k: v for k, v in arrays.items() if k not in bound}
 
     def run(self) -> None:
+        """Run the build of the inputs this thread set (made first if it is new)."""
         state = self._state
         gm, inputs = self._module(state.inputs, "set")
         for name, value in inputs.items():
@@ -154,15 +155,18 @@ class SpecialisingGraphModule(GraphModule):
         state.module = gm
 
     def get_output(self, index: int) -> np.ndarray:
+        """Output ``index`` of this thread's last :meth:`run` (the build's own array)."""
         if self._state.module is None:
             raise TecompError("get_output before run() (in this thread)")
         return self._state.module.get_output(index)
 
     def profile(self, number: int = 10, repeat: int = 3, in_run: bool = False) -> list:
+        """:meth:`GraphModule.profile` of the build of the inputs this thread set."""
         self.run()
         return self._state.module.profile(number, repeat, in_run)
 
     def __call__(self, **inputs) -> list:
+        """Run the build of ``inputs`` (every input, by name); copies of the outputs."""
         arrays = {name: self._input(name, value, None) for name, value in inputs.items()}
         gm, own = self._module(arrays, "given")
         return gm(**own)
