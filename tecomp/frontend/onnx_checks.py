@@ -1128,6 +1128,7 @@ CHECKS: Mapping = MappingProxyType({
     "TopK": (Axis(), Flag(("largest", "sorted"))),
     # onnxruntime takes a one-element 1-D axis too (the spec: a scalar).
     "CumSum": (InputRank(1, "axis", (0, 1)), Axis(input=1), Flag(("exclusive", "reverse"))),
+    "CumProd": (InputRank(1, "axis", (0, 1)), Axis(input=1), Flag(("exclusive", "reverse"))),
     "OneHot": (Axis(extra=1), InputRank(1, "depth", (0, 1)), OneHotArgs()),
     "LayerNormalization": (Axis(), _STASH_TYPE),
     "RMSNormalization": (Axis(), _STASH_TYPE, SameElementType(

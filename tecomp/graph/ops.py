@@ -384,7 +384,7 @@ _register("global_avg_pool global_max_pool", REDUCE, _global_pool)
 _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2 "
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
-_register("cumsum", OPAQUE, _cumsum)
+_register("cumsum cumprod", OPAQUE, _cumsum)
 _register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)

@@ -161,6 +161,7 @@ from .conv2d_nchwc import (
 from .bitshift import bitshift
 from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .trigonometry import acos, asin, atan
+from .cumulative import cumprod
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
@@ -329,6 +330,7 @@ __all__ = [
     "conv_transpose",
     "cos",
     "cosh",
+    "cumprod",
     "cuda",
     "cumsum",
     "dense",
