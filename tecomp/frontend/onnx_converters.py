@@ -24,6 +24,7 @@ from ..ir import dtype as dtypes
 from ..topi.transform import slice_bounds
 from .onnx_einsum import EquationError, lower_einsum
 from .onnx_quantized import quantized_converters
+from .onnx_rotary import RotaryError, lower_rotary_embedding
 
 
 class ModelError(TecompError, ValueError):
@@ -1005,6 +1006,18 @@ def _einsum(ctx, node, attrs):
     try:
         lower_einsum(ctx, equation, list(node.input), node.output)
     except EquationError as e:
+        ctx.fail(str(e), ModelError)
+
+
+@converter("RotaryEmbedding", 23)
+def _rotary_embedding(ctx, node, attrs):
+    try:
+        lower_rotary_embedding(
+            ctx, node.input[0], node.input[1], node.input[2], _input(node, 3), node.output[0],
+            interleaved=bool(attrs.get("interleaved", 0)),
+            rotary_dim=int(attrs.get("rotary_embedding_dim", 0)),
+            num_heads=int(attrs.get("num_heads", 0)))
+    except RotaryError as e:
         ctx.fail(str(e), ModelError)
 
 
