@@ -52,7 +52,7 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "hypothesis>=6.80", "onnxruntime>=1.17"],
+        "test": ["pytest>=7.4", "pytest-xdist>=3.2", "hypothesis>=6.80", "onnxruntime>=1.17"],
         "cuda": _CUDA,
         "xgboost-gpu": ["xgboost>=2.0"],
         # Tuning on a Dask cluster (autotune.DaskBuilder / DaskRunner, tecomp tune --cluster).

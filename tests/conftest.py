@@ -68,17 +68,16 @@ def planar_layout(monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Run the fuzzer's tests first, its fixed budget of forked cases before them all.
+    """Run the fuzzer's tests before all others.
 
-    The fuzzer forks one process per case. It refuses to while the process runs other
-    Python threads, and tests before it leave idle ones behind (a tqdm progress bar's
-    monitor, a Dask client's event loop); worker threads that native code started (the
-    OpenMP pool of a kernel run in this process, onnxruntime's) are not Python threads and
-    deadlock a forked child that runs a kernel, so the budget runs before any test runs a
-    kernel in this process."""
-    def order(item) -> int:
-        if "test_onnx_fuzz.py" not in item.nodeid:
-            return 2
-        return 0 if "test_a_fixed_budget" in item.nodeid else 1
+    Its harness tests fork one process per case from this process. The fuzzer refuses to
+    fork while the process runs other Python threads, and tests before it leave idle ones
+    behind (a tqdm progress bar's monitor, a Dask client's event loop); worker threads that
+    native code started (the OpenMP pool of a kernel run in this process, onnxruntime's)
+    are not Python threads and deadlock a forked child that runs a kernel. (Its fixed
+    budget runs in an interpreter of its own, so it needs no place in this order.)
 
-    items.sort(key=order)  # stable: each group keeps its order
+    Under pytest-xdist (``-n``, whose default ``--dist load`` sends each worker a run of
+    consecutive tests) the head of this order goes to the first worker before anything
+    else."""
+    items.sort(key=lambda item: "test_onnx_fuzz.py" not in item.nodeid)  # stable
