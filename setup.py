@@ -45,9 +45,10 @@ setup(
         f"xgboost-cpu>=2.1.1; {_CPU_WHEELS}",
         f"xgboost>=2.0; {_NO_CPU_WHEELS}",
         "onnx>=1.15",
-        # numpy's bfloat16 (ml_dtypes.bfloat16) for bfloat16 models and kernels; onnx
+        # numpy's bfloat16 (ml_dtypes.bfloat16) for bfloat16 models and kernels, and the
+        # small types (float8_e8m0fnu, float4_e2m1fn and int2/uint2 from 0.5); onnx
         # depends on it too.
-        "ml_dtypes>=0.4",
+        "ml_dtypes>=0.5",
         "tqdm>=4.60",
         "matplotlib>=3.7",
     ],

@@ -94,14 +94,15 @@ DTYPES = {
     onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool",
     onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16",
     onnx.TensorProto.UINT32: "uint32", onnx.TensorProto.UINT64: "uint64",
-    # The small types: kernels hold their codes, one byte each (tecomp.topi.small_types).
-    onnx.TensorProto.FLOAT8E4M3FN: "float8_e4m3fn",
-    onnx.TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
-    onnx.TensorProto.FLOAT8E5M2: "float8_e5m2", onnx.TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
-    onnx.TensorProto.FLOAT8E8M0: "float8_e8m0fnu", onnx.TensorProto.FLOAT4E2M1: "float4_e2m1fn",
-    onnx.TensorProto.INT4: "int4", onnx.TensorProto.UINT4: "uint4",
-    onnx.TensorProto.INT2: "int2", onnx.TensorProto.UINT2: "uint2",
 }
+# The small types: kernels hold their codes, one byte each (tecomp.topi.small_types). An
+# onnx release older than the type has no name for it.
+DTYPES.update({getattr(onnx.TensorProto, name): dtype for name, dtype in {
+    "FLOAT8E4M3FN": "float8_e4m3fn", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+    "FLOAT8E5M2": "float8_e5m2", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz",
+    "FLOAT8E8M0": "float8_e8m0fnu", "FLOAT4E2M1": "float4_e2m1fn",
+    "INT4": "int4", "UINT4": "uint4", "INT2": "int2", "UINT2": "uint2",
+}.items() if hasattr(onnx.TensorProto, name)})
 
 
 def onnx_dtype(elem_type: int, what: str) -> str:
