@@ -4,7 +4,7 @@ as tables and through models whose sizes are inputs (specialised on their values
 import numpy as np
 import pytest
 from onnx import TensorProto
-from onnx_node_runs import node_model
+from onnx_node_runs import assert_matches_reference, node_model
 from onnx.reference import ReferenceEvaluator
 
 import tecomp
@@ -49,3 +49,45 @@ def test_mel_weight_matrix_equals_the_reference(bins, dft, rate, low, high):
     np.testing.assert_allclose(mel_weight_matrix(bins, dft, rate, np.float32(low),
                                                  np.float32(high)),
                                _reference(model, inputs), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("opset, shape, axis, inverse, onesided, length", [
+    (20, (2, 10, 3, 1), 1, 0, 0, None),     # real input, full spectrum
+    (20, (2, 10, 3, 2), -3, 1, 0, None),    # complex inverse
+    (20, (1, 3, 12, 1), 2, 0, 1, None),     # one-sided
+    (20, (1, 7, 2), 1, 1, 1, None),         # irfft: 12 real points from 7 frequencies
+    (20, (2, 9, 1), 1, 0, 0, 6),            # cut to 6 points
+    (20, (2, 5, 2), 1, 0, 0, 8),            # padded to 8 points
+    (17, (2, 8, 4, 2), None, 0, 0, None),   # the attribute's default axis 1
+])
+def test_dft_matches_the_reference(needs_llvm, rng, opset, shape, axis, inverse, onesided,
+                                   length):
+    x = rng.standard_normal(shape).astype("float32")
+    attrs = {"inverse": inverse, "onesided": onesided}
+    # Inputs x, dft_length and (since 20) axis, in order; a missing length left empty.
+    inputs, consts = {"x": x}, {}
+    if length:
+        consts["length"] = np.array(length, "int64")
+    elif opset >= 20:
+        inputs[""] = None
+    if opset >= 20:
+        consts["axis"] = np.array(axis, "int64")
+    elif axis is not None:
+        attrs["axis"] = axis
+    model = node_model("DFT", inputs, opset, consts=consts, **attrs)
+    assert_matches_reference(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("with_window, onesided", [(True, 1), (False, 0)])
+def test_stft_matches_the_reference(needs_llvm, rng, with_window, onesided):
+    x = rng.standard_normal((2, 40, 1)).astype("float32")
+    # Inputs signal, frame_step, window and frame_length, in order.
+    consts = {"step": np.array(6, "int64")}
+    if with_window:
+        consts["window"] = window("HannWindow", 16, True).astype("float32")
+    else:
+        consts["frame_length"] = np.array(10, "int64")
+    model = node_model("STFT", {"x": x}, 17, consts=consts, onesided=onesided)
+    if not with_window:
+        model.graph.node[0].input.insert(2, "")
+    assert_matches_reference(model, {"x": x}, rtol=1e-4, atol=1e-4)
