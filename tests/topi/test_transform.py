@@ -293,8 +293,13 @@ def test_shapes_that_would_read_out_of_bounds_are_errors():
         transform.concat(x, te.placeholder((2, 4), name="y"), axis=0)
     with pytest.raises(ShapeError, match="must be smaller than its size 3"):
         transform.pad(x, [3, 0, 0, 0], mode="reflect")
-    with pytest.raises(ShapeError, match="more than data's 5"):
+    with pytest.raises(ShapeError, match=r"axis 1 has 6 elements where the data has 5 \(at most"):
         transform.gather_elements(x, te.placeholder((3, 6), dtype="int64", name="i"), axis=0)
+    with pytest.raises(ShapeError, match="axis 1 has 4 elements where the data has 5$"):
+        transform.gather_elements(x, te.placeholder((3, 4), dtype="int64", name="i"), axis=0,
+                                  exact=True)
+    with pytest.raises(ShapeError, match="the parts of the split add up to 2 where axis 0 has 3"):
+        transform.slice(x, [0], [2], axes=[0], to_axis_end=True)
     with pytest.raises(ShapeError, match="2 indices per element do not fit the 1 axes"):
         transform.gather_nd(x, te.placeholder((3, 2), dtype="int64", name="i"), batch_dims=1)
     with pytest.raises(ShapeError, match="blocks of 2 x 2"):
