@@ -221,6 +221,10 @@ def whisper_encoder():
 MODELS = {"bert": bert, "gpt2": gpt2, "gpt2_past": gpt2_past, "distilbert": distilbert,
           "vit": vit, "llama_past": llama_past, "whisper_encoder": whisper_encoder,
           "t5_encoder": t5_encoder}
+# Later opsets the dynamo exporter also writes a model at, where it writes other nodes:
+# at 23, LLaMA's RMSNorm and rotary embeddings become RMSNormalization and
+# RotaryEmbedding (``<name>_dynamo_opset23.onnx``).
+LATER_OPSETS = {"llama_past": (23,)}
 
 
 # ---- CNNs ---------------------------------------------------------------------------------
@@ -417,23 +421,29 @@ CNNS = {
 MODELS.update(CNNS)
 
 
-def export(name: str, out_dir: str, exporter: str = "torchscript") -> str:
+def export(name: str, out_dir: str, exporter: str = "torchscript",
+           opset: int | None = None) -> str:
     """Export model ``name`` of :data:`MODELS` with ``exporter`` (a key of
-    :data:`OPSETS`) to ``out_dir/<name>.onnx`` (TorchScript) or
-    ``out_dir/<name>_dynamo.onnx``; returns the path."""
+    :data:`OPSETS`) at its opset to ``out_dir/<name>.onnx`` (TorchScript) or
+    ``out_dir/<name>_dynamo.onnx``, or at ``opset`` to ``<name>_<exporter>_opset<N>.onnx``;
+    returns the path."""
     torch.manual_seed(0)
     model, args, inputs, outputs, dynamic_axes = MODELS[name]()
     model.eval()
     dynamo = exporter == "dynamo"
-    path = os.path.join(out_dir, f"{name}_dynamo.onnx" if dynamo else f"{name}.onnx")
+    stem = f"{name}_dynamo" if dynamo else name
+    if opset is not None:
+        stem = f"{name}_{exporter}_opset{opset}"
+    path = os.path.join(out_dir, f"{stem}.onnx")
     # The dynamo exporter keeps the weights inside the file (they are tiny) and takes
     # torch.export's dynamic shapes.
     options = ({"external_data": False,
                 "dynamic_shapes": _dynamic_shapes(model, inputs, dynamic_axes)} if dynamo
                else {"do_constant_folding": True, "dynamic_axes": dynamic_axes})
     with torch.no_grad():
-        torch.onnx.export(model, args, path, dynamo=dynamo, opset_version=OPSETS[exporter],
-                          input_names=inputs, output_names=outputs, **options)
+        torch.onnx.export(model, args, path, dynamo=dynamo,
+                          opset_version=opset or OPSETS[exporter], input_names=inputs,
+                          output_names=outputs, **options)
     if dynamo:
         _drop_node_metadata(path)
     return path
@@ -475,8 +485,10 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     for name in args.only or MODELS:
         for exporter in args.exporter or OPSETS:
-            path = export(name, args.out, exporter)
-            print(f"{path}: {os.path.getsize(path) / 1024:.0f} KiB")
+            opsets = LATER_OPSETS.get(name, ()) if exporter == "dynamo" else ()
+            for opset in (None, *opsets):
+                path = export(name, args.out, exporter, opset)
+                print(f"{path}: {os.path.getsize(path) / 1024:.0f} KiB")
     return 0
 
 
