@@ -8,7 +8,8 @@ consecutive elements there).
 The quantized types are the 8- and 16-bit integers and the small types but
 ``float8_e8m0fnu`` (:data:`QUANTIZED_TYPES`); the small ones convert through
 :mod:`.small_types`. A float8 type's zero point must be 0 and is not read (ONNX); a
-``float4_e2m1fn`` zero point is added as a value.
+``float4_e2m1fn`` zero point is a value, added and subtracted as ONNX's formulas say
+(onnx's reference evaluator leaves it out of DequantizeLinear).
 """
 
 from __future__ import annotations
