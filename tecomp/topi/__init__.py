@@ -77,9 +77,12 @@ Transforms (injective), schedule ``schedule_injective``:
     trilu(k=0, upper=1), one_hot(depth, values=(0, 1), axis=-1, dtype="float32")
     (indices; ``depth`` an int, ``values`` = (off, on)).
 Quantization, schedule ``schedule_injective``:
-    quantize_linear(axis=1, dtype="uint8") (x, scale, zero_point=None; output in the
-    zero point's dtype, uint8 or int8), dequantize_linear(axis=1) (x, scale,
-    zero_point=None); scale and zero point per tensor (0-d or 1 element) or per axis.
+    quantize_linear(axis=1, dtype="uint8", saturate=True, block_size=0) (x, scale,
+    zero_point=None; output in the zero point's dtype: 8- or 16-bit integers or a small
+    type), dequantize_linear(axis=1, block_size=0) (x, scale, zero_point=None); scale and
+    zero point per tensor (0-d or 1 element), per axis or per block. The small types
+    (float8, float4, int4, int2) convert by :mod:`tecomp.topi.small_types` (decode,
+    encode, convert), which cast and the quantizations share.
     Integer products of 8-bit operands with int32 accumulation (:mod:`tecomp.topi.qnn`,
     templates ``qnn_matmul`` and ``qnn_conv2d``): compute_qnn_matmul(cfg, A, B, a_zero,
     b_zero), compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides, padding,
