@@ -327,7 +327,7 @@ def _tune_op(ns, out, err) -> int:
         print(f"tecomp: appending to existing log {output} (use --resume to skip its "
               f"configs)", file=err)
 
-    print(f"task {task.name}{task.args} on {task.target}: {len(task.config_space)} configs, "
+    print(f"task {task.label} on {task.target}: {len(task.config_space)} configs, "
           f"{task.flop / 1e9:.3f} GFLOP", file=err)
     near = shipped_candidates(task)
     if near:
@@ -347,7 +347,7 @@ def _tune_op(ns, out, err) -> int:
     finally:
         bar.close()
     if ns.plot and tuner.history:
-        _plot(ns.plot, tuner, f"{task.name}{task.args}\n{task.target} on {_cpu_name(target)}")
+        _plot(ns.plot, tuner, f"{task.label}\n{task.target} on {_cpu_name(target)}")
         print(f"tuning curve written to {ns.plot}", file=err)
     trials = [r for _, r in tuner.history if r.stage == "trial"]
     if interrupted:
@@ -437,7 +437,7 @@ def _tune_model(ns, out, err) -> int:
     option = _cluster_option(ns, [target]) if ns.cluster else None
     runner = None if option else _measure_runner(ns, target)
     for task in tasks:
-        print(f"task {task.name}{task.args}: weight {task.weight}, "
+        print(f"task {task.label}: weight {task.weight}, "
               f"{len(task.config_space)} configs, {task.flop / 1e9:.4f} GFLOP", file=err)
     # Small budgets still give every task its warm-up batch.
     batch = max(1, min(8, ns.trials // len(tasks)))
@@ -487,7 +487,7 @@ def _tune_model(ns, out, err) -> int:
         return 1
     for i, tuner in enumerate(sched.tuners):
         task = tuner.task
-        print(f"{task.name}{task.args} x{task.weight}: {tuner.n_done} trials, "
+        print(f"{task.label} x{task.weight}: {tuner.n_done} trials, "
               f"{_untuned_cost(tuner) * 1e3:.4f} ms untuned -> "
               f"{sched.best_cost(i) * 1e3:.4f} ms", file=out)
     untuned = sum(t.task.weight * _untuned_cost(t) for t in sched.tuners)

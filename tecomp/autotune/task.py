@@ -44,9 +44,10 @@ TEMPLATES: dict[str, Template] = {}
 class Template:
     """A registered tunable template; calling it returns ``(schedule, tensors)``."""
 
-    def __init__(self, name: str, func):
+    def __init__(self, name: str, func, label=None):
         self.name = name
         self.func = func
+        self._label = label
         self.__doc__ = func.__doc__
         self.__name__ = getattr(func, "__name__", name)
         self.__wrapped__ = func
@@ -72,6 +73,11 @@ class Template:
             values = tuple(args)
         return canonical_args(values)
 
+    def label(self, args: tuple) -> str:
+        """A one-line name of the workload ``args`` for summaries and logs: the template's
+        own ``label`` function if it has one, else ``name(args)``."""
+        return self._label(args) if self._label is not None else f"{self.name}{args}"
+
     def __repr__(self):
         return f"Template({self.name!r})"
 
@@ -93,8 +99,10 @@ def _run_with_config(func, args, cfg):
         st.cfg = saved
 
 
-def template(name: str):
-    """Register a tunable template under ``name`` (a decorator).
+def template(name: str, label=None):
+    """Register a tunable template under ``name`` (a decorator); ``label(args) -> str``,
+    if given, names a workload in one line where its arguments are long (a fused group's
+    description).
 
     Examples
     --------
@@ -112,7 +120,7 @@ def template(name: str):
         raise TemplateError(f"template name must be a non-empty string, got {name!r}")
 
     def deco(func):
-        t = Template(name, func)
+        t = Template(name, func, label)
         TEMPLATES[name] = t
         return t
 
@@ -341,6 +349,11 @@ class Task:
     def _run(self, cfg):
         with self.target:
             return _run_with_config(self.template.func, self.args, cfg)
+
+    @property
+    def label(self) -> str:
+        """The workload in one line, for summaries (:meth:`Template.label`)."""
+        return self.template.label(self.args)
 
     def __repr__(self):
         return f"Task({self.name!r}, args={self.args}, target={str(self.target)!r})"

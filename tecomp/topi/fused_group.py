@@ -61,7 +61,17 @@ def _check(inputs, nodes, anchor, output) -> None:
                             f"{len(inputs)} .. {n_values - 1}")
 
 
-@template(GROUP_TEMPLATE)
+def group_label(args) -> str:
+    """``fused_group[transpose,add,relu] of float32 1x64x56x56, 1x64x1x1``: the group's
+    operators in order and its inputs, where the whole description would fill a screen."""
+    inputs, nodes, _, _ = args
+    ops = ",".join(op for op, _, _ in nodes)
+    shapes = ", ".join("x".join(map(str, shape)) or "scalar" for shape, _ in inputs)
+    dtypes = "/".join(sorted({dtype for _, dtype in inputs}))
+    return f"{GROUP_TEMPLATE}[{ops}] of {dtypes} {shapes}"
+
+
+@template(GROUP_TEMPLATE, label=group_label)
 def fused_group(inputs, nodes, anchor, output):
     """Tunable fused group (see :mod:`tecomp.topi.fused_group`): the group's computes
     from the strategy of the current target's kind, scheduled by its anchor's schedule

@@ -102,3 +102,13 @@ def test_importing_the_autotuner_registers_the_built_in_templates(imports):
     # it by name (tecomp.BUILTIN_TEMPLATES), so every way of importing finds them.
     assert _python(f"{imports}\n"
                    "print(autotune.create_task('matmul', (8, 8, 8), 'llvm').name)") == "matmul"
+
+
+def test_a_task_label_is_its_template_label_or_name_and_args():
+    from tecomp.topi.fused_group import GROUP_TEMPLATE
+
+    assert autotune.create_task("matmul", (64, 48, 32)).label == "matmul(64, 48, 32, 'float32')"
+    group = ((((1, 8, 4), "float32"), ((1, 8, 1), "float32")),
+             (("multiply", (), (0, 1)), ("relu", (), (2,))), 0, 3)
+    task = autotune.create_task(GROUP_TEMPLATE, group)
+    assert task.label == "fused_group[multiply,relu] of float32 1x8x4, 1x8x1"
