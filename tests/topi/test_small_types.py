@@ -19,6 +19,8 @@ from tecomp.errors import CodegenError, DTypeError
 from tecomp.ir import dtype as dt
 from tecomp.topi import small_types
 
+import util
+
 FLOATS = list(small_types.FLOATS)
 INTEGERS = list(small_types.INTEGERS)
 
@@ -223,3 +225,36 @@ def test_misuse_is_a_clear_error():
     y = te.compute((4,), lambda i: q[i].astype("float32"), name="y")
     with pytest.raises(CodegenError, match="converted by tecomp.topi.small_types"):
         tecomp.build(te.create_schedule(y.op), [q, y], target="llvm")
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2fnuz", "float8_e8m0fnu",
+                                   "int4"])
+def test_cuda_kernels_encode_and_decode(dtype, cuda_target):
+    """Compiled by NVRTC, run on the GPU or simulated without one."""
+    n = 256
+    a = te.placeholder((n,), dtype="float32", name="a")
+    q = te.compute((n,), lambda i: small_types.encode(a[i], dtype, saturate=False), name="q")
+    b = te.compute((n,), lambda i: small_types.decode(q[i]), name="b")
+    s = te.create_schedule(b.op)
+    for t in (q, b):
+        blocks, threads = s[t].split(t.op.axis[0], factor=64)
+        s[t].bind(blocks, te.thread_axis("blockIdx.x"))
+        s[t].bind(threads, te.thread_axis("threadIdx.x"))
+    run = util.compile_schedule(s, [a, q, b], target=cuda_target)
+    x = (np.random.default_rng(0).standard_normal(n) * 100).astype(np.float32)
+    x[:4] = [np.nan, np.inf, -0.0, 1e6]
+    got_q, got_b = np.empty(n, dt.numpy_dtype(dtype)), np.empty(n, b.dtype)
+    run(x, got_q, got_b)
+    want = (onnx.numpy_helper.to_float8e8m0(x, False, "up") if dtype == "float8_e8m0fnu"
+            else _onnx_cast(x, dtype, False))
+    np.testing.assert_array_equal(_codes(got_q), _codes(want))
+    np.testing.assert_array_equal(got_b, want.astype(b.dtype))
+
+
+def test_cuda_refuses_a_plain_cast_of_a_small_type(cuda_target):
+    q = te.placeholder((64,), dtype="int4", name="q")
+    y = te.compute((64,), lambda i: q[i].astype("int32"), name="y")
+    s = te.create_schedule(y.op)
+    s[y].bind(y.op.axis[0], te.thread_axis("threadIdx.x"))
+    with pytest.raises(CodegenError, match="converted by tecomp.topi.small_types"):
+        tecomp.build(s, [q, y], target=cuda_target)

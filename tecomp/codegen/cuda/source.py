@@ -40,6 +40,8 @@ C_TYPES = {
     "int64": "long long", "uint64": "unsigned long long", "float16": "half",
     "float32": "float", "float64": "double",
 }
+# The small types are their codes, one byte (converted by tecomp.topi.small_types).
+C_TYPES.update({name: "unsigned char" for name in dt.SMALL})
 
 #: Vector types by (dtype, lanes) for vectorized copies.
 VECTOR_TYPES = {
@@ -217,6 +219,9 @@ class KernelEmitter:
     def e_Cast(self, e):
         v = self.expr(e.value)
         src, dst = e.value.dtype, e.dtype
+        if dt.is_small(src) or dt.is_small(dst):
+            raise CodegenError(f"no conversion from {src} to {dst} ({e}): a small type is "
+                               f"converted by tecomp.topi.small_types, not a Cast")
         if dst == "float16":
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":
