@@ -83,6 +83,7 @@ import numpy as np
 
 from .. import te
 from ..autotune import get_config, template
+from ..ir.arith import simplify_size
 from ..runtime import aligned
 from . import cpu_tiling
 from .group import find_anchor, group_output, inline_epilogue
@@ -99,7 +100,11 @@ def _pads(padding):
 
 
 def _out_size(size, k, stride, lo, hi, dil):
-    return (size + lo + hi - dil * (k - 1) - 1) // stride + 1
+    """An output length; a symbolic one simplified, so that it is the expression an
+    elementwise epilogue over the graph's type of the output has (``height``, not
+    ``height + 1 + 1 - 2 - 1 + 1``)."""
+    out = (size + lo + hi - dil * (k - 1) - 1) // stride + 1
+    return out if isinstance(size, int) else simplify_size(out)
 
 
 def _ceil_div(a, b):
@@ -110,28 +115,40 @@ def _divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _batch(dim):
-    """The batch size: an int, or the expression of a symbolic size (one kernel serves
-    every batch; nothing else about the convolution depends on it)."""
+def _size(dim):
+    """A batch, height or width: an int, or the expression of a symbolic size (one kernel
+    serves every size; only loop bounds and the padding tests depend on it)."""
     value = getattr(dim, "value", dim)
     return int(value) if isinstance(value, (int, np.integer)) else dim
 
 
+# Tiles along a symbolic output height or width are chosen as if it were this size, whose
+# divisors are the usual tile candidates (224 = 2^5 * 7: 4, 7, 8, 14, 16, 28, 32), so no
+# candidate wins for dividing it; the computes pad the output to whole tiles, so any tile
+# serves any size.
+_SYMBOLIC_EXTENT = 224
+
+
+def _nominal(size) -> int:
+    """``size`` where it is an int, else :data:`_SYMBOLIC_EXTENT`: what tile choices see."""
+    return size if isinstance(size, int) else _SYMBOLIC_EXTENT
+
+
 def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
-    N = _batch(data_shape[0])
-    C, H, W = (int(getattr(s, "value", s)) for s in data_shape[1:])
+    N, H, W = (_size(data_shape[i]) for i in (0, 2, 3))
+    C = int(getattr(data_shape[1], "value", data_shape[1]))
     K, KC, R, S = (int(s) for s in kernel_shape)
     sh, sw = (int(s) for s in strides)
     dh, dw = (int(d) for d in dilation)
     pads = _pads(padding)
     OH = _out_size(H, R, sh, pads[0], pads[2], dh)
     OW = _out_size(W, S, sw, pads[1], pads[3], dw)
-    if min(C, H, W, K, KC, R, S, sh, sw, dh, dw) < 1 or min(pads) < 0 or (
-            isinstance(N, int) and N < 1):
+    static = [d for d in (N, H, W) if isinstance(d, int)]
+    if min(C, K, KC, R, S, sh, sw, dh, dw, *static) < 1 or min(pads) < 0:
         raise ValueError(f"{what}: shapes, strides and dilation must be positive, padding >= 0 "
                          f"(data {tuple(data_shape)}, kernel {tuple(kernel_shape)}, "
                          f"strides {tuple(strides)}, padding {pads}, dilation {tuple(dilation)})")
-    if OH < 1 or OW < 1:
+    if any(isinstance(d, int) and d < 1 for d in (OH, OW)):
         raise ValueError(f"{what}: the kernel {R}x{S} (dilation {dh}x{dw}) does not fit the "
                          f"padded input {H}x{W} (padding {pads}): empty output")
     return N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW
@@ -139,24 +156,29 @@ def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
 
 def _inside_padding(y, x, H, W, Hp, Wp, top, left) -> list:
     """Conditions under which padded position (y, x) holds a real input element; only the
-    borders that exist are tested."""
+    borders that exist are tested (with a symbolic size, the far border always is)."""
     conds = []
     if top:
         conds.append(y >= top)
-    if Hp > H + top:
+    if _may_exceed(Hp, H + top):
         conds.append(y < H + top)
     if left:
         conds.append(x >= left)
-    if Wp > W + left:
+    if _may_exceed(Wp, W + left):
         conds.append(x < W + left)
     return conds
+
+
+def _may_exceed(a, b) -> bool:
+    """Whether ``a > b`` may hold: decided for ints, assumed for symbolic sizes."""
+    return a > b if isinstance(a, int) and isinstance(b, int) else True
 
 
 def _pack_data(data, bn, Hp, Wp, pads, name="data_vec", channel_of=None):
     """``data`` [N, C, H, W] as [N, ceil(C'/bn), Hp, Wp, bn]: zero padding of ``pads`` (top,
     left) and up to Hp x Wp; channel ``j`` of the blocked tensor is input channel
     ``channel_of(j)`` (identity by default; C' = C); channels past C' are zero."""
-    N, C = _batch(data.shape[0]), int(data.shape[1].value)
+    N, C = _size(data.shape[0]), int(data.shape[1].value)
     chans = C if channel_of is None else channel_of[1]
     of = (lambda j: j) if channel_of is None else channel_of[0]
 
@@ -173,7 +195,7 @@ def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
     """``data[n, c, y - top, x - left]`` where (y, x) is inside the input and the extra
     conditions ``also`` hold, else 0; (y, x) ranges over ``Hp x Wp`` positions of the
     padded input."""
-    H, W = (int(s.value) for s in data.shape[2:])
+    H, W = (_size(s) for s in data.shape[2:])
     top, left = pads[0], pads[1]
     conds = _inside_padding(y, x, H, W, Hp, Wp, top, left) + list(also)
     # No clamping: the code generator evaluates a load under if_then_else only where the
@@ -245,6 +267,9 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     call it; a template whose kernel input is blocked calls it first, for the blocking."""
     (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         data_shape, kernel_shape, strides, padding, dilation, "conv2d")
+    # A symbolic plane has no static size for the whole-plane accumulator of "oc_plane".
+    static_plane = all(isinstance(d, int) for d in (OH, OW))
+    H, W, OH, OW = (_nominal(d) for d in (H, W, OH, OW))
     lanes = fp32_lanes()
     ic, oc, ow, oh = _conv_candidates(C, K, OH, OW, lanes)
     cfg.define_split("tile_ic", C, num_outputs=2, policy="candidate",
@@ -259,7 +284,8 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     # A whole output plane as the accumulator is offered where one of the smallest
     # channel blocks fits twice over (a larger block is the tuner's to measure).
     cfg.define_knob("order", ["oc_oh", "oh_oc"]
-                    + (["oc_plane"] if _plane_fits(2 * OH, OW, min(oc)) else []))
+                    + (["oc_plane"] if static_plane and _plane_fits(2 * OH, OW, min(oc))
+                       else []))
     gemm = _is_pointwise(R, S, sh, sw, pads)
     cfg.define_knob("data_layout", ["nchwc", "nchw"] + (["gemm"] if gemm else []))
     if gemm:
@@ -317,9 +343,9 @@ def _check_channels(what, data_shape, kernel_shape):
 
 
 def _shape_of(t):
-    """A conv operand's shape as ints, but a symbolic batch (a data tensor's leading
-    dimension) kept as its expression."""
-    return (_batch(t.shape[0]),) + tuple(int(getattr(d, "value", d)) for d in t.shape[1:])
+    """A conv operand's shape as ints, but symbolic sizes (a data tensor's batch, height
+    and width) kept as their expressions."""
+    return tuple(_size(d) for d in t.shape)
 
 
 def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
@@ -721,6 +747,7 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
         )
         out = te.compute((N, K, OH, OW), lambda n, k, y, x: dense[n, k, y, x * sw],
                          name="depthwise", tag="depthwise_conv2d")
+    OH, OW = _nominal(OH), _nominal(OW)
     cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in DEPTHWISE_WIDTHS if r <= OW] or [[-1, 1]])
     cfg.define_split("tile_h", OH, num_outputs=2, policy="candidate",
