@@ -27,6 +27,7 @@ from collections.abc import Callable
 from ..errors import TecompError
 from ..ir.arith import prefer_unclamped
 from ..topi.quantize import QUANTIZED_TYPES
+from ..topi.resize import scaled_size
 from ..topi.transform import range_length, slice_bounds, slice_extent
 from . import dims
 from .dim_checks import DimCheck
@@ -385,6 +386,17 @@ _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 re
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
 _register("cumsum cumprod", OPAQUE, _cumsum)
+
+
+def _grid_sample(node, ts):
+    x, grid = ts
+    if len(grid.shape) != len(x.shape) or grid.shape[-1] != len(x.shape) - 2:
+        _fail(node, f"grid {_shape_text(grid.shape)} must be [N, out..., "
+                    f"{len(x.shape) - 2}] for data {_shape_text(x.shape)}")
+    return [TensorType(x.dtype, tuple(x.shape[:2]) + tuple(grid.shape[1:-1]))]
+
+
+_register("grid_sample", OPAQUE, _grid_sample)
 _register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)
@@ -454,7 +466,10 @@ def _concatenate(node, ts):
             _fail(node, "inputs must share rank and dtype; got "
                   + ", ".join(f"{u.dtype}{_shape_text(u.shape)}" for u in ts))
         for i in range(rank):
-            if i != axis and not dims.equal(t.shape[i], ts[0].shape[i]):
+            a, b = t.shape[i], ts[0].shape[i]
+            # Sizes that may agree (a U-Net's skip of height // 2 rows beside an upsampled
+            # height // 4 * 2) are checked when they are bound (_concatenate_checks).
+            if i != axis and not (dims.equal(a, b) or dims.may_equal(a, b)):
                 _fail(node, "inputs differ outside the concatenation axis: "
                       + ", ".join(_shape_text(u.shape) for u in ts))
         total = dims.normalize(total + t.shape[axis])
@@ -463,6 +478,18 @@ def _concatenate(node, ts):
     if rank == 1 and all(t.content is not None for t in ts):
         content = tuple(d for t in ts for d in t.content)
     return [TensorType(ts[0].dtype, shape, content)]
+
+
+def _concatenate_checks(node, types) -> list:
+    """Every input's sizes off the concatenation axis equal the first input's, where type
+    inference could not prove it."""
+    first = types[node.inputs[0]].shape
+    axis = node.attrs.get("axis", 0) % len(first)
+    return [DimCheck(node.name or node.op, node.op, value, i, got, first[i], "==",
+                     "the first input has")
+            for value in node.inputs[1:]
+            for i, got in enumerate(types[value].shape)
+            if i != axis and not dims.equal(got, first[i])]
 
 
 def _shape_of(node, ts):
@@ -666,15 +693,10 @@ def _resize(node, ts):
         _fail(node, f"needs scales or sizes with one entry per axis of {_shape_text(x.shape)}")
     if sizes is not None:
         return [TensorType(x.dtype, tuple(sizes))]
-    shape = []
-    for d, sc in zip(x.shape, scales):
-        if not dims.is_static(d):
-            if sc != 1.0:
-                _fail(node, f"scaling the symbolic dimension {dims.to_text(d)} is not supported")
-            shape.append(d)
-        else:
-            shape.append(int(d * sc))
-    return [TensorType(x.dtype, tuple(shape))]
+    if any(sc <= 0 for sc in scales):
+        _fail(node, f"scales {list(scales)} must be positive")
+    return [TensorType(x.dtype, tuple(dims.normalize(scaled_size(d, sc))
+                                      for d, sc in zip(x.shape, scales)))]
 
 
 def _arange(node, ts):
@@ -715,9 +737,9 @@ _register("trilu", INJECTIVE, _same)
 _register("arange", INJECTIVE, _arange)
 _register("full", INJECTIVE, _full)
 _register("transpose", INJECTIVE, _transpose)
-_register("concat", INJECTIVE, _concatenate)
+_register("concat", INJECTIVE, _concatenate, dim_checks=_concatenate_checks)
 # A concat computed in place (``tecomp.graph.storage.CONCAT_VIEW``), typed as one.
-_register("concat_view", INJECTIVE, _concatenate)
+_register("concat_view", INJECTIVE, _concatenate, dim_checks=_concatenate_checks)
 _register("gather", INJECTIVE, _gather)
 _register("slice", INJECTIVE, _slice, dim_checks=_slice_checks)
 _register("pad", INJECTIVE, _pad)

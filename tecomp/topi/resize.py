@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from .. import te
 from ..errors import ShapeError
 from ..ir import expr as E
@@ -28,6 +30,20 @@ def _source_coordinate(o, scale, in_size, out_size, mode):
     if mode == "asymmetric":
         return of / scale
     return (of + 0.5) / scale  # tf_half_pixel_for_nn
+
+
+def scaled_size(size, scale: float):
+    """ONNX Resize's output length for an input length ``size`` and a ``scale``:
+    ``floor(size * scale)``, an int where ``size`` is one; for a symbolic size the same
+    floor in integer arithmetic, ``size * p // q`` with ``p / q`` the scale as an exact
+    fraction (a binary float is one), so the graph's type rule and the kernel give one
+    expression: ``height * 2`` for a scale of 2, ``height // 2`` for 0.5."""
+    static = const_int(size) if isinstance(size, E.PrimExpr) else int(size)
+    if static is not None:
+        return int(static * scale)
+    ratio = Fraction(scale)
+    scaled = size * ratio.numerator
+    return scaled if ratio.denominator == 1 else scaled // ratio.denominator
 
 
 def _nearest(c, in_size, mode):
@@ -84,11 +100,7 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
         sw = out_w.astype("float32") / in_w.astype("float32")
     else:
         sh, sw = (float(v) for v in given[-2:])
-        out_h = (in_h.astype("float32") * sh).astype("int32")
-        out_w = (in_w.astype("float32") * sw).astype("int32")
-        if const_int(in_h) is not None and const_int(in_w) is not None:
-            out_h = E.IntImm(int(const_int(in_h) * sh))
-            out_w = E.IntImm(int(const_int(in_w) * sw))
+        out_h, out_w = (E.as_expr(scaled_size(d, sc)) for d, sc in ((in_h, sh), (in_w, sw)))
         sh, sw = te.const(sh), te.const(sw)
     ctm = coordinate_transformation_mode
 
