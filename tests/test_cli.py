@@ -342,3 +342,20 @@ def test_model_summary_compares_the_default_from_the_tuned_costs_rounds():
     assert cli._untuned_cost(SimpleNamespace(task=task, history=history)) == 3e-3
     history.append((default, result(2e-3, "final")))
     assert cli._untuned_cost(SimpleNamespace(task=task, history=history)) == 2e-3
+
+
+def test_tune_a_model_by_default_shares_one_cost_model_and_counts_invalid_programs(
+        needs_llvm, tmp_path, capsys, monkeypatch):
+    shared = []
+    real = autotune.TaskScheduler.tune
+
+    def tune(sched, *args, **kw):
+        shared.append(sched.cost_model)
+        return real(sched, *args, **kw)
+
+    monkeypatch.setattr(autotune.TaskScheduler, "tune", tune)
+    model = _save_model(tmp_path, onnx_models.conv_bn_relu_pool_gemm(batch=1))
+    assert cli.main(["tune", model, "--trials", "8", "--seed", "0", "--number", "1",
+                     "--repeat", "1", "--output", str(tmp_path / "m.json")]) == 0
+    assert isinstance(shared[0], autotune.SharedCostModel)
+    assert "invalid programs: 0 of 8 trials (0.0%)" in capsys.readouterr().out
