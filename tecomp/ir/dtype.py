@@ -85,14 +85,17 @@ def is_bool(dtype: str) -> bool:
     return dtype == "bool"
 
 
-def _no_range(dtype: str) -> None:
+def refuse_small(dtype: str, what: str) -> None:
+    """Raise a ``DTypeError`` naming ``what`` where ``dtype`` is a small type: a kernel
+    holds those as codes, with no constants, conversions or arithmetic of their own."""
     if is_small(dtype):
-        raise DTypeError(f"{dtype} is a small type, held as its code: it has no constants "
-                         f"or arithmetic in a kernel; convert with tecomp.topi.small_types")
+        raise DTypeError(f"{what}: {dtype} is a small type, held as its code: a kernel has "
+                         f"no constants, casts or arithmetic of it; convert with "
+                         f"tecomp.topi.small_types")
 
 
 def max_value(dtype: str):
-    _no_range(dtype)
+    refuse_small(dtype, "max_value")
     k, b = _DTYPES[dtype]
     if dtype == "bfloat16":
         return 3.3895313892515355e38  # float32's exponent range, 8 significant bits
@@ -106,7 +109,7 @@ def max_value(dtype: str):
 
 
 def min_value(dtype: str):
-    _no_range(dtype)
+    refuse_small(dtype, "min_value")
     k, b = _DTYPES[dtype]
     if k == "float":
         return -max_value(dtype)

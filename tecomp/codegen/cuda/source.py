@@ -189,6 +189,7 @@ class KernelEmitter:
         return self.var(e)
 
     def e_IntImm(self, e):
+        dt.refuse_small(e.dtype, f"constant {e.value}")
         if e.dtype == "bool":
             return "true" if e.value else "false"
         suffix = {"int64": "LL", "uint64": "ULL", "uint32": "U"}.get(e.dtype, "")
@@ -219,9 +220,8 @@ class KernelEmitter:
     def e_Cast(self, e):
         v = self.expr(e.value)
         src, dst = e.value.dtype, e.dtype
-        if dt.is_small(src) or dt.is_small(dst):
-            raise CodegenError(f"no conversion from {src} to {dst} ({e}): a small type is "
-                               f"converted by tecomp.topi.small_types, not a Cast")
+        for d in (src, dst):
+            dt.refuse_small(d, f"cast {e}")
         if dst == "float16":
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":

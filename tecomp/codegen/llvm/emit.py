@@ -169,9 +169,8 @@ class Emitter:
     def ev_Cast(self, e):
         v = self.builder.mat(self.ev(e.value))
         src, dst = e.value.dtype, e.dtype
-        if dt.is_small(src) or dt.is_small(dst):
-            raise CodegenError(f"no conversion from {src} to {dst} ({e}): a small type is "
-                               f"converted by tecomp.topi.small_types, not a Cast")
+        for d in (src, dst):
+            dt.refuse_small(d, f"cast {e}")
         # bfloat16 converts through float32 both ways (see bfloat.py).
         if src == "bfloat16" and dst != src:
             v, src = self.bfloat.widen(v), "float32"
@@ -207,6 +206,7 @@ class Emitter:
         x, y = b.unify(x, y)
         d = e.dtype
         t = type(e)
+        dt.refuse_small(d, f"{t.__name__} {e}")
         vt, n = x.vty, x.lanes
         if d == "bfloat16":  # in float32, rounded once
             bf = self.bfloat
@@ -287,6 +287,7 @@ class Emitter:
         d = e.a.dtype
         if t in (E.And, E.Or):
             return self._logical(e)
+        dt.refuse_small(d, f"{t.__name__} {e}")
         if d in SIGNED_INT:
             x, y = self.index.ev(e.a), self.index.ev(e.b)
             if (

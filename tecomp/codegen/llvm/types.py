@@ -101,6 +101,7 @@ def bfloat16_bits(value: float) -> int:
 
 
 def const(value, dtype: str) -> str:
+    dt.refuse_small(dtype, f"constant {value}")
     if dtype == "bfloat16":
         bits = bfloat16_bits(float(value))
         return str(bits - (1 << 16) if bits >= 1 << 15 else bits)
