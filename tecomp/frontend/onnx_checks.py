@@ -1217,7 +1217,6 @@ CHECKS: Mapping = MappingProxyType({
     "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
         ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
          "upper_edge_hertz"))),
-    "RotaryEmbedding": (Flag(("interleaved",)),),
     "Attention": (Flag(("is_causal",)), Positive(("q_num_heads", "kv_num_heads")),
                   OneOf("qk_matmul_output_mode", (0, 1, 2, 3)), PositiveFloat(("scale",)),
                   AttentionHeads(), SameElementType(

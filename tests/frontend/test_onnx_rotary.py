@@ -9,7 +9,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import tecomp
-from tecomp.errors import OnnxSpecError
 from tecomp.frontend import ModelError, from_onnx
 
 HEADS, HEAD_SIZE, MAX_POS = 2, 8, 32
@@ -80,9 +79,3 @@ def test_the_rotation_is_elementwise_around_the_gathers():
 def test_malformed_nodes_are_refused_naming_the_argument(x_shape, cache_shape, attrs, match):
     with pytest.raises(ModelError, match=r"node 'rope': " + match):
         from_onnx(_rotary(x_shape, cache_shape, **attrs))
-
-
-def test_interleaved_is_a_flag():
-    with pytest.raises(OnnxSpecError, match=r"node 'rope' \(RotaryEmbedding\): interleaved=2; "
-                                            r"allowed: 0 or 1"):
-        from_onnx(_rotary(*CASES["4d"][:3], interleaved=2))
