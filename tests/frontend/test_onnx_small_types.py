@@ -71,3 +71,30 @@ def test_an_input_of_another_type_is_refused(rng):
     x = np.zeros((2, 8), np.float32)
     with pytest.raises((TypeError, ValueError), match="q"):
         run(x=x, q=np.zeros((2, 8), np.uint8))
+
+
+def test_a_float8_constant_dequantized_beside_int8_products(rng):
+    """The int8 rewrite of a QDQ MatMul folds its constant dequantizations; a float8 one
+    (a bias here) stays its kernel, which decodes it."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"]),
+             helper.make_node("MatMul", ["xd", "wd"], ["m"]),
+             helper.make_node("DequantizeLinear", ["b", "sb"], ["bd"]),
+             helper.make_node("Add", ["m", "bd"], ["y"])]
+    bias = (rng.normal(size=(8,)) * 30).astype(ml_dtypes.float8_e4m3fn)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "sx"),
+             numpy_helper.from_array(np.array(3, np.uint8), "zx"),
+             numpy_helper.from_array(rng.integers(-60, 60, (4, 8)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "sw"),
+             numpy_helper.from_array(bias, "b"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "sb")]
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 4])],
+                              [vi("y", TensorProto.FLOAT, [2, 8])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    x = rng.normal(size=(2, 4)).astype(np.float32)
+    mod, params = from_onnx(model)
+    got, = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm", params=params))(x=x)
+    want, = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

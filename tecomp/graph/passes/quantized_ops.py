@@ -230,9 +230,13 @@ def lower_quantized_ops(graph: Graph) -> Graph:
         return graph
     graph = infer_types(graph.with_(nodes=tuple(nodes), consts=consts))
     read = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
+    # Only 8-bit and int32 data per tensor or per axis: other dequantizations of
+    # constants (float8, 4-bit, blocked scales) stay their kernels.
     folded = {n.outputs[0]: dequantized_constant(graph, n) for n in graph.nodes
               if n.op == "dequantize_linear" and n.outputs[0] in read
-              and all(i in graph.consts for i in n.inputs)}
+              and all(i in graph.consts for i in n.inputs)
+              and graph.types[n.inputs[0]].dtype in QUANTIZED + ("int32",)
+              and not n.attrs.get("block_size")}
     if folded:
         graph = infer_types(graph.with_(
             nodes=tuple(n for n in graph.nodes if n.outputs[0] not in folded),
