@@ -93,10 +93,9 @@ def test_a_generation_loop_with_a_growing_past_runs_on_one_build(needs_llvm, rng
     # cache of 2 key/value heads for 4 query heads): a prompt of 5 tokens with an empty
     # past, then 7 steps of one token, each feeding the present keys and values back; one
     # build for all 8 steps and both batches.
-    model = _load(name)
-    mod, run = _build(model)
-    model = _load(reference)
-    names = [i.name for i in model.graph.input if i.name.startswith("past.")]
+    mod, run = _build(_load(name))
+    reference = _load(reference)
+    names = [i.name for i in reference.graph.input if i.name.startswith("past.")]
     _, kv_heads, _, head_dim = mod.types[names[0]].shape
     for batch in (1, 2):
         past = [np.zeros((batch, kv_heads, 0, head_dim), "float32") for _ in names]
@@ -105,7 +104,7 @@ def test_a_generation_loop_with_a_growing_past_runs_on_one_build(needs_llvm, rng
             total = past[0].shape[2] + ids.shape[1]
             feeds = {"input_ids": ids, "attention_mask": np.ones((batch, total), "int64"),
                      **dict(zip(names, past))}
-            want = _assert_matches_onnxruntime(run, model, feeds)
+            want = _assert_matches_onnxruntime(run, reference, feeds)
             past = want[1:]
             ids = want[0][:, -1:].argmax(-1).astype("int64")
         assert past[0].shape[2] == 5 + 7
