@@ -94,8 +94,11 @@ class ModelSpecialiser:
 
     def __call__(self, shapes: dict, values: dict, params: dict) -> tuple:
         model = self._with_constants(values, params)
+        # A size of 0 is no kernel's static size (an empty tensor): an input with one
+        # keeps the dimensions the model declares, symbolic where it leaves them so.
+        fixed = {name: shape for name, shape in shapes.items() if 0 not in shape}
         try:
-            return self._import(model, shapes, self.dtype)
+            return self._import(model, fixed, self.dtype)
         except NeedsConstantError as e:
             raise self._needed(e, shapes) from None
 

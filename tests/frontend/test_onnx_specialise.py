@@ -327,3 +327,14 @@ def test_tecomp_compile_and_run(needs_llvm, tmp_path, capsys):
                      str(tmp_path / "out.npz")]) == 0
     with np.load(tmp_path / "out.npz") as out:
         np.testing.assert_array_equal(out["y"], _reshaped(RESHAPE_FEEDS[1]))
+
+
+def test_an_empty_input_keeps_its_declared_dimensions(needs_llvm):
+    # Reduction axes given as an input: specialised on their values, while the input
+    # of size 0 (no kernel takes a static 0) keeps its symbolic dimension.
+    model = _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+                   [("x", F, [2, "n", 4]), ("axes", I64, [1])], [("y", F)])
+    feeds = [{"x": np.ones((2, n, 4), "float32"), "axes": np.array([a])}
+             for n, a in [(0, 1), (3, 1), (0, 2)]]
+    lib = _runs_as_onnxruntime(model, feeds)
+    assert lib.value_inputs == ("axes",) and lib.build_count == 3
