@@ -879,7 +879,16 @@ def _transpose(ctx, node, attrs):
 
 @converter("Concat", 4, 11, 13)
 def _concat(ctx, node, attrs):
-    ctx.emit("concat", node.input, node.output, axis=int(attrs["axis"]))
+    axis = int(attrs["axis"])
+    # An input with no element along the axis adds nothing (a Split's empty last part,
+    # the unrotated features of a rotation over whole heads): left out, it needs no
+    # kernel of zero size.
+    inputs = [i for i in node.input if not _empty_along(ctx.type_of(i).shape, axis)]
+    ctx.emit("concat", inputs or node.input[:1], node.output, axis=axis)
+
+
+def _empty_along(shape, axis) -> bool:
+    return dims.is_static(shape[axis]) and shape[axis] == 0
 
 
 @converter("Shape", 1, 13, 15, 19, 21, 23, 24, 25)

@@ -1,6 +1,6 @@
 """ONNX converters end to end (from_onnx, then graph.build, then GraphModule) against
-onnxruntime: TopK, ScatterElements / Scatter, ScatterND, with symbolic dimensions, and
-the errors their inputs can raise."""
+onnxruntime: TopK, ScatterElements / Scatter, ScatterND, a Concat with an empty part, with
+symbolic dimensions, and the errors their inputs can raise."""
 
 import numpy as np
 import onnx_models
@@ -155,3 +155,19 @@ def test_scatter_updates_of_another_shape_are_an_error_naming_the_node():
     with pytest.raises(ModelError, match=r"node 'sc'.*updates \[2\] must have the "
                                              r"indices' rows.*\[2, 3\]"):
         from_onnx(_scatter("ScatterND", [3, 3], [2, 1], [2]))
+
+
+# ---- Concat --------------------------------------------------------------------------------
+
+
+def test_concat_leaves_out_an_input_empty_along_its_axis(needs_llvm, rng):
+    # A Split's empty last part concatenated back (the features a rotation over whole heads
+    # leaves unrotated): no kernel of zero size is built, and the result is the rest.
+    split = helper.make_node("Split", ["x", "sizes"], ["a", "b"], name="split", axis=1)
+    concat = helper.make_node("Concat", ["b", "a", "b"], ["y"], name="concat", axis=-1)
+    model = _model([split, concat], [("x", F, ["batch", 4])], [("y", F)],
+                   [("sizes", np.array([4, 0]))])
+    mod, _ = from_onnx(model)
+    assert [n.inputs for n in mod.nodes if n.op == "concat"] == [("a",)]
+    _same_as_onnxruntime(model, [{"x": rng.standard_normal((b, 4)).astype("float32")}
+                                 for b in (1, 3)])
