@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tecomp.autotune.evolution import REFUSED, crossover, evolve, knob_sizes, mutate
+from tecomp.autotune.space import ConfigSpace
 
 sizes_and_digits = st.lists(st.integers(1, 9), min_size=1, max_size=8).flatmap(
     lambda sizes: st.tuples(st.just(sizes),
@@ -113,3 +114,33 @@ def test_operators_name_bad_arguments():
         mutate([2, 3], [0, 0], np.random.default_rng(0), n_knobs=0)
     with pytest.raises(ValueError, match="2 and 3 knobs"):
         crossover([0, 1], [0, 1, 2], np.random.default_rng(0))
+
+
+def _space(sizes):
+    space = ConfigSpace()
+    for k, n in enumerate(sizes):
+        space.define_knob(f"k{k}", list(range(n)))
+    return space
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=5), st.integers(0, 2**32 - 1),
+       st.integers(1, 12), st.integers(0, 3))
+def test_evolve_on_any_space_returns_distinct_new_valid_configs(sizes, seed, num, gens):
+    space = _space(sizes)
+    rng = np.random.default_rng(seed)
+    exclude = {int(i) for i in rng.integers(len(space), size=len(space) // 3)}
+    refused = {int(i) for i in rng.integers(len(space), size=len(space) // 4)}
+    weights = rng.random(len(sizes))
+
+    def score(indices):
+        assert all(0 <= i < len(space) for i in indices)
+        return [REFUSED if i in refused else float(np.dot(weights, space.digits_of(i)))
+                for i in indices]
+
+    out = evolve(space, score, num, exclude, rng, seeds=sorted(exclude)[:2], population=6,
+                 generations=gens)
+    assert len(out) == len(set(out)) <= num
+    assert not set(out) & (exclude | refused)
+    scores = score(out)
+    assert scores == sorted(scores, reverse=True), "best first"
