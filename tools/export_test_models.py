@@ -271,7 +271,7 @@ class _ConvNeXt(torch.nn.Module):
     and a 2x2 stride-2 downsampling between them, global average pool, LayerNorm, linear
     head."""
 
-    def __init__(self, dims=(8, 16), depths=(1, 2), classes=10):
+    def __init__(self, dims=(8, 16), depths=(1, 1), classes=10):
         super().__init__()
         layers = [torch.nn.Conv2d(3, dims[0], 4, stride=4), _LayerNorm2d(dims[0], eps=1e-6)]
         for i, (dim, depth) in enumerate(zip(dims, depths)):
@@ -335,8 +335,8 @@ class _YOLO(torch.nn.Module):
     """A YOLOv8-style detector: a backbone to strides 4 (with a C2f) and 8 (with SPPF), a
     neck that upsamples x2 (nearest ``Resize``), concatenates the scales and goes down
     again, and a detect head per scale whose box and class maps are flattened and
-    concatenated into ``[batch, 4 + classes, anchors]``, class scores through a
-    sigmoid."""
+    concatenated into ``[batch, 4 + classes, anchors]``, class scores through a sigmoid.
+    One C2f and single convolutions elsewhere: each kernel costs the test a compile."""
 
     def __init__(self, w=8, classes=3):
         super().__init__()
@@ -344,7 +344,7 @@ class _YOLO(torch.nn.Module):
         self.p4 = torch.nn.Sequential(_conv_bn_silu(w, 2 * w, 3, 2), _C2f(2 * w, 2 * w))
         self.p8 = torch.nn.Sequential(_conv_bn_silu(2 * w, 4 * w, 3, 2), _SPPF(4 * w, 4 * w))
         self.up = torch.nn.Upsample(scale_factor=2, mode="nearest")
-        self.n4 = _C2f(6 * w, 2 * w)
+        self.n4 = _conv_bn_silu(6 * w, 2 * w, 1)
         self.down = _conv_bn_silu(2 * w, 2 * w, 3, 2)
         self.n8 = _conv_bn_silu(6 * w, 4 * w, 1)
         self.box = torch.nn.ModuleList(torch.nn.Conv2d(c, 4, 1) for c in (2 * w, 4 * w))
@@ -364,9 +364,10 @@ class _YOLO(torch.nn.Module):
 
 
 class _UNet(torch.nn.Module):
-    """A two-level U-Net: double 3x3 conv blocks, max-pool downsampling, x2 upsampling by
-    ``ConvTranspose2d`` (``upsample="transpose"``) or by a bilinear ``Resize`` and a 1x1
-    conv (``"bilinear"``), skip concatenations, a 1x1 head."""
+    """A U-Net of three levels: 3x3 Conv-BN-ReLU blocks (one convolution each, where the
+    original has two: each kernel costs the test a compile), max-pool downsampling, x2
+    upsampling by ``ConvTranspose2d`` (``upsample="transpose"``) or by a bilinear
+    ``Resize`` and a 1x1 conv (``"bilinear"``), skip concatenations, a 1x1 head."""
 
     def __init__(self, upsample, w=4, classes=2):
         super().__init__()
@@ -374,7 +375,7 @@ class _UNet(torch.nn.Module):
         def block(c_in, c_out):
             return torch.nn.Sequential(
                 torch.nn.Conv2d(c_in, c_out, 3, padding=1), torch.nn.BatchNorm2d(c_out),
-                torch.nn.ReLU(), torch.nn.Conv2d(c_out, c_out, 3, padding=1), torch.nn.ReLU())
+                torch.nn.ReLU())
 
         def up(c_in, c_out):
             if upsample == "transpose":
