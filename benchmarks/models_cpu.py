@@ -17,7 +17,9 @@ same interleaved rounds, its ratio to ONNX Runtime in the last column, so the tu
 read off one run rather than two runs minutes apart, between which the machine drifts.
 
 Models: the builders of ``tecomp.testing.models`` (a BERT-style encoder, a GPT-2-style
-decoder, MobileNetV2 and ResNet-18 with random weights) and the nine real models shipped
+decoder, MobileNetV2, ResNet-18, a YOLOv8n-style detector at 160x160 and a U-Net of
+widths 16-128 at 128x128, upsampling by ConvTranspose or by bilinear Resize, all with
+random weights) and the nine real models shipped
 in the onnx wheel's test data (``light_*``). With the ``[bench]`` extra installed
 (torch, torchvision, transformers) it adds torchvision's constructors and Hugging Face
 BERT / GPT-2 configurations of the same sizes, exported with ``torch.onnx.export``
@@ -57,6 +59,9 @@ BUILDERS = {
     "gpt2_decoder": models.gpt2_decoder,
     "mobilenet_v2": models.mobilenet_v2,
     "resnet18": models.resnet,
+    "yolo_detector": models.yolo_detector,
+    "unet": models.unet,
+    "unet_bilinear": lambda: models.unet(upsample="bilinear"),
 }
 LIGHT = {f"light_{name}": name for name in models.LIGHT_MODELS}
 TORCHVISION = ("resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1",

@@ -208,8 +208,9 @@ def gpt2_decoder(layers: int = 2, hidden: int = 256, heads: int = 4, vocab: int 
 
 def _conv_bn(g: _GraphBuilder, x: str, c_in: int, c_out: int, k: int, stride: int = 1,
              groups: int = 1, act: str | None = "relu") -> str:
-    """Conv (no bias) -> BatchNormalization -> Relu / Clip(0, 6) / nothing, as torchvision's
-    ``Conv2dNormActivation`` exports (before the BatchNorm is folded)."""
+    """Conv (no bias) -> BatchNormalization -> Relu / Clip(0, 6) / SiLU (``x * sigmoid(x)``,
+    as exported) / nothing, as torchvision's ``Conv2dNormActivation`` and YOLO's ``Conv``
+    export (before the BatchNorm is folded)."""
     y = g.op("Conv", x, g.weight((c_out, c_in // groups, k, k)), kernel_shape=[k, k],
              strides=[stride, stride], pads=[k // 2] * 4, group=groups)
     y = g.op("BatchNormalization", y, g.const(g.rng.uniform(0.5, 1.5, c_out)),
@@ -219,6 +220,8 @@ def _conv_bn(g: _GraphBuilder, x: str, c_in: int, c_out: int, k: int, stride: in
         return g.op("Relu", y)
     if act == "relu6":
         return g.op("Clip", y, g.const(0.0), g.const(6.0))
+    if act == "silu":
+        return g.op("Mul", y, g.op("Sigmoid", y))
     return y
 
 
@@ -283,6 +286,141 @@ def resnet(depths=(2, 2, 2, 2), width: int = 64, image: int = 224, classes: int 
             x = g.op("Relu", g.op("Add", y, short))
             c_in = c_out
     return _image_model(g, "resnet", _classifier(g, x, c_in, classes), batch, image, classes)
+
+
+# --- detection and segmentation --------------------------------------------------------------
+
+def _upsample(g: _GraphBuilder, x: str, mode: str = "nearest") -> str:
+    """x2 ``Resize`` of the image axes as ``nn.Upsample(scale_factor=2)`` exports it."""
+    ctm = "asymmetric" if mode == "nearest" else "pytorch_half_pixel"
+    return g.op("Resize", x, "", g.const([1.0, 1.0, 2.0, 2.0]), mode=mode,
+                coordinate_transformation_mode=ctm, nearest_mode="floor")
+
+
+def _c2f(g: _GraphBuilder, x: str, c_in: int, c_out: int, n: int) -> str:
+    """YOLOv8's C2f: a 1x1 projection split in two halves, ``n`` bottlenecks (two 3x3
+    Conv-BN-SiLU and a residual) chained on the second, every intermediate concatenated
+    and projected by a 1x1."""
+    c = c_out // 2
+    ys = list(g.op("Split", _conv_bn(g, x, c_in, 2 * c, 1, act="silu"),
+                   g.const([c, c], "int64"), outputs=2, axis=1))
+    for _ in range(n):
+        y = _conv_bn(g, _conv_bn(g, ys[-1], c, c, 3, act="silu"), c, c, 3, act="silu")
+        ys.append(g.op("Add", ys[-1], y))
+    return _conv_bn(g, g.op("Concat", *ys, axis=1), (2 + n) * c, c_out, 1, act="silu")
+
+
+def _sppf(g: _GraphBuilder, x: str, c: int) -> str:
+    """Spatial pyramid pooling (fast): three chained 5x5 max pools, concatenated."""
+    ys = [_conv_bn(g, x, c, c // 2, 1, act="silu")]
+    for _ in range(3):
+        ys.append(g.op("MaxPool", ys[-1], kernel_shape=[5, 5], strides=[1, 1],
+                       pads=[2, 2, 2, 2]))
+    return _conv_bn(g, g.op("Concat", *ys, axis=1), 2 * c, c, 1, act="silu")
+
+
+def _detect(g: _GraphBuilder, x: str, c: int, box_c: int, cls_c: int, box_out: int,
+            classes: int) -> str:
+    """One scale of YOLOv8's decoupled head: a box branch and a class branch (two 3x3
+    Conv-BN-SiLU and a 1x1 conv each), concatenated and flattened to ``[batch, box_out +
+    classes, h * w]``."""
+    box = _conv_bn(g, _conv_bn(g, x, c, box_c, 3, act="silu"), box_c, box_c, 3, act="silu")
+    cls = _conv_bn(g, _conv_bn(g, x, c, cls_c, 3, act="silu"), cls_c, cls_c, 3, act="silu")
+    box = g.op("Conv", box, g.weight((box_out, box_c, 1, 1)), g.weight((box_out,), 0.02),
+               kernel_shape=[1, 1])
+    cls = g.op("Conv", cls, g.weight((classes, cls_c, 1, 1)), g.weight((classes,), 0.02),
+               kernel_shape=[1, 1])
+    y = g.op("Concat", box, cls, axis=1)
+    return g.op("Reshape", y, g.const([0, box_out + classes, -1], "int64"))
+
+
+def yolo_detector(width: int = 16, image: int = 160, classes: int = 80, batch="batch",
+                  seed: int = 0):
+    """A YOLOv8-style detector (YOLOv8n's widths and depths at ``width=16``): a backbone of
+    Conv-BN-SiLU strided convolutions and C2f blocks to strides 8, 16 and 32, SPPF, a
+    neck that upsamples x2 (nearest ``Resize``) and concatenates with the backbone's
+    maps, then goes down again (strided convolutions, concatenations), and a decoupled
+    head per scale (64 box channels: 4 sides by 16 bins, as YOLOv8's distribution
+    focal loss reads them, and ``classes`` scores through a sigmoid).
+
+    Input ``input[batch, 3, image, image]`` (``image`` a multiple of 32); output
+    ``output[batch, 64 + classes, anchors]`` with ``anchors = 21 * (image / 32)**2``.
+    """
+    g = _GraphBuilder(seed)
+    w = [width, 2 * width, 4 * width, 8 * width, 16 * width]
+    x = _conv_bn(g, "input", 3, w[0], 3, stride=2, act="silu")
+    x = _conv_bn(g, x, w[0], w[1], 3, stride=2, act="silu")
+    x = _c2f(g, x, w[1], w[1], 1)
+    p3 = _c2f(g, _conv_bn(g, x, w[1], w[2], 3, stride=2, act="silu"), w[2], w[2], 2)
+    p4 = _c2f(g, _conv_bn(g, p3, w[2], w[3], 3, stride=2, act="silu"), w[3], w[3], 2)
+    p5 = _c2f(g, _conv_bn(g, p4, w[3], w[4], 3, stride=2, act="silu"), w[4], w[4], 1)
+    p5 = _sppf(g, p5, w[4])
+    n4 = _c2f(g, g.op("Concat", _upsample(g, p5), p4, axis=1), w[4] + w[3], w[3], 1)
+    n3 = _c2f(g, g.op("Concat", _upsample(g, n4), p3, axis=1), w[3] + w[2], w[2], 1)
+    d4 = g.op("Concat", _conv_bn(g, n3, w[2], w[2], 3, stride=2, act="silu"), n4, axis=1)
+    n4 = _c2f(g, d4, w[2] + w[3], w[3], 1)
+    d5 = g.op("Concat", _conv_bn(g, n4, w[3], w[3], 3, stride=2, act="silu"), p5, axis=1)
+    n5 = _c2f(g, d5, w[3] + w[4], w[4], 1)
+    box_c, cls_c, box_out = max(16, w[2] // 4, 64), max(w[2], min(classes, 100)), 64
+    heads = [_detect(g, f, c, box_c, cls_c, box_out, classes)
+             for f, c in ((n3, w[2]), (n4, w[3]), (n5, w[4]))]
+    y = g.op("Concat", *heads, axis=2)
+    box = g.op("Slice", y, g.const([0], "int64"), g.const([box_out], "int64"),
+               g.const([1], "int64"))
+    scores = g.op("Sigmoid", g.op("Slice", y, g.const([box_out], "int64"),
+                                  g.const([box_out + classes], "int64"),
+                                  g.const([1], "int64")))
+    anchors = 21 * (image // 32) ** 2
+    x_info = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])
+    y_info = helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                           [batch, box_out + classes, anchors])
+    return g.finish("yolo_detector", [x_info], [y_info],
+                    [g.op("Concat", box, scores, axis=1)])
+
+
+def _double_conv(g: _GraphBuilder, x: str, c_in: int, c_out: int) -> str:
+    """A U-Net block: two 3x3 Conv-BN-ReLU."""
+    return _conv_bn(g, _conv_bn(g, x, c_in, c_out, 3), c_out, c_out, 3)
+
+
+def unet(width: int = 16, levels: int = 4, image: int = 128, classes: int = 2,
+         upsample: str = "transpose", batch="batch", seed: int = 0):
+    """A U-Net (Ronneberger et al.): ``levels`` encoder blocks of two 3x3 Conv-BN-ReLU
+    (``width`` channels, doubled per level) with 2x2 max pooling between them, a decoder
+    that upsamples x2 and concatenates the encoder's map of the same size (the skip
+    connection) before its block, and a 1x1 head. ``upsample="transpose"`` upsamples with
+    a 2x2 stride-2 ``ConvTranspose`` (halving the channels), ``"bilinear"`` with a
+    bilinear ``Resize`` and a 1x1 convolution.
+
+    Input ``input[batch, 3, image, image]`` (``image`` a multiple of ``2**(levels -
+    1)``); output ``output[batch, classes, image, image]``.
+    """
+    if upsample not in ("transpose", "bilinear"):
+        raise ValueError(f"unet: upsample={upsample!r}; allowed: 'transpose', 'bilinear'")
+    g = _GraphBuilder(seed)
+    chans = [width * 2**i for i in range(levels)]
+    skips, x, c_in = [], "input", 3
+    for i, c in enumerate(chans):
+        if i:
+            x = g.op("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2])
+        x = _double_conv(g, x, c_in, c)
+        skips.append(x)
+        c_in = c
+    for c in reversed(chans[:-1]):
+        if upsample == "transpose":
+            x = g.op("ConvTranspose", x, g.weight((c_in, c, 2, 2), scale=1 / np.sqrt(c_in)),
+                     g.weight((c,), 0.02), kernel_shape=[2, 2], strides=[2, 2])
+        else:
+            x = g.op("Conv", _upsample(g, x, "linear"), g.weight((c, c_in, 1, 1)),
+                     g.weight((c,), 0.02), kernel_shape=[1, 1])
+        x = _double_conv(g, g.op("Concat", x, skips.pop(-2), axis=1), 2 * c, c)
+        c_in = c
+    y = g.op("Conv", x, g.weight((classes, c_in, 1, 1)), g.weight((classes,), 0.02),
+             kernel_shape=[1, 1])
+    x_info = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, image, image])
+    y_info = helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                           [batch, classes, image, image])
+    return g.finish(f"unet_{upsample}", [x_info], [y_info], [y])
 
 
 # --- the onnx wheel's real models and example inputs ---------------------------------------
