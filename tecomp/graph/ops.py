@@ -281,6 +281,27 @@ def _conv2d_nchwc(node, ts):
 
 
 _register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc)
+
+
+def _depthwise_conv2d_nchwc(node, ts):
+    """``depthwise_conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight ``[C, 1, R, S]``,
+    output ``[N, C/b, OH, OW, b]`` (``tecomp.topi.depthwise_nchwc``)."""
+    data, weight = ts[0], ts[1]
+    b = node.attrs["block"]
+    if len(data.shape) != 5 or len(weight.shape) != 4 or data.shape[4] != b:
+        _fail(node, f"data {_shape_text(data.shape)} must be [N, C/{b}, H, W, {b}] and the "
+                    f"weight {_shape_text(weight.shape)} [C, 1, R, S]")
+    n, cb, h, w, _ = data.shape
+    if not dims.equal(weight.shape[0], cb * b) or weight.shape[1] != 1:
+        _fail(node, f"weight {_shape_text(weight.shape)} does not fit data "
+                    f"{_shape_text(data.shape)} blocked by {b} (multiplier 1)")
+    (out,) = _conv2d(node.with_(op="depthwise_conv2d"),
+                     [TensorType(data.dtype, (n, cb * b, h, w)), weight])
+    _, _, oh, ow = out.shape
+    return [TensorType(data.dtype, (n, cb, oh, ow, b))]
+
+
+_register("depthwise_conv2d_nchwc", OUT_FUSABLE, _depthwise_conv2d_nchwc)
 _register("conv conv_transpose", OPAQUE, _conv_nd)
 _register("dense", OUT_FUSABLE, _dense)
 def _batch_matmul(node, ts):

@@ -11,7 +11,8 @@ compiler finds them.
 Importing this package registers the templates ``matmul``, ``dense``, ``dense_packed``,
 ``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
 constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
-:mod:`tecomp.topi.conv2d_nchwc`), ``depthwise_conv2d``, the 8-bit products ``qnn_conv2d``
+:mod:`tecomp.topi.conv2d_nchwc`), ``depthwise_conv2d``, ``depthwise_conv2d_nchwc`` (its
+blocked form, :mod:`tecomp.topi.depthwise_nchwc`), the 8-bit products ``qnn_conv2d``
 and ``qnn_matmul``, and one template per row-wise operator (softmax, the norms, the
 reductions and pools: :mod:`tecomp.topi.reduce_templates`, knobs in
 :mod:`tecomp.topi.row_space`), and ``fused_group``, the space of any fused group whose
@@ -160,6 +161,12 @@ from .conv2d_nchwc import (
     conv2d_nchwc,
     pack_nchwc_kernel,
     schedule_conv2d_nchwc,
+)
+from .depthwise_nchwc import (
+    compute_depthwise_conv2d_nchwc,
+    depthwise_conv2d_nchwc,
+    pack_depthwise_kernel,
+    schedule_depthwise_conv2d_nchwc,
 )
 from .bitshift import bitshift
 from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
@@ -321,6 +328,7 @@ __all__ = [
     "compute_conv2d_nchwc",
     "compute_dense",
     "compute_depthwise_conv2d",
+    "compute_depthwise_conv2d_nchwc",
     "compute_matmul",
     "compute_qnn_conv2d",
     "compute_qnn_matmul",
@@ -340,6 +348,7 @@ __all__ = [
     "dense_packed",
     "depth_to_space",
     "depthwise_conv2d",
+    "depthwise_conv2d_nchwc",
     "dequantize_linear",
     "divide",
     "elu",
@@ -394,6 +403,7 @@ __all__ = [
     "one_hot",
     "pack_conv2d_kernel",
     "pack_nchwc_kernel",
+    "pack_depthwise_kernel",
     "pack_dense_weight",
     "pad",
     "power",
@@ -421,6 +431,7 @@ __all__ = [
     "schedule_conv2d_nchwc",
     "schedule_dense",
     "schedule_depthwise_conv2d",
+    "schedule_depthwise_conv2d_nchwc",
     "schedule_injective",
     "schedule_matmul",
     "schedule_normalize",

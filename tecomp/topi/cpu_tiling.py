@@ -228,6 +228,19 @@ def depthwise_tile(caps: CPUCaps, widths: Sequence[int], heights: Sequence[int],
     return rows, cols
 
 
+def blocked_depthwise_tile(caps: CPUCaps, block: int, columns: Sequence[int],
+                           heights: Sequence[int]) -> tuple[int, int]:
+    """``(rows, columns)`` of a blocked (NCHW{b}c) depthwise register tile: one row of
+    the widest of ``columns`` whose accumulators, ``vectors_of(block)`` each, fit the
+    registers beside a tap's input and weight vectors, at most :func:`accumulator_target`.
+    As for :func:`depthwise_tile`, loads bound the kernel, so rows beyond one add
+    accumulators without sharing a load; the shortest of ``heights`` is taken."""
+    vecs = vectors_of(caps, block)
+    want = max(1, accumulator_target(caps, 2 * vecs) // vecs)
+    cols = _largest_fitting(columns, want)
+    return min(heights), cols if cols is not None else min(columns)
+
+
 # ---- matrix products ----------------------------------------------------------------------
 
 
