@@ -51,6 +51,7 @@ from .task import (
     get_config,
     has_tuned_record,
     template,
+    tuned_cost,
 )
 from .task_scheduler import TaskScheduler
 from .cost_model import SharedCostModel
@@ -90,6 +91,7 @@ __all__ = [
     "register_task_extractor",
     "get_config",
     "has_tuned_record",
+    "tuned_cost",
     "load_from_file",
     "log_to_file",
     "model_progress_bar",

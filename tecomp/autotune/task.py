@@ -237,6 +237,28 @@ def has_tuned_record(name: str, args, target: Target | str | None = None) -> boo
     return not dispatch(name, _workload_args(name, args), target).is_fallback
 
 
+def tuned_cost(name: str, args, target: Target | str | None = None) -> float | None:
+    """The time of the record :func:`has_tuned_record` finds for template ``name`` on
+    ``args`` (its median cost, seconds), or None without one. What a graph weighs when it
+    chooses between workloads, such as a convolution's channel blocks.
+
+    Raises
+    ------
+    TemplateError
+        ``name`` is not a registered template, or ``args`` do not fit it.
+    """
+    target = current_target() if target is None else as_target(target)
+    args = _workload_args(name, args)
+    shipped = records.shipped_history()
+    sources = [*reversed(_state().contexts), *([shipped] if shipped is not None else [])]
+    for ctx in sources:
+        if ctx.has_workload(name, args):
+            rec = ctx.best_record(_cached_task(name, args, target), target)
+            if rec is not None:
+                return rec.cost
+    return None
+
+
 _TASK_CACHE: dict = {}
 
 

@@ -4,13 +4,16 @@ the layout transforms go, and that the built models still match onnxruntime."""
 from functools import partial
 
 import numpy as np
+import onnx
 import onnx_models
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tecomp import Target
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.passes import PIPELINE, alter_conv_layout, optimize
+from tecomp.testing import models
 
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -87,9 +90,12 @@ def test_a_cnn_pays_one_transform_in_and_one_out():
         (1, 4, 1, 1, 8)}
 
 
-def test_channels_the_block_does_not_divide_stay_planar():
+def test_a_layer_the_block_does_not_divide_takes_a_half_of_it():
+    """16 and 32 channels: with a block of 64 lanes every convolution takes the widest
+    half that divides its channels (16 from and to 16 channels), never 64."""
     graph = _blocked_graph(_cnn(), block=64)
-    assert "conv2d_nchwc" not in _ops(graph) and "transpose" not in _ops(graph)
+    blocks = {n.inputs[1]: n.attrs["block"] for n in graph.nodes if n.op == "conv2d_nchwc"}
+    assert blocks["w1"] == 16 and blocks["w3"] == 16 and blocks["w2"] in (16, 32)
 
 
 def test_a_graph_with_a_depthwise_convolution_stays_planar():
@@ -145,7 +151,7 @@ def test_the_pass_runs_for_cpu_targets_with_their_vector_width():
     names = [name for name, _ in pipeline_for(Target("llvm -mcpu=skylake-avx512"))]
     assert names.index("alter_conv_layout") == names.index("sink_reshapes") + 1
     layout = dict(pipeline_for(Target("llvm -mcpu=haswell")))["alter_conv_layout"]
-    assert layout.keywords == {"block": 8}
+    assert layout.keywords["block"] == 8
 
 
 def test_an_expand_and_a_batch_norm_stay_planar():
@@ -224,3 +230,162 @@ def test_a_concatenation_blocks_its_planar_input_once(needs_llvm):
     got, = GraphModule(lib)(x=x)
     np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],
                                rtol=RTOL, atol=ATOL)
+
+
+# ---- a block per layer ---------------------------------------------------------------------
+
+
+def _up_to_layout(model):
+    """The graph the layout pass receives in the pipeline."""
+    mod, _ = from_onnx(model)
+    through = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
+    return optimize(mod, passes=PIPELINE[:through])
+
+
+def _with_layout(monkeypatch, **layout):
+    """Make :func:`tecomp.graph.build` run the layout pass with ``layout``'s options."""
+    import sys
+
+    graph_build = sys.modules["tecomp.graph.build"]
+    default = graph_build.pipeline_for
+
+    def pipeline_for(target):
+        return tuple((name, partial(fn, **layout)) if name == "alter_conv_layout"
+                     else (name, fn) for name, fn in default(target))
+
+    monkeypatch.setattr(graph_build, "pipeline_for", pipeline_for)
+
+
+def test_layers_forced_to_different_blocks_match_onnxruntime(needs_llvm, monkeypatch):
+    """Blocks 8, 4 and 8 for the three convolutions: the transforms between them and the
+    residual add of values blocked by 4 and 8 (re-blocked to its first input's 4)."""
+    graph = _up_to_layout(_cnn())
+    layer = {n.inputs[1]: n.outputs[0] for n in graph.nodes if n.op == "conv2d"}
+    blocks = {layer["w1"]: 8, layer["w2"]: 4, layer["w3"]: 8}
+    altered = alter_conv_layout(graph, 8, layer_blocks=blocks)
+    assert {n.inputs[1]: n.attrs["block"] for n in altered.nodes
+            if n.op == "conv2d_nchwc"} == {"w1": 8, "w2": 4, "w3": 8}
+    _with_layout(monkeypatch, layer_blocks=blocks)
+    model = _cnn()
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    x = np.random.default_rng(7).uniform(-1, 1, (2, 16, 12, 12)).astype("float32")
+    got, = GraphModule(lib)(x=x)
+    np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, {"x": x})[0],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_a_forced_block_must_be_one_of_the_layers_candidates():
+    graph = _up_to_layout(_cnn())
+    with pytest.raises(ValueError, match=r"'c2' takes blocks \(8, 4\)"):
+        alter_conv_layout(graph, 8, layer_blocks={"c2": 16})
+    with pytest.raises(ValueError, match="'r1' is not a layer"):
+        alter_conv_layout(graph, 8, layer_blocks={"r1": 8})
+
+
+@pytest.mark.parametrize("name", ["resnet", "light_resnet50"])
+def test_the_untuned_choice_is_one_block_for_the_whole_graph(name, monkeypatch):
+    """Without records every layer of a ResNet takes the one vector block, so the graph
+    is the one the pass made before blocks were chosen per layer."""
+    from tecomp.autotune import records
+    from tecomp.graph.passes.alter_layout import graph_layers
+
+    monkeypatch.setitem(records._SHIPPED, "enabled", False)
+    model = (models.resnet() if name == "resnet"
+             else onnx.load(models.light_model_path("resnet50")))
+    graph = _up_to_layout(model)
+    for target in ("llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"):
+        block = Target(target).vector_width_bits // 32
+        layers = graph_layers(graph, block)
+        assert len(layers) >= 19 and all(layer.blocks[0] == block for layer in layers)
+        one_block = {layer.name: block for layer in layers}
+        chosen = alter_conv_layout(graph, block, target=target)
+        assert str(chosen) == str(alter_conv_layout(graph, block, target=target,
+                                                    layer_blocks=one_block))
+        assert {n.attrs["block"] for n in chosen.nodes if n.op == "conv2d_nchwc"} == {block}
+
+
+# ---- depthwise convolutions blocked ---------------------------------------------------------
+
+
+def _se_block():
+    """An EfficientNet-style block at 8x8: 1x1 expand 16->32 + SiLU, 3x3 depthwise stride 1
+    + SiLU, squeeze-excite (global pool, 1x1 32->8 + SiLU, 1x1 8->32, sigmoid, multiply),
+    1x1 project 32->16, residual add."""
+    rng = np.random.default_rng(11)
+
+    def w(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype("float32"), name)
+
+    def silu(x, y):
+        return [helper.make_node("Sigmoid", [x], [f"{y}.s"]),
+                helper.make_node("Mul", [x, f"{y}.s"], [y])]
+
+    nodes = [helper.make_node("Conv", ["x", "we", "be"], ["e"]), *silu("e", "ea"),
+             helper.make_node("Conv", ["ea", "wd"], ["d"], group=32, pads=[1, 1, 1, 1]),
+             *silu("d", "da"),
+             helper.make_node("GlobalAveragePool", ["da"], ["g"]),
+             helper.make_node("Conv", ["g", "wr", "br"], ["r"]), *silu("r", "ra"),
+             helper.make_node("Conv", ["ra", "wx", "bx"], ["xe"]),
+             helper.make_node("Sigmoid", ["xe"], ["gate"]),
+             helper.make_node("Mul", ["da", "gate"], ["scaled"]),
+             helper.make_node("Conv", ["scaled", "wp"], ["p"]),
+             helper.make_node("Add", ["p", "x"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "se_block", [vi("x", TensorProto.FLOAT, ["N", 16, 8, 8])],
+        [vi("y", TensorProto.FLOAT, None)],
+        initializer=[w("we", 32, 16, 1, 1), w("be", 32), w("wd", 32, 1, 3, 3),
+                     w("wr", 8, 32, 1, 1), w("br", 8), w("wx", 32, 8, 1, 1), w("bx", 32),
+                     w("wp", 16, 32, 1, 1)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_an_se_block_stays_blocked_end_to_end(needs_llvm, monkeypatch):
+    """The depthwise convolution, the squeeze-excite's pool, convolutions and multiply and
+    the residual add all blocked: one transform in, one out."""
+    graph = alter_conv_layout(_up_to_layout(_se_block()), 8, blocked_depthwise=True)
+    graph = optimize(graph, passes=PIPELINE[[n for n, _ in PIPELINE].index(
+        "sink_reshapes") + 1:[n for n, _ in PIPELINE].index("fuse_operators")])
+    ops = _ops(graph)
+    assert ops.count("depthwise_conv2d_nchwc") == 1 and "depthwise_conv2d" not in ops
+    assert ops.count("conv2d_nchwc") == 4 and ops.count("transpose") == 2
+    _with_layout(monkeypatch, blocked_depthwise=True)
+    model = _se_block()
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    x = np.random.default_rng(12).uniform(-1, 1, (2, 16, 8, 8)).astype("float32")
+    np.testing.assert_allclose(gm(x=x)[0], onnx_models.run_onnxruntime(model, {"x": x})[0],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_mobilenet_v2_built_blocked_matches_onnxruntime(needs_llvm, monkeypatch):
+    """Every convolution of a MobileNetV2 (width 0.5, 64x64) blocked: the depthwise ones
+    by the blocked kernel, none planar."""
+    model = models.mobilenet_v2(width=0.5, image=64, classes=10)
+    _with_layout(monkeypatch, blocked_depthwise=True)
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    ops = {op for k in lib.kernels for op in k.ops}
+    assert "depthwise_conv2d_nchwc" in ops and "depthwise_conv2d" not in ops
+    assert "conv2d_nchwc" in ops
+    feeds = models.example_inputs(model, batch=2)
+    got, = GraphModule(lib)(**feeds)
+    np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, feeds)[0],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_the_blocked_depthwise_type_rule_checks_its_operands():
+    from tecomp.graph.ir import Node, TensorType
+    from tecomp.graph.ops import GraphTypeError, op_info
+
+    node = Node("depthwise_conv2d_nchwc", ("x", "w"), ("y",),
+                {"block": 8, "padding": (1, 1, 1, 1)}, "dw")
+    rule = op_info(node).rule
+    x = TensorType("float32", (1, 2, 8, 8, 8))
+    assert rule(node, [x, TensorType("float32", (16, 1, 3, 3))])[0].shape == (1, 2, 8, 8, 8)
+    with pytest.raises(GraphTypeError, match="multiplier 1"):
+        rule(node, [x, TensorType("float32", (24, 1, 3, 3))])
+    with pytest.raises(GraphTypeError, match=r"\[N, C/8, H, W, 8\]"):
+        rule(node, [TensorType("float32", (1, 4, 8, 8, 4)), TensorType("float32",
+                                                                         (16, 1, 3, 3))])

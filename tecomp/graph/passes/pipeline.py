@@ -50,13 +50,15 @@ def pipeline_for(target) -> tuple:
     """:data:`PIPELINE` for ``target``: on a target with vector registers (a CPU, whose
     capabilities name ``vector_width_bits``), convolutions keep their activations blocked
     by the CPU tiling model's channel block, one vector of float32 lanes
-    (:func:`tecomp.topi.cpu_tiling.channel_block`, :func:`alter_conv_layout`), run before
-    the second constant folding so that the passes after it clean up."""
+    (:func:`tecomp.topi.cpu_tiling.channel_block`, :func:`alter_conv_layout`), or a half of
+    one where the target's records or caps say so per layer, run before the second
+    constant folding so that the passes after it clean up."""
     if not isinstance(target.caps, CPUCaps):
         return PIPELINE
     block = channel_block(target.caps)
     at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
-    return (*PIPELINE[:at], ("alter_conv_layout", partial(alter_conv_layout, block=block)),
+    return (*PIPELINE[:at], ("alter_conv_layout",
+                              partial(alter_conv_layout, block=block, target=target)),
             *PIPELINE[at:])
 
 

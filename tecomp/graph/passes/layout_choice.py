@@ -1,0 +1,178 @@
+"""The channel block of each blocked layer, chosen over the whole graph (as TVM's graph
+tuner chooses a layout per convolution).
+
+A *layer* is a convolution that :func:`~.alter_layout.alter_conv_layout` blocks: it may
+take any of its candidate blocks (:func:`block_candidates`). A layer whose block differs
+from its parent's (the layer whose output reaches its input through nodes that follow
+the blocked layout) pays a layout transform of its input. The choice minimises the sum
+of the layers' kernel times and the transforms' times.
+
+The layers form a forest: each has at most one parent (traced through the *first*
+blocked input of the nodes between them), so a dynamic programming from the leaves up
+is exact on it::
+
+    best(L, b) = kernel(L, b) + sum over children C of min over b' of
+                 (transform(C, b, b') + best(C, b'))
+
+The rule for branches: a residual add or a concatenation joins values whose layers may
+have chosen different blocks; it takes the block of its first blocked input and
+re-blocks the others, a cost the forest does not see. On the CNNs tecomp ships tests
+for, the untuned choice is one block everywhere (where a layer's channels allow it), so
+no join pays it; tuned records that make neighbours disagree may.
+
+Costs (:class:`LayerCosts`) come from tuning records where every candidate of a layer
+has one (the best recorded time of its workload on the target), else from a roofline
+model of the target's caps, in seconds: the layer's multiply-adds at the FMA peak of
+``num_cores`` cores, a block narrower than a vector using that fraction of each vector;
+a transform moves its tensor through memory twice (planar, then re-blocked) at
+:data:`TRANSFORM_BYTES_PER_SECOND`. In this model the widest block is the fastest
+kernel, and any other choice adds a transform, so a graph without records gets one
+block wherever the channels allow it: what the pass did before blocks were chosen per
+layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ...autotune import tuned_cost
+from ...target import CPUCaps
+
+#: The clock the roofline model assumes (only ratios of its costs matter, but kernel and
+#: transform times, and measured times from records, are compared in seconds).
+NOMINAL_HZ = 3.0e9
+
+#: FMA instructions one core issues per cycle in the model.
+FMAS_PER_CYCLE = 2
+
+#: Bytes per second a layout transform moves in the model (read and write together).
+TRANSFORM_BYTES_PER_SECOND = 10.0e9
+
+#: The narrowest channel block a layer takes: a block of fewer float32 lanes leaves
+#: most of a vector idle.
+MIN_BLOCK = 4
+
+
+def block_candidates(block: int, *channels: int) -> tuple[int, ...]:
+    """The channel blocks a layer of ``channels`` (its input and output counts) may take,
+    widest first: ``block`` (one vector of float32 lanes) and its halves down to
+    :data:`MIN_BLOCK`, those that divide every count. Empty when none does: the layer
+    stays planar.
+
+    >>> block_candidates(16, 144, 24)
+    (8, 4)
+    """
+    if block < 1:
+        raise ValueError(f"block={block} must be a positive number of channels")
+    out, b = [], block
+    while b >= MIN_BLOCK:
+        if all(c % b == 0 for c in channels):
+            out.append(b)
+        b //= 2
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A layer of the choice: ``name`` (its node's output), the ``blocks`` it may take
+    (widest first), its ``parent`` layer's name or None, the bytes of its input (what a
+    transform moves), its multiply-adds, and the tuning workload of each block
+    (``workloads[i]`` is ``(template, args)`` for ``blocks[i]``, or None)."""
+
+    name: str
+    blocks: tuple[int, ...]
+    parent: str | None
+    input_bytes: int
+    macs: int
+    workloads: tuple = ()
+
+
+def choose_blocks(layers: Sequence[Layer], kernel_cost: Callable[[Layer, int], float],
+                  transform_cost: Callable[[Layer, int, int], float]) -> dict[str, int]:
+    """The block of every layer that minimises the total cost (see the module
+    docstring). ``kernel_cost(layer, b)`` is the layer's time with block ``b``;
+    ``transform_cost(layer, b_parent, b)`` the time of re-blocking its input from its
+    parent's block (0 is expected where they agree). Ties go to the wider block.
+
+    Raises
+    ------
+    ValueError
+        A layer has no candidate block, names a parent that is not an earlier layer, or
+        two layers share a name.
+    """
+    index = {}
+    for layer in layers:
+        if not layer.blocks:
+            raise ValueError(f"layer {layer.name!r} has no candidate block")
+        if layer.name in index:
+            raise ValueError(f"two layers are named {layer.name!r}")
+        if layer.parent is not None and layer.parent not in index:
+            raise ValueError(f"layer {layer.name!r} names parent {layer.parent!r}, which "
+                             f"is not an earlier layer")
+        index[layer.name] = layer
+    children: dict = {name: [] for name in index}
+    for layer in layers:
+        if layer.parent is not None:
+            children[layer.parent].append(layer)
+
+    def via(child, b_parent):
+        """(cost, block) of ``child``'s subtree below a parent of block ``b_parent``."""
+        cost, neg_block = min((transform_cost(child, b_parent, b) + best[child.name][b], -b)
+                              for b in child.blocks)
+        return cost, -neg_block
+
+    # Children come after their parents, so the reversed order has every subtree done.
+    best: dict = {}
+    for layer in reversed(layers):
+        best[layer.name] = {
+            b: kernel_cost(layer, b) + sum(via(c, b)[0] for c in children[layer.name])
+            for b in layer.blocks}
+    chosen: dict = {}
+    for layer in layers:
+        if layer.parent is None:
+            chosen[layer.name] = min(layer.blocks, key=lambda b: (best[layer.name][b], -b))
+        else:
+            chosen[layer.name] = via(layer, chosen[layer.parent])[1]
+    return chosen
+
+
+class LayerCosts:
+    """The costs :func:`choose_blocks` weighs on ``target`` (see the module docstring):
+    :meth:`kernel` from records where every block of a layer has one, else the model;
+    :meth:`transform` from the model."""
+
+    def __init__(self, caps: CPUCaps, target=None):
+        self.caps = caps
+        self.target = target
+        self.lanes = max(1, caps.vector_width_bits // 32)
+        self._recorded: dict = {}
+
+    def _records_of(self, layer: Layer):
+        if layer.name not in self._recorded:
+            costs = None
+            if layer.workloads and all(w is not None for w in layer.workloads):
+                costs = [tuned_cost(name, args, self.target) for name, args in
+                         layer.workloads]
+                costs = None if any(c is None for c in costs) else dict(zip(layer.blocks,
+                                                                            costs))
+            self._recorded[layer.name] = costs
+        return self._recorded[layer.name]
+
+    def model_kernel(self, layer: Layer, block: int) -> float:
+        """Seconds of ``layer``'s multiply-adds at the FMA peak, a block of ``block``
+        lanes filling that fraction of each vector."""
+        per_second = (self.caps.num_cores * FMAS_PER_CYCLE * NOMINAL_HZ
+                      * min(block, self.lanes))
+        return layer.macs / per_second
+
+    def kernel(self, layer: Layer, block: int) -> float:
+        recorded = self._records_of(layer)
+        return recorded[block] if recorded is not None else self.model_kernel(layer, block)
+
+    def transform(self, layer: Layer, parent_block: int, block: int) -> float:
+        """Seconds of re-blocking ``layer``'s input: 0 for the same block, else its bytes
+        through memory twice."""
+        if parent_block == block:
+            return 0.0
+        return 2 * layer.input_bytes / TRANSFORM_BYTES_PER_SECOND
