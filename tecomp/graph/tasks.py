@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from ..autotune.extract import register_task_extractor
 from ..autotune.task import Task, create_task
 from ..target import Target, as_target
-from .build import kernel_workloads
+from .build import bind_params, kernel_workloads
 from .ir import Graph
+from .passes import optimize, pipeline_for
+from .passes.alter_layout import graph_layers
+from .passes.precision import apply_precision
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,43 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -
     """
     tasks = [k.task for k in kernel_spaces(mod, params, target) if k.task is not None]
     return list({id(t): t for t in tasks}.values())
+
+
+def layout_block_tasks(mod: Graph, params: dict | None = None, target="llvm") -> list[Task]:
+    """The tasks of every channel block each blocked convolution of a graph may take, so
+    that tuning them lets the layout pass choose blocks by measured times.
+
+    :func:`extract_graph_tasks` lists the workloads of the blocks the untuned choice
+    made; the layout pass (:func:`tecomp.graph.passes.alter_conv_layout`) weighs a
+    layer's records only where every candidate block of it has one
+    (:mod:`tecomp.graph.passes.layout_choice`). These tasks, tuned beside the graph's,
+    give it those records. Empty on a target without the blocked layout.
+
+    Examples
+    --------
+    >>> tasks = autotune.extract_tasks(mod, params)                     # doctest: +SKIP
+    >>> tasks += layout_block_tasks(mod, params)                        # doctest: +SKIP
+    """
+    target = target if isinstance(target, Target) else as_target(target)
+    passes = pipeline_for(target)
+    names = [name for name, _ in passes]
+    if "alter_conv_layout" not in names:
+        return []
+    layout = passes[names.index("alter_conv_layout")][1]
+    graph = optimize(apply_precision(bind_params(mod, params), target, "fp32"),
+                     passes=passes[:names.index("alter_conv_layout")])
+    found: dict = {}
+    for layer in graph_layers(graph, layout.keywords["block"],
+                              layout.keywords.get("blocked_depthwise", False)):
+        for name, args in layer.workloads:
+            task = create_task(name, args, target)
+            key = (task.name, task.args)
+            if key in found:
+                found[key].weight += 1
+            else:
+                task.weight = 1
+                found[key] = task
+    return list(found.values())
 
 
 register_task_extractor(Graph, extract_graph_tasks)

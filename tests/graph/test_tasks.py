@@ -274,3 +274,32 @@ def test_a_short_tuning_run_of_a_model_gives_the_records_its_build_uses(
     x = rng.standard_normal((1, 16, 8, 8)).astype("float32")
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_records_of_every_channel_block_choose_the_layers_blocks():
+    """layout_block_tasks lists each blocked convolution's workload in every block it may
+    take (AVX2: 8 and 4 lanes); with records of both, the faster block is the one the
+    graph is built with, and without them the one vector block of the untuned choice."""
+    from tecomp.graph.build import kernel_workloads
+    from tecomp.graph.tasks import layout_block_tasks
+
+    target = Target("llvm -mcpu=haswell -num-cores=2")
+    mod, params = from_onnx(onnx_models.small_cnn())
+    tasks = layout_block_tasks(mod, params, target)
+    assert sorted((t.name, t.args[0][4], t.weight) for t in tasks) == [
+        ("conv2d_nchwc", 4, 2), ("conv2d_nchwc", 8, 2)]
+
+    def blocks():
+        return sorted(args[0][4] for _, name, args, _ in kernel_workloads(mod, target, params)
+                      if name == "conv2d_nchwc")
+
+    assert blocks() == [8, 8]
+    result = {4: 1e-6, 8: 1e-3}
+    records = [make_record(t, t.config_space.get(0),
+                           MeasureResult((result[t.args[0][4]],), MeasureErrorNo.NO_ERROR,
+                                         stage="final"))
+               for t in tasks]
+    with autotune.apply_history_best(records):
+        assert blocks() == [4, 4]
+    with autotune.apply_history_best(records[:1]):
+        assert blocks() == [8, 8]
