@@ -25,7 +25,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..graph.specialise import NeedsInputValues
-from .onnx_converters import NeedsConstantError
+from .onnx_converters import ModelError, NeedsConstantError
 
 #: Operator -> the positions of its inputs whose values its outputs never depend on
 #: (their shape and dtype only).
@@ -85,6 +85,8 @@ class ModelSpecialiser:
     NeedsConstantError
         A value the import needs is computed from no input's values (with the shapes
         fixed, nothing the caller gives decides it).
+    ModelError
+        ``params`` names a weight the model does not have.
     """
 
     def __init__(self, model: onnx.ModelProto, dtype, import_model: Callable):
@@ -105,6 +107,12 @@ class ModelSpecialiser:
     def _with_constants(self, values: dict, params: dict) -> onnx.ModelProto:
         """The model with the inputs in ``values`` made initializers and the initializers
         named in ``params`` replaced."""
+        weights = {t.name for t in self.model.graph.initializer}
+        unknown = sorted(set(params) - weights)
+        if unknown:
+            raise ModelError(f"params: no weight of the model is named "
+                             f"{', '.join(map(repr, unknown))}; its weights: "
+                             f"{', '.join(sorted(weights)) or 'none'}")
         model = copy.deepcopy(self.model)
         graph = model.graph
         kept = [vi for vi in graph.input if vi.name not in values]

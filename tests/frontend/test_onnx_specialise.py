@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 import tecomp.frontend.onnx_backend as backend
 from tecomp import cli
 from tecomp.errors import TecompError
-from tecomp.frontend import from_onnx
+from tecomp.frontend import ModelError, from_onnx
 from tecomp.frontend.onnx_converters import NeedsConstantError
 from tecomp.frontend.onnx_specialise import value_sources
 from tecomp.graph import GraphLibrary, GraphModule, build
@@ -338,3 +338,17 @@ def test_an_empty_input_keeps_its_declared_dimensions(needs_llvm):
              for n, a in [(0, 1), (3, 1), (0, 2)]]
     lib = _runs_as_onnxruntime(model, feeds)
     assert lib.value_inputs == ("axes",) and lib.build_count == 3
+
+
+def test_params_replace_the_weights_and_unknown_ones_are_named(needs_llvm):
+    model = _model([helper.make_node("Reshape", ["x", "s"], ["r"]),
+                    helper.make_node("Mul", ["r", "w"], ["y"])],
+                   [("x", F, ["n"]), ("s", I64, [2])], [("y", F)],
+                   [("w", np.array(2.0, "float32"))])
+    mod, params = from_onnx(model)
+    y, = GraphModule(build(mod, params={"w": np.array(3.0, "float32")}))(**RESHAPE_FEEDS[0])
+    np.testing.assert_array_equal(y, 3 * _reshaped(RESHAPE_FEEDS[0]))
+    gm = GraphModule(build(mod, params={"v": np.array(3.0, "float32")}))
+    with pytest.raises(ModelError, match="params: no weight of the model is named 'v'; its "
+                                         "weights: w"):
+        gm(**RESHAPE_FEEDS[0])
