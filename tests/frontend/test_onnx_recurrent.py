@@ -1,7 +1,7 @@
 """tecomp.frontend.onnx_recurrent: RNN, GRU and LSTM unrolled into graph operators equal
 onnxruntime (directions, every optional input, sequence lengths, activations with their
 alpha and beta, clip, GRU's linear_before_reset, LSTM's peepholes and input_forget) and
-onnx's reference (layout 1, which onnxruntime's GRU and LSTM refuse, and opset 7); a
+onnx's reference (layout 1, which onnxruntime refuses, and opsets 7 and 14); a
 symbolic sequence length and malformed attributes are refused naming the node."""
 
 import numpy as np
