@@ -33,7 +33,9 @@ Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over th
 
 Workload (what a graph produces): ``conv2d_nchwc(data_shape, kernel_shape, strides,
 padding, dilation, dtype)`` with the blocked ``data_shape = (N, C/b, H, W, b)`` and the
-logical OIHW ``kernel_shape = (K, C, R, S)``.
+logical OIHW ``kernel_shape = (K, C, R, S)``. The block is the data shape's last axis, so
+each block a layer may take is a task of its own; the graph chooses among them per layer
+(:mod:`tecomp.graph.passes.layout_choice`, which weighs their records).
 """
 
 from __future__ import annotations
