@@ -1214,6 +1214,9 @@ CHECKS: Mapping = MappingProxyType({
     "Upsample": (OneOf("mode", ("nearest", "linear")),),
     **{op: (Flag(("periodic",)), InputRank(0, "size", (0,)))
        for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
+    "DFT": (Flag(("inverse", "onesided")), InputRank(1, "dft_length", (0, 1))),
+    "STFT": (Flag(("onesided",)), InputRank(1, "frame_step", (0,))),
+    "AffineGrid": (Flag(("align_corners",)), InputRank(1, "size")),
     "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
         ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
          "upper_edge_hertz"))),

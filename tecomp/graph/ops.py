@@ -407,6 +407,17 @@ _register("reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 re
           "reduce_log_sum reduce_log_sum_exp reduce_sum_square", REDUCE, _reduce)
 _register("argmax argmin", REDUCE, _argreduce)
 _register("cumsum cumprod", OPAQUE, _cumsum)
+
+
+def _grid_sample(node, ts):
+    x, grid = ts
+    if len(grid.shape) != len(x.shape) or grid.shape[-1] != len(x.shape) - 2:
+        _fail(node, f"grid {_shape_text(grid.shape)} must be [N, out..., "
+                    f"{len(x.shape) - 2}] for data {_shape_text(x.shape)}")
+    return [TensorType(x.dtype, tuple(x.shape[:2]) + tuple(grid.shape[1:-1]))]
+
+
+_register("grid_sample", OPAQUE, _grid_sample)
 _register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)

@@ -172,6 +172,7 @@ from .bitshift import bitshift
 from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .trigonometry import acos, asin, atan
 from .cumulative import cumprod
+from .grid_sample import grid_sample
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
@@ -367,6 +368,7 @@ __all__ = [
     "global_max_pool",
     "greater",
     "greater_equal",
+    "grid_sample",
     "hard_sigmoid",
     "hard_swish",
     "hardmax",
