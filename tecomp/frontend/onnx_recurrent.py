@@ -147,12 +147,13 @@ class _Layer:
         if self.layout not in (0, 1):
             ctx.fail(f"layout {self.layout}; allowed: 0 (sequence first) or 1 (batch first)",
                      ModelError)
+        x_shape = ctx.type_of(self.input(0)).shape
+        if len(x_shape) != 3:
+            ctx.fail(f"X has shape {_shape_text(x_shape)}; {node.op_type} needs a 3-D input",
+                     ModelError)
         self._transposed: dict = {}
         x = self._time_major(self.input(0), (1, 0, 2))
         x_type = ctx.type_of(x)
-        if len(x_type.shape) != 3:
-            ctx.fail(f"X has shape {_shape_text(x_type.shape)}; {node.op_type} needs a 3-D input",
-                     ModelError)
         self.x, self.dtype = x, x_type.dtype
         self.steps, self.batch, _ = x_type.shape
         if not dims.is_static(self.steps):
@@ -171,6 +172,9 @@ class _Layer:
                          f"{self.direction!r} and hidden_size={self.hidden} need "
                          f"{_shape_text(want + (last,))}", ModelError)
         self.clip = attrs.get("clip")
+        if self.clip is not None and not self.clip > 0:
+            ctx.fail(f"clip {self.clip}; it must be positive (the gates' inputs are bounded "
+                     "to [-clip, clip])", ModelError)
         self._zero = None
 
     # -- reading the node's inputs
@@ -206,10 +210,10 @@ class _Layer:
         shape = tuple(t.shape[1:-1]) + (dims.normalize(stop - start),)
         return self.ctx.emit("reshape", [part], newshape=shape)
 
-    def columns(self, name: str, k: int, width: int | None = None) -> str:
-        """Columns ``[k * width, (k + 1) * width)`` of a ``[B, n]`` value (gate ``k``)."""
-        width = self.hidden if width is None else width
-        return self.ctx.emit("slice", [name], starts=(k * width,), ends=((k + 1) * width,),
+    def columns(self, name: str, k: int) -> str:
+        """Gate ``k`` of a ``[B, n]`` value: its columns ``[k * H, (k + 1) * H)``."""
+        h = self.hidden
+        return self.ctx.emit("slice", [name], starts=(k * h,), ends=((k + 1) * h,),
                              axes=(1,), steps=(1,))
 
     def weight(self, name: str, d: int, first_gate: int = 0, gates: int | None = None) -> str:
@@ -225,6 +229,7 @@ class _Layer:
     # -- values
 
     def scalar(self, value: float) -> str:
+        """A constant scalar of the layer's dtype."""
         return self.ctx.const(np.array(value, self.dtype), "scalar")
 
     def zeros(self) -> str:

@@ -214,6 +214,7 @@ def test_a_symbolic_sequence_length_is_refused_naming_the_node():
     ("LSTM", {"direction": "sideways"}, r"direction 'sideways'; allowed: forward"),
     ("RNN", {"layout": 2}, r"layout 2; allowed: 0"),
     ("GRU", {"linear_before_reset": 2}, r"linear_before_reset 2; allowed: 0 or 1"),
+    ("RNN", {"clip": -1.0}, r"clip -1.0; it must be positive"),
     ("LSTM", {"hidden_size": 5}, r"W has shape \[1, 16, 3\].*hidden_size=5 need \[1, 20, 3\]"),
 ])
 def test_malformed_attributes_are_refused_naming_the_node(op, attrs, message):
