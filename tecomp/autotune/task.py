@@ -242,6 +242,19 @@ def tuned_cost(name: str, args, target: Target | str | None = None) -> float | N
     ``args`` (its median cost, seconds), or None without one. What a graph weighs when it
     chooses between workloads, such as a convolution's channel blocks.
 
+    Parameters
+    ----------
+    name : str
+        A registered template.
+    args : tuple
+        The template's arguments (defaults are filled in).
+    target : Target or str, optional
+        Whose records apply (default: the current target scope, else ``llvm``).
+
+    Returns
+    -------
+    float or None
+
     Raises
     ------
     TemplateError
