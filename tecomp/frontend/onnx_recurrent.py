@@ -12,7 +12,10 @@ direction is the same steps in reverse order.
 sequence's state as it was and writes zeros to its rows of ``Y``. A reverse direction
 then starts at each sequence's own last element (the earlier steps keep the initial
 state), as reversing each sequence within its length does. The sequence length itself
-must be static: the unrolled graph has one set of nodes per step.
+must be static, as the unrolled graph has one set of nodes per step: where the model leaves
+it symbolic, :func:`~tecomp.frontend.from_onnx` specialises the model per input shapes on
+first run (one build per sequence length, cached), and the import that needs it static
+raises a :class:`~tecomp.frontend.onnx_converters.NeedsConstantError` naming the node.
 
 Activations are named as the spec lists them (case-insensitive, as onnxruntime reads
 them). ``activation_alpha`` and ``activation_beta`` are consumed in the order of the
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import dims
-from .onnx_converters import ModelError, converter
+from .onnx_converters import ModelError, NeedsConstantError, converter
 
 _VERSIONS = (7, 14, 22)
 _DIRECTIONS = {"forward": (False,), "reverse": (True,), "bidirectional": (False, True)}
@@ -157,10 +160,15 @@ class _Layer:
         self.x, self.dtype = x, x_type.dtype
         self.steps, self.batch, _ = x_type.shape
         if not dims.is_static(self.steps):
-            ctx.fail(f"the sequence length (axis {self.layout} of X, "
-                     f"{dims.to_text(self.steps)}) must be static: the layer is unrolled "
-                     "over its time steps; give X's shape with shape= when importing")
+            # The import stops here; from_onnx then specialises the model per input shapes.
+            what = f"the sequence length of X (axis {self.layout})"
+            raise NeedsConstantError(
+                f"node {ctx.node_name!r}: {what}, {dims.to_text(self.steps)}, must be static: "
+                "the layer is unrolled over its time steps", self.input(0), ctx.node_name,
+                what)
         self.steps = int(self.steps)
+        if self.steps == 0:
+            ctx.fail("X has no time steps; a recurrent layer needs at least one", ModelError)
         w_shape, r_shape = (tuple(ctx.type_of(self.input(i)).shape) for i in (1, 2))
         self.hidden = int(attrs.get("hidden_size", r_shape[-1]))
         want = (self.num_directions, gates * self.hidden)

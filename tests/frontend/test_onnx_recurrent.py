@@ -1,8 +1,9 @@
 """tecomp.frontend.onnx_recurrent: RNN, GRU and LSTM unrolled into graph operators equal
 onnxruntime (directions, every optional input, sequence lengths, activations with their
 alpha and beta, clip, GRU's linear_before_reset, LSTM's peepholes and input_forget) and
-onnx's reference (layout 1, which onnxruntime refuses, and opsets 7 and 14); a
-symbolic sequence length and malformed attributes are refused naming the node."""
+onnx's reference (layout 1, which onnxruntime refuses, and opsets 7 and 14); a model
+whose sequence length is symbolic is specialised per length, and malformed attributes
+are refused naming the node."""
 
 import numpy as np
 import onnx
@@ -15,6 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 import tecomp
 from tecomp.frontend import ModelError, from_onnx
+from tecomp.graph.specialise import DeferredGraph
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 OUTPUTS = {"RNN": ("Y", "Y_h"), "GRU": ("Y", "Y_h"), "LSTM": ("Y", "Y_h", "Y_c")}
@@ -196,13 +198,24 @@ def test_earlier_versions_match_the_reference(needs_llvm, op, opset):
 # ---- refused -------------------------------------------------------------------------------------
 
 
-def test_a_symbolic_sequence_length_is_refused_naming_the_node():
-    model, _ = layer_model("LSTM", steps_dim="time")
-    with pytest.raises(tecomp.TecompError, match=r"'lstm_layer'.*sequence length.*must be "
-                                                 r"static"):
-        from_onnx(model)
-    # Given a length, the same model imports.
-    from_onnx(model, shape={"X": (3, 2, 3)})
+def test_a_symbolic_sequence_length_specialises_the_model_per_length(needs_llvm):
+    model, short = layer_model("LSTM", steps=2, direction="bidirectional", bias=True,
+                               lens=[2, 1], steps_dim="time")
+    _, long = layer_model("LSTM", steps=4, direction="bidirectional", bias=True,
+                          lens=[3, 4])
+    graph, _ = from_onnx(model)
+    assert isinstance(graph, DeferredGraph)
+    assert graph.reason == ("node 'lstm_layer': the sequence length of X (axis 0) ('X') is "
+                            "not known at import")
+    for got, feeds in zip(run_tecomp(model, [short, long]), [short, long]):
+        assert_outputs_equal(got, run_onnxruntime(model, feeds))
+
+
+def test_a_sequence_length_given_at_import_makes_one_graph():
+    model, _ = layer_model("GRU", layout=1, steps_dim="time")
+    assert from_onnx(model)[0].reason == ("node 'gru_layer': the sequence length of X "
+                                          "(axis 1) ('X') is not known at import")
+    assert not isinstance(from_onnx(model, shape={"X": (2, 3, 3)})[0], DeferredGraph)
 
 
 @pytest.mark.parametrize("op, attrs, message", [
