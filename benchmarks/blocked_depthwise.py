@@ -26,7 +26,6 @@ import numpy as np
 
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
-from tecomp.graph.passes import alter_conv_layout
 from tecomp.testing import models
 from tecomp.timing import paired
 
