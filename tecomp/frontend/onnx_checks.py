@@ -1217,6 +1217,9 @@ CHECKS: Mapping = MappingProxyType({
     "DFT": (Flag(("inverse", "onesided")), InputRank(1, "dft_length", (0, 1))),
     "STFT": (Flag(("onesided",)), InputRank(1, "frame_step", (0,))),
     "AffineGrid": (Flag(("align_corners",)), InputRank(1, "size")),
+    "TensorScatter": (OneOf("mode", ("linear", "circular")), InputRank(2, "write_indices")),
+    "Col2Im": (InputRank(1, "image_shape"), InputRank(2, "block_shape")),
+    "Det": (MinRank(0, 2),),
     "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
         ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
          "upper_edge_hertz"))),

@@ -5,6 +5,9 @@ import numpy as np
 import pytest
 from onnx_node_runs import assert_matches_reference, node_model
 
+from tecomp.errors import UnsupportedOpError
+from tecomp.frontend import from_onnx
+
 
 @pytest.mark.parametrize("op", ["Asin", "Acos", "Atan"])
 @pytest.mark.parametrize("dtype, opset", [("float32", 22), ("float64", 7), ("float16", 22)])
@@ -24,3 +27,16 @@ def test_cumprod_matches_the_reference(needs_llvm, rng, shape, axis, exclusive, 
     model = node_model("CumProd", {"x": x}, 26, consts={"axis": np.array(axis, "int64")},
                        exclusive=exclusive, reverse=reverse)
     assert_matches_reference(model, {"x": x})
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (3, 3, 3), (2, 4, 4), (1, 1), (5, 5)])
+def test_det_matches_the_reference(needs_llvm, rng, shape):
+    x = rng.standard_normal(shape).astype("float32")
+    assert_matches_reference(node_model("Det", {"x": x}, 22), {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_det_of_a_large_matrix_is_refused_naming_the_limit():
+    model = node_model("Det", {"x": np.zeros((6, 6), "float32")}, 22)
+    with pytest.raises(UnsupportedOpError, match=r"a 6 x 6 determinant is not supported; "
+                                                  r"allowed: 1 to 5"):
+        from_onnx(model)
