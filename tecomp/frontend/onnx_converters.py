@@ -704,6 +704,12 @@ def _reduce(ctx, node, attrs):
             np.dtype(ctx.type_of(node.input[0]).dtype), np.floating):
         _log_sum_exp(ctx, node.input[0], node.output, axes, keepdims)
         return
+    if op in ("reduce_max", "reduce_min") and ctx.type_of(node.input[0]).dtype == "bool":
+        # Bools reduce as bytes: max is any, min is all (an empty max False, min True).
+        y = ctx.emit(op, [ctx.emit("cast", [node.input[0]], dtype="uint8")], axes=axes,
+                     keepdims=keepdims)
+        ctx.emit("cast", [y], node.output, dtype="bool")
+        return
     ctx.emit(op, [node.input[0]], node.output, axes=axes, keepdims=keepdims)
 
 
