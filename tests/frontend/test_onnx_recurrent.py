@@ -123,21 +123,22 @@ def test_every_optional_input_and_sequence_lengths_match_onnxruntime(needs_llvm,
     assert_matches_onnxruntime(model, feeds)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from(["RNN", "GRU", "LSTM"]),
        direction=st.sampled_from(["forward", "reverse", "bidirectional"]),
        bias=st.booleans(), initial=st.booleans(), peepholes=st.booleans(),
        outputs=st.sampled_from(["all", "Y", "states"]),
        steps=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
-def test_optional_inputs_and_outputs_match_onnxruntime(needs_llvm, op, direction, bias,
-                                                       initial, peepholes, outputs, steps,
-                                                       seed):
+def test_optional_inputs_and_outputs_match_onnxruntime_and_the_reference(
+        needs_llvm, op, direction, bias, initial, peepholes, outputs, steps, seed):
     names = {"all": OUTPUTS[op], "Y": ("Y",), "states": ("",) + OUTPUTS[op][1:]}[outputs]
     model, feeds = layer_model(op, steps=steps, direction=direction, bias=bias,
                                initial=initial, peepholes=peepholes and op == "LSTM",
                                outputs=names, seed=seed)
-    assert_matches_onnxruntime(model, feeds)
+    (got,) = run_tecomp(model, [feeds])
+    assert_outputs_equal(got, run_onnxruntime(model, feeds))
+    assert_outputs_equal(got, ReferenceEvaluator(model).run(None, feeds))
 
 
 @pytest.mark.parametrize("op, activations, alpha, beta", [
