@@ -209,7 +209,9 @@ def cast_scalar(v, dtype: str, saturate: bool = True, round_mode: str = "up"):
 
 def cast(x, dtype: str, saturate: bool = True, round_mode: str = "up"):
     """ONNX Cast of ``x`` to ``dtype`` (floats to integers truncate toward zero; the small
-    types as :mod:`.small_types` says)."""
+    types as :mod:`.small_types` says: ``saturate`` clamps a float8 or float4 result past
+    the largest finite value to it, ``round_mode`` ("up", "down", "nearest") rounds a
+    float8_e8m0fnu result)."""
     return elemwise(x, lambda v: cast_scalar(v, dtype, saturate, round_mode), "cast")
 
 

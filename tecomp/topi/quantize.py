@@ -74,7 +74,8 @@ def quantize_linear(x, scale, zero_point=None, axis: int = 1, dtype: str = "uint
     To an integer type, ``saturate(round(x / scale) + zero_point)``, ties to even; to a
     float8 type, ``x / scale`` rounded as Cast rounds with ``saturate``; to
     ``float4_e2m1fn``, ``x / scale + zero_point`` rounded (saturating). ``scale`` and
-    ``zero_point`` are per tensor, per axis or blocked (the module text).
+    ``zero_point`` are per tensor, per axis (``axis``) or blocked (``block_size``
+    consecutive elements along ``axis`` share one; 0: not blocked; the module text).
     """
     out = zero_point.dtype if zero_point is not None else dt.check_dtype(dtype)
     if out not in QUANTIZED_TYPES:
@@ -105,8 +106,9 @@ def quantize_linear(x, scale, zero_point=None, axis: int = 1, dtype: str = "uint
 def dequantize_linear(x, scale, zero_point=None, axis: int = 1, block_size: int = 0):
     """ONNX DequantizeLinear: ``(x - zero_point) * scale``, computed in float32 (float64
     for a float64 scale) and given in ``scale``'s dtype; a float8 ``x``'s zero point is
-    not read (it is 0). ``scale`` and ``zero_point`` are per tensor, per axis or blocked
-    (the module text)."""
+    not read (it is 0). ``scale`` and ``zero_point`` are per tensor, per axis (``axis``)
+    or blocked (``block_size`` consecutive elements along ``axis`` share one; 0: not
+    blocked; the module text)."""
     if x.dtype not in QUANTIZED_TYPES + ("int32",):
         raise DTypeError(f"dequantize_linear: x is {x.dtype}; allowed: "
                          f"{', '.join(QUANTIZED_TYPES + ('int32',))}")
