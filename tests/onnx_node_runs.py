@@ -12,7 +12,7 @@ from tecomp.frontend import from_onnx
 def node_model(op_type, inputs, opset, outputs=("y",), consts=None, domain="", **attrs):
     """A model of one ``op_type`` node over ``inputs`` (name -> numpy array: graph inputs
     of its dtype and shape) and ``consts`` (name -> array: initializers), in that order,
-    at ``opset``; an empty name leaves an optional input out."""
+    at ``opset``; an empty name leaves an optional input or output out."""
     consts = consts or {}
     names = list(inputs) + list(consts)
     node = helper.make_node(op_type, names, list(outputs), name=f"{op_type}_0", domain=domain,
@@ -21,7 +21,7 @@ def node_model(op_type, inputs, opset, outputs=("y",), consts=None, domain="", *
         [node], "g",
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
          for n, v in inputs.items() if n],
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs if o],
         initializer=[helper.make_tensor(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape,
                                         v.reshape(-1).tolist()) for n, v in consts.items()])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)])

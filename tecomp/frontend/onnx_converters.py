@@ -22,6 +22,7 @@ from ..graph.ir import Node
 from ..graph.ops import op_info
 from ..ir import dtype as dtypes
 from ..topi.transform import slice_bounds
+from .onnx_batch_norm import batch_norm_training
 from .onnx_einsum import EquationError, lower_einsum
 from .onnx_quantized import quantized_converters
 from .onnx_rotary import RotaryError, lower_rotary_embedding
@@ -808,11 +809,12 @@ def _layer_norm(ctx, node, attrs):
 
 @converter("BatchNormalization", 6, 7, 9, 14, 15)
 def _batch_norm(ctx, node, attrs):
+    if attrs.get("training_mode", 0):
+        batch_norm_training(ctx, node, attrs)
+        return
     _only_first_output(ctx, node, "running statistics: training mode")
     if not attrs.get("spatial", 1) or not attrs.get("is_test", 1):
         ctx.fail("BatchNormalization with spatial=0 or is_test=0 is not supported")
-    if attrs.get("training_mode", 0):
-        ctx.fail("BatchNormalization in training mode is not supported (inference only)")
     ctx.emit("batch_norm", node.input[:5], node.output[:1],
              epsilon=float(attrs.get("epsilon", 1e-5)))
 
