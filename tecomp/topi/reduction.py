@@ -273,12 +273,13 @@ argmax = _arg("argmax", _greater)
 argmin = _arg("argmin", _less)
 
 
-def cumsum(x, axis: int = 0, exclusive: int = 0, reverse: int = 0):
-    """ONNX CumSum of ``x`` along ``axis``: each element sums the elements before it (``exclusive``
-    leaves itself out; ``reverse`` sums those after it instead).
+def cumulative(x, reducer, name: str, axis: int = 0, exclusive: int = 0, reverse: int = 0):
+    """``reducer`` (``te.sum``, ``te.prod``) of the elements of ``x`` along ``axis`` up to
+    each one (``exclusive`` leaves itself out; ``reverse`` takes those after it instead).
 
     Every output element is its own masked reduction over the axis (quadratic in the
-    axis length), which suits the short axes CumSum sees in models (positions, masks).
+    axis length), which suits the short axes CumSum and CumProd see in models (positions,
+    masks).
     """
     ndim = len(x.shape)
     axis = normalize_axis(axis, ndim)
@@ -290,10 +291,16 @@ def cumsum(x, axis: int = 0, exclusive: int = 0, reverse: int = 0):
             cond = k.var > i if exclusive else k.var >= i
         else:
             cond = k.var < i if exclusive else k.var <= i
-        return te.sum(x[idx[:axis] + (k,) + idx[axis + 1:]], axis=k, where=cond)
+        return reducer(x[idx[:axis] + (k,) + idx[axis + 1:]], axis=k, where=cond)
 
-    return te.compute(x.shape, body, name="cumsum", tag=TAG,
+    return te.compute(x.shape, body, name=name, tag=TAG,
                       attrs={"inner_axes": ndim - 1 - axis})
+
+
+def cumsum(x, axis: int = 0, exclusive: int = 0, reverse: int = 0):
+    """ONNX CumSum of ``x`` along ``axis``: each element sums the elements before it (``exclusive``
+    leaves itself out; ``reverse`` sums those after it instead); see :func:`cumulative`."""
+    return cumulative(x, te.sum, "cumsum", axis, exclusive, reverse)
 
 
 for _name, _fn in [
