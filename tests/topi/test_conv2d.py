@@ -2,6 +2,8 @@
 asymmetric padding, dilation, channel counts that no vector block divides, widths that
 need padded register tiles; the fallback config and sampled points of each space."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,6 +27,8 @@ from tecomp.topi.conv2d import (
     schedule_depthwise_conv2d,
 )
 
+from .covering import pairwise
+
 
 def ref_conv(x, w, stride, pads, dil=(1, 1), groups=1):
     top, left, bottom, right = pads if len(pads) == 4 else (pads[0], pads[1], pads[0], pads[1])
@@ -47,7 +51,18 @@ def ref_conv(x, w, stride, pads, dil=(1, 1), groups=1):
     return out
 
 
+# The kernels checked against numpy so far, by task and config. Tests of this file meet some
+# configs more than once (a sampled config reading NCHW in place is also one of the in-place
+# test's, whose two tile widths are one where the space has a single width); a kernel, its
+# inputs and the reference are the same each time, so a second check could only repeat the
+# first, and LLVM's compile is nearly all of a check's time.
+_CHECKED: set = set()
+
+
 def _check(task, cfg, groups=1):
+    key = (task.name, task.args, str(task.target), json.dumps(cfg.to_json(), sort_keys=True))
+    if key in _CHECKED:
+        return
     s, tensors = task.instantiate(cfg)
     mod = tecomp.build(s, tensors)
     rng = np.random.default_rng(0)
@@ -60,6 +75,7 @@ def _check(task, cfg, groups=1):
     mod(x, wk, y)
     ref = ref_conv(x, w, task.args[2], task.args[3], task.args[4], groups)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+    _CHECKED.add(key)
 
 
 def _sample(task, k=4):
@@ -297,15 +313,19 @@ POINTWISE_CASES = [
 
 
 def _pointwise_configs(task):
-    """Every gemm-layout config over order, columns and row tiles, the rest fallback."""
+    """Gemm-layout configs taking each order, column count and row tile (the first two)
+    with each value of the other two knobs (a pairwise covering array: 9 of the 18
+    combinations), the rest fallback. Random shapes with any order and column count are
+    test_pointwise_gemm_random_shapes_and_schedules'."""
     base = task.default_config.to_json()
     space = task.config_space.space_map
-    for order in [e.val for e in space["order"].entities]:
-        for vecs in [e.val for e in space["gemm_vecs"].entities]:
-            for oc in [e.size for e in space["tile_oc"].entities][:2]:
-                yield task.config_space.from_json(
-                    {**base, "data_layout": "gemm", "order": order, "gemm_vecs": vecs,
-                     "tile_oc": list(oc)})
+    orders = [e.val for e in space["order"].entities]
+    vecs = [e.val for e in space["gemm_vecs"].entities]
+    row_tiles = [e.size for e in space["tile_oc"].entities][:2]
+    for o, v, r in pairwise([len(orders), len(vecs), len(row_tiles)]):
+        yield task.config_space.from_json(
+            {**base, "data_layout": "gemm", "order": orders[o], "gemm_vecs": vecs[v],
+             "tile_oc": list(row_tiles[r])})
 
 
 @pytest.mark.parametrize("case", POINTWISE_CASES,

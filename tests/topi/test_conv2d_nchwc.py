@@ -1,6 +1,7 @@
-"""conv2d on channel-blocked activations against the numpy NCHW reference: every config of
-small spaces, strides, asymmetric padding, dilation, blocks of 4, 8 and 16 channels, a
-symbolic batch, a fused epilogue, random shapes (hypothesis) and the error paths."""
+"""conv2d on channel-blocked activations against the numpy NCHW reference: every pair of
+knob values of small spaces, strides, asymmetric padding, dilation, blocks of 4, 8 and 16
+channels, a symbolic batch, a fused epilogue, random shapes (hypothesis) and the error
+paths."""
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from tecomp.topi.conv2d_nchwc import (
     to_blocked,
 )
 
+from .covering import pairwise
 from .test_conv2d import ref_conv
 
 
@@ -56,11 +58,15 @@ AVX512 = "llvm -mcpu=skylake-avx512 -num-cores=2"
     # Whole-plane passes over chunks of 4 input channel blocks, the last one partial.
     dict(C=80, K=32, H=7, W=7, R=3, S=3, pads=(1, 1, 1, 1)),
 ])
-def test_every_config_of_a_small_space(case):
+def test_every_pair_of_knob_values_of_a_small_space(case):
+    # Each value of each knob together with each value of every other (a pairwise covering
+    # array): 42 of these spaces' 70 configs. Random configs of random shapes, all knobs
+    # at once, are test_random_shapes_and_configs'.
     task = _task(**case)
+    space = task.config_space
     rng = np.random.default_rng(1)
-    for index in range(len(task.config_space)):
-        _run(task, task.config_space.get(index), rng)
+    for digits in pairwise([len(knob) for knob in space.space_map.values()]):
+        _run(task, space.get(space.index_of(digits)), rng)
 
 
 @pytest.mark.parametrize("b", [4, 8, 16])
