@@ -61,6 +61,18 @@ def grid_sample(x, grid, mode: str = "linear", padding_mode: str = "zeros",
     """ONNX GridSample (version 20 and later) of ``x`` ``[N, C, D1, ...]`` at ``grid``
     ``[N, O1, ..., len(D)]``: the output is ``[N, C, O1, ...]``, of ``x``'s float dtype.
 
+    Parameters
+    ----------
+    x, grid : Tensor
+        The image and the normalised coordinates, of one float dtype.
+    mode : str
+        ``"nearest"`` (ties to even), ``"linear"`` or ``"cubic"`` (Keys, a = -0.75).
+    padding_mode : str
+        What a coordinate outside the image reads: ``"zeros"``, ``"border"`` or
+        ``"reflection"``.
+    align_corners : int
+        1: -1 and 1 are the centres of the edge pixels; 0: their outer edges.
+
     Raises
     ------
     DTypeError
