@@ -24,6 +24,7 @@ from ..ir import dtype as dtypes
 from ..topi.transform import slice_bounds
 from .onnx_batch_norm import batch_norm_training
 from .onnx_einsum import EquationError, lower_einsum
+from .onnx_pool_indices import max_pool_with_indices
 from .onnx_quantized import quantized_converters
 from .onnx_rotary import RotaryError, lower_rotary_embedding
 
@@ -462,6 +463,8 @@ def _one_d_as_two_d(convert):
             convert(ctx, node, attrs)
             return
         n, c, length = shape
+        if any(o in ctx.used for o in node.output[1:]):
+            ctx.fail(f"{node.op_type}'s indices of 1-D pooling are not supported")
         attrs = dict(attrs)
         for key in ("kernel_shape", "strides", "dilations"):
             if key in attrs:
@@ -628,7 +631,6 @@ def _matmul(ctx, node, attrs):
 @converter("AveragePool", 1, 7, 10, 11, 19, 22)
 @_one_d_as_two_d
 def _pool(ctx, node, attrs):
-    _only_first_output(ctx, node, "the indices")
     x = node.input[0]
     rank = len(ctx.type_of(x).shape)
     if rank not in (4, 5):
@@ -637,6 +639,10 @@ def _pool(ctx, node, attrs):
     strides, padding, dilation = _window_attrs(ctx, node, attrs, x)
     kw = dict(kernel=_ints(attrs["kernel_shape"]), strides=strides, pads=padding,
               dilations=dilation, ceil_mode=int(attrs.get("ceil_mode", 0)))
+    if node.op_type == "MaxPool" and any(o in ctx.used for o in node.output[1:]):
+        max_pool_with_indices(ctx, x, node.output, storage_order=int(
+            attrs.get("storage_order", 0)), **kw)
+        return
     if node.op_type == "MaxPool":
         if attrs.get("storage_order", 0):
             ctx.fail("MaxPool with storage_order=1 is not supported")
