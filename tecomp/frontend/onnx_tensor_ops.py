@@ -1,7 +1,7 @@
 """Converters of ONNX operators that rearrange or generate tensors, written with the
 library's slices, pads, gathers and resizes: CenterCropPad (18), ReverseSequence (10, 28),
-EyeLike (9, 22), Upsample (7, 9) and the gated activation SwiGLU (28). Importing the
-module registers them."""
+Compress (9, 11, 28), EyeLike (9, 22), Upsample (7, 9) and the gated activation SwiGLU
+(28). Importing the module registers them."""
 
 from __future__ import annotations
 
@@ -108,3 +108,24 @@ def _swiglu(ctx, node, attrs):
     alpha = ctx.const(np.array(attrs.get("alpha", 1.0), ctx.type_of(a).dtype), "alpha")
     gate = ctx.emit("sigmoid", [ctx.emit("multiply", [a, alpha])])
     ctx.emit("multiply", [ctx.emit("multiply", [a, gate]), b], node.output[:1])
+
+
+@converter("Compress", 9, 11, 28)
+def _compress(ctx, node, attrs):
+    # The kept positions decide the output's size: a gather of the positions where the
+    # condition holds (a value the model is specialised on where it is an input). Without
+    # an axis, the input is flattened first.
+    x = node.input[0]
+    keep = np.nonzero(ctx.value_of(node.input[1], "condition").reshape(-1))[0]
+    shape = ctx.type_of(x).shape
+    if "axis" in attrs:
+        axis = int(attrs["axis"]) % len(shape)
+    else:
+        x = ctx.emit("reshape", [x], newshape=(dims.product(shape),))
+        axis, shape = 0, (dims.product(shape),)
+    size = shape[axis]
+    if dims.is_static(size) and keep.size and keep[-1] >= size:
+        ctx.fail(f"the condition selects position {int(keep[-1])} of an axis of {size}",
+                 ModelError)
+    ctx.emit("gather", [x, ctx.const(keep.astype("int64"), "kept")], node.output[:1],
+             axis=axis, node=ctx.node_name)

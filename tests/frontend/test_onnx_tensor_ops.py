@@ -60,3 +60,21 @@ def test_swiglu(needs_llvm, rng, dtype, alpha):
     model = node_model("SwiGLU", {"a": a, "b": b}, 28, alpha=alpha)
     tol = 2e-3 if dtype == "float16" else 1e-5
     assert_matches_reference(model, {"a": a, "b": b}, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape, condition, axis", [
+    ((3, 4), [True, False, True], 0), ((3, 4), [False, True, True, False], -1),
+    ((2, 3), [0, 1, 1, 0, 1], None)])
+def test_compress_keeps_the_selected_positions(needs_llvm, rng, shape, condition, axis):
+    x = rng.standard_normal(shape).astype("float32")
+    attrs = {} if axis is None else {"axis": axis}
+    model = node_model("Compress", {"x": x}, 11,
+                       consts={"c": np.array(condition).astype(bool)}, **attrs)
+    assert_matches_reference(model, {"x": x})
+
+
+def test_compress_refuses_a_position_past_the_axis():
+    model = node_model("Compress", {"x": np.zeros((2, 2), "float32")}, 11,
+                       consts={"c": np.array([0, 0, 1], bool)}, axis=0)
+    with pytest.raises(ModelError, match="selects position 2 of an axis of 2"):
+        from_onnx(model)
