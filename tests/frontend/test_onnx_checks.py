@@ -487,9 +487,9 @@ def test_what_only_the_run_can_decide_is_left_to_it():
         _check("Pad", [(2, 3), (4,)], 18, {"mode": b"wrap"})
 
 
-def test_rules_of_operators_without_a_converter_run_on_the_node():
-    # GridSample has no converter yet (import refuses it as unsupported first); its
-    # enumeration is version-dependent: bilinear was renamed linear in version 20.
+def test_a_rule_reads_the_version_of_the_node():
+    # GridSample's enumeration is version-dependent: bilinear was renamed linear in
+    # version 20.
     node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode="bilinear")
     attrs = {"mode": b"bilinear"}
     check_node(node, "gs", 16, attrs, type_of=lambda v: None, value_of=lambda v: None)
