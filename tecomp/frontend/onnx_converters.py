@@ -1309,12 +1309,14 @@ def _resize(ctx, node, attrs):
         ctx.fail("Resize with coordinate_transformation_mode=tf_crop_and_resize is not "
                  "supported")
     scales = ctx.value_of(node.input[2], "scales").reshape(-1) if _input(node, 2) else None
-    sizes = ctx.value_of(node.input[3], "sizes").reshape(-1) if _input(node, 3) else None
+    # Sizes are often computed from another input's shape (a U-Net's skip: Shape ->
+    # Slice -> Concat), known up to its symbolic dimensions.
+    sizes = ctx.dims_of(node.input[3], "sizes") if _input(node, 3) else None
     if scales is not None and scales.size == 0:
         scales = None
     ctx.emit("resize", [node.input[0]], node.output,
              scales=None if scales is None else tuple(float(v) for v in scales),
-             sizes=None if sizes is None else _ints(sizes), mode=mode,
+             sizes=sizes, mode=mode,
              coordinate_transformation_mode=ctm,
              nearest_mode=text("nearest_mode", "round_prefer_floor"))
 

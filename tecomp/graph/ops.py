@@ -713,7 +713,7 @@ def _resize(node, ts):
     if given is None or len(given) != len(x.shape):
         _fail(node, f"needs scales or sizes with one entry per axis of {_shape_text(x.shape)}")
     if sizes is not None:
-        return [TensorType(x.dtype, tuple(sizes))]
+        return [TensorType(x.dtype, tuple(dims.normalize(d) for d in sizes))]
     if any(sc <= 0 for sc in scales):
         _fail(node, f"scales {list(scales)} must be positive")
     return [TensorType(x.dtype, tuple(dims.normalize(scaled_size(d, sc))

@@ -7,7 +7,7 @@ from fractions import Fraction
 from .. import te
 from ..errors import ShapeError
 from ..ir import expr as E
-from .cpu_schedule import const_int, schedule_injective
+from .cpu_schedule import const_int, same_shape, schedule_injective
 from .register import register_llvm
 
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -90,8 +90,8 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
         raise ShapeError("resize: give exactly one of scales= and sizes=")
     given = list(scales if sizes is None else sizes)
     lead = given[:-2]
-    if lead and any(float(v) != (1.0 if sizes is None else const_int(d))
-                    for v, d in zip(lead, x.shape[:-2])):
+    if lead and (any(float(v) != 1.0 for v in lead) if sizes is None else not same_shape(
+            tuple(E.as_expr(v) for v in lead), tuple(x.shape[:-2]))):
         raise ShapeError(f"resize: only the two trailing axes may change size, got {given}")
     in_h, in_w = x.shape[-2:]
     if sizes is not None:
