@@ -681,7 +681,6 @@ DEPTHWISE_ROWS = (1, 2, 3, 4, 6, 7, 8, 14, 16)
 DEPTHWISE_CHANNEL_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 
 
-
 def _check_depthwise(data_shape, kernel_shape):
     C, (K, KC) = int(data_shape[1]), (int(kernel_shape[0]), int(kernel_shape[1]))
     if KC != 1 or K % C:
