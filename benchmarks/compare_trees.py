@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 WORKER = r"""
 import json, sys, time
 import numpy as np
@@ -87,6 +89,15 @@ class Worker:
         self.proc.wait()
 
 
+def cpu_name() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def revision(tree: str) -> str:
     out = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%h %s"],
                          capture_output=True, text=True)
@@ -113,10 +124,8 @@ def main():
     base, head = Worker(opts.base, args, opts.threads), Worker(opts.head, args, opts.threads)
     for worker in (base, head):
         worker.ask()
-    import numpy as np
-
-    print(f"cpu: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}; "
-          f"{opts.threads} threads; built both in {time.perf_counter() - t0:.0f} s")
+    print(f"cpu: {cpu_name()}; {opts.threads} threads; "
+          f"built both in {time.perf_counter() - t0:.0f} s")
     print(f"base: {revision(opts.base)}\nhead: {revision(opts.head)}")
     print(f"{'model':<20} {'base ms':>9} {'head ms':>9} {'head/base':>10} {'range':>13} "
           f"{'max |diff|':>11}")
