@@ -65,6 +65,13 @@ def _max_unpool(ctx, node, attrs):
     # one scatter into its zeros, then zeros appended where output_shape asks for more.
     x, indices = node.input[:2]
     shape = _static(ctx, ctx.type_of(x).shape, "the input's shape")
+    index_shape = ctx.type_of(indices).shape
+    if len(index_shape) != len(shape) or not all(dims.equal(i, d)
+                                                 for i, d in zip(index_shape, shape)):
+        # onnxruntime requires it; the scatter below would pair values and positions by
+        # flat order otherwise.
+        ctx.fail(f"the indices' shape [{', '.join(dims.to_text(d) for d in index_shape)}] "
+                 f"must be the input's {list(shape)}", ModelError)
     kernel = [int(k) for k in attrs["kernel_shape"]]
     nsp = len(kernel)
     strides = [int(s) for s in attrs.get("strides", [1] * nsp)]

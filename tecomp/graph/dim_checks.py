@@ -24,13 +24,18 @@ def _sizes_text(bindings: dict) -> str:
     return ", ".join(f"{v.name}={n}" for v, n in bindings.items())
 
 
+#: Each relation a :class:`DimCheck` may hold, and the C operator of its violation.
+_VIOLATIONS = {"==": "!=", "<=": ">", ">=": "<"}
+
+
 @dataclass(frozen=True)
 class DimCheck:
     """Dimension ``axis`` of input ``value`` of node ``node`` (operator ``op``) is ``got``
-    and must equal (``relation`` ``"=="``) or be at most (``"<="``) ``want`` at run time;
-    ``against`` says what ``want`` is, as the error message continues "where ... 6":
-    "the output has" (a broadcast), "the data has" (GatherElements' indices), "the Split's
-    sizes add up to"."""
+    and must equal (``relation`` ``"=="``), be at most (``"<="``) or at least (``">="``)
+    ``want`` at run time; ``against`` says what ``want`` is, as the error message
+    continues "where ... 6": "the output has" (a broadcast), "the data has"
+    (GatherElements' indices), "the Split's sizes add up to", "the operator needs at
+    least" (a convolution's spatial axes)."""
 
     node: str
     op: str
@@ -42,17 +47,18 @@ class DimCheck:
     against: str = "the output has"
 
     def __post_init__(self):
-        if self.relation not in ("==", "<="):
-            raise ValueError(f"relation {self.relation!r}; allowed: '==', '<='")
+        if self.relation not in _VIOLATIONS:
+            raise ValueError(f"relation {self.relation!r}; allowed: "
+                             f"{', '.join(map(repr, _VIOLATIONS))}")
 
     def holds(self, bindings: dict) -> bool:
         """Whether the condition holds for ``bindings`` (symbol -> size)."""
         got, want = (dims.evaluate(d, bindings) for d in (self.got, self.want))
-        return got == want if self.relation == "==" else got <= want
+        return {"==": got == want, "<=": got <= want, ">=": got >= want}[self.relation]
 
     def message(self, bindings: dict) -> str:
         """Why ``bindings`` break the condition, for the error a user sees."""
-        allowed = "" if self.relation == "==" else " (it may have at most as many)"
+        allowed = " (it may have at most as many)" if self.relation == "<=" else ""
         return (f"node {self.node!r} ({self.op}): input {self.value!r} has "
                 f"{_size_text(self.got, bindings)} elements on axis {self.axis} where "
                 f"{self.against} {_size_text(self.want, bindings)}{allowed}, with the input "
@@ -61,8 +67,7 @@ class DimCheck:
     def c_violation(self, c_expr) -> str:
         """The C condition under which the check fails, with dimensions written by
         ``c_expr``."""
-        op = "!=" if self.relation == "==" else ">"
-        return f"{c_expr(self.got)} {op} {c_expr(self.want)}"
+        return f"{c_expr(self.got)} {_VIOLATIONS[self.relation]} {c_expr(self.want)}"
 
     def where(self) -> str:
         """Where the condition comes from, for a comment."""

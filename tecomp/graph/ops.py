@@ -258,7 +258,25 @@ def _conv_nd(node, ts):
     return [TensorType(data.dtype, tuple(shape))]
 
 
-_register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d)
+def _nonempty_spatial_checks(spatial_axes):
+    """``dim_checks`` of an operator whose first input's ``spatial_axes(rank)`` must not be
+    empty (onnxruntime refuses a convolution or grid sample over an image with no rows or
+    columns), where they are symbolic (a dimension a model declares 0 is one)."""
+
+    def checks(node, types) -> list:
+        shape = types[node.inputs[0]].shape
+        return [DimCheck(node.name or node.op, node.op, node.inputs[0], a, shape[a], 1, ">=",
+                         "the operator needs at least")
+                for a in spatial_axes(len(shape)) if not dims.is_static(shape[a])]
+
+    return checks
+
+
+#: The image axes of planar (NCHW...) and channel-blocked (NCHW[c]) data.
+_PLANAR_SPATIAL = _nonempty_spatial_checks(lambda rank: range(2, rank))
+_BLOCKED_SPATIAL = _nonempty_spatial_checks(lambda rank: range(2, rank - 1))
+
+_register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d, dim_checks=_PLANAR_SPATIAL)
 
 
 def _conv2d_nchwc(node, ts):
@@ -280,7 +298,7 @@ def _conv2d_nchwc(node, ts):
     return [TensorType(data.dtype, (n, k // b, oh, ow, b))]
 
 
-_register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc)
+_register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc, dim_checks=_BLOCKED_SPATIAL)
 
 
 def _depthwise_conv2d_nchwc(node, ts):
@@ -301,8 +319,9 @@ def _depthwise_conv2d_nchwc(node, ts):
     return [TensorType(data.dtype, (n, cb, oh, ow, b))]
 
 
-_register("depthwise_conv2d_nchwc", OUT_FUSABLE, _depthwise_conv2d_nchwc)
-_register("conv conv_transpose", OPAQUE, _conv_nd)
+_register("depthwise_conv2d_nchwc", OUT_FUSABLE, _depthwise_conv2d_nchwc,
+          dim_checks=_BLOCKED_SPATIAL)
+_register("conv conv_transpose", OPAQUE, _conv_nd, dim_checks=_PLANAR_SPATIAL)
 _register("dense", OUT_FUSABLE, _dense)
 def _batch_matmul(node, ts):
     a, b = ts
@@ -417,7 +436,7 @@ def _grid_sample(node, ts):
     return [TensorType(x.dtype, tuple(x.shape[:2]) + tuple(grid.shape[1:-1]))]
 
 
-_register("grid_sample", OPAQUE, _grid_sample)
+_register("grid_sample", OPAQUE, _grid_sample, dim_checks=_PLANAR_SPATIAL)
 _register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)

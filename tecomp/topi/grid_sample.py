@@ -18,6 +18,7 @@ import itertools
 from .. import te
 from ..errors import DTypeError
 from ..ir import dtype as dt
+from ..ir import expr as E
 from ..te import intrin
 from .cpu_schedule import schedule_injective
 from .register import register_llvm
@@ -28,19 +29,31 @@ PADDING_MODES = ("zeros", "border", "reflection")
 CUBIC_A = -0.75
 
 
+def _let(value, name: str, use):
+    """``use(v)`` with ``v`` bound once to ``value``: an expression read several times is
+    computed, and compiled, once (the taps of a reflected coordinate read it dozens of
+    times, which as a tree took LLVM most of a minute)."""
+    var = E.Var(name, value.dtype)
+    body = use(var)
+    return E.Let(var, value, body, body.dtype)
+
+
 def _reflect(v, low: float, high: float):
     """``v`` mirrored at ``low`` and ``high`` until it lies between them."""
-    span = high - low
-    below = low - v
-    above = v - high
-    out = v
-    for dist, near, far, sign in ((below, low, high, 1.0), (above, high, low, -1.0)):
-        times = intrin.trunc(dist / span)
-        rest = dist - times * span
-        even = te.equal(intrin.fmod(times, te.const(2.0, v.dtype)), 0.0)
-        mirrored = te.if_then_else(even, near + rest * sign, far - rest * sign)
-        out = te.if_then_else(dist > 0.0, mirrored, out)
-    return out
+
+    def mirror(v):
+        span = high - low
+        out = v
+        for dist, near, far, sign in ((low - v, low, high, 1.0), (v - high, high, low, -1.0)):
+            times = intrin.trunc(dist / span)
+            rest = dist - times * span
+            half = times * 0.5
+            even = te.equal(intrin.trunc(half), half)
+            mirrored = te.if_then_else(even, near + rest * sign, far - rest * sign)
+            out = te.if_then_else(dist > 0.0, mirrored, out)
+        return out
+
+    return _let(v, "reflected", mirror)
 
 
 def _cubic_weights(t):
@@ -110,7 +123,7 @@ def grid_sample(x, grid, mode: str = "linear", padding_mode: str = "zeros",
         return intrin.trunc(clamped).astype("int32"), inside
 
     def body(n, c, *out):
-        coords = []
+        values = []
         for i in range(ndim):
             g = grid[(n,) + out + (ndim - 1 - i,)]
             v = ((g + 1.0) * 0.5 * (sizes[i] - 1.0) if align_corners
@@ -123,7 +136,9 @@ def grid_sample(x, grid, mode: str = "linear", padding_mode: str = "zeros",
                 v = te.if_then_else(outside, te.min(te.max(v, 0.0), sizes[i] - 1.0), v)
             elif padding_mode == "reflection":
                 v = te.if_then_else(outside, _reflect(v, low, high), v)
-            coords.append(v)
+            values.append(v)
+        # Each coordinate is read by every tap: bound once, around the whole sum.
+        coords = [E.Var(f"coord{i}", x.dtype) for i in range(ndim)]
         taps = []
         for v in coords:
             if mode == "nearest":
@@ -144,6 +159,8 @@ def grid_sample(x, grid, mode: str = "linear", padding_mode: str = "zeros",
                 if w is not None:
                     value = value * w
             total = value if total is None else total + value
+        for var, value in reversed(list(zip(coords, values))):
+            total = E.Let(var, value, total, total.dtype)
         return total
 
     out_shape = tuple(x.shape[:2]) + tuple(grid.shape[1:-1])

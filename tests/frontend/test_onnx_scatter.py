@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from onnx_node_runs import assert_matches_reference, node_model
 
+from tecomp.frontend import from_onnx
+from tecomp.frontend.onnx_converters import ModelError
+
 
 @pytest.mark.parametrize("mode, positions", [("linear", [0, 2]), ("circular", [3, 1])])
 def test_tensor_scatter_writes_each_entry_at_its_position(needs_llvm, rng, mode, positions):
@@ -29,11 +32,22 @@ def test_max_unpool_puts_values_back_at_their_indices(needs_llvm, rng, output_sh
     rows, cols = rng.integers(0, 2, (2, 1, 2, 2, 2))
     window = np.arange(2)
     index = (np.arange(2)[:, None, None] * 16 + (2 * window[:, None] + rows) * 4
-             + 2 * window[None, :] + cols)[None].astype("int64")
+             + 2 * window[None, :] + cols).astype("int64")
     consts = {} if output_shape is None else {"shape": np.array(output_shape, "int64")}
     model = node_model("MaxUnpool", {"x": x, "i": index}, 22, consts=consts,
                        kernel_shape=[2, 2], strides=[2, 2])
     assert_matches_reference(model, {"x": x, "i": index})
+
+
+def test_max_unpool_indices_of_another_shape_than_the_input_are_refused(needs_llvm, rng):
+    # onnxruntime requires the indices to have the input's shape.
+    x = rng.standard_normal((1, 1, 2, 2)).astype("float32")
+    index = np.arange(4, dtype="int64").reshape(1, 2, 2)
+    model = node_model("MaxUnpool", {"x": x, "i": index}, 22, kernel_shape=[2, 2],
+                       strides=[2, 2])
+    with pytest.raises(ModelError, match=r"the indices' shape \[1, 2, 2\] must be the "
+                                         r"input's \[1, 1, 2, 2\]"):
+        from_onnx(model)
 
 
 @pytest.mark.parametrize("image, block, attrs", [

@@ -119,3 +119,21 @@ def test_gather_elements_indices_longer_than_the_data_are_refused_not_read(needs
     np.testing.assert_array_equal(same[0], np.take_along_axis(x, idx[:3], axis=1))
     assert isinstance(more, tecomp.graph.GraphInputError)
     assert "has r = 4 elements on axis 0 where the data has 3 (it may have at most" in str(more)
+
+
+def test_a_convolution_over_an_image_with_no_rows_is_refused_at_run_time(needs_llvm):
+    # onnxruntime refuses a Conv input with an empty spatial axis ("Invalid input shape");
+    # a height declared 0 is imported as a symbolic size, so the run decides.
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, "h", 5])]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    w = np.random.default_rng(0).normal(size=(3, 2, 3, 3)).astype("float32")
+    weight = helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())
+    ok, empty = _run_model(node, ins, outs, [{"x": np.ones((1, 2, 4, 5), "float32")},
+                                             {"x": np.ones((1, 2, 0, 5), "float32")}], [weight])
+    assert ok[0].shape == (1, 3, 4, 5)
+    assert isinstance(empty, tecomp.graph.GraphInputError)
+    assert ("node 'conv' (conv2d): input 'x' has h = 0 elements on axis 2 where the operator "
+            "needs at least 1") in str(empty)
+    check = DimCheck("conv", "conv2d", "x", 2, te.var("h"), 1, ">=", "the operator needs at least")
+    assert check.c_violation(str) == "h < 1"
