@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_converters import converter
+from ..graph import dims
+from .onnx_converters import ModelError, converter
 
 #: GridSample-16's interpolation modes by their later names.
 _MODE_NAMES = {"bilinear": "linear", "bicubic": "cubic"}
@@ -38,6 +39,8 @@ def _affine_grid(ctx, node, attrs):
     if len(spatial) not in (2, 3) or tuple(t.shape[1:]) != (len(spatial), len(spatial) + 1):
         ctx.fail(f"size {size} must be [N, C, H, W] or [N, C, D, H, W] and theta "
                  f"{list(t.shape)} [N, {len(spatial)}, {len(spatial) + 1}]")
+    if dims.is_static(t.shape[0]) and size[0] != t.shape[0]:
+        ctx.fail(f"size {size} must name theta's batch of {t.shape[0]} first", ModelError)
     grid = base_grid(spatial, bool(attrs.get("align_corners", 0)))
     # The library's matmul broadcasts no operand of lower rank: the base is expanded.
     base = ctx.emit("expand", [ctx.const(grid.astype(t.dtype), "base_grid")],

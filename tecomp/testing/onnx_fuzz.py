@@ -1032,6 +1032,27 @@ def _attention_mask_shape(node, args: list, version: int) -> str | None:
     return None
 
 
+def _recurrent_layout_1(node, args, version) -> str | None:
+    """RNN, GRU and LSTM with ``layout=1`` (batch first): the spec defines it since
+    version 14, onnxruntime's CPU kernels refuse it."""
+    layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+    if layout == 1:
+        return (f"{node.op_type} with layout=1 (an onnxruntime limit: its CPU kernels take "
+                "layout 0 only; the spec defines both)")
+    return None
+
+
+def _grid_not_finite(node, args, version) -> str | None:
+    """GridSample at an infinite or NaN grid coordinate: the spec's reference fails (it
+    converts the coordinate to an integer), onnxruntime reads some pixel."""
+    grid = args[1] if len(args) > 1 else None
+    if grid is not None and np.issubdtype(grid.dtype, np.floating) and (
+            not np.isfinite(grid).all()):
+        return ("GridSample at a grid coordinate that is not finite (undefined by the spec: "
+                "its reference cannot convert it to a pixel)")
+    return None
+
+
 UNDEFINED: dict[str, Callable] = {
     "Cast": _cast_out_of_range,
     "CastLike": _cast_out_of_range,
@@ -1045,6 +1066,8 @@ UNDEFINED: dict[str, Callable] = {
     "ArgMax": _arg_of_empty_axis,
     "ArgMin": _arg_of_empty_axis,
     "Attention": _attention_mask_shape,
+    **dict.fromkeys(("RNN", "GRU", "LSTM"), _recurrent_layout_1),
+    "GridSample": _grid_not_finite,
 }
 """Op type -> ``fn(node, args, version) -> reason | None``: why a node whose inputs are
 ``args`` (arrays where known, else None) has no result the spec defines, or one that

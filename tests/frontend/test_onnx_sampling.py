@@ -8,7 +8,6 @@ from onnx_node_runs import assert_matches_reference, node_model
 
 import tecomp
 from tecomp.frontend import from_onnx
-
 from tecomp.frontend.onnx_sampling import base_grid
 
 
@@ -20,6 +19,16 @@ def test_affine_grid(needs_llvm, rng, size, align_corners):
     model = node_model("AffineGrid", {"theta": theta}, 20,
                        consts={"size": np.array(size, "int64")}, align_corners=align_corners)
     assert_matches_reference(model, {"theta": theta})
+
+
+def test_affine_grid_size_must_start_with_thetas_batch(rng):
+    # onnxruntime: "size[0] (3) must equal theta batch dimension (2)".
+    theta = rng.standard_normal((2, 2, 3)).astype("float32")
+    model = node_model("AffineGrid", {"theta": theta}, 20,
+                       consts={"size": np.array([3, 1, 4, 5], "int64")})
+    with pytest.raises(tecomp.TecompError, match=r"size \[3, 1, 4, 5\] must name theta's "
+                                                 "batch of 2 first"):
+        from_onnx(model)
 
 
 def test_base_grid_lists_x_first():
