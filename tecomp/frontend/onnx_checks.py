@@ -655,6 +655,67 @@ class BlockSize:
                               f"{shape[axis]}")
 
 
+@dataclass(frozen=True)
+class SpatialLists:
+    """Int-list attributes of a window over ``n`` spatial axes, ``n`` the length of
+    attribute ``count`` or of the known input ``count_input``: ``names`` one positive
+    value per axis, ``pads`` two non-negative ones (MaxUnpool, Col2Im)."""
+
+    names: tuple = ("strides", "dilations")
+    count: str = "kernel_shape"
+    count_input: int | None = None
+
+    def __call__(self, view: NodeView) -> None:
+        source = view.ints_arg(self.count, self.count_input)
+        if source is None:
+            return
+        n = len(source)
+        for name in (*self.names, "pads"):
+            values = view.attrs.get(name)
+            if values is None:
+                continue
+            want = 2 * n if name == "pads" else n
+            if len(values) != want:
+                view.fail(f"{name} {_text(values)} has {len(values)} values; the {n} spatial "
+                          f"axes of {self.count} need {want}")
+            if any(v < 0 if name == "pads" else v <= 0 for v in values):
+                view.fail(f"{name} {_text(values)}: each must be "
+                          f"{'non-negative' if name == 'pads' else 'positive'}")
+
+
+@dataclass(frozen=True)
+class NonEmpty:
+    """An int-list attribute that must list at least one value when given (onnxruntime's
+    MeanVarianceNormalization: "No valid axes are specified")."""
+
+    name: str
+
+    def __call__(self, view: NodeView) -> None:
+        if self.name in view.attrs and len(view.attrs[self.name]) == 0:
+            view.fail(f"{self.name}=[]; it must list at least one")
+
+
+@dataclass(frozen=True)
+class FiniteScales:
+    """Known scales (attribute ``scales`` or input ``input``) finite and positive, one per
+    axis of input 0 (Upsample)."""
+
+    input: int | None = None
+
+    def __call__(self, view: NodeView) -> None:
+        name = view.input(self.input) if self.input is not None else None
+        value = view.value_of(name) if name else view.attrs.get("scales")
+        if value is None:
+            return
+        value = np.asarray(value, dtype="float64").reshape(-1)
+        rank = view.rank(0)
+        if rank is not None and value.size != rank:
+            view.fail(f"scales {value.tolist()} has {value.size} values; the rank-{rank} "
+                      "input needs one per axis")
+        if not (np.isfinite(value) & (value > 0)).all():
+            view.fail(f"scales {value.tolist()}: each must be a finite positive number")
+
+
 def _length(view: NodeView, i: int, what: str) -> int | None:
     """The number of elements of the 1-D input ``i``, if static."""
     shape = view.shape(i)
@@ -1207,18 +1268,23 @@ CHECKS: Mapping = MappingProxyType({
     "BitCast": (BitCastWidth(),),
     **{op: (Broadcast(),) for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
     "GroupNormalization": (Positive(("num_groups",)), _STASH_TYPE),
-    "MeanVarianceNormalization": (Axes(),),
+    "MeanVarianceNormalization": (Axes(), NonEmpty("axes")),
     "CenterCropPad": (Axes(), InputRank(1, "shape")),
     "ReverseSequence": (OneOf("batch_axis", (0, 1)), OneOf("time_axis", (0, 1)),
                         MinRank(0, 2), InputRank(1, "sequence_lens")),
-    "Upsample": (OneOf("mode", ("nearest", "linear")),),
+    "Upsample": (OneOf("mode", ("nearest", "linear")), FiniteScales(1)),
     **{op: (Flag(("periodic",)), InputRank(0, "size", (0,)))
        for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
     "DFT": (Flag(("inverse", "onesided")), InputRank(1, "dft_length", (0, 1))),
     "STFT": (Flag(("onesided",)), InputRank(1, "frame_step", (0,))),
     "AffineGrid": (Flag(("align_corners",)), InputRank(1, "size")),
-    "TensorScatter": (OneOf("mode", ("linear", "circular")), InputRank(2, "write_indices")),
-    "Col2Im": (InputRank(1, "image_shape"), InputRank(2, "block_shape")),
+    "TensorScatter": (OneOf("mode", ("linear", "circular")), InputRank(2, "write_indices"),
+                      Axis()),
+    "Col2Im": (InputRank(1, "image_shape"), InputRank(2, "block_shape"),
+               SpatialLists(count="image_shape", count_input=1)),
+    "MaxUnpool": (SpatialLists(("kernel_shape", "strides")),),
+    "Compress": (Axis(),),
+    "RotaryEmbedding": (Positive(("num_heads",)),),
     "Det": (MinRank(0, 2),),
     "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
         ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",

@@ -1053,6 +1053,41 @@ def _grid_not_finite(node, args, version) -> str | None:
     return None
 
 
+def _rotary_cache_shape(node, args, version) -> str | None:
+    """RotaryEmbedding with cos/sin caches wider than half the rotated dimension, or of
+    one batch entry for several: the spec's reference reads what it needs, onnxruntime
+    wants exactly half of it, and the batch's size."""
+    if len(args) < 3 or args[0] is None or args[2] is None:
+        return None
+    x, cache = args[0], args[2]
+    attrs = {a.name: a.i for a in node.attribute}
+    heads = attrs.get("num_heads", 0)
+    if x.ndim == 4:
+        head_size = x.shape[-1]
+    elif heads > 0 and x.shape[-1] % heads == 0:
+        head_size = x.shape[-1] // heads
+    else:
+        return None
+    rotated = attrs.get("rotary_embedding_dim", 0) or head_size
+    if cache.shape[-1] != rotated // 2:
+        return (f"RotaryEmbedding with caches of {cache.shape[-1]} values per position for "
+                f"a rotated dimension of {rotated} (an onnxruntime limit: it wants exactly "
+                "half; the spec's reference reads the first half)")
+    if cache.ndim == 3 and cache.shape[0] == 1 != x.shape[0]:
+        return ("RotaryEmbedding with caches of one batch entry for several (an onnxruntime "
+                "limit; the spec's reference broadcasts them)")
+    return None
+
+
+def _mvn_float16(node, args, version) -> str | None:
+    """MeanVarianceNormalization of float16: the spec allows it, onnxruntime's function
+    body fails its own type check (a float32 epsilon added to float16)."""
+    if args and args[0] is not None and args[0].dtype == np.float16:
+        return ("MeanVarianceNormalization of float16 (an onnxruntime limit: its function "
+                "body mixes float16 and float32)")
+    return None
+
+
 UNDEFINED: dict[str, Callable] = {
     "Cast": _cast_out_of_range,
     "CastLike": _cast_out_of_range,
@@ -1068,6 +1103,8 @@ UNDEFINED: dict[str, Callable] = {
     "Attention": _attention_mask_shape,
     **dict.fromkeys(("RNN", "GRU", "LSTM"), _recurrent_layout_1),
     "GridSample": _grid_not_finite,
+    "RotaryEmbedding": _rotary_cache_shape,
+    "MeanVarianceNormalization": _mvn_float16,
 }
 """Op type -> ``fn(node, args, version) -> reason | None``: why a node whose inputs are
 ``args`` (arrays where known, else None) has no result the spec defines, or one that

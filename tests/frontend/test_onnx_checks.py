@@ -57,6 +57,14 @@ def _model(op, shapes, attrs=None, consts=(), opset=17, outputs=1, dtypes=None):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
+def _with_empty_ints(model, name):
+    """``model`` with an empty int-list attribute ``name`` on its node (make_node cannot
+    tell an empty list's type)."""
+    model.graph.node[0].attribute.append(
+        helper.make_attribute(name, [], attr_type=onnx.AttributeProto.INTS))
+    return model
+
+
 # (case id, model, attribute or input the message names, fragment of the message)
 MISUSES = [
     # Axes that repeat or are out of range (Slice's took the heap down).
@@ -368,6 +376,28 @@ MISUSES = [
     ("rms-norm-mixed-types", _model("RMSNormalization", [[2, 4], [4]], dict(axis=-1),
                                     opset=23, dtypes={1: TensorProto.FLOAT16}), "'x1'",
      "inputs 'x0' (float32) and 'x1' (float16) differ in element type"),
+    ("max-unpool-strides-length", _model("MaxUnpool", [[1, 1, 2, 2], [1, 1, 2, 2]], dict(
+        kernel_shape=[2, 2], strides=[2, 2, 2]), opset=22, dtypes={1: TensorProto.INT64}),
+     "strides", "strides [2, 2, 2] has 3 values; the 2 spatial axes of kernel_shape need 2"),
+    ("col2im-dilations-length", _model("Col2Im", [[1, 4, 9]], dict(dilations=[1, 1, 1]),
+                                       consts=[("image", [4, 4]), ("block", [2, 2])],
+                                       opset=18), "dilations",
+     "dilations [1, 1, 1] has 3 values; the 2 spatial axes of image_shape need 2"),
+    ("upsample-scales-infinite", _model("Upsample", [[1, 1, 2, 2]], consts=[
+        ("scales", np.array([1, 1, np.inf, 2], "float32"))], opset=9), "scales",
+     "each must be a finite positive number"),
+    ("mvn-no-axes", _with_empty_ints(_model("MeanVarianceNormalization", [[1, 2, 3]],
+                                            opset=13), "axes"),
+     "axes", "axes=[]; it must list at least one"),
+    ("compress-axis", _model("Compress", [[2, 3], [3]], dict(axis=2), opset=11,
+                             dtypes={1: TensorProto.BOOL}), "axis",
+     "axis 2 is out of range for the rank-2 input; allowed: [-2, 1]"),
+    ("tensor-scatter-axis", _model("TensorScatter", [[2, 4, 3], [2, 1, 3]], dict(axis=5),
+                                   opset=24), "axis",
+     "axis 5 is out of range for the rank-3 input; allowed: [-3, 2]"),
+    ("rotary-num-heads", _model("RotaryEmbedding", [[1, 2, 3, 4], [3, 2], [3, 2]],
+                                dict(num_heads=-1), opset=23), "num_heads",
+     "num_heads=-1; it must be a positive integer"),
 ]
 
 
