@@ -1284,7 +1284,7 @@ CHECKS: Mapping = MappingProxyType({
                SpatialLists(count="image_shape", count_input=1)),
     "MaxUnpool": (SpatialLists(("kernel_shape", "strides")),),
     "Compress": (Axis(),),
-    "RotaryEmbedding": (Positive(("num_heads",)),),
+    "RotaryEmbedding": (Positive(("num_heads",)), Flag(("interleaved",))),
     "Det": (MinRank(0, 2),),
     "MelWeightMatrix": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
         ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
