@@ -279,15 +279,21 @@ _BLOCKED_SPATIAL = _nonempty_spatial_checks(lambda rank: range(2, rank - 1))
 _register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d, dim_checks=_PLANAR_SPATIAL)
 
 
+def _blocked_data(node, data, weight, weight_layout: str) -> tuple:
+    """``(N, C/b, H, W, b)`` of a blocked convolution's data, which must be 5-D with the
+    node's ``block`` innermost beside a 4-D weight (``weight_layout``, for the error)."""
+    b = node.attrs["block"]
+    if len(data.shape) != 5 or len(weight.shape) != 4 or data.shape[4] != b:
+        _fail(node, f"data {_shape_text(data.shape)} must be [N, C/{b}, H, W, {b}] and the "
+                    f"weight {_shape_text(weight.shape)} {weight_layout}")
+    return data.shape
+
+
 def _conv2d_nchwc(node, ts):
     """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight OIHW, output ``[N, K/b, OH, OW,
     b]`` (``tecomp.topi.conv2d_nchwc``)."""
     data, weight = ts[0], ts[1]
-    b = node.attrs["block"]
-    if len(data.shape) != 5 or len(weight.shape) != 4 or data.shape[4] != b:
-        _fail(node, f"data {_shape_text(data.shape)} must be [N, C/{b}, H, W, {b}] and the "
-                    f"weight {_shape_text(weight.shape)} OIHW")
-    n, cb, h, w, _ = data.shape
+    n, cb, h, w, b = _blocked_data(node, data, weight, "OIHW")
     k, c, r, s = weight.shape
     if not dims.equal(c, cb * b) or k % b:
         _fail(node, f"weight {_shape_text(weight.shape)} does not fit data "
@@ -305,11 +311,7 @@ def _depthwise_conv2d_nchwc(node, ts):
     """``depthwise_conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight ``[C, 1, R, S]``,
     output ``[N, C/b, OH, OW, b]`` (``tecomp.topi.depthwise_nchwc``)."""
     data, weight = ts[0], ts[1]
-    b = node.attrs["block"]
-    if len(data.shape) != 5 or len(weight.shape) != 4 or data.shape[4] != b:
-        _fail(node, f"data {_shape_text(data.shape)} must be [N, C/{b}, H, W, {b}] and the "
-                    f"weight {_shape_text(weight.shape)} [C, 1, R, S]")
-    n, cb, h, w, _ = data.shape
+    n, cb, h, w, b = _blocked_data(node, data, weight, "[C, 1, R, S]")
     if not dims.equal(weight.shape[0], cb * b) or weight.shape[1] != 1:
         _fail(node, f"weight {_shape_text(weight.shape)} does not fit data "
                     f"{_shape_text(data.shape)} blocked by {b} (multiplier 1)")
@@ -638,7 +640,7 @@ def _depth_to_space(node, ts):
 
 
 def _gather_elements_bounds(node, data, indices):
-    """``(axis, [(k, index dim, data dim)])`` over GatherElements' axes other than
+    """``([(k, index dim, data dim)], exact)`` over GatherElements' axes other than its
     ``axis``, and whether each index dim must equal the data's (attribute ``exact``, the
     target of NegativeLogLikelihoodLoss) or be at most it (the operator's own rule, as
     onnxruntime checks it)."""
