@@ -49,10 +49,12 @@ def runtime_dim_checks(graph: Graph) -> tuple:
         body = node.attrs.get("body")
         if body is not None:
             checks += runtime_dim_checks(body)
-        elif op_info(node).broadcasts:
+            continue
+        info = op_info(node)
+        if info.broadcasts:
             checks += _node_checks(node, graph.types)
-        elif op_info(node).dim_checks is not None:
-            checks += op_info(node).dim_checks(node, graph.types)
+        elif info.dim_checks is not None:
+            checks += info.dim_checks(node, graph.types)
         elif node.op == "arange" and not dims.is_static(node.attrs["delta"]):
             checks.append(StepCheck(node.name or node.op, node.attrs["delta"]))
     return tuple(checks)
