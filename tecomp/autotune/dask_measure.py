@@ -163,6 +163,11 @@ def portable_target(target) -> str:
 # ---- on a worker ---------------------------------------------------------------------------
 
 _WORKER_LOCK = threading.Lock()
+# Held while this process imports a template's modules or builds a task's space, and
+# while it forks a build process: a fork taken while another thread is inside an import
+# leaves that module's import lock held forever in the child, whose build then hangs
+# until its timeout (two builds arriving together on a freshly restarted worker did).
+_IMPORT_OR_FORK_LOCK = threading.RLock()
 _RUNNERS: dict = {}          # runner id -> (runner, lock) on this worker process
 _HELD_FDS: set = set()       # machine-lock descriptors a forked child must not keep
 _DIR: list = []              # this process's scratch folder for candidates
@@ -192,6 +197,11 @@ def _template_ref(task) -> tuple:
 
 
 def _ensure_template(ref) -> None:
+    with _IMPORT_OR_FORK_LOCK:
+        _register_template(ref)
+
+
+def _register_template(ref) -> None:
     name, module, func = ref
     if name in TEMPLATES:
         return
@@ -339,7 +349,8 @@ def _in_fork(fn, args, timeout: float) -> tuple:
     with _WORKER_LOCK:
         proc = _IDLE.pop() if _IDLE else None
     if proc is None:
-        proc = _ForkedProcess()
+        with _IMPORT_OR_FORK_LOCK:
+            proc = _ForkedProcess()
     result = proc.call(fn, args, timeout)
     if proc.alive:
         with _WORKER_LOCK:
@@ -370,10 +381,11 @@ def _build_on_worker(ref, name, args, target, index, workload_hash, timeout, bui
     (or the error) are the task's result."""
     t0 = time.perf_counter()
     try:
-        _ensure_template(ref)
-        task = _worker_task(name, args, target)
-        task.config_space  # noqa: B018 - collected here, once per worker, not per fork
-        here = task.workload_hash
+        with _IMPORT_OR_FORK_LOCK:
+            _ensure_template(ref)
+            task = _worker_task(name, args, target)
+            task.config_space  # noqa: B018 - collected here, once per worker, not per fork
+            here = task.workload_hash
     except Exception as err:  # noqa: BLE001
         return _build_reply(error_no=MeasureErrorNo.INSTANTIATION_ERROR,
                             msg=f"on {_node_name()}: {_short(err)}",
@@ -467,8 +479,9 @@ def _measure_on_worker(build, runner_id, make_runner, check, one_per_machine):
     if check is not None:
         ref, name, args, target = check
         try:
-            _ensure_template(ref)
-            task = _worker_task(name, args, target)
+            with _IMPORT_OR_FORK_LOCK:
+                _ensure_template(ref)
+                task = _worker_task(name, args, target)
         except Exception as err:  # noqa: BLE001
             return ((), int(MeasureErrorNo.UNKNOWN_ERROR),
                     f"reference: {_short(err)}", build["time_cost"], now, _node_name())
