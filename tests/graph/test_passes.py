@@ -269,6 +269,32 @@ def test_legalize_for_library_makes_vector_operands_matrices_and_casts_double_to
     assert [n.attrs["dtype"] for n in out.nodes[3:]] == ["float32", "float16"]
 
 
+def test_legalize_for_library_multiplies_out_a_float_power_by_two_or_three_only():
+    # x ** 3 and x ** 2 by one constant value become multiplications (as onnxruntime
+    # computes them); 2.5, an exponent that widens x, an integer base and a computed
+    # exponent stay powers.
+    g = _graph([Node("power", ("x", "three"), ("cube",)),
+                Node("power", ("x", "two"), ("square",)),
+                Node("power", ("x", "two_and_a_half"), ("other",)),
+                Node("power", ("x", "wide_two"), ("wide",)),
+                Node("power", ("i", "two"), ("int_square",)),
+                Node("power", ("x", "e"), ("computed",))],
+               {"x": TensorType(F, (2, 3)), "i": TensorType("int32", (3,)),
+                "e": TensorType(F, ())},
+               ["cube", "square", "other", "wide", "int_square", "computed"],
+               {"three": np.array(3.0, F), "two": np.array([2.0], F),
+                "two_and_a_half": np.array(2.5, F), "wide_two": np.full((1, 1, 1), 2.0, F)})
+    out = legalize_for_library(g)
+    by_output = {n.outputs[0]: n for n in out.nodes}
+    assert by_output["cube"].op == "multiply" and by_output["square"].op == "multiply"
+    assert by_output["cube"].inputs[1] == "x"
+    assert by_output[by_output["cube"].inputs[0]].inputs == ("x", "x")
+    assert by_output["square"].inputs == ("x", "x")
+    assert [by_output[v].op for v in ("other", "wide", "int_square", "computed")] == \
+        ["power"] * 4
+    assert out.types["wide"].shape == (1, 2, 3)
+
+
 def _matmul_bias_gelu_model():
     """The exporter's ``gelu(x @ W + b)`` on a 3-D ``x[B, S, 8]``: MatMul, Add of the bias
     after it, GELU as ``x * 0.5 * (1 + erf(x / sqrt2))`` reading ``x`` twice."""

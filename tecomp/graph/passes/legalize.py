@@ -14,6 +14,10 @@ library has ``dense`` (``X[N, K] @ W[M, K]^T``, weight packed once when constant
 A 1-D operand is first made a matrix (``[1, K]`` or ``[K, 1]``) and the result reshaped
 back. Other batch broadcasts are left as they are (the build reports them). A cast from
 float64 to float16 goes through float32, which the code generator can convert.
+
+A float ``power`` by a constant 2 or 3 (one value, not widening the base) becomes
+multiplications, as ONNX Runtime computes it: GPT-2's tanh GELU cubes every activation of
+its feed-forward layer, and the general power runs in double through exp2 and log2.
 """
 
 from __future__ import annotations
@@ -106,9 +110,28 @@ def _legalize_cast(graph: Graph, node: Node) -> list:
             node.with_(inputs=(mid,))]
 
 
+def _power_by_small_integer(graph: Graph, node: Node) -> list:
+    """``x ** 2`` as ``x * x`` and ``x ** 3`` as ``(x * x) * x`` for a float ``x`` and a
+    constant exponent of one value whose shape does not widen ``x``'s."""
+    x, e = node.inputs
+    out = node.outputs[0]
+    if (e not in graph.consts or graph.consts[e].size != 1
+            or not graph.types[x].dtype.startswith(("float", "bfloat"))
+            or tuple(graph.types[out].shape) != tuple(graph.types[x].shape)):
+        return [node]
+    n = float(graph.consts[e].reshape(()))
+    if n not in (2.0, 3.0):
+        return [node]
+    if n == 2.0:
+        return [Node("multiply", (x, x), (out,), {}, node.name)]
+    square = _names(graph, node)("square")
+    return [Node("multiply", (x, x), (square,), {}, node.name),
+            Node("multiply", (square, x), (out,), {}, node.name)]
+
+
 def legalize_for_library(graph: Graph) -> Graph:
-    """``graph`` with every ``matmul`` in a form the operator library implements (see the
-    module text)."""
+    """``graph`` with every ``matmul`` in a form the operator library implements, and
+    casts and powers rewritten as the module text says."""
     graph = infer_types(graph)
     nodes = []
     for node in graph.nodes:
@@ -116,6 +139,8 @@ def legalize_for_library(graph: Graph) -> Graph:
             nodes.extend(_promote_vector_operands(graph, node))
         elif node.op == "cast":
             nodes.extend(_legalize_cast(graph, node))
+        elif node.op == "power":
+            nodes.extend(_power_by_small_integer(graph, node))
         else:
             nodes.append(node)
     graph = infer_types(graph.with_(nodes=tuple(nodes)))
