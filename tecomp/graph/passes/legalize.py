@@ -18,6 +18,9 @@ float64 to float16 goes through float32, which the code generator can convert.
 A float ``power`` by a constant 2 or 3 (one value, not widening the base) becomes
 multiplications, as ONNX Runtime computes it: GPT-2's tanh GELU cubes every activation of
 its feed-forward layer, and the general power runs in double through exp2 and log2.
+
+A 2-D ``conv_transpose`` with a constant weight becomes a ``conv2d`` of its stride's
+phases and a pixel shuffle (:mod:`.transposed_convolutions`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node, value_namer
+from .transposed_convolutions import rewrite_transposed_convolution
 
 
 def _names(graph: Graph, node: Node):
@@ -131,11 +135,13 @@ def _power_by_small_integer(graph: Graph, node: Node) -> list:
 
 def legalize_for_library(graph: Graph) -> Graph:
     """``graph`` with every ``matmul`` in a form the operator library implements, and
-    casts and powers rewritten as the module text says."""
+    casts, powers and transposed convolutions rewritten as the module text says."""
     graph = infer_types(graph)
-    nodes = []
+    nodes, consts = [], dict(graph.consts)
     for node in graph.nodes:
-        if node.op == "matmul":
+        if node.op == "conv_transpose":
+            nodes.extend(rewrite_transposed_convolution(graph, node, consts))
+        elif node.op == "matmul":
             nodes.extend(_promote_vector_operands(graph, node))
         elif node.op == "cast":
             nodes.extend(_legalize_cast(graph, node))
@@ -143,7 +149,7 @@ def legalize_for_library(graph: Graph) -> Graph:
             nodes.extend(_power_by_small_integer(graph, node))
         else:
             nodes.append(node)
-    graph = infer_types(graph.with_(nodes=tuple(nodes)))
+    graph = infer_types(graph.with_(nodes=tuple(nodes), consts=consts))
     nodes = []
     for node in graph.nodes:
         nodes.extend(_legalize_matmul(graph, node) if node.op == "matmul" else [node])
