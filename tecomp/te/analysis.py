@@ -87,8 +87,10 @@ def count_flop(tensors) -> float:
     Returns
     -------
     float
-        Arithmetic operations per point times the points of each compute; a reduction
-        counts its source and one combine per reduction point.
+        Arithmetic operations per point times the points of each compute (those of its
+        ``flop_shape`` attribute where it has one: a compute padded to whole tiles counts
+        the points it is cropped to); a reduction counts its source and one combine per
+        reduction point.
 
     Raises
     ------
@@ -107,7 +109,10 @@ def count_flop(tensors) -> float:
         body = getattr(op, "body", None)
         if not body:
             continue
-        points = math.prod(_const_int(a.dom.extent, f"compute {op.name}") for a in op.axis)
+        # A compute padded to whole tiles names the shape whose points count.
+        counted = getattr(op, "attrs", {}).get("flop_shape")
+        points = math.prod(counted) if counted else math.prod(
+            _const_int(a.dom.extent, f"compute {op.name}") for a in op.axis)
         red = math.prod(
             _const_int(a.dom.extent, f"compute {op.name}") for a in op.reduce_axis
         )

@@ -201,9 +201,12 @@ def _tiled_product(cfg, shape, body, name: str, tag: str, pad_cols: bool = True)
         return te.compute(shape, body, name=name, tag=tag)
     if pad_cols and isinstance(cols, int):
         cols = _ceil_div(cols, bn) * bn
+    logical = tuple(shape)
     P = te.compute((*outer, _ceil_div(rows, tile) * tile, cols),
                    lambda *idx: body(*idx[:-2], te.min(idx[-2], rows - 1), idx[-1]),
-                   name=name, tag=tag)
+                   name=name, tag=tag,
+                   attrs={"flop_shape": logical} if all(isinstance(d, int) for d in logical)
+                   else None)
     return te.compute(shape, lambda *idx: P[idx], name=f"{name}.crop", tag=CROP_TAG)
 
 

@@ -10,8 +10,9 @@ when the output reads it) or as loop nests of their own before it, and whether a
 reduction vectorized over its output accumulates in a local buffer (``cache_write``).
 
 :func:`define_row_knobs` declares them on a config; every knob's first candidate is the
-schedule the library had before it was tunable, so a fallback config (no tuning record)
-builds what an untuned build always built.
+schedule the library had before it was tunable. A fallback config (no tuning record),
+like a schedule called without a config, takes those, except for a reduction over the
+innermost axis, whose untuned choice is :data:`UNTUNED_INNER_REDUCTION`.
 """
 
 from __future__ import annotations
@@ -62,8 +63,17 @@ class RowKnobs:
     local_accumulator: bool = False
 
 
-#: The untuned schedule's choice.
+#: The knobs' first candidates.
 DEFAULT_ROW_KNOBS = RowKnobs()
+
+#: A fallback config's choice for a kernel reducing over its innermost axis (softmax,
+#: layer / RMS norm, a reduction over the last axis): two vectors of partial results,
+#: the loop over them unrolled twice (four add chains in flight, where one leaves the
+#: adder waiting on its latency at every vector), and output chunks of two vectors.
+#: Measured on 2 Zen 3 cores (AVX2), ms, against the first candidates: softmax 4096 x
+#: 1024 2.2-2.7 vs 3.1-3.6 (exponentials computed once), 512 x 128 0.040 vs 0.045;
+#: layer norm 4096 x 1024 1.34 vs 1.75-1.80.
+UNTUNED_INNER_REDUCTION = {"output_vectors": 2, "reduce_vectors": 2, "reduce_unroll": 2}
 
 
 def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
@@ -74,7 +84,7 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
     ----------
     cfg : ConfigSpace, ConfigEntity, FallbackConfigEntity or None
         The schedule's config in any of the autotuner's modes; ``None`` (a schedule
-        called outside the strategy) takes the defaults.
+        called outside the strategy) takes what a fallback config takes.
     rfactor : bool
         The kernel has a reduction over its innermost axis (vectorized through
         ``rfactor``): ``reduce_vectors`` and ``reduce_unroll`` are knobs.
@@ -89,11 +99,11 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
     -------
     RowKnobs
         The config's values (the defaults for the knobs not declared); a fallback
-        config's are the defaults (each knob's first candidate), which reproduce the
-        untuned schedule.
+        config's are the defaults (each knob's first candidate), but for ``rfactor``
+        :data:`UNTUNED_INNER_REDUCTION`'s.
     """
     if cfg is None:
-        return DEFAULT_ROW_KNOBS
+        return RowKnobs(**UNTUNED_INNER_REDUCTION) if rfactor else DEFAULT_ROW_KNOBS
     knobs = {"rows_per_task": ROWS_PER_TASK, "output_vectors": OUTPUT_VECTORS}
     if rfactor:
         knobs.update(reduce_vectors=REDUCE_VECTORS, reduce_unroll=REDUCE_UNROLL)
@@ -101,4 +111,9 @@ def define_row_knobs(cfg, *, rfactor: bool = True, statistics: bool = True,
         knobs["stats_in_row"] = (True, False)
     if accumulator:
         knobs["local_accumulator"] = (False, True)
-    return RowKnobs(**declare_knobs(cfg, knobs))
+    chosen = declare_knobs(cfg, knobs)
+    if rfactor and getattr(cfg, "is_fallback", False):
+        for name, value in UNTUNED_INNER_REDUCTION.items():
+            cfg.fallback_knob(name, value)
+            chosen[name] = value
+    return RowKnobs(**chosen)

@@ -1,5 +1,5 @@
-"""The row knobs: which are declared, their defaults, and that the defaults are the
-first candidates (what a fallback config picks)."""
+"""The row knobs: which are declared, their defaults (the first candidates), and what a
+fallback config picks."""
 
 from tecomp.autotune import ConfigSpace, FallbackConfigEntity
 from tecomp.topi.row_space import (
@@ -7,20 +7,30 @@ from tecomp.topi.row_space import (
     REDUCE_UNROLL,
     REDUCE_VECTORS,
     ROWS_PER_TASK,
+    UNTUNED_INNER_REDUCTION,
     RowKnobs,
     define_row_knobs,
 )
 
 
-def test_no_config_takes_the_defaults():
-    assert define_row_knobs(None) == RowKnobs()
+def test_no_config_takes_what_a_fallback_takes():
+    assert define_row_knobs(None, rfactor=False) == RowKnobs()
+    assert define_row_knobs(None) == RowKnobs(**UNTUNED_INNER_REDUCTION)
 
 
 def test_a_fallback_config_chooses_the_defaults_and_declares_every_knob():
     cfg = FallbackConfigEntity()
-    assert define_row_knobs(cfg) == RowKnobs()
+    assert define_row_knobs(cfg, rfactor=False) == RowKnobs()
+    assert cfg.knob_names == ["rows_per_task", "output_vectors", "stats_in_row"]
+
+
+def test_a_fallback_inner_reduction_keeps_several_add_chains_in_flight():
+    cfg = FallbackConfigEntity()
+    assert define_row_knobs(cfg) == RowKnobs(**UNTUNED_INNER_REDUCTION)
     assert cfg.knob_names == ["rows_per_task", "output_vectors", "reduce_vectors",
                               "reduce_unroll", "stats_in_row"]
+    assert {name: cfg[name].val for name in UNTUNED_INNER_REDUCTION} == \
+        UNTUNED_INNER_REDUCTION
 
 
 def test_the_space_spans_the_knobs_that_matter():
@@ -58,7 +68,8 @@ def test_the_local_accumulator_is_a_knob_only_where_a_reduction_can_use_it():
     space = ConfigSpace()
     define_row_knobs(space, rfactor=False, statistics=False, accumulator=True)
     assert space.knob_names == ["rows_per_task", "output_vectors", "local_accumulator"]
-    assert define_row_knobs(FallbackConfigEntity(), accumulator=True) == RowKnobs()
+    assert define_row_knobs(FallbackConfigEntity(), rfactor=False,
+                            accumulator=True) == RowKnobs()
     cfg = space.get(len(space) - 1)
     assert define_row_knobs(cfg, rfactor=False, statistics=False,
                             accumulator=True).local_accumulator
