@@ -7,6 +7,8 @@ a constant is always an ``int`` and two equal symbolic dimensions print the same
 
 from __future__ import annotations
 
+import operator
+
 from ..errors import TecompError
 from ..ir import expr as E
 from ..ir.structural import structural_equal
@@ -75,6 +77,33 @@ def symbols(shape) -> list:
     return out
 
 
+class _NotArithmetic(Exception):
+    """A dimension holds a node :func:`_value` does not evaluate."""
+
+
+_INTEGER_OPS = {E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul,
+                E.FloorDiv: operator.floordiv, E.FloorMod: operator.mod, E.Min: min,
+                E.Max: max}
+
+
+def _value(d, bindings: dict) -> int:
+    """``d`` evaluated on Python integers: a run with new input shapes evaluates every
+    value's shape (a decoder's every step), and substituting and simplifying IR took
+    milliseconds a step where this takes microseconds."""
+    if isinstance(d, E.IntImm):
+        return int(d.value)
+    if isinstance(d, E.Var):
+        # By identity: two symbols may share a name, and == on IR builds an expression.
+        for v, n in bindings.items():
+            if v is d:
+                return int(n)
+        raise _NotArithmetic(d)
+    op = _INTEGER_OPS.get(type(d))
+    if op is None:
+        raise _NotArithmetic(d)
+    return op(_value(d.a, bindings), _value(d.b, bindings))
+
+
 def evaluate(d, bindings: dict) -> int:
     """The integer value of dimension ``d`` with the symbols bound by ``bindings``
     (``Var -> int``).
@@ -86,6 +115,10 @@ def evaluate(d, bindings: dict) -> int:
     """
     if is_static(d):
         return int(d)
+    try:
+        return _value(d, bindings)
+    except (_NotArithmetic, ZeroDivisionError):
+        pass
     s = simplify(substitute(d, {v: E.IntImm(int(n), v.dtype) for v, n in bindings.items()}))
     if not isinstance(s, E.IntImm):
         raise TecompError(f"dimension {d} has unbound symbols (bound: "

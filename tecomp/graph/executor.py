@@ -2,7 +2,7 @@
 
 The symbolic dimensions of the graph are bound from the inputs' shapes at run time, so one
 build serves every batch or sequence size. For each combination of input shapes a
-*memory plan* is made once and kept: every intermediate value gets an offset in one
+*memory plan* is made once and kept (for the :data:`PLAN_SHAPES_KEPT` shapes used last): every intermediate value gets an offset in one
 arena, and values whose lifetimes (from the kernel that writes them to the last kernel
 that reads them or a reshape of them) do not overlap share bytes; a reshape is no kernel
 but a view of its source's bytes, and the inputs of a concatenation computed in place are
@@ -216,6 +216,12 @@ def plan_offsets(sizes: list, lifetimes: list) -> tuple:
     return offsets, total
 
 
+#: Input-shape tuples whose memory plans a ``GraphModule`` keeps; past it the least
+#: recently used shapes' plans are dropped (a decoder's every step has a longer past,
+#: and keeping an arena per step would grow memory with the length of the generation).
+PLAN_SHAPES_KEPT = 16
+
+
 class _PlanPool:
     """The memory plans of one tuple of input shapes: the sizes those shapes bind, and the
     plans no run holds now."""
@@ -314,8 +320,13 @@ class GraphModule:
         self.graph = lib.graph
         self.convert_inputs = convert_inputs
         # Input shapes -> _PlanPool: the shapes bind the sizes, so they key the plans. A
-        # pool holds as many plans as runs of those shapes have been in flight at once.
+        # pool holds as many plans as runs of those shapes have been in flight at once;
+        # the dict's order is that of last use (see PLAN_SHAPES_KEPT).
         self._plans: dict = {}
+        # Arenas of the plans of dropped shapes, which no run holds: a new plan takes one
+        # that is large enough instead of fresh memory, whose pages the first run would
+        # fault in (a decoder's every step has new shapes).
+        self._spare_arenas: list = []
         self._lock = threading.Lock()
         self._state = _CallerState()
         graph = self.graph
@@ -423,9 +434,11 @@ class GraphModule:
         """A plan for ``inputs`` (of ``shapes``) that no other run holds: a free one of
         the pool of those shapes, else a new one, which :meth:`_release` adds to it."""
         with self._lock:
-            pool = self._plans.get(shapes)
-            if pool is not None and pool.free:
-                return pool.free.pop()
+            pool = self._plans.pop(shapes, None)
+            if pool is not None:
+                self._plans[shapes] = pool  # the most recently used, last
+                if pool.free:
+                    return pool.free.pop()
         if pool is None:
             # Input shapes seen before have their plans: binding and checking the sizes
             # again took the executor's own work per SqueezeNet run from 1.4 to 4.0 us.
@@ -433,12 +446,20 @@ class GraphModule:
             self._check_dims(bindings)
             with self._lock:
                 pool = self._plans.setdefault(shapes, _PlanPool(bindings))
+                while len(self._plans) > PLAN_SHAPES_KEPT:
+                    dropped = self._plans.pop(next(iter(self._plans)))
+                    self._spare_arenas = sorted(
+                        self._spare_arenas + [p.arena for p in dropped.free],
+                        key=len)[-PLAN_SHAPES_KEPT:]
         return self._prepare_calls(self._make_plan(pool.bindings, shapes), inputs)
 
     def _release(self, plan: MemoryPlan) -> None:
-        """Give ``plan`` back to its pool, for the next run of its shapes."""
+        """Give ``plan`` back to its pool, for the next run of its shapes (unless the pool
+        was dropped meanwhile)."""
         with self._lock:
-            self._plans[plan.shapes].free.append(plan)
+            pool = self._plans.get(plan.shapes)
+            if pool is not None:
+                pool.free.append(plan)
 
     def _make_plan(self, bindings: dict, shapes: tuple) -> MemoryPlan:
         graph = self.graph
@@ -451,7 +472,7 @@ class GraphModule:
                 inter.append((v, shape, dtype))
         sizes = [max(int(np.prod(s)) * dt.itemsize, 1) for _, s, dt in inter]
         offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
-        arena = aligned.empty(total, np.uint8)
+        arena = self._arena(total)
         views = {v: np.ndarray(s, dt, buffer=arena, offset=off)
                  for (v, s, dt), off in zip(inter, offsets)}
         root_offsets = {v: off for (v, _, _), off in zip(inter, offsets)}
@@ -466,6 +487,16 @@ class GraphModule:
             else:  # a reshape of a constant or of a graph output
                 views[v] = held[root].reshape(shape)
         return MemoryPlan(arena, views, outputs, tuple(input_views), shapes=shapes)
+
+    def _arena(self, nbytes: int) -> np.ndarray:
+        """At least ``nbytes`` bytes for a new plan: the smallest spare arena that holds
+        them, else fresh memory with a quarter to spare (so that the arena can serve the next, a
+        little larger, shapes once its plan is dropped)."""
+        with self._lock:
+            fits = [k for k, a in enumerate(self._spare_arenas) if len(a) >= nbytes]
+            if fits:
+                return self._spare_arenas.pop(fits[0])
+        return aligned.empty(nbytes + nbytes // 4, np.uint8)
 
     def _shape(self, value: str, bindings) -> tuple:
         return tuple(dims.evaluate(d, bindings) for d in self.graph.types[value].shape)

@@ -2,8 +2,14 @@
 sizes they compute (one rule, tecomp.ir.arith.simplify_size), products divided by
 cancelling symbolic factors."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tecomp import te
 from tecomp.graph import dims
+from tecomp.ir.arith import simplify
+from tecomp.ir.functor import substitute
+from tecomp.ir import expr as E
 from tecomp.ir.arith import simplify_size
 from tecomp.ir.structural import structural_equal
 from tecomp.topi import transform
@@ -27,3 +33,27 @@ def test_quotient_cancels_symbolic_factors():
     assert dims.to_text(dims.quotient([batch * 4, seq], [4])) in ("batch * seq", "seq * batch")
     assert dims.quotient([batch, 6], [seq]) is None
     assert dims.quotient([batch, 6], [4]) is None
+
+
+def _dim_expressions():
+    """Dimension expressions over two symbols: + - * // % min max of symbols and
+    constants (a divisor or modulus is a positive constant, as the operators write)."""
+    leaves = st.one_of(st.just(seq), st.just(batch), st.integers(0, 9).map(lambda n: E.IntImm(n, seq.dtype)))
+
+    def extend(children):
+        binary = st.sampled_from([lambda a, b: a + b, lambda a, b: a - b,
+                                  lambda a, b: a * b, te.min, te.max])
+        by_constant = st.sampled_from([lambda a, k: a // k, lambda a, k: a % k])
+        return st.one_of(st.builds(lambda f, a, b: f(a, b), binary, children, children),
+                         st.builds(lambda f, a, k: f(a, k), by_constant, children,
+                                   st.integers(1, 7)))
+
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(d=_dim_expressions(), s=st.integers(1, 300), b=st.integers(1, 16))
+def test_a_dimension_evaluates_as_substituting_and_simplifying_does(d, s, b):
+    bindings = {seq: s, batch: b}
+    slow = simplify(substitute(d, {v: E.IntImm(n, v.dtype) for v, n in bindings.items()}))
+    assert dims.evaluate(d, bindings) == int(slow.value)

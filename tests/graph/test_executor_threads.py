@@ -9,7 +9,7 @@ import pytest
 import util
 
 from tecomp.frontend import from_onnx
-from tecomp.graph import GraphModule, build
+from tecomp.graph import GraphModule, build, executor
 from tecomp.testing import models
 
 THREADS, CALLS = 8, 50
@@ -149,6 +149,24 @@ def test_calls_one_after_another_reuse_one_plan(resnet):
     assert gm._plan is not held
     pool, = gm._plans.values()
     assert len(pool.free) == 1 and pool.free[0] is not held
+
+
+def test_the_plans_of_the_shapes_used_last_are_kept_and_older_arenas_reused(resnet):
+    # A decoder's every step has new shapes: the module keeps the plans of the
+    # PLAN_SHAPES_KEPT shapes used last, and a new plan takes a dropped plan's arena.
+    gm = GraphModule(resnet)
+    kept = executor.PLAN_SHAPES_KEPT
+    xs = _images(kept + 3, batch=lambda i: kept + 3 - i)  # batches falling: arenas fit
+    arenas = []
+    for x in xs:
+        want = gm(input=x)
+        arenas.append(gm._plan.arena)
+        np.testing.assert_array_equal(gm(input=x)[0], want[0])
+    assert list(gm._plans) == [((len(x), 3, 32, 32),) for x in xs[-kept:]]
+    # The plans made after the first shapes were dropped took their arenas.
+    assert [id(a) for a in arenas[kept:]] == [id(a) for a in arenas[:3]]
+    # The oldest shapes run again, correctly, on a new plan.
+    np.testing.assert_allclose(gm(input=xs[0])[0], GraphModule(resnet)(input=xs[0])[0])
 
 
 def test_a_call_that_fails_gives_its_plan_back(resnet):
