@@ -136,8 +136,8 @@ class DeviceGraphModule(GraphModule):
         entries = [(v, (0, end)) for v in graph.inputs]
         entries += [(v, (first, end) if v in graph.outputs else (first, last))
                     for v, (first, last) in self._lifetimes.items()]
-        typed = [(v, self._shape(v, bindings), np.dtype(graph.types[v].dtype), life)
-                 for v, life in entries]
+        shape_of = self._value_shapes(bindings)
+        typed = [(v, shape_of[v], self._dtypes[v], life) for v, life in entries]
         sizes = [max(int(np.prod(s, dtype=np.int64)) * dt.itemsize, 1) for _, s, dt, _ in typed]
         offsets, total = plan_offsets(sizes, [life for *_, life in typed])
         memory = self.memory
@@ -147,7 +147,7 @@ class DeviceGraphModule(GraphModule):
         views = {v: view for v, (view, _) in slots.items() if v not in graph.inputs}
         input_views = []
         for v, (root, offset) in self._homes.items():
-            shape, dtype = self._shape(v, bindings), graph.types[v].dtype
+            shape, dtype = shape_of[v], graph.types[v].dtype
             if root in graph.inputs:
                 input_views.append((v, root, offset, shape, dtype))
             elif root in slots:

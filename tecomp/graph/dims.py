@@ -104,6 +104,56 @@ def _value(d, bindings: dict) -> int:
     return op(_value(d.a, bindings), _value(d.b, bindings))
 
 
+_PYTHON_OPS = {E.Add: "({} + {})", E.Sub: "({} - {})", E.Mul: "({} * {})",
+               E.FloorDiv: "({} // {})", E.FloorMod: "({} % {})", E.Min: "min({}, {})",
+               E.Max: "max({}, {})"}
+
+
+def shapes_evaluator(shapes: list):
+    """``f(bindings) -> list of int tuples``: every shape of ``shapes`` evaluated at once,
+    as :func:`evaluate` evaluates one dimension, by a Python function generated from the
+    dimensions (an executor evaluates every value's shape for each new binding; a
+    decoder's every step has one)."""
+    symbols_used = symbols([d for shape in shapes for d in shape])
+    names = {id(v): f"s{k}" for k, v in enumerate(symbols_used)}
+
+    def source(d) -> str:
+        if is_static(d):
+            return str(int(d))
+        if isinstance(d, E.Var):
+            return names[id(d)]
+        form = _PYTHON_OPS.get(type(d))
+        if form is None:
+            raise _NotArithmetic(d)
+        return form.format(source(d.a), source(d.b))
+
+    def slow(bindings):
+        return [tuple(evaluate(d, bindings) for d in shape) for shape in shapes]
+
+    try:
+        rows = ", ".join("(" + "".join(f"{source(d)}, " for d in shape) + ")"
+                         for shape in shapes)
+    except _NotArithmetic:
+        return slow
+    namespace: dict = {}
+    exec(f"def f({', '.join(names.values())}):\n    return [{rows}]", namespace)  # noqa: S102
+    fast = namespace["f"]
+
+    def evaluator(bindings):
+        values = []
+        for v in symbols_used:
+            n = next((n for u, n in bindings.items() if u is v), None)
+            if n is None:
+                return slow(bindings)  # the slow path names the unbound symbol
+            values.append(int(n))
+        try:
+            return fast(*values)
+        except ZeroDivisionError:
+            return slow(bindings)
+
+    return evaluator
+
+
 def evaluate(d, bindings: dict) -> int:
     """The integer value of dimension ``d`` with the symbols bound by ``bindings``
     (``Var -> int``).

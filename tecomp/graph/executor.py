@@ -24,6 +24,7 @@ explicit choice (``convert_inputs=True``), never a silent one.
 from __future__ import annotations
 
 import importlib
+import math
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -335,6 +336,11 @@ class GraphModule:
                          for n in self._kernel_nodes]
         self._lifetimes = buffer_lifetimes(graph)
         self._homes = value_homes(graph)
+        # What a new plan evaluates: the shapes of the inputs, the buffers and their views.
+        self._planned = list(dict.fromkeys([*graph.inputs, *self._lifetimes, *self._homes]))
+        self._planned_shapes = dims.shapes_evaluator(
+            [graph.types[v].shape for v in self._planned])
+        self._dtypes = {v: np.dtype(graph.types[v].dtype) for v in self._planned}
         self._dim_checks = lib.dim_checks
 
     @property
@@ -463,14 +469,15 @@ class GraphModule:
 
     def _make_plan(self, bindings: dict, shapes: tuple) -> MemoryPlan:
         graph = self.graph
+        shape_of = self._value_shapes(bindings)
         outputs, inter = {}, []
         for v in self._lifetimes:  # the roots kernels write, in order of first write
-            shape, dtype = self._shape(v, bindings), np.dtype(graph.types[v].dtype)
+            shape, dtype = shape_of[v], self._dtypes[v]
             if v in graph.outputs:
                 outputs[v] = aligned.empty(shape, dtype)
             else:
                 inter.append((v, shape, dtype))
-        sizes = [max(int(np.prod(s)) * dt.itemsize, 1) for _, s, dt in inter]
+        sizes = [max(math.prod(s) * dt.itemsize, 1) for _, s, dt in inter]
         offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
         arena = self._arena(total)
         views = {v: np.ndarray(s, dt, buffer=arena, offset=off)
@@ -478,7 +485,7 @@ class GraphModule:
         root_offsets = {v: off for (v, _, _), off in zip(inter, offsets)}
         input_views, held = [], {**graph.consts, **outputs}
         for v, (root, offset) in self._homes.items():
-            shape, dtype = self._shape(v, bindings), graph.types[v].dtype
+            shape, dtype = shape_of[v], self._dtypes[v]
             if root in root_offsets:
                 views[v] = np.ndarray(shape, dtype, buffer=arena,
                                       offset=root_offsets[root] + offset)
@@ -487,6 +494,11 @@ class GraphModule:
             else:  # a reshape of a constant or of a graph output
                 views[v] = held[root].reshape(shape)
         return MemoryPlan(arena, views, outputs, tuple(input_views), shapes=shapes)
+
+    def _value_shapes(self, bindings: dict) -> dict:
+        """Value -> its shape under ``bindings``, for the inputs, the buffers kernels write
+        and the views of them."""
+        return dict(zip(self._planned, self._planned_shapes(bindings)))
 
     def _arena(self, nbytes: int) -> np.ndarray:
         """At least ``nbytes`` bytes for a new plan: the smallest spare arena that holds
@@ -497,9 +509,6 @@ class GraphModule:
             if fits:
                 return self._spare_arenas.pop(fits[0])
         return aligned.empty(nbytes + nbytes // 4, np.uint8)
-
-    def _shape(self, value: str, bindings) -> tuple:
-        return tuple(dims.evaluate(d, bindings) for d in self.graph.types[value].shape)
 
     def run(self) -> None:
         """Run the graph on the inputs this thread set.

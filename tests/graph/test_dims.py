@@ -2,10 +2,12 @@
 sizes they compute (one rule, tecomp.ir.arith.simplify_size), products divided by
 cancelling symbolic factors."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tecomp import te
+from tecomp.errors import TecompError
 from tecomp.graph import dims
 from tecomp.ir.arith import simplify
 from tecomp.ir.functor import substitute
@@ -57,3 +59,19 @@ def test_a_dimension_evaluates_as_substituting_and_simplifying_does(d, s, b):
     bindings = {seq: s, batch: b}
     slow = simplify(substitute(d, {v: E.IntImm(n, v.dtype) for v, n in bindings.items()}))
     assert dims.evaluate(d, bindings) == int(slow.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=st.lists(_dim_expressions(), min_size=1, max_size=4), s=st.integers(1, 300),
+       b=st.integers(1, 16))
+def test_shapes_evaluate_at_once_as_each_dimension_does(shape, s, b):
+    bindings = {seq: s, batch: b}
+    evaluator = dims.shapes_evaluator([tuple(shape), (3, seq)])
+    assert evaluator(bindings) == [tuple(dims.evaluate(d, bindings) for d in shape), (3, s)]
+
+
+def test_a_shape_with_an_unbound_symbol_names_it():
+    evaluator = dims.shapes_evaluator([(batch, seq * 2)])
+    assert evaluator({seq: 5, batch: 2}) == [(2, 10)]
+    with pytest.raises(TecompError, match="unbound symbols"):
+        evaluator({seq: 5})
