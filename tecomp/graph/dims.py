@@ -120,6 +120,8 @@ def shapes_evaluator(shapes: list):
     def source(d) -> str:
         if is_static(d):
             return str(int(d))
+        if isinstance(d, E.IntImm):
+            return str(int(d.value))
         if isinstance(d, E.Var):
             return names[id(d)]
         form = _PYTHON_OPS.get(type(d))

@@ -75,3 +75,14 @@ def test_a_shape_with_an_unbound_symbol_names_it():
     assert evaluator({seq: 5, batch: 2}) == [(2, 10)]
     with pytest.raises(TecompError, match="unbound symbols"):
         evaluator({seq: 5})
+
+
+def test_shapes_evaluate_without_the_ir_when_every_node_is_arithmetic(monkeypatch):
+    # Constants inside expressions included: the generated function does all the work.
+    evaluator = dims.shapes_evaluator([(batch * 4, seq // 2 + 1, te.min(seq, 512) % 7)])
+
+    def refuse(*_):
+        raise AssertionError("evaluated through the IR")
+
+    monkeypatch.setattr(dims, "evaluate", refuse)
+    assert evaluator({seq: 600, batch: 3}) == [(12, 301, 512 % 7)]
