@@ -189,8 +189,15 @@ class MemoryPlan:
     #: (call, argument index, graph input) for each argument a run points at its input.
     calls: tuple = ()
     input_slots: tuple = ()
-    #: The input shapes the plan is for: the key of its pool.
+    #: The input shapes the views and calls are for now.
     shapes: tuple = ()
+    #: The layout, made for the sizes of its pool (see ``GraphModule._pool_key``): the
+    #: arena offset of each buffer, and each output's flat buffer; the views of any
+    #: smaller sizes that fit are made over them.
+    offsets: dict = None
+    output_buffers: dict = None
+    #: The key of the pool the plan belongs to.
+    pool_key: tuple = ()
 
 
 def plan_offsets(sizes: list, lifetimes: list) -> tuple:
@@ -217,10 +224,29 @@ def plan_offsets(sizes: list, lifetimes: list) -> tuple:
     return offsets, total
 
 
-#: Input-shape tuples whose memory plans a ``GraphModule`` keeps; past it the least
-#: recently used shapes' plans are dropped (a decoder's every step has a longer past,
-#: and keeping an arena per step would grow memory with the length of the generation).
+#: Pools of memory plans a ``GraphModule`` keeps; past it the least recently used pool's
+#: plans are dropped. A pool serves a range of sizes (``size_bucket``), so a decoder's
+#: steps, each with a longer past, share a few pools instead of growing memory with the
+#: length of the generation.
 PLAN_SHAPES_KEPT = 16
+
+#: Input-shape tuples whose bound sizes a ``GraphModule`` remembers (binding and checking
+#: the sizes of every run again took the executor's own work per SqueezeNet run from 1.4
+#: to 4.0 us).
+KNOWN_SHAPES_KEPT = 256
+
+
+def size_bucket(n: int) -> int:
+    """The size a plan is laid out for, to serve a symbolic size of ``n``: the next power
+    of two up to 64, then the next multiple of 64. A plan made once then serves every
+    size of its bucket: a new shape costs its views and packed calls, not a layout.
+
+    >>> [size_bucket(n) for n in (0, 1, 3, 33, 64, 65, 130)]
+    [0, 1, 4, 64, 64, 128, 192]
+    """
+    if n <= 1:
+        return n
+    return 1 << (n - 1).bit_length() if n <= 64 else -(-n // 64) * 64
 
 
 class _PlanPool:
@@ -324,6 +350,8 @@ class GraphModule:
         # pool holds as many plans as runs of those shapes have been in flight at once;
         # the dict's order is that of last use (see PLAN_SHAPES_KEPT).
         self._plans: dict = {}
+        # Input shapes -> (pool key, bound sizes), for the KNOWN_SHAPES_KEPT used last.
+        self._known: dict = {}
         # Arenas of the plans of dropped shapes, which no run holds: a new plan takes one
         # that is large enough instead of fresh memory, whose pages the first run would
         # fault in (a decoder's every step has new shapes).
@@ -438,62 +466,102 @@ class GraphModule:
 
     def _acquire(self, shapes: tuple, inputs: dict) -> MemoryPlan:
         """A plan for ``inputs`` (of ``shapes``) that no other run holds: a free one of
-        the pool of those shapes, else a new one, which :meth:`_release` adds to it."""
+        the pool serving those shapes, else a new one, which :meth:`_release` adds to it;
+        its views and calls made for ``shapes`` if they are not."""
         with self._lock:
-            pool = self._plans.pop(shapes, None)
-            if pool is not None:
-                self._plans[shapes] = pool  # the most recently used, last
-                if pool.free:
-                    return pool.free.pop()
-        if pool is None:
-            # Input shapes seen before have their plans: binding and checking the sizes
-            # again took the executor's own work per SqueezeNet run from 1.4 to 4.0 us.
+            known = self._known.pop(shapes, None)
+        if known is None:
             bindings = self._bind(inputs)
             self._check_dims(bindings)
-            with self._lock:
-                pool = self._plans.setdefault(shapes, _PlanPool(bindings))
-                while len(self._plans) > PLAN_SHAPES_KEPT:
+            known = (self._pool_key(bindings, shapes), bindings)
+        key, bindings = known
+        with self._lock:
+            self._known[shapes] = known  # the most recently used, last
+            while len(self._known) > KNOWN_SHAPES_KEPT:
+                del self._known[next(iter(self._known))]
+            pool = self._plans.pop(key[0], None)
+            plan = pool.free.pop() if pool is not None and pool.free else None
+            if pool is None:
+                pool = _PlanPool(key[1])
+                while len(self._plans) >= PLAN_SHAPES_KEPT:
                     dropped = self._plans.pop(next(iter(self._plans)))
                     self._spare_arenas = sorted(
                         self._spare_arenas + [p.arena for p in dropped.free],
                         key=len)[-PLAN_SHAPES_KEPT:]
-        return self._prepare_calls(self._make_plan(pool.bindings, shapes), inputs)
+            self._plans[key[0]] = pool  # the most recently used, last
+        if plan is None:
+            plan = self._make_plan(pool.bindings, key[0])
+        if plan.shapes != shapes:
+            plan = self._fit(plan, bindings, shapes, inputs)
+        return plan
+
+    def _pool_key(self, bindings: dict, shapes: tuple) -> tuple:
+        """(the key of the pool serving ``bindings``, the sizes its plans are laid out
+        for): every symbolic size rounded up to its :func:`size_bucket`, or the exact
+        sizes where a buffer would then not be the largest (a size that shrinks as a
+        symbol grows)."""
+        bucket = {v: size_bucket(n) for v, n in bindings.items()}
+        if bucket != bindings:
+            need, room = self._value_shapes(bindings), self._value_shapes(bucket)
+            if not (all(n >= 0 for d in room.values() for n in d) and all(
+                    math.prod(need[v]) <= math.prod(room[v]) for v in self._lifetimes)):
+                return ("shapes", shapes), bindings
+        return ("bucket", *sorted((v.name, n) for v, n in bucket.items())), bucket
 
     def _release(self, plan: MemoryPlan) -> None:
-        """Give ``plan`` back to its pool, for the next run of its shapes (unless the pool
-        was dropped meanwhile)."""
+        """Give ``plan`` back to its pool (unless the pool was dropped meanwhile)."""
         with self._lock:
-            pool = self._plans.get(plan.shapes)
+            pool = self._plans.get(plan.pool_key)
             if pool is not None:
                 pool.free.append(plan)
 
-    def _make_plan(self, bindings: dict, shapes: tuple) -> MemoryPlan:
+    def _make_plan(self, bindings: dict, key: tuple) -> MemoryPlan:
+        """A plan laid out for the sizes ``bindings`` (its pool's), without views."""
         graph = self.graph
         shape_of = self._value_shapes(bindings)
-        outputs, inter = {}, []
+        output_buffers, inter = {}, []
         for v in self._lifetimes:  # the roots kernels write, in order of first write
             shape, dtype = shape_of[v], self._dtypes[v]
             if v in graph.outputs:
-                outputs[v] = aligned.empty(shape, dtype)
+                output_buffers[v] = aligned.empty(math.prod(shape), dtype)
             else:
-                inter.append((v, shape, dtype))
-        sizes = [max(math.prod(s) * dt.itemsize, 1) for _, s, dt in inter]
-        offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v, _, _ in inter])
-        arena = self._arena(total)
-        views = {v: np.ndarray(s, dt, buffer=arena, offset=off)
-                 for (v, s, dt), off in zip(inter, offsets)}
-        root_offsets = {v: off for (v, _, _), off in zip(inter, offsets)}
+                inter.append(v)
+        sizes = [max(math.prod(shape_of[v]) * self._dtypes[v].itemsize, 1) for v in inter]
+        offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v in inter])
+        return MemoryPlan(self._arena(total), {}, {}, (), shapes=None,
+                          offsets=dict(zip(inter, offsets)), output_buffers=output_buffers,
+                          pool_key=key)
+
+    def _fit(self, plan: MemoryPlan, bindings: dict, shapes: tuple,
+             inputs: dict) -> MemoryPlan:
+        """``plan`` with its views, outputs and calls made for ``shapes`` (``bindings``),
+        over its layout."""
+        graph = self.graph
+        shape_of = self._value_shapes(bindings)
+        arena, offsets = plan.arena, plan.offsets
+        views = {v: np.ndarray(shape_of[v], self._dtypes[v], buffer=arena, offset=off)
+                 for v, off in offsets.items()}
+        outputs = {v: buf[:math.prod(shape_of[v])].reshape(shape_of[v])
+                   for v, buf in plan.output_buffers.items()}
         input_views, held = [], {**graph.consts, **outputs}
         for v, (root, offset) in self._homes.items():
             shape, dtype = shape_of[v], self._dtypes[v]
-            if root in root_offsets:
-                views[v] = np.ndarray(shape, dtype, buffer=arena,
-                                      offset=root_offsets[root] + offset)
+            if root in offsets:
+                views[v] = np.ndarray(shape, dtype, buffer=arena, offset=offsets[root] + offset)
             elif root in graph.inputs:
                 input_views.append((v, root, shape))
             else:  # a reshape of a constant or of a graph output
                 views[v] = held[root].reshape(shape)
-        return MemoryPlan(arena, views, outputs, tuple(input_views), shapes=shapes)
+        plan = replace(plan, views=views, outputs=outputs, input_views=tuple(input_views),
+                       shapes=shapes)
+        if not plan.calls:
+            return self._prepare_calls(plan, inputs)
+        # Every buffer keeps its address from one size to the next: the packed calls
+        # only take the new sizes.
+        values = self._values(plan, inputs)
+        for call, (_, args_in, output) in zip(plan.calls, self._kernels):
+            call.resize([values[a] for a in (*args_in, output)])
+        return plan
 
     def _value_shapes(self, bindings: dict) -> dict:
         """Value -> its shape under ``bindings``, for the inputs, the buffers kernels write

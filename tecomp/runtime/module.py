@@ -177,6 +177,14 @@ class PreparedCall:
         self._ptrs[index] = data_pointer(array)
         self._arrays[index] = array
 
+    def resize(self, arrays) -> None:
+        """Call with ``arrays`` from now on: arrays at the addresses of those the call was
+        prepared with (views of the same memory) whose shapes may differ; only the sizes
+        are read again."""
+        for k, (i, d) in enumerate(self.function._size_sources):
+            self._sizes[k] = arrays[i].shape[d]
+        self._arrays = list(arrays)
+
     def __call__(self) -> None:
         self.function._run(self._fn, self._ptrs, self._sizes)
 

@@ -87,7 +87,8 @@ def test_concurrent_calls_of_different_batch_sizes(resnet):
 
     _in_threads(work)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
-    assert {s[0][0] for s in gm._plans} == set(batches)
+    # Batches 3 and 4 share the pool laid out for 4 (size_bucket).
+    assert sorted(dict(key[1:]).popitem()[1] for key in gm._plans) == [1, 2, 4]
 
 
 def test_set_input_run_get_output_are_per_thread(resnet):
@@ -151,22 +152,33 @@ def test_calls_one_after_another_reuse_one_plan(resnet):
     assert len(pool.free) == 1 and pool.free[0] is not held
 
 
-def test_the_plans_of_the_shapes_used_last_are_kept_and_older_arenas_reused(resnet):
-    # A decoder's every step has new shapes: the module keeps the plans of the
-    # PLAN_SHAPES_KEPT shapes used last, and a new plan takes a dropped plan's arena.
+def test_one_plan_serves_every_size_of_its_bucket(resnet):
+    # Batches 5 to 8 round up to 8: one pool, one plan and arena laid out for 8, its views
+    # and calls made again for each batch; the results as a fresh module's.
     gm = GraphModule(resnet)
-    kept = executor.PLAN_SHAPES_KEPT
-    xs = _images(kept + 3, batch=lambda i: kept + 3 - i)  # batches falling: arenas fit
+    xs = _images(4, batch=lambda i: 8 - i)
+    results = [gm(input=x)[0] for x in xs]
+    arena = gm._plan.arena
+    assert len(gm._plans) == 1 and gm._plan.pool_key[0] == "bucket"
+    for x, got in zip(xs, results):
+        np.testing.assert_array_equal(got, GraphModule(resnet)(input=x)[0])
+        np.testing.assert_array_equal(gm(input=x)[0], got)
+        assert gm._plan.arena is arena
+
+
+def test_the_pools_used_last_are_kept_and_a_dropped_arena_is_reused(resnet, monkeypatch):
+    # A decoder's every step has new sizes: the module keeps PLAN_SHAPES_KEPT pools, and
+    # a new plan takes a dropped plan's arena where it is large enough.
+    monkeypatch.setattr(executor, "PLAN_SHAPES_KEPT", 2)
+    gm = GraphModule(resnet)
     arenas = []
-    for x in xs:
-        want = gm(input=x)
+    for x in _images(3, batch=lambda i: 4 >> i):  # batches 4, 2, 1: three buckets
+        gm(input=x)
         arenas.append(gm._plan.arena)
-        np.testing.assert_array_equal(gm(input=x)[0], want[0])
-    assert list(gm._plans) == [((len(x), 3, 32, 32),) for x in xs[-kept:]]
-    # The plans made after the first shapes were dropped took their arenas.
-    assert [id(a) for a in arenas[kept:]] == [id(a) for a in arenas[:3]]
-    # The oldest shapes run again, correctly, on a new plan.
-    np.testing.assert_allclose(gm(input=xs[0])[0], GraphModule(resnet)(input=xs[0])[0])
+    assert [dict(key[1:]).popitem()[1] for key in gm._plans] == [2, 1]
+    assert arenas[2] is arenas[0]  # batch 4's arena, dropped with its pool
+    x, = _images(1, batch=lambda i: 3)
+    np.testing.assert_array_equal(gm(input=x)[0], GraphModule(resnet)(input=x)[0])
 
 
 def test_a_call_that_fails_gives_its_plan_back(resnet):
