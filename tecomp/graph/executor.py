@@ -1,20 +1,22 @@
 """``GraphModule``: runs a built graph on numpy arrays.
 
 The symbolic dimensions of the graph are bound from the inputs' shapes at run time, so one
-build serves every batch or sequence size. For each combination of input shapes a
-*memory plan* is made once and kept (for the :data:`PLAN_SHAPES_KEPT` shapes used last): every intermediate value gets an offset in one
-arena, and values whose lifetimes (from the kernel that writes them to the last kernel
-that reads them or a reshape of them) do not overlap share bytes; a reshape is no kernel
-but a view of its source's bytes, and the inputs of a concatenation computed in place are
-slices of its output (:mod:`tecomp.graph.storage`). A run then only calls
-kernels on views of the arena, their arguments packed once per plan
-(``PackedFunction.prepare``): nothing is allocated per call for shapes seen before, and a
-run is one native call per kernel.
+build serves every batch or sequence size. Runs use *memory plans*, each laid out once
+for a bucket of sizes (every symbolic size rounded up, :func:`size_bucket`) and kept
+(the pools of the :data:`PLAN_SHAPES_KEPT` buckets used last): every intermediate value
+gets an offset in one arena, and values whose lifetimes (from the kernel that writes them
+to the last kernel that reads them or a reshape of them) do not overlap share bytes; a
+reshape is no kernel but a view of its source's bytes, and the inputs of a concatenation
+computed in place are slices of its output (:mod:`tecomp.graph.storage`). A plan serves
+every size of its bucket: for a shape it has not run, it makes the views over its
+buffers and gives its calls the new sizes. A run then only calls kernels on views of the
+arena, their arguments packed once per plan (``PackedFunction.prepare``): nothing is
+allocated per call for shapes seen before, and a run is one native call per kernel.
 
 A plan (its arena, outputs and packed calls) serves one run at a time, so that several
 threads can call one ``GraphModule`` at once, as an inference server calls one loaded
-model: each input-shape tuple has a pool of plans; a call takes a free one (or makes one
-when every plan of those shapes is in use) and gives it back once its outputs are copied.
+model: each bucket has a pool of plans; a call takes a free one (or makes one when every
+plan of the bucket is in use) and gives it back once its outputs are copied.
 Kernels are native calls that release the GIL, so concurrent callers overlap.
 
 Inputs must have the dtype the graph declares (:func:`input_array`); converting is an
