@@ -47,7 +47,8 @@ from ..autotune import get_config, template
 from ..runtime import aligned
 from . import cpu_tiling
 from .conv2d import _conv_workload, _divisors, _geometry, _shape_of, order_window
-from .group import find_anchor, group_output, inline_epilogue
+from ..te.analysis import ops_of
+from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
 
@@ -81,9 +82,15 @@ def _logical_shapes(data_shape, kernel_shape, what):
     return (N, C, H, W), (K, C, R, S), b
 
 
+#: Tile widths an unpadded conv2d_nchwc may take beside the divisors of its rows.
+PADDED_TILE_WIDTHS = (4, 5, 6, 8)
+
+
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
-    per tile, a divisor of OW), ``unroll_kw`` (the kernel's columns unrolled inside each
+    per tile: a divisor of OW, or for an unpadded convolution one of
+    :data:`PADDED_TILE_WIDTHS`, the row then computed over whole tiles and cropped),
+    ``unroll_kw`` (the kernel's columns unrolled inside each
     input channel, reading a padded input in place, else a loop outside them over a padded
     copy; see the module docstring; one value for an unpadded kernel one column wide,
     where both are the same code) and ``order`` (``"oh_oc"``: the threads
@@ -111,12 +118,19 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
     threads, AVX-512, ms: 3x3 64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3
     32->128 at 27x27 0.217 -> 0.155 with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with
-    2 by 13)."""
+    2 by 13). Where the divisors leave a tile of one channel vector, an unpadded
+    convolution takes a padded row of two instead
+    (:func:`~tecomp.topi.cpu_tiling.padded_conv_columns`; ResNet-50's 14- and 7-column 1x1
+    layers on 2 Zen 3 cores, AVX2: 1024->256 at 14x14 1.27 -> 0.81 ms with 2 blocks by 5,
+    the stride-2 512->1024 into 14x14 3.0 -> 2.0 ms)."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
+    # An unpadded convolution may also tile its rows by widths that do not divide them
+    # (the row computed over whole tiles, its last reading the last column again).
+    padded_ow = [] if padded else [d for d in PADDED_TILE_WIDTHS if d < OW and OW % d]
     cfg.define_knob("tile_ocb", ocb)
-    cfg.define_knob("tile_ow", ow)
+    cfg.define_knob("tile_ow", ow + padded_ow)
     cfg.define_knob("unroll_kw", [True, False] if padded or S > 1 else [False])
     cfg.define_knob("order", ["oh_oc" if K * C * R * S <= C * H * W else "oc_oh"])
     if cfg.is_fallback:
@@ -127,6 +141,11 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
             caps, b, ocb, ow, S)
         rows, cols = cpu_tiling.blocked_conv_register_tile(
             caps, b, ocb, ow, S if in_place else 1)
+        # A tile of one channel vector loads a broadcast per multiply-add: where no
+        # divisor of the row gives one of two, a padded row may (14 and 7 columns on AVX2).
+        if padded_ow and rows * cpu_tiling.vectors_of(caps, b) < 2:
+            rows, cols = cpu_tiling.padded_conv_columns(caps, b, ocb, OW, padded_ow) or (
+                rows, cols)
         cfg.fallback_knob("tile_ocb", rows)
         cfg.fallback_knob("tile_ow", cols)
         cfg.fallback_knob("unroll_kw", in_place)
@@ -168,7 +187,12 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     rx = te.reduce_axis((0, S), name="rx")
     ici = te.reduce_axis((0, b), name="ici")
 
+    tile = cfg["tile_ow"].val
+    width = -(-OW // tile) * tile
+
     def conv(n, o, y, x, ob):
+        if width != OW:  # the columns past the row read its last one again
+            x = te.min(x, OW - 1)
         iy, ix = y * sh + ry * dh - top, x * sw + rx * dw - left
         inside = []
         if in_place:
@@ -177,7 +201,11 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
         return te.sum(data[n, ico, iy, ix, ici] * kernel[o, ico, ry, rx, ici, ob],
                       axis=[ico, ry, rx, ici], where=te.all(*inside) if inside else None)
 
-    return te.compute((N, K // b, OH, OW, b), conv, name="conv", tag="conv2d_nchwc")
+    out = te.compute((N, K // b, OH, width, b), conv, name="conv", tag="conv2d_nchwc")
+    if width == OW:
+        return out
+    return te.compute((N, K // b, OH, OW, b), lambda *idx: out[idx], name="conv.crop",
+                      tag=CROP_TAG)
 
 
 #: Weights of at least this many bytes are prefetched ahead of the register tile: in a
@@ -239,7 +267,8 @@ def schedule_conv2d_nchwc(cfg, outs):
             s[t].vectorize(i)
     kernel = next(t for t in conv.input_tensors if len(t.shape) == 6)
     OH, OW, b = (int(d) for d in out.shape[2:])
-    CL = inline_epilogue(s, out, conv, what)
+    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
+    CL = inline_epilogue(s, out, conv, what, head=crop[0] if crop else None)
     n, o, y, x, ob = s[out].op.axis
     oo, oi = s[out].split(o, factor=cfg["tile_ocb"].val)
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)

@@ -14,6 +14,10 @@ from .. import te
 from ..errors import ScheduleError
 from ..te.analysis import ops_of
 
+#: Tag of the stage that crops a result computed over whole register tiles (a product's
+#: rows, a convolution's row of columns) to its size: the head of the epilogue.
+CROP_TAG = "tile_crop"
+
 
 def group_output(outs, what: str) -> te.Tensor:
     """The one output tensor of a group given as a tensor or a one-element list."""

@@ -34,7 +34,7 @@ from ..errors import ShapeError
 from ..runtime import aligned
 from ..te.analysis import ops_of
 from . import cpu_tiling
-from .group import find_anchor, group_output, inline_epilogue
+from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import (
     batch_matmul_workload,
@@ -52,9 +52,6 @@ _NOMINAL_ROWS = 128
 #: a copy of B[K, M] column blocks, or a transpose of W[M, K] row blocks.
 PACK_TAG = "matmul_pack"
 TRANSPOSE_PACK_TAG = "dense_pack"
-
-#: Tag of the stage that crops a product computed over whole register tiles to its size.
-CROP_TAG = "product_crop"
 
 
 def _ceil_div(a, b):

@@ -227,3 +227,22 @@ def test_deep_seven_wide_layers_make_whole_plane_passes_with_their_weights_prefe
     early = _task(64, 64, 56, 56, 3, 3, pads=(1, 1, 1, 1))
     assert not [e for e in _nodes(_lowered(early), S.Evaluate) if S.prefetched(e) is not None]
 
+
+
+@pytest.mark.parametrize("W, stride", [(14, 1), (7, 1), (28, 2)])
+def test_an_unpadded_row_without_a_good_divisor_is_tiled_past_its_end(W, stride, rng):
+    # On Haswell (16 registers, block 8, 10 FMA chains) no divisor of 14 or 7 columns
+    # gives a tile of two channel vectors that fits; the row is computed over whole tiles
+    # of 5 columns (10 accumulators), the last reading its last column again, and cropped
+    # in the epilogue.
+    task = _task(16, 32, 4, W, 1, 1, strides=(stride, stride), b=8,
+                 target="llvm -mcpu=haswell -num-cores=2")
+    cfg = task.default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == (2, 5)
+    _run(task, cfg, rng)
+    # A padded convolution keeps to the divisors (its border conditions are per column).
+    padded = _task(16, 32, 4, 14, 3, 3, pads=(1, 1, 1, 1), b=8,
+                   target="llvm -mcpu=haswell -num-cores=2")
+    assert set(padded.config_space.space_map["tile_ow"].entities[k].val
+               for k in range(len(padded.config_space.space_map["tile_ow"].entities))) == {
+        1, 2, 7, 14}
