@@ -138,8 +138,8 @@ def padded_conv_columns(caps: CPUCaps, block: int, block_counts: Sequence[int],
                         width: int, widths: Sequence[int]) -> tuple[int, int] | None:
     """``(channel blocks, output columns)`` of a conv2d_nchwc register tile over a row of
     ``width`` columns computed in tiles of one of ``widths`` (which need not divide it:
-    the row is padded to whole tiles), or None where no such tile reaches
-    ``fma_chains`` accumulators in the registers. Among those that do, the one computing
+    the row is padded to whole tiles), or None where no such tile of two channel vectors
+    reaches ``fma_chains`` accumulators in the registers. Among those that do, the one computing
     the fewest padded columns, then the widest. For rows whose divisors give no tile of
     enough chains (14 and 7 columns on AVX2, where 2 blocks by 7 spill and 1 block by 14
     loads a broadcast per multiply-add).
@@ -149,9 +149,13 @@ def padded_conv_columns(caps: CPUCaps, block: int, block_counts: Sequence[int],
     (2, 5)
     >>> padded_conv_columns(avx2, 8, [1, 2, 4], 7, [4, 5, 6])
     (2, 4)
+    >>> padded_conv_columns(avx2, 8, [1], 13, [4, 5, 6, 8]) is None  # 1000 channels
+    True
     """
     vecs = vectors_of(caps, block)
     rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    if rows * vecs < 2:
+        return None  # one channel vector: padding the row would only add columns
     room = accumulator_room(caps, rows * vecs + 1)
     good = [c for c in widths
             if caps.fma_chains <= rows * c * vecs <= min(room, 2 * caps.fma_chains)]

@@ -240,6 +240,10 @@ def test_an_unpadded_row_without_a_good_divisor_is_tiled_past_its_end(W, stride,
     cfg = task.default_config
     assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == (2, 5)
     _run(task, cfg, rng)
+    # Channel blocks that only pair as one (125 of them) keep the divisor tile: padding
+    # would only add columns.
+    odd = _task(64, 1000, 2, 13, 1, 1, b=8, target="llvm -mcpu=haswell -num-cores=2")
+    assert (odd.default_config["tile_ocb"].val, odd.default_config["tile_ow"].val) == (1, 13)
     # A padded convolution keeps to the divisors (its border conditions are per column).
     padded = _task(16, 32, 4, 14, 3, 3, pads=(1, 1, 1, 1), b=8,
                    target="llvm -mcpu=haswell -num-cores=2")
