@@ -40,7 +40,8 @@ def test_quotient_cancels_symbolic_factors():
 def _dim_expressions():
     """Dimension expressions over two symbols: + - * // % min max of symbols and
     constants (a divisor or modulus is a positive constant, as the operators write)."""
-    leaves = st.one_of(st.just(seq), st.just(batch), st.integers(0, 9).map(lambda n: E.IntImm(n, seq.dtype)))
+    leaves = st.one_of(st.just(seq), st.just(batch),
+                       st.integers(0, 9).map(lambda n: E.IntImm(n, seq.dtype)))
 
     def extend(children):
         binary = st.sampled_from([lambda a, b: a + b, lambda a, b: a - b,

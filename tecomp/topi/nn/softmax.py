@@ -70,9 +70,9 @@ def softmax(x, axis: int = -1, exp_once: bool = False):
 
 def _softmax_knobs(cfg) -> dict:
     """The compute's knob of a tunable softmax: whether the exponentials are buffered
-    (on a CPU with a fallback config they are; a row buffer in L1 costs less than a second exponential: 2 Zen 3
-    cores, softmax 4096 x 1024 3.1-3.6 ms against 3.5-5.3, 64 x 1000 0.037 against
-    0.064)."""
+    (on a CPU with a fallback config they are; a row buffer in L1 costs less than a
+    second exponential: 2 Zen 3 cores, softmax 4096 x 1024 3.1-3.6 ms against 3.5-5.3,
+    64 x 1000 0.037 against 0.064)."""
     cfg.define_knob("exp_once", [False, True])
     if cfg.is_fallback and isinstance(as_target(Target.current()).caps, CPUCaps):
         cfg.fallback_knob("exp_once", True)
