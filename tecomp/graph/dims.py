@@ -81,9 +81,18 @@ class _NotArithmetic(Exception):
     """A dimension holds a node :func:`_value` does not evaluate."""
 
 
-_INTEGER_OPS = {E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul,
-                E.FloorDiv: operator.floordiv, E.FloorMod: operator.mod, E.Min: min,
-                E.Max: max}
+#: The integer operators of dimensions: each node class's function and its Python form.
+_INTEGER_OPS = {E.Add: (operator.add, "({} + {})"), E.Sub: (operator.sub, "({} - {})"),
+                E.Mul: (operator.mul, "({} * {})"),
+                E.FloorDiv: (operator.floordiv, "({} // {})"),
+                E.FloorMod: (operator.mod, "({} % {})"), E.Min: (min, "min({}, {})"),
+                E.Max: (max, "max({}, {})")}
+
+
+def _bound(bindings: dict, v) -> int | None:
+    """The value ``bindings`` gives symbol ``v``, or None. By identity: two symbols may
+    share a name, and == on IR builds an expression."""
+    return next((int(n) for u, n in bindings.items() if u is v), None)
 
 
 def _value(d, bindings: dict) -> int:
@@ -93,20 +102,13 @@ def _value(d, bindings: dict) -> int:
     if isinstance(d, E.IntImm):
         return int(d.value)
     if isinstance(d, E.Var):
-        # By identity: two symbols may share a name, and == on IR builds an expression.
-        for v, n in bindings.items():
-            if v is d:
-                return int(n)
+        n = _bound(bindings, d)
+        if n is None:
+            raise _NotArithmetic(d)
+        return n
+    if type(d) not in _INTEGER_OPS:
         raise _NotArithmetic(d)
-    op = _INTEGER_OPS.get(type(d))
-    if op is None:
-        raise _NotArithmetic(d)
-    return op(_value(d.a, bindings), _value(d.b, bindings))
-
-
-_PYTHON_OPS = {E.Add: "({} + {})", E.Sub: "({} - {})", E.Mul: "({} * {})",
-               E.FloorDiv: "({} // {})", E.FloorMod: "({} % {})", E.Min: "min({}, {})",
-               E.Max: "max({}, {})"}
+    return _INTEGER_OPS[type(d)][0](_value(d.a, bindings), _value(d.b, bindings))
 
 
 def shapes_evaluator(shapes: list):
@@ -124,10 +126,9 @@ def shapes_evaluator(shapes: list):
             return str(int(d.value))
         if isinstance(d, E.Var):
             return names[id(d)]
-        form = _PYTHON_OPS.get(type(d))
-        if form is None:
+        if type(d) not in _INTEGER_OPS:
             raise _NotArithmetic(d)
-        return form.format(source(d.a), source(d.b))
+        return _INTEGER_OPS[type(d)][1].format(source(d.a), source(d.b))
 
     def slow(bindings):
         return [tuple(evaluate(d, bindings) for d in shape) for shape in shapes]
@@ -142,12 +143,9 @@ def shapes_evaluator(shapes: list):
     fast = namespace["f"]
 
     def evaluator(bindings):
-        values = []
-        for v in symbols_used:
-            n = next((n for u, n in bindings.items() if u is v), None)
-            if n is None:
-                return slow(bindings)  # the slow path names the unbound symbol
-            values.append(int(n))
+        values = [_bound(bindings, v) for v in symbols_used]
+        if None in values:
+            return slow(bindings)  # the slow path names the unbound symbol
         try:
             return fast(*values)
         except ZeroDivisionError:
