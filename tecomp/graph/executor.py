@@ -241,7 +241,7 @@ KNOWN_SHAPES_KEPT = 256
 def size_bucket(n: int) -> int:
     """The size a plan is laid out for, to serve a symbolic size of ``n``: the next power
     of two up to 64, then the next multiple of 64. A plan made once then serves every
-    size of its bucket: a new shape costs its views and packed calls, not a layout.
+    size of its bucket: a new shape costs its views and its calls' sizes, not a layout.
 
     >>> [size_bucket(n) for n in (0, 1, 3, 33, 64, 65, 130)]
     [0, 1, 4, 64, 64, 128, 192]
@@ -252,7 +252,7 @@ def size_bucket(n: int) -> int:
 
 
 class _PlanPool:
-    """The memory plans of one tuple of input shapes: the sizes those shapes bind, and the
+    """The memory plans of one bucket of sizes: the sizes they are laid out for, and the
     plans no run holds now."""
 
     __slots__ = ("bindings", "free")
@@ -348,11 +348,12 @@ class GraphModule:
         self.lib = lib
         self.graph = lib.graph
         self.convert_inputs = convert_inputs
-        # Input shapes -> _PlanPool: the shapes bind the sizes, so they key the plans. A
-        # pool holds as many plans as runs of those shapes have been in flight at once;
-        # the dict's order is that of last use (see PLAN_SHAPES_KEPT).
+        # Pool key (_pool_key) -> _PlanPool: a pool holds as many plans as runs of its
+        # bucket have been in flight at once; the dict's order is that of last use (see
+        # PLAN_SHAPES_KEPT).
         self._plans: dict = {}
-        # Input shapes -> (pool key, bound sizes), for the KNOWN_SHAPES_KEPT used last.
+        # Input shapes -> (pool key, bound sizes, every value's shape), for the
+        # KNOWN_SHAPES_KEPT used last.
         self._known: dict = {}
         # Arenas of the plans of dropped shapes, which no run holds: a new plan takes one
         # that is large enough instead of fresh memory, whose pages the first run would
@@ -475,8 +476,9 @@ class GraphModule:
         if known is None:
             bindings = self._bind(inputs)
             self._check_dims(bindings)
-            known = (self._pool_key(bindings, shapes), bindings)
-        key, bindings = known
+            shape_of = self._value_shapes(bindings)
+            known = (self._pool_key(bindings, shape_of, shapes), bindings, shape_of)
+        key, bindings, shape_of = known
         with self._lock:
             self._known[shapes] = known  # the most recently used, last
             while len(self._known) > KNOWN_SHAPES_KEPT:
@@ -494,17 +496,17 @@ class GraphModule:
         if plan is None:
             plan = self._make_plan(pool.bindings, key[0])
         if plan.shapes != shapes:
-            plan = self._fit(plan, bindings, shapes, inputs)
+            plan = self._fit(plan, shape_of, shapes, inputs)
         return plan
 
-    def _pool_key(self, bindings: dict, shapes: tuple) -> tuple:
-        """(the key of the pool serving ``bindings``, the sizes its plans are laid out
-        for): every symbolic size rounded up to its :func:`size_bucket`, or the exact
-        sizes where a buffer would then not be the largest (a size that shrinks as a
-        symbol grows)."""
+    def _pool_key(self, bindings: dict, need: dict, shapes: tuple) -> tuple:
+        """(the key of the pool serving ``bindings``, whose values have the shapes
+        ``need``; the sizes its plans are laid out for): every symbolic size rounded up to
+        its :func:`size_bucket`, or the exact sizes where a buffer would then not be the
+        largest (a size that shrinks as a symbol grows)."""
         bucket = {v: size_bucket(n) for v, n in bindings.items()}
         if bucket != bindings:
-            need, room = self._value_shapes(bindings), self._value_shapes(bucket)
+            room = self._value_shapes(bucket)
             if not (all(n >= 0 for d in room.values() for n in d) and all(
                     math.prod(need[v]) <= math.prod(room[v]) for v in self._lifetimes)):
                 return ("shapes", shapes), bindings
@@ -534,12 +536,11 @@ class GraphModule:
                           offsets=dict(zip(inter, offsets)), output_buffers=output_buffers,
                           pool_key=key)
 
-    def _fit(self, plan: MemoryPlan, bindings: dict, shapes: tuple,
+    def _fit(self, plan: MemoryPlan, shape_of: dict, shapes: tuple,
              inputs: dict) -> MemoryPlan:
-        """``plan`` with its views, outputs and calls made for ``shapes`` (``bindings``),
-        over its layout."""
+        """``plan`` with its views, outputs and calls made for ``shapes`` (whose values have
+        the shapes ``shape_of``), over its layout."""
         graph = self.graph
-        shape_of = self._value_shapes(bindings)
         arena, offsets = plan.arena, plan.offsets
         views = {v: np.ndarray(shape_of[v], self._dtypes[v], buffer=arena, offset=off)
                  for v, off in offsets.items()}
@@ -572,8 +573,8 @@ class GraphModule:
 
     def _arena(self, nbytes: int) -> np.ndarray:
         """At least ``nbytes`` bytes for a new plan: the smallest spare arena that holds
-        them, else fresh memory with a quarter to spare (so that the arena can serve the next, a
-        little larger, shapes once its plan is dropped)."""
+        them, else fresh memory with a quarter to spare (so that the arena can serve the
+        next, a little larger, shapes once its plan is dropped)."""
         with self._lock:
             fits = [k for k, a in enumerate(self._spare_arenas) if len(a) >= nbytes]
             if fits:
