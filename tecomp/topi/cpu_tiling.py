@@ -100,6 +100,12 @@ def _largest_fitting(options: Sequence[int], limit: int) -> int | None:
 # ---- convolutions on blocked activations (conv2d_nchwc) -----------------------------------
 
 
+def _channel_rows(vecs: int, block_counts: Sequence[int]) -> int:
+    """The channel blocks of a conv2d_nchwc register tile (blocks of ``vecs`` vectors):
+    the most that stay within two vectors, else the fewest a count allows."""
+    return max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+
+
 def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence[int],
                                columns: Sequence[int], kernel_columns: int) -> tuple[int, int]:
     """``(channel blocks, output columns)`` of a conv2d_nchwc register tile.
@@ -120,7 +126,7 @@ def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence
     def fits(rows, cols):
         return rows * cols * vecs <= accumulator_room(caps, operands(rows))
 
-    rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    rows = _channel_rows(vecs, block_counts)
     target = accumulator_target(caps, operands(rows))
     cols = _largest_fitting(columns, max(1, target // (rows * vecs)))
     if cols is not None and rows * cols * vecs >= caps.fma_chains and fits(rows, cols):
@@ -153,7 +159,7 @@ def padded_conv_columns(caps: CPUCaps, block: int, block_counts: Sequence[int],
     True
     """
     vecs = vectors_of(caps, block)
-    rows = max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    rows = _channel_rows(vecs, block_counts)
     if rows * vecs < 2:
         return None  # one channel vector: padding the row would only add columns
     room = accumulator_room(caps, rows * vecs + 1)
