@@ -2,8 +2,8 @@
 (``cuda.bindings.nvrtc`` from ``cuda-python``/``cuda-bindings``).
 
 Compiling needs neither a GPU nor a driver: the NVRTC library comes as a wheel
-(``nvidia-cuda-nvrtc-cu12``), and ``cuda_fp16.h`` from ``nvidia-cuda-runtime-cu12``;
-``pip install tecomp[cuda]`` brings all three.
+(``nvidia-cuda-nvrtc-cu12``, or CUDA 13's ``nvidia-cuda-nvrtc``), and ``cuda_fp16.h`` from
+the runtime headers wheel; ``pip install tecomp[cuda]`` brings all three.
 """
 
 from __future__ import annotations
@@ -34,13 +34,38 @@ def _nvrtc():
 
 @functools.cache
 def include_dirs() -> tuple:
-    """Directories with the CUDA headers the generated code may include (cuda_fp16.h)."""
+    """Directories with the CUDA headers the generated code may include (cuda_fp16.h).
+
+    CUDA 12's runtime wheel keeps them in ``nvidia/cuda_runtime/include``, CUDA 13's in
+    ``nvidia/cu13/include``; ``cuda.pathfinder`` (a dependency of recent bindings) knows
+    both and a local toolkit (``CUDA_HOME``), and the wheel's own package is the fallback
+    for bindings without it."""
+    found = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        pass
+    else:
+        try:
+            d = find_nvidia_header_directory("cudart")
+        except Exception:  # noqa: BLE001 - a lookup that fails is a directory not found
+            d = None
+        if d:
+            found.append(d)
     try:
         import nvidia.cuda_runtime as rt
     except ImportError:
-        return ()
-    return tuple(os.path.join(p, "include") for p in rt.__path__
-                 if os.path.isfile(os.path.join(p, "include", "cuda_fp16.h")))
+        pass
+    else:
+        found += [os.path.join(p, "include") for p in rt.__path__]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        found.append(os.path.join(home, "include"))
+    dirs = []
+    for d in found:
+        if os.path.isfile(os.path.join(d, "cuda_fp16.h")) and d not in dirs:
+            dirs.append(d)
+    return tuple(dirs[:1])
 
 
 def nvrtc_available() -> str | None:

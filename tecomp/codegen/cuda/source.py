@@ -254,9 +254,10 @@ class KernelEmitter:
         return f"(!{self.expr(e.a)})"
 
     def e_Let(self, e):
-        raise UnsupportedOpError(
-            f"the CUDA code generator cannot emit an expression let ({e}); simplify the "
-            f"compute so the value is inlined")
+        # An immediately invoked lambda binds the value once where an expression stands
+        # (a gather's bounds-checked row, say); NVCC inlines it.
+        return (f"([&]() -> {c_type(e.dtype)} {{ const {c_type(e.var.dtype)} "
+                f"{self.var(e.var)} = {self.expr(e.value)}; return {self.expr(e.body)}; }})()")
 
     def e_Call(self, e):
         args = [self.expr(a) for a in e.args]

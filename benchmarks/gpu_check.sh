@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every GPU check of tecomp in one go, for a machine with an NVIDIA GPU and no network
+# whose Python already has numpy, onnx, llvmlite, PyTorch (with CUDA), CuPy and NVIDIA's
+# CUDA bindings and NVRTC (12.x or 13.x).
+#
+#   bash benchmarks/gpu_check.sh OUTDIR [WHEELDIR]
+#
+# It installs tecomp from this checkout without dependencies (and, from WHEELDIR, wheels
+# the machine lacks, such as xgboost for tuning), then writes to OUTDIR:
+#   machine.txt  tecomp doctor, nvidia-smi and the Python packages it ran with
+#   tests.txt    every test marked gpu or naming cuda, run on the GPU
+#   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
+#   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py)
+#   tune.txt     a short tuning session on the GPU, then the tuned templates beside the
+#                libraries
+# Sized to finish within 7 minutes on one H100; each step has its own time limit, so a
+# hang in one still leaves the others' figures.
+set -u
+out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR]}
+wheels=${2:-}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+if [ -n "$wheels" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/tecomp-wheels \
+        "$wheels"/*.whl || exit 1
+    export PYTHONPATH=/tmp/tecomp-wheels${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null || exit 1
+
+{
+    python3 -m tecomp.cli doctor
+    nvidia-smi
+    python3 -m pip list 2>/dev/null | grep -i -E "^(torch|cupy|cuda|nvidia-cuda|numpy|onnx|llvmlite|xgboost)"
+} >"$out/machine.txt" 2>&1
+
+step() {  # step SECONDS FILE COMMAND...: run COMMAND with a time limit, output to FILE
+    local limit=$1 file=$2
+    shift 2
+    echo "== $(date -u +%T) $*" >>"$out/$file"
+    timeout --kill-after=10 "$limit" "$@" >>"$out/$file" 2>&1
+    echo "== exit $? after ${SECONDS}s" >>"$out/$file"
+}
+
+step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 120 \
+    --durations=10 -rfE -k "cuda or gpu" $(grep -l -r cuda tests --include="test_*.py")
+step 40 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+step 120 models.txt python3 benchmarks/models_cuda.py --rounds 10
+step 40 models.txt python3 benchmarks/models_cuda.py --rounds 10 --dtype float16 \
+    --models bert_base:128
+step 70 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 32 \
+    --log /tmp/tecomp-gpu-check.json
+tail -n 4 "$out"/*.txt
