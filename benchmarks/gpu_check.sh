@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh OUTDIR [WHEELDIR]
 #
-# It installs tecomp from this checkout without dependencies (and, from WHEELDIR, wheels
+# It runs tecomp from this checkout, adds no dependencies but the wheels in WHEELDIR (wheels
 # the machine lacks, such as xgboost for tuning), then writes to OUTDIR:
 #   machine.txt  tecomp doctor, nvidia-smi and the Python packages it ran with
 #   tests.txt    every test marked gpu or naming cuda, run on the GPU
@@ -28,7 +28,9 @@ if [ -n "$wheels" ]; then
         "$wheels"/*.whl || exit 1
     export PYTHONPATH=/tmp/tecomp-wheels${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null || exit 1
+# tecomp itself from this checkout, without installing (pip would want setuptools from an
+# index to build even an editable install)
+export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH}
 
 {
     python3 -m tecomp.cli doctor

@@ -8,8 +8,10 @@ weights and inputs, in one process, paired.
 Rows are ``model:size``: ``resnet50:B`` is torchvision's ResNet-50 on a batch of B
 224x224 images, ``bert_base:S`` Hugging Face's BERT-base (12 layers, hidden 768) on one
 sequence of S tokens with an attention mask; both with random weights. Each PyTorch module
-is exported to ONNX by ``torch.onnx.export`` (the TorchScript exporter, opset 17, as most
-users export), imported by tecomp with the row's shapes fixed and built for ``cuda``
+is exported to ONNX by ``torch.onnx.export`` (float32: the TorchScript exporter, opset 17, as
+most users export; float16: the ``torch.export`` based one, opset 18, since the TorchScript
+one writes a half BERT whose layer norms mix float16 and float32, which onnxruntime
+refuses too), imported by tecomp with the row's shapes fixed and built for ``cuda``
 (``--tuning-records`` applies a log). The inputs are CUDA tensors both sides read in
 place; tecomp returns device arrays (``device_outputs=True``), so neither side copies to
 the host. Each call ends with a device synchronization, and the contenders alternate
@@ -75,11 +77,12 @@ def _bert_base(seq, torch):
 MODELS = {"resnet50": _resnet50, "bert_base": _bert_base}
 
 
-def _export(net, feeds: dict, torch) -> onnx.ModelProto:
+def _export(net, feeds: dict, torch, dynamo: bool) -> onnx.ModelProto:
     buf = io.BytesIO()
     with torch.no_grad():
         torch.onnx.export(net, tuple(feeds.values()), buf, input_names=list(feeds),
-                          output_names=["output"], opset_version=17, dynamo=False)
+                          output_names=["output"], opset_version=18 if dynamo else 17,
+                          dynamo=dynamo)
     return onnx.load_from_string(buf.getvalue())
 
 
@@ -101,8 +104,7 @@ def bench_row(name: str, size: int, opts, torch) -> str:
         net = net.half()
         feeds = {k: v.half() if v.is_floating_point() else v for k, v in feeds.items()}
     try:
-        model = _export(net, feeds, torch) if opts.dtype == "float32" else \
-            _export(net.cuda(), {k: v.cuda() for k, v in feeds.items()}, torch)
+        model = _export(net, feeds, torch, dynamo=opts.dtype == "float16")
         lib, build_s = _build(model, feeds, opts.tuning_records)
     except tecomp.TecompError as err:
         return f"{label:<24} not built: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
@@ -111,7 +113,7 @@ def bench_row(name: str, size: int, opts, torch) -> str:
     gm = GraphModule(lib, device_outputs=True)
     sync = torch.cuda.synchronize
     with torch.no_grad():
-        ref = net(**dev)
+        ref = net(*dev.values())
         got = torch.as_tensor(gm(**dev)[0], device="cuda")
         sync()
         err = float(torch.linalg.vector_norm((got - ref).double())
@@ -122,7 +124,7 @@ def bench_row(name: str, size: int, opts, torch) -> str:
             sync()
 
         def run_torch():
-            net(**dev)
+            net(*dev.values())
             sync()
 
         times = paired({"tecomp": run_tecomp, "torch": run_torch}, rounds=opts.rounds)

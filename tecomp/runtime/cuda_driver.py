@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 
 from ..errors import TargetError, TecompError
 
@@ -67,6 +68,8 @@ class Driver:
                 f"driver are; mod.simulate(...) runs the kernels on the CPU"
             ) from None
         self.make_current()
+        self.pid = os.getpid()
+        self.arch_name = self.arch()
 
     def make_current(self) -> None:
         self._check(self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
@@ -162,16 +165,26 @@ def driver() -> Driver:
     Raises
     ------
     CUDAUnavailableError
-        When the bindings, the driver library or a GPU is missing.
+        When the bindings, the driver library or a GPU is missing, or in a process forked
+        from one that had initialized CUDA (the driver does not survive ``fork``).
     """
     d = _driver()
+    if d.pid != os.getpid():
+        raise CUDAUnavailableError(
+            "CUDA was initialized in the process this one was forked from, and the driver "
+            "cannot be used across fork(); run GPU work in the parent or in a process "
+            "started with the 'spawn' method")
     d.make_current()
     return d
 
 
 def device_arch() -> str | None:
-    """The architecture of device 0 ("sm_90"), or None where no GPU can be used."""
+    """The architecture of device 0 ("sm_90"), or None where no GPU can be used.
+
+    A process forked from one that had initialized CUDA (a build process of the tuner)
+    gets the parent's answer without calling the driver, so it compiles for the GPU the
+    parent runs on."""
     try:
-        return driver().arch()
+        return _driver().arch_name
     except CUDAUnavailableError:
         return None

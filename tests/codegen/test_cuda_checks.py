@@ -75,7 +75,8 @@ def _check_outputs(a, b, data, q, g):
     good = (b > 0) & (b < 5)
     np.testing.assert_array_equal(q[good], np.trunc(a[good] / b[good]).astype("int32"))
     np.testing.assert_array_equal(g[good], data[b[good]])
-    assert g[70] == 0
+    if b[70] == 9:  # the out-of-range index reads nothing
+        assert g[70] == 0
 
 
 def test_the_simulator_reports_like_the_cpu(cuda_target):
