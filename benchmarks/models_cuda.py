@@ -18,8 +18,10 @@ the host. Each call ends with a device synchronization, and the contenders alter
 round by round (``tecomp.timing.paired``). TF32 is off for PyTorch (cuDNN and cuBLAS)
 unless ``--tf32``.
 
-Per row it prints the build time (import + build), both median latencies, the median over
-rounds of t_tecomp / t_torch (< 1: tecomp is faster), the relative error
+Per row it prints the build time (import + build), the median latencies of tecomp (its
+launches recorded once in a CUDA graph and replayed), of tecomp launching kernel by kernel
+(``graph_replay=False``) and of PyTorch, the median over rounds of t_tecomp / t_torch
+(< 1: tecomp is faster), the relative error
 ||y_tecomp - y_torch|| / ||y_torch|| of the first output, and the kernel count. Without a
 GPU, PyTorch with CUDA or torchvision / transformers it exits saying what is missing.
 """
@@ -111,6 +113,7 @@ def bench_row(name: str, size: int, opts, torch) -> str:
     net = net.cuda()
     dev = {k: v.cuda() for k, v in feeds.items()}
     gm = GraphModule(lib, device_outputs=True)
+    one_by_one = GraphModule(lib, device_outputs=True, graph_replay=False)
     sync = torch.cuda.synchronize
     with torch.no_grad():
         ref = net(*dev.values())
@@ -123,16 +126,30 @@ def bench_row(name: str, size: int, opts, torch) -> str:
             gm(**dev)
             sync()
 
+        def run_one_by_one():
+            one_by_one(**dev)
+            sync()
+
         def run_torch():
             net(*dev.values())
             sync()
 
-        times = paired({"tecomp": run_tecomp, "torch": run_torch}, rounds=opts.rounds)
-    ours, theirs = (statistics.median(times[k]) * 1e3 for k in ("tecomp", "torch"))
+        times = paired({"tecomp": run_tecomp, "one by one": run_one_by_one,
+                        "torch": run_torch}, rounds=opts.rounds)
+    ours, eager, theirs = (statistics.median(times[k]) * 1e3
+                           for k in ("tecomp", "one by one", "torch"))
     ratio = median_ratio(times["tecomp"], times["torch"])
     kernels = len(gm._kernel_nodes)
-    return (f"{label:<24} {build_s:8.1f} {ours:10.3f} {theirs:10.3f} {ratio:8.2f} "
-            f"{err:10.2e} {kernels:8d}")
+    row = (f"{label:<24} {build_s:8.1f} {ours:10.3f} {eager:10.3f} {theirs:10.3f} "
+           f"{ratio:8.2f} {err:10.2e} {kernels:8d}")
+    if opts.profile:
+        for name, value in dev.items():
+            gm.set_input(name, value)
+        kernels = sorted(gm.profile(number=20, repeat=3), key=lambda kv: -kv[1].median)
+        total = sum(t.median for _, t in kernels)
+        row += "".join(f"\n    {t.median * 1e6:9.1f} us {t.median / total:6.1%}  {name}"
+                       for name, t in kernels[:opts.profile])
+    return row
 
 
 def _rows(text: str) -> list:
@@ -154,6 +171,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--tf32", action="store_true", help="let PyTorch use TF32")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also time each kernel alone and list the N slowest")
     p.add_argument("--tuning-records", default=None,
                    help="a tuning log applied while building (apply_history_best)")
     opts = p.parse_args(argv)
@@ -174,8 +193,8 @@ def main(argv=None) -> int:
     print(f"GPU {torch.cuda.get_device_name()} ({arch}); PyTorch {torch.__version__}, "
           f"cuDNN {torch.backends.cudnn.version()}, TF32 {'on' if opts.tf32 else 'off'}; "
           f"tecomp {'tuned: ' + opts.tuning_records if opts.tuning_records else 'untuned'}")
-    print(f"{'model':<24} {'build s':>8} {'tecomp ms':>10} {'torch ms':>10} {'t/torch':>8} "
-          f"{'rel err':>10} {'kernels':>8}")
+    print(f"{'model':<24} {'build s':>8} {'tecomp ms':>10} {'one by one':>10} "
+          f"{'torch ms':>10} {'t/torch':>8} {'rel err':>10} {'kernels':>8}")
     for name, size in opts.models:
         print(bench_row(name, size, opts, torch), flush=True)
     return 0

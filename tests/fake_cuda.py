@@ -27,6 +27,7 @@ _SITECUSTOMIZE = textwrap.dedent('''
         def free(self, ptr): pass
         def to_device(self, ptr, array): pass
         def to_host(self, array, ptr): pass
+        def zero_async(self, ptr, nbytes, stream): pass
         def load_module(self, cubin): return "module"
         def get_function(self, module, name): return name
         def event(self): return object()

@@ -15,7 +15,10 @@ reshapes and concatenations in place. The constants are uploaded once, when the 
 is made. A run copies numpy inputs into their arena slots (another library's device
 arrays, through DLPack or ``__cuda_array_interface__``, are read in place), queues every
 kernel, waits once, and copies the outputs back to numpy (``device_outputs=True``: device
-arrays of their own). Runs of one module take turns (a lock): a plan is one arena.
+arrays of their own). From a plan's second run on, its launches are recorded once by the
+device (a CUDA graph) and replayed, every input copied into its slot, so a run costs one
+launch instead of one per kernel. Runs of one module take turns (a lock): a plan is one
+arena.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from .executor import GraphInputError, GraphModule, InputDtypeError, plan_offset
 class DevicePlan:
     """The device memory of runs with one tuple of input ``shapes``: the ``arena``,
     ``views`` of it (value -> view) for everything kernels write, ``inputs`` (input ->
-    its arena slot, for host inputs), ``input_views`` (value, input, byte offset, shape,
-    dtype) for views of an input made per run, and the global temporaries its kernels keep
-    (``temps``)."""
+    its arena slot), ``input_views`` (value, input, byte offset, shape, dtype) for views of
+    an input made per run, the global temporaries its kernels keep (``temps``), how many
+    runs it served, and its launches as recorded by the device (``recorded``)."""
 
     shapes: tuple
     arena: object
@@ -43,6 +46,8 @@ class DevicePlan:
     inputs: dict
     input_views: tuple
     temps: dict = field(default_factory=dict)
+    runs: int = 0
+    recorded: object = None  # the recorded launches; False where they cannot be recorded
 
 
 class DeviceGraphModule(GraphModule):
@@ -62,6 +67,11 @@ class DeviceGraphModule(GraphModule):
     device_outputs : bool
         Return outputs as device arrays of their own (``__cuda_array_interface__``; numpy
         arrays in simulation) instead of numpy copies.
+    graph_replay : bool
+        Record a plan's launches once, on its second run, and replay the recording after
+        (a CUDA graph: one launch per run instead of one per kernel); every input is then
+        copied into its arena slot, device arrays too. Off, or where the device records
+        nothing (the simulator), each run launches its kernels one by one.
 
     Raises
     ------
@@ -81,7 +91,7 @@ class DeviceGraphModule(GraphModule):
     profiles_in_run = False
 
     def __init__(self, lib, *, convert_inputs: bool = False, simulate: bool | None = None,
-                 device_outputs: bool = False):
+                 device_outputs: bool = False, graph_replay: bool = True):
         memory_of = getattr(lib.module, "device_memory", None)
         if memory_of is None:
             raise TecompError(f"this library was built for {lib._target!r}, whose kernels run "
@@ -89,6 +99,7 @@ class DeviceGraphModule(GraphModule):
         super().__init__(lib, convert_inputs=convert_inputs)
         self.memory = memory_of(simulate)
         self.device_outputs = device_outputs
+        self.graph_replay = graph_replay
         read = {i for n in self._kernel_nodes for i in n.inputs}
         read |= {root for root, _ in self._homes.values()}
         self._consts = {k: self.memory.upload(v) for k, v in self.graph.consts.items()
@@ -158,8 +169,29 @@ class DeviceGraphModule(GraphModule):
         return DevicePlan(shapes, arena, views, inputs, tuple(input_views))
 
     def _execute_device(self, plan: DevicePlan, inputs: dict) -> dict:
-        """Run every kernel of ``plan`` on ``inputs``; returns value -> view."""
+        """Run every kernel of ``plan`` on ``inputs``; returns value -> view.
+
+        The first run of a plan launches kernel by kernel (allocating the temporaries its
+        kernels keep); with ``graph_replay`` the second records the launches and every
+        later one replays them, its inputs copied into their arena slots first."""
         memory = self.memory
+        what = f"model {self.graph.name} ({len(self._kernel_nodes)} kernels)"
+        replay = self.graph_replay and plan.runs > 0 and plan.recorded is not False
+        plan.runs += 1
+        if replay:
+            for name, slot in plan.inputs.items():
+                value = inputs[name]
+                if isinstance(value, np.ndarray):
+                    memory.write(slot, value)
+                else:
+                    memory.write_device(slot, value)
+            values = self._values(plan, plan.inputs)
+            if plan.recorded is None:
+                plan.recorded = memory.record(lambda: self._queue(plan, values),
+                                              plan.temps) or False
+            if plan.recorded:
+                memory.replay(plan.recorded, what)
+                return values
         bound = {}
         for name in self.graph.inputs:
             value = inputs[name]
@@ -168,14 +200,22 @@ class DeviceGraphModule(GraphModule):
                 bound[name] = plan.inputs[name]
             else:
                 bound[name] = value
-        values = {**self._consts, **plan.views, **bound}
-        for v, root, offset, shape, dtype in plan.input_views:
-            values[v] = memory.view(bound[root], offset, shape, dtype)
-        for node in self._kernel_nodes:
-            memory.run(node.name, [values[a] for a in (*node.inputs, node.outputs[0])],
-                       plan.temps)
-        memory.synchronize(f"model {self.graph.name} ({len(self._kernel_nodes)} kernels)")
+        values = self._values(plan, bound)
+        self._queue(plan, values)
+        memory.synchronize(what)
         return values
+
+    def _values(self, plan: DevicePlan, inputs: dict) -> dict:
+        """Value -> view for a run of ``plan`` with ``inputs`` (input -> view)."""
+        values = {**self._consts, **plan.views, **inputs}
+        for v, root, offset, shape, dtype in plan.input_views:
+            values[v] = self.memory.view(inputs[root], offset, shape, dtype)
+        return values
+
+    def _queue(self, plan: DevicePlan, values: dict) -> None:
+        for node in self._kernel_nodes:
+            self.memory.run(node.name, [values[a] for a in (*node.inputs, node.outputs[0])],
+                            plan.temps)
 
     def _outputs(self, values: dict) -> list:
         memory, outs = self.memory, []

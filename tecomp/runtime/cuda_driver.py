@@ -140,6 +140,48 @@ class Driver:
         if nbytes:
             self._check(self.cu.cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
 
+    def copy_async(self, dst: int, src: int, nbytes: int, stream) -> None:
+        """Queue a copy of ``nbytes`` from device address ``src`` to ``dst`` on ``stream``."""
+        if nbytes:
+            self._check(self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream),
+                        "cuMemcpyDtoDAsync")
+
+    def zero_async(self, ptr: int, nbytes: int, stream) -> None:
+        """Queue zeroing ``nbytes`` at ``ptr`` on ``stream``."""
+        self._check(self.cu.cuMemsetD8Async(ptr, 0, nbytes, stream), "cuMemsetD8Async")
+
+    # ---- streams and graphs ---------------------------------------------------------
+
+    def new_stream(self):
+        """A stream that orders with the legacy default stream (``CU_STREAM_DEFAULT``),
+        so work other libraries queue there comes before and after it in order."""
+        return self._check(self.cu.cuStreamCreate(0), "cuStreamCreate")
+
+    def capture(self, stream, queue) -> object:
+        """Record what ``queue()`` puts on ``stream`` into a CUDA graph instead of running
+        it; returns the instantiated graph (:meth:`replay` runs it, :meth:`destroy_graph`
+        frees it). Capture is local to this thread, so other threads' CUDA calls go on."""
+        cu = self.cu
+        self._check(cu.cuStreamBeginCapture(
+            stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture")
+        try:
+            queue()
+        except BaseException:
+            cu.cuStreamEndCapture(stream)  # ends the broken capture, its graph discarded
+            raise
+        graph = self._check(cu.cuStreamEndCapture(stream), "cuStreamEndCapture")
+        try:
+            return self._check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        finally:
+            cu.cuGraphDestroy(graph)
+
+    def replay(self, graph_exec, stream) -> None:
+        self._check(self.cu.cuGraphLaunch(graph_exec, stream), "cuGraphLaunch")
+
+    def destroy_graph(self, graph_exec) -> None:
+        self._check(self.cu.cuGraphExecDestroy(graph_exec), "cuGraphExecDestroy")
+
     # ---- timing ---------------------------------------------------------------------
 
     def event(self):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .args import ArgumentError
 from .cuda_arrays import device_array
-from .cuda_driver import CUDAUnavailableError, device_arch, driver
+from .cuda_driver import CUDAError, CUDAUnavailableError, device_arch, driver
 
 
 def _c_order(array: np.ndarray) -> np.ndarray:
@@ -71,14 +71,30 @@ class DeviceBuffer:
         return DeviceView(self.ptr + offset, tuple(shape), np.dtype(dtype), self)
 
 
+class RecordedRun:
+    """A run's kernels recorded once in a CUDA graph (:meth:`CUDAMemory.record`), replayed
+    with their arguments as recorded; ``checked`` holds (function, error record address)
+    for the functions whose kernels report run-time checks. The graph is freed with the
+    object."""
+
+    def __init__(self, drv, graph_exec, checked: list):
+        self.graph_exec = graph_exec
+        self.checked = checked
+        self._free = weakref.finalize(self, drv.destroy_graph, graph_exec)
+
+
 class CUDAMemory:
-    """Device memory and launches of ``module`` (a ``CUDAModule``) on this machine's GPU."""
+    """Device memory and launches of ``module`` (a ``CUDAModule``) on this machine's GPU,
+    queued on a stream of its own that orders with the legacy default stream (where
+    PyTorch and CuPy work unless told otherwise)."""
 
     simulated = False
 
     def __init__(self, module):
         self.module = module
         self.driver = driver()
+        self.stream = self.driver.new_stream()
+        self._recording: list | None = None
 
     def arena(self, nbytes: int) -> DeviceBuffer:
         """One allocation that :meth:`view` carves values from."""
@@ -98,6 +114,10 @@ class CUDAMemory:
 
     def write(self, view: DeviceView, array: np.ndarray) -> None:
         self.driver.to_device(view.ptr, _c_order(array))
+
+    def write_device(self, view: DeviceView, source: DeviceView) -> None:
+        """Queue a copy of device array ``source`` into ``view`` (same size)."""
+        self.driver.copy_async(view.ptr, source.ptr, view.nbytes, self.stream)
 
     def read(self, view: DeviceView) -> np.ndarray:
         return view.numpy()
@@ -123,20 +143,45 @@ class CUDAMemory:
 
     def run(self, name: str, views, temps: dict) -> None:
         """Queue function ``name`` on ``views`` (its arguments, in order); ``temps``
-        keeps its global temporaries from call to call. A function whose kernels report
-        run-time checks waits for them and raises the failed one."""
+        keeps each function's global temporaries from call to call. A function whose
+        kernels report run-time checks waits for them and raises the failed one, except
+        while :meth:`record` records (the replay checks them)."""
         f = self.module[name]
-        record = any(step.get("record") for step in f.plan)
-        env = f._sizes(views)
-        self.module._run_plan(self.driver, f, [v.ptr for v in views], env, sync=record,
-                              kept=temps)
+        checks = any(step.get("record") for step in f.plan)
+        recording = self._recording is not None
+        record = self.module._run_plan(
+            self.driver, f, [v.ptr for v in views], f._sizes(views),
+            sync=checks and not recording, kept=temps.setdefault(name, {}), stream=self.stream)
+        if recording and record is not None:
+            self._recording.append((f, record))
+
+    def record(self, queue, temps: dict) -> RecordedRun | None:
+        """Record the launches ``queue()`` makes (through :meth:`run`, on views and
+        ``temps`` a run made before, so nothing is allocated) in a CUDA graph; None when
+        the driver refuses to capture them (the caller keeps launching one by one)."""
+        self._recording = []
+        try:
+            graph_exec = self.driver.capture(self.stream, queue)
+        except CUDAError:
+            return None
+        finally:
+            checked, self._recording = self._recording, None
+        return RecordedRun(self.driver, graph_exec, checked)
+
+    def replay(self, run: RecordedRun, what: str) -> None:
+        """Run a recorded graph, wait for it, and raise the first failed run-time check."""
+        self.driver.replay(run.graph_exec, self.stream)
+        self.driver.synchronize(what)
+        for f, record in run.checked:
+            self.module.check_record(self.driver, f, record)
 
     def synchronize(self, what: str) -> None:
         self.driver.synchronize(what)
 
     def free_temps(self, temps: dict) -> None:
-        for ptr in temps.values():
-            self.driver.free(ptr)
+        for own in temps.values():
+            for ptr in own.values():
+                self.driver.free(ptr)
         temps.clear()
 
 
@@ -181,6 +226,11 @@ class SimulatedCUDAMemory:
 
     def run(self, name: str, views, temps: dict) -> None:
         self.module.simulate(*views, func_name=name)
+
+    @staticmethod
+    def record(queue, temps: dict) -> None:
+        """The simulator records no graphs: every run launches its kernels."""
+        return None
 
     def synchronize(self, what: str) -> None:
         """The simulator runs each function to its end: nothing is in flight."""

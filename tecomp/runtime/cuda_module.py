@@ -228,12 +228,14 @@ class CUDAModule(Module):
         return kernels[name]
 
     def _run_plan(self, drv, f: CUDAFunction, ptrs: list, env: dict, sync: bool = True,
-                  kept: dict | None = None):
-        """Run ``f``'s plan. Temporaries are allocated before their kernels and freed
-        after the last one has finished (freeing waits for the device, so a kernel's
-        fault is reported by the synchronization that names it), or, with ``kept`` (a
-        dict the caller frees), allocated once and reused: timing measures the kernels,
-        not the allocator."""
+                  kept: dict | None = None, stream=0):
+        """Run ``f``'s plan on ``stream``. Temporaries are allocated before their kernels
+        and freed after the last one has finished (freeing waits for the device, so a
+        kernel's fault is reported by the synchronization that names it), or, with
+        ``kept`` (a dict the caller frees), allocated once and reused: timing measures the
+        kernels, not the allocator. Without ``sync`` it only queues: nothing is allocated
+        then that ``kept`` does not hold, so a CUDA graph can record it. Returns the address
+        of the call's error record (None when its kernels report no run-time checks)."""
         temps: dict = {} if kept is None else kept
         record = None
         try:
@@ -242,29 +244,36 @@ class CUDAModule(Module):
                 if _RECORD not in temps:
                     temps[_RECORD] = drv.alloc(_RECORD_BYTES)
                 record = temps[_RECORD]
-                drv.to_device(record, np.zeros(ERROR_RECORD_SLOTS, np.int64))
+                drv.zero_async(record, _RECORD_BYTES, stream)
             for step in f.plan:
                 op = step["op"]
                 if op == "alloc" and step["name"] not in temps:
                     nbytes = eval_size(step["size"], env) * np.dtype(step["dtype"]).itemsize
                     temps[step["name"]] = drv.alloc(nbytes)
                 elif op == "launch":
-                    self._launch(drv, step, ptrs, temps, env, record)
+                    self._launch(drv, step, ptrs, temps, env, record, stream)
             if sync:
                 names = ", ".join(s["kernel"] for s in f.plan if s["op"] == "launch")
                 drv.synchronize(f"{f.name} (kernels {names})")
                 if record is not None:
-                    got = np.zeros(ERROR_RECORD_SLOTS, np.int64)
-                    drv.to_host(got, record)
-                    err = f.signature.check_error([int(x) for x in got])
-                    if err is not None:
-                        raise err
+                    self.check_record(drv, f, record)
         finally:
             if kept is None:
                 for p in temps.values():
                     drv.free(p)
+        return record if kept is not None else None
 
-    def _launch(self, drv, step, ptrs, temps, env, record=None):
+    @staticmethod
+    def check_record(drv, f: CUDAFunction, record: int) -> None:
+        """Raise the run-time check that failed in ``f``'s last run, as its error record
+        at device address ``record`` says (the device must be done with it)."""
+        got = np.zeros(ERROR_RECORD_SLOTS, np.int64)
+        drv.to_host(got, record)
+        err = f.signature.check_error([int(x) for x in got])
+        if err is not None:
+            raise err
+
+    def _launch(self, drv, step, ptrs, temps, env, record=None, stream=0):
         args = [ctypes.c_void_p(ptrs[b["param"]] if "param" in b else temps[b["temp"]])
                 for b in step["buffers"]]
         args += [_CTYPES[dtype](env[name]) for name, dtype in step["scalars"]]
@@ -274,7 +283,8 @@ class CUDAModule(Module):
         block = [eval_size(b, env) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty grid (a zero size) has nothing to do
-        drv.launch(self._kernel(drv, step["kernel"]), step["kernel"], grid, block, args)
+        drv.launch(self._kernel(drv, step["kernel"]), step["kernel"], grid, block, args,
+                   stream)
 
     def time_evaluator(self, func_name: str | None = None, number: int = 10, repeat: int = 3,
                        min_repeat_ms: float = 0, warmup_ms: float = 200):

@@ -53,11 +53,14 @@ def test_a_loaded_module_cannot_be_simulated():
 
 
 class RecordingDriver:
-    """Counts allocations and copies; loading a cubin fails as on a GPU of another
-    architecture, the PTX loads."""
+    """Counts allocations, copies, launches and graph replays; loading a cubin fails as
+    on a GPU of another architecture, the PTX loads. With ``refuse_capture`` a capture
+    fails as the driver's does for work it cannot record."""
 
-    def __init__(self):
+    def __init__(self, refuse_capture=False):
         self.allocs, self.uploads, self.launches, self.loaded = 0, 0, 0, []
+        self.device_copies, self.captured, self.replays = 0, [], 0
+        self.refuse_capture = refuse_capture
         self.next = 1 << 20
 
     def alloc(self, nbytes):
@@ -73,6 +76,26 @@ class RecordingDriver:
     def to_host(self, array, ptr): pass
     def copy(self, dst, src, nbytes): pass
     def synchronize(self, what): pass
+    def zero_async(self, ptr, nbytes, stream): pass
+
+    def copy_async(self, dst, src, nbytes, stream):
+        self.device_copies += 1
+
+    def new_stream(self):
+        return "stream"
+
+    def capture(self, stream, queue):
+        launches = self.launches
+        queue()
+        if self.refuse_capture:
+            raise CUDAError("cuStreamEndCapture failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+        self.captured.append(self.launches - launches)
+        return f"graph {len(self.captured)}"
+
+    def replay(self, graph_exec, stream):
+        self.replays += 1
+
+    def destroy_graph(self, graph_exec): pass
 
     def load_module(self, image):
         if image.startswith(b"\x7fELF"):  # the cubin
@@ -95,15 +118,15 @@ class RecordingDriver:
         return 1e-3
 
 
-def _layer_norm_on_a_recording_driver(cuda_target, monkeypatch):
-    """A layer-norm model built for cuda and run on a :class:`RecordingDriver`:
-    ``(driver, library, module)``."""
+def _layer_norm_on_a_recording_driver(cuda_target, monkeypatch, **options):
+    """A layer-norm model built for cuda and run on a :class:`RecordingDriver`
+    (``options`` for it): ``(driver, library, module)``."""
     import onnx_models
     from tecomp.frontend import from_onnx
     from tecomp.graph import build
     from tecomp.graph.device_executor import DeviceGraphModule
 
-    fake = RecordingDriver()
+    fake = RecordingDriver(**options)
     monkeypatch.setattr(cuda_graph, "driver", lambda: fake)
     monkeypatch.setattr(cuda_module, "driver", lambda: fake)
     mod, params = from_onnx(onnx_models.decomposed_layer_norm())
@@ -138,3 +161,50 @@ def test_profile_times_each_kernel_with_events_on_its_device_values(cuda_target,
     assert all(len(t.results) == 2 for _, t in times)
     # The kernels read the run's device values in place: no argument is copied.
     assert fake.allocs == allocs
+
+
+def test_a_plans_launches_are_recorded_once_and_replayed(cuda_target, monkeypatch):
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch)
+    kernels = len(lib.kernels)
+    x = np.ones((3, 16), "float32")
+    gm(x=x)
+    assert (fake.launches, fake.captured, fake.replays) == (kernels, [], 0)  # one by one
+    gm(x=x)
+    assert fake.captured == [kernels] and fake.replays == 1  # recorded, then replayed
+    gm(x=x)
+    gm(x=x)
+    assert fake.launches == 2 * kernels and fake.replays == 3  # replays launch nothing
+    allocs = fake.allocs
+    gm(x=np.ones((5, 16), "float32"))  # a new plan starts one by one again
+    assert fake.launches == 3 * kernels and fake.allocs == allocs + 1
+
+
+def test_a_replay_copies_device_inputs_into_their_slots(cuda_target, monkeypatch):
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch)
+    x = DeviceView(1 << 40, (3, 16), np.dtype("float32"), owner=None)
+    monkeypatch.setattr(cuda_graph.CUDAMemory, "external", staticmethod(lambda v: v))
+    gm(x=x)
+    assert fake.device_copies == 0  # read in place
+    gm(x=x)
+    gm(x=x)
+    assert fake.device_copies == 2 and fake.replays == 2
+
+
+def test_launches_the_driver_cannot_record_run_one_by_one(cuda_target, monkeypatch):
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch,
+                                                      refuse_capture=True)
+    x = np.ones((3, 16), "float32")
+    for _ in range(4):
+        gm(x=x)
+    kernels = len(lib.kernels)
+    # The refused recording queued its launches; they ran one by one after it, as every
+    # later run does without trying to record again.
+    assert fake.replays == 0 and fake.launches == 5 * kernels
+
+
+def test_graph_replay_off_launches_every_kernel_every_run(cuda_target, monkeypatch):
+    fake, lib, gm = _layer_norm_on_a_recording_driver(cuda_target, monkeypatch)
+    gm.graph_replay = False
+    for _ in range(3):
+        gm(x=np.ones((3, 16), "float32"))
+    assert fake.launches == 3 * len(lib.kernels) and fake.replays == 0

@@ -166,9 +166,12 @@ class _RecordingDriver:
     def get_function(self, module, name):
         return name
 
-    def launch(self, func, name, grid, block, args):
+    def launch(self, func, name, grid, block, args, stream=0):
         self.calls.append(("launch", name, list(grid), list(block),
                            [a.value for a in args]))
+
+    def zero_async(self, ptr, nbytes, stream):
+        self.calls.append(("zero", ptr, nbytes))
 
     def synchronize(self, what):
         self.calls.append(("synchronize", what))
