@@ -46,12 +46,12 @@ step() {  # step SECONDS FILE COMMAND...: run COMMAND with a time limit, output 
     echo "== exit $? after ${SECONDS}s" >>"$out/$file"
 }
 
-step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 120 \
+step 80 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
     --durations=10 -rfE -k "cuda or gpu" $(grep -l -r cuda tests --include="test_*.py")
-step 40 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
-step 120 models.txt python3 benchmarks/models_cuda.py --rounds 10
-step 40 models.txt python3 benchmarks/models_cuda.py --rounds 10 --dtype float16 \
+step 30 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+step 150 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 6
+step 40 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
     --models bert_base:128
-step 70 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 32 \
+step 90 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
     --log /tmp/tecomp-gpu-check.json
 tail -n 4 "$out"/*.txt
