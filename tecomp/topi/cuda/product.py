@@ -48,17 +48,44 @@ def _nominal(n):
     return n if isinstance(n, int) else _NOMINAL_SIZE
 
 
-def define_product_knobs(cfg, N, K, M):
-    """Register the knobs of a product ``[N, K] x [K, M]`` (a second call changes nothing).
+#: Fallback block tiles, largest first: (rows, columns) splits as (blocks, virtual
+#: threads, threads, per thread). 128 x 128 is the classic SGEMM tile (256 threads of 8 x 8
+#: accumulators); the smaller ones keep a product with few output tiles spread over the
+#: GPU instead of leaving most multiprocessors idle.
+_FALLBACK_TILES = (
+    ([-1, 2, 16, 4], [-1, 2, 16, 4]),   # 128 x 128
+    ([-1, 2, 8, 4], [-1, 2, 8, 4]),     # 64 x 64
+    ([-1, 2, 8, 2], [-1, 2, 8, 2]),     # 32 x 32
+    ([-1, 1, 8, 2], [-1, 2, 8, 2]),     # 16 x 32
+)
+
+#: Blocks a fallback tile should give at least: two per multiprocessor of an H100 (132).
+_BLOCKS_TO_FILL = 264
+
+
+def _fallback_tiles(N, M, batch) -> tuple:
+    """The largest of :data:`_FALLBACK_TILES` whose blocks over ``batch`` products of
+    ``N`` x ``M`` outputs fill the GPU (the smallest where none does)."""
+    for rows, cols in _FALLBACK_TILES:
+        per_row = rows[1] * rows[2] * rows[3]
+        per_col = cols[1] * cols[2] * cols[3]
+        if batch * -(-N // per_row) * -(-M // per_col) >= _BLOCKS_TO_FILL:
+            return rows, cols
+    return _FALLBACK_TILES[-1]
+
+
+def define_product_knobs(cfg, N, K, M, batch=1):
+    """Register the knobs of ``batch`` products ``[N, K] x [K, M]`` (a second call
+    changes nothing).
 
     ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
     thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
     lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop;
     ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
-    is a 64 x 64 block tile of 8 x 8 threads, each running 2 x 2 virtual threads of
-    4 x 4 accumulators (the nearest the shape's divisors allow), k in steps of 8, single
-    shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its tail
-    guarded, and read one element per load.
+    block tile is the largest of :data:`_FALLBACK_TILES` that still gives
+    :data:`_BLOCKS_TO_FILL` blocks (the nearest the shape's divisors allow), k in steps of
+    8, single shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its
+    tail guarded, and read one element per load.
     """
     define_tile(cfg, "tile_y", _nominal(N))
     define_tile(cfg, "tile_x", _nominal(M))
@@ -67,8 +94,9 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("unroll_k", [True, False])
     cfg.define_knob("double_buffer", [False, True])
     if cfg.is_fallback:
-        cfg.fallback_split("tile_y", [-1, 2, 8, 4])
-        cfg.fallback_split("tile_x", [-1, 2, 8, 4])
+        rows, cols = _fallback_tiles(_nominal(N), _nominal(M), _nominal(batch))
+        cfg.fallback_split("tile_y", rows)
+        cfg.fallback_split("tile_x", cols)
         cfg.fallback_split("tile_k", [-1, 8])
         aligned = all(isinstance(n, int) and n % 4 == 0 for n in (K, M))
         cfg.fallback_knob("vec", 4 if aligned else 1)
@@ -117,7 +145,7 @@ def compute_batch_matmul(cfg, A, B):
     Bt2, K2, M = (_size(d) for d in B.shape)
     if _differ(Bt2, Bt) or _differ(K2, K):
         raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
-    define_product_knobs(cfg, N, K, M)
+    define_product_knobs(cfg, N, K, M, Bt)
     k = te.reduce_axis((0, K), name="k")
     return te.compute((Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
                       name="C", tag="batch_matmul")

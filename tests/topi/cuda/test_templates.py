@@ -169,3 +169,17 @@ def test_double_buffer_knob_doubles_the_tiles_and_matches_numpy(name, args, cuda
     for n in shared:
         assert re.search(rf"{re.escape(n)} = allocate\(float32, \[2, ", text)
     _check(task, config, rng, cuda_target)
+
+
+@pytest.mark.parametrize("N, M, batch, block", [
+    (4096, 4096, 1, (128, 128)),   # plenty of output tiles: the classic SGEMM block
+    (1024, 1024, 1, (32, 32)),     # 64 blocks of 128 x 128 would leave most SMs idle
+    (128, 768, 1, (16, 32)),       # a transformer's projection: 192 blocks at the least
+    (128, 128, 12, (16, 32)),      # attention scores of 12 heads
+    (128, 3072, 1, (32, 32)),
+])
+def test_the_product_fallback_tile_fills_the_gpu(N, M, batch, block):
+    from tecomp.topi.cuda.product import _fallback_tiles
+
+    rows, cols = _fallback_tiles(N, M, batch)
+    assert (rows[1] * rows[2] * rows[3], cols[1] * cols[2] * cols[3]) == block
