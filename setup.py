@@ -22,7 +22,9 @@ _NO_CPU_WHEELS = (
 # needed), cuda_fp16.h comes with the runtime headers wheel, and NVIDIA's bindings
 # (`cuda.bindings.nvrtc`, `cuda.bindings.driver`) call NVRTC and, where a GPU is, the
 # driver. The 12.x bindings load the CUDA 12 NVRTC of the cu12 wheels (13.x would look
-# for CUDA 13's). pycuda is not a dependency: it builds only against a local toolkit and
+# for CUDA 13's); where CUDA 13 is installed instead (cuda-bindings 13, nvidia-cuda-nvrtc
+# and nvidia-cuda-runtime 13, headers under nvidia/cu13), tecomp finds and uses it as is.
+# pycuda is not a dependency: it builds only against a local toolkit and
 # driver; its GPUArray (like CuPy and PyTorch tensors) is passed to a module as is,
 # through __cuda_array_interface__.
 _CUDA = [
