@@ -1,15 +1,20 @@
 """tecomp.graph.build for cuda: every kernel of a ResNet-18 compiled by NVRTC (compile only,
 at 64 x 64 images so the test stays short on a busy machine; the kernels are those of
 224 x 224 with other sizes), and ``tecomp compile --target cuda`` writing an artifact
-that ``tecomp.graph.load`` reads."""
+that ``tecomp.graph.load`` reads, and a gather whose bounds check binds its row once."""
 
 import re
 
+import numpy as np
 import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from tecomp import cli
 from tecomp.frontend import from_onnx
 from tecomp.graph import build, load
+from tecomp.graph.device_executor import DeviceGraphModule
+from tecomp.runtime.abi import RuntimeCheckError
 from tecomp.testing.models import resnet
 
 import onnx_models
@@ -43,3 +48,22 @@ def test_compile_command_for_cuda_writes_a_loadable_artifact(cuda_target, tmp_pa
     assert {"reduce_mean"} <= {k.anchor for k in lib.kernels}
     assert lib.module.get_source("ptx")
 
+
+
+def test_an_embedding_gather_with_its_bounds_check_runs_on_cuda(cuda_target):
+    """A gather binds its checked row once (an expression let, emitted as a lambda in
+    CUDA C); in range it reads the rows, out of range it reports the index."""
+    table = np.arange(40, dtype="float32").reshape(10, 4)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"])], "embed",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(table, "table")])
+    mod, params = from_onnx(helper.make_model(graph))
+    lib = build(mod, target=cuda_target, params=params)
+    assert "[&]() ->" in lib.module.get_source("cuda")
+    gm = DeviceGraphModule(lib)
+    ids = np.array([2, -1, 7])
+    np.testing.assert_array_equal(gm(ids=ids)[0], table[ids])
+    with pytest.raises(RuntimeCheckError, match="index 12 is out of range"):
+        gm(ids=np.array([0, 12, 1]))

@@ -84,8 +84,9 @@ def define_product_knobs(cfg, N, K, M, batch=1):
     ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
     block tile is the largest of :data:`_FALLBACK_TILES` that still gives
     :data:`_BLOCKS_TO_FILL` blocks (the nearest the shape's divisors allow), k in steps of
-    16 for the largest tile and 8 for the others, single shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its
-    tail guarded, and read one element per load.
+    16 for the largest tile and 8 for the others, single shared tiles. A symbolic size is
+    tiled as if it were ``_NOMINAL_SIZE``, its tail guarded, and read one element per
+    load.
     """
     define_tile(cfg, "tile_y", _nominal(N))
     define_tile(cfg, "tile_x", _nominal(M))
