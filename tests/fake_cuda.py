@@ -29,6 +29,8 @@ _SITECUSTOMIZE = textwrap.dedent('''
         def to_host(self, array, ptr): pass
         def zero_async(self, ptr, nbytes, stream): pass
         def load_module(self, cubin): return "module"
+        def unload_module(self, module): pass
+        def destroy_event(self, event): pass
         def get_function(self, module, name): return name
         def event(self): return object()
         def record(self, event): pass

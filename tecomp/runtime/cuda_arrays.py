@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .args import ArgumentError
+
 #: DLPack device types that are CUDA memory (kDLCUDA, kDLCUDAManaged).
 _DLPACK_CUDA = (2, 13)
 _DLPACK_CODES = {0: "i", 1: "u", 2: "f", 6: "b"}
@@ -23,6 +25,15 @@ class DeviceArray:
     dtype: np.dtype
     c_contiguous: bool
     owner: object  # keeps the memory alive while the view is used
+    device: int | None = None  # the CUDA device ordinal, where the library says it
+
+    def check_device(self, what: str) -> None:
+        """Refuse an array on another GPU than device 0, the one tecomp runs on."""
+        if self.device not in (None, 0):
+            raise ArgumentError(
+                f"{what} lives on CUDA device {self.device}, but tecomp runs its kernels on "
+                f"device 0; move it there first (x.to('cuda:0') in PyTorch, or within "
+                f"cupy.cuda.Device(0)), or make that GPU device 0 with CUDA_VISIBLE_DEVICES")
 
 
 def _c_contiguous(shape, strides, itemsize) -> bool:
@@ -66,7 +77,8 @@ def _from_dlpack(obj) -> DeviceArray:
         if t.dtype.code != 6 else np.dtype(bool)
     strides = None if not t.strides else tuple(t.strides[i] * itemsize for i in range(t.ndim))
     return DeviceArray(t.data + t.byte_offset, shape, dtype,
-                       _c_contiguous(shape, strides, itemsize), (obj, capsule))
+                       _c_contiguous(shape, strides, itemsize), (obj, capsule),
+                       int(t.device.device_id))
 
 
 def device_array(obj) -> DeviceArray | None:
@@ -84,12 +96,16 @@ def device_array(obj) -> DeviceArray | None:
     if isinstance(obj, np.ndarray):
         return None
     cai = getattr(obj, "__cuda_array_interface__", None)
+    dev = getattr(obj, "__dlpack_device__", None)
     if cai is not None:
         shape = tuple(cai["shape"])
         dtype = np.dtype(cai["typestr"])
+        # The interface names no device; DLPack's device, where the array has it, does.
+        where = dev() if dev is not None else None
+        device = int(where[1]) if where is not None and where[0] in _DLPACK_CUDA else None
         return DeviceArray(int(cai["data"][0] or 0), shape, dtype,
-                           _c_contiguous(shape, cai.get("strides"), dtype.itemsize), obj)
-    dev = getattr(obj, "__dlpack_device__", None)
+                           _c_contiguous(shape, cai.get("strides"), dtype.itemsize), obj,
+                           device)
     if dev is not None and hasattr(obj, "__dlpack__") and dev()[0] in _DLPACK_CUDA:
         return _from_dlpack(obj)
     return None

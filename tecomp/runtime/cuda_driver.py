@@ -100,6 +100,11 @@ class Driver:
     def load_module(self, cubin: bytes):
         return self._check(self.cu.cuModuleLoadData(cubin), "cuModuleLoadData")
 
+    def unload_module(self, module) -> None:
+        """Unload ``module`` (its code and constants leave the device). Errors are ignored:
+        at interpreter exit the context may be gone already, taking the module with it."""
+        self.cu.cuModuleUnload(module)
+
     def get_function(self, module, name: str):
         return self._check(self.cu.cuModuleGetFunction(module, name.encode()),
                            f"cuModuleGetFunction({name})")
@@ -186,6 +191,9 @@ class Driver:
 
     def event(self):
         return self._check(self.cu.cuEventCreate(0), "cuEventCreate")
+
+    def destroy_event(self, event) -> None:
+        self._check(self.cu.cuEventDestroy(event), "cuEventDestroy")
 
     def record(self, event) -> None:
         self._check(self.cu.cuEventRecord(event, 0), "cuEventRecord")

@@ -139,6 +139,7 @@ class CUDAMemory:
             raise ArgumentError(f"a device array of shape {arr.shape} is not C-contiguous; "
                                 f"pass a contiguous one (.contiguous() in PyTorch, "
                                 f"cupy.ascontiguousarray)")
+        arr.check_device(f"a device array of shape {arr.shape}")
         return DeviceView(arr.ptr, arr.shape, arr.dtype, arr)
 
     def run(self, name: str, views, temps: dict) -> None:

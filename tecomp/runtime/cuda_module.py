@@ -28,6 +28,7 @@ import ctypes
 import json
 import os
 import time
+import weakref
 
 import numpy as np
 
@@ -50,6 +51,21 @@ _CTYPES = {
     "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
     "uint64": ctypes.c_uint64,
 }
+
+
+def _check_alignment(f, step, ptrs) -> None:
+    """Refuse a parameter whose address is not a multiple of the bytes the kernel of
+    ``step`` reads or writes it with at once (a misaligned vector access would fault)."""
+    for b in step["buffers"]:
+        align = b.get("align")
+        if align and ptrs[b["param"]] % align:
+            i = b["param"]
+            raise ArgumentError(
+                f"argument {i} ({f.signature.params[i].name!r}) of {f.name} is at device "
+                f"address {ptrs[i]:#x}, not a multiple of {align} bytes: kernel "
+                f"{step['kernel']} reads or writes it {align} bytes at a time; pass an array "
+                f"that starts at such an address (a copy: x.clone() in PyTorch, x.copy() in "
+                f"CuPy)")
 
 
 class CUDAFunction:
@@ -93,6 +109,7 @@ class CUDAFunction:
                     env[s] = got
             if not v.c_contiguous:
                 raise ArgumentError(f"{what} must be C-contiguous")
+            v.check_device(what)
         for i, (v, p) in enumerate(zip(views, sig.params)):
             for d, (s, got) in enumerate(zip(p.shape, v.shape)):
                 want = eval_size(s, env)
@@ -222,6 +239,8 @@ class CUDAModule(Module):
     def _kernel(self, drv, name: str):
         if self._loaded is None:
             self._loaded = (self._load(drv), {})
+            # Unloaded with the module: a tuning session loads thousands of candidates.
+            weakref.finalize(self, drv.unload_module, self._loaded[0])
         mod, kernels = self._loaded
         if name not in kernels:
             kernels[name] = drv.get_function(mod, name)
@@ -251,6 +270,7 @@ class CUDAModule(Module):
                     nbytes = eval_size(step["size"], env) * np.dtype(step["dtype"]).itemsize
                     temps[step["name"]] = drv.alloc(nbytes)
                 elif op == "launch":
+                    _check_alignment(f, step, ptrs)
                     self._launch(drv, step, ptrs, temps, env, record, stream)
             if sync:
                 names = ", ".join(s["kernel"] for s in f.plan if s["op"] == "launch")
@@ -305,8 +325,10 @@ class CUDAModule(Module):
                     drv.to_device(p, np.ascontiguousarray(a))
                 ptrs, env = owned, f._sizes(args)
             kept: dict = {}
+            events = []
             try:
-                start, end = drv.event(), drv.event()
+                events += (drv.event(), drv.event())
+                start, end = events
                 self._run_plan(drv, f, ptrs, env, kept=kept)
                 t_end = time.perf_counter() + warmup_ms / 1e3
                 while time.perf_counter() < t_end:  # clocks up, caches warm
@@ -328,6 +350,8 @@ class CUDAModule(Module):
             finally:
                 for p in owned + list(kept.values()):
                     drv.free(p)
+                for e in events:
+                    drv.destroy_event(e)
             return TimingResult(results)
 
         return evaluator

@@ -59,7 +59,7 @@ class RecordingDriver:
 
     def __init__(self, refuse_capture=False):
         self.allocs, self.uploads, self.launches, self.loaded = 0, 0, 0, []
-        self.device_copies, self.captured, self.replays = 0, [], 0
+        self.device_copies, self.captured, self.replays, self.events = 0, [], 0, 0
         self.refuse_capture = refuse_capture
         self.next = 1 << 20
 
@@ -106,10 +106,16 @@ class RecordingDriver:
     def get_function(self, module, name):
         return name
 
+    def unload_module(self, module): pass
+
+    def destroy_event(self, event):
+        self.events -= 1
+
     def launch(self, func, name, grid, block, args, stream=0):
         self.launches += 1
 
     def event(self):
+        self.events += 1
         return object()
 
     def record(self, event): pass
@@ -161,6 +167,7 @@ def test_profile_times_each_kernel_with_events_on_its_device_values(cuda_target,
     assert all(len(t.results) == 2 for _, t in times)
     # The kernels read the run's device values in place: no argument is copied.
     assert fake.allocs == allocs
+    assert fake.events == 0  # every timing event destroyed
 
 
 def test_a_plans_launches_are_recorded_once_and_replayed(cuda_target, monkeypatch):

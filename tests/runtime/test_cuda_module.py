@@ -1,10 +1,13 @@
 """CUDA runtime modules: export/load, device-array interop, the error without a GPU, and
 (marked ``gpu``) running on a real GPU."""
 
+import gc
+
 import numpy as np
 import pytest
 
 import tecomp
+from tecomp import te
 from tecomp.runtime import CUDAModule, CUDAUnavailableError, load_module
 from tecomp.runtime.args import ArgumentError, ArgumentTypeError
 from tecomp.runtime.cuda_arrays import device_array
@@ -166,6 +169,9 @@ class _RecordingDriver:
     def get_function(self, module, name):
         return name
 
+    def unload_module(self, module):
+        self.calls.append(("unload_module", module))
+
     def launch(self, func, name, grid, block, args, stream=0):
         self.calls.append(("launch", name, list(grid), list(block),
                            [a.value for a in args]))
@@ -210,3 +216,51 @@ def test_device_arrays_are_passed_without_copies(cuda_target, recording):
     assert ops == ["load_module", "launch", "synchronize"]
     # ceil(100 / 64) blocks, and the symbolic size as the last kernel argument.
     assert recording.calls[1][2:] == ([2, 1, 1], [64, 1, 1], [0x9000, 0xA000, 100])
+
+
+def _vector_double(cuda_target):
+    """B = 2 A over 256 floats, four lanes per thread: float4 loads and stores."""
+    A = te.placeholder((256,), name="A")
+    B = te.compute((256,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, rest = s[B].split(B.op.axis[0], factor=64)
+    tx, lanes = s[B].split(rest, factor=4)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[B].vectorize(lanes)
+    return tecomp.build(s, [A, B], target=cuda_target, name="f")
+
+
+def test_a_misaligned_device_array_is_refused_before_a_vector_kernel_reads_it(
+        cuda_target, recording):
+    mod = _vector_double(cuda_target)
+    assert "float4" in mod.get_source("cuda")
+    launch, = [step for step in mod.plans["f"] if step["op"] == "launch"]
+    assert [b.get("align") for b in launch["buffers"]] == [16, 16]
+    with pytest.raises(ArgumentError, match=r"argument 0 \('A'\) of f is at device address "
+                                            r"0x9004, not a multiple of 16 bytes"):
+        mod(_FakeDeviceArray((256,), ptr=0x9004), _FakeDeviceArray((256,), ptr=0xA000))
+    assert not any(call[0] == "launch" for call in recording.calls)
+    mod(_FakeDeviceArray((256,), ptr=0x9010), _FakeDeviceArray((256,), ptr=0xA000))
+    assert [call[0] for call in recording.calls].count("launch") == 1
+
+
+def test_a_device_array_on_another_gpu_is_refused(cuda_target, recording):
+    class OnDevice1(_FakeDeviceArray):
+        def __dlpack_device__(self):
+            return (2, 1)  # kDLCUDA, device 1
+
+    assert device_array(OnDevice1((100,))).device == 1
+    s, args = cuda_schedules.elementwise(threads=64)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    with pytest.raises(ArgumentError, match=r"argument 0 \('A'\) of f lives on CUDA device 1"):
+        mod(OnDevice1((100,)), _FakeDeviceArray((100,), ptr=0xA000))
+
+
+def test_a_collected_module_unloads_its_kernels(cuda_target, recording):
+    s, args = cuda_schedules.elementwise(threads=64)
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
+    mod(_FakeDeviceArray((100,), ptr=0x9000), _FakeDeviceArray((100,), ptr=0xA000))
+    del mod
+    gc.collect()
+    assert ("unload_module", "module") in recording.calls
