@@ -22,10 +22,12 @@ from __future__ import annotations
 from ... import te
 from ...autotune import get_config, template
 from ...errors import ShapeError
-from ..group import find_anchor, group_output, inline_epilogue
+from ..cpu_schedule import const_int
+from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from .common import bind_block, cooperative_load, define_tile
+from .reduction import schedule_cross_thread, splits_across_threads
 
 
 #: The extent whose knobs a symbolic size (rows, columns or k) is tiled for (its tail is
@@ -157,11 +159,43 @@ def compute_batch_matmul(cfg, A, B):
 # ---- schedules ------------------------------------------------------------------------
 
 
+#: A dense product with at most this many rows (a classifier at batch 1, a decoder's
+#: step) is computed as matrix-vector products when untuned (:func:`_matrix_vector`).
+_FEW_ROWS = 4
+
+
+def _is_matrix_vector(cfg, anchor, tag) -> bool:
+    rows = const_int(anchor.output(0).shape[0])
+    return (tag == "dense" and cfg.is_fallback and rows is not None and rows <= _FEW_ROWS
+            and splits_across_threads(anchor))
+
+
+def _matrix_vector(s, out, anchor, what):
+    """A block per output element whose threads split k, reading the weight's row
+    coalesced, the partials combined in shared memory (``schedule_cross_thread``); the
+    epilogue is computed from the sum by the block. The tiled schedule would give a
+    one-row product a few dozen blocks, each thread walking all of k alone."""
+    for op in epilogue_ops(out, anchor, what):
+        if op is not out.op and op is not anchor:
+            s[op.output(0)].compute_inline()
+    if anchor is out.op:
+        schedule_cross_thread(s, out)
+        return s
+    stage = s[out]
+    block, one = stage.split(stage.fuse(*stage.op.axis), factor=1)
+    stage.bind(block, te.thread_axis("blockIdx.x"))
+    stage.bind(one, te.thread_axis("threadIdx.x"))
+    schedule_cross_thread(s, anchor.output(0), attach=(stage, block))
+    return s
+
+
 def _schedule_product(cfg, outs, tag):
     what = f"schedule_{tag} (cuda)"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     anchor = find_anchor(out, tag, what)
+    if _is_matrix_vector(cfg, anchor, tag):
+        return _matrix_vector(s, out, anchor, what)
     CL = inline_epilogue(s, out, anchor, what)
     operands = list(anchor.input_tensors)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]

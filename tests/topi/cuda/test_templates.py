@@ -183,3 +183,22 @@ def test_the_product_fallback_tile_fills_the_gpu(N, M, batch, block):
 
     rows, cols = _fallback_tiles(N, M, batch)
     assert (rows[1] * rows[2] * rows[3], cols[1] * cols[2] * cols[3]) == block
+
+
+@pytest.mark.parametrize("rows, activation", [(1, "relu"), (3, "none")])
+def test_an_untuned_dense_of_few_rows_is_a_block_per_output(rows, activation, cuda_target,
+                                                             rng):
+    """A classifier at batch 1: a block of threads per output element splits k, and the
+    bias and activation come from the block's sum."""
+    args = (rows, 384, 20, "float32", True, activation)
+    s, tensors = autotune.create_task("dense.cuda", args, cuda_target).instantiate()
+    mod = tecomp.build(s, tensors, target=cuda_target, name="fc")
+    launches = [step for step in mod.plans["fc"] if step["op"] == "launch"]
+    assert [step["grid"][0] for step in launches] == [rows * 20]
+    x, w, b = (rng.standard_normal(shape).astype("float32")
+               for shape in ((rows, 384), (20, 384), (20,)))
+    y = np.full((rows, 20), np.nan, "float32")
+    (mod if util.gpu_available() else mod.simulate)(x, w, b, y)
+    ref = x @ w.T + b
+    np.testing.assert_allclose(y, np.maximum(ref, 0) if activation == "relu" else ref,
+                               rtol=1e-4, atol=1e-4)
