@@ -29,8 +29,8 @@ from ..graph.ops import GraphTypeError
 from ..graph.specialise import DeferredGraph
 from . import shape_values
 from . import (  # noqa: F401 (importing registers their converters)
-    onnx_bits, onnx_math, onnx_normalization, onnx_recurrent, onnx_sampling, onnx_scatter,
-    onnx_signal, onnx_tensor_ops)
+    onnx_bits, onnx_control_flow, onnx_math, onnx_normalization, onnx_recurrent,
+    onnx_sampling, onnx_scatter, onnx_signal, onnx_tensor_ops)
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
@@ -42,6 +42,7 @@ from .onnx_converters import (
     since_version,
     supported_ops,
 )
+from .onnx_control_flow import subgraphs
 from .onnx_specialise import SHAPE_ONLY_INPUTS, ModelSpecialiser, deferral_reason
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
@@ -137,12 +138,21 @@ def _opsets(model) -> dict:
     return {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
 
 
+def _nodes_within(graph, names=None):
+    """``(name, node)`` for every node of ``graph`` and, after each node holding them, of
+    its subgraphs (If's branches, Loop's and Scan's bodies), depth first."""
+    for name, node in zip(names or _node_names(graph), graph.node):
+        yield name, node
+        for sub in subgraphs(node):
+            yield from _nodes_within(sub, [f"{name}/{n}" for n in _node_names(sub)])
+
+
 def unsupported_nodes(model) -> dict:
     """``(op_type, version) -> [node names]`` for every operator of ``model`` the importer
-    has no converter for (empty when it can import all of them)."""
+    has no converter for (empty when it can import all of them), subgraphs included."""
     graph, opsets = model.graph, _opsets(model)
     missing: dict = defaultdict(list)
-    for name, node in zip(_node_names(graph), graph.node):
+    for name, node in _nodes_within(graph):
         opset = opsets.get(node.domain or "")
         if opset is None:
             missing[(f"{node.domain}.{node.op_type}", 0)].append(name)
@@ -293,7 +303,8 @@ def _import_model(model: onnx.ModelProto, shape: dict | None, dtype, defer: bool
     if unknown:
         raise ModelError(f"shape= names {', '.join(sorted(unknown))}, which are not inputs of "
                          f"the model; inputs: {', '.join(inputs)}")
-    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    used = {i for _, n in _nodes_within(graph) for i in n.input}
+    used |= {o.name for o in graph.output}
     ctx = Context(types=dict(types), consts={}, used=frozenset(used))
     for name, array in params.items():
         ctx.const(array, name=name)
@@ -320,7 +331,8 @@ def _import_model(model: onnx.ModelProto, shape: dict | None, dtype, defer: bool
 def _convert_nodes(ctx, model) -> None:
     """Fold or convert every node of ``model`` into ``ctx``, in order."""
     graph, opsets = model.graph, _opsets(model)
-    for name, node in zip(_node_names(graph), graph.node):
+
+    def convert_node(node, name: str) -> None:
         ctx.node_name = name
         ctx.version = since_version(node.op_type, opsets.get(node.domain or "", 1), node.domain)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -339,6 +351,10 @@ def _convert_nodes(ctx, model) -> None:
             # A node the converter cannot read (a missing attribute or input): name it.
             raise ModelError(f"node {name!r} ({node.op_type}): cannot convert it: "
                              f"{type(e).__name__}: {e}") from None
+
+    ctx.convert_node = convert_node
+    for name, node in zip(_node_names(graph), graph.node):
+        convert_node(node, name)
 
 
 def _deferred(model, inputs: list, types: dict, dtype, error) -> DeferredGraph:

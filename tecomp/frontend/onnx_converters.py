@@ -9,6 +9,8 @@ its inputs' ranks and (symbolic) shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -127,6 +129,10 @@ class Context:
     version: int = 0
     nodes: list = field(default_factory=list)
     _counter: int = 0
+    # Converts one ONNX node into this context as the importer does (checks, folding,
+    # shape arithmetic): ``convert_node(node, name)``; the converters of If, Loop and
+    # Scan call it for the nodes of their subgraphs.
+    convert_node: Callable | None = None
 
     def fresh(self, hint: str) -> str:
         """A new value name derived from ``hint``."""
