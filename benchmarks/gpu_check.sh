@@ -12,9 +12,11 @@
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py)
 #   tune.txt     a short tuning session on the GPU, then the tuned templates beside the
-#                libraries
-# Sized to finish within 7 minutes on one H100; each step has its own time limit, so a
-# hang in one still leaves the others' figures.
+#                libraries; a small CNN tuned as a model (tecomp tune --target cuda), built
+#                with its records and run
+#   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
+# Sized to finish within 7 minutes on one H100; each step has its own time limit (10
+# minutes together), so a hang in one still leaves the others' figures.
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR]}
 wheels=${2:-}
@@ -49,9 +51,20 @@ step() {  # step SECONDS FILE COMMAND...: run COMMAND with a time limit, output 
 step 80 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
     --durations=10 -rfE -k "cuda or gpu" $(grep -l -r cuda tests --include="test_*.py")
 step 30 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
-step 150 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 6
-step 40 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
+step 120 models.txt python3 benchmarks/models_cuda.py --rounds 8
+step 60 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
     --models bert_base:128
 step 90 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
     --log /tmp/tecomp-gpu-check.json
+python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
+    depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
+step 90 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \
+    --input-shape input:1,3,64,64 --trials 48 -o /tmp/tecomp-cnn.json
+step 30 tune.txt python3 -m tecomp.cli compile /tmp/tecomp-cnn.onnx -o /tmp/tecomp-cnn.cuda \
+    --target cuda --input-shape input:1,3,64,64 --tuning-records /tmp/tecomp-cnn.json
+python3 -c "import numpy as np; np.savez('/tmp/tecomp-cnn-in.npz',
+    input=np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype('float32'))"
+step 30 tune.txt python3 -m tecomp.cli run /tmp/tecomp-cnn.cuda \
+    --inputs /tmp/tecomp-cnn-in.npz --profile
+step 60 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
 tail -n 4 "$out"/*.txt

@@ -124,6 +124,11 @@ class Driver:
 
     # ---- memory ---------------------------------------------------------------------
 
+    def memory_info(self) -> tuple:
+        """(free, total) bytes of device memory."""
+        free, total = self._check(self.cu.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free), int(total)
+
     def alloc(self, nbytes: int) -> int:
         return int(self._check(self.cu.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
 
