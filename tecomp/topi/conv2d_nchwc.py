@@ -88,8 +88,8 @@ PADDED_TILE_WIDTHS = (4, 5, 6, 8)
 
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
-    per tile: a divisor of OW, or for an unpadded convolution one of
-    :data:`PADDED_TILE_WIDTHS`, the row then computed over whole tiles and cropped),
+    per tile: a divisor of OW, or one of :data:`PADDED_TILE_WIDTHS`, the row then computed
+    over whole tiles and cropped),
     ``unroll_kw`` (the kernel's columns unrolled inside each
     input channel, reading a padded input in place, else a loop outside them over a padded
     copy; see the module docstring; one value for an unpadded kernel one column wide,
@@ -118,17 +118,20 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
     threads, AVX-512, ms: 3x3 64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3
     32->128 at 27x27 0.217 -> 0.155 with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with
-    2 by 13). Where the divisors leave a tile of one channel vector, an unpadded
-    convolution takes a padded row of two instead
+    2 by 13). Where the divisors leave a tile of one channel vector, a convolution not
+    reading in place takes a padded row of two instead
     (:func:`~tecomp.topi.cpu_tiling.padded_conv_columns`; ResNet-50's 14- and 7-column 1x1
     layers on 2 Zen 3 cores, AVX2: 1024->256 at 14x14 1.27 -> 0.81 ms with 2 blocks by 5,
-    the stride-2 512->1024 into 14x14 3.0 -> 2.0 ms)."""
+    the stride-2 512->1024 into 14x14 3.0 -> 2.0 ms; its padded 3x3 layers over their
+    zero-bordered copy, paired on the same cores, GFLOPS: 256->256 at 14x14 106 -> 121, the
+    stride-2 256->256 into 14x14 98 -> 116, 512->512 at 7x7 104 -> 111; in place the
+    clamped last tile would keep the border conditions in its multiply-adds)."""
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
-    # An unpadded convolution may also tile its rows by widths that do not divide them
-    # (the row computed over whole tiles, its last reading the last column again).
-    padded_ow = [] if padded else [d for d in PADDED_TILE_WIDTHS if d < OW and OW % d]
+    # A convolution may also tile its rows by widths that do not divide them (the row
+    # computed over whole tiles, its last reading the last column again).
+    padded_ow = [d for d in PADDED_TILE_WIDTHS if d < OW and OW % d]
     cfg.define_knob("tile_ocb", ocb)
     cfg.define_knob("tile_ow", ow + padded_ow)
     cfg.define_knob("unroll_kw", [True, False] if padded or S > 1 else [False])
@@ -143,7 +146,9 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
             caps, b, ocb, ow, S if in_place else 1)
         # A tile of one channel vector loads a broadcast per multiply-add: where no
         # divisor of the row gives one of two, a padded row may (14 and 7 columns on AVX2).
-        if padded_ow and rows * cpu_tiling.vectors_of(caps, b) < 2:
+        # Not in place: there the last tile's clamped columns would keep the border
+        # conditions in its multiply-adds.
+        if padded_ow and not in_place and rows * cpu_tiling.vectors_of(caps, b) < 2:
             rows, cols = cpu_tiling.padded_conv_columns(caps, b, ocb, OW, padded_ow) or (
                 rows, cols)
         cfg.fallback_knob("tile_ocb", rows)

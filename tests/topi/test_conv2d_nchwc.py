@@ -244,9 +244,15 @@ def test_an_unpadded_row_without_a_good_divisor_is_tiled_past_its_end(W, stride,
     # would only add columns.
     odd = _task(64, 1000, 2, 13, 1, 1, b=8, target="llvm -mcpu=haswell -num-cores=2")
     assert (odd.default_config["tile_ocb"].val, odd.default_config["tile_ow"].val) == (1, 13)
-    # A padded convolution keeps to the divisors (its border conditions are per column).
+    # A padded convolution over its zero-bordered copy is tiled past its end the same way
+    # (in place, the clamped last tile would keep the border conditions in its
+    # multiply-adds, so the fallback does not).
     padded = _task(16, 32, 4, 14, 3, 3, pads=(1, 1, 1, 1), b=8,
                    target="llvm -mcpu=haswell -num-cores=2")
-    assert set(padded.config_space.space_map["tile_ow"].entities[k].val
-               for k in range(len(padded.config_space.space_map["tile_ow"].entities))) == {
-        1, 2, 7, 14}
+    widths = padded.config_space.space_map["tile_ow"].entities
+    assert {w.val for w in widths} == {1, 2, 7, 14, 4, 5, 6, 8}
+    cfg = padded.default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val, cfg["unroll_kw"].val) == (2, 5, False)
+    _run(padded, cfg, rng)
+    _run(padded, padded.config_space.from_json(  # in place: right, if slower
+        {"tile_ocb": 2, "tile_ow": 5, "unroll_kw": True, "order": cfg["order"].val}), rng)
