@@ -179,7 +179,9 @@ _PYTHON_KINDS = {"b": "Python bool", "i": "Python int", "u": "Python int",
 @dataclass(frozen=True)
 class MemoryPlan:
     """Where every value of one run lives, for one binding of the symbolic dimensions:
-    ``arena`` (bytes) with ``views`` (value -> array over it) for intermediates, and
+    ``arena`` (bytes) with ``views`` (value -> array over it) for intermediates, made for
+    the shapes its calls were packed at (at later shapes every buffer keeps its address
+    and only the calls' sizes change), and
     ``outputs`` (value -> array) that a run writes and ``get_output`` returns; a reshape of
     a graph input is made on each run: ``input_views`` holds (value, input, shape)."""
 
@@ -191,6 +193,9 @@ class MemoryPlan:
     #: (call, argument index, graph input) for each argument a run points at its input.
     calls: tuple = ()
     input_slots: tuple = ()
+    #: (a call's sizes, index, value, dimension): where each size a run passes comes
+    #: from, rewritten when the plan serves new shapes (constants' sizes never change).
+    size_slots: tuple = ()
     #: The input shapes the views and calls are for now.
     shapes: tuple = ()
     #: The layout, made for the sizes of its pool (see ``GraphModule._pool_key``): the
@@ -538,33 +543,32 @@ class GraphModule:
 
     def _fit(self, plan: MemoryPlan, shape_of: dict, shapes: tuple,
              inputs: dict) -> MemoryPlan:
-        """``plan`` with its views, outputs and calls made for ``shapes`` (whose values have
-        the shapes ``shape_of``), over its layout."""
+        """``plan`` with its outputs and calls made for ``shapes`` (whose values have the
+        shapes ``shape_of``), over its layout: the first time with views of every buffer
+        to pack the calls from, after that only the calls' sizes (every buffer keeps its
+        address from one size to the next), as a decoder's every step has new shapes."""
         graph = self.graph
+        outputs = {v: buf[:math.prod(shape_of[v])].reshape(shape_of[v])
+                   for v, buf in plan.output_buffers.items()}
+        input_views = tuple((v, root, shape_of[v]) for v, (root, _) in self._homes.items()
+                            if root in graph.inputs)
+        if plan.calls:
+            for sizes, k, value, d in plan.size_slots:
+                sizes[k] = shape_of[value][d]
+            return replace(plan, outputs=outputs, input_views=input_views, shapes=shapes)
         arena, offsets = plan.arena, plan.offsets
         views = {v: np.ndarray(shape_of[v], self._dtypes[v], buffer=arena, offset=off)
                  for v, off in offsets.items()}
-        outputs = {v: buf[:math.prod(shape_of[v])].reshape(shape_of[v])
-                   for v, buf in plan.output_buffers.items()}
-        input_views, held = [], {**graph.consts, **outputs}
+        held = {**graph.consts, **outputs}
         for v, (root, offset) in self._homes.items():
             shape, dtype = shape_of[v], self._dtypes[v]
             if root in offsets:
                 views[v] = np.ndarray(shape, dtype, buffer=arena, offset=offsets[root] + offset)
-            elif root in graph.inputs:
-                input_views.append((v, root, shape))
-            else:  # a reshape of a constant or of a graph output
+            elif root not in graph.inputs:  # a reshape of a constant or of a graph output
                 views[v] = held[root].reshape(shape)
-        plan = replace(plan, views=views, outputs=outputs, input_views=tuple(input_views),
+        plan = replace(plan, views=views, outputs=outputs, input_views=input_views,
                        shapes=shapes)
-        if not plan.calls:
-            return self._prepare_calls(plan, inputs)
-        # Every buffer keeps its address from one size to the next: the packed calls
-        # only take the new sizes.
-        values = self._values(plan, inputs)
-        for call, (_, args_in, output) in zip(plan.calls, self._kernels):
-            call.resize([values[a] for a in (*args_in, output)])
-        return plan
+        return self._prepare_calls(plan, inputs)
 
     def _value_shapes(self, bindings: dict) -> dict:
         """Value -> its shape under ``bindings``, for the inputs, the buffers kernels write
@@ -615,13 +619,17 @@ class GraphModule:
         values = self._values(plan, inputs)
         root = {v: source for v, source, _ in plan.input_views}
         root.update((name, name) for name in self.graph.inputs)
-        calls, slots = [], []
+        calls, slots, size_slots = [], [], []
         for kernel, args_in, output in self._kernels:
             args = (*args_in, output)
             call = kernel.prepare(*(values[a] for a in args))
             calls.append(call)
             slots += [(call, k, root[a]) for k, a in enumerate(args) if a in root]
-        return replace(plan, calls=tuple(calls), input_slots=tuple(slots))
+            size_slots += [(call.sizes, k, args[i], d)
+                           for k, (i, d) in enumerate(kernel.size_sources)
+                           if args[i] not in self.graph.consts]
+        return replace(plan, calls=tuple(calls), input_slots=tuple(slots),
+                       size_slots=tuple(size_slots))
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
         """Value -> array for a run with ``plan`` on ``inputs``."""

@@ -82,7 +82,8 @@ class PackedFunction:
         # call packs its own array, so concurrent calls keep their errors apart.
         self._n_sizes = len(signature.size_vars)
         self._size_array = ctypes.c_int64 * (self._n_sizes + ERROR_RECORD_SLOTS)
-        self._size_sources = signature.size_sources()
+        #: (argument, dimension) each symbolic size is read from, in the order passed.
+        self.size_sources = signature.size_sources()
 
     def _native(self):
         if self._cfunc is None:
@@ -133,7 +134,7 @@ class PackedFunction:
         """
         fn = self._native()
         ptrs = self._ptr_array(*[data_pointer(a) for a in arrays])
-        sizes = self._size_array(*[arrays[i].shape[d] for i, d in self._size_sources])
+        sizes = self._size_array(*[arrays[i].shape[d] for i, d in self.size_sources])
         return PreparedCall(self, fn, ptrs, sizes, list(arrays))
 
     def call_trusted(self, *arrays) -> None:
@@ -162,11 +163,14 @@ class PreparedCall:
     """A :class:`PackedFunction` call with its arguments packed (see
     :meth:`PackedFunction.prepare`)."""
 
-    __slots__ = ("function", "_fn", "_ptrs", "_sizes", "_arrays")
+    __slots__ = ("function", "sizes", "_fn", "_ptrs", "_arrays")
 
     def __init__(self, function: PackedFunction, fn, ptrs, sizes, arrays: list):
         self.function = function
-        self._fn, self._ptrs, self._sizes = fn, ptrs, sizes
+        #: The sizes the call passes, one per ``function.size_sources``: an executor whose
+        #: buffers keep their addresses at new shapes writes the new sizes here.
+        self.sizes = sizes
+        self._fn, self._ptrs = fn, ptrs
         # Held so that a caller dropping its arrays cannot leave the call dangling
         # pointers: the generated code would read and write freed memory.
         self._arrays = arrays
@@ -177,16 +181,8 @@ class PreparedCall:
         self._ptrs[index] = data_pointer(array)
         self._arrays[index] = array
 
-    def resize(self, arrays) -> None:
-        """Call with ``arrays`` from now on: arrays at the addresses of those the call was
-        prepared with (views of the same memory) whose shapes may differ; only the sizes
-        are read again."""
-        for k, (i, d) in enumerate(self.function._size_sources):
-            self._sizes[k] = arrays[i].shape[d]
-        self._arrays = list(arrays)
-
     def __call__(self) -> None:
-        self.function._run(self._fn, self._ptrs, self._sizes)
+        self.function._run(self._fn, self._ptrs, self.sizes)
 
 
 class Module:
