@@ -37,7 +37,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..runtime import aligned
 from ..runtime.aligned import ALIGNMENT
-from ..runtime.module import TimingResult
+from ..runtime.module import PreparedCall, TimingResult
 from . import dims
 from .storage import buffer_lifetimes, is_view, value_homes
 
@@ -606,8 +606,7 @@ class GraphModule:
         """Run ``plan``'s kernel calls on ``inputs``; the caller holds the plan."""
         for call, index, name in plan.input_slots:
             call.set_pointer(index, inputs[name])
-        for call in plan.calls:
-            call()
+        PreparedCall.run_all(plan.calls)
 
     def _prepare_calls(self, plan: MemoryPlan, inputs: dict) -> MemoryPlan:
         """``plan`` with its kernel calls packed: every array of a run has its kernel's

@@ -184,6 +184,16 @@ class PreparedCall:
     def __call__(self) -> None:
         self.function._run(self._fn, self._ptrs, self.sizes)
 
+    @staticmethod
+    def run_all(calls) -> None:
+        """Run ``calls`` in order from this thread: its thread count is applied once, not
+        before each call (an executor's run of a model's kernels)."""
+        apply_to_calling_thread()
+        for call in calls:
+            rc = call._fn(call._ptrs, call.sizes)
+            if rc != 0:
+                call.function._raise(rc, call.sizes)
+
 
 class Module:
     """Compiled functions for one target.
