@@ -145,16 +145,21 @@ def padded_conv_columns(caps: CPUCaps, block: int, block_counts: Sequence[int],
     """``(channel blocks, output columns)`` of a conv2d_nchwc register tile over a row of
     ``width`` columns computed in tiles of one of ``widths`` (which need not divide it:
     the row is padded to whole tiles), or None where no such tile of two channel vectors
-    reaches ``fma_chains`` accumulators in the registers. Among those that do, the one computing
-    the fewest padded columns, then the widest. For rows whose divisors give no tile of
-    enough chains (14 and 7 columns on AVX2, where 2 blocks by 7 spill and 1 block by 14
-    loads a broadcast per multiply-add).
+    reaches ``fma_chains`` accumulators in the registers. Among those that do, the one with
+    the fewest tiles per row (each weight vector serving the most columns), then the
+    fewest computed columns. For rows whose divisors give no tile of enough chains (14 and
+    7 columns on AVX2, where 2 blocks by 7 spill and 1 block by 14 loads a broadcast per
+    multiply-add; ``widths`` may hold divisors too). Measured on 2 Zen 3 cores (AVX2,
+    GFLOPS, paired): SqueezeNet's 3x3 16->64 at 55x55 2 by 6 130, 2 by 5 125, 2 by 4 114;
+    3x3 32->128 at 27x27 2 by 6 125, 2 by 5 105, 2 by 4 98.
 
     >>> avx2 = CPUCaps(256, 16, 2, 32 << 10, 512 << 10, 8)
     >>> padded_conv_columns(avx2, 8, [1, 2, 4], 14, [4, 5, 6, 8])
     (2, 5)
     >>> padded_conv_columns(avx2, 8, [1, 2, 4], 7, [4, 5, 6])
     (2, 4)
+    >>> padded_conv_columns(avx2, 8, [1, 2, 4], 55, [1, 5, 11, 4, 6, 8])
+    (2, 6)
     >>> padded_conv_columns(avx2, 8, [1], 13, [4, 5, 6, 8]) is None  # 1000 channels
     True
     """
@@ -167,7 +172,18 @@ def padded_conv_columns(caps: CPUCaps, block: int, block_counts: Sequence[int],
             if caps.fma_chains <= rows * c * vecs <= min(room, 2 * caps.fma_chains)]
     if not good:
         return None
-    return rows, min(good, key=lambda c: (-(-width // c) * c, -c))
+    return rows, min(good, key=lambda c: (-(-width // c), -(-width // c) * c))
+
+
+def one_vector_tiles_load_bound(caps: CPUCaps) -> bool:
+    """Whether a conv register tile of one channel vector loads a broadcast per
+    multiply-add: on targets of 16 vector registers, x86 before AVX-512, whose
+    multiply-adds take no broadcast operand (AVX-512 folds ``{1toN}`` into them, NEON
+    multiplies by a lane of a register). There a tile of two vectors over a padded row,
+    read from a zero-bordered copy, beats one of one vector read in place (SqueezeNet's
+    3x3 16->64 at 55x55 on 2 Zen 3 cores: 1 by 11 in place 76 GFLOPS, 2 by 6 over the copy
+    130)."""
+    return caps.num_vector_registers <= 16
 
 
 def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequence[int],

@@ -256,3 +256,17 @@ def test_an_unpadded_row_without_a_good_divisor_is_tiled_past_its_end(W, stride,
     _run(padded, cfg, rng)
     _run(padded, padded.config_space.from_json(  # in place: right, if slower
         {"tile_ocb": 2, "tile_ow": 5, "unroll_kw": True, "order": cfg["order"].val}), rng)
+
+
+def test_a_one_vector_tile_in_place_gives_way_to_two_vectors_over_the_copy(rng):
+    # On 16 registers (AVX2) a tile of one channel vector loads a broadcast per
+    # multiply-add; SqueezeNet's 3x3 16->64 at 55x55 ran 1 block by 11 in place: it now
+    # takes 2 blocks by 6 over the zero-bordered copy, the row padded to 60 columns.
+    task = _task(16, 64, 55, 55, 3, 3, pads=(1, 1, 1, 1), b=8,
+                 target="llvm -mcpu=haswell -num-cores=2")
+    cfg = task.default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val, cfg["unroll_kw"].val) == (2, 6, False)
+    _run(task, cfg, rng)
+    # AVX-512 folds the broadcast into its multiply-adds: its in-place tile stays.
+    wide = _task(16, 64, 55, 55, 3, 3, pads=(1, 1, 1, 1), target=AVX512).default_config
+    assert (wide["tile_ocb"].val, wide["tile_ow"].val, wide["unroll_kw"].val) == (2, 5, True)
