@@ -48,7 +48,9 @@ def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list
     """Every fused group of a graph with the task that tunes it, or why none does.
 
     A group has no task when a shape is symbolic, when its description cannot be written
-    to a tuning log, or when its space has one config (its schedule declares no knobs).
+    to a tuning log, or when its space has one config (its schedule declares no knobs, or
+    the shape leaves each knob one candidate: a blocked 1x1 convolution of one channel
+    block on a 1x1 plane, as a squeeze-and-excite block's).
 
     Parameters
     ----------
@@ -86,8 +88,9 @@ def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list
             task.weight = 1
             tasks[key] = task
         if len(task.config_space) < 2:
-            spaces.append(KernelSpace(group, None, f"its schedule ({name}) declares no "
-                                                   f"knobs: a space of one config"))
+            why = ("its knobs have one candidate each at this shape" if
+                   task.config_space.knob_names else "its schedule declares no knobs")
+            spaces.append(KernelSpace(group, None, f"{name}: {why}: a space of one config"))
         else:
             spaces.append(KernelSpace(group, task))
     return spaces

@@ -98,8 +98,12 @@ def test_a_layer_the_block_does_not_divide_takes_a_half_of_it():
     assert blocks["w1"] == 16 and blocks["w3"] == 16 and blocks["w2"] in (16, 32)
 
 
-def test_a_graph_with_a_depthwise_convolution_stays_planar():
-    """No blocked depthwise kernel: a transform around each one would cost more."""
+def test_a_graph_with_a_depthwise_convolution_stays_planar_where_its_kernel_is_tuned(
+        monkeypatch):
+    """Blocked by default (depthwise_conv2d_nchwc); planar when asked, or when tuning
+    records apply to the planar depthwise kernel (the tuned kernel is kept)."""
+    from tecomp.graph.passes import alter_layout
+
     model = _cnn()
     w = numpy_helper.from_array(np.ones((32, 1, 3, 3), "float32"), "wd")
     model.graph.initializer.append(w)
@@ -111,6 +115,10 @@ def test_a_graph_with_a_depthwise_convolution_stays_planar():
     through = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
     graph = optimize(mod, passes=PIPELINE[:through])
     assert "depthwise_conv2d" in _ops(graph)
+    assert "depthwise_conv2d_nchwc" in _ops(alter_conv_layout(graph, 8))
+    assert alter_conv_layout(graph, 8, blocked_depthwise=False) is graph
+    monkeypatch.setattr(alter_layout, "has_tuned_record",
+                        lambda name, args, target: name == "depthwise_conv2d")
     assert alter_conv_layout(graph, 8) is graph
 
 

@@ -217,8 +217,12 @@ def _se_block_model(channels=16, image=8, seed=0):
 def test_every_kernel_of_a_model_has_a_space_to_search(model, shape):
     mod, params = from_onnx(model, shape=shape)
     spaces = kernel_spaces(mod, params)
-    assert [(k.group, k.reason) for k in spaces if k.task is None] == []
-    assert all(len(k.task.config_space) > 1 for k in spaces)
+    # Only shapes that leave nothing to choose have none: blocked 1x1 convolutions of one
+    # channel block on 1x1 planes (the squeeze-and-excite's, MobileNet's last stage at
+    # 32x32 images).
+    assert [(k.group, k.reason) for k in spaces if k.task is None
+            and "have one candidate each" not in k.reason] == []
+    assert all(len(k.task.config_space) > 1 for k in spaces if k.task is not None)
 
 
 def test_the_attention_products_and_head_transposes_are_tasks():
@@ -237,7 +241,8 @@ def _se_group_task(mod, params):
     return tasks[0]
 
 
-def test_a_record_of_a_generated_space_is_what_the_build_uses(needs_llvm, tmp_path, rng):
+def test_a_record_of_a_generated_space_is_what_the_build_uses(needs_llvm, tmp_path, rng,
+                                                             planar_layout):
     model = _se_block_model()
     mod, params = from_onnx(model)
     task = _se_group_task(mod, params)
@@ -260,7 +265,9 @@ def test_a_record_of_a_generated_space_is_what_the_build_uses(needs_llvm, tmp_pa
 
 
 def test_a_short_tuning_run_of_a_model_gives_the_records_its_build_uses(
-        needs_llvm, tmp_path, rng):
+        needs_llvm, tmp_path, rng, planar_layout):
+    # Planar, so that every kernel has a space (blocked, the squeeze-and-excite's 1x1
+    # convolutions on a 1x1 plane have one config each).
     model = _se_block_model()
     mod, params = from_onnx(model)
     tasks = autotune.extract_tasks(mod, params, target="llvm")

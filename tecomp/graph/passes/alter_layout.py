@@ -3,8 +3,9 @@ NCHWc transformer and TVM's AlterOpLayout do for CNNs on CPUs.
 
 A ``conv2d`` whose input and output channels are multiples of a block ``b`` (a vector of
 float32 lanes, or half of one) becomes a ``conv2d_nchwc`` on ``[N, C/b, H, W, b]`` data
-(:mod:`tecomp.topi.conv2d_nchwc`); with ``blocked_depthwise``, a depthwise convolution
-(multiplier 1) becomes a ``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`).
+(:mod:`tecomp.topi.conv2d_nchwc`); a depthwise convolution (multiplier 1) becomes a
+``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`) unless tuning records
+apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
 Each such layer's block is chosen over the whole graph (:mod:`.layout_choice`: the
 kernels' times against the transforms' where neighbours differ). The nodes after a
 blocked layer follow it into the blocked layout while they can, in the block of their
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...autotune import has_tuned_record
 from ...target import CPUCaps, Target, as_target
 from ...topi.conv2d_nchwc import to_blocked as blocked_array
 from ...topi.strategy import get_implementation
@@ -292,8 +294,26 @@ class _Rewriter:
         return False
 
 
+def _planar_depthwise_tuned(graph: Graph, target) -> bool:
+    """Whether a tuning record applies to the planar kernel of one of ``graph``'s depthwise
+    convolutions on ``target``."""
+    impl = get_implementation("depthwise_conv2d", "llvm")
+    for node in graph.nodes:
+        if node.op != "depthwise_conv2d" or node.inputs[1] not in graph.consts:
+            continue
+        shape = _static_nchw(graph, node.inputs[0])
+        if shape is None:
+            continue
+        attrs = {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
+        args = impl.workload(shape, graph.consts[node.inputs[1]].shape, dtype="float32",
+                             **attrs)
+        if has_tuned_record(impl.template, args, target):
+            return True
+    return False
+
+
 def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=None,
-                      blocked_depthwise: bool = False) -> Graph:
+                      blocked_depthwise: bool | None = None) -> Graph:
     """``graph`` with its convolutions, and the nodes that can follow them, on activations
     blocked by a channel block per layer (see the module docstring).
 
@@ -308,10 +328,13 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         else the host; :class:`~.layout_choice.LayerCosts`).
     layer_blocks : dict, optional
         Blocks to impose, by a layer's output value; the others are chosen.
-    blocked_depthwise : bool
-        Block depthwise convolutions too (``depthwise_conv2d_nchwc``). Without it a graph
-        with a depthwise convolution stays planar: a transform around each one made
-        MobileNetV2 slower.
+    blocked_depthwise : bool, optional
+        Block depthwise convolutions too (``depthwise_conv2d_nchwc``), so a MobileNet
+        stays blocked end to end; False keeps a graph with a depthwise convolution planar
+        (a transform around each one would cost more). Default: blocked, unless tuning
+        records apply to one of the graph's planar depthwise kernels (those tuned kernels
+        are then kept). MobileNetV2 untuned, blocked / planar, 2 Zen 3 cores (AVX2):
+        0.73-0.84 in paired rounds (``benchmarks/blocked_depthwise.py``).
 
     Nearly every CNN measured runs faster blocked. Untuned, against ONNX Runtime (2
     threads, AVX-512), planar / blocked, in one run each: SqueezeNet 1.1 1.13 / 0.94,
@@ -326,12 +349,15 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         ``layer_blocks`` names a value that is no layer, or a block that does not divide
         its channels (the message lists the layer's candidates).
     """
-    if not blocked_depthwise and any(n.op == "depthwise_conv2d" for n in graph.nodes):
-        return graph
-    layers = graph_layers(graph, block, blocked_depthwise)
+    target = as_target(target if target is not None else Target.current())
+    if any(n.op == "depthwise_conv2d" for n in graph.nodes):
+        if blocked_depthwise is None:
+            blocked_depthwise = not _planar_depthwise_tuned(graph, target)
+        if not blocked_depthwise:
+            return graph
+    layers = graph_layers(graph, block, bool(blocked_depthwise))
     if not layers:
         return graph
-    target = as_target(target if target is not None else Target.current())
     caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
     costs = LayerCosts(caps, target)
     blocks = choose_blocks(layers, costs.kernel, costs.transform)
