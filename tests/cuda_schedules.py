@@ -171,3 +171,23 @@ def conv2d_shared(C=4, H=8, W=8, K=8):
         s[T].bind(ty, te.thread_axis("threadIdx.y"))
         s[T].bind(tx, te.thread_axis("threadIdx.x"))
     return s, [A, Wt, B]
+
+
+def vector_elementwise(n=256, threads=16, lanes=4, bias=False):
+    """B = 2 A (+ Bias[0]) over ``n`` floats, ``lanes`` consecutive elements per thread
+    (vectorized: one ``float4`` load and store for 4)."""
+    A = te.placeholder((n,), name="A")
+    args = [A]
+    if bias:
+        Bias = te.placeholder((1,), name="Bias")
+        args.append(Bias)
+        B = te.compute((n,), lambda i: A[i] * 2.0 + Bias[0], name="B")
+    else:
+        B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    rest, v = s[B].split(B.op.axis[0], factor=lanes)
+    bx, tx = s[B].split(rest, factor=threads)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[B].vectorize(v)
+    return s, [*args, B]

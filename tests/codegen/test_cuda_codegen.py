@@ -118,21 +118,13 @@ def test_building_without_nvrtc_says_what_to_install(monkeypatch):
 
 
 def test_vectorized_elementwise_loop_is_one_vector_load_and_store(rng):
-    A = te.placeholder((256,), name="A")
-    Bias = te.placeholder((1,), name="Bias")
-    B = te.compute((256,), lambda i: A[i] * 2.0 + Bias[0], name="B")
-    s = te.create_schedule(B.op)
-    rest, v = s[B].split(B.op.axis[0], factor=4)
-    bx, tx = s[B].split(rest, factor=16)
-    s[B].bind(bx, te.thread_axis("blockIdx.x"))
-    s[B].bind(tx, te.thread_axis("threadIdx.x"))
-    s[B].vectorize(v)
-    src = tecomp.build(s, [A, Bias, B], target="cuda").get_source("cuda")
+    s, args = cuda_schedules.vector_elementwise(bias=True)
+    src = tecomp.build(s, args, target="cuda").get_source("cuda")
     assert re.search(r"float4 A_v0 = \*\(const float4\*\)\(A \+ ", src)
     assert "B_v.w = ((A_v0.w * 2.0f) + Bias[0]);" in src
     assert re.search(r"\*\(float4\*\)\(B \+ .*\) = B_v;", src)
     a, bias = util.rand(rng, (256,)), util.rand(rng, (1,))
-    util.check_schedule(s, [A, Bias, B], [a, bias], [a * 2 + bias[0]], target="cuda")
+    util.check_schedule(s, args, [a, bias], [a * 2 + bias[0]], target="cuda")
 
 
 def test_unaligned_vectorized_loop_stays_a_loop():

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import tecomp
-from tecomp import te
 from tecomp.runtime import CUDAModule, CUDAUnavailableError, load_module
 from tecomp.runtime.args import ArgumentError, ArgumentTypeError
 from tecomp.runtime.cuda_arrays import device_array
@@ -218,22 +217,10 @@ def test_device_arrays_are_passed_without_copies(cuda_target, recording):
     assert recording.calls[1][2:] == ([2, 1, 1], [64, 1, 1], [0x9000, 0xA000, 100])
 
 
-def _vector_double(cuda_target):
-    """B = 2 A over 256 floats, four lanes per thread: float4 loads and stores."""
-    A = te.placeholder((256,), name="A")
-    B = te.compute((256,), lambda i: A[i] * 2.0, name="B")
-    s = te.create_schedule(B.op)
-    bx, rest = s[B].split(B.op.axis[0], factor=64)
-    tx, lanes = s[B].split(rest, factor=4)
-    s[B].bind(bx, te.thread_axis("blockIdx.x"))
-    s[B].bind(tx, te.thread_axis("threadIdx.x"))
-    s[B].vectorize(lanes)
-    return tecomp.build(s, [A, B], target=cuda_target, name="f")
-
-
 def test_a_misaligned_device_array_is_refused_before_a_vector_kernel_reads_it(
         cuda_target, recording):
-    mod = _vector_double(cuda_target)
+    s, args = cuda_schedules.vector_elementwise()
+    mod = tecomp.build(s, args, target=cuda_target, name="f")
     assert "float4" in mod.get_source("cuda")
     launch, = [step for step in mod.plans["f"] if step["op"] == "launch"]
     assert [b.get("align") for b in launch["buffers"]] == [16, 16]
