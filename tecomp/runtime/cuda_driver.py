@@ -167,6 +167,11 @@ class Driver:
         so work other libraries queue there comes before and after it in order."""
         return self._check(self.cu.cuStreamCreate(0), "cuStreamCreate")
 
+    def destroy_stream(self, stream) -> None:
+        """Destroy ``stream`` once its work is done. Errors are ignored: at interpreter exit
+        the context may be gone already, taking the stream with it."""
+        self.cu.cuStreamDestroy(stream)
+
     def capture(self, stream, queue) -> object:
         """Record what ``queue()`` puts on ``stream`` into a CUDA graph instead of running
         it; returns the instantiated graph (:meth:`replay` runs it, :meth:`destroy_graph`

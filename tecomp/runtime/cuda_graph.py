@@ -94,6 +94,7 @@ class CUDAMemory:
         self.module = module
         self.driver = driver()
         self.stream = self.driver.new_stream()
+        weakref.finalize(self, self.driver.destroy_stream, self.stream)
         self._recording: list | None = None
 
     def arena(self, nbytes: int) -> DeviceBuffer:

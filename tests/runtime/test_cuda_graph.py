@@ -84,6 +84,8 @@ class RecordingDriver:
     def new_stream(self):
         return "stream"
 
+    def destroy_stream(self, stream): pass
+
     def capture(self, stream, queue):
         launches = self.launches
         queue()
