@@ -15,7 +15,8 @@
 #                libraries; a small CNN tuned as a model (tecomp tune --target cuda), built
 #                with its records and run
 #   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
-# Sized to finish within 7 minutes on one H100; each step has its own time limit (10
+#   nodes.txt    onnx's backend node suite built for and run on the GPU
+# Sized to finish within 8 minutes on one H100; each step has its own time limit (12
 # minutes together), so a hang in one still leaves the others' figures.
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR]}
@@ -67,4 +68,6 @@ python3 -c "import numpy as np; np.savez('/tmp/tecomp-cnn-in.npz',
 step 30 tune.txt python3 -m tecomp.cli run /tmp/tecomp-cnn.cuda \
     --inputs /tmp/tecomp-cnn-in.npz --profile
 step 60 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
+step 120 nodes.txt python3 benchmarks/onnx_node_coverage.py --kind node --device CUDA \
+    --jobs 16 --timeout 60
 tail -n 4 "$out"/*.txt

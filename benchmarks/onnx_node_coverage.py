@@ -18,6 +18,7 @@ primitive) the cases that do not pass, largest groups first::
     python benchmarks/onnx_node_coverage.py                        # everything
     python benchmarks/onnx_node_coverage.py --kind node --jobs 2   # node tests only
     python benchmarks/onnx_node_coverage.py --filter 'test_conv' --verbose
+    python benchmarks/onnx_node_coverage.py --kind node --device CUDA --jobs 16   # on a GPU
 """
 
 from __future__ import annotations
@@ -51,24 +52,29 @@ CATEGORIES = {
 STATUSES = ("pass", "wrong", "rejected", "error", "crash")
 
 
-def _test_methods() -> dict:
-    """``test name -> (category, bound test method)`` for every CPU case of the suite."""
+def _test_methods(device: str = "cpu") -> dict:
+    """``test name -> (category, bound test method)`` for every case of the suite on
+    ``device`` ("cpu" or "cuda": the suite's cases of that name end in it)."""
     suite = onnx.backend.test.BackendTest(backend, __name__)
-    suite.include(r"_cpu$")
+    suite.include(f"_{device}$")
     methods = {}
     for cls_name, cls in suite.test_cases.items():
         for name in sorted(dir(cls)):
-            if name.startswith("test_") and name.endswith("_cpu"):
+            if name.startswith("test_") and name.endswith(f"_{device}"):
                 methods[name] = (CATEGORIES[cls_name], getattr(cls(name), name))
     return methods
 
 
-def _node_models() -> dict:
+def _node_models(device: str = "cpu") -> dict:
     """``test name -> ModelProto`` of the node tests (generated in memory by onnx)."""
-    return {f"{case.name}_cpu": case.model for case in load_node_model_tests()}
+    return {f"{case.name}_{device}": case.model for case in load_node_model_tests()}
 
 
-def _run_case(method, model) -> tuple:
+def _device_of(name: str) -> str:
+    return "cuda" if name.endswith("_cuda") else "cpu"
+
+
+def _run_case(method, model, device: str = "cpu") -> tuple:
     """Run one test method (of the node test ``model`` if given); returns
     ``(status, detail)``."""
     try:
@@ -76,7 +82,7 @@ def _run_case(method, model) -> tuple:
     except unittest.SkipTest:
         # The runner skips a model whose operators tecomp does not import; prepare must
         # then reject it with one clear error.
-        return _reject_check(model)
+        return _reject_check(model, device)
     except AssertionError as e:
         return "wrong", " ".join(str(e).split())[:240] or "mismatch"
     except TecompError as e:
@@ -87,13 +93,13 @@ def _run_case(method, model) -> tuple:
     return "pass", ""
 
 
-def _reject_check(model) -> tuple:
+def _reject_check(model, device: str = "cpu") -> tuple:
     """For a case skipped as incompatible: whether ``prepare`` rejects ``model`` (when the
     suite gives it, as for node tests) with one clear error."""
     if model is None:
         return "rejected", "UnsupportedOpError (is_compatible)"
     try:
-        backend.prepare(model)
+        backend.prepare(model, device=device.upper())
     except TecompError as e:
         return "rejected", _one_line(e)
     except Exception as e:  # noqa: BLE001 - any other exception is the defect this reports
@@ -107,10 +113,11 @@ def _one_line(e: BaseException) -> str:
 
 def _worker(names: list) -> None:
     """Run ``names`` in order, printing one JSON line per case as it ends."""
-    methods, models = _test_methods(), _node_models()
+    device = _device_of(names[0]) if names else "cpu"
+    methods, models = _test_methods(device), _node_models(device)
     for name in names:
         print(json.dumps({"name": name, "start": True}), flush=True)
-        status, detail = _run_case(methods[name][1], models.get(name))
+        status, detail = _run_case(methods[name][1], models.get(name), device)
         print(json.dumps({"name": name, "status": status, "detail": detail}), flush=True)
 
 
@@ -224,12 +231,18 @@ def main(argv=None) -> None:
     parser.add_argument("--timeout", type=int, default=600, help="seconds per case")
     parser.add_argument("--json", help="also write name -> [status, detail] to this file")
     parser.add_argument("--verbose", action="store_true", help="print each case as it ends")
+    parser.add_argument("--device", choices=("CPU", "CUDA"), default="CPU",
+                        help="run the suite's cases for this device (CUDA: built for and "
+                             "run on this machine's GPU)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(sys.stdin.read().split())
         return
-    methods = _test_methods()
+    if not backend.supports_device(args.device):
+        sys.exit(f"onnx_node_coverage: tecomp's backend cannot run on {args.device} here "
+                 f"(no GPU and driver)")
+    methods = _test_methods(args.device.lower())
     categories = {n: cat for n, (cat, _) in methods.items()}
     names = [n for n in methods
              if (not args.kind or categories[n] in args.kind)
@@ -238,7 +251,7 @@ def main(argv=None) -> None:
     results = _run_all(names, max(1, args.jobs), args.timeout, args.verbose)
     operators = {n: next((node.op_type for node in m.graph.node
                           if node.op_type != "Constant"), "?")
-                 for n, m in _node_models().items()}
+                 for n, m in _node_models(args.device.lower()).items()}
     _report(results, categories, operators)
     print(f"\n{len(results)} cases in {time.time() - t0:.0f} s")
     if args.json:
