@@ -150,6 +150,15 @@ def _nvrtc() -> str:
     return lib
 
 
+def _cuda_headers() -> str:
+    """Where NVRTC finds cuda_fp16.h (kernels on float16 include it)."""
+    from .codegen.cuda.nvrtc import include_dirs
+
+    dirs = include_dirs()
+    return dirs[0] if dirs else ('not found: float16 kernels will not compile '
+                                 '(pip install "tecomp[cuda]", or set CUDA_HOME)')
+
+
 def _cuda_driver_and_gpus() -> tuple:
     lib = _try_cdll(["libcuda.so.1", "libcuda.so"])
     if lib is None:
@@ -201,6 +210,8 @@ def report() -> str:
         *_thread_lines(),
         *_cross_lines(),
         f"NVRTC           : {_nvrtc()}",
+        f"cuda-bindings   : {_version('cuda-bindings')}",
+        f"CUDA headers    : {_cuda_headers()}",
         f"CUDA driver     : {driver}",
         f"GPUs            : {gpus}",
     ]
