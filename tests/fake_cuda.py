@@ -18,10 +18,10 @@ _SITECUSTOMIZE = textwrap.dedent('''
     class FakeDriver:
         def __init__(self):
             self.launched = []
-            self.next = 1
+            self.next = 1 << 20
 
-        def alloc(self, nbytes):
-            self.next += 1
+        def alloc(self, nbytes):  # aligned as cuMemAlloc's (kernels' vector accesses)
+            self.next += 1 << 12
             return self.next
 
         def free(self, ptr): pass

@@ -63,9 +63,9 @@ class RecordingDriver:
         self.refuse_capture = refuse_capture
         self.next = 1 << 20
 
-    def alloc(self, nbytes):
+    def alloc(self, nbytes):  # 256-byte aligned, as cuMemAlloc's
         self.allocs += 1
-        self.next += max(nbytes, 1) + 256
+        self.next += -(-max(nbytes, 1) // 256) * 256 + 256
         return self.next
 
     def free(self, ptr): pass
