@@ -49,22 +49,20 @@ def _defined(graph) -> set:
     return names | {o for n in graph.node for o in n.output if o}
 
 
-def _rename_free(graph, mapping: dict):
-    """A copy of ``graph`` whose references to names it does not define itself (its free
-    names, in nested subgraphs too) are renamed by ``mapping``."""
+def _rename_free(graph, mapping: dict) -> None:
+    """Rename, in place, ``graph``'s references to names it does not define itself (its
+    free names, in nested subgraphs too) by ``mapping``."""
     mapping = {k: v for k, v in mapping.items() if k not in _defined(graph)}
-    graph = copy.deepcopy(graph)
     for node in graph.node:
         node.input[:] = [mapping.get(i, i) for i in node.input]
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                a.g.CopyFrom(_rename_free(a.g, mapping))
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    g.CopyFrom(_rename_free(g, mapping))
+        _rename_free_in_subgraphs(node, mapping)
     for o in graph.output:
         o.name = mapping.get(o.name, o.name)
-    return graph
+
+
+def _rename_free_in_subgraphs(node, mapping: dict) -> None:
+    for sub in subgraphs(node):  # the attributes' own messages: renamed where they are
+        _rename_free(sub, mapping)
 
 
 def _check_tensor_outputs(graph, owner: str) -> None:
@@ -87,12 +85,8 @@ def _inline(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
     for k, node in enumerate(graph.node):
         inner = copy.deepcopy(node)
         inner.input[:] = [local.get(i, i) if i else "" for i in node.input]
-        for a in inner.attribute:  # nested subgraphs read this one's values by their names
-            if a.type == onnx.AttributeProto.GRAPH:
-                a.g.CopyFrom(_rename_free(a.g, local))
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    g.CopyFrom(_rename_free(g, local))
+        # Nested subgraphs read this one's values by their names.
+        _rename_free_in_subgraphs(inner, local)
         local.update({o: prefix + o for o in node.output if o})
         inner.output[:] = [local[o] if o else "" for o in node.output]
         ctx.used = ctx.used | {o for o in inner.output if o}
