@@ -93,6 +93,11 @@ def _static_nchw(graph: Graph, value):
     return (int(n), *(int(d) for d in t.shape[1:]))
 
 
+def _window_attrs(node) -> dict:
+    """The attributes of a convolution node its template's workload takes."""
+    return {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
+
+
 def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
     """``(blocks, macs, input_bytes, workload per block)`` of ``node`` as a layer, or None
     when it stays planar."""
@@ -115,7 +120,7 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
     op = _BLOCKED_OP[node.op]
     impl = get_implementation(op, "llvm")
-    attrs = {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
+    attrs = _window_attrs(node)
     workloads = tuple(
         (impl.template, impl.workload((N, C // b, H, W, b), graph.consts[w].shape,
                                       dtype="float32", **attrs))
@@ -304,9 +309,8 @@ def _planar_depthwise_tuned(graph: Graph, target) -> bool:
         shape = _static_nchw(graph, node.inputs[0])
         if shape is None:
             continue
-        attrs = {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
         args = impl.workload(shape, graph.consts[node.inputs[1]].shape, dtype="float32",
-                             **attrs)
+                             **_window_attrs(node))
         if has_tuned_record(impl.template, args, target):
             return True
     return False

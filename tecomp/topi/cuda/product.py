@@ -27,7 +27,7 @@ from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from .common import bind_block, cooperative_load, define_tile
-from .reduction import schedule_cross_thread, splits_across_threads
+from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
 
 #: The extent whose knobs a symbolic size (rows, columns or k) is tiled for (its tail is
@@ -178,14 +178,8 @@ def _matrix_vector(s, out, anchor, what):
     for op in epilogue_ops(out, anchor, what):
         if op is not out.op and op is not anchor:
             s[op.output(0)].compute_inline()
-    if anchor is out.op:
-        schedule_cross_thread(s, out)
-        return s
-    stage = s[out]
-    block, one = stage.split(stage.fuse(*stage.op.axis), factor=1)
-    stage.bind(block, te.thread_axis("blockIdx.x"))
-    stage.bind(one, te.thread_axis("threadIdx.x"))
-    schedule_cross_thread(s, anchor.output(0), attach=(stage, block))
+    attach = None if anchor is out.op else (s[out], block_per_element(s[out]))
+    schedule_cross_thread(s, anchor.output(0), attach)
     return s
 
 

@@ -67,6 +67,16 @@ def _fused(stage, axes):
     return stage.fuse(*axes) if len(axes) > 1 else axes[0]
 
 
+def block_per_element(stage):
+    """Give each output element of ``stage`` a block (``blockIdx.x``) whose thread 0
+    computes it (the element's loop of extent one bound to ``threadIdx.x``: the other
+    threads skip it); returns the block loop, for the block's other stages to attach at."""
+    block, one = stage.split(_fused(stage, list(stage.op.axis)), factor=1)
+    stage.bind(block, te.thread_axis("blockIdx.x"))
+    stage.bind(one, te.thread_axis("threadIdx.x"))
+    return block
+
+
 def schedule_cross_thread(s, tensor, attach=None) -> None:
     """Compute reduction ``tensor`` with a block of threads per output element.
 
@@ -92,15 +102,12 @@ def schedule_cross_thread(s, tensor, attach=None) -> None:
     shared = s.cache_read(partial, "shared", [tensor])
     stage = s[tensor]
     if attach is None:
-        block, one = stage.split(_fused(stage, list(stage.op.axis)), factor=1)
-        stage.bind(block, te.thread_axis("blockIdx.x"))
-        attach = (stage, block)
+        attach = (stage, block_per_element(stage))
     else:
         stage.set_scope("shared")
         stage.compute_at(*attach)
-        one = _fused(stage, list(stage.op.axis))
-    # Thread 0 combines the partials (the other threads skip the loop of extent one).
-    stage.bind(one, te.thread_axis("threadIdx.x"))
+        # Thread 0 combines the partials (the other threads skip the loop of extent one).
+        stage.bind(_fused(stage, list(stage.op.axis)), te.thread_axis("threadIdx.x"))
     s[shared].compute_at(*attach)
     lane = s[shared].op.axis[-1]
     s[shared].bind(lane, te.thread_axis("threadIdx.x"))
