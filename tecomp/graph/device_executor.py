@@ -178,29 +178,24 @@ class DeviceGraphModule(GraphModule):
         what = f"model {self.graph.name} ({len(self._kernel_nodes)} kernels)"
         replay = self.graph_replay and plan.runs > 0 and plan.recorded is not False
         plan.runs += 1
+        bound = {}
+        for name, slot in plan.inputs.items():
+            value = inputs[name]
+            if isinstance(value, np.ndarray):
+                memory.write(slot, value)
+            elif replay:  # the recorded launches read the slot
+                memory.write_device(slot, value)
+            else:
+                slot = value  # read in place
+            bound[name] = slot
+        values = self._values(plan, bound)
         if replay:
-            for name, slot in plan.inputs.items():
-                value = inputs[name]
-                if isinstance(value, np.ndarray):
-                    memory.write(slot, value)
-                else:
-                    memory.write_device(slot, value)
-            values = self._values(plan, plan.inputs)
             if plan.recorded is None:
                 plan.recorded = memory.record(lambda: self._queue(plan, values),
                                               plan.temps) or False
             if plan.recorded:
                 memory.replay(plan.recorded, what)
                 return values
-        bound = {}
-        for name in self.graph.inputs:
-            value = inputs[name]
-            if isinstance(value, np.ndarray):
-                memory.write(plan.inputs[name], value)
-                bound[name] = plan.inputs[name]
-            else:
-                bound[name] = value
-        values = self._values(plan, bound)
         self._queue(plan, values)
         memory.synchronize(what)
         return values
