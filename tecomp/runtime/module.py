@@ -105,6 +105,9 @@ class PackedFunction:
 
     def _run(self, fn, ptrs, sizes) -> None:
         apply_to_calling_thread()  # libgomp's thread count is per OS thread
+        self._call(fn, ptrs, sizes)
+
+    def _call(self, fn, ptrs, sizes) -> None:
         rc = fn(ptrs, sizes)
         if rc != 0:
             self._raise(rc, sizes)
@@ -190,9 +193,7 @@ class PreparedCall:
         before each call (an executor's run of a model's kernels)."""
         apply_to_calling_thread()
         for call in calls:
-            rc = call._fn(call._ptrs, call.sizes)
-            if rc != 0:
-                call.function._raise(rc, call.sizes)
+            call.function._call(call._fn, call._ptrs, call.sizes)
 
 
 class Module:
