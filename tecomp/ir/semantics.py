@@ -148,6 +148,17 @@ def cast(value, dtype: str):
     return wrap_int(int(value), dtype)
 
 
+def dot4_u8s8_value(a: int, b: int) -> int:
+    """``dot4_u8s8`` (:func:`tecomp.te.intrin.dot4_u8s8`) of two Python integers (their
+    low 32 bits)."""
+    total = 0
+    for i in range(4):
+        x = (a >> (8 * i)) & 0xFF
+        y = (b >> (8 * i)) & 0xFF
+        total += x * (y - 256 if y > 127 else y)
+    return total
+
+
 __all__ = [
     "DIVISION_BY_ZERO",
     "INT_OPS",
@@ -158,4 +169,6 @@ __all__ = [
     "int_binary",
     "round_float",
     "wrap_int",
+    "dot4_u8s8_value",
 ]
+

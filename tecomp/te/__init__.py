@@ -11,6 +11,7 @@ from .intrin import (
     ceil,
     checked,
     cos,
+    dot4_u8s8,
     equal,
     erf,
     exp,

@@ -136,6 +136,24 @@ def reinterpret(x, dtype: str) -> E.PrimExpr:
     return E.Call(dtype, "reinterpret", (e,))
 
 
+def dot4_u8s8(a, b, pairs_fit_int16: bool = False) -> E.PrimExpr:
+    """The sum of the four products of the bytes of ``a`` and ``b``, int32 expressions
+    each holding four 8-bit values (byte ``i`` is bits ``8i`` to ``8i + 7``), those of
+    ``a`` read as uint8 and those of ``b`` as int8: ``sum_i u8(a, i) * s8(b, i)``,
+    exact in int32. It is one instruction on CPUs with VNNI (``vpdpbusd``) and two on
+    other x86 CPUs where ``pairs_fit_int16`` promises that the sums of bytes 0-1 and
+    2-3 fit in int16 for every ``a`` (``|b's bytes| <= 64``); without the promise they
+    are computed exactly there at twice the cost. Breaking the promise gives an
+    unspecified value."""
+    ea, eb = E.as_expr(a), E.as_expr(b)
+    for e in (ea, eb):
+        if e.dtype != "int32":
+            raise DTypeError(f"te.dot4_u8s8 needs int32 words of four bytes, got {e.dtype} "
+                             f"({e})")
+    name = "dot4_u8s8_pairs_fit_int16" if pairs_fit_int16 else "dot4_u8s8"
+    return E.Call("int32", name, (ea, eb))
+
+
 def floordiv(a, b):
     """``a // b`` rounding toward negative infinity, as Python's ``//`` (what ``//`` on
     integer expressions builds)."""

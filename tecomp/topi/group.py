@@ -40,14 +40,16 @@ def find_anchor(out: te.Tensor, tag: str, what: str):
     return found[0]
 
 
-def epilogue_ops(out: te.Tensor, anchor, what: str, head=None) -> list:
+def epilogue_ops(out: te.Tensor, anchor, what: str, head=None, beside=()) -> list:
     """Operations of the group computed after ``anchor``: every compute reachable from
-    ``out`` that is not ``anchor`` or one of its producers. Each must be elementwise (no
+    ``out`` that is not ``anchor``, one of its producers or of ``beside`` (operations
+    the epilogue reads that are computed before the group's loop, such as a weight's
+    sums). Each must be elementwise (no
     reduction) so it can be inlined into the output loop. ``out`` must have the shape of
     ``head``, the operator compute's output (default: the anchor's), as it is tiled like
     it; ``head`` differs from the anchor where the anchor computes a blocked layout that
     ``head`` unpacks."""
-    producers = {id(op) for op in ops_of([anchor.output(0)])}
+    producers = {id(op) for op in ops_of([anchor.output(0), *(op.output(0) for op in beside)])}
     ops = [op for op in ops_of([out])
            if id(op) not in producers and getattr(op, "body", None)]
     for op in ops:
@@ -67,11 +69,11 @@ def epilogue_ops(out: te.Tensor, anchor, what: str, head=None) -> list:
     return ops
 
 
-def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None):
+def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None, beside=()):
     """Accumulate ``anchor`` in a local (register) stage and inline every other stage of
-    the epilogue but ``out`` into ``out`` (see :func:`epilogue_ops` for ``head``).
-    Returns the local stage's tensor, to be attached at the output's tile."""
-    ops = epilogue_ops(out, anchor, what, head)
+    the epilogue but ``out`` into ``out`` (see :func:`epilogue_ops` for ``head`` and
+    ``beside``). Returns the local stage's tensor, to be attached at the output's tile."""
+    ops = epilogue_ops(out, anchor, what, head, beside)
     local = s.cache_write(anchor.output(0), "local")
     if anchor is not out.op:
         s[anchor.output(0)].compute_inline()

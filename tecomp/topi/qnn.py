@@ -24,11 +24,18 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
+from ..te import intrin
 from ..autotune import get_config, template
 from ..errors import DTypeError, ShapeError
 from ..te.analysis import ops_of
 from .conv2d import _geometry, _inside_padding
-from .cpu_schedule import const_int, parallel, schedule_injective_stage, vector_lanes
+from .cpu_schedule import (
+    const_int,
+    current_target,
+    parallel,
+    schedule_injective_stage,
+    vector_lanes,
+)
 from .group import find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
@@ -44,6 +51,12 @@ TILES_TAG = "qnn_conv2d_tiles"
 
 #: Tag of the packing of a computed kernel by vectors of output channels.
 KERNEL_PACK_TAG = "qnn_conv2d_kernel_pack"
+
+#: Tags of the quads layouts' activation words, their computed (per-call) weight
+#: packing and sums, and the matmul's product over whole vectors of columns.
+QUADS_DATA_TAG = "qnn_data_quads"
+QUADS_KERNEL_TAG = "qnn_weight_quads"
+MATMUL_TILES_TAG = "qnn_matmul_tiles"
 
 
 def _shifted(value, zero):
@@ -127,18 +140,26 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
     """
     what = "qnn_matmul"
     _check_operand(what, A, a_zero)
-    _check_operand(what, B, b_zero)
-    if len(A.shape) != 2 or len(B.shape) != 2:
+    packed = B.dtype == _ACC
+    if not packed:
+        _check_operand(what, B, b_zero)
+    if len(A.shape) != 2 or len(B.shape) != (3 if packed else 2):
         raise ShapeError(f"{what}: A and B must be matrices, got ranks {len(A.shape)} and "
                          f"{len(B.shape)}")
     N = const_int(A.shape[0])
     N = A.shape[0] if N is None else N
     K, K2, M = const_int(A.shape[1]), const_int(B.shape[0]), const_int(B.shape[1])
+    if packed:
+        lanes = vector_lanes(_ACC)
+        K2 = K if const_int(B.shape[1]) == -(-K // 4) + 1 else None
+        M = const_int(B.shape[0]) * lanes if const_int(B.shape[2]) == lanes else None
     if None in (K, K2, M) or K != K2:
         raise ShapeError(f"{what}: A is [{A.shape[0]}, {A.shape[1]}] and B [{B.shape[0]}, "
                          f"{B.shape[1]}]; K and M must be static and agree")
     za = _zero_reader(what, a_zero, None, "row")(0)
     zb = _zero_reader(what, b_zero, M, "column")
+    if B.dtype == _ACC or (B.dtype == "int8" and zb is None and M % vector_lanes(_ACC) == 0):
+        return _compute_matmul_quads(cfg, A, B, za, N, K, M)
     define_qnn_matmul_knobs(cfg, N, K, M)
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
@@ -170,6 +191,13 @@ def schedule_qnn_matmul(cfg, outs):
     what = "schedule_qnn_matmul"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
+    if "col_vectors" in cfg:
+        packs = [op for op in ops_of([out]) if getattr(op, "tag", "") == QUADS_KERNEL_TAG]
+        local = inline_epilogue(s, out, find_anchor(out, MATMUL_TILES_TAG, what), what,
+                                head=find_anchor(out, "qnn_matmul", what), beside=packs)
+        for op in packs:
+            schedule_injective_stage(s, op.output(0))
+        return _schedule_matmul_quads(cfg, s, out, local, what)
     anchor = find_anchor(out, "qnn_matmul", what)
     local = inline_epilogue(s, out, anchor, what)
     lanes = vector_lanes(_ACC)
@@ -187,6 +215,111 @@ def schedule_qnn_matmul(cfg, outs):
     s[local].unroll(ci)
     if cfg["tile_k"].val > 1:
         s[local].unroll(ki)
+    return s
+
+
+# ---- matmul on quads of k --------------------------------------------------------------------
+
+
+def define_qnn_matmul_quads_knobs(cfg, N, M):
+    """``rows`` of A by ``col_vectors`` vectors of output columns per register tile; the
+    fallback as :func:`define_qnn_conv2d_quads_knobs`'s, fewer rows for a short A."""
+    lanes = vector_lanes(_ACC)
+    vectors = M // lanes
+    rows = N if isinstance(N, int) else 64
+    cfg.define_knob("col_vectors", [v for v in (1, 2, 3, 4) if vectors % v == 0])
+    cfg.define_knob("rows", [r for r in (1, 2, 3, 4, 5, 6, 8) if r <= max(rows, 1)])
+    if cfg.is_fallback:
+        wide = current_target().num_vector_registers >= 32
+        cfg.fallback_knob("col_vectors", max(v for v in (1, 2, 3, 4)[:3 if wide else 2]
+                                             if vectors % v == 0))
+        cfg.fallback_knob("rows", max(r for r in (1, 2, 3, 4, 6)
+                                      if r <= min(rows, 6 if wide else 4)))
+
+
+def pack_qnn_matmul_quads(b: np.ndarray, lanes: int) -> np.ndarray:
+    """A symmetric int8 ``B[K, M]`` (M a multiple of ``lanes``) as the int32
+    ``[M/lanes, K4 + 1, lanes]`` the quads layout reads (K4 = ceil(K/4)): ``[o, k4, l]``
+    holds ``B[4*k4 .. 4*k4 + 3, o*lanes + l]`` (0 past K) as the bytes of one word,
+    ``[o, K4, l]`` the column's sum."""
+    K, M = b.shape
+    K4 = -(-K // 4)
+    quads = np.zeros((4 * K4, M), np.int8)
+    quads[:K] = b
+    words = quads.reshape(K4, 4, M).transpose(2, 0, 1).copy().view(np.int32)  # [M, K4, 1]
+    packed = np.zeros((M // lanes, K4 + 1, lanes), np.int32)
+    packed[:, :K4] = words.reshape(M // lanes, lanes, K4).transpose(0, 2, 1)
+    packed[:, K4] = b.astype(np.int64).sum(axis=0).astype(np.int32).reshape(M // lanes, lanes)
+    return packed
+
+
+def _compute_matmul_quads(cfg, A, B, za, N, K, M):
+    lanes = vector_lanes(_ACC)
+    K4 = -(-K // 4)
+    if B.dtype == _ACC:
+        words = B
+
+        def column_sum(m):
+            return B[m // lanes, K4, m % lanes]
+    else:
+        def byte_of_b(k, m):
+            value = B[te.min(k, K - 1), m].astype(_ACC).astype("uint32") % 256
+            return te.if_then_else(k < K, value, te.const(0, "uint32")) if K % 4 else value
+
+        words = te.compute(
+            (M // lanes, K4, lanes),
+            lambda o, k4, lane: _byte_word([byte_of_b(4 * k4 + i, o * lanes + lane)
+                                            for i in range(4)]),
+            name="b_quads", tag=QUADS_KERNEL_TAG)
+        rk = te.reduce_axis((0, K), name="rk")
+        sums = te.compute((M,), lambda m: te.sum(B[rk, m].astype(_ACC), axis=rk),
+                          name="b_sums", tag=QUADS_KERNEL_TAG)
+
+        def column_sum(m):
+            return sums[m]
+    define_qnn_matmul_quads_knobs(cfg, N, M)
+    signed = A.dtype == "int8"
+    shift = 128 if signed else 0
+    zero_byte = (za + shift).astype("uint32")
+
+    def byte_of_a(n, k):
+        value = (A[n, te.min(k, K - 1) if K % 4 else k].astype(_ACC) + shift).astype("uint32")
+        return te.if_then_else(k < K, value, zero_byte) if K % 4 else value
+
+    a_quads = te.compute((N, K4), lambda n, k4: _byte_word([byte_of_a(n, 4 * k4 + i)
+                                                            for i in range(4)]),
+                         name="a_quads", tag=QUADS_DATA_TAG)
+    rk4 = te.reduce_axis((0, K4), name="rk4")
+    tiles = te.compute(
+        (N, M // lanes, lanes),
+        lambda n, o, lane: te.sum(te.dot4_u8s8(a_quads[n, rk4], words[o, rk4, lane]),
+                                  axis=rk4),
+        name="qnn_matmul_tiles", tag=MATMUL_TILES_TAG)
+    return te.compute(
+        (N, M), lambda n, m: tiles[n, m // lanes, m % lanes] - (za + shift) * column_sum(m),
+        name="qnn_matmul", tag="qnn_matmul")
+
+
+def _schedule_matmul_quads(cfg, s, out, local, what):
+    """Tiles of ``rows`` rows by ``col_vectors`` vectors of columns in parallel, each
+    accumulated over k's quads in registers."""
+    lanes = vector_lanes(_ACC)
+    schedule_injective_stage(s, find_anchor(out, QUADS_DATA_TAG, what).output(0))
+    i, j = s[out].op.axis
+    io, ii = s[out].split(i, factor=cfg["rows"].val)
+    jo, ji = s[out].split(j, factor=lanes * cfg["col_vectors"].val)
+    jv, jl = s[out].split(ji, factor=lanes)
+    s[out].reorder(io, jo, ii, jv, jl)
+    tile = s[out].fuse(io, jo)
+    parallel(s[out], tile)
+    s[out].vectorize(jl)
+    s[local].compute_at(s[out], tile)
+    li, lv, ll = s[local].op.axis
+    (rk4,) = s[local].op.reduce_axis
+    s[local].reorder(rk4, li, lv, ll)
+    s[local].vectorize(ll)
+    s[local].unroll(lv)
+    s[local].unroll(li)
     return s
 
 
@@ -230,15 +363,17 @@ def pack_qnn_conv2d_kernel(kernel: np.ndarray, lanes: int) -> np.ndarray:
 
 
 def _prepack_qnn_conv2d(cfg, kernel, **attrs):
-    """The kernel in the layout the config reads: packed by vectors of channels, or as
-    it is."""
+    """The kernel in the layout the config reads: as quads of input channels, packed by
+    vectors of channels, or as it is."""
+    if "oc_vectors" in cfg:
+        return (pack_qnn_conv2d_quads(kernel, vector_lanes(_ACC)),)
     if cfg["vector"].val == "channels":
         return (pack_qnn_conv2d_kernel(kernel, vector_lanes(_ACC)),)
     return (kernel,)
 
 
 def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
-                       padding=(0, 0, 0, 0), dilation=(1, 1)):
+                       padding=(0, 0, 0, 0), dilation=(1, 1), pairs_fit_int16=False):
     """NCHW ``int32[N, K, OH, OW]``: ``sum (x - x_zero) * (w[k] - w_zero[k])`` over the
     window and the input channels (tag ``"qnn_conv2d"``).
 
@@ -256,8 +391,25 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
         ``[K]`` or None (0, as symmetric int8 weights have).
     strides, padding, dilation : tuple of int
         As :func:`tecomp.topi.conv2d`; padded positions hold the real 0.
+    pairs_fit_int16 : bool
+        The promise of :func:`tecomp.te.dot4_u8s8` for the quads layout: every two
+        adjacent input channels' weights of an output channel and window position sum,
+        by sign, to at most ``32767 / 255`` in magnitude (``lower_quantized_ops`` checks
+        the constant weight).
+
+    Symmetric int8 weights (no ``w_zero``) of whole vectors of output channels take the
+    **quads** layout: the kernel packed
+    by :func:`pack_qnn_conv2d_quads` (or packed by the compute on every call), the
+    input as words of four channels, and each step of the reduction one
+    :func:`tecomp.te.dot4_u8s8` per vector of output channels. Other weights take the
+    ``"pixels"`` or ``"channels"`` layouts.
     """
     what = "qnn_conv2d"
+    if kernel.dtype == _ACC or (kernel.dtype == "int8" and w_zero is None and const_int(
+            kernel.shape[0]) % vector_lanes(_ACC) == 0):
+        _check_operand(what, data, x_zero)
+        return _compute_quads(cfg, data, kernel, x_zero, strides, padding, dilation,
+                              pairs_fit_int16)
     _check_operand(what, data, x_zero)
     _check_operand(what, kernel, w_zero)
     lanes = vector_lanes(_ACC)
@@ -350,7 +502,14 @@ def schedule_qnn_conv2d(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     anchor = find_anchor(out, TILES_TAG, what)
-    local = inline_epilogue(s, out, anchor, what, head=find_anchor(out, "qnn_conv2d", what))
+    # A computed weight's quads and sums are computed before the loop nest.
+    packs = [op for op in ops_of([out]) if getattr(op, "tag", "") == QUADS_KERNEL_TAG]
+    local = inline_epilogue(s, out, anchor, what, head=find_anchor(out, "qnn_conv2d", what),
+                            beside=packs)
+    if "oc_vectors" in cfg:
+        for op in packs:
+            schedule_injective_stage(s, op.output(0))
+        return _schedule_quads(cfg, s, out, local, what)
     lanes = vector_lanes(_ACC)
     pad = find_anchor(out, PAD_TAG, what).output(0)
     schedule_injective_stage(s, pad)
@@ -384,6 +543,187 @@ def schedule_qnn_conv2d(cfg, outs):
     return s
 
 
+# ---- conv2d on quads of input channels -------------------------------------------------------
+
+
+
+def define_qnn_conv2d_quads_knobs(cfg, K, OW):
+    """``oc_vectors`` vectors of output channels by ``rows`` pixels of a row per register
+    tile (one accumulator each). The fallback fills the vector registers: 4 pixels by 2
+    vectors (8 accumulators, 2 weight vectors, the broadcast word and the constants)
+    where there are 16, 6 by 3 where there are 32."""
+    lanes = vector_lanes(_ACC)
+    vectors = K // lanes
+    cfg.define_knob("oc_vectors", [v for v in (1, 2, 3, 4) if vectors % v == 0])
+    cfg.define_knob("rows", [1, 2, 3, 4, 5, 6, 7, 8])
+    if cfg.is_fallback:
+        wide = current_target().num_vector_registers >= 32
+        best_v = 3 if wide else 2
+        cfg.fallback_knob("oc_vectors", max(v for v in (1, 2, 3, 4)[:best_v]
+                                            if vectors % v == 0))
+        rows = 6 if wide else 4
+        # A row narrower than the tile computes padding: take its width where it fits.
+        cfg.fallback_knob("rows", min(OW, rows))
+
+
+def pack_qnn_conv2d_quads(kernel: np.ndarray, lanes: int) -> np.ndarray:
+    """A symmetric int8 OIHW kernel ``[K, C, R, S]`` (K a multiple of ``lanes``) as the
+    int32 ``[K/lanes, C4 + 1, R, S, lanes]`` the quads layout reads (C4 = ceil(C/4)):
+    ``[o, c4, y, x, l]`` holds the weights of input channels ``4*c4 .. 4*c4 + 3`` (0
+    past C) of output channel ``o*lanes + l`` as the bytes of one word; ``[o, C4, 0, 0,
+    l]`` holds the sum of all that channel's weights (the input zero point's share of
+    the product), the rest of that slab 0."""
+    K, C, R, S = kernel.shape
+    C4 = -(-C // 4)
+    quads = np.zeros((K, 4 * C4, R, S), np.int8)
+    quads[:, :C] = kernel
+    words = (quads.reshape(K, C4, 4, R, S).transpose(0, 1, 3, 4, 2).copy()
+             .view(np.int32).reshape(K, C4, R, S))
+    packed = np.zeros((K // lanes, C4 + 1, R, S, lanes), np.int32)
+    packed[:, :C4] = words.reshape(K // lanes, lanes, C4, R, S).transpose(0, 2, 3, 4, 1)
+    sums = kernel.astype(np.int64).reshape(K, -1).sum(axis=1).astype(np.int32)
+    packed[:, C4, 0, 0] = sums.reshape(K // lanes, lanes)
+    return packed
+
+
+def weight_pairs_fit_int16(kernel: np.ndarray) -> bool:
+    """Whether every two adjacent input channels' weights (channels 2j and 2j+1, one
+    output channel and window position) of an int8 OIHW ``kernel`` keep their products
+    with any two uint8 values within int16: the promise ``dot4_u8s8`` can be given
+    (``vpmaddubsw`` then adds them without saturating)."""
+    K, C, R, S = kernel.shape
+    w = np.zeros((K, C + C % 2, R, S), np.int64)
+    w[:, :C] = kernel
+    pairs = w.reshape(K, -1, 2, R, S)
+    high = 255 * np.clip(pairs, 0, None).sum(axis=2)
+    low = 255 * np.clip(pairs, None, 0).sum(axis=2)
+    return bool(high.max(initial=0) <= 32767 and low.min(initial=0) >= -32768)
+
+
+def _byte_word(values) -> te.PrimExpr:
+    """The int32 word whose bytes are ``values`` (four uint32 expressions below 256)."""
+    word = values[0]
+    for i, v in enumerate(values[1:], 1):
+        word = word + v * (1 << (8 * i))
+    return intrin.reinterpret(word, "int32")
+
+
+def _quads_kernel(kernel, lanes: int):
+    """The quads packing of a computed OIHW int8 ``kernel``, as two stages: the words and
+    the sums (what :func:`pack_qnn_conv2d_quads` stores in one array)."""
+    K, C, R, S = (const_int(d) for d in kernel.shape)
+    C4 = -(-C // 4)
+
+    def byte(o, c, y, x):
+        inside = c < C
+        value = kernel[o, te.min(c, C - 1), y, x].astype("int32").astype("uint32") % 256
+        return te.if_then_else(inside, value, te.const(0, "uint32"))
+
+    words = te.compute(
+        (K // lanes, C4, R, S, lanes),
+        lambda o, c4, y, x, lane: _byte_word([byte(o * lanes + lane, 4 * c4 + i, y, x)
+                                              for i in range(4)]),
+        name="kernel_quads", tag=QUADS_KERNEL_TAG)
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+    sums = te.compute((K,), lambda o: te.sum(kernel[o, rc, ry, rx].astype(_ACC),
+                                             axis=[rc, ry, rx]),
+                      name="kernel_sums", tag=QUADS_KERNEL_TAG)
+    return words, (lambda k: sums[k]), C4, K, R, S
+
+
+def _compute_quads(cfg, data, kernel, x_zero, strides, padding, dilation, pairs_fit):
+    what = "qnn_conv2d"
+    lanes = vector_lanes(_ACC)
+    if len(data.shape) != 4 or len(kernel.shape) not in (4, 5):
+        raise ShapeError(f"{what}: data and kernel must be 4-D (NCHW, OIHW), got ranks "
+                         f"{len(data.shape)} and {len(kernel.shape)}")
+    C = const_int(data.shape[1])
+    if kernel.dtype == _ACC:
+        Ko, C41, R, S, kl = (const_int(d) for d in kernel.shape)
+        if kl != lanes or C41 - 1 != -(-C // 4):
+            raise ShapeError(f"{what}: the quads kernel is {list(kernel.shape)}; for {C} "
+                             f"input channels this target reads [K/{lanes}, {-(-C // 4) + 1}"
+                             f", R, S, {lanes}]")
+        words, C4, K = kernel, C41 - 1, Ko * lanes
+
+        def weight_sum(k):
+            return kernel[k // lanes, C4, 0, 0, k % lanes]
+    else:
+        words, weight_sum, C4, K, R, S = _quads_kernel(kernel, lanes)
+    (N, C, H, W, K, KC, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
+        data.shape, [K, C if kernel.dtype == _ACC else const_int(kernel.shape[1]), R, S],
+        strides, padding, dilation, what)
+    if KC != C:
+        raise ShapeError(f"{what}: the kernel reads {KC} input channels, the data has {C} "
+                         "(grouped convolutions are not supported)")
+    define_qnn_conv2d_quads_knobs(cfg, K, OW)
+    rows = cfg["rows"].val
+    OWp = -(-OW // rows) * rows
+    Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
+    top, left = pads[0], pads[1]
+    signed = data.dtype == "int8"
+    zero = (x_zero[()] if len(x_zero.shape) == 0 else x_zero[0]).astype(_ACC)
+    # int8 data is read as uint8 with its top bit flipped (its value plus 128), and so
+    # is its zero point.
+    shift = 128 if signed else 0
+    zero_byte = (zero + shift).astype("uint32")
+
+    def byte(n, c, y, x):
+        conds = _inside_padding(y, x, H, W, Hp, Wp, top, left)
+        if 4 * C4 != C:
+            conds.append(c < C)
+        value = (data[n, te.min(c, C - 1) if 4 * C4 != C else c, y - top, x - left]
+                 .astype(_ACC) + shift).astype("uint32")
+        return te.if_then_else(te.all(*conds), value, zero_byte) if conds else value
+
+    quads = te.compute(
+        (N, C4, Hp, Wp),
+        lambda n, c4, y, x: _byte_word([byte(n, 4 * c4 + i, y, x) for i in range(4)]),
+        name="data_quads", tag=QUADS_DATA_TAG)
+    rc = te.reduce_axis((0, C4), name="rc")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+    # Accumulated with the lanes innermost ([N, K/lanes, OH, OWp, lanes]), so that the
+    # register tile's accumulators are whole vectors.
+    tiles = te.compute(
+        (N, K // lanes, OH, OWp, lanes),
+        lambda n, ko, y, x, kl: te.sum(te.dot4_u8s8(
+            quads[n, rc, y * sh + ry * dh, x * sw + rx * dw], words[ko, rc, ry, rx, kl],
+            pairs_fit), axis=[rc, ry, rx]),
+        name="qnn_conv2d_tiles", tag=TILES_TAG)
+    # Padding holds the zero point, so the zero point's share is the same for every
+    # pixel: the zero point times the channel's weight sum.
+    return te.compute(
+        (N, K, OH, OW),
+        lambda n, k, y, x: tiles[n, k // lanes, y, x, k % lanes]
+        - (zero + shift) * weight_sum(k),
+        name="qnn_conv2d", tag="qnn_conv2d")
+
+
+def _schedule_quads(cfg, s, out, local, what):
+    """The quads layout's loops: (batch, output-channel tile, output row) in parallel;
+    a register tile of ``rows`` pixels by ``oc_vectors`` vectors of channels."""
+    lanes = vector_lanes(_ACC)
+    schedule_injective_stage(s, find_anchor(out, QUADS_DATA_TAG, what).output(0))
+    n, k, y, x = s[out].op.axis
+    ko, ki = s[out].split(k, factor=lanes * cfg["oc_vectors"].val)
+    kv, kl = s[out].split(ki, factor=lanes)
+    xo, xi = s[out].split(x, factor=cfg["rows"].val)
+    s[out].reorder(n, ko, y, xo, xi, kv, kl)
+    parallel(s[out], s[out].fuse(n, ko, y))
+    s[out].vectorize(kl)
+    s[local].compute_at(s[out], xo)
+    _, lkv, _, lx, lkl = s[local].op.axis
+    rc, ry, rx = s[local].op.reduce_axis
+    s[local].reorder(rc, ry, rx, lx, lkv, lkl)
+    s[local].vectorize(lkl)
+    s[local].unroll(lkv)
+    s[local].unroll(lx)
+    return s
+
+
 # ---- templates and strategies ------------------------------------------------------------
 
 
@@ -392,26 +732,46 @@ def schedule_qnn_conv2d(cfg, outs):
 
 
 @template("qnn_matmul")
-def qnn_matmul(N, K, M, dtype="uint8"):
-    """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ B[K, M]`` (symmetric int8 weights,
-    as onnxruntime's quantizer writes them)."""
+def qnn_matmul(N, K, M, dtype="uint8", weight_zero=False):
+    """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ (B[K, M] - b_zero)`` of int8 weights:
+    symmetric ones (no ``b_zero``) of whole vectors of columns in the quads layout (B is
+    then the packed int32 weight of :func:`pack_qnn_matmul_quads`), others as they
+    are, with ``weight_zero`` a zero point per column."""
     cfg = get_config()
+    lanes = vector_lanes(_ACC)
     A = te.placeholder((N, K), dtype, name="A")
-    B = te.placeholder((K, M), "int8", name="B")
     za = te.placeholder((), dtype, name="a_zero")
+    if weight_zero or M % lanes:
+        B = te.placeholder((K, M), "int8", name="B")
+        zb = te.placeholder((M,), "int8", name="b_zero") if weight_zero else None
+        C = compute_qnn_matmul(cfg, A, B, za, zb)
+        return schedule_qnn_matmul(cfg, [C]), [A, B, za] + ([zb] if weight_zero else []) + [C]
+    B = te.placeholder((M // lanes, -(-K // 4) + 1, lanes), _ACC, name="B")
     C = compute_qnn_matmul(cfg, A, B, za)
     return schedule_qnn_matmul(cfg, [C]), [A, B, za, C]
 
 
 @template("qnn_conv2d")
 def qnn_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0, 0, 0),
-               dilation=(1, 1), dtype="uint8"):
-    """Tunable ``qnn_conv2d`` of symmetric int8 weights."""
+               dilation=(1, 1), dtype="uint8", pairs_fit_int16=False, weight_zero=False):
+    """Tunable ``qnn_conv2d`` of int8 weights: symmetric ones in the quads layout (the
+    kernel input is the packed int32 weight of :func:`pack_qnn_conv2d_quads`), or with
+    ``weight_zero`` (a zero point per output channel), or output channels that are not
+    whole vectors, in the pixels / channels layouts."""
     cfg = get_config()
+    K, C, R, S = kernel_shape
+    lanes = vector_lanes(_ACC)
     data = te.placeholder(tuple(data_shape), dtype, name="data")
-    kernel = te.placeholder(tuple(kernel_shape), "int8", name="kernel")
     zx = te.placeholder((), dtype, name="x_zero")
-    out = compute_qnn_conv2d(cfg, data, kernel, zx, None, strides, padding, dilation)
+    if weight_zero or K % lanes:
+        kernel = te.placeholder(tuple(kernel_shape), "int8", name="kernel")
+        zw = te.placeholder((K,), "int8", name="w_zero") if weight_zero else None
+        out = compute_qnn_conv2d(cfg, data, kernel, zx, zw, strides, padding, dilation)
+        args = [data, kernel, zx] + ([zw] if weight_zero else []) + [out]
+        return schedule_qnn_conv2d(cfg, [out]), args
+    kernel = te.placeholder((K // lanes, -(-C // 4) + 1, R, S, lanes), _ACC, name="kernel")
+    out = compute_qnn_conv2d(cfg, data, kernel, zx, None, strides, padding, dilation,
+                             pairs_fit_int16)
     return schedule_qnn_conv2d(cfg, [out]), [data, kernel, zx, out]
 
 
@@ -423,18 +783,29 @@ def _batch_one(shape):
 
 def _qnn_matmul_workload(a_shape, b_shape, *zero_shapes, dtype="uint8"):
     n, k = _batch_one(a_shape)
-    return (n, k, int(b_shape[1]), dtype)
+    return (n, k, int(b_shape[1]), dtype, len(zero_shapes) > 1)
+
+
+def _prepack_qnn_matmul(cfg, b, **attrs):
+    """B as the quads layout reads it, or as it is."""
+    if "col_vectors" in cfg:
+        return (pack_qnn_matmul_quads(b, vector_lanes(_ACC)),)
+    return (b,)
 
 
 def _qnn_conv2d_workload(data_shape, kernel_shape, *zero_shapes, strides=(1, 1),
-                         padding=(0, 0, 0, 0), dilation=(1, 1), dtype="uint8"):
+                         padding=(0, 0, 0, 0), dilation=(1, 1), dtype="uint8",
+                         pairs_fit_int16=False):
+    # A weight zero point (the fourth input) takes the other layouts: another space.
     return (_batch_one(data_shape), tuple(int(d) for d in kernel_shape), tuple(strides),
-            tuple(padding), tuple(dilation), dtype)
+            tuple(padding), tuple(dilation), dtype, bool(pairs_fit_int16),
+            len(zero_shapes) > 1)
 
 
 register_implementation(Implementation(
     "qnn_matmul", "llvm", compute_qnn_matmul, schedule_qnn_matmul,
-    template="qnn_matmul", workload=_qnn_matmul_workload))
+    template="qnn_matmul", workload=_qnn_matmul_workload, prepack=_prepack_qnn_matmul,
+    packed_inputs=(1,)))
 register_implementation(Implementation(
     "qnn_conv2d", "llvm", compute_qnn_conv2d, schedule_qnn_conv2d,
     template="qnn_conv2d", workload=_qnn_conv2d_workload, prepack=_prepack_qnn_conv2d,

@@ -50,6 +50,33 @@ def test_qnn_matmul_is_the_exact_integer_product(a_dtype, b_dtype, per_column, r
              ref.astype("float32") * 0.5)
 
 
+@pytest.mark.parametrize("a_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("n,k,rows,col_vectors", [(5, 37, 4, 2), (1, 64, 1, 1),
+                                                  (9, 6, 3, 2), (16, 128, 6, 1)])
+def test_qnn_matmul_quads_of_symmetric_weights(a_dtype, n, k, rows, col_vectors, rng,
+                                               check_op):
+    # k that is not whole quads (37, 6), rows that are not whole tiles, int8 activations.
+    info = np.iinfo(a_dtype)
+    lanes = qnn.vector_lanes("int32")
+    m = 2 * lanes
+    a = rng.integers(info.min, info.max + 1, (n, k)).astype(a_dtype)
+    b = rng.integers(-128, 128, (k, m)).astype("int8")
+    za = np.array(info.max // 2 - 5, a_dtype)
+    impl = get_implementation("qnn_matmul", "llvm")
+    task = autotune.create_task("qnn_matmul", impl.workload((n, k), (k, m), (),
+                                                            dtype=a_dtype), "llvm")
+    cfg = _config_with(task, rows=rows, col_vectors=col_vectors)
+    (packed,) = impl.prepack(cfg, b)
+    A, ZA = te.placeholder(a.shape, a_dtype, "A"), _zero((), a_dtype, "za")
+    want = (a.astype(np.int64) - int(za)) @ b.astype(np.int64)
+    for B, b_array in ((te.placeholder(packed.shape, "int32", "B"), packed),
+                       (te.placeholder(b.shape, "int8", "B"), b)):  # packed per call
+        C = impl.compute(cfg, A, B, ZA, None)
+        Y = te.compute(C.shape, lambda i, j: C[i, j].astype("float32") * 0.5, name="Y")
+        check_op(impl.schedule(cfg, [Y]), [A, B, ZA], [Y], [a, b_array, za],
+                 want.astype("float32") * 0.5)
+
+
 @pytest.mark.parametrize("stride,pads", [(1, (1, 1, 1, 1)), (2, (0, 1, 2, 0)),
                                          (2, (1, 1, 1, 1))])
 @pytest.mark.parametrize("per_channel", [False, True])
@@ -77,29 +104,74 @@ def _config_with(task, **knobs):
 
 
 @pytest.mark.parametrize("vector", ["pixels", "channels"])
-@pytest.mark.parametrize("weight_zero", [False, True])
-def test_qnn_conv2d_vectorizations_with_a_prepacked_kernel(vector, weight_zero, rng, check_op):
+def test_qnn_conv2d_vectorizations_of_weights_with_a_zero_point(vector, rng, check_op):
     x = rng.integers(0, 256, (1, 8, 5, 6)).astype("uint8")
     w = rng.integers(-128, 128, (16, 8, 3, 3)).astype("int8")
     zx = np.array(200, "uint8")
-    zw = rng.integers(-4, 5, (16,)).astype("int8") if weight_zero else np.zeros(16, "int8")
+    zw = rng.integers(-4, 5, (16,)).astype("int8")
     attrs = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))
     impl = get_implementation("qnn_conv2d", "llvm")
     task = autotune.create_task("qnn_conv2d", impl.workload(
-        x.shape, w.shape, (), dtype="uint8", **attrs), "llvm")
+        x.shape, w.shape, (), zw.shape, dtype="uint8", **attrs), "llvm")
     cfg = _config_with(task, vector=vector, tile_ic=2, rows=4)
     (packed,) = impl.prepack(cfg, w, **attrs)
     assert packed.ndim == (5 if vector == "channels" else 4)
     X = te.placeholder(x.shape, "uint8", "x")
     W = te.placeholder(packed.shape, "int8", "w")
-    ZX, ZW = _zero((), "uint8", "zx"), (_zero((16,), "int8", "zw") if weight_zero else None)
+    ZX, ZW = _zero((), "uint8", "zx"), _zero((16,), "int8", "zw")
     out = impl.compute(cfg, X, W, ZX, ZW, **attrs)
-    ins, arrays = [X, W, ZX], [x, packed, zx]
-    if weight_zero:
-        ins.append(ZW)
-        arrays.append(zw)
-    check_op(impl.schedule(cfg, [out]), ins, [out], arrays,
+    check_op(impl.schedule(cfg, [out]), [X, W, ZX, ZW], [out], [x, packed, zx, zw],
              _reference_conv(x, w, zx, zw, 1, (1, 1, 1, 1)))
+
+
+@pytest.mark.parametrize("data_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("pairs_fit", [False, True])
+@pytest.mark.parametrize("channels,stride,pads,rows,oc_vectors", [
+    (8, 1, (1, 1, 1, 1), 4, 2), (3, 2, (3, 3, 3, 3), 3, 1), (13, 1, (0, 1, 2, 0), 5, 2),
+    (16, 2, (1, 1, 1, 1), 8, 1)])
+def test_qnn_conv2d_quads_of_symmetric_weights(data_dtype, pairs_fit, channels, stride, pads,
+                                               rows, oc_vectors, rng, check_op):
+    # Input channels that are not whole quads (3, 13), partial row tiles, int8 data (read
+    # with its top bit flipped), weights of full range or within the pairs' promise.
+    low, high = (0, 256) if data_dtype == "uint8" else (-128, 128)
+    x = rng.integers(low, high, (1, channels, 9, 11)).astype(data_dtype)
+    bound = 64 if pairs_fit else 128
+    lanes = qnn.vector_lanes("int32")
+    w = rng.integers(-bound, bound, (2 * lanes, channels, 3, 3)).astype("int8")
+    assert qnn.weight_pairs_fit_int16(w) or not pairs_fit
+    zx = np.array(low + 77, data_dtype)
+    attrs = dict(strides=(stride, stride), padding=pads, dilation=(1, 1),
+                 pairs_fit_int16=pairs_fit)
+    impl = get_implementation("qnn_conv2d", "llvm")
+    task = autotune.create_task("qnn_conv2d", impl.workload(
+        x.shape, w.shape, (), dtype=data_dtype, **attrs), "llvm")
+    cfg = _config_with(task, rows=rows, oc_vectors=oc_vectors)
+    (packed,) = impl.prepack(cfg, w, **attrs)
+    assert packed.dtype == np.int32
+    X = te.placeholder(x.shape, data_dtype, "x")
+    W = te.placeholder(packed.shape, "int32", "w")
+    ZX = _zero((), data_dtype, "zx")
+    out = impl.compute(cfg, X, W, ZX, None, **attrs)
+    want = _reference_conv(x, w, zx, np.zeros((), "int8"), stride, pads)
+    check_op(impl.schedule(cfg, [out]), [X, W, ZX], [out], [x, packed, zx], want)
+    # A computed weight: packed by the kernel on every call, to the same result.
+    W = te.placeholder(w.shape, "int8", "w")
+    out = impl.compute(cfg, X, W, ZX, None, **attrs)
+    check_op(impl.schedule(cfg, [out]), [X, W, ZX], [out], [x, w, zx], want)
+
+
+def test_weights_whose_pairs_fit_int16():
+    w = np.zeros((1, 4, 1, 1), "int8")
+    w[0, :2, 0, 0] = 64  # 255 * 128 = 32640 fits
+    assert qnn.weight_pairs_fit_int16(w)
+    w[0, :2, 0, 0] = 65  # 255 * 130 does not
+    assert not qnn.weight_pairs_fit_int16(w)
+    w[0, :2, 0, 0] = (127, -128)  # opposite signs never add up
+    assert qnn.weight_pairs_fit_int16(w)
+    w[0, :4, 0, 0] = (0, 127, 127, 0)  # channels 1 and 2 are in different pairs
+    assert qnn.weight_pairs_fit_int16(w)
+    w[0, 2:4, 0, 0] = -65
+    assert not qnn.weight_pairs_fit_int16(w)
 
 
 def test_qnn_operands_must_be_8_bit_with_matching_zero_points():

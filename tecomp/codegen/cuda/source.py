@@ -272,6 +272,12 @@ class KernelEmitter:
             src, dst = c_type(e.args[0].dtype), c_type(d)
             fn = _REINTERPRET.get((src, dst))
             return f"{fn}({args[0]})" if fn else f"(({dst})({args[0]}))"
+        if e.name.startswith("dot4_u8s8"):
+            # __dp4a multiplies signed bytes: a's unsigned bytes are its bytes with the
+            # top bit flipped, plus 128, so the sum is dp4a(a ^ 0x80..80, b) + 128 * sum(b).
+            a, b = args
+            return (f"(__dp4a((int)((unsigned)({a}) ^ 0x80808080u), {b}, 0) + "
+                    f"128 * __dp4a(0x01010101, {b}, 0))")
         if e.name == "sigmoid":
             return self._math(d, lambda x: f"(1.0f / (1.0f + expf(-{x})))",
                               lambda x: f"(1.0 / (1.0 + exp(-{x})))", args)

@@ -23,7 +23,7 @@ X86_BF16_CPUS = frozenset({
 })
 
 
-def _feature_state(target, feature: str):
+def feature_state(target, feature: str):
     """True/False where the target's -mattr turns ``feature`` on/off; None otherwise."""
     state = None
     for a in getattr(target, "mattr", ()):
@@ -44,7 +44,7 @@ def has_bf16(target) -> bool:
     ``vdpbf16ps``) on x86, FEAT_BF16 (``bfcvt``, ``bfdot``) on AArch64. Named by
     ``-mattr`` or implied by ``-mcpu``."""
     feature = bf16_feature(target)
-    state = _feature_state(target, feature)
+    state = feature_state(target, feature)
     if state is not None:
         return state
     return feature == "avx512bf16" and getattr(target, "mcpu", "") in X86_BF16_CPUS

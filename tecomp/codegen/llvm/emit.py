@@ -41,6 +41,7 @@ from . import types as T
 from .alias import AliasScopes
 from .allocate import Allocations
 from .bfloat import BFloat16Values
+from .int8_dot import DOT_CALLS
 from .builder import Builder
 from .checks import RunTimeChecks
 from .index import IndexArith
@@ -279,7 +280,14 @@ class Emitter:
     def _binary(self, e):
         return self._arith(e, self.ev(e.a), self.ev(e.b))
 
-    ev_Add = ev_Sub = ev_Mul = ev_Div = ev_FloorDiv = ev_FloorMod = ev_Min = ev_Max = _binary
+    def ev_Add(self, e):
+        # acc + dot4: one vpdpbusd where the CPU has it (LLVM does not fold the add).
+        for dot, addend in ((e.b, e.a), (e.a, e.b)):
+            if type(dot) is E.Call and dot.name in DOT_CALLS:
+                return self.math.dot(dot, addend)
+        return self._binary(e)
+
+    ev_Sub = ev_Mul = ev_Div = ev_FloorDiv = ev_FloorMod = ev_Min = ev_Max = _binary
 
     def _cmp(self, e):
         b = self.builder

@@ -8,6 +8,7 @@ from ...errors import UnsupportedOpError
 from ...ir import dtype as dt
 from . import types as T
 from . import vmath
+from .int8_dot import DOT_CALLS, Int8Dot
 from .ir import Val
 
 #: Calls that are one LLVM intrinsic (``llvm.<name>.<type>``).
@@ -30,6 +31,15 @@ class MathCalls:
     def __init__(self, emitter):
         self.em = emitter
         self.b = emitter.builder
+        self.int8 = Int8Dot(emitter)
+
+    def dot(self, e, addend=None) -> Val:
+        """The ``dot4_u8s8`` call ``e``, plus ``addend`` (an expression, or None)."""
+        a, b = self.b.unify(*[self.em.ev(x) for x in e.args])
+        acc = None
+        if addend is not None:
+            acc, a, b = self.b.unify(self.em.ev(addend), a, b)
+        return self.int8.dot(e.name, a, b, acc)
 
     def call(self, e) -> Val:
         """The math call ``e`` (a float dtype; vectors of float32 and float16 by ``vmath``
@@ -38,6 +48,8 @@ class MathCalls:
         d = e.dtype
         if name == "reinterpret":
             return self._reinterpret(e)
+        if name in DOT_CALLS:
+            return self.dot(e)
         if name in _BITWISE and dt.is_int(d):
             return self._bitwise(name, d, self.b.unify(*[self.em.ev(a) for a in e.args]))
         if not dt.is_float(d):

@@ -34,6 +34,7 @@ import numpy as np
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
+from ...topi.qnn import weight_pairs_fit_int16
 from .rewrite import replace_values
 
 QUANTIZED = ("uint8", "int8")
@@ -96,14 +97,40 @@ class _Emitter:
         """The zero point of ``q``: ``zero``, or a constant 0 of ``q``'s dtype."""
         if zero is not None:
             return zero
-        return self.const(np.zeros((), self.graph.types[q].dtype), "zero")
+        return self.const(np.zeros((), self.dtype(q)), "zero")
 
-    def weight_zero(self, zero: str | None) -> list:
+    def weight_zero(self, zero: str | None, weight: str | None = None) -> list:
         """The weight's zero point as the product's last input: none where it is a
-        constant 0 (symmetric weights), which the kernels then do not subtract."""
-        if zero is None or (zero in self.graph.consts and not np.any(self.graph.consts[zero])):
+        constant 0 (symmetric weights), which the kernels then do not subtract, except
+        for a ``weight`` that is not int8 (only int8 weights take the convolution's
+        symmetric kernels)."""
+        value = self.value(zero) if zero is not None else None
+        symmetric = zero is None or (value is not None and not np.any(value))
+        if symmetric and (weight is None or self.dtype(weight) == "int8"):
             return []
-        return [zero]
+        return [zero if zero is not None else self.zero(weight, None)]
+
+    def value(self, name: str):
+        """The array of constant ``name`` (one of the graph's or a new one), or None."""
+        return self.consts.get(name, self.graph.consts.get(name))
+
+    def dtype(self, name: str) -> str:
+        value = self.consts.get(name)
+        return str(value.dtype) if value is not None else self.graph.types[name].dtype
+
+    def signed_weight(self, q: str, zero: str | None) -> tuple:
+        """``(q, zero)`` of a constant uint8 weight as int8 (``q - 128`` and ``zero -
+        128``, the same real values), so that a symmetric uint8 weight (zero point 128)
+        takes the symmetric int8 kernels; other weights are returned as they are."""
+        value = self.value(q)
+        if (value is None or value.dtype != np.uint8
+                or (zero is not None and self.value(zero) is None)):
+            return q, zero
+        shift = np.int16(128)
+        w = (value.astype(np.int16) - shift).astype(np.int8)
+        z = np.asarray(self.value(zero)) if zero is not None else np.zeros((), "uint8")
+        return (self.const(w, "weight"),
+                self.const((z.astype(np.int16) - shift).astype(np.int8), "weight_zero"))
 
     def rescale(self, acc: str, scale: np.ndarray, shape: tuple, output: str | None) -> str:
         """``cast(acc, float) * scale`` (``scale`` reshaped to ``shape``); the multiply
@@ -127,8 +154,12 @@ def _conv2d(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
     if xo is None or wo is None:
         return False
     (xq, sx, zx), (wq, sw, zw) = xo, wo
-    acc = em.emit("qnn_conv2d", [xq, wq, em.zero(xq, zx), *em.weight_zero(zw)],
-                  **{k: v for k, v in node.attrs.items() if k != "groups"})
+    wq, zw = em.signed_weight(wq, zw)
+    attrs = {k: v for k, v in node.attrs.items() if k != "groups"}
+    weight = em.value(wq)
+    if weight is not None and weight.dtype == np.int8:
+        attrs["pairs_fit_int16"] = weight_pairs_fit_int16(np.asarray(weight))
+    acc = em.emit("qnn_conv2d", [xq, wq, em.zero(xq, zx), *em.weight_zero(zw, wq)], **attrs)
     scale = sx * sw
     em.rescale(acc, scale, (-1, 1, 1) if scale.ndim else (), node.outputs[0])
     return True
@@ -149,7 +180,9 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
         # the transpose of a dequantized B[K, M] (the Gemm converter's, transB=0).
         bo = _operand(graph, producers, b, sb[0], 0)
         if bo is not None:
-            bq = em.emit("transpose", [bo[0]], perm=(1, 0))
+            w = em.value(bo[0])
+            bq = (em.const(w.T, "weight") if w is not None
+                  else em.emit("transpose", [bo[0]], perm=(1, 0)))
         else:
             t = producers.get(b)
             if t is None or t.op != "transpose" or tuple(t.attrs.get("perm") or (1, 0)) != (
@@ -165,10 +198,11 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
             return False
         bq = bo[0]
     _, s_b, zb = bo
+    bq, zb = em.signed_weight(bq, zb)
     rows = aq
     if len(sa) > 2:
         rows = em.emit("reshape", [aq], newshape=(dims.product(sa[:-1]), sa[-1]))
-    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb)])
+    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb, bq)])
     out = node.outputs[0]
     if len(sa) > 2:
         # Reshaped back before the rescale (sink_reshapes moves it below the epilogue).
