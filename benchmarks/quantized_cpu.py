@@ -3,6 +3,7 @@ int8 runs, the same threads and shapes, in one process, paired.
 
     python benchmarks/quantized_cpu.py                       # ResNet-18, 224x224, batch 1
     python benchmarks/quantized_cpu.py --image 112 --rounds 9 --threads 2
+    python benchmarks/quantized_cpu.py --tuning-records resnet18_int8.json
 
 The float model is ``tecomp.testing.models.resnet`` (random weights); it is quantized
 here with ``onnxruntime.quantization.quantize_static`` (QDQ format, uint8 activations,
@@ -23,12 +24,14 @@ from __future__ import annotations
 import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
+import contextlib
 import statistics
 import time
 
 import numpy as np
 from onnx import numpy_helper
 
+from tecomp import autotune
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.testing import models
@@ -52,6 +55,8 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=8, help="calibration images")
     parser.add_argument("--full-range", action="store_true",
                         help="8-bit weights (reduce_range=False)")
+    parser.add_argument("--tuning-records", default=None,
+                        help="a tuning log (`tecomp tune` of the quantized model) to build with")
     fair.add_thread_option(parser)
     args = parser.parse_args()
     fair.use_threads(args.threads)
@@ -69,7 +74,9 @@ def main() -> None:
 
     t0 = time.perf_counter()
     mod, params = from_onnx(qmodel)
-    lib = build(mod, target="llvm", params=params)
+    with (autotune.apply_history_best(args.tuning_records) if args.tuning_records
+          else contextlib.nullcontext()):
+        lib = build(mod, target="llvm", params=params)
     compile_s = time.perf_counter() - t0
     ours = GraphModule(lib)
     ort_f32 = fair.ort_session(model, args.threads)
@@ -86,7 +93,8 @@ def main() -> None:
     ms = {k: 1e3 * statistics.median(v) for k, v in times.items()}
     print(f"model           : ResNet (depths {depths}), {args.image}x{args.image}, batch 1, "
           f"quantize_static QDQ per channel, reduce_range={not args.full_range}")
-    print(f"compile         : {compile_s:.1f} s (import + build)")
+    print(f"compile         : {compile_s:.1f} s (import + build"
+          f"{', tuned' if args.tuning_records else ', untuned'})")
     print(f"latency (ms)    : tecomp int8 {ms['tecomp_int8']:.2f}, onnxruntime float32 "
           f"{ms['ort_f32']:.2f}, onnxruntime int8 {ms['ort_int8']:.2f}")
     def ratio(ours, ref):

@@ -5,14 +5,19 @@ products elsewhere, one lane), and ``vpdpbusd`` where the CPU has VNNI."""
 import numpy as np
 import pytest
 from cg_helpers import X86_AVX2, X86_AVX512, build, elementwise, split_vectorized
+from util import callable_module, target_unavailable
 
 from tecomp import Target, te
-from tecomp.codegen.llvm.int8_dot import has_vnni
+from tecomp.codegen.llvm.int8_dot import arm_dot_feature, has_vnni
 from tecomp.ir import semantics
 
 #: Built, never run: CPUs with AVX512-VNNI and with AVX-VNNI.
 ZEN4 = "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4"
 ALDER_LAKE = "llvm -mtriple=x86_64-linux-gnu -mcpu=alderlake"
+#: Run under qemu-user: usdot, sdot twice, and the widened products.
+ARM = ("llvm -mtriple=aarch64-linux-gnu -mattr=+i8mm",
+       "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod",
+       "llvm -mtriple=aarch64-linux-gnu")
 
 
 def _words(rng, n, weight_bound=128):
@@ -36,17 +41,20 @@ def _accumulate(pairs_fit, lanes):
     return split_vectorized(fn, lanes=lanes, dtype="int32", nin=3)
 
 
-@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64"])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=x86-64", *ARM])
 @pytest.mark.parametrize("lanes", [1, 4, 8, 16])
 @pytest.mark.parametrize("pairs_fit", [False, True])
 def test_dot4_is_the_exact_sum_of_four_products(rng, target, lanes, pairs_fit):
     # x86-64 (SSE2) has no vpmaddubsw: the widened products. A promise is only given
     # for weights that keep it (-64 <= w < 64).
+    reason = target_unavailable(target)
+    if reason:
+        pytest.skip(reason)
     a, b = _words(rng, 45, 64 if pairs_fit else 128)
     acc = rng.integers(-(2**20), 2**20, 45).astype(np.int32)
     out = np.empty(45, np.int32)
-    build(_accumulate(pairs_fit, lanes), target)(a.view(np.int32).ravel(),
-                                                 b.view(np.int32).ravel(), acc, out)
+    f = callable_module(build(_accumulate(pairs_fit, lanes), target))
+    f(a.view(np.int32).ravel(), b.view(np.int32).ravel(), acc, out)
     assert np.array_equal(out, _reference(a, b, acc))
 
 
@@ -65,6 +73,18 @@ def test_vnni_cpus_accumulate_in_one_instruction():
     assert "vpdpbusd" in _asm(ZEN4)
     assert "{vex}" in _asm(ALDER_LAKE) and "vpdpbusd" in _asm(ALDER_LAKE)
     assert "vpmaddubsw" not in _asm(ZEN4)
+
+
+def test_aarch64_dot_instructions():
+    assert "usdot" in _asm(ARM[0], lanes=4)
+    dotprod = _asm(ARM[1], lanes=4)
+    assert "sdot" in dotprod and "usdot" not in dotprod
+    assert "dot" not in _asm(ARM[2], lanes=4)
+    assert arm_dot_feature(Target("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1")) == (
+        "dotprod")
+    assert arm_dot_feature(Target("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-v1")) == (
+        "i8mm")
+    assert arm_dot_feature(Target(X86_AVX2)) is None
 
 
 def test_avx2_pair_sums_take_twice_the_instructions_without_the_promise():

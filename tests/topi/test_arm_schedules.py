@@ -8,6 +8,7 @@ from util import qemu_runner, target_unavailable
 
 import tecomp
 from tecomp import autotune
+from tecomp.topi import qnn
 
 AARCH64 = "llvm -mtriple=aarch64-linux-gnu"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -78,3 +79,28 @@ def test_templates_compute_the_right_numbers_on_aarch64(name, args, rng):
     rmod(*inputs, out)
     want = inputs[0] @ inputs[1] if name == "matmul" else _conv_ref(*inputs)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("feature", ["dotprod", "i8mm"])
+def test_int8_conv2d_runs_on_dot_products_on_aarch64(feature, rng):
+    # The quads layout: sdot (twice, on flipped bytes) or usdot per vector of channels.
+    target = f"llvm -mtriple=aarch64-linux-gnu -mattr=+{feature}"
+    reason = target_unavailable(target)
+    if reason:
+        pytest.skip(reason)
+    x = rng.integers(0, 256, (1, 12, 7, 9)).astype("uint8")
+    w = rng.integers(-128, 128, (8, 12, 3, 3)).astype("int8")
+    args = (x.shape, w.shape, (1, 1), (1, 1, 1, 1), (1, 1), "uint8", False, False)
+    task = autotune.create_task("qnn_conv2d", args=args, target=target)
+    s, tensors = task.instantiate(task.default_config)
+    mod = tecomp.build(s, tensors, target=target)
+    asm = mod.get_source("asm")
+    assert ("usdot" if feature == "i8mm" else "sdot") in asm
+    packed = qnn.pack_qnn_conv2d_quads(w, 4)
+    zx = np.array(100, "uint8")
+    out = np.zeros((1, 8, 7, 9), "int32")
+    qemu_runner("aarch64").load_module(mod)(x, packed, zx, out)
+    xs = np.pad(x.astype(np.int64) - 100, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("bchw,fc->bfhw", xs[:, :, ry:ry + 7, rx:rx + 9], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
+    np.testing.assert_array_equal(out, want)

@@ -13,8 +13,12 @@ The instruction depends on the CPU (LLVM does not form any of them from a loop n
   the result. Otherwise the unsigned operand is split into its nibbles, whose pairs
   always fit (15 * 128 * 2 < 2**15), and the high half's sums are scaled by 16 in the
   ``vpmaddwd``: exact at twice the instructions.
-- **Elsewhere** (AArch64, RISC-V, a single lane): the products widened to 32 bits and
-  each quad summed with shuffles, which LLVM schedules as it can.
+- **AArch64**: ``usdot`` (FEAT_I8MM) adds the four products to each lane of four, as
+  ``vpdpbusd`` does; with only ``sdot`` (FEAT_DotProd, signed x signed) the uint8 bytes
+  are flipped to int8 (their value minus 128) and the 128 times the int8 bytes' sum that
+  this takes away is added back by a second ``sdot``.
+- **Elsewhere** (RISC-V, x86 without SSSE3, a single lane): the products widened to 32
+  bits and each quad summed with shuffles, which LLVM schedules as it can.
 """
 
 from __future__ import annotations
@@ -33,6 +37,18 @@ X86_VNNI_CPUS = frozenset({
     "diamondrapids", "alderlake", "raptorlake", "meteorlake", "arrowlake", "arrowlake-s",
     "lunarlake", "pantherlake", "gracemont", "sierraforest", "grandridge",
     "clearwaterforest", "znver4", "znver5",
+})
+
+#: AArch64 CPUs (LLVM's names) with FEAT_DotProd (``sdot``) and with FEAT_I8MM
+#: (``usdot``, which implies the former here).
+ARM_DOTPROD_CPUS = frozenset({
+    "cortex-a55", "cortex-a65", "cortex-a75", "cortex-a76", "cortex-a77", "cortex-a78",
+    "cortex-x1", "neoverse-n1", "neoverse-e1", "apple-a13", "apple-m1",
+})
+ARM_I8MM_CPUS = frozenset({
+    "neoverse-v1", "neoverse-n2", "neoverse-v2", "neoverse-v3", "neoverse-n3",
+    "cortex-a510", "cortex-a710", "cortex-a715", "cortex-a720", "cortex-x2", "cortex-x3",
+    "cortex-x4", "apple-m2", "apple-m3", "apple-m4", "grace",
 })
 
 #: (vpmaddubsw, vpmaddwd) by the bits of the vector.
@@ -56,6 +72,20 @@ def has_vnni(target, bits: int) -> bool:
         return avx512
     avx = feature_state(target, "avxvnni")
     return avx512 or (by_cpu and not wide if avx is None else avx)
+
+
+def arm_dot_feature(target) -> str | None:
+    """``"i8mm"`` (``usdot``), ``"dotprod"`` (``sdot``) or None: what an AArch64
+    ``target`` has for four-byte dot products, named by ``-mattr`` or implied by
+    ``-mcpu``."""
+    if getattr(target, "target_arch", "") != "aarch64":
+        return None
+    cpu = getattr(target, "mcpu", "")
+    for feature, cpus in (("i8mm", ARM_I8MM_CPUS), ("dotprod", ARM_DOTPROD_CPUS | ARM_I8MM_CPUS)):
+        state = feature_state(target, feature)
+        if state or (state is None and cpu in cpus):
+            return feature
+    return None
 
 
 def _has_pair_sums(target, bits: int) -> bool:
@@ -84,6 +114,9 @@ class Int8Dot:
         bits = 32 * lanes
         if lanes > 1 and has_vnni(self.target, bits):
             return self._vnni(a, b, acc)
+        arm = arm_dot_feature(self.target)
+        if arm is not None and lanes % 4 == 0:
+            return self._by_quads_of_lanes(lambda *v: self._arm(arm, *v), a, b, acc)
         if lanes > 1 and _has_pair_sums(self.target, bits):
             r = self._pair_sums(a, b, DOT_CALLS[name])
         else:
@@ -107,6 +140,39 @@ class Int8Dot:
         acc = acc or self.b.const(0, "int32", lanes)
         return self._call(f"llvm.x86.avx512.vpdpbusd.{32 * lanes}", "i32", lanes,
                           [acc, self._bytes(a), self._bytes(b)])
+
+    def _by_quads_of_lanes(self, dot, a: Val, b: Val, acc: Val | None) -> Val:
+        """``dot(a, b, acc)`` on each 128-bit quarter (four lanes) of the operands, the
+        results joined again."""
+        b_ = self.b
+        lanes = a.lanes
+        if lanes == 4:
+            return dot(a, b, acc)
+        parts = []
+        for start in range(0, lanes, 4):
+            mask = list(range(start, start + 4))
+            part = [b_.shuffle(v, v, "i32", mask) if v is not None else None
+                    for v in (a, b, acc)]
+            parts.append(dot(*part))
+        while len(parts) > 1:
+            parts = [b_.shuffle(x, y, "i32", list(range(2 * x.lanes)))
+                     for x, y in zip(parts[::2], parts[1::2])]
+        return parts[0]
+
+    def _arm(self, feature: str, a: Val, b: Val, acc: Val | None) -> Val:
+        """Four lanes by ``usdot``, or by two ``sdot`` on the flipped uint8 bytes."""
+        b_ = self.b
+        acc = acc or b_.const(0, "int32", 4)
+        ab, wb = self._bytes(a), self._bytes(b)
+        if feature == "i8mm":
+            return self._call("llvm.aarch64.neon.usdot.v4i32.v16i8", "i32", 4, [acc, ab, wb])
+        sdot = "llvm.aarch64.neon.sdot.v4i32.v16i8"
+        top = b_.const(-128, "int8", 16)
+        flipped = b_.val(f"xor {ab.vty} {ab.ref}, {top.ref}", "i8", 16)
+        shifted = self._call(sdot, "i32", 4, [acc, flipped, wb])
+        # sum(-128 * b) is -128 times the bytes' sum: subtracting it adds 128 * sum(b).
+        lost = self._call(sdot, "i32", 4, [b_.const(0, "int32", 4), top, wb])
+        return b_.val(f"sub <4 x i32> {shifted.ref}, {lost.ref}", "i32", 4)
 
     def _pair_sums(self, a: Val, b: Val, pairs_fit: bool) -> Val:
         """``vpmaddubsw`` then ``vpmaddwd``; without ``pairs_fit``, once per nibble of
