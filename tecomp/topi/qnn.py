@@ -119,7 +119,7 @@ def define_qnn_matmul_knobs(cfg, N, K, M):
         cfg.fallback_knob("tile_k", 4 if K >= 4 else 1)
 
 
-def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
+def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None, pairs_fit_int16=False):
     """``int32[N, M] = sum_k (A[n, k] - a_zero) * (B[k, m] - b_zero[m])`` (tag
     ``"qnn_matmul"``).
 
@@ -132,6 +132,13 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
     a_zero, b_zero : Tensor
         The zero points, of A's and B's dtypes: ``a_zero`` a scalar (or one element),
         ``b_zero`` a scalar or ``[M]``, or None (0, as symmetric int8 weights have).
+    pairs_fit_int16 : bool
+        The promise of :func:`tecomp.te.dot4_u8s8` for the quads layout: B's rows 2j and
+        2j+1 of a column sum, by sign, to at most ``32767 / 255`` in magnitude.
+
+    Symmetric int8 B (no ``b_zero``) of whole vectors of columns takes the **quads**
+    layout: B packed by :func:`pack_qnn_matmul_quads` (or by the compute on every call),
+    A read as words of four k, one :func:`tecomp.te.dot4_u8s8` per vector of columns.
 
     Raises
     ------
@@ -159,7 +166,7 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None):
     za = _zero_reader(what, a_zero, None, "row")(0)
     zb = _zero_reader(what, b_zero, M, "column")
     if B.dtype == _ACC or (B.dtype == "int8" and zb is None and M % vector_lanes(_ACC) == 0):
-        return _compute_matmul_quads(cfg, A, B, za, N, K, M)
+        return _compute_matmul_quads(cfg, A, B, za, N, K, M, pairs_fit_int16)
     define_qnn_matmul_knobs(cfg, N, K, M)
     k = te.reduce_axis((0, K), name="k")
     return te.compute(
@@ -253,7 +260,7 @@ def pack_qnn_matmul_quads(b: np.ndarray, lanes: int) -> np.ndarray:
     return packed
 
 
-def _compute_matmul_quads(cfg, A, B, za, N, K, M):
+def _compute_matmul_quads(cfg, A, B, za, N, K, M, pairs_fit):
     lanes = vector_lanes(_ACC)
     K4 = -(-K // 4)
     if B.dtype == _ACC:
@@ -282,17 +289,27 @@ def _compute_matmul_quads(cfg, A, B, za, N, K, M):
     shift = 128 if signed else 0
     zero_byte = (za + shift).astype("uint32")
 
-    def byte_of_a(n, k):
-        value = (A[n, te.min(k, K - 1) if K % 4 else k].astype(_ACC) + shift).astype("uint32")
-        return te.if_then_else(k < K, value, zero_byte) if K % 4 else value
+    # Rows are computed in whole register tiles, from A's words padded with its zero
+    # point: the reduction has no condition where N is not a multiple of them (or is
+    # symbolic), and out crops the rows past N.
+    rows = cfg["rows"].val
+    Np = -(-N // rows) * rows if isinstance(N, int) else (N + rows - 1) // rows * rows
+    padded_rows = not (isinstance(N, int) and N % rows == 0)
 
-    a_quads = te.compute((N, K4), lambda n, k4: _byte_word([byte_of_a(n, 4 * k4 + i)
-                                                            for i in range(4)]),
+    def byte_of_a(n, k):
+        conds = ([k < K] if K % 4 else []) + ([n < N] if padded_rows else [])
+        row = te.min(n, N - 1) if padded_rows else n
+        value = (A[row, te.min(k, K - 1) if K % 4 else k].astype(_ACC) + shift
+                 ).astype("uint32")
+        return te.if_then_else(te.all(*conds), value, zero_byte) if conds else value
+
+    a_quads = te.compute((Np, K4), lambda n, k4: _byte_word([byte_of_a(n, 4 * k4 + i)
+                                                             for i in range(4)]),
                          name="a_quads", tag=QUADS_DATA_TAG)
     rk4 = te.reduce_axis((0, K4), name="rk4")
     tiles = te.compute(
-        (N, M // lanes, lanes),
-        lambda n, o, lane: te.sum(te.dot4_u8s8(a_quads[n, rk4], words[o, rk4, lane]),
+        (Np, M // lanes, lanes),
+        lambda n, o, lane: te.sum(te.dot4_u8s8(a_quads[n, rk4], words[o, rk4, lane], pairs_fit),
                                   axis=rk4),
         name="qnn_matmul_tiles", tag=MATMUL_TILES_TAG)
     return te.compute(
@@ -732,7 +749,7 @@ def _schedule_quads(cfg, s, out, local, what):
 
 
 @template("qnn_matmul")
-def qnn_matmul(N, K, M, dtype="uint8", weight_zero=False):
+def qnn_matmul(N, K, M, dtype="uint8", weight_zero=False, pairs_fit_int16=False):
     """Tunable ``int32[N, M] = (A[N, K] - a_zero) @ (B[K, M] - b_zero)`` of int8 weights:
     symmetric ones (no ``b_zero``) of whole vectors of columns in the quads layout (B is
     then the packed int32 weight of :func:`pack_qnn_matmul_quads`), others as they
@@ -747,7 +764,7 @@ def qnn_matmul(N, K, M, dtype="uint8", weight_zero=False):
         C = compute_qnn_matmul(cfg, A, B, za, zb)
         return schedule_qnn_matmul(cfg, [C]), [A, B, za] + ([zb] if weight_zero else []) + [C]
     B = te.placeholder((M // lanes, -(-K // 4) + 1, lanes), _ACC, name="B")
-    C = compute_qnn_matmul(cfg, A, B, za)
+    C = compute_qnn_matmul(cfg, A, B, za, None, pairs_fit_int16)
     return schedule_qnn_matmul(cfg, [C]), [A, B, za, C]
 
 
@@ -781,9 +798,9 @@ def _batch_one(shape):
     return (first, *(int(d) for d in shape[1:]))
 
 
-def _qnn_matmul_workload(a_shape, b_shape, *zero_shapes, dtype="uint8"):
+def _qnn_matmul_workload(a_shape, b_shape, *zero_shapes, dtype="uint8", pairs_fit_int16=False):
     n, k = _batch_one(a_shape)
-    return (n, k, int(b_shape[1]), dtype, len(zero_shapes) > 1)
+    return (n, k, int(b_shape[1]), dtype, len(zero_shapes) > 1, bool(pairs_fit_int16))
 
 
 def _prepack_qnn_matmul(cfg, b, **attrs):

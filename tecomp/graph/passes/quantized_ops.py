@@ -202,7 +202,10 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
     rows = aq
     if len(sa) > 2:
         rows = em.emit("reshape", [aq], newshape=(dims.product(sa[:-1]), sa[-1]))
-    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb, bq)])
+    weight = em.value(bq)
+    attrs = ({"pairs_fit_int16": weight_pairs_fit_int16(np.asarray(weight).T[:, :, None, None])}
+             if weight is not None and weight.dtype == np.int8 else {})
+    acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb, bq)], **attrs)
     out = node.outputs[0]
     if len(sa) > 2:
         # Reshaped back before the rescale (sink_reshapes moves it below the epilogue).
