@@ -165,3 +165,56 @@ def test_lowered_conv_computes_the_dequantized_convolution(rng):
             want += np.einsum("nchw,kc->nkhw", xp[:, :, dy:dy + 6, dx:dx + 6], w[:, :, dy, dx])
     (got,) = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm"))(xq=xq)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def _qdq_conv_of(wq, zw=None, channels=16):
+    """DequantizeLinear(xq, 0.5, 3) and DequantizeLinear(wq, 0.1[, zw]) -> Conv 3x3."""
+    inits = [numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(np.float32(0.5), "sx"),
+             numpy_helper.from_array(np.full(wq.shape[0], 0.1, "float32"), "sw"),
+             numpy_helper.from_array(np.array(3, "uint8"), "zx")]
+    w_inputs = ["wq", "sw"]
+    if zw is not None:
+        inits.append(numpy_helper.from_array(zw, "zw"))
+        w_inputs.append("zw")
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["x"]),
+             helper.make_node("DequantizeLinear", w_inputs, ["w"], axis=0),
+             helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, channels, 7, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    mod, _ = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    return mod
+
+
+def _dequantized_conv(xq, wq, zw):
+    """In float64: the float32 sum of thousands of products rounds by more than the
+    result's own rounding."""
+    x = (xq.astype(np.float64) - 3) * 0.5
+    w = (wq.astype(np.float64) - (0 if zw is None else zw.astype(np.float64)
+                                  .reshape(-1, 1, 1, 1))) * 0.1
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, w.shape[0], 7, 9))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,kc->nkhw", xp[:, :, dy:dy + 7, dx:dx + 9], w[:, :, dy, dx])
+    return want
+
+
+@pytest.mark.parametrize("weights,symmetric,pairs_fit", [
+    ("int8 7-bit", True, True), ("int8 full range", True, False),
+    ("uint8 zero 128", True, False), ("uint8 zero 100", False, None)])
+def test_weights_are_lowered_to_the_int8_kernels_they_fit(weights, symmetric, pairs_fit, rng):
+    # uint8 weights become int8 (w - 128, zero point - 128): symmetric at zero point 128.
+    if weights.startswith("int8"):
+        bound = 64 if "7-bit" in weights else 128
+        wq, zw = rng.integers(-bound, bound, (16, 16, 3, 3)).astype("int8"), None
+    else:
+        wq = rng.integers(0, 256, (16, 16, 3, 3)).astype("uint8")
+        zw = np.full(16, 128 if "128" in weights else 100, "uint8")
+    mod = _qdq_conv_of(wq, zw)
+    (conv,) = [n for n in lower_quantized_ops(mod).nodes if n.op == "qnn_conv2d"]
+    assert len(conv.inputs) == (3 if symmetric else 4)
+    assert conv.attrs.get("pairs_fit_int16") == (pairs_fit if symmetric else False)
+    xq = rng.integers(0, 256, (1, 16, 7, 9)).astype("uint8")
+    (got,) = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm"))(xq=xq)
+    np.testing.assert_allclose(got, _dequantized_conv(xq, wq, zw), rtol=1e-6, atol=1e-3)
