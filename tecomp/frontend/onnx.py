@@ -30,7 +30,7 @@ from ..graph.specialise import DeferredGraph
 from . import shape_values
 from . import (  # noqa: F401 (importing registers their converters)
     onnx_bits, onnx_control_flow, onnx_math, onnx_normalization, onnx_recurrent,
-    onnx_sampling, onnx_scatter, onnx_signal, onnx_tensor_ops)
+    onnx_sampling, onnx_scatter, onnx_sequences, onnx_signal, onnx_tensor_ops)
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
@@ -42,7 +42,7 @@ from .onnx_converters import (
     since_version,
     supported_ops,
 )
-from .onnx_control_flow import subgraphs
+from .onnx_control_flow import alias_value, subgraphs
 from .onnx_specialise import SHAPE_ONLY_INPUTS, ModelSpecialiser, deferral_reason
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
@@ -120,6 +120,10 @@ def _convert(ctx, node, attrs) -> None:
     """Convert ``node``, following shape arithmetic (:mod:`.shape_values`): outputs whose
     values the inputs' shapes decide, up to the symbolic dimensions, are defined by those
     values; other nodes go to their converters."""
+    if node.op_type == "Identity" and (node.input[0] in ctx.sequences
+                                       or node.input[0] in ctx.optionals):
+        alias_value(ctx, node.input[0], node.output[0], ctx.node_name)
+        return
     values = shape_values.evaluate(ctx, node, attrs)
     if values is None:
         CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
@@ -203,27 +207,32 @@ def _check_wiring_and_attributes(graph, opsets: dict) -> None:
 # ---- inputs ---------------------------------------------------------------------------------
 
 
-def _input_type(vi, shape, dtype, symbols: dict) -> TensorType:
-    t = vi.type.tensor_type
-    if dtype is None:
-        dt = onnx_dtype(t.elem_type, f"input {vi.name!r}")
+def _input_type(name: str, t, given, dtype, symbols: dict) -> TensorType:
+    """The type of graph input ``name`` of ONNX tensor type ``t``: ``given`` (a shape
+    from ``from_onnx``'s ``shape``) or the model's, unknown dimensions symbolic."""
+    if isinstance(dtype, dict) and name in dtype:
+        dt = str(dtype[name])
+    elif dtype is not None and not isinstance(dtype, dict):
+        dt = str(dtype)
+    elif t is None or not t.elem_type:
+        raise ModelError(f"input {name!r} has no element type; give it with "
+                         f"dtype={{{name!r}: ...}}")
     else:
-        dt = dtype.get(vi.name, onnx_dtype(t.elem_type, vi.name)) if isinstance(dtype, dict) \
-            else str(dtype)
-    if shape is not None and vi.name in shape:
-        return TensorType(dt, tuple(int(d) for d in shape[vi.name]))
-    if not t.HasField("shape"):
-        raise ModelError(f"input {vi.name!r} has no shape; give it with shape={{{vi.name!r}: "
+        dt = onnx_dtype(t.elem_type, f"input {name!r}")
+    if given is not None:
+        return TensorType(dt, tuple(int(d) for d in given))
+    if t is None or not t.HasField("shape"):
+        raise ModelError(f"input {name!r} has no shape; give it with shape={{{name!r}: "
                          "(...)}}")
     out = []
     for i, d in enumerate(t.shape.dim):
         if d.HasField("dim_value") and d.dim_value > 0:
             out.append(int(d.dim_value))
         else:
-            name = d.dim_param if d.HasField("dim_param") and d.dim_param else (
-                f"{vi.name}_dim{i}")
-            symbols.setdefault(name, te.var(name))
-            out.append(symbols[name])
+            name_ = d.dim_param if d.HasField("dim_param") and d.dim_param else (
+                f"{name}_dim{i}")
+            symbols.setdefault(name_, te.var(name_))
+            out.append(symbols[name_])
     return TensorType(dt, tuple(out))
 
 
@@ -294,27 +303,33 @@ def _import_model(model: onnx.ModelProto, shape: dict | None, dtype, defer: bool
     params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     symbols: dict = {}
     inputs, types = [], {}
+    containers: tuple = ({}, {})  # sequences, optionals (onnx_sequences)
+    shape = shape or {}
     for vi in graph.input:
         if vi.name in params:
             continue
-        inputs.append(vi.name)
-        types[vi.name] = _input_type(vi, shape, dtype, symbols)
-    unknown = set(shape or ()) - set(inputs)
+        for name, t, given in onnx_sequences.bind_container_input(containers, vi, shape):
+            inputs.append(name)
+            types[name] = _input_type(name, t, given, dtype, symbols)
+    unknown = set(shape) - {vi.name for vi in graph.input}
     if unknown:
         raise ModelError(f"shape= names {', '.join(sorted(unknown))}, which are not inputs of "
                          f"the model; inputs: {', '.join(inputs)}")
     used = {i for _, n in _nodes_within(graph) for i in n.input}
     used |= {o.name for o in graph.output}
-    ctx = Context(types=dict(types), consts={}, used=frozenset(used))
+    ctx = Context(types=dict(types), consts={}, used=frozenset(used),
+                  sequences=containers[0], optionals=containers[1])
     for name, array in params.items():
         ctx.const(array, name=name)
     try:
         _convert_nodes(ctx, model)
+        outputs = tuple(out for o in graph.output
+                        for out in onnx_sequences.bind_container_output(ctx, o.name))
     except NeedsConstantError as e:
         if not defer:
             raise
-        return _deferred(model, inputs, types, dtype, e), params
-    outputs = tuple(o.name for o in graph.output)
+        return _deferred(model, inputs, types, dtype, e,
+                         {n: shape[n] for n in shape if n not in types}), params
     used = {i for n in ctx.nodes for i in n.inputs} | set(outputs)
     consts = {k: v for k, v in ctx.consts.items() if k in used}
     mod = Graph(inputs=tuple(inputs), outputs=outputs, nodes=tuple(ctx.nodes), consts=consts,
@@ -357,12 +372,14 @@ def _convert_nodes(ctx, model) -> None:
         convert_node(node, name)
 
 
-def _deferred(model, inputs: list, types: dict, dtype, error) -> DeferredGraph:
+def _deferred(model, inputs: list, types: dict, dtype, error,
+              container_shapes: dict) -> DeferredGraph:
     """The model as a ``DeferredGraph``: its import stopped at ``error``, a value only the
-    inputs decide."""
+    inputs decide; ``container_shapes``: ``shape=`` of its sequence and optional inputs."""
     name = model.graph.name or "main"
     reason = deferral_reason(error)
     logger.warning("model %r is specialised on first run (%s): it is built per input shapes "
                    "when first run with them", name, reason)
     return DeferredGraph(name, tuple(inputs), tuple(o.name for o in model.graph.output),
-                         types, reason, ModelSpecialiser(model, dtype, _import_model))
+                         types, reason,
+                         ModelSpecialiser(model, dtype, _import_model, container_shapes))

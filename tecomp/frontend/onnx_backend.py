@@ -28,6 +28,7 @@ from ..graph import GraphModule, build
 from ..graph.executor import InputDtypeError
 from ..target import get_target_kind
 from .onnx import ModelError, from_onnx, load_model, unsupported_nodes
+from .onnx_sequences import container_kind, element_names, group_outputs
 
 #: How an ``InputDtypeError`` of a rep says to opt in to converting.
 _CONVERT_HINT = "prepare(model, convert_inputs=True)"
@@ -78,10 +79,15 @@ class TecompRep(BackendRep):
     again for each new one (:mod:`tecomp.graph.specialise`).
 
     ``run`` may be called from several threads at once (on a GPU, runs take turns).
+    A sequence input is a list of arrays and an optional one an array or None: the model
+    is built per sequence length and tensor shapes, and per optional given or not. A
+    sequence output is returned as a list of arrays, an empty optional as None.
+
     Inputs must have the dtypes the model declares, unless ``convert_inputs``. ``model``
     is the ONNX model, ``input_names`` its graph inputs in order (what ``run``'s list of
     arrays binds to), ``target`` the target string it is built for and ``module`` the
-    :class:`~tecomp.graph.GraphModule` that runs it.
+    :class:`~tecomp.graph.GraphModule` that runs it (None where the model has sequence or
+    optional inputs: ``modules`` holds a build per their shapes).
     """
 
     def __init__(self, model, input_names: tuple, convert_inputs: bool = False,
@@ -90,9 +96,38 @@ class TecompRep(BackendRep):
         self.input_names = input_names
         self.convert_inputs = convert_inputs
         self.target = target
-        mod, params = from_onnx(model)
-        self.module = GraphModule(build(mod, target=target, params=params),
-                                  convert_inputs=convert_inputs)
+        kinds = {vi.name: container_kind(vi.type)[0] for vi in model.graph.input}
+        self._containers = {n: kinds[n] for n in input_names if kinds[n] != "tensor"}
+        self.modules: dict = {}
+        self.module = None if self._containers else self._build({})
+
+    def _build(self, shape: dict, dtype: dict | None = None) -> GraphModule:
+        """The GraphModule of the model imported with ``shape`` (and the ``dtype`` of a
+        sequence's tensors, which a model may leave unsaid)."""
+        mod, params = from_onnx(self.model, shape=shape or None, dtype=dtype or None)
+        return GraphModule(build(mod, target=self.target, params=params),
+                           convert_inputs=self.convert_inputs)
+
+    def _flatten(self, feeds: dict) -> tuple:
+        """The build for ``feeds``' shapes (sequences' and optionals' included), and its
+        tensor inputs."""
+        shape, dtype, flat = {}, {}, {}
+        for name, value in feeds.items():
+            if value is None and name in self._containers:
+                shape[name] = None
+            elif isinstance(value, (list, tuple)) and name in self._containers:
+                arrays = [np.asarray(v) for v in value]
+                shape[name] = [a.shape for a in arrays]
+                names = element_names(name, len(arrays))
+                flat.update(zip(names, arrays))
+                dtype.update((n, a.dtype) for n, a in zip(names, arrays))
+            else:
+                flat[name] = value
+                shape[name] = np.shape(value)
+        key = repr((sorted(shape.items()), sorted(dtype.items())))
+        if key not in self.modules:
+            self.modules[key] = self._build(shape, dtype)
+        return self.modules[key], flat
 
     def run(self, inputs, **kwargs) -> tuple:
         """Run on ``inputs``: a list in the model's input order, a dict by name, or one
@@ -120,10 +155,12 @@ class TecompRep(BackendRep):
                 raise ModelError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
                                  f"got {len(inputs)}")
             feeds = dict(zip(names, inputs))
+        module, feeds = self._flatten(feeds) if self._containers else (self.module, feeds)
         try:
-            return tuple(self.module(**feeds))
+            values = module.named_outputs(**feeds)
         except InputDtypeError as e:
             raise e.with_hint(_CONVERT_HINT) from None
+        return tuple(group_outputs(self.model, values))
 
 
 class TecompBackend(Backend):

@@ -65,16 +65,17 @@ def _rename_free_in_subgraphs(node, mapping: dict) -> None:
         _rename_free(sub, mapping)
 
 
-def _check_tensor_outputs(graph, owner: str) -> None:
+def _check_outputs(graph, owner: str) -> None:
     for o in graph.output:
         kind = o.type.WhichOneof("value")
-        if kind not in (None, "tensor_type"):  # an output may leave its type unsaid
+        # An output may leave its type unsaid.
+        if kind not in (None, "tensor_type", "sequence_type", "optional_type"):
             raise UnsupportedOpError(
                 f"node {owner!r}: subgraph output {o.name!r} is a {kind}; tecomp runs "
-                f"tensors only (no sequences, maps or optionals)")
+                f"tensors, sequences and optionals (no maps)")
 
 
-def _inline(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
+def inline_subgraph(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
     """Convert the nodes of subgraph ``graph`` (of node ``owner``) into ``ctx``, the
     values it defines named ``prefix + name``, its inputs bound to the values ``bound``
     names (subgraph input -> value of the enclosing graph); returns the values of its
@@ -94,10 +95,16 @@ def _inline(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
     return [local.get(o.name, o.name) for o in graph.output]
 
 
-def _alias(ctx, value: str, name: str, owner: str) -> None:
-    """Define ``name`` as ``value`` (an Identity, which the import folds or the graph
-    passes remove)."""
-    ctx.convert_node(helper.make_node("Identity", [value], [name]), f"{owner}/{name}")
+def alias_value(ctx, value: str, name: str, owner: str) -> None:
+    """Define ``name`` as ``value``: a tensor by an Identity (which the import folds or
+    the graph passes remove), a sequence or optional by the context's maps
+    (:mod:`.onnx_sequences`)."""
+    if value in ctx.sequences:
+        ctx.sequences[name] = ctx.sequences[value]
+    elif value in ctx.optionals:
+        ctx.optionals[name] = ctx.optionals[value]
+    else:
+        ctx.convert_node(helper.make_node("Identity", [value], [name]), f"{owner}/{name}")
 
 
 def _scalar(ctx, name: str, what: str):
@@ -108,7 +115,7 @@ def _scalar(ctx, name: str, what: str):
     return value.reshape(-1)[0]
 
 
-def _stack(ctx, values: list, axis: int, name: str, owner: str) -> None:
+def stack_values(ctx, values: list, axis: int, name: str, owner: str) -> None:
     """Define ``name`` as ``values`` stacked along a new ``axis``."""
     ctx.node_name = owner
     pieces = []
@@ -124,20 +131,20 @@ def _if(ctx, node, attrs):
     owner = ctx.node_name
     taken = bool(_scalar(ctx, node.input[0], "cond"))
     branch = attrs["then_branch" if taken else "else_branch"]
-    _check_tensor_outputs(branch, owner)
-    outs = _inline(ctx, branch, owner, f"{owner}/{'then' if taken else 'else'}/", {})
+    _check_outputs(branch, owner)
+    outs = inline_subgraph(ctx, branch, owner, f"{owner}/{'then' if taken else 'else'}/", {})
     if len(outs) != len(node.output):
         raise ModelError(f"node {owner!r} (If): its {'then' if taken else 'else'} branch "
                          f"has {len(outs)} outputs, the node {len(node.output)}")
     for value, name in zip(outs, node.output):
         if name:
-            _alias(ctx, value, name, owner)
+            alias_value(ctx, value, name, owner)
 
 
 @converter("Loop", 1, 11, 13, 16, 19, 21, 23, 24, 25)
 def _loop(ctx, node, attrs):
     owner, body = ctx.node_name, attrs["body"]
-    _check_tensor_outputs(body, owner)
+    _check_outputs(body, owner)
     inputs = list(node.input) + [""] * (2 - len(node.input))
     trips = int(_scalar(ctx, inputs[0], "M (the trip count)")) if inputs[0] else None
     cond = bool(_scalar(ctx, inputs[1], "cond")) if inputs[1] else True
@@ -158,7 +165,7 @@ def _loop(ctx, node, attrs):
         bound = {names[0]: ctx.const(np.array(i, np.int64), name=prefix + names[0]),
                  names[1]: ctx.const(np.array(cond), name=prefix + names[1])}
         bound.update(zip(names[2:], carried))
-        outs = _inline(ctx, body, owner, prefix, bound)
+        outs = inline_subgraph(ctx, body, owner, prefix, bound)
         carried = outs[1:1 + len(carried)]
         for found, value in zip(scans, outs[1 + len(carried):]):
             found.append(value)
@@ -168,14 +175,14 @@ def _loop(ctx, node, attrs):
             cond = _body_condition(ctx, outs[0], owner, i - 1)
     for value, name in zip(carried, node.output):
         if name:
-            _alias(ctx, value, name, owner)
+            alias_value(ctx, value, name, owner)
     for found, name in zip(scans, node.output[len(carried):]):
         if not name:
             continue
         if not found:
             raise UnsupportedOpError(f"node {owner!r} (Loop): no iteration ran, so its scan "
                                      f"output {name!r} has no element to take a shape from")
-        _stack(ctx, found, 0, name, owner)
+        stack_values(ctx, found, 0, name, owner)
 
 
 def _body_condition(ctx, value: str, owner: str, iteration: int) -> bool:
@@ -209,7 +216,7 @@ def _sequence_length(ctx, xs, axes, owner: str) -> int:
 @converter("Scan", 9, 11, 16, 19, 21, 23, 24, 25)
 def _scan(ctx, node, attrs):
     owner, body = ctx.node_name, attrs["body"]
-    _check_tensor_outputs(body, owner)
+    _check_outputs(body, owner)
     n_scan = int(attrs["num_scan_inputs"])
     states, xs = list(node.input[:len(node.input) - n_scan]), node.input[-n_scan:]
     n_out = len(body.output) - len(states)
@@ -231,13 +238,13 @@ def _scan(ctx, node, attrs):
                                                            np.int64))],
                           axis=a, node=owner)
                  for x, a, d in zip(xs, in_axes, in_dirs)]
-        outs = _inline(ctx, body, owner, prefix, dict(zip(names, states + steps)))
+        outs = inline_subgraph(ctx, body, owner, prefix, dict(zip(names, states + steps)))
         states = outs[:len(states)]
         for found, value in zip(ys, outs[len(states):]):
             found.append(value)
     for value, name in zip(states, node.output):
         if name:
-            _alias(ctx, value, name, owner)
+            alias_value(ctx, value, name, owner)
     out_axes = list(attrs.get("scan_output_axes", [0] * n_out))
     for found, name, axis, d in zip(ys, node.output[len(states):], out_axes, out_dirs):
         if not name:
@@ -246,4 +253,4 @@ def _scan(ctx, node, attrs):
             raise UnsupportedOpError(f"node {owner!r} (Scan): its sequences are empty, so "
                                      f"scan output {name!r} has no element to take a shape "
                                      f"from")
-        _stack(ctx, found[::-1] if d else found, int(axis), name, owner)
+        stack_values(ctx, found[::-1] if d else found, int(axis), name, owner)

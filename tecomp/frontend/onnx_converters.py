@@ -128,6 +128,10 @@ class Context:
     node_name: str = ""
     version: int = 0
     nodes: list = field(default_factory=list)
+    #: Sequence name -> the names of its tensors; optional name -> its tensor's name or
+    #: None (:mod:`.onnx_sequences`: both are followed at import).
+    sequences: dict = field(default_factory=dict)
+    optionals: dict = field(default_factory=dict)
     _counter: int = 0
     # Converts one ONNX node into this context as the importer does (checks, folding,
     # shape arithmetic): ``convert_node(node, name)``; the converters of If, Loop and

@@ -89,16 +89,23 @@ class ModelSpecialiser:
         ``params`` names a weight the model does not have.
     """
 
-    def __init__(self, model: onnx.ModelProto, dtype, import_model: Callable):
+    def __init__(self, model: onnx.ModelProto, dtype, import_model: Callable,
+                 container_shapes: dict | None = None):
         self.model = model
         self.dtype = dtype
         self._import = import_model
+        # from_onnx's shape= entries of sequence and optional inputs, which the graph's
+        # inputs (a sequence's tensors, name[i]) do not name.
+        self.container_shapes = dict(container_shapes or {})
 
     def __call__(self, shapes: dict, values: dict, params: dict) -> tuple:
         model = self._with_constants(values, params)
         # A size of 0 is no kernel's static size (an empty tensor): an input with one
         # keeps the dimensions the model declares, symbolic where it leaves them so.
-        fixed = {name: shape for name, shape in shapes.items() if 0 not in shape}
+        inputs = {vi.name for vi in model.graph.input}
+        fixed = {name: shape for name, shape in shapes.items()
+                 if 0 not in shape and name in inputs and name not in self.container_shapes}
+        fixed.update(self.container_shapes)
         try:
             return self._import(model, fixed, self.dtype)
         except NeedsConstantError as e:

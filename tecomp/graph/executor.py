@@ -722,6 +722,12 @@ class GraphModule:
         source = next(s for s in (plan.outputs, inputs, self.graph.consts) if name in s)
         return source[name]
 
+    def named_outputs(self, **inputs) -> dict:
+        """``self(**inputs)`` by name: output name -> array, the outputs of the build that
+        ran (an ONNX model's sequence output ``s`` is its tensors ``s[0]``, ``s[1]``, ...,
+        whose number a specialised build may decide)."""
+        return dict(zip(self.graph.outputs, self(**inputs)))
+
     def __call__(self, **inputs) -> list:
         """Run on ``inputs`` (every input, by name) and return copies of all outputs.
 

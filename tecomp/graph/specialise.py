@@ -167,9 +167,13 @@ class SpecialisingGraphModule(GraphModule):
 
     def __call__(self, **inputs) -> list:
         """Run the build of ``inputs`` (every input, by name); copies of the outputs."""
+        return list(self.named_outputs(**inputs).values())
+
+    def named_outputs(self, **inputs) -> dict:
+        """Run the build of ``inputs``; output name -> a copy, by that build's names."""
         arrays = {name: self._input(name, value, None) for name, value in inputs.items()}
         gm, own = self._module(arrays, "given")
-        return gm(**own)
+        return gm.named_outputs(**own)
 
 
 class _SpecialisedCallerState(threading.local):

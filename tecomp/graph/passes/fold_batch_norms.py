@@ -21,8 +21,11 @@ def _remove_identities(graph: Graph) -> Graph:
             dims.equal(a, b) for a, b in zip(graph.types[src].shape,
                                              graph.types[node.outputs[0]].shape)) and len(
             graph.types[src].shape) == len(graph.types[node.outputs[0]].shape)
-        if (node.op == "identity" or same_shape) and replaceable(graph, node.outputs[0], src):
-            mapping[node.outputs[0]] = src
+        # Through the identities removed before it: y = id(id(x)) of an input x is an
+        # output forwarding an input, which stays.
+        if (node.op == "identity" or same_shape) and replaceable(
+                graph, node.outputs[0], mapping.get(src, src)):
+            mapping[node.outputs[0]] = mapping.get(src, src)
         else:
             nodes.append(node)
     return replace_values(graph, nodes, mapping) if mapping else graph
