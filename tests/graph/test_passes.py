@@ -148,6 +148,13 @@ def test_tidy_reshapes_removes_identities_and_collapses_reshapes():
     assert [(n.op, n.inputs) for n in out.nodes] == [("reshape", ("x",)), ("relu", ("c",))]
 
 
+def test_identities_chained_from_an_input_to_an_output_keep_the_output():
+    g = _graph([Node("identity", ("x",), ("a",)), Node("identity", ("a",), ("y",))],
+               {"x": TensorType(F, (3,))}, ["y"])
+    out = eliminate_dead_code(tidy_reshapes(g))
+    assert [(n.op, n.inputs, n.outputs) for n in out.nodes] == [("identity", ("x",), ("y",))]
+
+
 def test_fold_batch_norms_folds_batch_norm_into_the_conv_weight_and_bias():
     mod, params = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=1))
     out = eliminate_dead_code(fold_constants(tidy_reshapes(fold_batch_norms(fold_constants(mod)))))
