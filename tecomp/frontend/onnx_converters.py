@@ -1306,29 +1306,63 @@ def _resize(ctx, node, attrs):
         v = attrs.get(name, default)
         return v.decode() if isinstance(v, bytes) else v
 
-    mode = text("mode", "nearest")
-    if mode not in ("nearest", "linear"):
-        ctx.fail(f"Resize mode {mode!r} is not supported; allowed: nearest, linear")
-    for name, default in (("antialias", 0), ("exclude_outside", 0)):
-        if attrs.get(name, default) != default:
-            ctx.fail(f"Resize with {name}={attrs[name]} is not supported")
-    if "axes" in attrs or text("keep_aspect_ratio_policy", "stretch") != "stretch":
-        ctx.fail("Resize with axes or keep_aspect_ratio_policy is not supported")
-    ctm = text("coordinate_transformation_mode", "half_pixel")
-    if ctm == "tf_crop_and_resize":
-        ctx.fail("Resize with coordinate_transformation_mode=tf_crop_and_resize is not "
-                 "supported")
+    x_shape = ctx.type_of(node.input[0]).shape
+    rank = len(x_shape)
+    axes = [int(a) % rank for a in attrs.get("axes", range(rank))]
     scales = ctx.value_of(node.input[2], "scales").reshape(-1) if _input(node, 2) else None
+    if scales is not None and scales.size == 0:
+        scales = None
     # Sizes are often computed from another input's shape (a U-Net's skip: Shape ->
     # Slice -> Concat), known up to its symbolic dimensions.
     sizes = ctx.dims_of(node.input[3], "sizes") if _input(node, 3) else None
-    if scales is not None and scales.size == 0:
-        scales = None
-    ctx.emit("resize", [node.input[0]], node.output,
-             scales=None if scales is None else tuple(float(v) for v in scales),
-             sizes=sizes, mode=mode,
-             coordinate_transformation_mode=ctm,
-             nearest_mode=text("nearest_mode", "round_prefer_floor"))
+    # Given for ``axes`` only (opset 18): the others keep their size.
+    if scales is not None:
+        full = [1.0] * rank
+        for a, v in zip(axes, scales):
+            full[a] = float(v)
+        scales = tuple(full)
+    if sizes is not None:
+        full = list(x_shape)
+        for a, v in zip(axes, sizes):
+            full[a] = v
+        sizes = tuple(full)
+        policy = text("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            sizes = _aspect_kept_sizes(ctx, x_shape, sizes, axes, policy)
+    ctm = text("coordinate_transformation_mode", "half_pixel")
+    roi = None
+    if ctm == "tf_crop_and_resize":
+        full = [0.0] * rank + [1.0] * rank
+        if _input(node, 1):
+            given = ctx.value_of(node.input[1], "roi").reshape(-1)
+            for k, a in enumerate(axes):
+                full[a], full[rank + a] = float(given[k]), float(given[len(axes) + k])
+        roi = (full[rank - 2], full[rank - 1], full[2 * rank - 2], full[2 * rank - 1])
+    ctx.emit("resize", [node.input[0]], node.output, scales=scales, sizes=sizes,
+             mode=text("mode", "nearest"), coordinate_transformation_mode=ctm,
+             nearest_mode=text("nearest_mode", "round_prefer_floor"),
+             cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+             exclude_outside=bool(attrs.get("exclude_outside", 0)),
+             antialias=bool(attrs.get("antialias", 0)), roi=roi,
+             extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
+
+
+def _aspect_kept_sizes(ctx, x_shape, sizes, axes, policy: str) -> tuple:
+    """Resize's ``sizes`` under keep_aspect_ratio_policy ``not_larger`` / ``not_smaller``:
+    one scale for ``axes`` (the smallest / largest of size / input), each such axis then
+    ``round_half_up(scale * input)``."""
+    if policy not in ("not_larger", "not_smaller"):
+        ctx.fail(f"Resize keep_aspect_ratio_policy={policy!r}; allowed: stretch, not_larger, "
+                 f"not_smaller", ModelError)
+    if not all(dims.is_static(x_shape[a]) and dims.is_static(sizes[a]) for a in axes):
+        ctx.fail("Resize with keep_aspect_ratio_policy needs static sizes and input lengths "
+                 "along its axes")
+    ratios = [int(sizes[a]) / int(x_shape[a]) for a in axes]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    out = list(x_shape)
+    for a in axes:
+        out[a] = int(scale * int(x_shape[a]) + 0.5)
+    return tuple(out)
 
 
 for _onnx, _op, _versions in [
