@@ -1083,9 +1083,8 @@ converter("DepthToSpace", 11, 13, 28)(_with_attrs("depth_to_space", blocksize=No
 @converter("SpaceToDepth", 1, 13, 28)
 def _space_to_depth(ctx, node, attrs):
     mode = attrs.get("mode", b"DCR")
-    if (mode.decode() if isinstance(mode, bytes) else mode) != "DCR":
-        ctx.fail(f"SpaceToDepth mode {mode!r} is not supported; allowed: DCR")
-    ctx.emit("space_to_depth", [node.input[0]], node.output, blocksize=attrs["blocksize"])
+    ctx.emit("space_to_depth", [node.input[0]], node.output, blocksize=attrs["blocksize"],
+             mode=mode.decode() if isinstance(mode, bytes) else mode)
 
 
 @converter("Gelu", 20)
@@ -1179,8 +1178,8 @@ def _pad(ctx, node, attrs):
     value = ctx.value_of(node.input[2], "constant_value").item() if _input(node, 2) else 0
     mode = attrs.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode not in ("constant", "reflect", "edge"):
-        ctx.fail(f"Pad mode {mode!r} is not supported; allowed: constant, reflect, edge")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        ctx.fail(f"Pad mode {mode!r} is not supported; allowed: constant, reflect, edge, wrap")
     ctx.emit("pad", [x], node.output, pads=pads, mode=mode, value=value)
 
 

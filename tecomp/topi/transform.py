@@ -470,13 +470,14 @@ def gather_nd(data, indices, batch_dims: int = 0, node: str = ""):
 
 def pad(x, pads, mode: str = "constant", value=0):
     """ONNX Pad of ``x``: ``pads`` = begin of every axis, then end of every axis (negative crops);
-    ``mode`` constant (``value``), reflect (mirror without the edge) or edge (repeat)."""
+    ``mode`` constant (``value``), reflect (mirror without the edge), edge (repeat) or
+    wrap (the other end's elements, as a circular buffer)."""
     ndim = len(x.shape)
     if len(pads) != 2 * ndim:
         raise ShapeError(f"pad: pads has {len(pads)} values; a rank-{ndim} tensor needs "
                          f"{2 * ndim} (begins, then ends)")
-    if mode not in ("constant", "reflect", "edge"):
-        raise ShapeError(f"pad: mode={mode!r}; allowed: 'constant', 'reflect', 'edge'")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ShapeError(f"pad: mode={mode!r}; allowed: 'constant', 'reflect', 'edge', 'wrap'")
     begin, end = pads[:ndim], pads[ndim:]
     if mode == "reflect":
         for k, (d, b, e) in enumerate(zip(x.shape, begin, end)):
@@ -489,6 +490,9 @@ def pad(x, pads, mode: str = "constant", value=0):
         src = [i - b for i, b in zip(idx, begin)]
         if mode == "edge":
             return x[tuple(_clamp(s, 0, d - 1) for s, d in zip(src, x.shape))]
+        if mode == "wrap":
+            return x[tuple(te.floormod(s, d) if b > 0 or e > 0 else s
+                           for s, d, b, e in zip(src, x.shape, begin, end))]
         if mode == "reflect":
             src = [te.if_then_else(s < 0, -s, te.if_then_else(s >= d, (d - 1) * 2 - s, s))
                    for s, d in zip(src, x.shape)]
@@ -531,15 +535,18 @@ def depth_to_space(x, blocksize: int, mode: str = "DCR"):
     return _remap((n, oc, h * b, w * b), read, "depth_to_space")
 
 
-def space_to_depth(x, blocksize: int):
+def space_to_depth(x, blocksize: int, mode: str = "DCR"):
     """ONNX SpaceToDepth of an NCHW tensor: ``blocksize`` x ``blocksize`` tiles become
-    channel blocks (the inverse of depth_to_space in DCR mode)."""
+    channel blocks (the inverse of depth_to_space in the same ``mode``: DCR puts a
+    tile position's channels together, CRD a channel's tile positions)."""
+    if mode not in ("DCR", "CRD"):
+        raise ShapeError(f"space_to_depth: mode={mode!r}; allowed: 'DCR', 'CRD'")
     n, c, h, w = x.shape
     b = blocksize
 
     def read(idx):
         ni, ci, hi, wi = idx
-        off, cc = ci // c, ci % c
+        off, cc = (ci // c, ci % c) if mode == "DCR" else (ci % (b * b), ci // (b * b))
         return x[ni, cc, hi * b + off // b, wi * b + off % b]
 
     return _remap((n, c * b * b, h // b, w // b), read, "space_to_depth")
