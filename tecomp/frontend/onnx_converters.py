@@ -1456,9 +1456,10 @@ def _heads(ctx, x, num_heads, what):
     return ctx.emit("transpose", [split], perm=(0, 2, 1, 3))
 
 
-def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype):
+def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype, batch):
     """The additive bias of the attention scores ([.., q_len, kv_len], 0 or -inf where a
-    key is masked) from attn_mask and is_causal; None if there is neither."""
+    key is masked) from attn_mask, is_causal, the key windows (opset 25) and
+    nonpad_kv_seqlen (opset 24); None if there is none of them."""
     mask = _input(node, 3)
     bias = None
     if mask is not None:
@@ -1478,18 +1479,56 @@ def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype):
         elif ctx.type_of(mask).dtype != dtype:
             mask = ctx.emit("cast", [mask], dtype=dtype)
         bias = mask
-    if attrs.get("is_causal", 0):
-        # Query i (after the past keys) sees keys j <= i + past_len.
-        allowed = np.arange(kv_len)[None, :] <= np.arange(q_len)[:, None] + past_len
-        causal = ctx.const(np.where(allowed, 0, -np.inf).astype(dtype), "causal")
-        bias = causal if bias is None else ctx.emit("add", [bias, causal])
+    allowed = _attention_keys_allowed(ctx, node, attrs, q_len, kv_len, past_len, batch)
+    if allowed is not None:
+        frontier = ctx.emit("where", [allowed, ctx.const(np.array(0, dtype), "zero"),
+                                      ctx.const(np.array(-np.inf, dtype), "minus_inf")])
+        bias = frontier if bias is None else ctx.emit("add", [bias, frontier])
     return bias
 
 
-@converter("Attention", 23, 24)
+def _attention_keys_allowed(ctx, node, attrs, q_len, kv_len, past_len, batch):
+    """Which keys each query may see ([B or 1, 1, q_len, kv_len] bool) by position: the
+    causal frontier and the windows around query ``i``'s position ``offset + i``, and the
+    keys before nonpad_kv_seqlen; None where nothing restricts them. ``offset`` is the
+    past's length, or with nonpad_kv_seqlen and no past, each batch's valid keys less the
+    queries (an external cache)."""
+    seqlen = _input(node, 6)
+    left, right = (int(attrs.get(a, -1)) for a in ("left_window_size", "right_window_size"))
+    causal = bool(attrs.get("is_causal", 0))
+    if seqlen is None and not causal and left < 0 and right < 0:
+        return None
+    # key j - query i, and the offset either a constant or one per batch.
+    rel = np.arange(kv_len)[None, :] - np.arange(q_len)[:, None]
+    if seqlen is not None and not _input(node, 4):
+        lengths = ctx.emit("reshape", [ctx.emit("cast", [seqlen], dtype="int64")],
+                           newshape=(batch, 1, 1, 1))
+        offset = ctx.emit("subtract", [lengths, ctx.const(np.array(q_len, np.int64), "q_len")])
+    else:
+        offset = ctx.const(np.array(past_len, np.int64), "offset")
+    rel_c = ctx.const(rel.astype(np.int64), "key_minus_query")
+    conditions = []
+    if causal:
+        conditions.append(ctx.emit("less_equal", [rel_c, offset]))
+    if left >= 0:
+        low = ctx.emit("subtract", [offset, ctx.const(np.array(left, np.int64), "left")])
+        conditions.append(ctx.emit("greater_equal", [rel_c, low]))
+    if right >= 0:
+        high = ctx.emit("add", [offset, ctx.const(np.array(right, np.int64), "right")])
+        conditions.append(ctx.emit("less_equal", [rel_c, high]))
+    if seqlen is not None:
+        keys = ctx.const(np.arange(kv_len, dtype=np.int64), "key_index")
+        lengths = ctx.emit("reshape", [ctx.emit("cast", [seqlen], dtype="int64")],
+                           newshape=(batch, 1, 1, 1))
+        conditions.append(ctx.emit("less", [keys, lengths]))
+    allowed = conditions[0]
+    for c in conditions[1:]:
+        allowed = ctx.emit("logical_and", [allowed, c])
+    return allowed
+
+
+@converter("Attention", 23, 24, 25)
 def _attention(ctx, node, attrs):
-    if _input(node, 6):
-        ctx.fail("Attention's nonpad_kv_seqlen input is not supported")
     q_heads, kv_heads = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
     three_d = len(ctx.type_of(node.input[0]).shape) == 3
     q = _heads(ctx, node.input[0], q_heads, "q_num_heads")
@@ -1539,7 +1578,7 @@ def _attention(ctx, node, attrs):
         cap = ctx.const(np.array(softcap, dtype), "softcap")
         scores = ctx.emit("multiply", [ctx.emit("tanh", [ctx.emit("divide", [scores, cap])]),
                                        cap])
-    bias = _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype)
+    bias = _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype, batch)
     biased = scores if bias is None else ctx.emit("add", [scores, bias])
     probs = ctx.emit("softmax", [biased], axis=3)
     if bias is not None:
