@@ -26,7 +26,12 @@ from ..ir.structural import structural_equal
 from ..schedule.lower import lower
 from ..target import Target, as_target
 from ..topi.fused_group import GROUP_TEMPLATE
-from ..topi.strategy import get_implementation, registered_ops, select_config
+from ..topi.strategy import (
+    get_implementation,
+    registered_ops,
+    select_config,
+    why_not_implemented,
+)
 from . import dims
 from .checks import runtime_dim_checks
 from .group_workload import group_workload, tuned_group_config
@@ -231,9 +236,11 @@ def _check_implemented(graph: Graph, target: Target) -> None:
     if uses:
         ops = sorted({op for op, _ in uses})
         where = "; ".join(w for _, w in uses[:5]) + ("; ..." if len(uses) > 5 else "")
+        reasons = "".join(f"; {op}: {why_not_implemented(op, target.kind)}" for op in ops
+                          if why_not_implemented(op, target.kind))
         raise GraphBuildError(
             f"operators with no implementation for target kind {target.kind!r}: "
-            f"{', '.join(ops)} ({where}); build for a target kind that has them "
+            f"{', '.join(ops)} ({where}){reasons}; build for a target kind that has them "
             f"(tecomp.topi.strategy.registered_ops(kind) lists a kind's operators)")
 
 

@@ -80,6 +80,10 @@ class Implementation:
 
 _REGISTRY: dict[tuple[str, str], Implementation] = {}
 
+#: (operator, target kind) -> why that kind has no implementation of it (a graph
+#: operator a kind leaves out must say why: ``register_without_implementation``).
+_LEFT_OUT: dict[tuple[str, str], str] = {}
+
 
 def register_implementation(impl: Implementation) -> Implementation:
     """Register ``impl`` for ``(impl.op, impl.kind)``; a second one for the same pair is
@@ -89,6 +93,17 @@ def register_implementation(impl: Implementation) -> Implementation:
         raise TecompError(f"operator {impl.op!r} already has an implementation for {impl.kind}")
     _REGISTRY[key] = impl
     return impl
+
+
+def register_without_implementation(op: str, kind: str, reason: str) -> None:
+    """Record that target ``kind`` has no implementation of ``op``, and why; the graph
+    build names the reason when a model needs it."""
+    _LEFT_OUT[(op, kind)] = reason
+
+
+def why_not_implemented(op: str, kind: str) -> str | None:
+    """The reason :func:`register_without_implementation` gave, or None."""
+    return _LEFT_OUT.get((op, kind))
 
 
 def get_implementation(op: str, target) -> Implementation:

@@ -8,6 +8,7 @@ that has an ``llvm`` one (the same compute, scheduled by :func:`schedule_injecti
 :func:`schedule_reduce`), so a graph compiler can target ``cuda``.
 """
 
+from ..strategy import register_without_implementation
 from . import conv2d, injective, product
 from .conv2d import (
     compute_conv2d,
@@ -24,6 +25,17 @@ from .product import (
     schedule_dense,
     schedule_matmul,
 )
+
+# The graph operators the CPU alone computes, and why.
+for _op in ("conv2d_nchwc", "depthwise_conv2d_nchwc"):
+    register_without_implementation(
+        _op, "cuda", "a CPU layout (activations blocked by channel vectors) that the graph "
+        "passes make for llvm targets only; on cuda the convolution stays conv2d")
+for _op in ("qnn_conv2d", "qnn_matmul"):
+    register_without_implementation(
+        _op, "cuda", "the int8 kernels follow the CPU's vectors (quads of channels for "
+        "vpdpbusd / sdot); a GPU version wants int8 tensor cores (dp4a, mma), which are "
+        "not written yet")
 
 __all__ = [
     "compute_batch_matmul",
