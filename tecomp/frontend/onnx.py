@@ -29,9 +29,9 @@ from ..graph.ops import GraphTypeError
 from ..graph.specialise import DeferredGraph
 from . import shape_values
 from . import (  # noqa: F401 (importing registers their converters)
-    onnx_bits, onnx_causal_conv, onnx_control_flow, onnx_data_dependent, onnx_math,
-    onnx_normalization, onnx_recurrent, onnx_sampling, onnx_scatter, onnx_sequences,
-    onnx_signal, onnx_tensor_ops)
+    onnx_bits, onnx_causal_conv, onnx_control_flow, onnx_data_dependent,
+    onnx_linear_attention, onnx_math, onnx_normalization, onnx_recurrent, onnx_sampling,
+    onnx_scatter, onnx_sequences, onnx_signal, onnx_tensor_ops)
 from .onnx_checks import check_node
 from .onnx_converters import (
     CONVERTERS,
