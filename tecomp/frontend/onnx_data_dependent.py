@@ -15,7 +15,7 @@ import numpy as np
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from .onnx_converters import converter
+from .onnx_converters import ModelError, converter
 
 
 def _evaluate_known(ctx, node, what: str) -> None:
@@ -36,6 +36,11 @@ def _evaluate_known(ctx, node, what: str) -> None:
 
 @converter("NonMaxSuppression", 10, 11)
 def _non_max_suppression(ctx, node, attrs):
+    if len(node.input) > 3 and node.input[3]:
+        iou = np.asarray(ctx.value_of(node.input[3], "iou_threshold")).reshape(-1)
+        if iou.size and not 0.0 <= float(iou[0]) <= 1.0:
+            raise ModelError(f"node {ctx.node_name!r} (NonMaxSuppression): iou_threshold is "
+                             f"{float(iou[0])}; allowed: 0 to 1")
     _evaluate_known(ctx, node, "an input of NonMaxSuppression, whose values decide how many "
                                "boxes it selects")
 

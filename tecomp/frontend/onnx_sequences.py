@@ -36,18 +36,19 @@ def _alias(ctx, value: str, name: str) -> None:
 
 
 def _position(ctx, name: str, length: int, insert: bool = False) -> int:
-    """The position input ``name`` names in a sequence of ``length`` (negative ones count
-    from the end; an insert may also name ``length``, the end)."""
+    """The position input ``name`` names in a sequence of ``length``: ``-length`` to
+    ``length - 1``, negative ones counting from the end; an insert may also name
+    ``length``, the end (so its ``-1`` is before the last element, as ONNX says)."""
     value = np.asarray(ctx.value_of(name, "position"))
     if value.size != 1:
         raise ModelError(f"node {ctx.node_name!r}: position ({name!r}) must be a scalar, got "
                          f"shape {value.shape}")
     pos = int(value.reshape(-1)[0])
-    top = length + 1 if insert else length
-    if not -top <= pos < top:
+    top = length if insert else length - 1
+    if not -length <= pos <= top:
         raise ModelError(f"node {ctx.node_name!r}: position {pos} is outside the sequence of "
-                         f"length {length} (allowed: {-top} to {top - 1})")
-    return pos + top if pos < 0 else pos
+                         f"length {length} (allowed: {-length} to {top})")
+    return pos + length if pos < 0 else pos
 
 
 @converter("SequenceConstruct", 11)
@@ -259,16 +260,18 @@ def bind_container_output(ctx, name: str) -> list:
 
 def group_outputs(model, values: dict) -> list:
     """``model``'s outputs from a build's outputs by name (``values``): a list of arrays
-    for a sequence output, None for an empty optional."""
+    for a sequence output (its tensors ``name[i]``, also where the model leaves the
+    output's type unsaid), None for an empty optional."""
     out = []
     for o in model.graph.output:
         kind, _ = container_kind(o.type)
-        if kind in ("sequence", "optional sequence") and o.name not in values:
-            count = sum(1 for n in values if n.startswith(f"{o.name}["))
-            elements = [values[n] for n in element_names(o.name, count)]
-            out.append(elements if count or kind == "sequence" else None)
+        count = sum(1 for n in values if n.startswith(f"{o.name}["))
+        if o.name in values:
+            out.append(values[o.name])
+        elif count or kind == "sequence":
+            out.append([values[n] for n in element_names(o.name, count)])
         else:
-            out.append(values.get(o.name))
+            out.append(None)
     return out
 
 

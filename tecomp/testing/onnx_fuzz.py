@@ -904,7 +904,8 @@ def _where(exc: BaseException) -> str:
 
 
 def compare(ours: list, ref: list) -> str | None:
-    """Why tecomp's outputs ``ours`` differ from onnxruntime's ``ref``, or None.
+    """Why tecomp's outputs ``ours`` differ from onnxruntime's ``ref``, or None (a sequence
+    output, a list, is compared tensor by tensor).
 
     Dtypes and shapes must be equal, integers and booleans exactly; floats where both are
     finite within ``rtol=1e-3`` and an absolute tolerance of ``1e-4`` times the largest
@@ -914,6 +915,14 @@ def compare(ours: list, ref: list) -> str | None:
     if len(ours) != len(ref):
         return f"{len(ours)} outputs, onnxruntime gives {len(ref)}"
     for i, (a, b) in enumerate(zip(ours, ref)):
+        if isinstance(b, list):
+            # A sequence: the same number of tensors, each compared as an output.
+            if not isinstance(a, (list, tuple)):
+                return f"output {i}: onnxruntime gives a sequence, tecomp a tensor"
+            why = compare(list(a), b)
+            if why:
+                return f"output {i} (a sequence): {why}"
+            continue
         if not isinstance(b, np.ndarray):
             return f"output {i}: onnxruntime gives a {type(b).__name__}"
         a = np.asarray(a)

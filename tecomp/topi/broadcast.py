@@ -222,6 +222,7 @@ for _name, _fn in [
     ("maximum", maximum), ("minimum", minimum), ("equal", equal), ("less", less),
     ("greater", greater), ("less_equal", less_equal), ("greater_equal", greater_equal),
     ("logical_and", logical_and), ("logical_or", logical_or), ("logical_xor", logical_xor),
-    ("power", power), ("mod", mod), ("prelu", prelu), ("where", where),
+    ("power", power), ("mod", mod), ("prelu", prelu), ("where", where), ("sum", sum_n),
+    ("mean", mean_n), ("max", max_n), ("min", min_n),
 ]:
     register_llvm(_name, _fn, schedule_injective)

@@ -102,7 +102,8 @@ def register_without_implementation(op: str, kind: str, reason: str) -> None:
 
 
 def why_not_implemented(op: str, kind: str) -> str | None:
-    """The reason :func:`register_without_implementation` gave, or None."""
+    """Why target ``kind`` has no implementation of operator ``op``: the reason
+    :func:`register_without_implementation` gave, or None."""
     return _LEFT_OUT.get((op, kind))
 
 

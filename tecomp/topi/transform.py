@@ -612,8 +612,9 @@ def one_hot(indices, depth: int, values=(0, 1), axis: int = -1, dtype: str = "fl
 
 
 for _name, _fn in [
-    ("reshape", reshape), ("transpose", transpose), ("expand", expand), ("concat", concat),
-    ("slice", slice), ("gather", gather),
+    ("reshape", reshape), ("flatten", flatten), ("transpose", transpose),
+    ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("expand", expand), ("concat", concat),
+    ("split", split), ("slice", slice), ("gather", gather),
     ("gather_elements", gather_elements), ("gather_nd", gather_nd), ("pad", pad), ("tile", tile),
     ("depth_to_space", depth_to_space), ("space_to_depth", space_to_depth),
     ("trilu", trilu), ("one_hot", one_hot), ("arange", arange), ("full", full),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import tecomp
 from tecomp.errors import UnsupportedOpError
 from tecomp.frontend import from_onnx, onnx_backend
 from tecomp.frontend.onnx_control_flow import MAX_ITERATIONS
@@ -150,12 +151,17 @@ def test_a_scan_over_a_symbolic_length_is_specialised_per_shape(needs_llvm):
                        "x": rng.standard_normal((steps, 4)).astype("float32")})
 
 
-def test_a_sequence_valued_branch_is_refused_naming_the_node():
-    then = helper.make_graph([helper.make_node("SequenceConstruct", ["x"], ["seq"])], "then",
-                             [], [helper.make_tensor_sequence_value_info("seq", F, [2])])
-    model = _model([helper.make_node("If", ["go"], ["y"], then_branch=then, else_branch=then,
+def test_a_sequence_valued_branch_gives_the_sequence_of_the_branch_taken(rng):
+    then = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["seq"])],
+                             "then", [], [helper.make_tensor_sequence_value_info("seq", F, [2])])
+    other = helper.make_graph([helper.make_node("SequenceConstruct", ["x"], ["one"])],
+                              "else", [], [helper.make_tensor_sequence_value_info("one", F, [2])])
+    model = _model([helper.make_node("If", ["go"], ["y"], then_branch=then, else_branch=other,
                                      name="pick")],
                    [_info("x", F, [2])], [helper.make_tensor_sequence_value_info("y", F, [2])],
                    [("go", np.array(True))])
-    with pytest.raises(UnsupportedOpError, match="SequenceConstruct"):
-        from_onnx(model)
+    mod, _ = from_onnx(model)
+    assert mod.outputs == ("y[0]", "y[1]")
+    x = rng.standard_normal(2).astype("float32")
+    for y in tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm"))(x=x):
+        np.testing.assert_array_equal(y, x)

@@ -142,6 +142,21 @@ def test_a_sequence_input_needs_its_tensor_shapes():
         from_onnx(_boundary_model())
 
 
+@pytest.mark.parametrize("position,want", [(-1, "yxz"), (0, "xyz"), (2, "yzx"), (-2, "xyz")])
+def test_an_insert_counts_negative_positions_from_the_end(position, want):
+    # [y, z] with x inserted: -1 is before the last element, 2 (the length) the end.
+    nodes = [helper.make_node("SequenceConstruct", ["y", "z"], ["s"]),
+             helper.make_node("SequenceInsert", ["s", "x", "at"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["out"], axis=0)]
+    names = "xyz"
+    model = _model(nodes, [helper.make_tensor_value_info(n, T.FLOAT, [1]) for n in names],
+                   [helper.make_tensor_value_info("out", T.FLOAT, None)],
+                   [_scalar("at", position)])
+    feeds = {n: np.array([float(k)], np.float32) for k, n in enumerate(names)}
+    got = _run(model, feeds)["out"]
+    np.testing.assert_array_equal(got, [float(names.index(c)) for c in want])
+
+
 def test_positions_out_of_the_sequence_are_refused():
     nodes = [helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
              helper.make_node("SequenceAt", ["s", "five"], ["y"])]

@@ -1,6 +1,6 @@
 """Every graph operator has an implementation for each target kind, or a stated reason
-why not; and every implementation is of a graph operator (no list drifts from the
-other)."""
+why not; and every implementation is of a graph operator or of the operator catalogue
+(no list drifts from the other)."""
 
 import pytest
 
@@ -23,9 +23,15 @@ def test_every_graph_operator_has_an_implementation_or_a_reason(kind):
     assert not missing, f"graph operators without a {kind} implementation or a reason"
 
 
+#: Operators of topi's catalogue (looked up by name, with ONNX's semantics) that tecomp's
+#: own graph writes with others: ONNX's variadic Sum, Mean, Max and Min as chains of
+#: binary operators, Flatten, Squeeze and Unsqueeze as reshapes, Split as slices.
+CATALOGUE_ONLY = {"sum", "mean", "max", "min", "flatten", "squeeze", "unsqueeze", "split"}
+
+
 @pytest.mark.parametrize("kind", ["llvm", "cuda"])
-def test_every_implementation_is_of_a_graph_operator(kind):
-    assert sorted(set(strategy.registered_ops(kind)) - set(OPS)) == []
+def test_every_implementation_is_of_a_graph_operator_or_the_catalogue(kind):
+    assert sorted(set(strategy.registered_ops(kind)) - set(OPS) - CATALOGUE_ONLY) == []
 
 
 def test_the_build_names_why_a_kind_leaves_an_operator_out():

@@ -34,6 +34,10 @@ KNOWN = {
     ("test_reduce_min_empty_set", "attribute"): "reads data[0] of an empty tensor",
     # A scale of inf: 2 of 6 elements differ from onnxruntime's.
     ("test_qlinearmatmul_2D_int8_float32", "input_values"): "a_scale inf",
+    # Inputs near float32's largest: the state's sums overflow to inf or NaN in another
+    # order than onnxruntime's (docs/guides/onnx.md, the table of differences).
+    ("test_linear_attention_explicit_scale", "input_values"): "query values huge",
+    ("test_linear_attention_gated", "input_values"): "value values huge",
 }
 
 
