@@ -123,6 +123,10 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None, pairs_fit_int16=False):
     """``int32[N, M] = sum_k (A[n, k] - a_zero) * (B[k, m] - b_zero[m])`` (tag
     ``"qnn_matmul"``).
 
+    Symmetric int8 B (no ``b_zero``) of whole vectors of columns takes the **quads**
+    layout: B packed by :func:`pack_qnn_matmul_quads` (or by the compute on every call),
+    A read as words of four k, one :func:`tecomp.te.dot4_u8s8` per vector of columns.
+
     Parameters
     ----------
     cfg : config entity
@@ -135,10 +139,6 @@ def compute_qnn_matmul(cfg, A, B, a_zero, b_zero=None, pairs_fit_int16=False):
     pairs_fit_int16 : bool
         The promise of :func:`tecomp.te.dot4_u8s8` for the quads layout: B's rows 2j and
         2j+1 of a column sum, by sign, to at most ``32767 / 255`` in magnitude.
-
-    Symmetric int8 B (no ``b_zero``) of whole vectors of columns takes the **quads**
-    layout: B packed by :func:`pack_qnn_matmul_quads` (or by the compute on every call),
-    A read as words of four k, one :func:`tecomp.te.dot4_u8s8` per vector of columns.
 
     Raises
     ------
@@ -394,6 +394,12 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     """NCHW ``int32[N, K, OH, OW]``: ``sum (x - x_zero) * (w[k] - w_zero[k])`` over the
     window and the input channels (tag ``"qnn_conv2d"``).
 
+    Symmetric int8 weights (no ``w_zero``) of whole vectors of output channels take the
+    **quads** layout: the kernel packed by :func:`pack_qnn_conv2d_quads` (or packed by the
+    compute on every call), the input as words of four channels, and each step of the
+    reduction one :func:`tecomp.te.dot4_u8s8` per vector of output channels. Other weights
+    take the ``"pixels"`` or ``"channels"`` layouts.
+
     Parameters
     ----------
     cfg : config entity
@@ -401,8 +407,9 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     data : Tensor
         ``[N, C, H, W]``, uint8 or int8 (N may be symbolic).
     kernel : Tensor
-        OIHW ``[K, C, R, S]``, uint8 or int8, or (for the ``"channels"`` vectorization)
-        already packed by :func:`pack_qnn_conv2d_kernel`.
+        OIHW ``[K, C, R, S]``, uint8 or int8, or already packed: by
+        :func:`pack_qnn_conv2d_quads` (int32) or, for the ``"channels"`` vectorization, by
+        :func:`pack_qnn_conv2d_kernel`.
     x_zero, w_zero : Tensor
         Zero points of ``data``'s and ``kernel``'s dtypes: a scalar, and a scalar or
         ``[K]`` or None (0, as symmetric int8 weights have).
@@ -413,13 +420,6 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
         adjacent input channels' weights of an output channel and window position sum,
         by sign, to at most ``32767 / 255`` in magnitude (``lower_quantized_ops`` checks
         the constant weight).
-
-    Symmetric int8 weights (no ``w_zero``) of whole vectors of output channels take the
-    **quads** layout: the kernel packed
-    by :func:`pack_qnn_conv2d_quads` (or packed by the compute on every call), the
-    input as words of four channels, and each step of the reduction one
-    :func:`tecomp.te.dot4_u8s8` per vector of output channels. Other weights take the
-    ``"pixels"`` or ``"channels"`` layouts.
     """
     what = "qnn_conv2d"
     if kernel.dtype == _ACC or (kernel.dtype == "int8" and w_zero is None and const_int(
