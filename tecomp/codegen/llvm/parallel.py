@@ -1,66 +1,13 @@
 """Parallel loops for the LLVM emitter: the body is outlined into ``void f.parN(ptr
 closure)`` and run by libgomp's ``GOMP_parallel``; each thread takes a static contiguous
-chunk. Legalization leaves no parallel loop inside another one.
-
-A loop with little work runs its outlined body on the calling thread instead, as
-OpenMP's ``if`` clause does: starting a region costs about a microsecond with the team
-spinning and tens of microseconds with it asleep, which the small kernels of a decoding
-step (a transpose of the new token's keys, a softmax over one row) cost whole. The work
-is estimated at run time from the loop nest's extents (:func:`work_estimate`)."""
+chunk. Legalization leaves no parallel loop inside another one."""
 
 from __future__ import annotations
 
 import itertools
 
-from ...ir import expr as E
-from ...ir import stmt as S
 from ...ir.analysis import free_refs
 from .ir import Fn, Val, quote
-
-#: Below this many stores (a vector store counting one; each store of a reduction once
-#: per step), a parallel loop runs on the calling thread: about the work of starting a
-#: region. On a 2-core AMD EPYC (znver3) a 256-element vector add took 1.0 us on the
-#: calling thread and 2.2 us in a region with the team spinning; a GPT-2 decoding step
-#: (benchmarks/decoding_cpu.py, its small kernels on one thread) took 0.75x the time of
-#: the same build with every loop in a region, both built in one process and run in
-#: alternation on a loaded machine.
-SERIAL_WORK = 4096
-
-
-def work_estimate(body, in_scope) -> E.PrimExpr | None:
-    """The number of stores one iteration of a loop with ``body`` executes (an int64
-    expression): each store once per iteration of the loops around it, a vectorized loop
-    counting once; both branches of an if. None where an extent depends on a variable
-    ``in_scope(var)`` says is not bound before the loop (an inner loop's)."""
-    t = type(body)
-    if t is S.Store:
-        return E.IntImm(1, "int64")
-    if t is S.SeqStmt:
-        parts = [work_estimate(x, in_scope) for x in body.seq]
-        if any(p is None for p in parts):
-            return None
-        total = parts[0] if parts else E.IntImm(0, "int64")
-        for p in parts[1:]:
-            total = E.Add(total, p, "int64")
-        return total
-    if t is S.For:
-        inner = work_estimate(body.body, in_scope)
-        if inner is None or body.kind == "vectorized":
-            return inner
-        extent = body.extent
-        if any(not in_scope(v) for v in free_refs(extent)[0]):
-            return None
-        if extent.dtype != "int64":
-            extent = E.Cast("int64", extent)
-        return E.Mul(extent, inner, "int64")
-    if t is S.IfThenElse:
-        parts = [work_estimate(x, in_scope) for x in (body.then_case, body.else_case) if x]
-        if any(p is None for p in parts):
-            return None
-        return parts[0] if len(parts) == 1 else E.Add(parts[0], parts[1], "int64")
-    if t in (S.Allocate, S.LetStmt):
-        return work_estimate(body.body, in_scope)
-    return E.IntImm(0, "int64")
 
 
 class ParallelLoops:
@@ -108,7 +55,7 @@ class ParallelLoops:
         b.declare(
             "@GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"
         )
-        self._run(s, outlined, cl)
+        b.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {cl}, i32 0, i32 0)")
         if err is not None:
             ev = b.val(f"load i32, ptr {err}, align 4", "i32")
             bad = b.val(f"icmp ne i32 {ev.ref}, 0", "i1")
@@ -123,30 +70,6 @@ class ParallelLoops:
             fn.lines[rec_store_at] = (
                 f"  {p} = getelementptr inbounds {sty_rec}, ptr {cl}, i32 0, i32 {len(fields)}"
                 f"\n  store ptr {rec}, ptr {p}")
-
-    def _run(self, s, outlined: str, cl: str) -> None:
-        """Call the outlined body: on libgomp's team, or on this thread where the loop's
-        estimated work is below :data:`SERIAL_WORK` (the body then runs every iteration,
-        as thread 0 of 1)."""
-        em, b = self.em, self.b
-        per_iteration = work_estimate(s.body, lambda v: em.symbols.value(v) is not None)
-        team = f"call void @GOMP_parallel(ptr @{outlined}, ptr {cl}, i32 0, i32 0)"
-        if per_iteration is None:
-            b.emit(team)
-            return
-        extent = s.extent if s.extent.dtype == "int64" else E.Cast("int64", s.extent)
-        work = em.index.ev(E.Mul(extent, per_iteration, "int64"))
-        small = b.val(f"icmp slt i64 {b.mat(work).ref}, {SERIAL_WORK}", "i1")
-        lserial, lteam, ldone = (b.new_label(h) for h in ("par.serial", "par.team",
-                                                           "par.done"))
-        b.emit(f"br i1 {small.ref}, label %{lserial}, label %{lteam}")
-        b.start_block(lserial)
-        b.emit(f"call void @{quote(outlined)}(ptr {cl})")
-        b.emit(f"br label %{ldone}")
-        b.start_block(lteam)
-        b.emit(team)
-        b.emit(f"br label %{ldone}")
-        b.start_block(ldone)
 
     def _outline(self, name: str, s, fields, sty: str, rec_slot: tuple) -> bool:
         """Emit the outlined body; whether it uses the error record (``checks``)."""
