@@ -80,6 +80,24 @@ def test_math_intrinsics_map_to_cuda_functions(dtype, fns, rng):
                         target="cuda")
 
 
+def test_int8_dot_products_compile_to_dp4a(rng):
+    # uint8 x int8 quads: two signed __dp4a (the unsigned bytes flipped, 128 * sum added).
+    n = 64
+    A = te.placeholder((n,), "int32", name="A")
+    B = te.placeholder((n,), "int32", name="B")
+    C = te.compute((n,), lambda i: te.dot4_u8s8(A[i], B[i]), name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=32)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    assert tecomp.build(s, [A, B, C], target="cuda").get_source("cuda").count("__dp4a(") == 2
+    a = rng.integers(0, 256, (n, 4)).astype(np.uint8)
+    b = rng.integers(-128, 128, (n, 4)).astype(np.int8)
+    want = (a.astype(np.int32) * b.astype(np.int32)).sum(axis=1).astype(np.int32)
+    util.check_schedule(s, [A, B, C], [a.view(np.int32).ravel(), b.view(np.int32).ravel()],
+                        [want], target="cuda")
+
+
 def test_float16_through_cuda_fp16(rng):
     s, args = cuda_schedules.elementwise(n=64, threads=32, fn=lambda x: te.exp(x) * x + 1.0,
                                          dtype="float16")
