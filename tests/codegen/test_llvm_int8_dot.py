@@ -58,6 +58,20 @@ def test_dot4_is_the_exact_sum_of_four_products(rng, target, lanes, pairs_fit):
     assert np.array_equal(out, _reference(a, b, acc))
 
 
+@pytest.mark.parametrize("target", ["llvm", ZEN4, ARM[0]])
+def test_lane_counts_the_instructions_do_not_take_are_widened(rng, target):
+    # 12 lanes: 384 bits, no register of the instructions; the products are widened.
+    ll = build(_accumulate(False, 12), target).get_source("ll")
+    assert "vpdpbusd" not in ll and "usdot" not in ll
+    if target_unavailable(target) is None:
+        a, b = _words(rng, 45)
+        acc = rng.integers(-(2**20), 2**20, 45).astype(np.int32)
+        out = np.empty(45, np.int32)
+        callable_module(build(_accumulate(False, 12), target))(
+            a.view(np.int32).ravel(), b.view(np.int32).ravel(), acc, out)
+        assert np.array_equal(out, _reference(a, b, acc))
+
+
 def test_the_interpreter_agrees(rng):
     a, b = _words(rng, 16)
     for x, y, wx, wy in zip(a, b, a.view(np.int32).ravel(), b.view(np.int32).ravel()):

@@ -112,10 +112,12 @@ class Int8Dot:
         bytes), one vector of lanes each, plus ``acc`` (None: 0)."""
         lanes = a.lanes
         bits = 32 * lanes
-        if lanes > 1 and has_vnni(self.target, bits):
+        # The instructions take whole registers: 128, 256 or 512 bits (ARM: quarters of
+        # a power-of-two vector, joined again pairwise); other lane counts are widened.
+        if bits in _PAIR_SUMS and has_vnni(self.target, bits):
             return self._vnni(a, b, acc)
         arm = arm_dot_feature(self.target)
-        if arm is not None and lanes % 4 == 0:
+        if arm is not None and lanes >= 4 and lanes & (lanes - 1) == 0:
             return self._by_quads_of_lanes(lambda *v: self._arm(arm, *v), a, b, acc)
         if lanes > 1 and _has_pair_sums(self.target, bits):
             r = self._pair_sums(a, b, DOT_CALLS[name])
@@ -142,8 +144,8 @@ class Int8Dot:
                           [acc, self._bytes(a), self._bytes(b)])
 
     def _by_quads_of_lanes(self, dot, a: Val, b: Val, acc: Val | None) -> Val:
-        """``dot(a, b, acc)`` on each 128-bit quarter (four lanes) of the operands, the
-        results joined again."""
+        """``dot(a, b, acc)`` on each 128-bit quarter (four lanes) of operands of a
+        power-of-two number of lanes, the results joined again pairwise."""
         b_ = self.b
         lanes = a.lanes
         if lanes == 4:
