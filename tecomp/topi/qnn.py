@@ -230,18 +230,27 @@ def schedule_qnn_matmul(cfg, outs):
 
 def define_qnn_matmul_quads_knobs(cfg, N, M):
     """``rows`` of A by ``col_vectors`` vectors of output columns per register tile; the
-    fallback as :func:`define_qnn_conv2d_quads_knobs`'s, fewer rows for a short A."""
+    fallback is :func:`_quads_fallback_tile`'s, fewer rows for a short A."""
     lanes = vector_lanes(_ACC)
     vectors = M // lanes
     rows = N if isinstance(N, int) else 64
     cfg.define_knob("col_vectors", [v for v in (1, 2, 3, 4) if vectors % v == 0])
     cfg.define_knob("rows", [r for r in (1, 2, 3, 4, 5, 6, 8) if r <= max(rows, 1)])
     if cfg.is_fallback:
-        wide = current_target().num_vector_registers >= 32
-        cfg.fallback_knob("col_vectors", max(v for v in (1, 2, 3, 4)[:3 if wide else 2]
-                                             if vectors % v == 0))
-        cfg.fallback_knob("rows", max(r for r in (1, 2, 3, 4, 6)
-                                      if r <= min(rows, 6 if wide else 4)))
+        tile_vectors, tile_rows = _quads_fallback_tile(vectors)
+        cfg.fallback_knob("col_vectors", tile_vectors)
+        cfg.fallback_knob("rows", max(r for r in (1, 2, 3, 4, 6) if r <= min(rows, tile_rows)))
+
+
+def _quads_fallback_tile(vectors: int) -> tuple:
+    """``(vectors, rows)`` of the untuned register tile of the quads layouts, for
+    ``vectors`` vectors of output channels: one accumulator each, filling the vector
+    registers beside the weight vectors, the broadcast word and the constants: 2 vectors
+    by 4 rows where there are 16 registers, 3 by 6 where there are 32 (fewer vectors where
+    they do not divide the channels)."""
+    wide = current_target().num_vector_registers >= 32
+    return (max(v for v in (1, 2, 3)[:3 if wide else 2] if vectors % v == 0),
+            6 if wide else 4)
 
 
 def pack_qnn_matmul_quads(b: np.ndarray, lanes: int) -> np.ndarray:
@@ -250,14 +259,9 @@ def pack_qnn_matmul_quads(b: np.ndarray, lanes: int) -> np.ndarray:
     holds ``B[4*k4 .. 4*k4 + 3, o*lanes + l]`` (0 past K) as the bytes of one word,
     ``[o, K4, l]`` the column's sum."""
     K, M = b.shape
-    K4 = -(-K // 4)
-    quads = np.zeros((4 * K4, M), np.int8)
-    quads[:K] = b
-    words = quads.reshape(K4, 4, M).transpose(2, 0, 1).copy().view(np.int32)  # [M, K4, 1]
-    packed = np.zeros((M // lanes, K4 + 1, lanes), np.int32)
-    packed[:, :K4] = words.reshape(M // lanes, lanes, K4).transpose(0, 2, 1)
-    packed[:, K4] = b.astype(np.int64).sum(axis=0).astype(np.int32).reshape(M // lanes, lanes)
-    return packed
+    # B's columns are a 1x1 convolution's output channels, its rows the input channels.
+    packed = pack_qnn_conv2d_quads(np.ascontiguousarray(b.T).reshape(M, K, 1, 1), lanes)
+    return packed.reshape(M // lanes, -(-K // 4) + 1, lanes)
 
 
 def _compute_matmul_quads(cfg, A, B, za, N, K, M, pairs_fit):
@@ -566,21 +570,17 @@ def schedule_qnn_conv2d(cfg, outs):
 
 def define_qnn_conv2d_quads_knobs(cfg, K, OW):
     """``oc_vectors`` vectors of output channels by ``rows`` pixels of a row per register
-    tile (one accumulator each). The fallback fills the vector registers: 4 pixels by 2
-    vectors (8 accumulators, 2 weight vectors, the broadcast word and the constants)
-    where there are 16, 6 by 3 where there are 32."""
+    tile (one accumulator each); the fallback is :func:`_quads_fallback_tile`'s, no wider
+    than the row."""
     lanes = vector_lanes(_ACC)
     vectors = K // lanes
     cfg.define_knob("oc_vectors", [v for v in (1, 2, 3, 4) if vectors % v == 0])
     cfg.define_knob("rows", [1, 2, 3, 4, 5, 6, 7, 8])
     if cfg.is_fallback:
-        wide = current_target().num_vector_registers >= 32
-        best_v = 3 if wide else 2
-        cfg.fallback_knob("oc_vectors", max(v for v in (1, 2, 3, 4)[:best_v]
-                                            if vectors % v == 0))
-        rows = 6 if wide else 4
+        tile_vectors, tile_rows = _quads_fallback_tile(vectors)
+        cfg.fallback_knob("oc_vectors", tile_vectors)
         # A row narrower than the tile computes padding: take its width where it fits.
-        cfg.fallback_knob("rows", min(OW, rows))
+        cfg.fallback_knob("rows", min(OW, tile_rows))
 
 
 def pack_qnn_conv2d_quads(kernel: np.ndarray, lanes: int) -> np.ndarray:
