@@ -17,8 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx import numpy_helper
 
 from .. import te
 from ..errors import TecompError, UnsupportedOpError
@@ -40,6 +39,7 @@ from .onnx_converters import (
     ModelError,
     NeedsConstantError,
     onnx_dtype,
+    reference_outputs,
     since_version,
     supported_ops,
 )
@@ -97,17 +97,9 @@ def _fold(ctx, node, opset_imports) -> bool:
             v is not None and v.size > FOLD_LIMIT and k not in type_only
             for k, v in enumerate(values)):
         return False
-    names = [i if i else "" for i in node.input]
-    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
-                                            v.shape)
-              for n, v in zip(names, values) if n]
-    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
-               for o in node.output if o]
-    model = helper.make_model(helper.make_graph([node], "fold", inputs, outputs),
-                              opset_imports=opset_imports)
     try:
-        results = ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values)
-                                                       if n})
+        results = reference_outputs(node, {n: v for n, v in zip(node.input, values) if n},
+                                    opset_imports)
     except Exception:  # noqa: BLE001 - the converter then handles the node as usual
         return False
     if not all(isinstance(r, np.ndarray) for r in results):

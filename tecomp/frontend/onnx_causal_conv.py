@@ -12,6 +12,8 @@ tensor, which the graph does not hold: that model is refused, naming the node.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from onnx import TensorProto, helper
 
@@ -35,7 +37,7 @@ def _causal_conv_with_state(ctx, node, attrs):
                          f"carries an empty state, which tecomp does not hold")
     dtype = ctx.type_of(x).dtype
     out, present = (list(node.output) + ["", ""])[:2]
-    step = iter(range(1 << 30))
+    step = itertools.count()
 
     def run(op_type, inputs, outputs=None, **op_attrs):
         outputs = outputs or [f"{owner}/{op_type}_{next(step)}"]

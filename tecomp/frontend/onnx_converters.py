@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 from ..errors import TecompError, UnsupportedOpError
 from ..graph import dims
@@ -60,6 +62,19 @@ NOT_FOLDED = frozenset({"Slice", "Range", "GatherElements", "GatherND", "ReduceM
                         "ScatterND",
                         # A dequantized weight stays int8, for the int8 kernels.
                         "DequantizeLinear"})
+
+
+def reference_outputs(node, inputs: dict, opset_imports) -> list:
+    """The outputs onnx's reference implementation computes for ``node`` on ``inputs``
+    (name -> numpy array; a node's empty input names are left out) under
+    ``opset_imports``, one per non-empty output name."""
+    infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                           v.shape) for n, v in inputs.items()]
+    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+               for o in node.output if o]
+    model = helper.make_model(helper.make_graph([node], "node", infos, outputs),
+                              opset_imports=opset_imports)
+    return ReferenceEvaluator(model).run(None, inputs)
 
 
 def converter(op_type: str, *since_versions: int):
@@ -1444,7 +1459,7 @@ def _softmax_cross_entropy_loss(ctx, node, attrs):
 # ---- attention --------------------------------------------------------------------------------
 
 
-def _heads(ctx, x, num_heads, what):
+def split_heads(ctx, x, num_heads, what):
     """A [B, S, heads * size] input as [B, heads, S, size] (a 4-D one as it is)."""
     shape = ctx.type_of(x).shape
     if len(shape) == 4:
@@ -1531,9 +1546,9 @@ def _attention_keys_allowed(ctx, node, attrs, q_len, kv_len, past_len, batch):
 def _attention(ctx, node, attrs):
     q_heads, kv_heads = attrs.get("q_num_heads"), attrs.get("kv_num_heads")
     three_d = len(ctx.type_of(node.input[0]).shape) == 3
-    q = _heads(ctx, node.input[0], q_heads, "q_num_heads")
-    k = _heads(ctx, node.input[1], kv_heads, "kv_num_heads")
-    v = _heads(ctx, node.input[2], kv_heads, "kv_num_heads")
+    q = split_heads(ctx, node.input[0], q_heads, "q_num_heads")
+    k = split_heads(ctx, node.input[1], kv_heads, "kv_num_heads")
+    v = split_heads(ctx, node.input[2], kv_heads, "kv_num_heads")
     past_key, past_value = _input(node, 4), _input(node, 5)
     past_len = ctx.type_of(past_key).shape[2] if past_key else 0
     outs = list(node.output) + [""] * (4 - len(node.output))

@@ -13,23 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
-from .onnx_converters import ModelError, converter
+from .onnx_converters import ModelError, converter, reference_outputs
 
 
 def _evaluate_known(ctx, node, what: str) -> None:
     """Define ``node``'s outputs as the constants onnx's reference computes from its
     inputs' values, which must be known (``what`` says why they must)."""
-    names = [i for i in node.input if i]
-    values = [np.asarray(ctx.value_of(i, what)) for i in names]
-    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
-                                            v.shape) for n, v in zip(names, values)]
-    outputs = [helper.make_tensor_value_info(o, 0, None) for o in node.output if o]
-    model = helper.make_model(helper.make_graph([node], "node", inputs, outputs),
-                              opset_imports=[helper.make_opsetid(node.domain or "",
-                                                                 ctx.version)])
-    results = ReferenceEvaluator(model).run(None, dict(zip(names, values)))
+    values = {i: np.asarray(ctx.value_of(i, what)) for i in node.input if i}
+    results = reference_outputs(node, values,
+                                [helper.make_opsetid(node.domain or "", ctx.version)])
     for name, value in zip([o for o in node.output if o], results):
         ctx.const(np.asarray(value), name=name)
 

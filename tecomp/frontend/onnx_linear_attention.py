@@ -17,17 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import dims
-from .onnx_converters import ModelError, NeedsConstantError, converter
+from .onnx_converters import ModelError, NeedsConstantError, converter, split_heads
 
 _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True),
           "gated_delta": (True, True)}
 
 
-def _heads(ctx, x, heads: int):
+def _heads(ctx, x, heads: int, what: str):
     """(B, T, H*D) as float32 (B, H, T, D)."""
-    b, t, hd = ctx.type_of(x).shape
-    split = ctx.emit("reshape", [x], newshape=(b, t, heads, hd // heads))
-    out = ctx.emit("transpose", [split], perm=(0, 2, 1, 3))
+    out = split_heads(ctx, x, heads, what)
     return out if ctx.type_of(out).dtype == "float32" else ctx.emit("cast", [out],
                                                                       dtype="float32")
 
@@ -65,17 +63,19 @@ def _linear_attention(ctx, node, attrs):
     d_k = q_width // q_heads
     d_v = ctx.type_of(value).shape[2] // kv_heads
     group = q_heads // kv_heads
-    q4, k4, v4 = _heads(ctx, query, q_heads), _heads(ctx, key, kv_heads), _heads(
-        ctx, value, kv_heads)
+    q4 = _heads(ctx, query, q_heads, "q_num_heads")
+    k4, v4 = (_heads(ctx, x, kv_heads, "kv_num_heads") for x in (key, value))
     if gating:
         width = ctx.type_of(decay).shape[2]
         per = 1 if width == kv_heads else d_k
         if width != kv_heads * per:
             raise ModelError(f"node {owner!r} (LinearAttention): decay's last axis is "
                              f"{width}; allowed: {kv_heads} or {kv_heads * d_k}")
-        decay4 = ctx.emit("exp", [_heads(ctx, decay, kv_heads)])  # (B, Hkv, T, 1 or d_k)
+        # (B, Hkv, T, 1 or d_k)
+        decay4 = ctx.emit("exp", [_heads(ctx, decay, kv_heads, "kv_num_heads")])
     if delta:
-        beta4 = _heads(ctx, beta, ctx.type_of(beta).shape[2])     # (B, Hkv or 1, T, 1)
+        # (B, Hkv or 1, T, 1)
+        beta4 = _heads(ctx, beta, ctx.type_of(beta).shape[2], "beta's heads")
     zero = ctx.const(np.zeros((), np.float32), "zero")
     state_shape = (batch, kv_heads, d_k, d_v)
     state = (ctx.emit("cast", [past], dtype="float32") if past

@@ -132,6 +132,15 @@ class _Emitter:
         return (self.const(w, "weight"),
                 self.const((z.astype(np.int16) - shift).astype(np.int8), "weight_zero"))
 
+    def pairs_fit(self, q: str, as_oihw=lambda w: w) -> dict:
+        """``{"pairs_fit_int16": ...}`` for a constant int8 weight ``q`` (viewed as an
+        OIHW kernel by ``as_oihw``), which :func:`weight_pairs_fit_int16` checks; empty
+        for another weight."""
+        weight = self.value(q)
+        if weight is None or weight.dtype != np.int8:
+            return {}
+        return {"pairs_fit_int16": weight_pairs_fit_int16(as_oihw(np.asarray(weight)))}
+
     def rescale(self, acc: str, scale: np.ndarray, shape: tuple, output: str | None) -> str:
         """``cast(acc, float) * scale`` (``scale`` reshaped to ``shape``); the multiply
         is left out where every scale is 1."""
@@ -155,10 +164,7 @@ def _conv2d(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
         return False
     (xq, sx, zx), (wq, sw, zw) = xo, wo
     wq, zw = em.signed_weight(wq, zw)
-    attrs = {k: v for k, v in node.attrs.items() if k != "groups"}
-    weight = em.value(wq)
-    if weight is not None and weight.dtype == np.int8:
-        attrs["pairs_fit_int16"] = weight_pairs_fit_int16(np.asarray(weight))
+    attrs = {k: v for k, v in node.attrs.items() if k != "groups"} | em.pairs_fit(wq)
     acc = em.emit("qnn_conv2d", [xq, wq, em.zero(xq, zx), *em.weight_zero(zw, wq)], **attrs)
     scale = sx * sw
     em.rescale(acc, scale, (-1, 1, 1) if scale.ndim else (), node.outputs[0])
@@ -202,9 +208,8 @@ def _product(graph: Graph, producers: dict, node: Node, em: _Emitter) -> bool:
     rows = aq
     if len(sa) > 2:
         rows = em.emit("reshape", [aq], newshape=(dims.product(sa[:-1]), sa[-1]))
-    weight = em.value(bq)
-    attrs = ({"pairs_fit_int16": weight_pairs_fit_int16(np.asarray(weight).T[:, :, None, None])}
-             if weight is not None and weight.dtype == np.int8 else {})
+    # B[K, M]: its columns are the output channels, k the input channels.
+    attrs = em.pairs_fit(bq, lambda w: w.T[:, :, None, None])
     acc = em.emit("qnn_matmul", [rows, bq, em.zero(aq, za), *em.weight_zero(zb, bq)], **attrs)
     out = node.outputs[0]
     if len(sa) > 2:
