@@ -681,7 +681,7 @@ def _compute_quads(cfg, data, kernel, x_zero, strides, padding, dilation, pairs_
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
     top, left = pads[0], pads[1]
     signed = data.dtype == "int8"
-    zero = (x_zero[()] if len(x_zero.shape) == 0 else x_zero[0]).astype(_ACC)
+    zero = _zero_reader(what, x_zero, None, "tensor")(0)
     # int8 data is read as uint8 with its top bit flipped (its value plus 128), and so
     # is its zero point.
     shift = 128 if signed else 0
