@@ -37,6 +37,11 @@ BUILTIN_TEMPLATES = ("tecomp.topi",)
 #: ``tecomp.graph`` itself loads only the model runtime.
 BUILTIN_TASK_EXTRACTORS = ("tecomp.graph.tasks",)
 
+#: What to import for the operators tecomp ships: the graph's type rules and the operator
+#: library's implementations, which state their parts of each operator's entry in
+#: ``tecomp.operators``; its queries import them first, so an entry is never half-known.
+BUILTIN_OPERATORS = ("tecomp.graph.ops", "tecomp.topi")
+
 
 def lazy_attributes(package: str, names: dict):
     """A module-level ``__getattr__`` (PEP 562) for ``package`` that loads each of

@@ -33,6 +33,8 @@ API_MODULES = [
     ("tecomp.topi", "tecomp.topi", "the operator library: computes and schedules"),
     ("tecomp.topi.strategy", "tecomp.topi.strategy",
      "operator implementations per target and their configs"),
+    ("tecomp.operators", "tecomp.operators",
+     "the operator registry: each operator's pattern, type rule and implementations"),
 ]
 
 # tecomp's top level loads its layers on first use (``tecomp.__getattr__``); these are

@@ -1,5 +1,8 @@
 """What the graph level knows about each operator: its fusion pattern and its type rule.
 
+Each :func:`_register` call states the graph's part of an operator's entry in
+:mod:`tecomp.operators` (where the operator library adds its implementations).
+
 The operators are those of the operator library (``tecomp.topi``); a node's attributes
 are the keyword arguments of the operator's compute. A type rule maps the input types and
 the attributes to the output types and raises :class:`GraphTypeError` when the inputs do
@@ -21,11 +24,9 @@ Fusion patterns, from most to least fusable (as in TVM's ``OpPatternKind``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from collections.abc import Callable
-
 from ..errors import TecompError
 from ..ir.arith import prefer_unclamped
+from ..operators import Operator, define_graph_operator, graph_operators, lookup
 from ..topi.quantize import QUANTIZED_TYPES
 from ..topi.resize import scaled_size
 from ..topi.transform import range_length, slice_bounds, slice_extent
@@ -41,27 +42,9 @@ class GraphTypeError(TecompError, ValueError):
     """The inputs of a node do not fit its operator (shapes, dtypes or attributes)."""
 
 
-@dataclass(frozen=True)
-class OpInfo:
-    """An operator as the graph sees it: ``rule(node, input_types) -> output types``."""
-
-    name: str
-    pattern: str
-    rule: Callable
-    #: Whether the inputs broadcast to the output under numpy's rules (so every input
-    #: dimension is 1 or the output's: :func:`tecomp.graph.checks.runtime_dim_checks`).
-    broadcasts: bool = False
-    #: ``dim_checks(node, types) -> [DimCheck]``: the conditions on symbolic dimensions
-    #: that the rule could not decide and the kernels rely on, checked at run time.
-    dim_checks: Callable | None = None
-
-
-OPS: dict[str, OpInfo] = {}
-
-
-def _register(names, pattern, rule, broadcasts=False, dim_checks=None):
+def _register(names, pattern, rule, broadcasts=False, dim_checks=None, no_kernel=None):
     for name in names.split():
-        OPS[name] = OpInfo(name, pattern, rule, broadcasts, dim_checks)
+        define_graph_operator(name, pattern, rule, broadcasts, dim_checks, no_kernel)
 
 
 def _fail(node, message):
@@ -781,7 +764,8 @@ _register("full", INJECTIVE, _full)
 _register("transpose", INJECTIVE, _transpose)
 _register("concat", INJECTIVE, _concatenate, dim_checks=_concatenate_checks)
 # A concat computed in place (``tecomp.graph.storage.CONCAT_VIEW``), typed as one.
-_register("concat_view", INJECTIVE, _concatenate, dim_checks=_concatenate_checks)
+_register("concat_view", INJECTIVE, _concatenate, dim_checks=_concatenate_checks,
+          no_kernel="a concatenation its inputs write in place (tecomp.graph.storage)")
 _register("gather", INJECTIVE, _gather)
 _register("slice", INJECTIVE, _slice, dim_checks=_slice_checks)
 _register("pad", INJECTIVE, _pad)
@@ -875,21 +859,23 @@ _register("quantize_linear", ELEMWISE, _quantize)
 _register("dequantize_linear", ELEMWISE, _dequantize)
 _register("qnn_matmul", OUT_FUSABLE, _qnn_matmul)
 _register("qnn_conv2d", OUT_FUSABLE, _qnn_conv2d)
-_register("shape_of", OPAQUE, _shape_of)
-_register("size_of", OPAQUE, _size_of)
+_REWRITTEN_TO_SIZES = "rewritten by the graph passes into the sizes it reads"
+_register("shape_of", OPAQUE, _shape_of, no_kernel=_REWRITTEN_TO_SIZES)
+_register("size_of", OPAQUE, _size_of, no_kernel=_REWRITTEN_TO_SIZES)
 _register("one_hot", INJECTIVE, _one_hot)
 _register("rms_norm", REDUCE, _normalise)
 
 
-def op_info(node) -> OpInfo:
-    """The :class:`OpInfo` of ``node``'s operator.
+def op_info(node) -> Operator:
+    """The :class:`~tecomp.operators.Operator` of ``node``'s operator (its pattern, type
+    rule and implementations).
 
     Raises
     ------
     GraphTypeError
         The operator is unknown to the graph level.
     """
-    info = OPS.get(node.op)
-    if info is None:
-        _fail(node, f"unknown operator; known: {', '.join(sorted(OPS))}")
+    info = lookup(node.op)
+    if info is None or not info.in_graph:
+        _fail(node, f"unknown operator; known: {', '.join(graph_operators())}")
     return info

@@ -1,12 +1,14 @@
 """Operator strategies: which compute and which schedule implement an operator on a target.
 
 An operator of the library (``"dense"``, ``"conv2d"``, ``"softmax"``, ...) has, per target
-kind, one :class:`Implementation`: a ``compute`` that builds the operator's tensor
-expression from input tensors, and a ``schedule`` that schedules a *fused group* ending in
-that operator's output (the operator itself plus any elementwise epilogue computed from
-it). Compute and schedule are apart, as in TVM's ``compute_*`` / ``schedule_*`` strategy
-functions, so a graph compiler can append an arbitrary elementwise epilogue (bias, an
-activation, a residual add) and the operator's schedule fuses it into its output loop.
+kind, one :class:`Implementation` (kept in the operator's entry of the registry,
+:mod:`tecomp.operators`, beside its graph type rule and fusion pattern): a ``compute``
+that builds the operator's tensor expression from input tensors, and a ``schedule`` that
+schedules a *fused group* ending in that operator's output (the operator itself plus any
+elementwise epilogue computed from it). Compute and schedule are apart, as in TVM's
+``compute_*`` / ``schedule_*`` strategy functions, so a graph compiler can append an
+arbitrary elementwise epilogue (bias, an activation, a residual add) and the operator's
+schedule fuses it into its output loop.
 
 A tunable implementation names its autotune ``template`` and says how its ``workload``
 arguments follow from the input shapes; the configuration it is scheduled with is the
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 from ..autotune import FallbackConfigEntity, create_task
 from ..errors import TecompError
+from ..operators import library_operators, lookup, operator
 from ..target import Target, as_target
 
 
@@ -78,33 +81,33 @@ class Implementation:
     batch_free_config: bool = False
 
 
-_REGISTRY: dict[tuple[str, str], Implementation] = {}
-
-#: (operator, target kind) -> why that kind has no implementation of it (a graph
-#: operator a kind leaves out must say why: ``register_without_implementation``).
-_LEFT_OUT: dict[tuple[str, str], str] = {}
+def _kind(target) -> str:
+    kind = target if isinstance(target, str) else target.kind
+    return kind.split()[0]
 
 
 def register_implementation(impl: Implementation) -> Implementation:
-    """Register ``impl`` for ``(impl.op, impl.kind)``; a second one for the same pair is
-    an error (two modules claiming one operator is a bug, not an override)."""
-    key = (impl.op, impl.kind)
-    if key in _REGISTRY and _REGISTRY[key] is not impl:
+    """Make ``impl`` the implementation of operator ``impl.op`` for ``impl.kind`` (in the
+    operator's entry of :mod:`tecomp.operators`); a second one for the same pair is an
+    error (two modules claiming one operator is a bug, not an override)."""
+    have = operator(impl.op).implementations
+    if have.get(impl.kind, impl) is not impl:
         raise TecompError(f"operator {impl.op!r} already has an implementation for {impl.kind}")
-    _REGISTRY[key] = impl
+    have[impl.kind] = impl
     return impl
 
 
 def register_without_implementation(op: str, kind: str, reason: str) -> None:
     """Record that target ``kind`` has no implementation of ``op``, and why; the graph
     build names the reason when a model needs it."""
-    _LEFT_OUT[(op, kind)] = reason
+    operator(op).left_out[kind] = reason
 
 
 def why_not_implemented(op: str, kind: str) -> str | None:
     """Why target ``kind`` has no implementation of operator ``op``: the reason
     :func:`register_without_implementation` gave, or None."""
-    return _LEFT_OUT.get((op, kind))
+    entry = lookup(op)
+    return entry.left_out.get(kind) if entry is not None else None
 
 
 def get_implementation(op: str, target) -> Implementation:
@@ -116,29 +119,27 @@ def get_implementation(op: str, target) -> Implementation:
         No implementation is registered for that operator and target kind; the message
         lists the kinds that have one.
     """
-    kind = target if isinstance(target, str) else target.kind
-    kind = kind.split()[0]
-    impl = _REGISTRY.get((op, kind))
-    if impl is None:
-        kinds = sorted(k for (o, k) in _REGISTRY if o == op)
-        have = f"it has implementations for: {', '.join(kinds)}" if kinds else "it is unknown"
-        raise TecompError(f"operator {op!r} has no implementation for target kind {kind!r}; {have}")
-    return impl
+    kind = _kind(target)
+    entry = lookup(op)
+    have = entry.implementations if entry is not None else {}
+    if kind not in have:
+        kinds = f"it has implementations for: {', '.join(sorted(have))}" if have else \
+            "it is unknown"
+        raise TecompError(f"operator {op!r} has no implementation for target kind {kind!r}; "
+                          f"{kinds}")
+    return have[kind]
 
 
 def registered_ops(target) -> list[str]:
     """Names of the operators with an implementation for ``target``'s kind, sorted."""
-    kind = target if isinstance(target, str) else target.kind
-    kind = kind.split()[0]
-    return sorted(o for (o, k) in _REGISTRY if k == kind)
+    return list(library_operators(_kind(target)))
 
 
 def implementations(target) -> list[Implementation]:
     """The implementations registered for ``target``'s kind (a Target or a kind string),
     sorted by operator name."""
-    kind = target if isinstance(target, str) else target.kind
-    kind = kind.split()[0]
-    return [impl for (o, k), impl in sorted(_REGISTRY.items()) if k == kind]
+    kind = _kind(target)
+    return [op.implementations[kind] for op in library_operators(kind).values()]
 
 
 def select_config(impl: Implementation, *input_shapes, target=None, **attrs):

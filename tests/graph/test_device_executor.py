@@ -145,9 +145,9 @@ def test_wrong_inputs_are_named(cnn_lib):
 
 
 def test_an_operator_without_a_cuda_implementation_is_refused_by_name(monkeypatch):
-    from tecomp.topi import strategy
+    from tecomp.operators import lookup
 
-    monkeypatch.delitem(strategy._REGISTRY, ("softmax", "cuda"))
+    monkeypatch.delitem(lookup("softmax").implementations, "cuda")
     with pytest.raises(GraphBuildError,
                        match=r"target kind 'cuda': softmax \(kernel fused_\w+, node"):
         _build(tiny_mlp(hidden=8))

@@ -9,14 +9,13 @@ import pytest
 import onnx_models
 from onnx import TensorProto, helper, numpy_helper
 
-from tecomp import Target, autotune
+from tecomp import Target, autotune, operators
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.tasks import kernel_spaces
 from tecomp.testing import models
-from tecomp.topi import strategy
 from tecomp.topi.fused_group import GROUP_TEMPLATE
 
 CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
@@ -126,9 +125,10 @@ def test_a_symbolic_batch_builds_its_convolutions_with_the_records_of_batch_1(
 def test_a_batch_is_free_only_where_the_implementation_says_so(monkeypatch):
     # The operator's implementation declares that its config ignores the batch; without
     # that, a symbolic batch leaves no static workload to tune.
-    monkeypatch.setattr(strategy, "_REGISTRY", {
-        key: dataclasses.replace(impl, batch_free_config=False)
-        for key, impl in strategy._REGISTRY.items()})
+    for op in operators.library_operators("llvm").values():
+        monkeypatch.setitem(op.implementations, "llvm",
+                            dataclasses.replace(op.implementations["llvm"],
+                                                batch_free_config=False))
     mod, params = from_onnx(onnx_models.small_cnn(batch="N"))
     assert autotune.extract_tasks(mod, params, target="llvm") == []
 

@@ -3,7 +3,7 @@ import time
 import numpy as np
 import pytest
 
-from tecomp import autotune
+from tecomp import autotune, operators
 from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import make_record
 from tecomp.errors import TecompError
@@ -17,7 +17,7 @@ def _impl(op, kind="llvm"):
 
 
 def test_registry_finds_an_implementation_by_op_and_target_kind(monkeypatch):
-    monkeypatch.setattr(strategy, "_REGISTRY", {})
+    monkeypatch.setattr(operators, "_OPERATORS", {})
     impl = strategy.register_implementation(_impl("toy"))
     assert strategy.get_implementation("toy", Target("llvm -mcpu=skylake-avx512")) is impl
     assert strategy.get_implementation("toy", "llvm") is impl
@@ -25,7 +25,7 @@ def test_registry_finds_an_implementation_by_op_and_target_kind(monkeypatch):
 
 
 def test_missing_implementation_names_op_and_kinds(monkeypatch):
-    monkeypatch.setattr(strategy, "_REGISTRY", {})
+    monkeypatch.setattr(operators, "_OPERATORS", {})
     strategy.register_implementation(_impl("toy"))
     with pytest.raises(TecompError,
                        match=r"'toy' has no implementation for target kind 'cuda'.*llvm"):
@@ -35,7 +35,7 @@ def test_missing_implementation_names_op_and_kinds(monkeypatch):
 
 
 def test_second_registration_of_the_same_pair_is_an_error(monkeypatch):
-    monkeypatch.setattr(strategy, "_REGISTRY", {})
+    monkeypatch.setattr(operators, "_OPERATORS", {})
     strategy.register_implementation(_impl("toy"))
     with pytest.raises(TecompError, match="already has an implementation"):
         strategy.register_implementation(_impl("toy"))
@@ -64,6 +64,6 @@ def test_convolutions_declare_a_config_free_of_the_batch():
 
 
 def test_select_config_of_an_untunable_implementation_is_a_fresh_fallback(monkeypatch):
-    monkeypatch.setattr(strategy, "_REGISTRY", {})
+    monkeypatch.setattr(operators, "_OPERATORS", {})
     impl = strategy.register_implementation(_impl("toy"))
     assert strategy.select_config(impl, (4,)).is_fallback
