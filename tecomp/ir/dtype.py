@@ -85,10 +85,14 @@ def is_bool(dtype: str) -> bool:
     return dtype == "bool"
 
 
-def refuse_small(dtype: str, what: str) -> None:
-    """Raise a ``DTypeError`` naming ``what`` where ``dtype`` is a small type: a kernel
-    holds those as codes, with no constants, conversions or arithmetic of their own."""
+def refuse_small(dtype: str, what: str, subject=None) -> None:
+    """Raise a ``DTypeError`` naming ``what`` (and ``subject``, an expression printed only
+    then: code generators call this for every operation) where ``dtype`` is a small type:
+    a kernel holds those as codes, with no constants, conversions or arithmetic of their
+    own."""
     if is_small(dtype):
+        if subject is not None:
+            what = f"{what} {subject}"
         raise DTypeError(f"{what}: {dtype} is a small type, held as its code: a kernel has "
                          f"no constants, casts or arithmetic of it; convert with "
                          f"tecomp.topi.small_types")

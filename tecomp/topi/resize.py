@@ -84,7 +84,11 @@ def filter_taps(mode: str, scale, antialias: bool) -> tuple:
 
 def _axis_taps(x_src, in_size, mode: str, taps: tuple, a: float, exclude_outside: bool,
                normalise: bool):
-    """``[(index, weight)]`` of one axis's taps at source coordinate ``x_src``.
+    """``([(index, weight)], total)`` of one axis's taps at source coordinate ``x_src``:
+    ``total`` is the sum of the weights where they are to be normalised (antialiasing,
+    or taps excluded outside the input), else None. The caller divides once by it, not
+    each weight: a weight divided by the sum of all weights, read by every tap of the
+    other axis, made the expression grow with the cube of the taps.
 
     ONNX's reference takes ``base`` one lower where ``x_src`` is an integer (``r`` in
     ``(0, 1]``); taking the floor (``r`` in ``[0, 1)``) moves the taps by one where the
@@ -102,12 +106,12 @@ def _axis_taps(x_src, in_size, mode: str, taps: tuple, a: float, exclude_outside
         if exclude_outside:
             w = te.if_then_else(te.all(at >= 0, at < in_size), w, te.const(0.0))
         out.append((te.min(te.max(at, 0), in_size - 1), w))
+    total = None
     if normalise or exclude_outside:
         total = out[0][1]
         for _, w in out[1:]:
             total = total + w
-        out = [(at, w / total) for at, w in out]
-    return out
+    return out, total
 
 
 def scaled_size(size, scale: float):
@@ -211,9 +215,10 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
             value = x[lead_idx + tuple(_nearest(c, n, nearest_mode)
                                        for c, (n, _, _) in zip(src, axes))]
         else:
-            rows, cols = (_axis_taps(c, n, mode, t, cubic_coeff_a, exclude_outside,
-                                     normalise=t[2] != 1.0)
-                          for c, (n, _, _), t in zip(src, axes, taps))
+            (rows, row_total), (cols, col_total) = (
+                _axis_taps(c, n, mode, t, cubic_coeff_a, exclude_outside,
+                           normalise=t[2] != 1.0)
+                for c, (n, _, _), t in zip(src, axes, taps))
             value = None
             for h, wh in rows:
                 row = None
@@ -222,6 +227,9 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
                     row = term if row is None else row + term
                 term = row * wh.astype(x.dtype)
                 value = term if value is None else value + term
+            for total in (row_total, col_total):
+                if total is not None:
+                    value = value * (1.0 / total).astype(x.dtype)
         if crop:
             inside = te.all(*(te.all(c >= 0.0, c <= (n - 1).astype("float32"))
                               for c, (n, _, _) in zip(src, axes)))

@@ -222,7 +222,7 @@ class KernelEmitter:
         v = self.expr(e.value)
         src, dst = e.value.dtype, e.dtype
         for d in (src, dst):
-            dt.refuse_small(d, f"cast {e}")
+            dt.refuse_small(d, "cast", e)
         if dst == "float16":
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":

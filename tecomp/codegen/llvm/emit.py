@@ -171,7 +171,7 @@ class Emitter:
         v = self.builder.mat(self.ev(e.value))
         src, dst = e.value.dtype, e.dtype
         for d in (src, dst):
-            dt.refuse_small(d, f"cast {e}")
+            dt.refuse_small(d, "cast", e)
         # bfloat16 converts through float32 both ways (see bfloat.py).
         if src == "bfloat16" and dst != src:
             v, src = self.bfloat.widen(v), "float32"
@@ -207,7 +207,7 @@ class Emitter:
         x, y = b.unify(x, y)
         d = e.dtype
         t = type(e)
-        dt.refuse_small(d, f"{t.__name__} {e}")
+        dt.refuse_small(d, t.__name__, e)
         vt, n = x.vty, x.lanes
         if d == "bfloat16":  # in float32, rounded once
             bf = self.bfloat
@@ -295,7 +295,7 @@ class Emitter:
         d = e.a.dtype
         if t in (E.And, E.Or):
             return self._logical(e)
-        dt.refuse_small(d, f"{t.__name__} {e}")
+        dt.refuse_small(d, t.__name__, e)
         if d in SIGNED_INT:
             x, y = self.index.ev(e.a), self.index.ev(e.b)
             if (
