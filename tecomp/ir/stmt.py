@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .buffer import Buffer
-from .expr import Call, Load, Node, PrimExpr, Var
+from .expr import Call, IntImm, Load, Node, PrimExpr, Var
 from .functor import collect_vars
 
 
@@ -156,12 +156,14 @@ def seq(*stmts) -> Stmt:
 PREFETCH = "prefetch"
 
 
-def prefetch(buffer: Buffer, index: PrimExpr) -> Evaluate:
-    """A hint that ``buffer[index]`` (a vector index: every lane) will be read soon.
+def prefetch(buffer: Buffer, index: PrimExpr, write: bool = False) -> Evaluate:
+    """A hint that ``buffer[index]`` (a vector index: every lane) will be read soon, or
+    with ``write``, written soon (its lines fetched ready to be modified).
 
     It has no effect on results: nothing is read, and an index outside the buffer is
     allowed (code generators emit an instruction that cannot fault, or nothing)."""
-    return Evaluate(Call(buffer.dtype, PREFETCH, (Load(buffer, index, buffer.dtype),)))
+    args = (Load(buffer, index, buffer.dtype),) + ((IntImm(1, "int32"),) if write else ())
+    return Evaluate(Call(buffer.dtype, PREFETCH, args))
 
 
 def prefetched(s: Stmt) -> Load | None:
@@ -169,6 +171,11 @@ def prefetched(s: Stmt) -> Load | None:
     if type(s) is Evaluate and type(s.value) is Call and s.value.name == PREFETCH:
         return s.value.args[0]
     return None
+
+
+def prefetch_for_write(s: Stmt) -> bool:
+    """Whether the :func:`prefetch` statement ``s`` announces a write."""
+    return len(s.value.args) > 1
 
 
 @dataclass(frozen=True, eq=False, repr=False)

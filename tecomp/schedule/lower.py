@@ -404,7 +404,7 @@ class _Builder:
         else:
             update = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, bodies, flat)])
             init = None
-        prefetch_at = self._prefetch_nests(st, info, bodies, pos)
+        prefetch_at = self._prefetch_nests(st, info, bodies, pos, flat)
         stmt = update
         for level in range(len(leaves) - 1, -1, -1):
             iv = leaves[level]
@@ -416,31 +416,27 @@ class _Builder:
                 stmt = S.seq(self._init_nest(st, info, leaves[level:], init, guards, pos), stmt)
         return _guard(stmt, by_level.get(-1, []))
 
-    def _prefetch_nests(self, st: Stage, info: StageInfo, bodies, pos) -> dict:
+    def _prefetch_nests(self, st: Stage, info: StageInfo, bodies, pos, flat) -> dict:
         """Loop level -> the prefetches at the top of that loop's body, for the stage's
         ``prefetch`` hints (see :meth:`Stage.prefetch`).
 
-        A read of the hinted tensor whose index uses the hinted loop gets its prefetch in
-        the innermost loop of the unbroken run, from the hinted loop inwards, of loops the
-        index uses; the loops it uses further in (a tile's channel blocks, the vector
-        lanes) are copied around the prefetch, the loops it does not use are left out, so
-        no address is prefetched twice in one iteration of the loops it uses."""
+        A read of the hinted tensor (or, for the stage's own output, its store, with
+        ``flat`` the store's index per output) whose index uses the hinted loop gets its
+        prefetch in the innermost loop of the unbroken run, from the hinted loop inwards,
+        of loops the index uses; the loops it uses further in (a tile's channel blocks,
+        the vector lanes) are copied around the prefetch, the loops it does not use are
+        left out, so no address is prefetched twice in one iteration of the loops it
+        uses."""
         leaves = st.leaf_iter_vars
         placed: dict = {}
         for tensor, iv, offset in st.prefetches:
-            if self.sch.stage_map[tensor.op].attach_type == "inline":
-                raise LoweringError(f"stage {st.name} prefetches {tensor.name}, which is "
-                                    f"inlined: it has no buffer to prefetch from")
-            buf, _ = self.to_loads.buffer_of(tensor)
-            loads: list = []
-
-            def collect(n):
-                if type(n) is E.Load and n.buffer is buf and not any(
-                        structural_equal(n, m) for m in loads):
-                    loads.append(n)
-
-            for body in bodies:
-                post_order_visit(body, collect)
+            write = tensor.op is st.op
+            if write:
+                buf = info.buffers[tensor.value_index]
+                loads = [E.Load(buf, flat[tensor.value_index], buf.dtype)]
+            else:
+                loads = self._loads_of(st, tensor, bodies)
+                buf = loads[0].buffer if loads else None
             level = pos[iv.var]
             for load in loads:
                 used = {pos[v] for v in collect_vars(load.index) if v in pos}
@@ -454,11 +450,28 @@ class _Builder:
                     continue  # GPU code has no prefetch
                 fresh = {c.var: E.Var(c.var.name + "_pf", c.var.dtype) for c in copied}
                 index = substitute(load.index, {iv.var: iv.var + offset, **fresh})
-                stmt = S.prefetch(buf, index)
+                stmt = S.prefetch(buf, index, write=write)
                 for c in reversed(copied):
                     stmt = _loop(st, info, c, stmt, fresh[c.var])
                 placed.setdefault(inner, []).append(stmt)
         return placed
+
+    def _loads_of(self, st: Stage, tensor, bodies) -> list:
+        """The distinct loads of ``tensor``'s buffer in ``bodies``."""
+        if self.sch.stage_map[tensor.op].attach_type == "inline":
+            raise LoweringError(f"stage {st.name} prefetches {tensor.name}, which is "
+                                f"inlined: it has no buffer to prefetch from")
+        buf, _ = self.to_loads.buffer_of(tensor)
+        loads: list = []
+
+        def collect(n):
+            if type(n) is E.Load and n.buffer is buf and not any(
+                    structural_equal(n, m) for m in loads):
+                loads.append(n)
+
+        for body in bodies:
+            post_order_visit(body, collect)
+        return loads
 
     def _reduction(self, bodies, bufs, flat):
         red = bodies[0]

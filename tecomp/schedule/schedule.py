@@ -244,23 +244,29 @@ class Stage:
 
     def prefetch(self, tensor, var, offset: int):
         """Ask for the bytes of ``tensor`` that this stage reads ``offset`` iterations of
-        ``var`` later to be fetched into the cache now.
+        ``var`` later to be fetched into the cache now; ``tensor`` may also be this
+        stage's own output, whose lines it writes ``offset`` iterations later are then
+        fetched ready to be written (so the stores of a row find their lines in the
+        cache instead of each waiting on memory).
 
-        Each read of ``tensor`` whose index uses ``var`` gets a prefetch of the same index
-        with ``var + offset`` in place of ``var``, placed outside the inner loops that the
-        index does not use (an unrolled register tile's other columns), so each address is
-        prefetched once per iteration of the loops that do. The index is extrapolated, not
-        clamped: past the last iteration it announces what lies beyond in memory (the next
-        tile's weights, when the loop walks them contiguously), and a prefetch never faults.
-        A hint for the LLVM targets (``llvm.prefetch``); GPU code generators ignore it.
+        Each read of ``tensor`` whose index uses ``var`` (or the stage's store) gets a
+        prefetch of the same index with ``var + offset`` in place of ``var``, placed
+        outside the inner loops that the index does not use (an unrolled register tile's
+        other columns), so each address is prefetched once per iteration of the loops
+        that do. The index is extrapolated, not clamped: past the last iteration it
+        announces what lies beyond in memory (the next tile's weights, when the loop walks
+        them contiguously), and a prefetch never faults. A hint for the LLVM targets
+        (``llvm.prefetch``); GPU code generators ignore it.
         """
         self._check_schedulable("prefetch")
         self._check_leaf("prefetch", var, "var")
         if not isinstance(tensor, Tensor):
             raise self._error("prefetch", f"tensor={tensor!r} must be a te tensor")
-        if tensor.op not in [t.op for t in self.op.input_tensors]:
-            raise self._error("prefetch", f"tensor {tensor.name} is not read by this stage "
-                                          f"(it reads {[t.name for t in self.op.input_tensors]})")
+        if tensor.op is not self.op and \
+                tensor.op not in [t.op for t in self.op.input_tensors]:
+            raise self._error("prefetch", f"tensor {tensor.name} is neither read by this stage "
+                                          f"(it reads {[t.name for t in self.op.input_tensors]}) "
+                                          f"nor its output")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
             raise self._error("prefetch", f"offset={offset!r} must be a non-zero int "
                                           f"(iterations of {var.name} ahead)")

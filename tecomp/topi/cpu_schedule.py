@@ -16,6 +16,7 @@ import math
 
 from ..ir import dtype as dt
 from ..ir import expr as E
+from ..ir.functor import post_order_visit
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
@@ -494,8 +495,31 @@ def _row_knobs(cfg, s, outs) -> RowKnobs:
     accumulator = any(isinstance(t.op, ComputeOp) and t.op.is_reduction
                       and len(t.op.outputs) == 1 and _inner_count(t.op) > 0
                       for t in outs)
+    group = [t.op for t in outs if isinstance(t.op, ComputeOp)]
+    group += [t.op for t in outs for t in _stages_read(t.op, lambda o: True)]
     return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics,
-                            accumulator=accumulator)
+                            accumulator=accumulator, long_chains=_calls_long_chains(group))
+
+
+#: Intrinsics whose vector code is one long chain of dependent instructions (a range
+#: reduction and a polynomial): ``exp`` and the functions computed from it.
+LONG_CHAIN_CALLS = frozenset({"exp", "exp2", "tanh", "sigmoid", "erf", "pow"})
+
+
+def _calls_long_chains(ops) -> bool:
+    """Whether a body of ``ops`` calls one of :data:`LONG_CHAIN_CALLS`."""
+    found = []
+
+    def visit(n):
+        if type(n) is E.Call and n.name in LONG_CHAIN_CALLS:
+            found.append(n)
+
+    for op in ops:
+        for body in op.body:
+            post_order_visit(body, visit)
+            if found:
+                return True
+    return False
 
 
 def _reductions_at_root(s, outs, knobs: RowKnobs) -> set:
@@ -536,6 +560,23 @@ def _stages_read(op, keep) -> list:
 
 
 # ---- normalizations (softmax, layer_norm, ...) ---------------------------------------------
+
+
+#: Rows a normalization's row loop fetches ahead: the inputs its row buffers read and the
+#: lines its output writes (ready to be written), for rows of at least
+#: ``PREFETCH_ROW_BYTES``. A row is read from memory by its first statistic, computed, then
+#: written; without the hints each phase waits on memory alone, where a streaming kernel
+#: overlaps them. Softmax 4096 x 1024 on 2 Zen 3 cores: 0.66 -> 0.53 ns per element.
+PREFETCH_ROWS = 2
+PREFETCH_ROW_BYTES = 2048
+
+
+def _prefetch_rows_ahead(stage, chunk, chunks_per_row: int) -> None:
+    """Prefetch, in a row buffer's ``stage`` (laid out as ``chunks_per_row`` iterations of
+    ``chunk`` per row), the inputs it reads from memory ``PREFETCH_ROWS`` rows ahead."""
+    for tensor in stage.op.input_tensors:
+        if not isinstance(tensor.op, ComputeOp):
+            stage.prefetch(tensor, chunk, chunks_per_row * PREFETCH_ROWS)
 
 
 def _find_normalized(s, outs):
@@ -598,12 +639,19 @@ def schedule_normalize(cfg, outs):
             po, _ = block_layout(stage, outer, mid, [], lanes, len(outer), fuse_inner=False)
         row = None if po is None else _parallel_rows(stage, po, knobs.rows_per_task)
         in_row = row is not None and knobs.stats_in_row
+        row_length = None if inner else num_elements([a.dom.extent for a in mid])
+        prefetch = (in_row and row_length is not None
+                    and row_length * dt.bits(t.dtype) // 8 >= PREFETCH_ROW_BYTES)
         for buf in _row_buffers_read(s, t.op):
             if in_row:
                 s[buf].compute_at(stage, row)
-                block_layout(s[buf], [], list(s[buf].op.axis), [], lanes, 0)
+                chunk, _ = block_layout(s[buf], [], list(s[buf].op.axis), [], lanes, 0)
+                if prefetch:
+                    _prefetch_rows_ahead(s[buf], chunk, -(-row_length // lanes))
             else:
                 parallel_vectorize(s[buf], list(s[buf].op.axis), buf.dtype, buf.shape)
+        if prefetch:
+            stage.prefetch(t, row, PREFETCH_ROWS)
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:
                 layout_reduction(s, red, attach=(stage, row) if in_row else None,

@@ -45,3 +45,22 @@ def test_prefetch_announces_each_line_ahead_and_changes_no_result(dtype, lines, 
         assert any((d + 64, base) in found for d, base in found)
     else:            # B's row k + offset: the displacement in the machine code
         assert offset * 64 in {d for d, _ in found}
+
+
+def test_a_stage_prefetches_what_it_will_write_ready_to_be_written():
+    # Each row of C is written 2 rows ahead of its stores: prefetchw, with write intent,
+    # of one line per 16 floats, and the results are those of the plain schedule.
+    A = te.placeholder((64, 64), name="A")
+    C = te.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    i, j = C.op.axis
+    jo, ji = s[C].split(j, factor=16)
+    s[C].vectorize(ji)
+    s[C].prefetch(C, i, 2)
+    assert "prefetch(C[i * 64 + j.outer * 16 + j.inner + 128], 1)" in str(tecomp.lower(s, [A, C]))
+    a = np.random.default_rng(0).random((64, 64)).astype("float32")
+    c = np.zeros_like(a)
+    tecomp.build(s, [A, C], target="llvm")(a, c)
+    np.testing.assert_array_equal(c, a * 2.0)
+    ll = tecomp.build(s, [A, C], target=X86_AVX512).get_source("ll")
+    assert re.search(r"call void @llvm\.prefetch\.p0\(ptr [^,]+, i32 1, i32 3, i32 1\)", ll)

@@ -347,7 +347,7 @@ def test_prefetch_sits_outside_the_loops_its_index_does_not_use():
 def test_prefetch_checks_its_arguments():
     s, (A, B, C) = _prefetching_matmul()
     other = te.placeholder((4,), name="other")
-    with pytest.raises(tecomp.ScheduleError, match="tensor other is not read by this stage"):
+    with pytest.raises(tecomp.ScheduleError, match="tensor other is neither read by this stage"):
         s[C].prefetch(other, C.op.reduce_axis[0], 1)
     with pytest.raises(tecomp.ScheduleError, match="offset=0 must be a non-zero int"):
         s[C].prefetch(B, C.op.reduce_axis[0], 0)

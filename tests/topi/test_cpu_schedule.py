@@ -4,6 +4,7 @@ import tecomp
 from tecomp import te
 from tecomp.target import Target
 from tecomp.topi import broadcast, cpu_schedule, elemwise
+from tecomp.topi import layer_norm, softmax
 
 
 def test_lanes_follow_the_current_target():
@@ -74,3 +75,34 @@ def test_small_trailing_axes_are_fused_into_one_vector_and_few_rows_into_the_chu
     # out, so the row and chunk loops are fused.
     assert _leaves(s[y]) == [("i0.i1.i2.fused.outer.fused", None),
                              ("i1.i2.fused.inner", "vectorized")]
+
+
+def _normalized_ir(op, shape, **attrs):
+    X = te.placeholder(shape, name="X")
+    Y = op(X, **attrs)
+    return str(tecomp.lower(cpu_schedule.schedule_normalize(None, [Y]), [X, Y])), X, Y
+
+
+def test_long_rows_are_fetched_ahead_and_their_outputs_ready_to_be_written(rng):
+    # Softmax over rows of 1024 floats: its exponentials read x two rows ahead, four
+    # vectors at a time (an exponential is a long chain), and the output's lines two rows
+    # ahead are fetched for writing; the results do not change.
+    text, X, Y = _normalized_ir(softmax, (64, 1024), axis=-1, exp_once=True)
+    assert "prefetch(X[i0 * 1024 + i0.i1.outer.fused * 32 + i1.inner + 2048])" in text
+    assert "+ 2048], 1)" in text and "range(32):  # vectorized" in text
+    x = rng.standard_normal((64, 1024)).astype("float32")
+    y = np.empty_like(x)
+    s = cpu_schedule.schedule_normalize(None, [Y])
+    tecomp.build(s, [X, Y], target="llvm")(x, y)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_short_rows_and_plain_arithmetic_keep_the_plain_layout():
+    text, _, _ = _normalized_ir(softmax, (64, 128), axis=-1, exp_once=True)
+    assert "prefetch" not in text
+    X = te.placeholder((64, 1024), name="X")
+    gamma = te.placeholder((1024,), name="gamma")
+    Y = layer_norm(X, gamma, axis=-1)
+    text = str(tecomp.lower(cpu_schedule.schedule_normalize(None, [Y]), [X, gamma, Y]))
+    assert "range(16):  # vectorized" in text and "range(32):  # vectorized" not in text

@@ -8,6 +8,7 @@ from tecomp.topi.row_space import (
     REDUCE_VECTORS,
     ROWS_PER_TASK,
     UNTUNED_INNER_REDUCTION,
+    UNTUNED_LONG_CHAIN_VECTORS,
     RowKnobs,
     define_row_knobs,
 )
@@ -31,6 +32,15 @@ def test_a_fallback_inner_reduction_keeps_several_add_chains_in_flight():
                               "reduce_unroll", "stats_in_row"]
     assert {name: cfg[name].val for name in UNTUNED_INNER_REDUCTION} == \
         UNTUNED_INNER_REDUCTION
+
+
+def test_a_fallback_over_long_chains_keeps_more_of_them_in_flight():
+    cfg = FallbackConfigEntity()
+    knobs = define_row_knobs(cfg, long_chains=True)
+    assert knobs.output_vectors == cfg["output_vectors"].val == UNTUNED_LONG_CHAIN_VECTORS
+    assert knobs.reduce_vectors == UNTUNED_INNER_REDUCTION["reduce_vectors"]
+    assert define_row_knobs(None, rfactor=False, long_chains=True) == \
+        RowKnobs(output_vectors=UNTUNED_LONG_CHAIN_VECTORS)
 
 
 def test_the_space_spans_the_knobs_that_matter():

@@ -406,7 +406,7 @@ class Emitter:
     def st_Evaluate(self, s):
         access = S.prefetched(s)
         if access is not None:
-            self.memory.prefetch(access)
+            self.memory.prefetch(access, write=S.prefetch_for_write(s))
         # Any other expression is pure: evaluating it has no effect.
 
     def st_LetStmt(self, s):

@@ -79,10 +79,11 @@ class Memory:
             return b.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
         return v
 
-    def prefetch(self, e: E.Load) -> None:
-        """``llvm.prefetch`` (read, into every cache level) of the access ``e``: its
-        element, or a constant-stride vector access every cache line from its first lane
-        (a line-aligned vector: exactly its lines; a gather's lanes are not announced)."""
+    def prefetch(self, e: E.Load, write: bool = False) -> None:
+        """``llvm.prefetch`` (read, or ``write``: lines fetched ready to be modified, into
+        every cache level) of the access ``e``: its element, or a constant-stride vector
+        access every cache line from its first lane (a line-aligned vector: exactly its
+        lines; a gather's lanes are not announced)."""
         em, b = self.em, self.b
         ptr = em.symbols.buffer(e.buffer)
         mt, eb = T.mem_type(e.dtype), T.elem_bytes(e.dtype)
@@ -101,7 +102,7 @@ class Memory:
         p = b.val(f"getelementptr {mt}, ptr {ptr}, i64 {base.ref}", "ptr")
         for off in offsets:
             q = p if off == 0 else b.val(f"getelementptr i8, ptr {p.ref}, i64 {off}", "ptr")
-            b.emit(f"call void {fn}(ptr {q.ref}, i32 0, i32 3, i32 1)")
+            b.emit(f"call void {fn}(ptr {q.ref}, i32 {int(write)}, i32 3, i32 1)")
 
     def store(self, s: S.Store) -> None:
         em, b = self.em, self.b
