@@ -101,7 +101,29 @@ def define_graph_operator(name: str, pattern: str, rule: Callable, broadcasts: b
                           dim_checks: Callable | None = None,
                           no_kernel: str | None = None) -> Operator:
     """State the graph level's part of operator ``name``; stating it twice is an error (two
-    modules claiming one operator is a bug, not an override)."""
+    modules claiming one operator is a bug, not an override).
+
+    Parameters
+    ----------
+    name : str
+        The operator.
+    pattern : str
+        Its fusion pattern (``tecomp.graph.ops.ELEMWISE``, ...).
+    rule : callable
+        Its type rule, ``rule(node, input_types) -> output types``.
+    broadcasts : bool
+        Whether the inputs broadcast to the output under numpy's rules.
+    dim_checks : callable or None
+        ``dim_checks(node, types) -> [DimCheck]``, the run-time checks on symbolic
+        dimensions the kernels rely on.
+    no_kernel : str or None
+        For an operator no kernel computes: where it goes instead.
+
+    Returns
+    -------
+    Operator
+        The operator's entry.
+    """
     op = operator(name)
     if op.rule is not None:
         raise TecompError(f"operator {name!r} already has a type rule")
