@@ -37,10 +37,11 @@ BUILTIN_TEMPLATES = ("tecomp.topi",)
 #: ``tecomp.graph`` itself loads only the model runtime.
 BUILTIN_TASK_EXTRACTORS = ("tecomp.graph.tasks",)
 
-#: What to import for the operators tecomp ships: the graph's type rules and the operator
-#: library's implementations, which state their parts of each operator's entry in
-#: ``tecomp.operators``; its queries import them first, so an entry is never half-known.
-BUILTIN_OPERATORS = ("tecomp.graph.ops", "tecomp.topi")
+#: What to import for the operators tecomp ships, by the part of each operator's entry in
+#: ``tecomp.operators`` it states: the operator library's implementations and the graph's
+#: type rules. A query imports the parts it answers from first (so the part it reads is
+#: never half-known), and a query of implementations alone loads no graph module.
+BUILTIN_OPERATORS = {"library": ("tecomp.topi",), "graph": ("tecomp.graph.ops",)}
 
 
 def lazy_attributes(package: str, names: dict):

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from .errors import TecompError
 
-__all__ = ["Operator", "define_graph_operator", "graph_operators", "library_operators",
-           "lookup", "missing_implementations", "operator"]
+__all__ = ["Operator", "define_graph_operator", "graph_operators", "library_entry",
+           "library_operators", "lookup", "missing_implementations", "operator"]
 
 
 @dataclass(eq=False)
@@ -81,19 +81,28 @@ def operator(name: str) -> Operator:
     return op
 
 
-def _load_builtin_operators() -> None:
-    # The operators tecomp ships are stated by the graph level and the operator library
-    # (tecomp.BUILTIN_OPERATORS), imported on the first query rather than here, so this
-    # module stays at the bottom of the layers.
+def _load_builtin_operators(*parts: str) -> None:
+    # The operators tecomp ships are stated by the operator library and the graph level
+    # (tecomp.BUILTIN_OPERATORS, by part), imported on the first query rather than here,
+    # so this module stays at the bottom of the layers; a query of implementations alone
+    # (the operator library's own, while it registers them) loads no graph module.
     from . import BUILTIN_OPERATORS
 
-    for module in BUILTIN_OPERATORS:
-        importlib.import_module(module)
+    for part in parts or tuple(BUILTIN_OPERATORS):
+        for module in BUILTIN_OPERATORS[part]:
+            importlib.import_module(module)
 
 
 def lookup(name: str) -> Operator | None:
     """The operator named ``name``, or None if no layer has stated anything about it."""
     _load_builtin_operators()
+    return _OPERATORS.get(name)
+
+
+def library_entry(name: str) -> Operator | None:
+    """The operator named ``name`` as the operator library states it (its implementations
+    and the kinds that leave it out; its graph part may not be loaded), or None."""
+    _load_builtin_operators("library")
     return _OPERATORS.get(name)
 
 
@@ -140,7 +149,7 @@ def graph_operators() -> dict[str, Operator]:
 
 def library_operators(kind: str) -> dict[str, Operator]:
     """The operators with an implementation for target kind ``kind``, by name."""
-    _load_builtin_operators()
+    _load_builtin_operators("library")
     return {name: op for name, op in sorted(_OPERATORS.items()) if kind in op.implementations}
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..autotune import FallbackConfigEntity, create_task
 from ..errors import TecompError
-from ..operators import library_operators, lookup, operator
+from ..operators import library_entry, library_operators, operator
 from ..target import Target, as_target
 
 
@@ -106,7 +106,7 @@ def register_without_implementation(op: str, kind: str, reason: str) -> None:
 def why_not_implemented(op: str, kind: str) -> str | None:
     """Why target ``kind`` has no implementation of operator ``op``: the reason
     :func:`register_without_implementation` gave, or None."""
-    entry = lookup(op)
+    entry = library_entry(op)
     return entry.left_out.get(kind) if entry is not None else None
 
 
@@ -120,7 +120,7 @@ def get_implementation(op: str, target) -> Implementation:
         lists the kinds that have one.
     """
     kind = _kind(target)
-    entry = lookup(op)
+    entry = library_entry(op)
     have = entry.implementations if entry is not None else {}
     if kind not in have:
         kinds = f"it has implementations for: {', '.join(sorted(have))}" if have else \
