@@ -496,7 +496,7 @@ def _row_knobs(cfg, s, outs) -> RowKnobs:
                       and len(t.op.outputs) == 1 and _inner_count(t.op) > 0
                       for t in outs)
     group = [t.op for t in outs if isinstance(t.op, ComputeOp)]
-    group += [t.op for t in outs for t in _stages_read(t.op, lambda o: True)]
+    group += [read.op for t in outs for read in _stages_read(t.op, lambda o: True)]
     return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics,
                             accumulator=accumulator, long_chains=_calls_long_chains(group))
 
