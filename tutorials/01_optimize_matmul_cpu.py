@@ -12,6 +12,7 @@ Run it::
 
     python tutorials/01_optimize_matmul_cpu.py    # n = 1024
     TECOMP_TUTORIAL_N=256 python tutorials/01_optimize_matmul_cpu.py    # quick
+    TECOMP_TUTORIAL_QUICK=1 python tutorials/01_optimize_matmul_cpu.py  # CI: one round
 """
 
 import os
@@ -25,6 +26,7 @@ from tecomp import te
 from tecomp.timing import median_ratio, paired
 
 N = int(os.environ.get("TECOMP_TUTORIAL_N", "1024"))
+QUICK = os.environ.get("TECOMP_TUTORIAL_QUICK", "") not in ("", "0")  # CI: a smoke run
 # Width of the vector lanes we block for: 16 float32 lanes fill a 512-bit register.
 LANES = 16
 
@@ -179,7 +181,7 @@ def main():
         # compared round by round (tecomp.timing); slow steps get a single round.
         first = mod.time_evaluator(number=1, repeat=1)(a, b, c).median
         times = paired({"numpy": lambda: a @ b, "ours": lambda: mod(a, b, c)},
-                       rounds=1 if first > 0.5 else 5)
+                       rounds=1 if first > 0.5 or QUICK else 5)
         ours, ref = statistics.median(times["ours"]), statistics.median(times["numpy"])
         print(
             f"--> {title}: {gflops(N, ours):7.1f} GFLOPS   numpy {gflops(N, ref):7.1f} GFLOPS"

@@ -120,7 +120,7 @@ def main():
 
     # 5. Compare with numpy, interleaved, and report the median ratio of the rounds.
     times = paired({"numpy": lambda: a @ b, "tuned": lambda: tuned(a, b, c),
-                    "fallback": lambda: fallback(a, b, c)}, rounds=7)
+                    "fallback": lambda: fallback(a, b, c)}, rounds=1 if QUICK else 7)
     for name, ts in times.items():
         print(f"{name:9s} {task.flop / sorted(ts)[len(ts) // 2] / 1e9:7.1f} GFLOPS")
     print(f"tuned vs numpy: {median_ratio(times['numpy'], times['tuned']):.2f}x "

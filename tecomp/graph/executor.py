@@ -37,6 +37,7 @@ from ..errors import TecompError
 from ..ir import expr as E
 from ..runtime import aligned
 from ..runtime.aligned import ALIGNMENT
+from ..runtime.args import data_pointer
 from ..runtime.module import PreparedCall, TimingResult
 from . import dims
 from .storage import buffer_lifetimes, is_view, value_homes
@@ -190,7 +191,8 @@ class MemoryPlan:
     outputs: dict
     input_views: tuple
     #: The kernel calls of a run, their arguments packed once (``PreparedCall``), and
-    #: (call, argument index, graph input) for each argument a run points at its input.
+    #: (graph input, ((call, argument index), ...)): the arguments a run points at each
+    #: input.
     calls: tuple = ()
     input_slots: tuple = ()
     #: (a call's sizes, index, value, dimension): where each size a run passes comes
@@ -604,8 +606,11 @@ class GraphModule:
     @staticmethod
     def _execute(plan: MemoryPlan, inputs: dict) -> None:
         """Run ``plan``'s kernel calls on ``inputs``; the caller holds the plan."""
-        for call, index, name in plan.input_slots:
-            call.set_pointer(index, inputs[name])
+        for name, slots in plan.input_slots:
+            value = inputs[name]
+            address = data_pointer(value)
+            for call, index in slots:
+                call.set_pointer(index, value, address)
         PreparedCall.run_all(plan.calls)
 
     def _prepare_calls(self, plan: MemoryPlan, inputs: dict) -> MemoryPlan:
@@ -618,16 +623,20 @@ class GraphModule:
         values = self._values(plan, inputs)
         root = {v: source for v, source, _ in plan.input_views}
         root.update((name, name) for name in self.graph.inputs)
-        calls, slots, size_slots = [], [], []
+        calls, size_slots = [], []
+        slots: dict = {name: [] for name in self.graph.inputs}
         for kernel, args_in, output in self._kernels:
             args = (*args_in, output)
             call = kernel.prepare(*(values[a] for a in args))
             calls.append(call)
-            slots += [(call, k, root[a]) for k, a in enumerate(args) if a in root]
+            for k, a in enumerate(args):
+                if a in root:
+                    slots[root[a]].append((call, k))
             size_slots += [(call.sizes, k, args[i], d)
                            for k, (i, d) in enumerate(kernel.size_sources)
                            if args[i] not in self.graph.consts]
-        return replace(plan, calls=tuple(calls), input_slots=tuple(slots),
+        input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
+        return replace(plan, calls=tuple(calls), input_slots=input_slots,
                        size_slots=tuple(size_slots))
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:

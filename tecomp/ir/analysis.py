@@ -187,3 +187,26 @@ def free_refs(s) -> tuple[list, list]:
 
     post_order_visit(s, fn)
     return list(vars_), list(bufs)
+
+
+def work_of(s) -> E.PrimExpr:
+    """How many elementary steps ``s`` takes, as an int64 expression: each store or
+    evaluated call is one, a loop takes its extent times its body, both branches of a
+    condition count. An upper bound on the stores and calls a run of ``s`` makes, which
+    says whether it is worth sharing among threads; it may name variables ``s`` binds
+    (an inner loop's extent that depends on an outer one)."""
+    if isinstance(s, S.For):
+        return E.cast("int64", s.extent) * work_of(s.body)
+    if isinstance(s, S.SeqStmt):
+        total = E.IntImm(0, "int64")
+        for x in s.seq:
+            total = total + work_of(x)
+        return total
+    if isinstance(s, S.IfThenElse):
+        return work_of(s.then_case) + (work_of(s.else_case) if s.else_case is not None
+                                       else E.IntImm(0, "int64"))
+    if isinstance(s, (S.LetStmt, S.Allocate)):
+        return work_of(s.body)
+    if isinstance(s, (S.Store, S.Evaluate)):
+        return E.IntImm(1, "int64")
+    return E.IntImm(0, "int64")

@@ -178,10 +178,11 @@ class PreparedCall:
         # pointers: the generated code would read and write freed memory.
         self._arrays = arrays
 
-    def set_pointer(self, index: int, array) -> None:
+    def set_pointer(self, index: int, array, address: int | None = None) -> None:
         """Argument ``index`` reads (or writes) ``array`` from now on; it must have the
-        shape and dtype of the array it replaces."""
-        self._ptrs[index] = data_pointer(array)
+        shape and dtype of the array it replaces. ``address``: ``array``'s data pointer,
+        when the caller has it already (an input several calls read)."""
+        self._ptrs[index] = data_pointer(array) if address is None else address
         self._arrays[index] = array
 
     def __call__(self) -> None:

@@ -34,6 +34,25 @@ def test_parallel_loop_calls_libgomp():
     assert "omp_get_thread_num" in ll
 
 
+def test_a_loop_of_run_time_size_takes_one_thread_when_a_run_finds_it_small(rng):
+    """A row of the product is 16 + 32 * 16 = 528 steps: below SERIAL_WORK (16384) steps,
+    31 rows, a run keeps the loop on the calling thread (a team of one); a constant
+    extent runs as the schedule says."""
+    def team_size(ll):  # the num_threads operand of the loop's GOMP_parallel call
+        call = ll.split("call void @GOMP_parallel(", 1)[1].split("\n")[0]
+        return call.split(", ")[2]
+
+    ll = build(_matmul("parallel")).get_source("ll")
+    assert team_size(ll).startswith("i32 %")  # decided per run: n * 528 < SERIAL_WORK
+    assert team_size(build(_matmul("parallel", n=64)).get_source("ll")) == "i32 0"
+    mod = build(_matmul("parallel"))
+    for rows in (1, 31, 32, 200):  # on both sides of the threshold
+        a, b = rng.random((rows, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)
+        c = np.empty((rows, 16), np.float32)
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
 def test_parallel_inside_parallel_runs_serially(rng):
     mod = build(_matmul("parallel", kind_k="parallel"))
     assert mod.get_source("ll").count("call void @GOMP_parallel") == 1

@@ -1,13 +1,26 @@
 """Parallel loops for the LLVM emitter: the body is outlined into ``void f.parN(ptr
 closure)`` and run by libgomp's ``GOMP_parallel``; each thread takes a static contiguous
-chunk. Legalization leaves no parallel loop inside another one."""
+chunk. Legalization leaves no parallel loop inside another one.
+
+A loop whose size is known only at run time (a symbolic sequence length) runs on the
+calling thread alone when a run finds it small (:data:`SERIAL_WORK`): the schedule had to
+choose ``parallel`` for every size, and a decoder's one-token step would otherwise wake
+the other threads for a few hundred elements. A loop of constant size runs as its
+schedule says.
+"""
 
 from __future__ import annotations
 
 import itertools
 
-from ...ir.analysis import free_refs
+from ...ir import expr as E
+from ...ir.analysis import free_refs, work_of
 from .ir import Fn, Val, quote
+
+#: Below this many elementary steps (stores and calls, :func:`~tecomp.ir.analysis.work_of`)
+#: a parallel loop of run-time size runs on one thread: waking and joining the others costs
+#: a few microseconds, about what one thread takes for this much work.
+SERIAL_WORK = 16384
 
 
 class ParallelLoops:
@@ -55,7 +68,8 @@ class ParallelLoops:
         b.declare(
             "@GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"
         )
-        b.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {cl}, i32 0, i32 0)")
+        threads = self._thread_count(s)
+        b.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {cl}, i32 {threads}, i32 0)")
         if err is not None:
             ev = b.val(f"load i32, ptr {err}, align 4", "i32")
             bad = b.val(f"icmp ne i32 {ev.ref}, 0", "i1")
@@ -70,6 +84,20 @@ class ParallelLoops:
             fn.lines[rec_store_at] = (
                 f"  {p} = getelementptr inbounds {sty_rec}, ptr {cl}, i32 0, i32 {len(fields)}"
                 f"\n  store ptr {rec}, ptr {p}")
+
+    def _thread_count(self, s) -> str:
+        """The ``num_threads`` operand of the loop's ``GOMP_parallel``: 0 (libgomp's
+        count) for a loop of constant size, else 1 when this run's work is below
+        :data:`SERIAL_WORK`. A team of one, rather than a direct call of the body, keeps
+        ``omp_get_num_threads()`` right when the caller is itself in an OpenMP team."""
+        work = work_of(s)
+        vars_used, _ = free_refs(work)
+        if isinstance(work, E.IntImm) or any(
+                v is s.loop_var or self.em.symbols.value(v) is None for v in vars_used):
+            return "0"
+        w = self.em.index.ev(work)
+        small = self.b.val(f"icmp slt i64 {w.ref}, {SERIAL_WORK}", "i1")
+        return self.b.val(f"select i1 {small.ref}, i32 1, i32 0", "i32").ref
 
     def _outline(self, name: str, s, fields, sty: str, rec_slot: tuple) -> bool:
         """Emit the outlined body; whether it uses the error record (``checks``)."""
