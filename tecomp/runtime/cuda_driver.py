@@ -238,12 +238,15 @@ def driver() -> Driver:
     return d
 
 
+@functools.cache
 def device_arch() -> str | None:
     """The architecture of device 0 ("sm_90"), or None where no GPU can be used.
 
-    A process forked from one that had initialized CUDA (a build process of the tuner)
-    gets the parent's answer without calling the driver, so it compiles for the GPU the
-    parent runs on."""
+    Asked once per process: where the driver cannot start, trying again (an import and
+    ``cuInit`` each time) only repeats the answer, and the ONNX backend asks it for every
+    test case it lists. A process forked from one that had initialized CUDA (a build
+    process of the tuner) gets the parent's answer without calling the driver, so it
+    compiles for the GPU the parent runs on."""
     try:
         return _driver().arch_name
     except CUDAUnavailableError:

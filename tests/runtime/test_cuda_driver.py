@@ -22,6 +22,9 @@ class _ParentsDriver:
 @pytest.fixture
 def forked_child(monkeypatch):
     monkeypatch.setattr(cuda_driver, "_driver", lambda: _ParentsDriver())
+    cuda_driver.device_arch.cache_clear()  # asked once per process: ask the child's
+    yield
+    cuda_driver.device_arch.cache_clear()
 
 
 def test_a_forked_child_compiles_for_its_parents_gpu(forked_child):
