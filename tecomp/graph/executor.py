@@ -195,8 +195,9 @@ class MemoryPlan:
     #: input.
     calls: tuple = ()
     input_slots: tuple = ()
-    #: (a call's sizes, index, value, dimension): where each size a run passes comes
-    #: from, rewritten when the plan serves new shapes (constants' sizes never change).
+    #: (value, dimension, ((a call's sizes, index), ...)): where the sizes a run passes
+    #: come from, rewritten when the plan serves new shapes (constants' sizes never
+    #: change).
     size_slots: tuple = ()
     #: The input shapes the views and calls are for now.
     shapes: tuple = ()
@@ -243,6 +244,22 @@ PLAN_SHAPES_KEPT = 16
 #: the sizes of every run again took the executor's own work per SqueezeNet run from 1.4
 #: to 4.0 us).
 KNOWN_SHAPES_KEPT = 256
+
+
+def input_shape_rules(graph) -> tuple:
+    """What binds a run's symbolic sizes (:meth:`GraphModule._bind`): (symbol, input
+    index, dimension) of each symbol's first dimension among ``graph``'s inputs (by
+    identity: two symbols may share a name), and a function giving every input's shape
+    under the sizes bound, which must be the shapes given."""
+    shapes = [graph.types[n].shape for n in graph.inputs]
+    seen: list = []
+    first = []
+    for i, shape in enumerate(shapes):
+        for d, dim in enumerate(shape):
+            if isinstance(dim, E.Var) and not any(v is dim for v in seen):
+                seen.append(dim)
+                first.append((dim, i, d))
+    return tuple(first), dims.shapes_evaluator(shapes)
 
 
 def size_bucket(n: int) -> int:
@@ -374,6 +391,14 @@ class GraphModule:
                          for n in self._kernel_nodes]
         self._lifetimes = buffer_lifetimes(graph)
         self._homes = value_homes(graph)
+        # The views of graph inputs (reshapes of them), made for each new shape.
+        self._input_homes = tuple((v, root) for v, (root, _) in self._homes.items()
+                                  if root in graph.inputs)
+        self._symbol_dims, self._input_shapes = input_shape_rules(graph)
+        # Pool key of a bucket -> (whether its sizes are all valid, the elements of each
+        # buffer of self._lifetimes at them): what _pool_key compares a new shape's
+        # buffers with, evaluated once per bucket.
+        self._rooms: dict = {}
         # What a new plan evaluates: the shapes of the inputs, the buffers and their views.
         self._planned = list(dict.fromkeys([*graph.inputs, *self._lifetimes, *self._homes]))
         self._planned_shapes = dims.shapes_evaluator(
@@ -449,6 +474,16 @@ class GraphModule:
             raise GraphInputError(f"inputs {', '.join(missing)} are not {verb}") from None
 
     def _bind(self, inputs: dict) -> dict:
+        """The symbolic sizes ``inputs`` give (symbol -> int); raises if the inputs'
+        shapes disagree with one another or with the graph's."""
+        shapes = [inputs[n].shape for n in self.graph.inputs]
+        bindings = {v: shapes[i][d] for v, i, d in self._symbol_dims}
+        if self._input_shapes(bindings) == shapes:
+            return bindings
+        return self._bind_and_explain(inputs)
+
+    def _bind_and_explain(self, inputs: dict) -> dict:
+        """:meth:`_bind`, input by input, raising the error that names what disagrees."""
         bindings: dict = {}
         for name in self.graph.inputs:
             shape = self.graph.types[name].shape
@@ -463,7 +498,8 @@ class GraphModule:
             t = self.graph.types[name]
             want = tuple(dims.evaluate(d, bindings) for d in t.shape)
             if want != inputs[name].shape:
-                raise GraphInputError(f"input {name!r} must have shape {t.shape} = {want}, "
+                declared = ", ".join(map(dims.to_text, t.shape))
+                raise GraphInputError(f"input {name!r} must have shape [{declared}] = {want}, "
                                       f"got {inputs[name].shape}")
         return bindings
 
@@ -512,12 +548,21 @@ class GraphModule:
         its :func:`size_bucket`, or the exact sizes where a buffer would then not be the
         largest (a size that shrinks as a symbol grows)."""
         bucket = {v: size_bucket(n) for v, n in bindings.items()}
+        key = ("bucket", *sorted((v.name, n) for v, n in bucket.items()))
         if bucket != bindings:
-            room = self._value_shapes(bucket)
-            if not (all(n >= 0 for d in room.values() for n in d) and all(
-                    math.prod(need[v]) <= math.prod(room[v]) for v in self._lifetimes)):
+            room = self._rooms.get(key)
+            if room is None:
+                room_shapes = self._value_shapes(bucket)
+                room = (all(n >= 0 for d in room_shapes.values() for n in d),
+                        [math.prod(room_shapes[v]) for v in self._lifetimes])
+                if len(self._rooms) >= KNOWN_SHAPES_KEPT:
+                    self._rooms.pop(next(iter(self._rooms)), None)
+                self._rooms[key] = room
+            valid, room_sizes = room
+            if not (valid and all(math.prod(need[v]) <= n
+                                  for v, n in zip(self._lifetimes, room_sizes))):
                 return ("shapes", shapes), bindings
-        return ("bucket", *sorted((v.name, n) for v, n in bucket.items())), bucket
+        return key, bucket
 
     def _release(self, plan: MemoryPlan) -> None:
         """Give ``plan`` back to its pool (unless the pool was dropped meanwhile)."""
@@ -552,11 +597,12 @@ class GraphModule:
         graph = self.graph
         outputs = {v: buf[:math.prod(shape_of[v])].reshape(shape_of[v])
                    for v, buf in plan.output_buffers.items()}
-        input_views = tuple((v, root, shape_of[v]) for v, (root, _) in self._homes.items()
-                            if root in graph.inputs)
+        input_views = tuple((v, root, shape_of[v]) for v, root in self._input_homes)
         if plan.calls:
-            for sizes, k, value, d in plan.size_slots:
-                sizes[k] = shape_of[value][d]
+            for value, d, targets in plan.size_slots:
+                n = shape_of[value][d]
+                for sizes, k in targets:
+                    sizes[k] = n
             return replace(plan, outputs=outputs, input_views=input_views, shapes=shapes)
         arena, offsets = plan.arena, plan.offsets
         views = {v: np.ndarray(shape_of[v], self._dtypes[v], buffer=arena, offset=off)
@@ -623,8 +669,9 @@ class GraphModule:
         values = self._values(plan, inputs)
         root = {v: source for v, source, _ in plan.input_views}
         root.update((name, name) for name in self.graph.inputs)
-        calls, size_slots = [], []
+        calls = []
         slots: dict = {name: [] for name in self.graph.inputs}
+        size_slots: dict = {}
         for kernel, args_in, output in self._kernels:
             args = (*args_in, output)
             call = kernel.prepare(*(values[a] for a in args))
@@ -632,12 +679,13 @@ class GraphModule:
             for k, a in enumerate(args):
                 if a in root:
                     slots[root[a]].append((call, k))
-            size_slots += [(call.sizes, k, args[i], d)
-                           for k, (i, d) in enumerate(kernel.size_sources)
-                           if args[i] not in self.graph.consts]
+            for k, (i, d) in enumerate(kernel.size_sources):
+                if args[i] not in self.graph.consts:
+                    size_slots.setdefault((args[i], d), []).append((call.sizes, k))
         input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
         return replace(plan, calls=tuple(calls), input_slots=input_slots,
-                       size_slots=tuple(size_slots))
+                       size_slots=tuple((value, d, tuple(targets))
+                                        for (value, d), targets in size_slots.items()))
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
         """Value -> array for a run with ``plan`` on ``inputs``."""

@@ -39,7 +39,7 @@ import numpy as np
 from ..autotune.context import pop_context, push_context, state
 from ..autotune.extract import register_task_extractor
 from ..errors import TecompError
-from .executor import GraphModule
+from .executor import GraphModule, input_shape_rules
 
 #: The most elements an input may have for its values to be specialised on: shape
 #: vectors, axes, counts and scalars have a few; a larger input is data, and a build per
@@ -125,6 +125,7 @@ class SpecialisingGraphModule(GraphModule):
         self.graph = lib.graph
         self.convert_inputs = convert_inputs
         self._state = _SpecialisedCallerState()
+        self._symbol_dims, self._input_shapes = input_shape_rules(self.graph)
 
     @property
     def _plan(self):

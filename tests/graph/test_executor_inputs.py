@@ -115,3 +115,26 @@ def test_shapes_are_checked_as_before(int_lib):
         gm(x=np.zeros((2, 2), "int64"))
     with pytest.raises(GraphInputError, match="inputs x are not given"):
         gm()
+
+
+def test_inputs_that_disagree_on_a_size_are_named(needs_llvm):
+    """Sizes are bound from each symbol's first dimension and every input checked
+    against them; a disagreement names the inputs and sizes, before any kernel runs."""
+    node = helper.make_node("Add", ["a", "b"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 4])
+                      for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    mod, params = from_onnx(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17)]))
+    gm = GraphModule(build(mod, params=params))
+    a = np.ones((3, 4), "float32")
+    with pytest.raises(GraphInputError, match="input 'b': size n is 2 here but 3 in another"):
+        gm(a=a, b=np.ones((2, 4), "float32"))
+    with pytest.raises(GraphInputError,
+                       match=r"input 'b' must have shape \[n, 4\] = \(3, 4\), got \(3, 5\)"):
+        gm(a=a, b=np.ones((3, 5), "float32"))
+    for n in (3, 70, 5):  # new sizes, a new bucket, and back to the first bucket
+        x = np.arange(n * 4, dtype="float32").reshape(n, 4)
+        y, = gm(a=x, b=x)
+        np.testing.assert_array_equal(y, 2 * x)
