@@ -196,8 +196,8 @@ class MemoryPlan:
     calls: tuple = ()
     input_slots: tuple = ()
     #: (value, dimension, ((a call's sizes, index), ...)): where the sizes a run passes
-    #: come from, rewritten when the plan serves new shapes (constants' sizes never
-    #: change).
+    #: come from, one entry per distinct size expression, rewritten when the plan serves
+    #: new shapes (constants' sizes never change).
     size_slots: tuple = ()
     #: The input shapes the views and calls are for now.
     shapes: tuple = ()
@@ -681,11 +681,16 @@ class GraphModule:
                     slots[root[a]].append((call, k))
             for k, (i, d) in enumerate(kernel.size_sources):
                 if args[i] not in self.graph.consts:
-                    size_slots.setdefault((args[i], d), []).append((call.sizes, k))
+                    # Sizes of one expression share a slot group (a decoder's
+                    # ``past + seq`` is many values' dimension): evaluated once per shape.
+                    dim = self.graph.types[args[i]].shape[d]
+                    same = (dims.to_text(dim), *map(id, dims.symbols([dim])))
+                    group = size_slots.setdefault(same, (args[i], d, []))
+                    group[2].append((call.sizes, k))
         input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
         return replace(plan, calls=tuple(calls), input_slots=input_slots,
                        size_slots=tuple((value, d, tuple(targets))
-                                        for (value, d), targets in size_slots.items()))
+                                        for value, d, targets in size_slots.values()))
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
         """Value -> array for a run with ``plan`` on ``inputs``."""
