@@ -19,7 +19,9 @@ def _batch_seconds(fn, number: int) -> float:
     return (time.perf_counter() - t0) / number
 
 
-def _warm_up(fn, seconds: float) -> None:
+def warm_up(fn, seconds: float) -> None:
+    """Call ``fn`` for about ``seconds`` (at least once), untimed: its threads wake, another
+    runtime's go quiet, the caches hold its data."""
     end = time.perf_counter() + seconds
     fn()
     while time.perf_counter() < end:
@@ -47,7 +49,7 @@ def paired(contenders: dict, rounds: int = 7, warmup_s: float = 0.2, batch_s: fl
     for _ in range(rounds):
         for name, fn in contenders.items():
             if not slow[name]:
-                _warm_up(fn, warmup_s)
+                warm_up(fn, warmup_s)
             times[name].append(_batch_seconds(fn, numbers[name]))
     return times
 

@@ -399,6 +399,8 @@ class GraphModule:
         # buffer of self._lifetimes at them): what _pool_key compares a new shape's
         # buffers with, evaluated once per bucket.
         self._rooms: dict = {}
+        # (value, dimension) -> _size_expression's key, for the plans made later.
+        self._size_keys: dict = {}
         # What a new plan evaluates: the shapes of the inputs, the buffers and their views.
         self._planned = list(dict.fromkeys([*graph.inputs, *self._lifetimes, *self._homes]))
         self._planned_shapes = dims.shapes_evaluator(
@@ -681,16 +683,24 @@ class GraphModule:
                     slots[root[a]].append((call, k))
             for k, (i, d) in enumerate(kernel.size_sources):
                 if args[i] not in self.graph.consts:
-                    # Sizes of one expression share a slot group (a decoder's
-                    # ``past + seq`` is many values' dimension): evaluated once per shape.
-                    dim = self.graph.types[args[i]].shape[d]
-                    same = (dims.to_text(dim), *map(id, dims.symbols([dim])))
-                    group = size_slots.setdefault(same, (args[i], d, []))
+                    group = size_slots.setdefault(self._size_expression(args[i], d),
+                                                  (args[i], d, []))
                     group[2].append((call.sizes, k))
         input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
         return replace(plan, calls=tuple(calls), input_slots=input_slots,
                        size_slots=tuple((value, d, tuple(targets))
                                         for value, d, targets in size_slots.values()))
+
+    def _size_expression(self, value: str, d: int) -> tuple:
+        """A key shared by the dimensions that are one size expression (a decoder's
+        ``past + seq`` is many values' dimension), so that a plan sets each once per
+        shape: its text and its symbols (by identity: two symbols may share a name)."""
+        key = self._size_keys.get((value, d))
+        if key is None:
+            dim = self.graph.types[value].shape[d]
+            key = self._size_keys[value, d] = (dims.to_text(dim),
+                                               *map(id, dims.symbols([dim])))
+        return key
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
         """Value -> array for a run with ``plan`` on ``inputs``."""
