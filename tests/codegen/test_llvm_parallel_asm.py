@@ -53,6 +53,19 @@ def test_a_loop_of_run_time_size_takes_one_thread_when_a_run_finds_it_small(rng)
         np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
+def test_a_loop_whose_work_divides_by_a_run_time_size_is_not_sized_ahead():
+    """Sizing the loop before it runs would divide by k where the loop may never have
+    (no rows, and k = 0): such a loop keeps libgomp's count, and the run is clean."""
+    n, m, k = Var("n"), Var("m"), Var("k")
+    A, B, C = buf("A", (n, m)), buf("B", (k,)), buf("C", (n,))
+    i, j = Var("i"), Var("j")
+    body = loop(i, n, loop(j, m // k, Store(C, ld(A, i * m + j), i)), "parallel")
+    mod = build(PrimFunc("p", (A, B, C), body))
+    call = mod.get_source("ll").split("call void @GOMP_parallel(", 1)[1].split("\n")[0]
+    assert call.split(", ")[2] == "i32 0"
+    mod(np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32))
+
+
 def test_parallel_inside_parallel_runs_serially(rng):
     mod = build(_matmul("parallel", kind_k="parallel"))
     assert mod.get_source("ll").count("call void @GOMP_parallel") == 1

@@ -23,6 +23,23 @@ from .ir import Fn, Val, quote
 SERIAL_WORK = 16384
 
 
+def _safe_to_hoist(e) -> bool:
+    """Whether integer expression ``e`` can be evaluated before a loop whose body it
+    describes: index arithmetic that reads no memory and divides only by positive
+    constants (the body might never have divided by a run-time size that is zero)."""
+    t = type(e)
+    if t in (E.Var, E.IntImm):
+        return True
+    if t is E.Cast:
+        return _safe_to_hoist(e.value)
+    if t in (E.FloorDiv, E.FloorMod):
+        divisor = E.const_value(e.b)
+        return divisor is not None and divisor > 0 and _safe_to_hoist(e.a)
+    if t in (E.Add, E.Sub, E.Mul, E.Min, E.Max):
+        return _safe_to_hoist(e.a) and _safe_to_hoist(e.b)
+    return False
+
+
 class ParallelLoops:
     """Outlining and the GOMP calls, the ``parallel`` part of ``emit.Emitter``."""
 
@@ -92,7 +109,7 @@ class ParallelLoops:
         ``omp_get_num_threads()`` right when the caller is itself in an OpenMP team."""
         work = work_of(s)
         vars_used, _ = free_refs(work)
-        if isinstance(work, E.IntImm) or any(
+        if isinstance(work, E.IntImm) or not _safe_to_hoist(work) or any(
                 v is s.loop_var or self.em.symbols.value(v) is None for v in vars_used):
             return "0"
         w = self.em.index.ev(work)
