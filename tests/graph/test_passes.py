@@ -155,6 +155,22 @@ def test_identities_chained_from_an_input_to_an_output_keep_the_output():
     assert [(n.op, n.inputs, n.outputs) for n in out.nodes] == [("identity", ("x",), ("y",))]
 
 
+def test_values_without_elements_are_constants_and_concatenations_drop_them():
+    n = te.var("n")
+    g = _graph([Node("slice", ("x",), ("e",), {"starts": (3,), "ends": (3,), "axes": (1,)}),
+                Node("relu", ("e",), ("r",)),
+                Node("concat", ("x", "r"), ("y",), {"axis": 1}),
+                Node("concat", ("r", "x", "e"), ("z",), {"axis": 1}),
+                Node("slice", ("v",), ("ve",), {"starts": (0,), "ends": (0,), "axes": (1,)}),
+                Node("concat", ("ve", "v", "v"), ("w",), {"axis": 1})],
+               {"x": TensorType(F, (2, 3)), "v": TensorType(F, (n, 3))}, ["y", "z", "r", "w"])
+    out = eliminate_dead_code(fold_constants(g))
+    assert [(nd.op, nd.inputs) for nd in out.nodes] == [
+        ("identity", ("x",)), ("identity", ("x",)), ("concat", ("v", "v"))]
+    assert out.consts["r"].shape == (2, 0) and out.consts["r"].dtype == np.float32
+    assert out.types["y"].shape == (2, 3) and out.types["w"].shape == (n, 6)
+
+
 def test_fold_batch_norms_folds_batch_norm_into_the_conv_weight_and_bias():
     mod, params = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=1))
     out = eliminate_dead_code(fold_constants(tidy_reshapes(fold_batch_norms(fold_constants(mod)))))

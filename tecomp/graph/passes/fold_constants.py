@@ -7,6 +7,10 @@ scale), or its type's ``content`` is fully static (a ``shape_of`` of a static sh
 arithmetic on it). A reshape whose target shape is computed from symbolic shapes becomes a
 reshape with the resolved shape as attribute, so nothing of a shape computation is left
 to run. Other operators on constants stay nodes (they run once per call, correctly).
+
+A node whose outputs have static shapes without elements (a slice past the end, a split
+into parts of size 0) is a constant too, an empty array, and a concatenation drops the
+inputs that have no elements whatever the run's sizes: no kernel is made for them.
 """
 
 from __future__ import annotations
@@ -14,9 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dims
+from ...ir import dtype as dt
 from ..infer import infer_types
 from ..ir import Graph
 from ...topi.transform import slice_bounds
+
+
+def _empty(t) -> bool:
+    """Whether a value of type ``t`` has no elements, whatever the run's sizes."""
+    return any(dims.is_static(d) and int(d) == 0 for d in t.shape)
 
 
 def _divide(a, b):
@@ -65,6 +75,16 @@ def fold_constants(graph: Graph) -> Graph:
     for node in graph.nodes:
         types = [graph.types[o] for o in node.outputs]
         t = types[0]
+        if all(_empty(u) and all(dims.is_static(d) for d in u.shape) for u in types):
+            # Nothing to compute: the outputs are their shapes (a slice past the end, a
+            # split into parts of size 0), whatever the inputs hold.
+            consts.update((o, np.empty(u.shape, dt.numpy_dtype(u.dtype)))
+                          for o, u in zip(node.outputs, types))
+            continue
+        if node.op == "concat" and any(_empty(graph.types[i]) for i in node.inputs):
+            kept = tuple(i for i in node.inputs if not _empty(graph.types[i]))
+            node = node.with_(op="identity", inputs=kept, attrs={}) if len(kept) == 1 \
+                else node.with_(inputs=kept)
         if len(types) == 1 and t.content is not None and all(dims.is_static(d)
                                                              for d in t.content):
             consts[node.outputs[0]] = np.array(t.content, t.dtype).reshape(t.shape)
