@@ -557,9 +557,10 @@ class GraphModule:
                 room_shapes = self._value_shapes(bucket)
                 room = (all(n >= 0 for d in room_shapes.values() for n in d),
                         [math.prod(room_shapes[v]) for v in self._lifetimes])
-                if len(self._rooms) >= KNOWN_SHAPES_KEPT:
-                    self._rooms.pop(next(iter(self._rooms)), None)
-                self._rooms[key] = room
+                with self._lock:  # concurrent callers: evict and insert as one step
+                    if len(self._rooms) >= KNOWN_SHAPES_KEPT:
+                        del self._rooms[next(iter(self._rooms))]
+                    self._rooms[key] = room
             valid, room_sizes = room
             if not (valid and all(math.prod(need[v]) <= n
                                   for v, n in zip(self._lifetimes, room_sizes))):
