@@ -11,7 +11,8 @@ computed in place are slices of its output (:mod:`tecomp.graph.storage`). A plan
 every size of its bucket: for a shape it has not run, it makes the views over its
 buffers and gives its calls the new sizes. A run then only calls kernels on views of the
 arena, their arguments packed once per plan (``PackedFunction.prepare``): nothing is
-allocated per call for shapes seen before, and a run is one native call per kernel.
+allocated per call for shapes seen before, and a run is one native call that calls the
+kernels in order (``CallSequence``).
 
 A plan (its arena, outputs and packed calls) serves one run at a time, so that several
 threads can call one ``GraphModule`` at once, as an inference server calls one loaded
@@ -38,7 +39,7 @@ from ..ir import expr as E
 from ..runtime import aligned
 from ..runtime.aligned import ALIGNMENT
 from ..runtime.args import data_pointer
-from ..runtime.module import PreparedCall, TimingResult
+from ..runtime.module import CallSequence, TimingResult
 from . import dims
 from .storage import buffer_lifetimes, is_view, value_homes
 
@@ -195,6 +196,8 @@ class MemoryPlan:
     #: input.
     calls: tuple = ()
     input_slots: tuple = ()
+    #: ``calls`` as one native call (``CallSequence``).
+    sequence: CallSequence | None = None
     #: (value, dimension, ((a call's sizes, index), ...)): where the sizes a run passes
     #: come from, one entry per distinct size expression, rewritten when the plan serves
     #: new shapes (constants' sizes never change).
@@ -660,7 +663,7 @@ class GraphModule:
             address = data_pointer(value)
             for call, index in slots:
                 call.set_pointer(index, value, address)
-        PreparedCall.run_all(plan.calls)
+        plan.sequence()
 
     def _prepare_calls(self, plan: MemoryPlan, inputs: dict) -> MemoryPlan:
         """``plan`` with its kernel calls packed: every array of a run has its kernel's
@@ -688,7 +691,8 @@ class GraphModule:
                                                   (args[i], d, []))
                     group[2].append((call.sizes, k))
         input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
-        return replace(plan, calls=tuple(calls), input_slots=input_slots,
+        return replace(plan, calls=tuple(calls), sequence=CallSequence(calls),
+                       input_slots=input_slots,
                        size_slots=tuple((value, d, tuple(targets))
                                         for value, d, targets in size_slots.values()))
 

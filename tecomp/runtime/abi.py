@@ -61,6 +61,45 @@ from ..ir.functor import post_order_visit
 #: Name of the exported symbol holding a library's metadata string.
 METADATA_SYMBOL = "tecomp_module_metadata"
 
+#: Name of the function every compiled module exports beside its kernels (a name
+#: :func:`symbol_name` never gives a kernel):
+#: ``int32 run_calls(int64 n, fn *fns, void **ptrs, void **sizes, int64 *failed)``
+#: calls ``fns[i](ptrs[i], sizes[i])`` for i = 0 .. n-1 in order and returns 0, or stops at
+#: the first call that returns a failure, stores its index in ``*failed`` and returns its
+#: code. An executor runs a model's kernels with one native call instead of one per kernel
+#: (:class:`tecomp.runtime.module.CallSequence`).
+RUN_CALLS_SYMBOL = "tecomp.run_calls"
+
+#: The LLVM IR of :data:`RUN_CALLS_SYMBOL`, for any target.
+RUN_CALLS_IR = f"""\
+define i32 @{RUN_CALLS_SYMBOL}(i64 %n, ptr %fns, ptr %ptrs, ptr %sizes, ptr %failed) {{
+entry:
+  br label %head
+head:
+  %i = phi i64 [ 0, %entry ], [ %next, %ok ]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  %fp = getelementptr inbounds ptr, ptr %fns, i64 %i
+  %f = load ptr, ptr %fp
+  %pp = getelementptr inbounds ptr, ptr %ptrs, i64 %i
+  %p = load ptr, ptr %pp
+  %sp = getelementptr inbounds ptr, ptr %sizes, i64 %i
+  %s = load ptr, ptr %sp
+  %rc = call i32 %f(ptr %p, ptr %s)
+  %bad = icmp ne i32 %rc, 0
+  br i1 %bad, label %fail, label %ok
+ok:
+  %next = add nuw nsw i64 %i, 1
+  br label %head
+fail:
+  store i64 %i, ptr %failed
+  ret i32 %rc
+done:
+  ret i32 0
+}}
+"""
+
 METADATA_VERSION = 2
 
 #: Metadata versions ``decode_metadata`` reads.

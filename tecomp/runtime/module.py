@@ -25,8 +25,9 @@ from ..target import Target
 from .abi import (
     CHECK_FAILED,
     ERROR_RECORD_SLOTS,
-    METADATA_SYMBOL,
     FunctionSignature,
+    METADATA_SYMBOL,
+    RUN_CALLS_SYMBOL,
     decode_metadata,
 )
 from .args import ArgChecker, data_pointer
@@ -197,6 +198,51 @@ class PreparedCall:
             call.function._call(call._fn, call._ptrs, call.sizes)
 
 
+_RUN_CALLS = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
+                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class CallSequence:
+    """Prepared calls of one module run in order by one native call: the module's
+    runner (``abi.RUN_CALLS_SYMBOL``) walks tables of their entry points, pointer arrays
+    and size arrays, so a model's run crosses from Python to native code once instead of
+    once per kernel (about a microsecond each) and holds the GIL released throughout.
+
+    The tables hold the addresses of each call's own pointer and size arrays, so a
+    ``PreparedCall.set_pointer`` or a new size written into ``call.sizes`` is what the next
+    run passes. Calls of several modules, or of a module without a runner (a library
+    exported before it existed), run one by one as ``PreparedCall.run_all`` does.
+    """
+
+    __slots__ = ("calls", "_runner", "_tables", "_failed")
+
+    def __init__(self, calls):
+        self.calls = tuple(calls)
+        modules = {id(c.function._module): c.function._module for c in self.calls}
+        address = (next(iter(modules.values())).run_calls_address if len(modules) == 1
+                   else None)
+        self._runner = _RUN_CALLS(address) if address else None
+        n = len(self.calls)
+        self._tables = (
+            (ctypes.c_void_p * n)(*[ctypes.cast(c._fn, ctypes.c_void_p).value
+                                    for c in self.calls]),
+            (ctypes.c_void_p * n)(*[ctypes.addressof(c._ptrs) for c in self.calls]),
+            (ctypes.c_void_p * n)(*[ctypes.addressof(c.sizes) for c in self.calls]),
+        ) if self._runner is not None else ()
+        self._failed = ctypes.c_int64(0)
+
+    def __call__(self) -> None:
+        if self._runner is None:
+            PreparedCall.run_all(self.calls)
+            return
+        apply_to_calling_thread()
+        fns, ptrs, sizes = self._tables
+        rc = self._runner(len(self.calls), fns, ptrs, sizes, ctypes.byref(self._failed))
+        if rc != 0:
+            call = self.calls[self._failed.value]
+            call.function._raise(rc, call.sizes)
+
+
 class Module:
     """Compiled functions for one target.
 
@@ -217,9 +263,13 @@ class Module:
     >>> mod.time_evaluator(number=10, repeat=3)(a, b, c).median   # doctest: +SKIP
     """
 
-    def __init__(self, target, signatures, addresses=None):
+    def __init__(self, target, signatures, addresses=None, run_calls: int | None = None):
         self._target = target
         addresses = addresses or {}
+        #: The address of the module's call-sequence runner (``abi.RUN_CALLS_SYMBOL``),
+        #: where its code runs in this process and has one (libraries exported before it
+        #: existed do not).
+        self.run_calls_address = run_calls
         self._funcs = {}
         for sig in signatures:
             self._funcs[sig.name] = PackedFunction(sig, addresses.get(sig.name), self)
@@ -358,8 +408,9 @@ class LibraryModule(Module):
     :func:`load_module`): the ``target`` string it was built for, its functions'
     ``signatures`` and ``addresses``, the opened ``library`` and its ``path``."""
 
-    def __init__(self, target: str, signatures, addresses, library: ctypes.CDLL, path: str):
-        super().__init__(target, signatures, addresses)
+    def __init__(self, target: str, signatures, addresses, library: ctypes.CDLL, path: str,
+                 run_calls: int | None = None):
+        super().__init__(target, signatures, addresses, run_calls)
         self._library = library  # dlclose'd when the last function is gone
         self.path = path
 
@@ -440,4 +491,9 @@ def load_module(path: str) -> Module:
         sig.name: ctypes.cast(getattr(lib, sig.symbol), ctypes.c_void_p).value
         for sig in signatures
     }
-    return LibraryModule(target, signatures, addresses, lib, os.path.abspath(path))
+    try:
+        run_calls = ctypes.cast(getattr(lib, RUN_CALLS_SYMBOL), ctypes.c_void_p).value
+    except AttributeError:  # exported before modules had one
+        run_calls = None
+    return LibraryModule(target, signatures, addresses, lib, os.path.abspath(path),
+                         run_calls)

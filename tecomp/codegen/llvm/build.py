@@ -10,7 +10,8 @@ import time
 from ...errors import CodegenError, TargetError
 from ...ir import stmt as S
 from ...ir.transform.legalize import legalize
-from ...runtime.abi import METADATA_SYMBOL, encode_metadata, function_signature, symbol_name
+from ...runtime.abi import (METADATA_SYMBOL, RUN_CALLS_IR, RUN_CALLS_SYMBOL, encode_metadata,
+                            function_signature, symbol_name)
 from ...target import Target, as_target
 from .ctable import module_info_globals
 from .emit import Emitter
@@ -74,7 +75,9 @@ def build_llvm(funcs, target="llvm") -> LLVMModule:
         f'@{METADATA_SYMBOL} = constant [{len(data)} x i8] c"{enc}", align 1'
     )
     em.module.globals += module_info_globals(signatures, str(target), METADATA_SYMBOL)
+    em.module.globals.append(RUN_CALLS_IR)
     tm = target_machine(target)
     text = em.module_text(target.mtriple, str(tm.target_data))
-    art = compile_module(text, target, tm, {s.name: s.symbol for s in signatures})
+    symbols = {s.name: s.symbol for s in signatures}
+    art = compile_module(text, target, tm, {**symbols, RUN_CALLS_SYMBOL: RUN_CALLS_SYMBOL})
     return LLVMModule(target, signatures, art, time.perf_counter() - t0)

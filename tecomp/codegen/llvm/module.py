@@ -8,6 +8,7 @@ import tempfile
 import warnings
 
 from ...runtime import toolchain
+from ...runtime.abi import RUN_CALLS_SYMBOL
 from ...runtime.module import Module
 from .jit import LLVMArtifact
 
@@ -23,7 +24,8 @@ class LLVMModule(Module):
     """
 
     def __init__(self, target, signatures, artifact: LLVMArtifact, compile_seconds: float):
-        super().__init__(target, signatures, artifact.addresses)
+        addresses = artifact.addresses or {}
+        super().__init__(target, signatures, addresses, addresses.get(RUN_CALLS_SYMBOL))
         self._artifact = artifact  # owns the JIT engine the functions' addresses point into
         self.compile_seconds = compile_seconds
 
