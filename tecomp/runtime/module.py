@@ -255,6 +255,10 @@ class Module:
         The functions, the entry function first.
     addresses : dict of name -> int, optional
         Entry-point addresses of the functions that can run in this process.
+    run_calls : int, optional
+        The address of the module's call-sequence runner (``abi.RUN_CALLS_SYMBOL``) where
+        it can run in this process, so that :class:`CallSequence` calls its functions
+        with one native call.
 
     Examples
     --------
@@ -406,7 +410,9 @@ class Module:
 class LibraryModule(Module):
     """A module loaded from a shared library that ``export_library`` wrote (made by
     :func:`load_module`): the ``target`` string it was built for, its functions'
-    ``signatures`` and ``addresses``, the opened ``library`` and its ``path``."""
+    ``signatures`` and ``addresses``, the opened ``library`` and its ``path``, and
+    ``run_calls``, the address of its call-sequence runner (None in a library exported
+    before modules had one)."""
 
     def __init__(self, target: str, signatures, addresses, library: ctypes.CDLL, path: str,
                  run_calls: int | None = None):
