@@ -14,30 +14,13 @@ from __future__ import annotations
 import itertools
 
 from ...ir import expr as E
-from ...ir.analysis import free_refs, work_of
+from ...ir.analysis import free_refs, has_unsafe, is_pure_int, work_of
 from .ir import Fn, Val, quote
 
 #: Below this many elementary steps (stores and calls, :func:`~tecomp.ir.analysis.work_of`)
 #: a parallel loop of run-time size runs on one thread: waking and joining the others costs
 #: a few microseconds, about what one thread takes for this much work.
 SERIAL_WORK = 16384
-
-
-def _safe_to_hoist(e) -> bool:
-    """Whether integer expression ``e`` can be evaluated before a loop whose body it
-    describes: index arithmetic that reads no memory and divides only by positive
-    constants (the body might never have divided by a run-time size that is zero)."""
-    t = type(e)
-    if t in (E.Var, E.IntImm):
-        return True
-    if t is E.Cast:
-        return _safe_to_hoist(e.value)
-    if t in (E.FloorDiv, E.FloorMod):
-        divisor = E.const_value(e.b)
-        return divisor is not None and divisor > 0 and _safe_to_hoist(e.a)
-    if t in (E.Add, E.Sub, E.Mul, E.Min, E.Max):
-        return _safe_to_hoist(e.a) and _safe_to_hoist(e.b)
-    return False
 
 
 class ParallelLoops:
@@ -109,7 +92,9 @@ class ParallelLoops:
         ``omp_get_num_threads()`` right when the caller is itself in an OpenMP team."""
         work = work_of(s)
         vars_used, _ = free_refs(work)
-        if isinstance(work, E.IntImm) or not _safe_to_hoist(work) or any(
+        # Evaluated before the loop, where its body might never have run: only index
+        # arithmetic that cannot fault (no load, no division by a run-time size).
+        if isinstance(work, E.IntImm) or not is_pure_int(work, {}) or has_unsafe(work) or any(
                 v is s.loop_var or self.em.symbols.value(v) is None for v in vars_used):
             return "0"
         w = self.em.index.ev(work)
