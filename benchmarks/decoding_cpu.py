@@ -130,17 +130,15 @@ def main(argv=None) -> int:
     for r in range(ns.rounds):
         prompt, *steps = generation_feeds(sess, model, ns.prompt + r * ns.steps, ns.steps)
         order = list(runners) if r % 2 == 0 else list(reversed(runners))
+        logits = {}
         for name in order:
             run = runners[name]
             warm_up(lambda: run(prompt), 0.2)
             t0 = time.perf_counter()
-            outputs = [run(f)[0] for f in steps]
+            logits[name] = [run(f)[0] for f in steps]
             seconds[name].append((time.perf_counter() - t0) / len(steps))
-            if name == "tecomp":
-                ours = outputs
-            else:
-                theirs = outputs
-        worst = max([worst] + [float(np.abs(a - b).max()) for a, b in zip(ours, theirs)])
+        worst = max([worst] + [float(np.abs(a - b).max())
+                               for a, b in zip(logits["tecomp"], logits["ort"])])
     per_step = {k: statistics.median(v) * 1e3 for k, v in seconds.items()}
     print(f"{ns.rounds} rounds of {ns.steps} steps after prompts of {ns.prompt}.."
           f"{ns.prompt + (ns.rounds - 1) * ns.steps} tokens, per step: tecomp "

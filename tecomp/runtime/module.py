@@ -25,9 +25,9 @@ from ..target import Target
 from .abi import (
     CHECK_FAILED,
     ERROR_RECORD_SLOTS,
-    FunctionSignature,
     METADATA_SYMBOL,
     RUN_CALLS_SYMBOL,
+    FunctionSignature,
     decode_metadata,
 )
 from .args import ArgChecker, data_pointer
