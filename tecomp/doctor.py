@@ -14,8 +14,8 @@ import platform
 import sys
 
 from . import __version__
+from .codegen.llvm import thread_pool
 from .runtime import threads, toolchain
-from .runtime.system_libs import libgomp_path
 from .target import Target
 
 
@@ -67,19 +67,12 @@ def host_cpu_line() -> str:
     return _cpu_lines()[0]
 
 
-def _libgomp() -> str:
-    try:
-        p = libgomp_path()
-        return p if p else "NOT FOUND (parallel loops cannot run)"
-    except Exception as err:  # noqa: BLE001
-        return f"unknown ({type(err).__name__}: {err})"
-
-
 def _thread_lines() -> list:
     try:
         count, source = threads.thread_count_source()
         return [f"threads         : {count} ({source})",
-                f"idle threads    : {threads.wait_policy()}"]
+                f"idle threads    : spin {thread_pool.SPIN_ROUNDS} rounds, then sleep "
+                f"(tecomp's thread pool)"]
     except Exception as err:  # noqa: BLE001 - a bad TECOMP_NUM_THREADS is reported here
         return [f"threads         : unknown ({type(err).__name__}: {err})"]
 
@@ -206,7 +199,6 @@ def report() -> str:
         f"onnx            : {_version('onnx')}",
         f"onnxruntime     : {_version('onnxruntime')}",
         *_cpu_lines(),
-        f"libgomp         : {_libgomp()}",
         *_thread_lines(),
         *_cross_lines(),
         f"NVRTC           : {_nvrtc()}",

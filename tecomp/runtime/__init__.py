@@ -8,13 +8,11 @@ driver and the runners load on first use (``tecomp.runtime.CUDAModule``,
 CUDA module), so a model runtime imports only what runs a shared library.
 """
 
-# First: the wait policy of libgomp's threads must be in the environment before anything
-# loads libgomp (tecomp.runtime.threads).
-from .threads import get_num_threads, set_num_threads  # isort: skip
 from .. import lazy_attributes
 from .abi import FunctionSignature, ParamSpec
 from .args import ArgumentError, ArgumentTypeError
 from .module import LibraryModule, Module, PackedFunction, TimingResult, load_module
+from .threads import get_num_threads, set_num_threads
 
 __all__ = [
     "CUDAError",

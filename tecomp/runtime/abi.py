@@ -70,6 +70,14 @@ METADATA_SYMBOL = "tecomp_module_metadata"
 #: (:class:`tecomp.runtime.module.CallSequence`).
 RUN_CALLS_SYMBOL = "tecomp.run_calls"
 
+#: The thread pool's entry points (``tecomp.codegen.llvm.thread_pool``): what a parallel
+#: loop calls, ``void (ptr body, ptr closure, i64 extent, i32 threads)``; the team size of
+#: later loops, ``void (i32 count)``; and what a child process calls after ``fork``,
+#: ``void ()``. An exported library carries a pool and exports the last two.
+POOL_PARALLEL_SYMBOL = "tecomp.parallel"
+POOL_SET_THREADS_SYMBOL = "tecomp.set_num_threads"
+POOL_AFTER_FORK_SYMBOL = "tecomp.pool_after_fork"
+
 #: The LLVM IR of :data:`RUN_CALLS_SYMBOL`, for any target.
 RUN_CALLS_IR = f"""\
 define i32 @{RUN_CALLS_SYMBOL}(i64 %n, ptr %fns, ptr %ptrs, ptr %sizes, ptr %failed) {{

@@ -12,6 +12,7 @@ needs no code generator: this package imports none.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import os
@@ -26,13 +27,14 @@ from .abi import (
     CHECK_FAILED,
     ERROR_RECORD_SLOTS,
     METADATA_SYMBOL,
+    POOL_AFTER_FORK_SYMBOL,
+    POOL_SET_THREADS_SYMBOL,
     RUN_CALLS_SYMBOL,
     FunctionSignature,
     decode_metadata,
 )
 from .args import ArgChecker, data_pointer
-from .system_libs import libgomp_path
-from .threads import apply_to_calling_thread
+from .threads import attach_pool
 
 _PACKED = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 
@@ -104,10 +106,6 @@ class PackedFunction:
         ptrs, sizes = self.checker.check(args)
         return self._ptr_array(*ptrs), self._size_array(*sizes)
 
-    def _run(self, fn, ptrs, sizes) -> None:
-        apply_to_calling_thread()  # libgomp's thread count is per OS thread
-        self._call(fn, ptrs, sizes)
-
     def _call(self, fn, ptrs, sizes) -> None:
         rc = fn(ptrs, sizes)
         if rc != 0:
@@ -125,7 +123,7 @@ class PackedFunction:
 
     def __call__(self, *args) -> None:
         fn = self._native()
-        self._run(fn, *self._pack(args))
+        self._call(fn, *self._pack(args))
 
     def prepare(self, *arrays) -> PreparedCall:
         """A call with these arguments, packed once, for a caller that repeats it.
@@ -187,13 +185,11 @@ class PreparedCall:
         self._arrays[index] = array
 
     def __call__(self) -> None:
-        self.function._run(self._fn, self._ptrs, self.sizes)
+        self.function._call(self._fn, self._ptrs, self.sizes)
 
     @staticmethod
     def run_all(calls) -> None:
-        """Run ``calls`` in order from this thread: its thread count is applied once, not
-        before each call (an executor's run of a model's kernels)."""
-        apply_to_calling_thread()
+        """Run ``calls`` in order (an executor's run of a model's kernels)."""
         for call in calls:
             call.function._call(call._fn, call._ptrs, call.sizes)
 
@@ -235,7 +231,6 @@ class CallSequence:
         if self._runner is None:
             PreparedCall.run_all(self.calls)
             return
-        apply_to_calling_thread()
         fns, ptrs, sizes = self._tables
         rc = self._runner(len(self.calls), fns, ptrs, sizes, ctypes.byref(self._failed))
         if rc != 0:
@@ -336,7 +331,7 @@ class Module:
         def evaluator(*args) -> TimingResult:
             fn = f._native()
             pa, sa = f._pack(args)
-            f._run(fn, pa, sa)  # raises a failed check before anything is timed
+            f._call(fn, pa, sa)  # raises a failed check before anything is timed
             t_end = time.perf_counter() + warmup_ms / 1e3
             while time.perf_counter() < t_end:
                 fn(pa, sa)
@@ -483,7 +478,6 @@ def load_module(path: str) -> Module:
             f"{path!r} is an ELF file of type {head[16]} but not a shared object (ET_DYN); "
             f"an object file for a cross target cannot be loaded here"
         )
-    libgomp_path()  # make GOMP_* resolvable before dlopen
     try:
         lib = ctypes.CDLL(os.path.abspath(path))
     except OSError as err:
@@ -501,5 +495,8 @@ def load_module(path: str) -> Module:
         run_calls = ctypes.cast(getattr(lib, RUN_CALLS_SYMBOL), ctypes.c_void_p).value
     except AttributeError:  # exported before modules had one
         run_calls = None
+    with contextlib.suppress(AttributeError):  # exported before libraries had a pool
+        attach_pool(*(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                      for name in (POOL_SET_THREADS_SYMBOL, POOL_AFTER_FORK_SYMBOL)))
     return LibraryModule(target, signatures, addresses, lib, os.path.abspath(path),
                          run_calls)

@@ -157,7 +157,7 @@ class Runner:
                 argv += ["-n", str(number), "-r", str(repeat), "-w", str(warmup_ms)]
             for s in sizes:
                 argv += ["-s", str(s)]
-            out = self._execute(argv + remote, threads.libgomp_environment())
+            out = self._execute(argv + remote, threads.thread_environment())
             written = [i for i, p in enumerate(signature.params) if p.output]
             self._get([remote[i] for i in written], [files[i] for i in written])
             for i in written:
@@ -280,8 +280,8 @@ class QemuRunner(Runner):
 class SSHRunner(Runner):
     """Runs libraries on another machine over ssh, shipping files with scp.
 
-    The machine needs a POSIX shell and the C libraries the module links (libc, libm,
-    libgomp), nothing of tecomp or Python; login must not prompt (use a key).
+    The machine needs a POSIX shell and the C libraries the module links (libc, libm),
+    nothing of tecomp or Python; login must not prompt (use a key).
 
     Parameters
     ----------

@@ -1,90 +1,29 @@
-"""How many threads tecomp's parallel loops use, and how their idle threads wait.
+"""How many threads tecomp's parallel loops use.
 
-A parallel loop of generated code is one libgomp parallel region started with no thread
-count of its own (``GOMP_parallel(fn, data, 0, 0)``), so libgomp takes the count from its
-``nthreads`` setting. libgomp keeps that setting *per OS thread*: ``omp_set_num_threads``
-changes it only for the thread that calls it, and a thread that never called it reads
-the value libgomp took from ``OMP_NUM_THREADS`` when it loaded. A process-wide count that
-holds for calls from every thread is therefore kept here, and each thread that calls a
-kernel brings its own libgomp setting up to date before the call
-(:func:`apply_to_calling_thread`, called by ``PackedFunction`` for every call; it costs
-one comparison when nothing changed).
-
-The count comes from :func:`set_num_threads`, else from ``TECOMP_NUM_THREADS``, else
-libgomp's own default (``OMP_NUM_THREADS``, else every core this process may run on).
+A parallel loop of generated code runs on tecomp's own thread pool
+(``tecomp.codegen.llvm.thread_pool``): one per process for JIT-compiled code, and one in
+each exported library. A pool reads its team size once, from ``TECOMP_NUM_THREADS``, else
+``OMP_NUM_THREADS``, else the number of cores the process may run on; the count chosen
+here (:func:`set_num_threads`) is pushed into every pool this process knows
+(:func:`attach_pool`), so it holds for calls from every Python thread at no cost per call.
 :func:`set_num_threads` also writes ``TECOMP_NUM_THREADS`` into the environment, so the
 processes tecomp starts afterwards (the autotuner's measuring process, runners) use it.
 
-How idle threads wait is read by libgomp once, when it loads, from ``OMP_WAIT_POLICY``
-and ``GOMP_SPINCOUNT``. Its default spins for up to about a millisecond before sleeping;
-when another process holds a core, a spinning thread burns its time slice while the
-thread its region waits for sits in the run queue, and every kernel pays a scheduler tick
-(docs/measuring.md). Importing this module therefore sets a short spin
-(:data:`SPIN_COUNT`) before anything of tecomp loads libgomp, unless the user set either
-variable.
+A pool's workers do not survive ``fork``: the child process forgets them before anything
+else runs (``os.register_at_fork``) and starts its own on its first parallel loop.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import threading
-
-from .system_libs import libgomp_path
 
 #: The environment variable of the thread count, as ``OMP_NUM_THREADS`` is OpenMP's.
 ENV_VAR = "TECOMP_NUM_THREADS"
 
-#: libgomp's spin count before an idle thread sleeps, set unless the user chose a wait
-#: policy. Its default (300000, about a millisecond) keeps threads awake between kernels
-#: on a machine to itself but waits out a scheduler tick per region when another process
-#: holds a core; 1000 iterations (tens of microseconds) still bridge the gap between two
-#: kernels of a model and yield the core quickly under load; sleeping at once
-#: (``OMP_WAIT_POLICY=PASSIVE``) pays a wake-up per region even on an idle machine. The
-#: trade-off, measured, is in docs/measuring.md.
-SPIN_COUNT = 1000
-
-_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-
-
-def _libgomp_loaded() -> bool:
-    """Whether libgomp is mapped into this process already (another library, such as
-    xgboost or torch, may have loaded it before tecomp)."""
-    try:
-        with open("/proc/self/maps") as fh:
-            return "libgomp" in fh.read()
-    except OSError:
-        return False
-
-
-def _wait_policy_origin() -> str:
-    """Set libgomp's wait policy unless the user did; say who decided it."""
-    if any(v in os.environ for v in _WAIT_VARS):
-        return "user"
-    if _libgomp_loaded():
-        return "libgomp's default (libgomp was loaded before tecomp could set it)"
-    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
-    return "tecomp"
-
-
-_WAIT_POLICY_ORIGIN = _wait_policy_origin()
-
-
-def wait_policy() -> str:
-    """How libgomp's idle threads wait in this process, and who chose it.
-
-    Examples
-    --------
-    >>> wait_policy()   # doctest: +SKIP
-    'GOMP_SPINCOUNT=1000 (set by tecomp)'
-    """
-    chosen = [f"{v}={os.environ[v]}" for v in _WAIT_VARS if v in os.environ]
-    if _WAIT_POLICY_ORIGIN == "user":
-        return f"{' '.join(chosen)} (set by the user)"
-    if _WAIT_POLICY_ORIGIN == "tecomp":
-        return f"{' '.join(chosen)} (set by tecomp)"
-    return _WAIT_POLICY_ORIGIN
+_SET_COUNT = ctypes.CFUNCTYPE(None, ctypes.c_int32)
+_AFTER_FORK = ctypes.CFUNCTYPE(None)
 
 
 def _parse_count(value: str, source: str) -> int:
@@ -98,18 +37,17 @@ def _parse_count(value: str, source: str) -> int:
 
 
 class _Setting:
-    """The process-wide count (None: libgomp's default) and its generation, bumped on
-    each change so that threads notice they are out of date."""
+    """The process-wide count (None: each pool's own default) and the pools it goes to."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.count: int | None = None
         self.source = ""
-        self.generation = 0
         self.read_environment = False
+        self.pools: list = []  # (set count, after fork) of every pool in this process
 
-    def current(self) -> tuple:
-        """(count, generation), reading ``TECOMP_NUM_THREADS`` on first use."""
+    def current(self) -> int | None:
+        """The chosen count, reading ``TECOMP_NUM_THREADS`` on first use."""
         if not self.read_environment:
             with self.lock:
                 if not self.read_environment:
@@ -117,46 +55,31 @@ class _Setting:
                     if value is not None:
                         self.count = _parse_count(value, ENV_VAR)
                         self.source = ENV_VAR
-                        self.generation += 1
                     self.read_environment = True
-        return self.count, self.generation
+        return self.count
 
 
 _SETTING = _Setting()
 
 
-class _Applied(threading.local):
-    generation = 0  # the generation this OS thread's libgomp setting reflects
+def attach_pool(set_count_address: int, after_fork_address: int) -> None:
+    """Let the count chosen in this process reach a thread pool: its entry points
+    ``tecomp.set_num_threads`` and ``tecomp.pool_after_fork`` (the JIT's pool, or an
+    exported library's as it is loaded)."""
+    pool = (_SET_COUNT(set_count_address), _AFTER_FORK(after_fork_address))
+    count = _SETTING.current()
+    with _SETTING.lock:
+        _SETTING.pools.append(pool)
+        if count is not None:
+            pool[0](count)
 
 
-_APPLIED = _Applied()
+def _forget_workers() -> None:
+    for _, after_fork in _SETTING.pools:
+        after_fork()
 
 
-@functools.cache
-def _omp_set_num_threads():
-    """libgomp's ``omp_set_num_threads``, or None without libgomp."""
-    path = libgomp_path()
-    if path is None:
-        return None
-    fn = ctypes.CDLL(path).omp_set_num_threads
-    fn.argtypes, fn.restype = [ctypes.c_int], None
-    return fn
-
-
-def apply_to_calling_thread() -> None:
-    """Give the calling thread's libgomp setting the process-wide thread count.
-
-    Called before every kernel call; a no-op (one comparison) while the count has not
-    changed since this thread last applied it, or when no count was chosen.
-    """
-    count, generation = _SETTING.current()
-    if _APPLIED.generation == generation:
-        return
-    if count is not None:
-        omp_set_num_threads = _omp_set_num_threads()
-        if omp_set_num_threads is not None:
-            omp_set_num_threads(count)
-    _APPLIED.generation = generation
+os.register_at_fork(after_in_child=_forget_workers)
 
 
 def set_num_threads(n: int) -> None:
@@ -188,13 +111,13 @@ def set_num_threads(n: int) -> None:
         _SETTING.read_environment = True  # this call replaces TECOMP_NUM_THREADS
         _SETTING.count = n
         _SETTING.source = "set_num_threads"
-        _SETTING.generation += 1
         os.environ[ENV_VAR] = str(n)
-    apply_to_calling_thread()
+        for set_count, _ in _SETTING.pools:
+            set_count(n)
 
 
 def _default_count() -> tuple:
-    """libgomp's own count when tecomp sets none, and where it comes from."""
+    """A pool's own count when tecomp sets none, and where it comes from."""
     omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
     if omp.strip():
         return _parse_count(omp, "OMP_NUM_THREADS"), "OMP_NUM_THREADS"
@@ -219,24 +142,21 @@ def get_num_threads() -> int:
 def thread_count_source() -> tuple:
     """(count, where it comes from): ``set_num_threads``, ``TECOMP_NUM_THREADS``,
     ``OMP_NUM_THREADS`` or the default of every core."""
-    count, _ = _SETTING.current()
+    count = _SETTING.current()
     if count is None:
         return _default_count()
     return count, _SETTING.source
 
 
-def libgomp_environment() -> dict:
+def thread_environment() -> dict:
     """The variables a program run elsewhere (``tecomp_run`` under qemu or over ssh) needs
-    for its parallel loops to run as this process's do: the chosen thread count as
-    ``OMP_NUM_THREADS`` (none when libgomp's default applies, as the other machine has
-    cores of its own) and the wait policy.
+    for its parallel loops to run as this process's do: the chosen thread count (none
+    when the default applies, as the other machine has cores of its own).
 
     Examples
     --------
-    >>> libgomp_environment()   # doctest: +SKIP
-    {'OMP_NUM_THREADS': '2', 'GOMP_SPINCOUNT': '1000'}
+    >>> thread_environment()   # doctest: +SKIP
+    {'TECOMP_NUM_THREADS': '2'}
     """
-    count, _ = _SETTING.current()
-    env = {} if count is None else {"OMP_NUM_THREADS": str(count)}
-    env.update({v: os.environ[v] for v in _WAIT_VARS if v in os.environ})
-    return env
+    count = _SETTING.current()
+    return {} if count is None else {ENV_VAR: str(count)}

@@ -67,8 +67,9 @@ def test_an_outlined_parallel_body_returns_the_emitter_to_its_function(rng):
     em.func(f, "par")
     assert em.builder.fn.name == "par"
     text = em.module_text("x86_64-unknown-linux-gnu", "")
-    assert "define internal void @par.par0(ptr noalias nocapture readonly %cl)" in text
-    assert "call void @GOMP_parallel(ptr @par.par0" in _function(text, "par")
+    assert ("define internal void @par.par0(ptr noalias nocapture readonly %cl, i64 %begin, "
+            "i64 %end)") in text
+    assert "call void @tecomp.parallel(ptr @par.par0" in _function(text, "par")
     x = rng.random(64, dtype=np.float32)
     y = np.empty(64, np.float32)
     build(f)(x, y)

@@ -1,4 +1,4 @@
-"""Parallel loops (libgomp) and the machine code of vectorized loops."""
+"""Parallel loops (tecomp's thread pool) and the machine code of vectorized loops."""
 
 import numpy as np
 import pytest
@@ -28,23 +28,24 @@ def test_parallel_loop_results(rng, rows):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
-def test_parallel_loop_calls_libgomp():
+def _team_size(ll):
+    """The ``threads`` operand of the loop's call of the thread pool."""
+    return ll.split("call void @tecomp.parallel(", 1)[1].split("\n")[0].split(", ")[3]
+
+
+def test_parallel_loop_calls_the_thread_pool():
     ll = build(_matmul("parallel")).get_source("ll")
-    assert "@GOMP_parallel" in ll
-    assert "omp_get_thread_num" in ll
+    assert "call void @tecomp.parallel(ptr " in ll
+    assert "@omp_get" not in ll and "@GOMP" not in ll
 
 
 def test_a_loop_of_run_time_size_takes_one_thread_when_a_run_finds_it_small(rng):
     """A row of the product is 16 + 32 * 16 = 528 steps: below SERIAL_WORK (16384) steps,
     31 rows, a run keeps the loop on the calling thread (a team of one); a constant
     extent runs as the schedule says."""
-    def team_size(ll):  # the num_threads operand of the loop's GOMP_parallel call
-        call = ll.split("call void @GOMP_parallel(", 1)[1].split("\n")[0]
-        return call.split(", ")[2]
-
     ll = build(_matmul("parallel")).get_source("ll")
-    assert team_size(ll).startswith("i32 %")  # decided per run: n * 528 < SERIAL_WORK
-    assert team_size(build(_matmul("parallel", n=64)).get_source("ll")) == "i32 0"
+    assert _team_size(ll).startswith("i32 %")  # decided per run: n * 528 < SERIAL_WORK
+    assert _team_size(build(_matmul("parallel", n=64)).get_source("ll")) == "i32 0)"
     mod = build(_matmul("parallel"))
     for rows in (1, 31, 32, 200):  # on both sides of the threshold
         a, b = rng.random((rows, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)
@@ -55,20 +56,19 @@ def test_a_loop_of_run_time_size_takes_one_thread_when_a_run_finds_it_small(rng)
 
 def test_a_loop_whose_work_divides_by_a_run_time_size_is_not_sized_ahead():
     """Sizing the loop before it runs would divide by k where the loop may never have
-    (no rows, and k = 0): such a loop keeps libgomp's count, and the run is clean."""
+    (no rows, and k = 0): such a loop keeps the pool's count, and the run is clean."""
     n, m, k = Var("n"), Var("m"), Var("k")
     A, B, C = buf("A", (n, m)), buf("B", (k,)), buf("C", (n,))
     i, j = Var("i"), Var("j")
     body = loop(i, n, loop(j, m // k, Store(C, ld(A, i * m + j), i)), "parallel")
     mod = build(PrimFunc("p", (A, B, C), body))
-    call = mod.get_source("ll").split("call void @GOMP_parallel(", 1)[1].split("\n")[0]
-    assert call.split(", ")[2] == "i32 0"
+    assert _team_size(mod.get_source("ll")) == "i32 0)"
     mod(np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32))
 
 
 def test_parallel_inside_parallel_runs_serially(rng):
     mod = build(_matmul("parallel", kind_k="parallel"))
-    assert mod.get_source("ll").count("call void @GOMP_parallel") == 1
+    assert mod.get_source("ll").count("call void @tecomp.parallel") == 1
     a, b = rng.random((9, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)
     c = np.empty((9, 16), np.float32)
     mod(a, b, c)
@@ -129,7 +129,7 @@ def test_aarch64_cross_build_shows_neon_and_cannot_run(tmp_path):
 
 def test_aarch64_parallel_builds():
     mod = build(_matmul("parallel"), target="llvm -mtriple=aarch64-linux-gnu")
-    assert "GOMP_parallel" in mod.get_source("asm")
+    assert "tecomp.parallel" in mod.get_source("asm")
 
 
 @pytest.mark.slow

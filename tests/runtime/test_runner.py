@@ -178,9 +178,8 @@ def test_ssh_runner_runs_tecomp_run_with_the_thread_settings(tmp_path, monkeypat
     runner = _local_ssh_runner(tmp_path, monkeypatch)
     commands = []
     monkeypatch.setattr(runner, "_run", lambda cmd, what: commands.append(cmd) or "")
-    runner._execute(["tecomp_run", "lib.so", "f"],
-                    {"OMP_NUM_THREADS": "2", "GOMP_SPINCOUNT": "1000"})
-    assert commands[-1][-1] == "env OMP_NUM_THREADS=2 GOMP_SPINCOUNT=1000 tecomp_run lib.so f"
+    runner._execute(["tecomp_run", "lib.so", "f"], {"TECOMP_NUM_THREADS": "2", "X": "1"})
+    assert commands[-1][-1] == "env TECOMP_NUM_THREADS=2 X=1 tecomp_run lib.so f"
     runner._execute(["tecomp_run"], {})
     assert commands[-1][-1] == "tecomp_run"
     runner.close()
@@ -193,7 +192,7 @@ def test_qemu_runner_passes_the_thread_settings_to_the_emulated_program(qemu, mo
     commands = []
     run = qemu._run
     monkeypatch.setattr(qemu, "_run", lambda cmd, what: commands.append(cmd) or run(cmd, what))
-    monkeypatch.setattr(threads, "libgomp_environment", lambda: {"OMP_NUM_THREADS": "3"})
+    monkeypatch.setattr(threads, "thread_environment", lambda: {"TECOMP_NUM_THREADS": "3"})
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
     s = te.create_schedule(B.op)
@@ -203,4 +202,4 @@ def test_qemu_runner_passes_the_thread_settings_to_the_emulated_program(qemu, mo
     rmod(np.arange(64, dtype="float32"), b)
     np.testing.assert_array_equal(b, np.arange(64) + 1.0)
     cmd = commands[-1]
-    assert cmd[cmd.index("-E") + 1] == "OMP_NUM_THREADS=3"
+    assert cmd[cmd.index("-E") + 1] == "TECOMP_NUM_THREADS=3"

@@ -1,6 +1,6 @@
 """Thread control: TECOMP_NUM_THREADS and set_num_threads set the threads of parallel loops
-for calls from every Python thread, observed as the threads libgomp starts; libgomp's
-wait policy is set before it loads unless the user chose one."""
+for calls from every Python thread, observed as the workers the thread pool starts; a
+forked child starts workers of its own."""
 
 import json
 import os
@@ -12,10 +12,9 @@ import pytest
 
 from tecomp.runtime import get_num_threads, set_num_threads, threads
 
-# Builds a kernel with a parallel loop, then calls it from fresh Python threads. libgomp
-# keeps a pool of threads per calling OS thread, parked after a region until that thread
-# ends: the threads a caller's first call adds to the process are the region's threads
-# beyond the caller itself, the count libgomp honoured.
+# Builds a kernel with a parallel loop, then calls it from fresh Python threads. The
+# process's pool starts workers as a team first needs them and keeps them: the threads a
+# call adds to the process are the workers a larger team needs beyond those it has.
 _PROBE = textwrap.dedent("""
     import json, os, sys, threading
     import numpy as np
@@ -33,7 +32,6 @@ _PROBE = textwrap.dedent("""
     def started_threads():
         out = {}
         def caller():
-            # New thread ids, not a count: the previous caller's pool may still be exiting.
             before = set(os.listdir("/proc/self/task"))
             mod(a, b)
             out["n"] = len(set(os.listdir("/proc/self/task")) - before)
@@ -63,30 +61,30 @@ def _probe(env_count=None, counts=()):
 
 @pytest.mark.usefixtures("needs_llvm")
 def test_environment_count_holds_in_every_thread():
-    # 3 on any machine: more than the 2 cores here, fewer than libgomp's default elsewhere.
+    # 3 on any machine: more than the 2 cores here, fewer than the default elsewhere.
     assert _probe(env_count="3") == {"first": 2}
 
 
 @pytest.mark.usefixtures("needs_llvm")
 def test_set_num_threads_holds_for_calls_from_other_threads():
-    seen = _probe(counts=(1, 3, 4))
-    assert seen["first"] == len(os.sched_getaffinity(0)) - 1  # libgomp's default
-    assert (seen["1"], seen["3"], seen["4"]) == (0, 2, 3)
+    seen = _probe(counts=(1, 3, 4, 2))
+    first = len(os.sched_getaffinity(0)) - 1  # the default: every core
+    # Workers are kept: a team of 3 after one of `first + 1` starts what it lacks.
+    assert seen == {"first": first, "1": 0, "3": max(2 - first, 0), "4": max(3 - max(first, 2), 0),
+                    "2": 0}
 
 
 @pytest.fixture
 def saved_setting(monkeypatch):
-    """Keep the process-wide setting and this thread's libgomp count as they were."""
+    """Keep the process-wide setting, and the pools' counts, as they were."""
     st = threads._SETTING
     before = (st.count, st.source, st.read_environment)
     monkeypatch.delenv(threads.ENV_VAR, raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     yield st
     st.count, st.source, st.read_environment = before
-    st.generation += 1
-    omp_set = threads._omp_set_num_threads()
-    if omp_set is not None:
-        omp_set(before[0] or threads._default_count()[0])
+    for set_count, _ in st.pools:
+        set_count(before[0] or threads._default_count()[0])
 
 
 def test_set_num_threads_is_reported_and_exported(saved_setting):
@@ -124,38 +122,6 @@ def test_bad_environment_count_names_the_variable(saved_setting, monkeypatch, ba
     saved_setting.read_environment = False
     with pytest.raises(ValueError, match=f"TECOMP_NUM_THREADS={bad!r} is not a thread count"):
         get_num_threads()
-
-
-_WAIT = ("import os, tecomp.runtime as r; "
-         "print(os.environ.get('GOMP_SPINCOUNT'), '|', r.threads.wait_policy())")
-
-
-def _wait_policy(env_extra, prelude=""):
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    env.update(env_extra)
-    res = subprocess.run([sys.executable, "-c", prelude + _WAIT], env=env, capture_output=True,
-                         text=True, timeout=120, check=True)
-    return res.stdout.strip()
-
-
-def test_short_spin_is_set_before_libgomp_loads():
-    assert _wait_policy({}) == (f"{threads.SPIN_COUNT} | GOMP_SPINCOUNT={threads.SPIN_COUNT} "
-                                f"(set by tecomp)")
-
-
-def test_users_wait_policy_is_kept():
-    assert _wait_policy({"OMP_WAIT_POLICY": "ACTIVE"}) == (
-        "None | OMP_WAIT_POLICY=ACTIVE (set by the user)")
-
-
-def test_libgomp_loaded_first_is_reported():
-    from tecomp.runtime.system_libs import libgomp_path
-
-    if libgomp_path() is None:
-        pytest.skip("no libgomp on this machine")
-    prelude = f"import ctypes; ctypes.CDLL({libgomp_path()!r}); "
-    assert _wait_policy({}, prelude) == (
-        "None | libgomp's default (libgomp was loaded before tecomp could set it)")
 
 
 def test_set_num_threads_replaces_a_bad_environment_count(saved_setting, monkeypatch):

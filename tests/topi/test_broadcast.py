@@ -129,7 +129,7 @@ def test_symbolic_broadcast_and_a_fused_chain(multicore, rng, check_op):
     xa = rng.normal(size=(6, 3, 64)).astype("float32")
     ba = rng.normal(size=(3, 1)).astype("float32")
     mod = check_op(s, [x, bias], [y], [xa, ba], 1 / (1 + np.exp(-(xa + ba))), rtol=1e-5)
-    assert "GOMP_parallel" in mod.get_source("ll")
+    assert "tecomp.parallel" in mod.get_source("ll")
 
 
 def test_shape_and_dtype_errors():

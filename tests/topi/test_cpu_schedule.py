@@ -30,7 +30,7 @@ def test_injective_schedule_for_an_avx2_target_emits_8_wide_vectors(rng):
         mod = tecomp.build(s, [x, y], target=target)
     ll = mod.get_source("ll")
     assert "<8 x float>" in ll and "<16 x float>" not in ll
-    assert "GOMP_parallel" in ll
+    assert "tecomp.parallel" in ll
     a = rng.normal(size=(5, 24)).astype("float32")
     out = np.empty_like(a)
     mod(a, out)

@@ -146,7 +146,7 @@ def test_injective_schedule_emits_vectors_and_a_parallel_loop(multicore, rng, ch
     lanes = Target("llvm").vector_width_bits // 32
     ll = mod.get_source("ll")
     assert f"<{lanes} x float>" in ll
-    assert "GOMP_parallel" in ll
+    assert "tecomp.parallel" in ll
     assert len([st for st in s.stages if st.attach_type == "root"]) == 2  # x and y
 
 
@@ -155,7 +155,7 @@ def test_small_constant_shapes_stay_on_one_thread(rng, check_op):
     y = elemwise.tanh(x)
     a = rng.uniform(-1, 1, (4, 9)).astype("float32")
     mod = check_op(schedule_injective(None, y), [x], [y], [a], np.tanh(a), rtol=1e-5)
-    assert "GOMP_parallel" not in mod.get_source("ll")
+    assert "tecomp.parallel" not in mod.get_source("ll")
 
 
 def test_float_only_ops_reject_integers():

@@ -104,7 +104,7 @@ def test_reduce_schedule_vectorizes_and_parallelizes(multicore, rng, check_op):
         ll = mod.get_source("ll")
         # Vectors of whole registers (the untuned chunks are two).
         assert any(f"<{k * lanes} x float>" in ll for k in (1, 2, 4))
-        assert "GOMP_parallel" in ll
+        assert "tecomp.parallel" in ll
 
 
 def test_elementwise_producer_and_epilogue_fuse_into_one_loop_nest(rng, check_op):

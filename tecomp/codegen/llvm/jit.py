@@ -1,6 +1,6 @@
-"""LLVM itself: target machines, the optimization pipeline, and the JIT (which loads the
-runtime libraries generated code calls, libgomp, libm and libgcc_s, into LLVM's symbol
-table)."""
+"""LLVM itself: target machines, the optimization pipeline, and the JIT (which puts what
+generated code calls into LLVM's symbol table: libm, libgcc_s and one thread pool per
+process, :mod:`.thread_pool`)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ import threading
 from dataclasses import dataclass
 
 from ...errors import CodegenError, TargetError
-from ...runtime.system_libs import libgcc_s_path, libgomp_path, libm_path
-from ...target import Target
+from ...runtime import threads
+from ...runtime.system_libs import libgcc_s_path, libm_path
+from ...target import Target, as_target
 from .host import llvm_binding
+from .thread_pool import AFTER_FORK_SYMBOL, PARALLEL_SYMBOL, SET_THREADS_SYMBOL, thread_pool_ir
 
 _LOCK = threading.Lock()
 
 
 @functools.cache
-def _load_runtime_libs() -> None:
+def _load_runtime() -> None:
+    """Make what JIT-compiled code calls resolvable, once per process."""
     llvm = llvm_binding()
-    path = libgomp_path()
-    if path is not None:
-        llvm.load_library_permanently(path)
     for lib in (libm_path(), libgcc_s_path()):
         # Math calls resolve from the process anyway when libm cannot be loaded by name;
         # libgcc_s's conversions do not (the JIT would call a float64 -> float16
@@ -32,6 +32,35 @@ def _load_runtime_libs() -> None:
         if lib:
             with contextlib.suppress(RuntimeError):
                 llvm.load_library_permanently(lib)
+    # The process's one thread pool: every JIT module's parallel loops share its workers.
+    host = as_target("llvm")
+    tm = target_machine(host)
+    names = (PARALLEL_SYMBOL, SET_THREADS_SYMBOL, AFTER_FORK_SYMBOL)
+    pool = _compile(_with_layout(thread_pool_ir(host.target_arch), host, tm), host, tm,
+                    {n: n for n in names})
+    _KEPT.append(pool)  # never freed: the workers run its code
+    for name in names:
+        llvm.add_symbol(name, pool.addresses[name])
+    threads.attach_pool(pool.addresses[SET_THREADS_SYMBOL], pool.addresses[AFTER_FORK_SYMBOL])
+
+
+_KEPT: list = []
+
+
+def _with_layout(text: str, target: Target, tm) -> str:
+    return (f'target triple = "{target.mtriple}"\n'
+            f'target datalayout = "{tm.target_data}"\n{text}')
+
+
+@functools.lru_cache(maxsize=8)
+def _optimized_pool(target: Target) -> str:
+    """The thread pool's IR for ``target``, optimized (linked into exported objects)."""
+    llvm = llvm_binding()
+    tm = target_machine(target, pic=True)
+    mod = llvm.parse_assembly(_with_layout(thread_pool_ir(target.target_arch), target, tm))
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    return str(mod)
 
 
 def target_machine(target: Target, pic: bool = False):
@@ -107,14 +136,22 @@ class LLVMArtifact:
         return target_machine(self.target, pic=True).emit_assembly(mod)
 
     def object_code(self) -> bytes:
+        """The module's object code, with a thread pool of its own linked in."""
         llvm = llvm_binding()
         mod = llvm.parse_assembly(self.ir_text)
+        mod.link_in(llvm.parse_assembly(_optimized_pool(self.target)))
         return target_machine(self.target, pic=True).emit_object(mod)
 
 
 def compile_module(text: str, target: Target, tm, symbols: dict) -> LLVMArtifact:
     """Parse and verify module text, optimize it at -O3 for ``tm`` and, when the target is
     this machine, load it into a JIT engine (``symbols``: function name -> entry symbol)."""
+    if target.is_host:
+        _load_runtime()
+    return _compile(text, target, tm, symbols)
+
+
+def _compile(text: str, target: Target, tm, symbols: dict) -> LLVMArtifact:
     llvm = llvm_binding()
     with _LOCK:
         # A context per build: LLVM never frees constants uniqued in a context, so a
@@ -134,7 +171,6 @@ def compile_module(text: str, target: Target, tm, symbols: dict) -> LLVMArtifact
         ir_text = str(mod)
         art = LLVMArtifact(target, ir_text)
         if target.is_host:
-            _load_runtime_libs()
             # The engine takes ownership of (and frees) its TargetMachine: never a cached one.
             engine = llvm.create_mcjit_compiler(mod, _new_target_machine(target, False))
             engine.finalize_object()

@@ -83,7 +83,7 @@ class LLVMModule(Module):
             arch = self.target.target_arch
             warnings.warn(
                 f"no C compiler links {arch} libraries here, so {path} is an object file "
-                f"(link it with -shared -lgomp -lm); to get a shared library install a "
+                f"(link it with -shared -pthread -lm); to get a shared library install a "
                 f"cross compiler: {toolchain.install_hint(arch)}",
                 stacklevel=2,
             )
@@ -96,5 +96,5 @@ class LLVMModule(Module):
             # (with an rpath) wherever it is deployed.
             soname = f"-Wl,-soname,{os.path.basename(path)}"
             toolchain.compile_c(compiler, ["-shared", "-O2", "-fPIC", soname, "-o", path, o,
-                                           *sources, "-lgomp", "-lm"], path)
+                                           *sources, "-pthread", "-lm"], path)
         return path

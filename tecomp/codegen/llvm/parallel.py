@@ -1,6 +1,7 @@
 """Parallel loops for the LLVM emitter: the body is outlined into ``void f.parN(ptr
-closure)`` and run by libgomp's ``GOMP_parallel``; each thread takes a static contiguous
-chunk. Legalization leaves no parallel loop inside another one.
+closure, i64 begin, i64 end)`` and run by tecomp's thread pool
+(:mod:`.thread_pool`), which hands each thread chunks of the iteration space.
+Legalization leaves no parallel loop inside another one.
 
 A loop whose size is known only at run time (a symbolic sequence length) runs on the
 calling thread alone when a run finds it small (:data:`SERIAL_WORK`): the schedule had to
@@ -16,6 +17,7 @@ import itertools
 from ...ir import expr as E
 from ...ir.analysis import free_refs, has_unsafe, is_pure_int, work_of
 from .ir import Fn, Val, quote
+from .thread_pool import PARALLEL_SYMBOL
 
 #: Below this many elementary steps (stores and calls, :func:`~tecomp.ir.analysis.work_of`)
 #: a parallel loop of run-time size runs on one thread: waking and joining the others costs
@@ -24,7 +26,7 @@ SERIAL_WORK = 16384
 
 
 class ParallelLoops:
-    """Outlining and the GOMP calls, the ``parallel`` part of ``emit.Emitter``."""
+    """Outlining and the pool's calls, the ``parallel`` part of ``emit.Emitter``."""
 
     def __init__(self, emitter):
         self.em = emitter
@@ -32,7 +34,8 @@ class ParallelLoops:
         self._count = itertools.count()  # numbers the outlined bodies of the module
 
     def loop(self, s) -> None:
-        """Outline the loop into ``void f.parN(ptr closure)`` and run it on libgomp."""
+        """Outline the loop into ``void f.parN(ptr closure, i64 begin, i64 end)`` and run
+        it on the thread pool."""
         em, b = self.em, self.b
         fn = b.fn
         vars_used, bufs_used = free_refs(s)
@@ -41,13 +44,13 @@ class ParallelLoops:
         captured_bufs = em.symbols.buffers_in_scope(bufs_used)
         mn = em.index.ev(s.min)
         ext = em.index.ev(s.extent)
-        # Closure: err flag ptr, buffers, then variables (i64 or their own type), min, extent.
+        # Closure: err flag ptr, buffers, then variables (i64 or their own type), min.
         fields = [("err", "ptr", fn.err_ptr if not fn.is_entry else None)]
         fields += [(("buf", k), "ptr", ref) for k, ref in captured_bufs]
         for v in captured_vars:
             val = b.mat(em.symbols.lookup(v))
             fields.append((("var", v), val.vty, val.ref))
-        fields += [("min", "i64", mn.ref), ("ext", "i64", ext.ref)]
+        fields.append(("min", "i64", mn.ref))
         sty = "{" + ", ".join(f[1] for f in fields) + "}"
         cl = f"%closure.{b.fresh()}"
         alloca_at = len(fn.allocas)
@@ -65,11 +68,10 @@ class ParallelLoops:
         rec_store_at = len(fn.lines)
         b.emit("; no error record in the closure")
         outlined = f"{fn.name}.par{next(self._count)}"
-        b.declare(
-            "@GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"
-        )
+        pool = f"@{PARALLEL_SYMBOL}"
+        b.declare(pool, f"declare void {pool}(ptr, ptr, i64, i32) nounwind")
         threads = self._thread_count(s)
-        b.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {cl}, i32 {threads}, i32 0)")
+        b.emit(f"call void {pool}(ptr @{outlined}, ptr {cl}, i64 {ext.ref}, i32 {threads})")
         if err is not None:
             ev = b.val(f"load i32, ptr {err}, align 4", "i32")
             bad = b.val(f"icmp ne i32 {ev.ref}, 0", "i1")
@@ -86,10 +88,9 @@ class ParallelLoops:
                 f"\n  store ptr {rec}, ptr {p}")
 
     def _thread_count(self, s) -> str:
-        """The ``num_threads`` operand of the loop's ``GOMP_parallel``: 0 (libgomp's
-        count) for a loop of constant size, else 1 when this run's work is below
-        :data:`SERIAL_WORK`. A team of one, rather than a direct call of the body, keeps
-        ``omp_get_num_threads()`` right when the caller is itself in an OpenMP team."""
+        """The ``threads`` operand of the loop's pool call: 0 (the pool's count) for a
+        loop of constant size, else 1 (the caller alone) when this run's work is below
+        :data:`SERIAL_WORK`."""
         work = work_of(s)
         vars_used, _ = free_refs(work)
         # Evaluated before the loop, where its body might never have run: only index
@@ -107,7 +108,8 @@ class ParallelLoops:
         outer = em.symbols
         fn = Fn(
             name,
-            f"define internal void @{quote(name)}(ptr noalias nocapture readonly %cl) "
+            f"define internal void @{quote(name)}(ptr noalias nocapture readonly %cl, "
+            f"i64 %begin, i64 %end) "
             f"{em.fn_attrs}",
             is_entry=False,
         )
@@ -127,21 +129,8 @@ class ParallelLoops:
                     base_ty = ty.split(" x ")[-1].rstrip(">") if lanes > 1 else ty
                     symbols.bind(key[1], Val(vals[i].ref, base_ty, lanes),
                                  outer.lower_bound(key[1]))
-            mn, ext = vals[len(fields) - 2], vals[len(fields) - 1]
-            b.declare("@omp_get_thread_num", "declare i32 @omp_get_thread_num() nounwind")
-            b.declare("@omp_get_num_threads", "declare i32 @omp_get_num_threads() nounwind")
-            tid = b.val("call i32 @omp_get_thread_num()", "i32")
-            nth = b.val("call i32 @omp_get_num_threads()", "i32")
-            tid = b.val(f"sext i32 {tid.ref} to i64", "i64")
-            nth = b.val(f"sext i32 {nth.ref} to i64", "i64")
-            # Static schedule: thread t runs [t*chunk, min((t+1)*chunk, ext)).
-            a = b.val(f"add nsw i64 {ext.ref}, {nth.ref}", "i64")
-            a = b.val(f"sub nsw i64 {a.ref}, 1", "i64")
-            chunk = b.val(f"sdiv i64 {a.ref}, {nth.ref}", "i64")
-            begin = b.val(f"mul nsw i64 {tid.ref}, {chunk.ref}", "i64")
-            end = b.val(f"add nsw i64 {begin.ref}, {chunk.ref}", "i64")
-            end = b.val(f"call i64 @llvm.smin.i64(i64 {end.ref}, i64 {ext.ref})", "i64")
-            b.declare("@llvm.smin.i64", "declare i64 @llvm.smin.i64(i64, i64)")
+            mn = vals[len(fields) - 1]
+            begin, end = Val("%begin", "i64"), Val("%end", "i64")
             lo = em.index.lower_bound(s.min)
 
             def body(iv: Val):

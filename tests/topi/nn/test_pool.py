@@ -49,7 +49,7 @@ def test_pool_schedule_is_parallel_and_vectorized(multicore, rng, check_op):
     mod = check_op(impl.schedule(None, [y]), [x], [y], [a], ref)
     ll = mod.get_source("ll")
     lanes = Target("llvm").vector_width_bits // 32
-    assert f"<{lanes} x float>" in ll and "GOMP_parallel" in ll
+    assert f"<{lanes} x float>" in ll and "tecomp.parallel" in ll
 
 
 @pytest.mark.parametrize("name, op_type", [("global_avg_pool", "GlobalAveragePool"),

@@ -39,7 +39,7 @@ def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(multicore, r
     lanes = Target("llvm").vector_width_bits // 32
     # Vectors of whole registers (the untuned chunks are two).
     assert any(f"<{k * lanes} x float>" in ll for k in (1, 2, 4))
-    assert "GOMP_parallel" in ll
+    assert "tecomp.parallel" in ll
 
 
 def test_group_with_a_producer_and_two_outputs(rng, check_op, onnx_ref):

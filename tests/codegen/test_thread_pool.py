@@ -1,0 +1,125 @@
+"""tecomp's thread pool: every iteration of a parallel loop runs exactly once whatever the
+extent and the team, from one caller or several at once, after ``fork``, and in an
+exported library (which carries a pool of its own)."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from cg_helpers import buf, build, ld, loop
+
+import tecomp
+from tecomp.codegen.llvm.thread_pool import thread_pool_ir
+from tecomp.ir import FloatImm, PrimFunc, Store, Var
+from tecomp.runtime import threads
+
+pytestmark = pytest.mark.usefixtures("needs_llvm")
+
+
+def _count_up(extent):
+    """C[i] += 1 over a parallel loop: an iteration run twice, or not at all, shows."""
+    c = buf("C", (extent,))
+    i = Var("i")
+    return PrimFunc("up", (c,), loop(i, extent, Store(c, ld(c, i) + FloatImm(1.0), i),
+                                     "parallel"))
+
+
+@pytest.fixture
+def restore_count():
+    before = threads.get_num_threads()
+    yield
+    threads.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("restore_count")
+@pytest.mark.parametrize("extent", [1, 2, 3, 5, 7, 9, 64, 1001])
+def test_every_iteration_runs_once_for_any_team(extent):
+    mod = build(_count_up(extent))
+    c = np.zeros(extent, np.float32)
+    for count in (2, 3, 5, 1):  # more threads than chunks, than cores, and none
+        tecomp.runtime.set_num_threads(count)
+        mod(c)
+    np.testing.assert_array_equal(c, np.full(extent, 4.0, np.float32))
+
+
+def test_calls_from_several_threads_at_once_each_run_whole():
+    """One call owns the pool; the others run their loops alone, meanwhile."""
+    mod = build(_count_up(1001))
+    outs = [np.zeros(1001, np.float32) for _ in range(4)]
+
+    def caller(c):
+        for _ in range(200):
+            mod(c)
+
+    workers = [threading.Thread(target=caller, args=(c,)) for c in outs]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    for c in outs:
+        np.testing.assert_array_equal(c, np.full(1001, 200.0, np.float32))
+
+
+def test_a_forked_child_starts_workers_of_its_own():
+    """The child of a process whose pool has workers runs its loops on new ones (the
+    parent's do not exist there), and the parent's pool still works afterwards."""
+    script = textwrap.dedent("""
+        import os, sys
+        import numpy as np
+        import tecomp
+        from tecomp import te
+
+        tecomp.runtime.set_num_threads(3)
+        A = te.placeholder((4096,), name="A")
+        B = te.compute((4096,), lambda i: A[i] + 1.0, name="B")
+        s = te.create_schedule(B.op)
+        s[B].parallel(B.op.axis[0])
+        mod = tecomp.build(s, [A, B], target="llvm", name="inc")
+        a = np.arange(4096, dtype="float32")
+        b = np.zeros_like(a)
+        mod(a, b)
+        pid = os.fork()
+        if pid == 0:
+            before = len(os.listdir("/proc/self/task"))
+            b[:] = 0
+            mod(a, b)
+            started = len(os.listdir("/proc/self/task")) - before
+            os._exit(0 if (b == a + 1).all() and started == 2 else 1)
+        _, status = os.waitpid(pid, 0)
+        b[:] = 0
+        mod(a, b)
+        print(os.waitstatus_to_exitcode(status), bool((b == a + 1).all()))
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["0", "True"]
+
+
+@pytest.mark.usefixtures("restore_count")
+def test_an_exported_library_has_a_pool_that_takes_the_count(tmp_path):
+    mod = build(_count_up(1001))
+    path = mod.export_library(str(tmp_path / "up.so"))
+    pools = len(threads._SETTING.pools)
+    lib = tecomp.runtime.load_module(path)
+    assert len(threads._SETTING.pools) == pools + 1
+    c = np.zeros(1001, np.float32)
+    for count in (3, 1, 2):
+        tecomp.runtime.set_num_threads(count)
+        lib["up"](c)
+    np.testing.assert_array_equal(c, np.full(1001, 3.0, np.float32))
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64", "riscv64"])
+def test_the_pool_is_valid_ir_for_each_architecture(arch):
+    from tecomp.codegen.llvm.host import llvm_binding
+
+    llvm_binding().parse_assembly(thread_pool_ir(arch)).verify()
+
+
+def test_an_architecture_without_a_known_futex_is_refused():
+    with pytest.raises(ValueError, match="arch must be one of .*got 'mips'"):
+        thread_pool_ir("mips")
