@@ -69,7 +69,7 @@ class Worker:
 
     def __init__(self, tree: str, args, threads: int):
         env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OMP_NUM_THREADS=str(threads),
-                   TECOMP_NUM_THREADS=str(threads), GOMP_SPINCOUNT="1000")
+                   TECOMP_NUM_THREADS=str(threads))
         self.tree = tree
         self.proc = subprocess.Popen([sys.executable, "-c", WORKER, *args], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -16,9 +16,9 @@ calls ran on several cores at once; on a machine shared with other work, the sha
 and checks every result of every call against the serial result,
 bit for bit.
 
-Each call's parallel loops use ``--threads`` threads (default 2), so 2 callers run twice
-as many threads as that; libgomp's idle threads then compete for the cores
-(docs/measuring.md). Run it on an otherwise idle machine; it prints the CPU it ran on.
+Each call's parallel loops use ``--threads`` threads (default 2) when they find tecomp's
+thread pool free; a loop started while another caller's loop owns the pool runs on its
+caller alone (docs/measuring.md). Run it on an otherwise idle machine; it prints the CPU it ran on.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 extent and the team, from one caller or several at once, after ``fork``, and in an
 exported library (which carries a pool of its own)."""
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -111,6 +112,11 @@ def test_an_exported_library_has_a_pool_that_takes_the_count(tmp_path):
         tecomp.runtime.set_num_threads(count)
         lib["up"](c)
     np.testing.assert_array_equal(c, np.full(1001, 3.0, np.float32))
+    # Its workers run its code, so dlclose must leave it mapped.
+    if shutil.which("readelf"):
+        dynamic = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,
+                                 check=True).stdout
+        assert "NODELETE" in dynamic
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64", "riscv64"])

@@ -32,8 +32,8 @@ loop kind below is one the emitter can honour as written:
 - ``unrolled`` (constant extent): the body is emitted ``extent`` times with the loop
   variable a constant (register-blocked accumulators then become SSA values).
 - ``parallel`` (outermost of its nest): the body is outlined into ``void f.parN(ptr
-  closure)`` and run by libgomp ``GOMP_parallel``; each thread takes a static contiguous
-  chunk.
+  closure, i64 begin, i64 end)`` and run by tecomp's thread pool (``thread_pool``), which
+  hands each thread chunks of the iteration space.
 - ``serial``: a counted loop; its hint (a vectorize or unroll request legalization could
   not grant as written) becomes ``llvm.loop.vectorize.enable`` / ``llvm.loop.unroll.full``
   metadata, so LLVM's own loop passes may still try.

@@ -13,7 +13,7 @@ emitter, through which it reaches the others' public methods:
 - ``index`` (:class:`.IndexArith`): index arithmetic in i64, ramps, lower bounds;
 - ``vectors`` (:class:`.VectorLanes`): the lane count and mask, vectorized loops;
 - ``loops`` (:class:`.Loops`): serial, unrolled and counted loops;
-- ``parallel`` (:class:`.ParallelLoops`): parallel loops outlined onto libgomp;
+- ``parallel`` (:class:`.ParallelLoops`): parallel loops outlined onto the thread pool;
 - ``transpose`` (:class:`.BlockTranspose`): unrolled nests that are block transposes;
 - ``memory`` (:class:`.Memory`) and ``allocations`` (:class:`.Allocations`): loads,
   stores, prefetches; stack and heap buffers;

@@ -83,8 +83,8 @@ class LLVMModule(Module):
             arch = self.target.target_arch
             warnings.warn(
                 f"no C compiler links {arch} libraries here, so {path} is an object file "
-                f"(link it with -shared -pthread -lm); to get a shared library install a "
-                f"cross compiler: {toolchain.install_hint(arch)}",
+                f"(link it with -shared -pthread -lm -Wl,-z,nodelete); to get a shared "
+                f"library install a cross compiler: {toolchain.install_hint(arch)}",
                 stacklevel=2,
             )
             return path
@@ -95,6 +95,7 @@ class LLVMModule(Module):
             # The soname lets programs linked against the library find it by file name
             # (with an rpath) wherever it is deployed.
             soname = f"-Wl,-soname,{os.path.basename(path)}"
-            toolchain.compile_c(compiler, ["-shared", "-O2", "-fPIC", soname, "-o", path, o,
-                                           *sources, "-pthread", "-lm"], path)
+            # nodelete: dlclose must not unmap the code the thread pool's workers run.
+            toolchain.compile_c(compiler, ["-shared", "-O2", "-fPIC", soname, "-Wl,-z,nodelete",
+                                           "-o", path, o, *sources, "-pthread", "-lm"], path)
         return path
