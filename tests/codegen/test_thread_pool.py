@@ -46,6 +46,19 @@ def test_every_iteration_runs_once_for_any_team(extent):
     np.testing.assert_array_equal(c, np.full(extent, 4.0, np.float32))
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 40000])
+def test_a_run_time_extent_of_no_iterations_runs_nothing(n):
+    """A parallel loop over n - 3 rows: none (or a negative count) for n <= 3."""
+    nv = Var("n")
+    c = buf("C", (nv,))
+    i = Var("i")
+    mod = build(PrimFunc("tail", (c,), loop(i, nv - 3, Store(c, FloatImm(1.0), i + 3),
+                                            "parallel")))
+    out = np.zeros(n, np.float32)
+    mod(out)
+    np.testing.assert_array_equal(out, (np.arange(n) >= 3).astype(np.float32))
+
+
 def test_calls_from_several_threads_at_once_each_run_whole():
     """One call owns the pool; the others run their loops alone, meanwhile."""
     mod = build(_count_up(1001))

@@ -376,6 +376,12 @@ out:
 
 define hidden void @"{P}"(ptr %fn, ptr %cl, i64 %ext, i32 %threads) nounwind {{
 entry:
+  ; A loop of no iterations (a run-time extent may come out negative) runs nothing.
+  %empty = icmp sle i64 %ext, 0
+  br i1 %empty, label %nothing, label %some
+nothing:
+  ret void
+some:
   %count = call i32 @tecomp.pool.threads()
   %capped = icmp eq i32 %threads, 1
   %want = select i1 %capped, i32 1, i32 %count
