@@ -93,6 +93,38 @@ def ort_session(model, threads: int, shapes: dict | None = None):
                                 providers=["CPUExecutionProvider"])
 
 
+def openvino_run(model, threads: int, shapes: dict):
+    """A call running ``model`` (a ModelProto) in OpenVINO on the CPU with ``feeds``,
+    returning its outputs in order: float32 inference (``INFERENCE_PRECISION_HINT=f32``; on
+    CPUs with bfloat16 units OpenVINO would otherwise compute in it), ``threads`` threads,
+    one stream, the inputs fixed to ``shapes``. None when ``openvino`` is not installed."""
+    import importlib.util
+    import os
+    import tempfile
+
+    if importlib.util.find_spec("openvino") is None:
+        return None
+    import onnx
+    import openvino as ov
+
+    core = ov.Core()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        onnx.save(model, path)
+        ov_model = core.read_model(path)
+    ov_model.reshape({name: list(shape) for name, shape in shapes.items()})
+    compiled = core.compile_model(ov_model, "CPU", {
+        "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads,
+        "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+    request = compiled.create_infer_request()
+
+    def run(feeds):
+        results = request.infer(feeds)
+        return [results[out] for out in compiled.outputs]
+
+    return run
+
+
 def free_dimensions(model, shapes: dict) -> dict:
     """Symbolic axis name -> the size ``shapes`` gives it, over the model's inputs.
 

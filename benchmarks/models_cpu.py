@@ -11,6 +11,9 @@ two outputs, that difference relative to the largest reference value (torchvisio
 MobileNetV2 and EfficientNet-B0 with their random initial weights output values near 1e-9
 and 1e-14, which any absolute tolerance passes) and the largest ratio of a difference to
 the tolerance the tests use (1e-4 + 1e-3 |reference|; at most 1 means within tolerance).
+Where ``openvino`` is installed (``pip install openvino``) OpenVINO runs the same model in
+the same rounds, in float32 (``INFERENCE_PRECISION_HINT=f32``) on the same threads and
+shapes (``fair.openvino_run``), and a column gives its time over ONNX Runtime's.
 A model that does not import or build gets one row saying why. With ``--tuning-records``
 the tuned build is the one measured, and the untuned build (default schedules) runs in the
 same interleaved rounds, its ratio to ONNX Runtime in the last column, so the tuning gain is
@@ -192,6 +195,9 @@ def bench_one(name, make, opts) -> str:
     got = gm(**feeds)
     abs_err, rel_err, tol = compare_outputs(got, ref)
     contenders = {"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)}
+    openvino = fair.openvino_run(model, opts.threads, {k: v.shape for k, v in feeds.items()})
+    if openvino is not None:
+        contenders["openvino"] = lambda: openvino(feeds)
     if opts.tuning_records:
         untuned, _ = compile_model(model, feeds)
         contenders["untuned"] = lambda: untuned(**feeds)
@@ -200,6 +206,8 @@ def bench_one(name, make, opts) -> str:
     row = (f"{name:<22} {compile_s:9.1f} {statistics.median(times['tecomp']) * 1e3:10.2f} "
            f"{statistics.median(times['onnxruntime']) * 1e3:10.2f} {ratio:8.2f} "
            f"{abs_err:11.2e} {rel_err:11.2e} {tol:8.2f}")
+    if openvino is not None:
+        row += f" {median_ratio(times['openvino'], times['onnxruntime']):7.2f}"
     if opts.tuning_records:
         row += f" {median_ratio(times['untuned'], times['onnxruntime']):10.2f}"
     return row
@@ -229,6 +237,7 @@ def main():
           f"onnxruntime with the same fixed shapes")
     print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
           f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}"
+          + (f" {'OV/ORT':>7}" if importlib.util.find_spec("openvino") else "")
           + (f" {'untuned/ORT':>10}" if opts.tuning_records else ""))
     for name in names:
         print(bench_one(name, known[name], opts), flush=True)
