@@ -35,7 +35,6 @@ import numpy as np
 
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
-from tecomp.runtime import threads
 from tecomp.testing import models
 
 BUILDERS = {"resnet18": models.resnet, "mobilenet_v2": models.mobilenet_v2}
@@ -104,8 +103,8 @@ def main() -> None:
     window_s = max(args.window, 10 * call_s)
 
     print(f"{args.model} batch {args.batch} {args.image}x{args.image}, built in "
-          f"{build_s:.1f} s; {os.cpu_count()} cores, {args.threads} threads per call, idle "
-          f"threads {threads.wait_policy()}; one call {call_s * 1e3:.1f} ms")
+          f"{build_s:.1f} s; {os.cpu_count()} cores, {args.threads} threads per call; one "
+          f"call {call_s * 1e3:.1f} ms")
     rates, cores = {1: [], 2: []}, {1: [], 2: []}
     wrong = total = 0
     for _ in range(args.rounds):
