@@ -20,10 +20,10 @@ nested OpenMP region does.
 The team size comes from :data:`SET_THREADS_SYMBOL` (``tecomp.runtime.set_num_threads``
 calls it), else from ``TECOMP_NUM_THREADS``, else ``OMP_NUM_THREADS``, else the number of
 cores the process may run on, read when the first loop runs. JIT-compiled code shares one
-pool per process (:func:`tecomp.codegen.llvm.jit.runtime_symbols`); an exported library
-carries a pool of its own, reachable by the same symbols. After ``fork`` the child must
-call :data:`AFTER_FORK_SYMBOL` before its first loop (the parent's workers do not exist
-there); ``tecomp.runtime`` does so for every pool it knows.
+pool per process (compiled once by :mod:`.jit`, its entry points put in LLVM's symbol
+table); an exported library carries a pool of its own, reachable by the same symbols.
+After ``fork`` the child must call :data:`AFTER_FORK_SYMBOL` before its first loop (the
+parent's workers do not exist there); ``tecomp.runtime`` does so for every pool it knows.
 
 The shared state is a set of globals read and written with sequentially consistent
 atomics. A job's chunk counters carry its generation in their upper 32 bits, so a claim
@@ -310,7 +310,7 @@ entry:
   %first = trunc i64 %a to i32
   br label %wait
 wait:
-  %seen = phi i32 [ %first, %entry ], [ %seen, %slept ], [ %g, %job ], [ %g, %worked ]
+  %seen = phi i32 [ %first, %entry ], [ %seen, %sleep ], [ %g, %job ], [ %g, %work ]
   br label %spin
 spin:
   %round = phi i32 [ 0, %wait ], [ %round1, %again ]
@@ -330,8 +330,6 @@ sleep:
   %w = call i64 (i64, ...) @syscall(i64 {FUTEX}, ptr @tecomp.pool.gen, i64 {WAIT},
                                    i64 %expect, ptr null)
   %s1 = atomicrmw sub ptr @tecomp.pool.sleepers, i32 1 seq_cst, align 4
-  br label %slept
-slept:
   br label %wait
 job:
   %team = load atomic i64, ptr @tecomp.pool.team seq_cst, align 8
@@ -340,8 +338,6 @@ job:
 work:
   %g64 = zext i32 %g to i64
   call void @tecomp.pool.work(i64 %self, i64 %g64)
-  br label %worked
-worked:
   br label %wait
 }}
 
