@@ -194,3 +194,46 @@ def test_a_call_that_fails_gives_its_plan_back(resnet):
         gm(input=x)
     pool, = gm._plans.values()
     assert len(pool.free) == 1  # and the next call takes it
+
+
+def test_a_call_returns_arrays_of_its_own_that_later_runs_leave_alone(resnet):
+    """A call's outputs are the caller's: the next call and set_input / run / get_output
+    (the plan's own outputs) write elsewhere."""
+    gm = GraphModule(resnet)
+    x0, x1 = _images(2)
+    first = gm(input=x0)[0]
+    kept = first.copy()
+    second = gm(input=x1)[0]
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, kept)
+    gm.set_input("input", x1)
+    gm.run()
+    np.testing.assert_array_equal(gm.get_output(0), second)
+    assert not np.shares_memory(gm.get_output(0), second)
+    np.testing.assert_array_equal(gm(input=x0)[0], kept)
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_an_output_read_by_later_kernels_listed_twice_or_passed_through():
+    """Outputs: y = relu(x), which a later kernel reads; z = y + 1; y again; x itself."""
+    from onnx import TensorProto, helper
+
+    if not util.llvm_available():
+        pytest.skip(util.llvm_status_message())
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"]),
+         helper.make_node("Add", ["y", "one"], ["z"])],
+        "outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, ["n", 4])
+         for v in ("y", "z", "y", "x")],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    mod, params = from_onnx(helper.make_model(graph))
+    gm = GraphModule(build(mod, params=params))
+    for n in (3, 5, 3):
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype("float32")
+        y, z, y2, x2 = gm(x=x)
+        np.testing.assert_array_equal(y, np.maximum(x, 0))
+        np.testing.assert_array_equal(z, np.maximum(x, 0) + 1)
+        np.testing.assert_array_equal(y2, y)
+        np.testing.assert_array_equal(x2, x)
+        assert not np.shares_memory(y, y2) and not np.shares_memory(x2, x)
