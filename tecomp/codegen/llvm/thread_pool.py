@@ -48,8 +48,8 @@ MAX_THREADS = 256
 CHUNKS_PER_THREAD = 4
 
 #: Rounds an idle worker waits for the next job before it sleeps: with a pause
-#: instruction each, some tens of microseconds, which bridges the gap between two
-#: kernels of a model.
+#: instruction each (and a yield every YIELD_EVERY), about a tenth of a millisecond,
+#: which bridges the gap between two kernels of a model.
 SPIN_ROUNDS = 4096
 
 #: A spinning thread yields its core every this many rounds, so that a thread it waits
