@@ -8,9 +8,13 @@ import sys
 import textwrap
 import threading
 
+import time
+
 import numpy as np
 import pytest
 from cg_helpers import buf, build, ld, loop
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tecomp
 from tecomp.codegen.llvm.thread_pool import thread_pool_ir
@@ -57,6 +61,39 @@ def test_a_run_time_extent_of_no_iterations_runs_nothing(n):
     out = np.zeros(n, np.float32)
     mod(out)
     np.testing.assert_array_equal(out, (np.arange(n) >= 3).astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def rows_up():
+    """C[i, j] += 1 over n rows of 64, the rows a parallel loop of run-time size (64
+    stores a row: from 256 rows on a run takes the pool's team, below it one thread)."""
+    n = Var("n")
+    c = buf("C", (n, 64))
+    i, j = Var("i"), Var("j")
+    body = loop(i, n, loop(j, 64, Store(c, ld(c, i * 64 + j) + FloatImm(1.0), i * 64 + j)),
+                "parallel")
+    return build(PrimFunc("rows_up", (c,), body))
+
+
+@pytest.mark.usefixtures("restore_count")
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(0, 1500), count=st.integers(1, 6), calls=st.integers(1, 3))
+def test_every_row_runs_once_per_call(rows_up, rows, count, calls):
+    tecomp.runtime.set_num_threads(count)
+    c = np.zeros((rows, 64), np.float32)
+    for _ in range(calls):
+        rows_up(c)
+    np.testing.assert_array_equal(c, np.full((rows, 64), calls, np.float32))
+
+
+@pytest.mark.usefixtures("restore_count")
+def test_workers_asleep_after_an_idle_gap_wake_for_the_next_loop(rows_up):
+    tecomp.runtime.set_num_threads(3)
+    c = np.zeros((2000, 64), np.float32)
+    for gap in (0.0, 0.02, 0.0, 0.05):  # long enough for idle workers to sleep
+        time.sleep(gap)
+        rows_up(c)
+    np.testing.assert_array_equal(c, np.full((2000, 64), 4.0, np.float32))
 
 
 def test_calls_from_several_threads_at_once_each_run_whole():
