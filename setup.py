@@ -71,9 +71,11 @@ setup(
         # The versions it was run with: torch.export's exporter (dynamo=True, which needs
         # onnxscript) and transformers 5 write the graphs tecomp was checked on.
         # threadpoolctl: every benchmark gives numpy's BLAS the thread count of the
-        # others and prints the kernel it runs (benchmarks/fair.py).
+        # others and prints the kernel it runs (benchmarks/fair.py). openvino: a third
+        # runtime beside onnxruntime in models_cpu.py (skipped where it is missing).
         "bench": ["onnxruntime>=1.17", "torch>=2.14", "torchvision>=0.29",
-                  "transformers>=5.24", "onnxscript>=0.7", "threadpoolctl>=3.1"],
+                  "transformers>=5.24", "onnxscript>=0.7", "threadpoolctl>=3.1",
+                  "openvino>=2025.0"],
     },
     entry_points={"console_scripts": ["tecomp=tecomp.cli:main"]},
 )
