@@ -487,16 +487,18 @@ def load_module(path: str) -> Module:
     except ValueError:
         raise TecompError(f"{path!r} was not written by tecomp (no {METADATA_SYMBOL})") from None
     target, signatures = decode_metadata(ctypes.string_at(addr))
-    addresses = {
-        sig.name: ctypes.cast(getattr(lib, sig.symbol), ctypes.c_void_p).value
-        for sig in signatures
-    }
+    addresses = {sig.name: _symbol_address(lib, sig.symbol) for sig in signatures}
     try:
-        run_calls = ctypes.cast(getattr(lib, RUN_CALLS_SYMBOL), ctypes.c_void_p).value
+        run_calls = _symbol_address(lib, RUN_CALLS_SYMBOL)
     except AttributeError:  # exported before modules had one
         run_calls = None
     with contextlib.suppress(AttributeError):  # exported before libraries had a pool
-        attach_pool(*(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                      for name in (POOL_SET_THREADS_SYMBOL, POOL_AFTER_FORK_SYMBOL)))
+        attach_pool(_symbol_address(lib, POOL_SET_THREADS_SYMBOL),
+                    _symbol_address(lib, POOL_AFTER_FORK_SYMBOL))
     return LibraryModule(target, signatures, addresses, lib, os.path.abspath(path),
                          run_calls)
+
+
+def _symbol_address(lib: ctypes.CDLL, name: str) -> int:
+    """The address of ``lib``'s symbol ``name``; AttributeError where it has none."""
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

@@ -22,8 +22,9 @@ _LOCK = threading.Lock()
 
 
 @functools.cache
-def _load_runtime() -> None:
-    """Make what JIT-compiled code calls resolvable, once per process."""
+def _load_runtime() -> LLVMArtifact:
+    """Make what JIT-compiled code calls resolvable, once per process; returns the thread
+    pool's compiled module, which the cache keeps alive (its workers run its code)."""
     llvm = llvm_binding()
     for lib in (libm_path(), libgcc_s_path()):
         # Math calls resolve from the process anyway when libm cannot be loaded by name;
@@ -38,13 +39,10 @@ def _load_runtime() -> None:
     names = (PARALLEL_SYMBOL, SET_THREADS_SYMBOL, AFTER_FORK_SYMBOL)
     pool = _compile(_with_layout(thread_pool_ir(host.target_arch), host, tm), host, tm,
                     {n: n for n in names})
-    _KEPT.append(pool)  # never freed: the workers run its code
     for name in names:
         llvm.add_symbol(name, pool.addresses[name])
     threads.attach_pool(pool.addresses[SET_THREADS_SYMBOL], pool.addresses[AFTER_FORK_SYMBOL])
-
-
-_KEPT: list = []
+    return pool
 
 
 def _with_layout(text: str, target: Target, tm) -> str:
@@ -58,9 +56,15 @@ def _optimized_pool(target: Target) -> str:
     llvm = llvm_binding()
     tm = target_machine(target, pic=True)
     mod = llvm.parse_assembly(_with_layout(thread_pool_ir(target.target_arch), target, tm))
+    _optimize(mod, tm)
+    return str(mod)
+
+
+def _optimize(mod, tm) -> None:
+    """LLVM's -O3 pipeline over ``mod`` for the target machine ``tm``."""
+    llvm = llvm_binding()
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(mod, pb)
-    return str(mod)
 
 
 def target_machine(target: Target, pic: bool = False):
@@ -165,9 +169,7 @@ def _compile(text: str, target: Target, tm, symbols: dict) -> LLVMArtifact:
                 with open(os.environ["TECOMP_DUMP_LL"], "w") as fh:
                     fh.write(text)
             raise CodegenError(f"internal error: generated LLVM IR is invalid: {err}") from None
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        _optimize(mod, tm)
         ir_text = str(mod)
         art = LLVMArtifact(target, ir_text)
         if target.is_host:
