@@ -139,6 +139,9 @@ class Interpreter:
             src, dst = (np.dtype("uint8" if d == "bool" else d) for d in (e.args[0].dtype,
                                                                           e.dtype))
             return _scalar(np.array(v).astype(src).view(dst)[()], e.dtype)
+        if t is E.Call and e.name == "dot2_bf16":
+            a, b = (int(self.expr(x)) for x in e.args)
+            return _scalar(semantics.dot2_bf16_value(a, b), e.dtype)
         if t is E.Call and e.name.startswith("dot4_u8s8"):
             a, b = (int(self.expr(x)) for x in e.args)
             return _scalar(semantics.dot4_u8s8_value(a, b), e.dtype)

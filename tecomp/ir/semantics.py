@@ -159,6 +159,17 @@ def dot4_u8s8_value(a: int, b: int) -> int:
     return total
 
 
+def dot2_bf16_value(a: int, b: int, acc: float = 0.0) -> float:
+    """``acc + dot2_bf16(a, b)`` (:func:`tecomp.te.intrin.dot2_bf16`) of two Python
+    integers (their low 32 bits), in float32: the high halves' product added first."""
+
+    def half(word, k):
+        return np.array([((word >> (16 * k)) & 0xFFFF) << 16], np.uint32).view(np.float32)[0]
+
+    total = np.float32(acc) + half(a, 1) * half(b, 1)
+    return float(np.float32(total + half(a, 0) * half(b, 0)))
+
+
 __all__ = [
     "DIVISION_BY_ZERO",
     "INT_OPS",
@@ -170,5 +181,6 @@ __all__ = [
     "round_float",
     "wrap_int",
     "dot4_u8s8_value",
+    "dot2_bf16_value",
 ]
 

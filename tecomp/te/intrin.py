@@ -154,6 +154,34 @@ def dot4_u8s8(a, b, pairs_fit_int16: bool = False) -> E.PrimExpr:
     return E.Call("int32", name, (ea, eb))
 
 
+def dot2_bf16(a, b) -> E.PrimExpr:
+    """The float32 sum of the two products of the bfloat16 halves of ``a`` and ``b``,
+    int32 expressions each holding two bfloat16 values (the low half is the first):
+    ``f32(a.hi) * f32(b.hi) + f32(a.lo) * f32(b.lo)``. Each product is exact in float32;
+    an ``acc + dot2_bf16(a, b)`` adds the high product to ``acc`` first, then the low
+    one, each sum rounded to nearest. It is one instruction per vector on CPUs with
+    AVX512-BF16 (``vdpbf16ps``, which also flushes subnormal operands and results to
+    zero) and four elsewhere."""
+    ea, eb = E.as_expr(a), E.as_expr(b)
+    for e in (ea, eb):
+        if e.dtype != "int32":
+            raise DTypeError(f"te.dot2_bf16 needs int32 words of two bfloat16, got {e.dtype} "
+                             f"({e})")
+    return E.Call("float32", "dot2_bf16", (ea, eb))
+
+
+def bf16_pair(low, high) -> E.PrimExpr:
+    """The int32 word holding two bfloat16 expressions, ``low`` in its low half: what
+    :func:`dot2_bf16` multiplies. Two adjacent elements of a bfloat16 tensor, read as a
+    pair, are one 32-bit load."""
+    halves = []
+    for e in (E.as_expr(low), E.as_expr(high)):
+        if e.dtype != "bfloat16":
+            raise DTypeError(f"te.bf16_pair needs bfloat16 expressions, got {e.dtype} ({e})")
+        halves.append(reinterpret(e, "uint16").astype("uint32"))
+    return reinterpret(halves[0] + halves[1] * (1 << 16), "int32")
+
+
 def floordiv(a, b):
     """``a // b`` rounding toward negative infinity, as Python's ``//`` (what ``//`` on
     integer expressions builds)."""

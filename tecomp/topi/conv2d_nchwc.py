@@ -31,6 +31,15 @@ Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over th
 3x3 128->128 at 28x28 206 vs 184, 64->64 at 56x56 192 vs 158, 256->256 at 14x14 192 vs
 178, 512->512 at 7x7 189 vs 147, 256->256 stride 2 at 28x28 189 vs 176.
 
+**bfloat16 products.** With bfloat16 data (the model's own, or a float32 model built
+with ``precision="bf16"``: :mod:`tecomp.graph.passes.precision`) the kernel is packed as
+words of two bfloat16 input channels, ``[K/b, C/b, R, S, b/2, b]`` int32
+(:func:`pack_nchwc_kernel_bf16`), and each step of the reduction over a block's channels
+takes a pair of them: a 32-bit broadcast of two adjacent channels of one point, one
+:func:`tecomp.te.dot2_bf16` per vector of output channels (``vdpbf16ps`` with
+AVX512-BF16, twice the multiply-adds of a float32 FMA per instruction, from half the
+bytes). The sums and the output are float32.
+
 Workload (what a graph produces): ``conv2d_nchwc(data_shape, kernel_shape, strides,
 padding, dilation, dtype)`` with the blocked ``data_shape = (N, C/b, H, W, b)`` and the
 logical OIHW ``kernel_shape = (K, C, R, S)``. The block is the data shape's last axis, so
@@ -40,6 +49,7 @@ each block a layer may take is a task of its own; the graph chooses among them p
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .. import te
@@ -69,6 +79,19 @@ def pack_nchwc_kernel(kernel: np.ndarray, b: int) -> np.ndarray:
     K, C, R, S = kernel.shape
     blocked = kernel.reshape(K // b, b, C // b, b, R, S)
     return aligned.ascontiguous(blocked.transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_nchwc_kernel_bf16(kernel: np.ndarray, b: int) -> np.ndarray:
+    """An OIHW ``kernel`` (float32, rounded to bfloat16 to nearest even, or bfloat16) as
+    the int32 ``[K/b, C/b, R, S, b/2, b]`` the bfloat16 products read: ``[o, i, r, s, j,
+    co]`` holds the weights of input channels ``i*b + 2j`` (low half) and ``i*b + 2j + 1``
+    of output channel ``o*b + co``."""
+    halves = np.asarray(kernel).astype(ml_dtypes.bfloat16).view(np.uint16)
+    blocked = pack_nchwc_kernel(halves, b)
+    Kb, Cb, R, S = blocked.shape[:4]
+    pairs = blocked.reshape(Kb, Cb, R, S, b // 2, 2, b).transpose(0, 1, 2, 3, 4, 6, 5)
+    return aligned.ascontiguous(np.ascontiguousarray(pairs).view(np.int32)
+                                .reshape(Kb, Cb, R, S, b // 2, b))
 
 
 def _logical_shapes(data_shape, kernel_shape, what):
@@ -175,11 +198,15 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     if block is not None and int(block) != data_shape[4]:
         raise ValueError(f"{what}: block={block}, but the data {data_shape} is blocked by "
                          f"{data_shape[4]}")
-    if bi != bo or bi != data_shape[4] or Cb != data_shape[1]:
-        raise ValueError(f"{what}: the kernel {(Kb, Cb, R, S, bi, bo)} does not fit the "
-                         f"blocked data {data_shape} (need [K/b, C/b, R, S, b, b])")
-    (N, C, H, W), (K, _, R, S), b = _logical_shapes(data_shape, (Kb * bo, Cb * bi, R, S),
-                                                    what)
+    pairs = data.dtype == "bfloat16"
+    per_word = 2 if pairs else 1
+    if (bi * per_word != bo or bo != data_shape[4] or Cb != data_shape[1]
+            or pairs != (kernel.dtype == "int32")):
+        need = "int32 [K/b, C/b, R, S, b/2, b]" if pairs else "[K/b, C/b, R, S, b, b]"
+        raise ValueError(f"{what}: the kernel {kernel.dtype} {(Kb, Cb, R, S, bi, bo)} does "
+                         f"not fit the blocked {data.dtype} data {data_shape} (need {need})")
+    (N, C, H, W), (K, _, R, S), b = _logical_shapes(
+        data_shape, (Kb * bo, Cb * bo, R, S), what)
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         (N, C, H, W), (K, C, R, S), strides, padding, dilation, what)
     define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads))
@@ -191,13 +218,13 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
             (N, Cb, Hp, Wp, b),
             lambda n, c, y, x, i: te.if_then_else(
                 te.all(y >= top, y < H + top, x >= left, x < W + left),
-                data[n, c, y - top, x - left, i], 0.0),
+                data[n, c, y - top, x - left, i], te.const(0, data.dtype)),
             name="data_pad", tag="conv2d_nchwc_pad")
         top = left = 0
     ico = te.reduce_axis((0, Cb), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
-    ici = te.reduce_axis((0, b), name="ici")
+    ici = te.reduce_axis((0, b // per_word), name="ici")
 
     tile = cfg["tile_ow"].val
     width = -(-OW // tile) * tile
@@ -210,8 +237,14 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
         if in_place:
             inside = [c for c, pad in ((iy >= 0, top), (iy < H, bottom), (ix >= 0, left),
                                        (ix < W, right)) if pad]
-        return te.sum(data[n, ico, iy, ix, ici] * kernel[o, ico, ry, rx, ici, ob],
-                      axis=[ico, ry, rx, ici], where=te.all(*inside) if inside else None)
+        if pairs:
+            product = te.dot2_bf16(te.bf16_pair(data[n, ico, iy, ix, 2 * ici],
+                                                data[n, ico, iy, ix, 2 * ici + 1]),
+                                   kernel[o, ico, ry, rx, ici, ob])
+        else:
+            product = data[n, ico, iy, ix, ici] * kernel[o, ico, ry, rx, ici, ob]
+        return te.sum(product, axis=[ico, ry, rx, ici],
+                      where=te.all(*inside) if inside else None)
 
     out = te.compute((N, K // b, OH, width, b), conv, name="conv", tag="conv2d_nchwc")
     if width == OW:
@@ -286,8 +319,7 @@ def schedule_conv2d_nchwc(cfg, outs):
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)
     _, lo, ly, lx, lb = s[CL].op.axis
     rco, rr, rs, rci = s[CL].op.reduce_axis
-    elem_bytes = np.dtype(kernel.dtype).itemsize
-    if _whole_plane_passes(cfg, OH, OW, b, elem_bytes):
+    if _whole_plane_passes(cfg, OH, OW, b, np.dtype(out.dtype).itemsize):
         s[out].reorder(n, oo, y, xo, oi, xi, ob)
         tile = s[out].fuse(n, oo)
         s[out].parallel(tile)
@@ -311,9 +343,10 @@ def schedule_conv2d_nchwc(cfg, outs):
     s[out].unroll(xi)
     s[out].vectorize(ob)
     s[CL].unroll(rci)
-    weight_bytes = int(np.prod([int(d) for d in kernel.shape])) * elem_bytes
+    word_bytes = np.dtype(kernel.dtype).itemsize
+    weight_bytes = int(np.prod([int(d) for d in kernel.shape])) * word_bytes
     if weight_bytes >= PREFETCH_WEIGHT_BYTES:
-        row_bytes = int(kernel.shape[3]) * b * b * elem_bytes
+        row_bytes = int(np.prod([int(d) for d in kernel.shape[3:]])) * word_bytes
         s[CL].prefetch(kernel, rr, max(1, PREFETCH_DISTANCE // row_bytes))
     return s
 
@@ -322,18 +355,25 @@ def schedule_conv2d_nchwc(cfg, outs):
 def conv2d_nchwc(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
                  dtype="float32"):
     """Tunable conv2d on blocked activations (see the module docstring); the kernel input
-    is the packed ``[K/b, C/b, R, S, b, b]`` weight."""
+    is the packed ``[K/b, C/b, R, S, b, b]`` weight, for bfloat16 data the int32
+    ``[K/b, C/b, R, S, b/2, b]`` of :func:`pack_nchwc_kernel_bf16`."""
     what = "conv2d_nchwc"
     _, (K, C, R, S), b = _logical_shapes(data_shape, kernel_shape, what)
     cfg = get_config()
     data = te.placeholder(tuple(data_shape), dtype, name="data")
-    kernel = te.placeholder((K // b, C // b, R, S, b, b), dtype, name="kernel")
+    if dtype == "bfloat16":
+        kernel = te.placeholder((K // b, C // b, R, S, b // 2, b), "int32", name="kernel")
+    else:
+        kernel = te.placeholder((K // b, C // b, R, S, b, b), dtype, name="kernel")
     out = compute_conv2d_nchwc(cfg, data, kernel, strides, padding, dilation)
     return schedule_conv2d_nchwc(cfg, [out]), [data, kernel, out]
 
 
 def _prepack(cfg, kernel, block, **attrs):
-    """The OIHW weight (the graph's constant) blocked like the data."""
+    """The OIHW weight (the graph's constant) blocked like the data; a bfloat16 one as
+    words of two input channels."""
+    if kernel.dtype == ml_dtypes.bfloat16:
+        return (pack_nchwc_kernel_bf16(kernel, block),)
     return (pack_nchwc_kernel(kernel, block),)
 
 

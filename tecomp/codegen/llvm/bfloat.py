@@ -9,12 +9,20 @@ the target converts natively (``vcvtneps2bf16``, AArch64's ``bfcvt``); elsewhere
 so the part rounds with integer instructions, which vectorize: to nearest, ties to
 even, NaN kept quiet, as ``vcvtneps2bf16`` and ml_dtypes do (``vcvtneps2bf16`` also
 flushes subnormal inputs and results to zero).
+
+It also emits ``dot2_bf16`` calls (:func:`tecomp.te.intrin.dot2_bf16`): ``vdpbf16ps`` on
+vectors of 4, 8 or 16 lanes where the target has AVX512-BF16, with the addend as its
+accumulator; elsewhere each word's halves widened to float32 and the products added,
+the high one first, as ``vdpbf16ps`` does.
 """
 
 from __future__ import annotations
 
 from . import types as T
 from .ir import Val
+
+#: The name of the call of two bfloat16 pairs' dot product (``tecomp.te.dot2_bf16``).
+BF16_DOT_CALL = "dot2_bf16"
 
 #: x86 CPUs (LLVM's names) with AVX512-BF16: ``vcvtneps2bf16`` and ``vdpbf16ps``.
 X86_BF16_CPUS = frozenset({
@@ -56,6 +64,7 @@ class BFloat16Values:
     def __init__(self, emitter):
         self.b = emitter.builder
         self.native = has_bf16(emitter.target)
+        self.x86 = getattr(emitter.target, "target_arch", "") in ("x86_64", "i386", "i686")
 
     def widen(self, v: Val) -> Val:
         """``v`` (bfloat16 bits) as float, exactly."""
@@ -91,3 +100,33 @@ class BFloat16Values:
         bits = b.val(f"select {nan.vty} {nan.ref}, {i32} {quiet.ref}, {i32} {kept.ref}",
                      "i32", n)
         return b.val(f"trunc {i32} {bits.ref} to {i16}", "i16", n)
+
+    def dot(self, a: Val, b: Val, acc: Val | None = None) -> Val:
+        """``acc + dot2_bf16(a, b)`` of int32 words ``a`` and ``b`` (two bfloat16 each, one
+        vector of lanes each) and a float ``acc`` (None: 0)."""
+        b_, n = self.b, a.lanes
+        if self.native and self.x86 and n in (4, 8, 16):
+            acc = acc or b_.const(0.0, "float32", n)
+            pairs = T.vec("bfloat", 2 * n)
+            fname = f"@llvm.x86.avx512bf16.dpbf16ps.{32 * n}"
+            b_.declare(fname, f"declare {acc.vty} {fname}({acc.vty}, {pairs}, {pairs})")
+            x, y = (b_.val(f"bitcast {v.vty} {v.ref} to {pairs}", "bfloat", 2 * n)
+                    for v in (a, b))
+            return b_.val(f"call {acc.vty} {fname}({acc.vty} {acc.ref}, {pairs} {x.ref}, "
+                          f"{pairs} {y.ref})", "float", n)
+        total = acc
+        for half in (1, 0):
+            x, y = (self._half(v, half) for v in (a, b))
+            product = b_.val(f"fmul {x.vty} {x.ref}, {y.ref}", "float", n)
+            total = product if total is None else b_.val(
+                f"fadd {x.vty} {total.ref}, {product.ref}", "float", n)
+        return total
+
+    def _half(self, word: Val, half: int) -> Val:
+        """The bfloat16 in the low (0) or high (1) half of int32 ``word``, as float."""
+        b, n = self.b, word.lanes
+        i32 = T.vec("i32", n)
+        bits = (b.val(f"shl {i32} {word.ref}, {b.const(16, 'int32', n).ref}", "i32", n)
+                if half == 0 else
+                b.val(f"and {i32} {word.ref}, {b.const(-65536, 'int32', n).ref}", "i32", n))
+        return b.val(f"bitcast {i32} {bits.ref} to {T.vec('float', n)}", "float", n)

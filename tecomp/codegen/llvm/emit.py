@@ -40,7 +40,7 @@ from ...target import Target
 from . import types as T
 from .alias import AliasScopes
 from .allocate import Allocations
-from .bfloat import BFloat16Values
+from .bfloat import BF16_DOT_CALL, BFloat16Values
 from .int8_dot import DOT_CALLS
 from .builder import Builder
 from .checks import RunTimeChecks
@@ -281,9 +281,10 @@ class Emitter:
         return self._arith(e, self.ev(e.a), self.ev(e.b))
 
     def ev_Add(self, e):
-        # acc + dot4: one vpdpbusd where the CPU has it (LLVM does not fold the add).
+        # acc + dot4 (dot2_bf16): one vpdpbusd (vdpbf16ps) where the CPU has it (LLVM
+        # does not fold the add).
         for dot, addend in ((e.b, e.a), (e.a, e.b)):
-            if type(dot) is E.Call and dot.name in DOT_CALLS:
+            if type(dot) is E.Call and (dot.name in DOT_CALLS or dot.name == BF16_DOT_CALL):
                 return self.math.dot(dot, addend)
         return self._binary(e)
 

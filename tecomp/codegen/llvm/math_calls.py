@@ -8,6 +8,7 @@ from ...errors import UnsupportedOpError
 from ...ir import dtype as dt
 from . import types as T
 from . import vmath
+from .bfloat import BF16_DOT_CALL
 from .int8_dot import DOT_CALLS, Int8Dot
 from .ir import Val
 
@@ -34,11 +35,14 @@ class MathCalls:
         self.int8 = Int8Dot(emitter)
 
     def dot(self, e, addend=None) -> Val:
-        """The ``dot4_u8s8`` call ``e``, plus ``addend`` (an expression, or None)."""
+        """The ``dot4_u8s8`` or ``dot2_bf16`` call ``e``, plus ``addend`` (an expression,
+        or None)."""
         a, b = self.b.unify(*[self.em.ev(x) for x in e.args])
         acc = None
         if addend is not None:
             acc, a, b = self.b.unify(self.em.ev(addend), a, b)
+        if e.name == BF16_DOT_CALL:
+            return self.em.bfloat.dot(a, b, acc)
         return self.int8.dot(e.name, a, b, acc)
 
     def call(self, e) -> Val:
@@ -48,7 +52,7 @@ class MathCalls:
         d = e.dtype
         if name == "reinterpret":
             return self._reinterpret(e)
-        if name in DOT_CALLS:
+        if name in DOT_CALLS or name == BF16_DOT_CALL:
             return self.dot(e)
         if name in _BITWISE and dt.is_int(d):
             return self._bitwise(name, d, self.b.unify(*[self.em.ev(a) for a in e.args]))
