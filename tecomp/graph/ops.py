@@ -274,8 +274,11 @@ def _blocked_data(node, data, weight, weight_layout: str) -> tuple:
 
 def _conv2d_nchwc(node, ts):
     """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight OIHW, output ``[N, K/b, OH, OW,
-    b]`` (``tecomp.topi.conv2d_nchwc``)."""
+    b]`` (``tecomp.topi.conv2d_nchwc``); bfloat16 data and weight sum their products
+    into a float32 output."""
     data, weight = ts[0], ts[1]
+    if (data.dtype == "bfloat16") != (weight.dtype == "bfloat16"):
+        _fail(node, f"data {data.dtype} and weight {weight.dtype}: both bfloat16 or neither")
     n, cb, h, w, b = _blocked_data(node, data, weight, "OIHW")
     k, c, r, s = weight.shape
     if not dims.equal(c, cb * b) or k % b:
@@ -284,7 +287,8 @@ def _conv2d_nchwc(node, ts):
     (out,) = _conv2d(node.with_(op="conv2d"),
                      [TensorType(data.dtype, (n, c, h, w)), weight])
     _, _, oh, ow = out.shape
-    return [TensorType(data.dtype, (n, k // b, oh, ow, b))]
+    dtype = "float32" if data.dtype == "bfloat16" else data.dtype
+    return [TensorType(dtype, (n, k // b, oh, ow, b))]
 
 
 _register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc, dim_checks=_BLOCKED_SPATIAL)

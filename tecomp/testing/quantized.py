@@ -32,6 +32,19 @@ def _reader(feeds: list):
     return Feeds()
 
 
+def folded_batch_norms(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its BatchNormalizations folded into the convolutions before them, by
+    onnxruntime's ``quant_pre_process`` (shape inference and its basic graph
+    optimizations)."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path, prepared = os.path.join(tmp, "f.onnx"), os.path.join(tmp, "p.onnx")
+        onnx.save(model, path)
+        quant_pre_process(path, prepared)
+        return onnx.load(prepared)
+
+
 def quantize_static_model(model: onnx.ModelProto, calibration: list, *, per_channel=True,
                           reduce_range=True) -> onnx.ModelProto:
     """``model`` in the QDQ format: uint8 activations, int8 weights (per output channel
@@ -44,12 +57,10 @@ def quantize_static_model(model: onnx.ModelProto, calibration: list, *, per_chan
     >>> q = quantize_static_model(resnet(image=64, batch=1), [{"input": x}])  # doctest: +SKIP
     """
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     with tempfile.TemporaryDirectory() as tmp:
-        path, prepared, out = (os.path.join(tmp, f) for f in ("f.onnx", "p.onnx", "q.onnx"))
-        onnx.save(model, path)
-        quant_pre_process(path, prepared)
+        prepared, out = (os.path.join(tmp, f) for f in ("p.onnx", "q.onnx"))
+        onnx.save(folded_batch_norms(model), prepared)
         quantize_static(prepared, out, _reader(calibration), quant_format=QuantFormat.QDQ,
                         per_channel=per_channel, reduce_range=reduce_range,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)

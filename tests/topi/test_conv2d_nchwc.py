@@ -3,6 +3,7 @@ knob values of small spaces, strides, asymmetric padding, dilation, blocks of 4,
 channels, a symbolic batch, a fused epilogue, random shapes (hypothesis) and the error
 paths."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from tecomp.topi.conv2d_nchwc import (
     compute_conv2d_nchwc,
     from_blocked,
     pack_nchwc_kernel,
+    pack_nchwc_kernel_bf16,
     schedule_conv2d_nchwc,
     to_blocked,
 )
@@ -26,23 +28,26 @@ from .test_conv2d import ref_conv
 
 
 def _run(task, cfg, rng):
-    data_shape, kernel_shape, strides, pads, dilation, _ = task.args
+    data_shape, kernel_shape, strides, pads, dilation, dtype = task.args
     N, Cb, H, W, b = data_shape
     s, tensors = task.instantiate(cfg)
     mod = tecomp.build(s, tensors)
-    x = rng.uniform(-1, 1, (N, Cb * b, H, W)).astype("float32")
-    w = rng.uniform(-1, 1, kernel_shape).astype("float32")
+    x = rng.uniform(-1, 1, (N, Cb * b, H, W)).astype(dtype)
+    w = rng.uniform(-1, 1, kernel_shape).astype(dtype)
     y = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
-    mod(to_blocked(x, b), pack_nchwc_kernel(w, b), y)
-    np.testing.assert_allclose(from_blocked(y), ref_conv(x, w, strides, pads, dilation),
-                               rtol=1e-4, atol=1e-4)
+    packed = pack_nchwc_kernel_bf16(w, b) if dtype == "bfloat16" else pack_nchwc_kernel(w, b)
+    mod(to_blocked(x, b), packed, y)
+    # bfloat16 products are exact in float32: only the order of the sums differs.
+    np.testing.assert_allclose(
+        from_blocked(y), ref_conv(x.astype("float32"), w.astype("float32"), strides, pads,
+                                  dilation), rtol=1e-4, atol=1e-4)
 
 
 def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), b=16,
-          target=None):
+          target=None, dtype="float32"):
     return autotune.create_task(
         "conv2d_nchwc", ((1, C // b, H, W, b), (K, C, R, S), strides, pads, dilation,
-                         "float32"), target or "llvm")
+                         dtype), target or "llvm")
 
 
 # The fallback tiles below are the tiling model's (tecomp.topi.cpu_tiling) on an AVX-512
@@ -67,6 +72,39 @@ def test_every_pair_of_knob_values_of_a_small_space(case):
     rng = np.random.default_rng(1)
     for digits in pairwise([len(knob) for knob in space.space_map.values()]):
         _run(task, space.get(space.index_of(digits)), rng)
+
+
+@pytest.mark.parametrize("case", [
+    dict(C=32, K=32, H=5, W=14, R=3, S=3, pads=(1, 1, 1, 1)),
+    dict(C=16, K=32, H=7, W=7, R=1, S=1, strides=(2, 2), b=8),
+    dict(C=80, K=32, H=7, W=7, R=3, S=3, pads=(1, 1, 1, 1)),
+])
+def test_bfloat16_data_multiplies_pairs_of_channels(case):
+    """bfloat16 data and the kernel as words of two input channels (vdpbf16ps where the
+    CPU has it, widened to float32 elsewhere), for every pair of knob values."""
+    task = _task(**case, dtype="bfloat16")
+    space = task.config_space
+    rng = np.random.default_rng(3)
+    for digits in pairwise([len(knob) for knob in space.space_map.values()]):
+        _run(task, space.get(space.index_of(digits)), rng)
+
+
+def test_bfloat16_kernel_packing_holds_channel_pairs():
+    w = np.random.default_rng(0).standard_normal((8, 8, 1, 2)).astype("float32")
+    words = pack_nchwc_kernel_bf16(w, 4)  # [K/4, C/4, R, S, 2, 4]
+    assert words.shape == (2, 2, 1, 2, 2, 4) and words.dtype == np.int32
+    halves = words.view(np.uint16).reshape(2, 2, 1, 2, 2, 4, 2)
+    rounded = w.astype(ml_dtypes.bfloat16).view(np.uint16)
+    # [o, i, r, s, j, co, half] is the weight of output o*4 + co, input i*4 + 2j + half.
+    assert halves[1, 0, 0, 1, 1, 2, 1] == rounded[6, 3, 0, 1]
+    assert halves[0, 1, 0, 0, 0, 3, 0] == rounded[3, 4, 0, 0]
+
+
+def test_bfloat16_data_needs_the_paired_kernel():
+    data = te.placeholder((1, 1, 4, 4, 8), "bfloat16", name="data")
+    kernel = te.placeholder((1, 1, 1, 1, 8, 8), "float32", name="kernel")
+    with pytest.raises(ValueError, match=r"int32 \[K/b, C/b, R, S, b/2, b\]"):
+        compute_conv2d_nchwc(FallbackConfigEntity(), data, kernel)
 
 
 @pytest.mark.parametrize("b", [4, 8, 16])
@@ -153,7 +191,7 @@ def test_channels_that_the_block_does_not_divide_are_refused():
     kernel = te.placeholder((2, 2, 3, 3, 8, 8), "float32")
     with pytest.raises(ValueError, match="block=16"):
         compute_conv2d_nchwc(FallbackConfigEntity(), data, kernel, block=16)
-    with pytest.raises(ValueError, match="does not fit the blocked data"):
+    with pytest.raises(ValueError, match="does not fit the blocked float32 data"):
         compute_conv2d_nchwc(FallbackConfigEntity(), data,
                              te.placeholder((2, 1, 3, 3, 8, 8), "float32"))
 

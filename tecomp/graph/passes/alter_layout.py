@@ -81,11 +81,11 @@ def _broadcasts_per_block(shape, out_shape) -> bool:
         dims.equal(a, b) or (dims.is_static(a) and a == 1) for a, b in zip(shape, out_shape))
 
 
-def _static_nchw(graph: Graph, value):
-    """The ``[N, C, H, W]`` shape of a 4-D float32 value whose sizes but the batch are
-    static (what the blocked kernels need), the batch 1 if symbolic; else None."""
+def _static_nchw(graph: Graph, value, dtypes=("float32",)):
+    """The ``[N, C, H, W]`` shape of a 4-D value of one of ``dtypes`` whose sizes but the
+    batch are static (what the blocked kernels need), the batch 1 if symbolic; else None."""
     t = graph.types.get(value)
-    if t is None or t.dtype != "float32" or len(t.shape) != 4:
+    if t is None or t.dtype not in dtypes or len(t.shape) != 4:
         return None
     if not all(dims.is_static(d) for d in t.shape[1:]):
         return None
@@ -175,9 +175,10 @@ class _Rewriter:
         return output
 
     def channels(self, value, block):
-        """The channel count of a 4-D float32 NCHW value if ``block`` divides it (and its
-        sizes but the batch are static, as the blocked kernels need)."""
-        shape = _static_nchw(self.graph, value)
+        """The channel count of a 4-D float32 or bfloat16 NCHW value if ``block`` divides
+        it (and its sizes but the batch are static, as the blocked kernels need); a
+        bfloat16 one is a convolution's input rounded for its products (``precision``)."""
+        shape = _static_nchw(self.graph, value, ("float32", "bfloat16"))
         return shape[1] if shape is not None and shape[1] % block == 0 else None
 
     def blocked_as(self, value, block, name) -> str:

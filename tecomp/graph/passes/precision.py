@@ -16,7 +16,9 @@ epilogue, and the cast of an operand into the kernel that writes it where it can
 :func:`round_products_to_bfloat16` makes convolutions and matrix products read their
 data and weight rounded to bfloat16 (to nearest even) and accumulate in float32, the
 arithmetic of AVX512-BF16's ``vdpbf16ps`` and AArch64's ``bfdot``; everything else stays
-float32. The target must have bfloat16 conversions and dot products
+float32. On the channel-blocked convolutions the kernels then multiply the bfloat16
+values themselves (:func:`bfloat16_blocked_convolutions`). The target must have
+bfloat16 conversions and dot products
 (:func:`tecomp.codegen.llvm.bfloat.has_bf16`); a target without them is refused with an
 error naming the feature, as the mode trades accuracy for speed only where the hardware
 gives the speed.
@@ -24,11 +26,16 @@ gives the speed.
 
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
+
 from ...codegen.llvm.bfloat import bf16_feature, has_bf16
 from ...errors import TargetError
 from ...ir import dtype as dt
 from ..infer import infer_types
 from ..ir import Graph, Node, value_namer
+from .fold_batch_norms import fold_batch_norms
+from .fold_constants import fold_constants
 
 #: Precisions a float32 model may be built with.
 PRECISIONS = ("fp32", "bf16")
@@ -111,6 +118,62 @@ def round_products_to_bfloat16(graph: Graph) -> Graph:
     return infer_types(graph.with_(nodes=tuple(nodes)))
 
 
+#: Nodes that move a value's elements without computing on them: a rounded input reaches a
+#: channel-blocked convolution through its layout transform (a reshape and a transpose).
+_LAYOUT_MOVES = frozenset({"reshape", "transpose"})
+
+
+def bfloat16_blocked_convolutions(graph: Graph) -> Graph:
+    """``graph`` with every channel-blocked convolution (``conv2d_nchwc``) whose input is
+    a bfloat16 value widened to float32 (directly or through a layout transform) reading
+    that bfloat16 value, and its float32 constant weight rounded to bfloat16: the kernel
+    then multiplies bfloat16 pairs (``vdpbf16ps``) and sums in float32
+    (:mod:`tecomp.topi.conv2d_nchwc`), from half the bytes. What it computes is what the
+    widened operands gave; the widening is dead code after. For targets with bfloat16
+    dot products (:func:`tecomp.codegen.llvm.bfloat.has_bf16`), after the layout pass."""
+    graph = infer_types(graph)
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    fresh = value_namer(graph)
+    consts = dict(graph.consts)
+    nodes: list = []
+    narrow: dict = {}  # a float32 value -> the bfloat16 value it widens, in its layout
+
+    def bfloat16_source(value):
+        if value in narrow:
+            return narrow[value]
+        node = producer.get(value)
+        if node is None:
+            return None
+        if node.op == "cast" and graph.types[node.inputs[0]].dtype == "bfloat16":
+            source = node.inputs[0]
+        elif node.op in _LAYOUT_MOVES and len(node.inputs) == 1:
+            moved = bfloat16_source(node.inputs[0])
+            if moved is None:
+                return None
+            source = fresh(f"{value}.bf16")
+            nodes.append(node.with_(inputs=(moved,), outputs=(source,)))
+        else:
+            return None
+        narrow[value] = source
+        return source
+
+    changed = False
+    for node in graph.nodes:
+        x, w = (node.inputs + (None, None))[:2]
+        if (node.op == "conv2d_nchwc" and graph.types[x].dtype == "float32" and w in consts
+                and consts[w].dtype == np.float32):
+            source = bfloat16_source(x)
+            if source is not None:
+                rounded = fresh(f"{w}.bf16")
+                consts[rounded] = consts[w].astype(ml_dtypes.bfloat16)
+                node = node.with_(inputs=(source, rounded, *node.inputs[2:]))
+                changed = True
+        nodes.append(node)
+    if not changed:
+        return graph
+    return infer_types(graph.with_(nodes=tuple(nodes), consts=consts))
+
+
 def check_precision(precision: str) -> str:
     """``precision`` if it is one of :data:`PRECISIONS`; a ValueError naming it if not."""
     if precision not in PRECISIONS:
@@ -135,4 +198,6 @@ def apply_precision(graph: Graph, target, precision: str = "fp32") -> Graph:
             f"{str(target)!r} lacks {feature}. Build with precision='fp32', or for a target "
             "that has it (e.g. 'llvm -mcpu=sapphirerapids', 'llvm -mcpu=znver4', "
             "'llvm -mattr=+avx512bf16')")
-    return round_products_to_bfloat16(graph)
+    # Weights are rounded as the kernels read them: after BatchNormalization is folded
+    # into them (rounding before would round the folded weight twice).
+    return round_products_to_bfloat16(fold_batch_norms(fold_constants(graph)))

@@ -12,12 +12,17 @@ import tecomp
 from tecomp import graph as G
 from tecomp.errors import TargetError
 from tecomp.frontend import from_onnx
+from tecomp.codegen.llvm.bfloat import has_bf16
+from tecomp.graph.build import bind_params
+from tecomp.graph.passes.fold_batch_norms import fold_batch_norms
+from tecomp.graph.passes.fold_constants import fold_constants
 from tecomp.graph.passes.precision import (
     accumulate_in_float32,
     apply_precision,
     round_products_to_bfloat16,
 )
 from tecomp.testing.models import example_inputs, resnet
+from tecomp.testing.quantized import folded_batch_norms
 
 STORAGE = {"float16": (TP.FLOAT16, np.float16), "bfloat16": (TP.BFLOAT16, ml_dtypes.bfloat16)}
 #: One unit in the last place at 1.0: 2^-10 for float16, 2^-7 for bfloat16.
@@ -173,12 +178,30 @@ def test_bf16_precision_needs_avx512_bf16():
 
 
 def test_bf16_precision_cross_build_rounds_with_vcvtneps2bf16():
-    """For Sapphire Rapids the operands' rounding is vcvtneps2bf16; the products read
-    the rounded float32 values (``vdpbf16ps`` is not generated)."""
+    """For Sapphire Rapids the operands' rounding is vcvtneps2bf16; a convolution of 3
+    input channels (not channel-blocked) reads the rounded float32 values."""
     graph, params = from_onnx(_model("conv_relu_pool", TP.FLOAT, np.float32))
     lib = G.build(graph, SAPPHIRE_RAPIDS, params=params, precision="bf16")
     asm = lib.module.get_source("asm")
     assert "vcvtneps2bf16" in asm
+    assert "vdpbf16ps" not in asm
+
+
+def test_bf16_precision_blocked_convolutions_multiply_with_vdpbf16ps():
+    """A CNN's channel-blocked convolutions read their bfloat16 inputs and weights as
+    pairs (vdpbf16ps): every blocked convolution reads a bfloat16 input, and the
+    first, planar one a rounded float32 input."""
+    graph, params = from_onnx(_small_cnn())
+    lib = G.build(graph, SAPPHIRE_RAPIDS, params=params, precision="bf16")
+    assert "vdpbf16ps" in lib.module.get_source("asm")
+    convs = [n for node in lib.graph.nodes if "body" in node.attrs
+             for n in node.attrs["body"].nodes if n.op.startswith("conv2d")]
+    body_types = {v: t for node in lib.graph.nodes if "body" in node.attrs
+                  for v, t in node.attrs["body"].types.items()}
+    blocked = [n for n in convs if n.op == "conv2d_nchwc"]
+    assert len(blocked) == len(convs) - 1
+    assert all(body_types[n.inputs[0]].dtype == "bfloat16" for n in blocked)
+    assert all(body_types[n.outputs[0]].dtype == "float32" for n in convs)
 
 
 def _small_cnn():
@@ -186,12 +209,10 @@ def _small_cnn():
 
 
 def _bf16_rounded_reference(model):
-    """``model`` with a Cast to bfloat16 and back before each Conv/Gemm/MatMul operand,
-    which onnxruntime runs in float32: what the bf16 precision computes."""
-    import onnx
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    """``model`` with its BatchNormalizations folded into the convolutions (onnxruntime's
+    ``quant_pre_process``), then a Cast to bfloat16 and back before each Conv/Gemm/MatMul
+    operand, which onnxruntime runs in float32: what the bf16 precision computes."""
+    m = folded_batch_norms(model)
     nodes, rounded = [], set()
     for n in m.graph.node:
         if n.op_type in ("Conv", "Gemm", "MatMul"):
@@ -210,14 +231,20 @@ def _bf16_rounded_reference(model):
 
 
 def test_bf16_precision_numerics_on_a_small_cnn():
-    """The bf16 precision's graph, built for this machine: equal (to float32 summation
-    order) to onnxruntime running the same roundings, and within 2% of the float32
-    model's largest logit (the figure in docs/guides/onnx.md)."""
+    """The bf16 precision's graph, built for this machine (where it has AVX512-BF16, its
+    blocked convolutions multiply in bfloat16): equal (to float32 summation order) to
+    onnxruntime running the same roundings, and within 2% of the float32 model's largest
+    logit (the figure in docs/guides/onnx.md)."""
     model = _small_cnn()
     feeds = example_inputs(model)
     graph, params = from_onnx(model)
-    rounded = round_products_to_bfloat16(graph)
-    lib = G.build(rounded, "llvm", params=params)
+    host = tecomp.Target("llvm")
+    if has_bf16(host):
+        lib = G.build(graph, host, params=params, precision="bf16")
+    else:  # the same roundings, the products in float32
+        bound = bind_params(graph, params)
+        lib = G.build(round_products_to_bfloat16(fold_batch_norms(fold_constants(bound))),
+                      host)
     out = G.GraphModule(lib)(**feeds)[0]
 
     def ort_run(m):
