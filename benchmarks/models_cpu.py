@@ -14,6 +14,10 @@ the tolerance the tests use (1e-4 + 1e-3 |reference|; at most 1 means within tol
 Where ``openvino`` is installed (``pip install openvino``) OpenVINO runs the same model in
 the same rounds, in float32 (``INFERENCE_PRECISION_HINT=f32``) on the same threads and
 shapes (``fair.openvino_run``), and a column gives its time over ONNX Runtime's.
+``--precision bf16`` builds tecomp with ``precision="bf16"`` and runs OpenVINO in
+bfloat16 (``INFERENCE_PRECISION_HINT=bf16``, its default on CPUs with AVX512-BF16);
+ONNX Runtime stays in float32, so the ratios are against float32 and the error columns
+are the reduced precision's deviation.
 A model that does not import or build gets one row saying why. With ``--tuning-records``
 the tuned build is the one measured, and the untuned build (default schedules) runs in the
 same interleaved rounds, its ratio to ONNX Runtime in the last column, so the tuning gain is
@@ -39,6 +43,7 @@ from __future__ import annotations
 import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import os
@@ -154,16 +159,14 @@ def load_model(name: str, make, export_cache: str | None):
     return onnx.load(path)
 
 
-def compile_model(model, feeds, tuning_records=None):
-    """``(GraphModule, seconds)``: import with the feeds' shapes fixed, then build (inside
-    ``apply_history_best(tuning_records)`` when a log is given)."""
+def compile_model(model, feeds, tuning_records=None, precision="fp32"):
+    """``(GraphModule, seconds)``: import with the feeds' shapes fixed, then build with
+    ``precision`` (inside ``apply_history_best(tuning_records)`` when a log is given)."""
     t0 = time.perf_counter()
     mod, params = from_onnx(model, shape={k: v.shape for k, v in feeds.items()})
-    if tuning_records:
-        with autotune.apply_history_best(tuning_records):
-            lib = build(mod, target="llvm", params=params)
-    else:
-        lib = build(mod, target="llvm", params=params)
+    with (autotune.apply_history_best(tuning_records) if tuning_records
+          else contextlib.nullcontext()):
+        lib = build(mod, target="llvm", params=params, precision=precision)
     return GraphModule(lib), time.perf_counter() - t0
 
 
@@ -187,7 +190,7 @@ def bench_one(name, make, opts) -> str:
     feeds = models.example_inputs(model, batch=opts.batch, seq=opts.seq)
     sess = fair.ort_session(model, opts.threads, {k: v.shape for k, v in feeds.items()})
     try:
-        gm, compile_s = compile_model(model, feeds, opts.tuning_records)
+        gm, compile_s = compile_model(model, feeds, opts.tuning_records, opts.precision)
     except tecomp.TecompError as err:
         first_line = str(err).splitlines()[0]
         return f"{name:<22} not built: {type(err).__name__}: {first_line[:120]}"
@@ -195,11 +198,12 @@ def bench_one(name, make, opts) -> str:
     got = gm(**feeds)
     abs_err, rel_err, tol = compare_outputs(got, ref)
     contenders = {"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)}
-    openvino = fair.openvino_run(model, opts.threads, {k: v.shape for k, v in feeds.items()})
+    openvino = fair.openvino_run(model, opts.threads, {k: v.shape for k, v in feeds.items()},
+                                 opts.precision)
     if openvino is not None:
         contenders["openvino"] = lambda: openvino(feeds)
     if opts.tuning_records:
-        untuned, _ = compile_model(model, feeds)
+        untuned, _ = compile_model(model, feeds, precision=opts.precision)
         contenders["untuned"] = lambda: untuned(**feeds)
     times = paired(contenders, rounds=opts.rounds)
     ratio = median_ratio(times["tecomp"], times["onnxruntime"])
@@ -223,6 +227,9 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--tuning-records", default=None,
                    help="a tuning log applied while building (apply_history_best)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="tecomp's build(precision=...) and OpenVINO's inference precision; "
+                        "onnxruntime stays float32, the reference of the error columns")
     p.add_argument("--export-cache", default=None, metavar="DIR",
                    help="keep the models exported from torch here and reuse them")
     fair.add_thread_option(p)
@@ -234,7 +241,8 @@ def main():
     fair.use_threads(opts.threads)
     fair.print_machine(opts.threads)
     print(f"target: {tecomp.Target('llvm')}; batch {opts.batch}, sequence {opts.seq}; "
-          f"onnxruntime with the same fixed shapes")
+          f"onnxruntime with the same fixed shapes; tecomp and OpenVINO in {opts.precision}, "
+          "onnxruntime in fp32")
     print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
           f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}"
           + (f" {'OV/ORT':>7}" if importlib.util.find_spec("openvino") else "")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import fair  # first: numpy's BLAS must load without OpenBLAS's overrides (fair.py)
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -69,6 +70,8 @@ def main(argv=None) -> None:
     parser.add_argument("--input-shape", action="append", metavar="NAME:D0,D1,...",
                         help="fix an input's shape (repeatable)")
     parser.add_argument("--tuning-records", help="a tuning log to build with")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="tecomp's build(precision=...); onnxruntime stays float32")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--top", type=int, default=0, help="print only the N slowest kernels")
     parser.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
@@ -80,11 +83,9 @@ def main(argv=None) -> None:
     shapes = _parse_shapes(args.input_shape)
     t0 = time.perf_counter()
     mod, params = from_onnx(args.model, shape=shapes or None)
-    if args.tuning_records:
-        with apply_history_best(args.tuning_records):
-            lib = build(mod, target="llvm", params=params)
-    else:
-        lib = build(mod, target="llvm", params=params)
+    with (apply_history_best(args.tuning_records) if args.tuning_records
+          else contextlib.nullcontext()):
+        lib = build(mod, target="llvm", params=params, precision=args.precision)
     compile_s = time.perf_counter() - t0
     gm = GraphModule(lib)
     feeds = _inputs(mod, np.random.default_rng(0))

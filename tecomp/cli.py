@@ -393,7 +393,7 @@ def _model_tasks(ns, target, err):
         raise UsageError(str(e)) from None
     try:
         mod, params = from_onnx(ns.model, shape=shapes or None)
-        return autotune.extract_tasks(mod, params, target)
+        return autotune.extract_tasks(mod, params, target, precision=ns.precision)
     except TecompError as e:
         print(f"tecomp: error: {e}", file=err)
         return None
@@ -546,6 +546,9 @@ def add_tune_parser(sub) -> None:
                    help="template arguments, e.g. 1024,1024,1024 or "
                    "(1,64,56,56),(64,64,3,3),(1,1),(1,1)")
     t.add_argument("--target", default="llvm", help="target string (default: %(default)s)")
+    t.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="with a model: the precision it will be built with (tecomp compile "
+                        "--precision); bf16's convolutions are tasks of their own")
     t.add_argument("--trials", type=int, default=200,
                    help="measurement budget (default: %(default)s)")
     t.add_argument("--tuner", choices=TUNERS, default=None,

@@ -18,12 +18,13 @@ _EXTRACTORS: dict[type, Callable] = {}
 
 
 def register_task_extractor(program_type: type, extractor: Callable) -> None:
-    """Make ``extract_tasks`` call ``extractor(program, params, target)`` for programs of
-    ``program_type``."""
+    """Make ``extract_tasks`` call ``extractor(program, params, target, precision=...)``
+    for programs of ``program_type``."""
     _EXTRACTORS[program_type] = extractor
 
 
-def extract_tasks(mod, params: dict | None = None, target="llvm") -> list:
+def extract_tasks(mod, params: dict | None = None, target="llvm",
+                  precision: str = "fp32") -> list:
     """The tuning tasks of ``mod``, one per unique tunable workload, each with ``weight`` =
     how many of the program's kernels share it.
 
@@ -35,6 +36,9 @@ def extract_tasks(mod, params: dict | None = None, target="llvm") -> list:
         Weight name -> array, as :func:`tecomp.graph.build` takes them.
     target : str or Target
         The target the model will be built for (records are keyed by it).
+    precision : {"fp32", "bf16"}
+        The precision it will be built with (``tecomp.graph.build``'s ``precision``): a
+        bf16 build's blocked convolutions are tasks of their own.
 
     Returns
     -------
@@ -58,7 +62,7 @@ def extract_tasks(mod, params: dict | None = None, target="llvm") -> list:
         importlib.import_module(package)
     for program_type, extractor in _EXTRACTORS.items():
         if isinstance(mod, program_type):
-            return extractor(mod, params, target)
+            return extractor(mod, params, target, precision=precision)
     raise TecompError(
         f"extract_tasks: mod is a {type(mod).__name__}; tasks are extracted from a model's "
         "graph (tecomp.graph.Graph, from tecomp.frontend.from_onnx)"

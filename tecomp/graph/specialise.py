@@ -94,7 +94,7 @@ class DeferredGraph:
                 f"on first run ({self.reason})")
 
 
-def _refuse_tasks(mod: DeferredGraph, params=None, target="llvm"):
+def _refuse_tasks(mod: DeferredGraph, params=None, target="llvm", precision="fp32"):
     raise TecompError(
         f"extract_tasks: model {mod.name!r} is specialised on first run ({mod.reason}): its "
         "kernels, and so its tuning tasks, are known once its input shapes are; import it "

@@ -44,7 +44,8 @@ class KernelSpace:
     reason: str = ""
 
 
-def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list[KernelSpace]:
+def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm",
+                  precision: str = "fp32") -> list[KernelSpace]:
     """Every fused group of a graph with the task that tunes it, or why none does.
 
     A group has no task when a shape is symbolic, when its description cannot be written
@@ -60,6 +61,8 @@ def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list
         Weight name -> array, as :func:`tecomp.graph.build` takes them.
     target : str or Target
         The target the model will be built for.
+    precision : {"fp32", "bf16"}
+        The precision it will be built with (:func:`tecomp.graph.build`).
 
     Returns
     -------
@@ -74,7 +77,7 @@ def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list
     target = target if isinstance(target, Target) else as_target(target)
     tasks: dict = {}
     spaces = []
-    for group, name, args, reason in kernel_workloads(mod, target, params):
+    for group, name, args, reason in kernel_workloads(mod, target, params, precision):
         if name is None:
             spaces.append(KernelSpace(group, None, reason))
             continue
@@ -96,7 +99,8 @@ def kernel_spaces(mod: Graph, params: dict | None = None, target="llvm") -> list
     return spaces
 
 
-def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -> list[Task]:
+def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm",
+                        precision: str = "fp32") -> list[Task]:
     """The tuning tasks of a graph, each with ``weight`` = how many kernels share it.
 
     Parameters
@@ -107,6 +111,8 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -
         Weight name -> array, as :func:`tecomp.graph.build` takes them.
     target : str or Target
         The target the model will be built for (records are keyed by it).
+    precision : {"fp32", "bf16"}
+        The precision it will be built with (:func:`tecomp.graph.build`).
 
     Returns
     -------
@@ -129,7 +135,8 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm") -
     >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
     [('conv2d_packed_kernel', 2), ('dense_packed', 1), ('fused_group', 3)]
     """
-    tasks = [k.task for k in kernel_spaces(mod, params, target) if k.task is not None]
+    tasks = [k.task for k in kernel_spaces(mod, params, target, precision)
+             if k.task is not None]
     return list({id(t): t for t in tasks}.values())
 
 

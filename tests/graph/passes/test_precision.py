@@ -9,6 +9,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 import tecomp
+from tecomp import autotune
 from tecomp import graph as G
 from tecomp.errors import TargetError
 from tecomp.frontend import from_onnx
@@ -256,3 +257,14 @@ def test_bf16_precision_numerics_on_a_small_cnn():
     fp32 = ort_run(model)
     deviation = np.abs(out - fp32).max() / np.abs(fp32).max()
     assert 0 < deviation < 0.02
+
+
+def test_bf16_tasks_are_the_bfloat16_convolutions():
+    """A bf16 build's blocked convolutions are tuning tasks of their own (bfloat16 data),
+    which ``tecomp tune --precision bf16`` tunes."""
+    graph, params = from_onnx(_small_cnn())
+    tasks = autotune.extract_tasks(graph, params, SAPPHIRE_RAPIDS, precision="bf16")
+    blocked = {t.args[-1] for t in tasks if t.name == "conv2d_nchwc"}
+    assert blocked == {"bfloat16"}
+    fp32 = autotune.extract_tasks(graph, params, SAPPHIRE_RAPIDS)
+    assert {t.args[-1] for t in fp32 if t.name == "conv2d_nchwc"} == {"float32"}
