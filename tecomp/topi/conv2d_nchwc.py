@@ -109,7 +109,7 @@ def _logical_shapes(data_shape, kernel_shape, what):
 PADDED_TILE_WIDTHS = (4, 5, 6, 8)
 
 
-def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
+def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
     per tile: a divisor of OW, or one of :data:`PADDED_TILE_WIDTHS`, the row then computed
     over whole tiles and cropped),
@@ -132,7 +132,8 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
     The fallback comes from the target's registers and FMA latency
     (:func:`tecomp.topi.cpu_tiling.blocked_conv_register_tile`): two vectors of channel
     blocks by the widest row divisor that keeps the tile near twice the FMA chains (2
-    blocks by 8 columns with AVX-512, by 4 with AVX2). Padded, it reads in place with the
+    blocks by 8 columns with AVX-512, by 4 with AVX2; rows of up to 4 blocks on bfloat16
+    ``pairs``, :data:`~tecomp.topi.cpu_tiling.BF16_ROW_VECTORS`). Padded, it reads in place with the
     kernel's columns unrolled where their weight vectors fit beside a tile of enough
     chains (:func:`~tecomp.topi.cpu_tiling.blocked_conv_reads_in_place`), so the tile is
     smaller; a padded row of at most 7 columns keeps the copy, which the schedule's
@@ -167,10 +168,11 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False):
         caps = cpu_tiling.current_caps()
         # A padded row of at most 7 columns reads the padded copy (cheap for so small a
         # plane), which the whole-plane passes of the schedule run faster than in place.
+        row_vectors = cpu_tiling.BF16_ROW_VECTORS if pairs else 2
         in_place = padded and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
-            caps, b, ocb, ow, S)
+            caps, b, ocb, ow, S, row_vectors)
         rows, cols = cpu_tiling.blocked_conv_register_tile(
-            caps, b, ocb, ow, S if in_place else 1)
+            caps, b, ocb, ow, S if in_place else 1, row_vectors)
         # A tile of one channel vector loads a broadcast per multiply-add: where no
         # divisor of the row gives one of two, a padded row may (14 and 7 columns on AVX2),
         # over the zero-bordered copy (in place, the last tile's clamped columns would keep
@@ -209,7 +211,7 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
         data_shape, (Kb * bo, Cb * bo, R, S), what)
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         (N, C, H, W), (K, C, R, S), strides, padding, dilation, what)
-    define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads))
+    define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads), pairs=pairs)
     top, left, bottom, right = pads
     in_place = cfg["unroll_kw"].val or not any(pads)
     if not in_place:

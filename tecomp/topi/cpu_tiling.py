@@ -100,19 +100,28 @@ def _largest_fitting(options: Sequence[int], limit: int) -> int | None:
 # ---- convolutions on blocked activations (conv2d_nchwc) -----------------------------------
 
 
-def _channel_rows(vecs: int, block_counts: Sequence[int]) -> int:
+def _channel_rows(vecs: int, block_counts: Sequence[int], row_vectors: int = 2) -> int:
     """The channel blocks of a conv2d_nchwc register tile (blocks of ``vecs`` vectors):
-    the most that stay within two vectors, else the fewest a count allows."""
-    return max([r for r in block_counts if r * vecs <= 2] or [min(block_counts)])
+    the most that stay within ``row_vectors`` vectors, else the fewest a count allows."""
+    return max([r for r in block_counts if r * vecs <= row_vectors] or [min(block_counts)])
+
+
+#: Vectors of output channels per register tile row of a conv2d_nchwc on bfloat16 pairs.
+#: Its padded 3x3 layers read in place spilled the broadcasts of a tile of 2 vectors by 7
+#: columns (ResNet-50's at 28x28 and 14x14 ran at 150-170 GMAC/s on 2 Zen 4 cores, 4 by 4
+#: and 4 by 7 at 235-245); 4 by 4 is what the tuner chose for them.
+BF16_ROW_VECTORS = 4
 
 
 def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence[int],
-                               columns: Sequence[int], kernel_columns: int) -> tuple[int, int]:
+                               columns: Sequence[int], kernel_columns: int,
+                               row_vectors: int = 2) -> tuple[int, int]:
     """``(channel blocks, output columns)`` of a conv2d_nchwc register tile.
 
     Per input channel the tile loads one weight vector per block row for each of the
     ``kernel_columns`` kernel columns it keeps unrolled (1 when the columns are a loop)
-    and one broadcast input value. Rows are two vectors of channels where a count allows;
+    and one broadcast input value. Rows are ``row_vectors`` vectors of channels where a
+    count allows (two; :data:`BF16_ROW_VECTORS` for bfloat16 pairs);
     the columns the widest of ``columns`` within :func:`accumulator_target`. A row whose
     columns cannot reach ``fma_chains`` accumulators so (SqueezeNet's 13 and 27 columns)
     gets the largest tile that fits the registers instead, of at most twice the chains
@@ -126,7 +135,7 @@ def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence
     def fits(rows, cols):
         return rows * cols * vecs <= accumulator_room(caps, operands(rows))
 
-    rows = _channel_rows(vecs, block_counts)
+    rows = _channel_rows(vecs, block_counts, row_vectors)
     target = accumulator_target(caps, operands(rows))
     cols = _largest_fitting(columns, max(1, target // (rows * vecs)))
     if cols is not None and rows * cols * vecs >= caps.fma_chains and fits(rows, cols):
@@ -187,14 +196,15 @@ def one_vector_tiles_load_bound(caps: CPUCaps) -> bool:
 
 
 def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequence[int],
-                                columns: Sequence[int], kernel_columns: int) -> bool:
+                                columns: Sequence[int], kernel_columns: int,
+                                row_vectors: int = 2) -> bool:
     """Whether a padded conv2d_nchwc should unroll its ``kernel_columns`` kernel columns
     (reading the input in place): only where the register tile beside their weight
     vectors still reaches ``fma_chains`` accumulators. Otherwise the zero-bordered copy
     costs less than a latency-bound tile (SqueezeNet's 3x3 48->192 at 13x13 on AVX2: 2
     blocks by 1 column in place 1.74 ms, 1 by 13 in place but spilling 0.99 ms)."""
     rows, cols = blocked_conv_register_tile(caps, block, block_counts, columns,
-                                            kernel_columns)
+                                            kernel_columns, row_vectors)
     return rows * cols * vectors_of(caps, block) >= caps.fma_chains
 
 

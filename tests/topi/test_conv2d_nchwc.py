@@ -308,3 +308,15 @@ def test_a_one_vector_tile_in_place_gives_way_to_two_vectors_over_the_copy(rng):
     # AVX-512 folds the broadcast into its multiply-adds: its in-place tile stays.
     wide = _task(16, 64, 55, 55, 3, 3, pads=(1, 1, 1, 1), target=AVX512).default_config
     assert (wide["tile_ocb"].val, wide["tile_ow"].val, wide["unroll_kw"].val) == (2, 5, True)
+
+
+def test_bfloat16_fallback_tiles_take_rows_of_four_vectors():
+    """On bfloat16 pairs the fallback tile has rows of four channel vectors (see
+    cpu_tiling.BF16_ROW_VECTORS): ResNet-50's 3x3 64->64 at 56x56 reads in place by 4
+    blocks of 4 columns, where float32 takes 2 blocks of 8."""
+    args = ((1, 4, 56, 56, 16), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+    knobs = {}
+    for dtype in ("float32", "bfloat16"):
+        cfg = autotune.create_task("conv2d_nchwc", (*args, dtype), AVX512).default_config
+        knobs[dtype] = (cfg["tile_ocb"].val, cfg["tile_ow"].val, cfg["unroll_kw"].val)
+    assert knobs == {"float32": (2, 8, True), "bfloat16": (4, 4, True)}
