@@ -61,7 +61,7 @@ def test_code_for_features_this_cpu_lacks_is_refused_not_run(monkeypatch):
     t = Target("llvm -mcpu=skylake-avx512")
     assert not t.is_host and t.missing_host_features == ("avx512f",)
     assert Target("llvm -mcpu=haswell").is_host
-    assert Target("llvm -mattr=+avx2,+avx512bw").missing_host_features == ("avx512bw",)
+    assert Target("llvm -mcpu=haswell -mattr=+avx512bw").missing_host_features == ("avx512bw",)
     A = te.placeholder((8,), name="A")
     C = te.compute((8,), lambda i: A[i] + 1, name="C")
     mod = tecomp.build(te.create_schedule(C.op), [A, C], target=t)

@@ -171,9 +171,15 @@ def dot2_bf16(a, b) -> E.PrimExpr:
 
 
 def bf16_pair(low, high) -> E.PrimExpr:
-    """The int32 word holding two bfloat16 expressions, ``low`` in its low half: what
-    :func:`dot2_bf16` multiplies. Two adjacent elements of a bfloat16 tensor, read as a
-    pair, are one 32-bit load."""
+    """The int32 word holding two bfloat16 expressions: what :func:`dot2_bf16`
+    multiplies. Two adjacent elements of a bfloat16 tensor, read as a pair, are one
+    32-bit load.
+
+    Parameters
+    ----------
+    low, high : PrimExpr
+        bfloat16 expressions: the word's low and high halves.
+    """
     halves = []
     for e in (E.as_expr(low), E.as_expr(high)):
         if e.dtype != "bfloat16":

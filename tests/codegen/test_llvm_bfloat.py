@@ -1,6 +1,6 @@
 """bfloat16 in the LLVM code generator: its arithmetic is float32 rounded once per
 operation, its rounding is numpy's (ml_dtypes), scalar and vectorized, on CPUs with and
-without native conversions."""
+without native conversions (which flush subnormal inputs to zero)."""
 
 import ml_dtypes
 import numpy as np
@@ -36,6 +36,10 @@ def test_float32_rounds_to_bfloat16_as_numpy(rng, vectorized):
     x = _awkward_floats(rng)
     out = np.empty(x.shape, BF16)
     build(f)(x, out)
+    if has_bf16(Target("llvm")):
+        # vcvtneps2bf16 flushes subnormal inputs to zero, keeping the sign.
+        tiny = np.abs(x) < np.finfo(np.float32).tiny
+        x = np.where(tiny, np.copysign(np.float32(0), x), x)
     ref = x.astype(BF16)
     assert np.array_equal(out.view(np.uint16)[~np.isnan(x)],
                           ref.view(np.uint16)[~np.isnan(x)])
