@@ -182,12 +182,26 @@ def _conv2d(node, ts):
                                     _conv_out(w, s, sw, left, right, dw)))]
 
 
+def _product_dtype(node, data, weight) -> str:
+    """The output dtype of a product (``dense``, ``conv2d_nchwc``): the data's, or its
+    ``out_dtype`` attribute, which only bfloat16 data and weight summed in float32 take
+    (the bf16 precision's kernels, ``tecomp.graph.passes.precision.bfloat16_products``)."""
+    out = node.attrs.get("out_dtype")
+    if out is None:
+        return data.dtype
+    if (data.dtype, weight.dtype, out) != ("bfloat16", "bfloat16", "float32"):
+        _fail(node, f"out_dtype={out!r} with data {data.dtype} and weight {weight.dtype}: "
+                    "only bfloat16 data and weight summed in float32 take one")
+    return out
+
+
 def _dense(node, ts):
+    """``dense(X[N, K], W[M, K]) -> [N, M]`` (``out_dtype``: see :func:`_product_dtype`)."""
     x, w = ts
     if len(x.shape) != 2 or len(w.shape) != 2 or not dims.equal(x.shape[1], w.shape[1]):
         _fail(node, f"needs X[N, K] and W[M, K]; got {_shape_text(x.shape)} and "
                     f"{_shape_text(w.shape)}")
-    return [TensorType(x.dtype, (x.shape[0], w.shape[0]))]
+    return [TensorType(_product_dtype(node, x, w), (x.shape[0], w.shape[0]))]
 
 
 def _matmul(node, ts):
@@ -274,11 +288,9 @@ def _blocked_data(node, data, weight, weight_layout: str) -> tuple:
 
 def _conv2d_nchwc(node, ts):
     """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight OIHW, output ``[N, K/b, OH, OW,
-    b]`` (``tecomp.topi.conv2d_nchwc``); bfloat16 data and weight sum their products
-    into a float32 output."""
+    b]`` (``tecomp.topi.conv2d_nchwc``; ``out_dtype``: see :func:`_product_dtype`)."""
     data, weight = ts[0], ts[1]
-    if (data.dtype == "bfloat16") != (weight.dtype == "bfloat16"):
-        _fail(node, f"data {data.dtype} and weight {weight.dtype}: both bfloat16 or neither")
+    dtype = _product_dtype(node, data, weight)
     n, cb, h, w, b = _blocked_data(node, data, weight, "OIHW")
     k, c, r, s = weight.shape
     if not dims.equal(c, cb * b) or k % b:
@@ -287,7 +299,6 @@ def _conv2d_nchwc(node, ts):
     (out,) = _conv2d(node.with_(op="conv2d"),
                      [TensorType(data.dtype, (n, c, h, w)), weight])
     _, _, oh, ow = out.shape
-    dtype = "float32" if data.dtype == "bfloat16" else data.dtype
     return [TensorType(dtype, (n, k // b, oh, ow, b))]
 
 

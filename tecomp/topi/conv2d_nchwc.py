@@ -60,6 +60,7 @@ from .conv2d import _conv_workload, _divisors, _geometry, _shape_of, order_windo
 from ..te.analysis import ops_of
 from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
+from .utils import check_out_dtype
 
 
 def to_blocked(x: np.ndarray, b: int) -> np.ndarray:
@@ -189,11 +190,11 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
 
 
 def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
-                         block=None):
+                         block=None, out_dtype=None):
     """``[N, K/b, OH, OW, b]`` from blocked ``data`` and a packed ``kernel`` (tag
     ``"conv2d_nchwc"``), with ``strides`` and ``dilation`` per spatial axis; ``padding``
     is ``(ph, pw)`` or ``(top, left, bottom, right)``; ``block``, if given, must be the
-    data's ``b``. ``cfg`` is the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
+    data's ``b``; ``out_dtype``, if given, float32 for bfloat16 data (the sums' dtype). ``cfg`` is the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     what = "conv2d_nchwc"
     data_shape = _shape_of(data)
     Kb, Cb, R, S, bi, bo = (int(d) for d in kernel.shape)
@@ -202,6 +203,7 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
                          f"{data_shape[4]}")
     pairs = data.dtype == "bfloat16"
     per_word = 2 if pairs else 1
+    check_out_dtype(what, data.dtype, out_dtype)
     if (bi * per_word != bo or bo != data_shape[4] or Cb != data_shape[1]
             or pairs != (kernel.dtype == "int32")):
         need = "int32 [K/b, C/b, R, S, b/2, b]" if pairs else "[K/b, C/b, R, S, b, b]"

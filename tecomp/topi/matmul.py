@@ -26,6 +26,7 @@ Workload keys (what a graph produces):
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .. import te
@@ -38,6 +39,7 @@ from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import (
     batch_matmul_workload,
+    check_out_dtype,
     dense_epilogue,
     dense_workload,
     matmul_workload,
@@ -82,7 +84,7 @@ def _pack(B, bn, k_axis_first=True, name="B.packed"):
             return B[(*b, k, j)] if k_axis_first else B[(*b, j, k)]
         jc = te.min(j, M - 1)
         value = B[(*b, k, jc)] if k_axis_first else B[(*b, jc, k)]
-        return te.if_then_else(j < M, value, 0.0)
+        return te.if_then_else(j < M, value, te.const(0, B.dtype))
 
     tag = PACK_TAG if k_axis_first else TRANSPOSE_PACK_TAG
     return te.compute((*batch, _ceil_div(M, bn), K, bn), f, name=name, tag=tag)
@@ -102,6 +104,19 @@ def pack_dense_weight(weight: np.ndarray, bn: int) -> np.ndarray:
     padded = np.zeros((Mp, K), weight.dtype)
     padded[:M] = weight
     return aligned.ascontiguous(padded.reshape(Mp // bn, bn, K).transpose(0, 2, 1))
+
+
+def pack_dense_weight_bf16(weight: np.ndarray, bn: int) -> np.ndarray:
+    """A dense weight ``W[M, K]`` (K even; float32, rounded to bfloat16 to nearest even,
+    or bfloat16) as the int32 ``[ceil(M / bn), K / 2, bn]`` a bfloat16 ``compute_dense``
+    reads: ``[x, p, z]`` holds ``W[x*bn + z, 2p]`` (low half) and ``W[x*bn + z, 2p + 1]``
+    (zero columns past M)."""
+    halves = pack_dense_weight(np.asarray(weight).astype(ml_dtypes.bfloat16).view(np.uint16),
+                               bn)
+    blocks, K, _ = halves.shape
+    pairs = halves.reshape(blocks, K // 2, 2, bn).transpose(0, 1, 3, 2)
+    return aligned.ascontiguous(np.ascontiguousarray(pairs).view(np.int32)
+                                .reshape(blocks, K // 2, bn))
 
 
 def define_product_knobs(cfg, N, K, M):
@@ -236,7 +251,7 @@ def compute_matmul(cfg, A, B):
         "matmul")
 
 
-def compute_dense(cfg, X, W, b=None, units=None):
+def compute_dense(cfg, X, W, b=None, units=None, out_dtype=None):
     """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product).
 
     Parameters
@@ -244,14 +259,18 @@ def compute_dense(cfg, X, W, b=None, units=None):
     cfg : config entity
         The schedule config; its ``bn`` is the packed block width.
     X : Tensor
-        ``[N, K]``; N may be symbolic (a batch size bound at call time).
+        ``[N, K]``; N may be symbolic (a batch size bound at call time). bfloat16 X
+        multiplies with a bfloat16 W in pairs of k, summed in float32 (``vdpbf16ps``).
     W : Tensor
         ``[M, K]`` (packed per call), or already packed ``[ceil(M/bn), K, bn]`` for the
-        config's ``bn`` (see :func:`pack_dense_weight`).
+        config's ``bn`` (see :func:`pack_dense_weight`), for bfloat16 X the int32
+        ``[ceil(M/bn), K/2, bn]`` of :func:`pack_dense_weight_bf16`.
     b : Tensor, optional
         ``[M]``, added to every row (a separate elementwise stage, fused by the schedule).
     units : int, optional
         M; needed only when ``W`` is packed and there is no ``b``.
+    out_dtype : str, optional
+        float32 for bfloat16 X (the sums' dtype, which it is anyway).
 
     Returns
     -------
@@ -259,26 +278,48 @@ def compute_dense(cfg, X, W, b=None, units=None):
         ``[N, M]``; pass it (or an epilogue computed from it) to :func:`schedule_dense`.
     """
     N, K = _rows(X.shape[0]), _ints(X.shape[1:])[0]
+    # bfloat16 X (K even) multiplies pairs of k: the packed weight holds int32 words of
+    # two bfloat16 values, one te.dot2_bf16 per vector of columns and pair of k.
+    pairs = X.dtype == "bfloat16"
+    check_out_dtype("dense", X.dtype, out_dtype)
+    if pairs and K % 2:
+        raise ShapeError(f"dense: bfloat16 X is [{N}, {K}]; its products take pairs of k, "
+                         "so K must be even")
+    per_word = 2 if pairs else 1
     packed = len(W.shape) == 3
     if packed:
         M = units if units is not None else (None if b is None else _ints(b.shape)[0])
         if M is None:
             raise ShapeError("dense: a packed weight needs units=M (or a bias b[M])")
         blocks, K2, width = _ints(W.shape)
+        K2 *= per_word
     else:
         M, K2 = _ints(W.shape)
     if K2 != K:
         raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
-    define_product_knobs(cfg, N, K, M)
+    steps = K // per_word
+    define_product_knobs(cfg, N, steps, M)
     bn = cfg["bn"].val
     if packed and (width, blocks) != (bn, _ceil_div(M, bn)):
         raise ShapeError(f"dense: the packed weight is {list(_ints(W.shape))}; this config "
-                         f"reads [{_ceil_div(M, bn)}, {K}, {bn}] (bn={bn})")
-    PW = W if packed else _pack(W, bn, k_axis_first=False, name="W.packed")
-    k = te.reduce_axis((0, K), name="k")
-    P = _tiled_product(
-        cfg, (N, M), lambda i, j: te.sum(X[i, k] * PW[j // bn, k, j % bn], axis=k), "P",
-        "dense")
+                         f"reads [{_ceil_div(M, bn)}, {steps}, {bn}] (bn={bn})")
+    if packed:
+        PW = W
+    elif pairs:
+        PW = _pack(te.compute((M, steps), lambda j, p: te.bf16_pair(W[j, 2 * p], W[j, 2 * p + 1]),
+                              name="W.pairs"),
+                   bn, k_axis_first=False, name="W.packed")
+    else:
+        PW = _pack(W, bn, k_axis_first=False, name="W.packed")
+    k = te.reduce_axis((0, steps), name="k")
+
+    def product(i, j):
+        if pairs:
+            return te.dot2_bf16(te.bf16_pair(X[i, 2 * k], X[i, 2 * k + 1]),
+                                PW[j // bn, k, j % bn])
+        return X[i, k] * PW[j // bn, k, j % bn]
+
+    P = _tiled_product(cfg, (N, M), lambda i, j: te.sum(product(i, j), axis=k), "P", "dense")
     if b is None:
         return P
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
@@ -402,6 +443,9 @@ def _schedule_pack(s, PB):
 
 # ---- templates --------------------------------------------------------------------------
 
+#: The dtype a product of two ``dtype`` operands sums in, where it is not ``dtype``.
+_SUM_DTYPE = {"bfloat16": "float32"}
+
 
 @template("matmul")
 def matmul(N, K, M, dtype="float32"):
@@ -416,7 +460,11 @@ def matmul(N, K, M, dtype="float32"):
 def _dense_template(N, K, M, dtype, bias, activation, packed):
     cfg = get_config()
     X = te.placeholder((N, K), dtype, name="X")
-    if packed:
+    if packed and dtype == "bfloat16":  # words of two bfloat16 (pack_dense_weight_bf16)
+        define_product_knobs(cfg, N, K // 2, M)
+        bn = cfg["bn"].val
+        W = te.placeholder((_ceil_div(M, bn), K // 2, bn), "int32", name="W")
+    elif packed:
         define_product_knobs(cfg, N, K, M)
         bn = cfg["bn"].val
         W = te.placeholder((_ceil_div(M, bn), K, bn), dtype, name="W")
@@ -426,7 +474,7 @@ def _dense_template(N, K, M, dtype, bias, activation, packed):
     args = [X, W]
     # Bias and activation as one epilogue stage: the compute (and so its hash, which
     # keys the shipped tuning records) is the one this template has always had.
-    b = te.placeholder((M,), dtype, name="b") if bias else None
+    b = te.placeholder((M,), _SUM_DTYPE.get(dtype, dtype), name="b") if bias else None
     if bias:
         args.append(b)
     Y = dense_epilogue(P, b, activation)
@@ -461,8 +509,10 @@ def batch_matmul(Bt, N, K, M, dtype="float32"):
 
 
 def _prepack_dense(cfg, weight, **attrs):
-    """The weight in the config's packed layout (the operator's attributes, given to
-    every prepack, do not change it)."""
+    """The weight in the config's packed layout, a bfloat16 one as words of two k (the
+    operator's attributes, given to every prepack, do not change it)."""
+    if weight.dtype == ml_dtypes.bfloat16:
+        return (pack_dense_weight_bf16(weight, cfg["bn"].val),)
     return (pack_dense_weight(weight, cfg["bn"].val),)
 
 

@@ -104,6 +104,14 @@ def matmul_workload(a_shape, b_shape, dtype="float32") -> tuple:
     return (N, K, get_const_tuple(b_shape)[1], str(dtype))
 
 
+def check_out_dtype(what: str, dtype: str, out_dtype) -> None:
+    """A product's ``out_dtype``: None, or float32 for bfloat16 operands (whose products
+    sum in float32); a ValueError naming ``what`` otherwise."""
+    if out_dtype is not None and (dtype, out_dtype) != ("bfloat16", "float32"):
+        raise ValueError(f"{what}: out_dtype={out_dtype!r} with {dtype} operands; only "
+                         "bfloat16 operands take one, float32")
+
+
 def dense_workload(x_shape, w_shape, b_shape=None, dtype="float32") -> tuple:
     """``(N, K, M, dtype, bias, "none")`` of ``X[N, K] @ W[M, K]^T (+ b[M])``."""
     N, K = get_const_tuple(x_shape)

@@ -42,7 +42,7 @@ def _reference(x, y, acc):
 
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
-@pytest.mark.parametrize("lanes", [1, 4, 8, 12, 16])
+@pytest.mark.parametrize("lanes", [1, 4, 8, 12, 16, 32, 48])
 def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
     n = 48
     (a, x), (b, y) = _pairs(rng, n), _pairs(rng, n)
@@ -50,14 +50,14 @@ def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
     out = np.empty(n, np.float32)
     callable_module(_accumulate(n, lanes, target))(a, b, acc, out)
     want = _reference(x, y, acc)
-    if has_bf16(tecomp.Target(target)) and lanes in (4, 8, 16):
+    if has_bf16(tecomp.Target(target)) and lanes in (4, 8, 16, 32, 48):
         # vdpbf16ps: products exact, the sums rounded as the CPU does them.
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
     else:
         np.testing.assert_array_equal(out, want)
 
 
-@pytest.mark.parametrize("lanes, native", [(16, True), (8, True), (4, True), (12, False),
+@pytest.mark.parametrize("lanes, native", [(48, True), (32, True), (16, True), (8, True), (4, True), (12, False),
                                            (1, False)])
 def test_vdpbf16ps_takes_whole_registers(lanes, native):
     ll = _accumulate(48, lanes, ZEN4).get_source("ll")

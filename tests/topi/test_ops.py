@@ -3,6 +3,8 @@ import pytest
 
 import tecomp
 from tecomp import autotune
+from tecomp.errors import ShapeError
+from tecomp.topi.matmul import pack_dense_weight_bf16
 
 
 def _run(task, index):
@@ -56,6 +58,34 @@ def test_dense(bias, act):
         ref = {"relu": np.maximum(ref, 0), "none": ref,
                "sigmoid": 1 / (1 + np.exp(-ref))}[act]
         np.testing.assert_allclose(arrs[-1], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("template", ["dense", "dense_packed"])
+@pytest.mark.parametrize("shape", [(7, 24, 40), (1, 34, 33), (130, 64, 96)])
+def test_bfloat16_dense_multiplies_pairs_of_k(template, shape):
+    """bfloat16 X and W summed in float32 (vdpbf16ps where the CPU has it): the weight
+    packed by the compute as words of two k, or prepacked (pack_dense_weight_bf16), over
+    a sample of the space; a symbolic-free row count past the tile (130)."""
+    N, K, M = shape
+    task = autotune.create_task(template, (N, K, M, "bfloat16", True, "relu"))
+    rng = np.random.default_rng(N)
+    x = rng.uniform(-1, 1, (N, K)).astype("bfloat16")
+    w = rng.uniform(-1, 1, (M, K)).astype("bfloat16")
+    b = rng.uniform(-1, 1, M).astype("float32")
+    ref = np.maximum(x.astype("float32") @ w.astype("float32").T + b, 0)
+    for i in _indices(task):
+        s, args = task.instantiate(task.config_space.get(i))
+        weight = w
+        if template == "dense_packed":
+            weight = pack_dense_weight_bf16(w, int(args[1].shape[2].value))
+        y = np.full((N, M), np.nan, "float32")
+        tecomp.build(s, args)(x, weight, b, y)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_bfloat16_dense_refuses_an_odd_k():
+    with pytest.raises(ShapeError, match="K must be even"):
+        autotune.create_task("dense_packed", (4, 33, 16, "bfloat16", False, "none"))
 
 
 def test_batch_matmul():

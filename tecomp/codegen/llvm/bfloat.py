@@ -11,8 +11,8 @@ even, NaN kept quiet, as ``vcvtneps2bf16`` and ml_dtypes do (``vcvtneps2bf16`` a
 flushes subnormal inputs and results to zero).
 
 It also emits ``dot2_bf16`` calls (:func:`tecomp.te.intrin.dot2_bf16`): ``vdpbf16ps`` on
-vectors of 4, 8 or 16 lanes where the target has AVX512-BF16, with the addend as its
-accumulator; elsewhere each word's halves widened to float32 and the products added,
+vectors of 4, 8 or 16 lanes (one per 16 lanes of a wider multiple of 16) where the target
+has AVX512-BF16, with the addend as its accumulator; elsewhere each word's halves widened to float32 and the products added,
 the high one first, as ``vdpbf16ps`` does.
 """
 
@@ -105,6 +105,23 @@ class BFloat16Values:
         """``acc + dot2_bf16(a, b)`` of int32 words ``a`` and ``b`` (two bfloat16 each, one
         vector of lanes each) and a float ``acc`` (None: 0)."""
         b_, n = self.b, a.lanes
+        if self.native and self.x86 and n > 16 and n % 16 == 0:
+            # Wider than a register (a 32-lane block): one instruction per 16 lanes.
+            joined = None
+            for start in range(0, n, 16):
+                mask = list(range(start, start + 16))
+                a16, b16 = (b_.shuffle(v, v, "i32", mask) for v in (a, b))
+                acc16 = None if acc is None else b_.shuffle(acc, acc, "float", mask)
+                part = self.dot(a16, b16, acc16)
+                if joined is None:
+                    joined = part
+                    continue
+                # Both operands of a shuffle have one type: the part is widened first.
+                width = joined.lanes
+                wide = b_.shuffle(part, part, "float", list(range(16)) + [0] * (width - 16))
+                joined = b_.shuffle(joined, wide, "float",
+                                    list(range(width)) + list(range(width, width + 16)))
+            return joined
         if self.native and self.x86 and n in (4, 8, 16):
             acc = acc or b_.const(0.0, "float32", n)
             pairs = T.vec("bfloat", 2 * n)

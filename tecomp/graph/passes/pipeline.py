@@ -20,7 +20,7 @@ from .fold_batch_norms import fold_batch_norms, tidy_reshapes
 from .fold_constants import fold_constants
 from .fuse import fuse_operators
 from .legalize import legalize_for_library
-from .precision import bfloat16_blocked_convolutions
+from .precision import bfloat16_products
 from .quantized_ops import lower_quantized_ops
 from .sink_reshapes import sink_reshapes
 
@@ -54,17 +54,21 @@ def pipeline_for(target) -> tuple:
     by the CPU tiling model's channel block, one vector of float32 lanes
     (:func:`tecomp.topi.cpu_tiling.channel_block`, :func:`alter_conv_layout`), or a half of
     one where the target's records or caps say so per layer, run before the second
-    constant folding so that the passes after it clean up; on a target with bfloat16 dot
-    products, blocked convolutions of bfloat16-rounded inputs then multiply in bfloat16
-    (:func:`.precision.bfloat16_blocked_convolutions`)."""
+    constant folding so that the passes after it clean up. On a target with bfloat16 dot
+    products, blocked convolutions and dense layers of bfloat16-rounded inputs then
+    multiply in bfloat16 (:func:`.precision.bfloat16_products`), after that folding,
+    which leaves their weights constants in the layout they are read in."""
     if not isinstance(target.caps, CPUCaps):
         return PIPELINE
     block = channel_block(target.caps)
     at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
-    layout = [("alter_conv_layout", partial(alter_conv_layout, block=block, target=target))]
+    passes = [*PIPELINE[:at],
+              ("alter_conv_layout", partial(alter_conv_layout, block=block, target=target)),
+              *PIPELINE[at:]]
     if has_bf16(target):
-        layout.append(("bfloat16_blocked_convolutions", bfloat16_blocked_convolutions))
-    return (*PIPELINE[:at], *layout, *PIPELINE[at:])
+        folded = [name for name, _ in passes].index("fold_constants", at) + 1
+        passes.insert(folded, ("bfloat16_products", bfloat16_products))
+    return tuple(passes)
 
 
 def optimize(graph: Graph, passes=PIPELINE) -> Graph:

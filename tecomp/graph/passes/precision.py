@@ -17,7 +17,7 @@ epilogue, and the cast of an operand into the kernel that writes it where it can
 data and weight rounded to bfloat16 (to nearest even) and accumulate in float32, the
 arithmetic of AVX512-BF16's ``vdpbf16ps`` and AArch64's ``bfdot``; everything else stays
 float32. On the channel-blocked convolutions the kernels then multiply the bfloat16
-values themselves (:func:`bfloat16_blocked_convolutions`). The target must have
+values themselves (:func:`bfloat16_products`), and so do the dense layers. The target must have
 bfloat16 conversions and dot products
 (:func:`tecomp.codegen.llvm.bfloat.has_bf16`); a target without them is refused with an
 error naming the feature, as the mode trades accuracy for speed only where the hardware
@@ -32,6 +32,7 @@ import numpy as np
 from ...codegen.llvm.bfloat import bf16_feature, has_bf16
 from ...errors import TargetError
 from ...ir import dtype as dt
+from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node, value_namer
 from .fold_batch_norms import fold_batch_norms
@@ -119,18 +120,29 @@ def round_products_to_bfloat16(graph: Graph) -> Graph:
 
 
 #: Nodes that move a value's elements without computing on them: a rounded input reaches a
-#: channel-blocked convolution through its layout transform (a reshape and a transpose).
+#: channel-blocked convolution through its layout transform (a reshape and a transpose),
+#: a dense layer through the reshape to rows.
 _LAYOUT_MOVES = frozenset({"reshape", "transpose"})
 
 
-def bfloat16_blocked_convolutions(graph: Graph) -> Graph:
-    """``graph`` with every channel-blocked convolution (``conv2d_nchwc``) whose input is
-    a bfloat16 value widened to float32 (directly or through a layout transform) reading
-    that bfloat16 value, and its float32 constant weight rounded to bfloat16: the kernel
-    then multiplies bfloat16 pairs (``vdpbf16ps``) and sums in float32
-    (:mod:`tecomp.topi.conv2d_nchwc`), from half the bytes. What it computes is what the
-    widened operands gave; the widening is dead code after. For targets with bfloat16
-    dot products (:func:`tecomp.codegen.llvm.bfloat.has_bf16`), after the layout pass."""
+def _pairs_product(graph: Graph, node) -> bool:
+    """Whether ``node`` is a product with a bfloat16 kernel: a channel-blocked
+    convolution, or a dense layer whose K is even (its kernel takes pairs of k)."""
+    if node.op == "conv2d_nchwc":
+        return True
+    return node.op == "dense" and dims.is_static(graph.types[node.inputs[0]].shape[1]) and (
+        int(graph.types[node.inputs[0]].shape[1]) % 2 == 0)
+
+
+def bfloat16_products(graph: Graph) -> Graph:
+    """``graph`` with every channel-blocked convolution (``conv2d_nchwc``) and dense layer
+    whose input is a bfloat16 value widened to float32 (directly or through a layout
+    transform or reshape) reading that bfloat16 value, and its float32 constant weight
+    rounded to bfloat16: the kernel then multiplies bfloat16 pairs (``vdpbf16ps``) and
+    sums in float32 (:mod:`tecomp.topi.conv2d_nchwc`, :func:`tecomp.topi.matmul.
+    compute_dense`), from half the bytes. What it computes is what the widened operands
+    gave; the widening is dead code after. For targets with bfloat16 dot products
+    (:func:`tecomp.codegen.llvm.bfloat.has_bf16`), after the layout pass."""
     graph = infer_types(graph)
     producer = {o: n for n in graph.nodes for o in n.outputs}
     fresh = value_namer(graph)
@@ -160,13 +172,15 @@ def bfloat16_blocked_convolutions(graph: Graph) -> Graph:
     changed = False
     for node in graph.nodes:
         x, w = (node.inputs + (None, None))[:2]
-        if (node.op == "conv2d_nchwc" and graph.types[x].dtype == "float32" and w in consts
-                and consts[w].dtype == np.float32):
+        if (node.op in ("conv2d_nchwc", "dense") and graph.types[x].dtype == "float32"
+                and w in consts and consts[w].dtype == np.float32
+                and _pairs_product(graph, node)):
             source = bfloat16_source(x)
             if source is not None:
                 rounded = fresh(f"{w}.bf16")
                 consts[rounded] = consts[w].astype(ml_dtypes.bfloat16)
-                node = node.with_(inputs=(source, rounded, *node.inputs[2:]))
+                node = node.with_(inputs=(source, rounded, *node.inputs[2:]),
+                                  attrs={**node.attrs, "out_dtype": "float32"})
                 changed = True
         nodes.append(node)
     if not changed:
