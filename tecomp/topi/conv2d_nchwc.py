@@ -194,7 +194,8 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     """``[N, K/b, OH, OW, b]`` from blocked ``data`` and a packed ``kernel`` (tag
     ``"conv2d_nchwc"``), with ``strides`` and ``dilation`` per spatial axis; ``padding``
     is ``(ph, pw)`` or ``(top, left, bottom, right)``; ``block``, if given, must be the
-    data's ``b``; ``out_dtype``, if given, float32 for bfloat16 data (the sums' dtype). ``cfg`` is the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
+    data's ``b``; ``out_dtype``, if given, float32 for bfloat16 data (the sums' dtype).
+    ``cfg`` is the operator's config (:func:`tecomp.topi.strategy.select_config`)."""
     what = "conv2d_nchwc"
     data_shape = _shape_of(data)
     Kb, Cb, R, S, bi, bo = (int(d) for d in kernel.shape)

@@ -57,8 +57,8 @@ def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
         np.testing.assert_array_equal(out, want)
 
 
-@pytest.mark.parametrize("lanes, native", [(48, True), (32, True), (16, True), (8, True), (4, True), (12, False),
-                                           (1, False)])
+@pytest.mark.parametrize("lanes, native", [(48, True), (32, True), (16, True), (8, True),
+                                           (4, True), (12, False), (1, False)])
 def test_vdpbf16ps_takes_whole_registers(lanes, native):
     ll = _accumulate(48, lanes, ZEN4).get_source("ll")
     assert ("llvm.x86.avx512bf16.dpbf16ps" in ll) == native

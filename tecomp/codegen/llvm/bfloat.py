@@ -12,8 +12,8 @@ flushes subnormal inputs and results to zero).
 
 It also emits ``dot2_bf16`` calls (:func:`tecomp.te.intrin.dot2_bf16`): ``vdpbf16ps`` on
 vectors of 4, 8 or 16 lanes (one per 16 lanes of a wider multiple of 16) where the target
-has AVX512-BF16, with the addend as its accumulator; elsewhere each word's halves widened to float32 and the products added,
-the high one first, as ``vdpbf16ps`` does.
+has AVX512-BF16, with the addend as its accumulator; elsewhere each word's halves widened
+to float32 and the products added, the high one first, as ``vdpbf16ps`` does.
 """
 
 from __future__ import annotations
