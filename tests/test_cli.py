@@ -4,7 +4,9 @@ import onnx
 import onnx_models
 import pytest
 
+import tecomp
 from tecomp import autotune, cli, te
+from tecomp.codegen.llvm.bfloat import has_bf16
 from tecomp.codegen.cuda import kind as cuda_kind
 
 
@@ -271,6 +273,20 @@ def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path
     assert cli.main(tune + ["--resume"]) == 0
     assert "nothing to do: 8 trials already in" in capsys.readouterr().err
     assert len(log.read_text().splitlines()) == len(records)
+
+
+def test_tune_a_model_in_bf16_lists_its_bfloat16_kernels(tmp_path, capsys):
+    """``--precision bf16`` tunes the kernels a bf16 build has (its dense layer multiplies
+    bfloat16 pairs), or says which CPU feature the machine lacks."""
+    model = _save_model(tmp_path, onnx_models.conv_bn_relu_pool_gemm(batch=1))
+    code = cli.main(["tune", model, "--precision", "bf16", "--trials", "2", "--tuner",
+                     "random", "--number", "1", "--repeat", "1",
+                     "--output", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err
+    if has_bf16(tecomp.Target("llvm")):
+        assert code == 0 and "task dense_packed" in err and "'bfloat16'" in err
+    else:
+        assert code == 1 and "lacks avx512bf16" in err
 
 
 def test_tune_a_model_without_static_tunable_kernels_says_so(tmp_path, capsys):
