@@ -6,8 +6,8 @@ import tecomp.doctor
 def test_report_lists_components():
     text = tecomp.doctor.report()
     for key in ("tecomp", "python", "numpy", "llvmlite", "LLVM", "xgboost", "onnx",
-                "onnxruntime", "host cpu", "vector width", "cores", "idle threads", "NVRTC",
-                "CUDA driver", "GPUs"):
+                "onnxruntime", "host cpu", "vector width", "cores", "int8 products",
+                "bf16 precision", "idle threads", "NVRTC", "CUDA driver", "GPUs"):
         assert key in text, key
 
 
@@ -46,3 +46,13 @@ def test_report_names_a_bad_thread_count_instead_of_raising(monkeypatch):
 def test_host_cpu_line_is_the_reports():
     line = tecomp.doctor.host_cpu_line()
     assert line.startswith("host cpu        : ") and line in tecomp.doctor.report()
+
+
+def test_report_says_what_int8_and_bf16_products_run_on():
+    from tecomp import Target
+
+    assert tecomp.doctor._int8_products(Target("llvm -mcpu=znver4")) == "vpdpbusd (VNNI)"
+    assert tecomp.doctor._int8_products(Target("llvm -mcpu=haswell")).startswith("vpmaddubsw")
+    assert tecomp.doctor._int8_products(
+        Target("llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod")) == "sdot"
+    assert "bf16 precision  : " in tecomp.doctor.report()
