@@ -149,6 +149,7 @@ def bfloat16_products(graph: Graph) -> Graph:
     consts = dict(graph.consts)
     nodes: list = []
     narrow: dict = {}  # a float32 value -> the bfloat16 value it widens, in its layout
+    rounded: dict = {}  # a float32 weight -> its bfloat16 copy, shared by its readers
 
     def bfloat16_source(value):
         if value in narrow:
@@ -177,9 +178,10 @@ def bfloat16_products(graph: Graph) -> Graph:
                 and _pairs_product(graph, node)):
             source = bfloat16_source(x)
             if source is not None:
-                rounded = fresh(f"{w}.bf16")
-                consts[rounded] = consts[w].astype(ml_dtypes.bfloat16)
-                node = node.with_(inputs=(source, rounded, *node.inputs[2:]),
+                if w not in rounded:
+                    rounded[w] = fresh(f"{w}.bf16")
+                    consts[rounded[w]] = consts[w].astype(ml_dtypes.bfloat16)
+                node = node.with_(inputs=(source, rounded[w], *node.inputs[2:]),
                                   attrs={**node.attrs, "out_dtype": "float32"})
                 changed = True
         nodes.append(node)

@@ -19,6 +19,7 @@ from tecomp.graph.passes.fold_batch_norms import fold_batch_norms
 from tecomp.graph.passes.fold_constants import fold_constants
 from tecomp.graph.passes.precision import (
     accumulate_in_float32,
+    bfloat16_products,
     apply_precision,
     round_products_to_bfloat16,
 )
@@ -295,3 +296,20 @@ def test_bf16_precision_numerics_on_a_transformer_layer():
     sess = ort.InferenceSession(reference.SerializeToString(),
                                 providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(out, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_products_share_the_rounded_copy_of_a_shared_weight():
+    """Two dense layers reading one float32 weight read one bfloat16 copy of it."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["a"], transB=1),
+             helper.make_node("Gemm", ["x", "W"], ["b"], transB=1, alpha=0.5),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    g = helper.make_graph(nodes, "tied", [helper.make_tensor_value_info("x", TP.FLOAT, (4, 8))],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, (4, 16))],
+                          [numpy_helper.from_array(w, "W")])
+    graph, params = from_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    rounded = round_products_to_bfloat16(bind_params(graph, params))
+    out = bfloat16_products(fold_constants(rounded))
+    weights = {n.inputs[1] for n in out.nodes if n.op == "dense"}
+    assert len(weights) == 1 and out.consts[weights.pop()].dtype == ml_dtypes.bfloat16
