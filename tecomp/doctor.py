@@ -16,7 +16,7 @@ import sys
 from . import __version__
 from .codegen.llvm import thread_pool
 from .codegen.llvm.bfloat import bf16_feature, has_bf16
-from .codegen.llvm.int8_dot import arm_dot_feature, has_vnni
+from .codegen.llvm.int8_dot import product_instructions
 from .runtime import threads, toolchain
 from .target import Target
 
@@ -59,24 +59,12 @@ def _cpu_lines() -> list:
             f"vector width    : {t.vector_width_bits} bits",
             f"cores           : {t.num_cores} usable (os.cpu_count()={os.cpu_count()})",
             f"target key      : {t.canonical_key()}",
-            f"int8 products   : {_int8_products(t)}",
+            f"int8 products   : {product_instructions(t)}",
             "bf16 precision  : " + ("yes (vdpbf16ps)" if has_bf16(t) else
                                     f"no (needs {bf16_feature(t)})"),
         ]
     except Exception as err:  # noqa: BLE001
         return [f"host cpu        : unknown ({type(err).__name__}: {err})"]
-
-
-def _int8_products(target) -> str:
-    """The instructions quantized models' products run on for ``target``."""
-    arm = arm_dot_feature(target)
-    if arm is not None:
-        return {"i8mm": "usdot", "dotprod": "sdot"}[arm]
-    if has_vnni(target, target.vector_width_bits):
-        return "vpdpbusd (VNNI)"
-    if target.target_arch in ("x86_64", "i386", "i686"):
-        return "vpmaddubsw + vpmaddwd (no VNNI)"
-    return "widened to 32 bits"
 
 
 def host_cpu_line() -> str:

@@ -460,14 +460,12 @@ def matmul(N, K, M, dtype="float32"):
 def _dense_template(N, K, M, dtype, bias, activation, packed):
     cfg = get_config()
     X = te.placeholder((N, K), dtype, name="X")
-    if packed and dtype == "bfloat16":  # words of two bfloat16 (pack_dense_weight_bf16)
-        define_product_knobs(cfg, N, K // 2, M)
+    if packed:
+        # A bfloat16 weight is packed as words of two k (pack_dense_weight_bf16).
+        steps, word = (K // 2, "int32") if dtype == "bfloat16" else (K, dtype)
+        define_product_knobs(cfg, N, steps, M)
         bn = cfg["bn"].val
-        W = te.placeholder((_ceil_div(M, bn), K // 2, bn), "int32", name="W")
-    elif packed:
-        define_product_knobs(cfg, N, K, M)
-        bn = cfg["bn"].val
-        W = te.placeholder((_ceil_div(M, bn), K, bn), dtype, name="W")
+        W = te.placeholder((_ceil_div(M, bn), steps, bn), word, name="W")
     else:
         W = te.placeholder((M, K), dtype, name="W")
     P = compute_dense(cfg, X, W, units=M)

@@ -50,9 +50,10 @@ def test_host_cpu_line_is_the_reports():
 
 def test_report_says_what_int8_and_bf16_products_run_on():
     from tecomp import Target
+    from tecomp.codegen.llvm.int8_dot import product_instructions
 
-    assert tecomp.doctor._int8_products(Target("llvm -mcpu=znver4")) == "vpdpbusd (VNNI)"
-    assert tecomp.doctor._int8_products(Target("llvm -mcpu=haswell")).startswith("vpmaddubsw")
-    assert tecomp.doctor._int8_products(
+    assert product_instructions(Target("llvm -mcpu=znver4")) == "vpdpbusd (VNNI)"
+    assert product_instructions(Target("llvm -mcpu=haswell")).startswith("vpmaddubsw")
+    assert product_instructions(
         Target("llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod")) == "sdot"
     assert "bf16 precision  : " in tecomp.doctor.report()

@@ -64,7 +64,8 @@ class BFloat16Values:
     def __init__(self, emitter):
         self.b = emitter.builder
         self.native = has_bf16(emitter.target)
-        self.x86 = getattr(emitter.target, "target_arch", "") in ("x86_64", "i386", "i686")
+        # vdpbf16ps: the x86 feature (AArch64's bfdot is not generated).
+        self.vdpbf16ps = self.native and bf16_feature(emitter.target) == "avx512bf16"
 
     def widen(self, v: Val) -> Val:
         """``v`` (bfloat16 bits) as float, exactly."""
@@ -105,7 +106,7 @@ class BFloat16Values:
         """``acc + dot2_bf16(a, b)`` of int32 words ``a`` and ``b`` (two bfloat16 each, one
         vector of lanes each) and a float ``acc`` (None: 0)."""
         b_, n = self.b, a.lanes
-        if self.native and self.x86 and n > 16 and n % 16 == 0:
+        if self.vdpbf16ps and n > 16 and n % 16 == 0:
             # Wider than a register (a 32-lane block): one instruction per 16 lanes.
             joined = None
             for start in range(0, n, 16):
@@ -122,7 +123,7 @@ class BFloat16Values:
                 joined = b_.shuffle(joined, wide, "float",
                                     list(range(width)) + list(range(width, width + 16)))
             return joined
-        if self.native and self.x86 and n in (4, 8, 16):
+        if self.vdpbf16ps and n in (4, 8, 16):
             acc = acc or b_.const(0.0, "float32", n)
             pairs = T.vec("bfloat", 2 * n)
             fname = f"@llvm.x86.avx512bf16.dpbf16ps.{32 * n}"

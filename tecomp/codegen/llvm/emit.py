@@ -40,14 +40,13 @@ from ...target import Target
 from . import types as T
 from .alias import AliasScopes
 from .allocate import Allocations
-from .bfloat import BF16_DOT_CALL, BFloat16Values
-from .int8_dot import DOT_CALLS
+from .bfloat import BFloat16Values
 from .builder import Builder
 from .checks import RunTimeChecks
 from .index import IndexArith
 from .ir import Fn, Val, quote
 from .loops import Loops, const_extent
-from .math_calls import MathCalls
+from .math_calls import DOT_CALL_NAMES, MathCalls
 from .memory import Memory
 from .module_text import ModuleText
 from .parallel import ParallelLoops
@@ -284,7 +283,7 @@ class Emitter:
         # acc + dot4 (dot2_bf16): one vpdpbusd (vdpbf16ps) where the CPU has it (LLVM
         # does not fold the add).
         for dot, addend in ((e.b, e.a), (e.a, e.b)):
-            if type(dot) is E.Call and (dot.name in DOT_CALLS or dot.name == BF16_DOT_CALL):
+            if type(dot) is E.Call and dot.name in DOT_CALL_NAMES:
                 return self.math.dot(dot, addend)
         return self._binary(e)
 

@@ -99,6 +99,20 @@ def _has_pair_sums(target, bits: int) -> bool:
     return bits <= target.vector_width_bits
 
 
+def product_instructions(target) -> str:
+    """The instructions ``dot4_u8s8`` takes on ``target``'s full vectors, as
+    :meth:`Int8Dot.dot` chooses them (``tecomp doctor`` prints it)."""
+    arm = arm_dot_feature(target)
+    if arm is not None:
+        return {"i8mm": "usdot", "dotprod": "sdot"}[arm]
+    bits = target.vector_width_bits
+    if has_vnni(target, bits):
+        return "vpdpbusd (VNNI)"
+    if _has_pair_sums(target, bits):
+        return "vpmaddubsw + vpmaddwd (no VNNI)"
+    return "widened to 32 bits"
+
+
 class Int8Dot:
     """``dot4_u8s8`` calls, the ``int8`` part of ``emit.Emitter``."""
 

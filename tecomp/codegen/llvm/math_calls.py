@@ -12,6 +12,9 @@ from .bfloat import BF16_DOT_CALL
 from .int8_dot import DOT_CALLS, Int8Dot
 from .ir import Val
 
+#: The dot-product calls, whose ``acc +`` is the instruction's accumulator.
+DOT_CALL_NAMES = frozenset(DOT_CALLS) | {BF16_DOT_CALL}
+
 #: Calls that are one LLVM intrinsic (``llvm.<name>.<type>``).
 _LLVM_MATH = {
     "exp": "exp", "log": "log", "sqrt": "sqrt", "fabs": "fabs", "floor": "floor",
@@ -52,7 +55,7 @@ class MathCalls:
         d = e.dtype
         if name == "reinterpret":
             return self._reinterpret(e)
-        if name in DOT_CALLS or name == BF16_DOT_CALL:
+        if name in DOT_CALL_NAMES:
             return self.dot(e)
         if name in _BITWISE and dt.is_int(d):
             return self._bitwise(name, d, self.b.unify(*[self.em.ev(a) for a in e.args]))

@@ -126,12 +126,17 @@ _LAYOUT_MOVES = frozenset({"reshape", "transpose"})
 
 
 def _pairs_product(graph: Graph, node) -> bool:
-    """Whether ``node`` is a product with a bfloat16 kernel: a channel-blocked
-    convolution, or a dense layer whose K is even (its kernel takes pairs of k)."""
-    if node.op == "conv2d_nchwc":
-        return True
-    return node.op == "dense" and dims.is_static(graph.types[node.inputs[0]].shape[1]) and (
-        int(graph.types[node.inputs[0]].shape[1]) % 2 == 0)
+    """Whether ``node`` is a float32 product with a float32 constant weight that a
+    bfloat16 kernel computes: a channel-blocked convolution, or a dense layer whose K is
+    even (its kernel takes pairs of k)."""
+    if node.op not in ("conv2d_nchwc", "dense"):
+        return False
+    x, w = node.inputs[:2]
+    weight = graph.consts.get(w)
+    if graph.types[x].dtype != "float32" or weight is None or weight.dtype != np.float32:
+        return False
+    k = graph.types[x].shape[1]
+    return node.op == "conv2d_nchwc" or (dims.is_static(k) and int(k) % 2 == 0)
 
 
 def bfloat16_products(graph: Graph) -> Graph:
@@ -172,10 +177,8 @@ def bfloat16_products(graph: Graph) -> Graph:
 
     changed = False
     for node in graph.nodes:
-        x, w = (node.inputs + (None, None))[:2]
-        if (node.op in ("conv2d_nchwc", "dense") and graph.types[x].dtype == "float32"
-                and w in consts and consts[w].dtype == np.float32
-                and _pairs_product(graph, node)):
+        if _pairs_product(graph, node):
+            x, w = node.inputs[:2]
             source = bfloat16_source(x)
             if source is not None:
                 if w not in rounded:
