@@ -324,12 +324,17 @@ _register("depthwise_conv2d_nchwc", OUT_FUSABLE, _depthwise_conv2d_nchwc,
 _register("conv conv_transpose", OPAQUE, _conv_nd, dim_checks=_PLANAR_SPATIAL)
 _register("dense", OUT_FUSABLE, _dense)
 def _batch_matmul(node, ts):
+    """``A[B, N, K] @ B[B, K, M]``, or ``A[B, N, K] @ B[B, M, K]^T`` with ``transpose_b``
+    (attention's keys read in place)."""
     a, b = ts
+    transposed = node.attrs.get("transpose_b", False)
+    k_axis, m_axis = (2, 1) if transposed else (1, 2)
     if len(a.shape) != 3 or len(b.shape) != 3 or not dims.equal(a.shape[0], b.shape[0]) or (
-            not dims.equal(a.shape[2], b.shape[1])):
-        _fail(node, f"needs A[B, N, K] and B[B, K, M]; got {_shape_text(a.shape)} and "
+            not dims.equal(a.shape[2], b.shape[k_axis])):
+        want = "B[B, M, K] (transpose_b)" if transposed else "B[B, K, M]"
+        _fail(node, f"needs A[B, N, K] and {want}; got {_shape_text(a.shape)} and "
                     f"{_shape_text(b.shape)}")
-    return [TensorType(a.dtype, (a.shape[0], a.shape[1], b.shape[2]))]
+    return [TensorType(a.dtype, (a.shape[0], a.shape[1], b.shape[m_axis]))]
 
 
 _register("matmul", OUT_FUSABLE, _matmul)

@@ -21,7 +21,8 @@ Workload keys (what a graph produces):
   then ``activation`` in ``"none"``, ``"relu"``, ``"sigmoid"``, ``"tanh"``
   (ONNX Gemm with transB=1 / MatMul + Add + Relu);
 - ``dense_packed(...)``: the same arguments, the weight input packed;
-- ``batch_matmul(B, N, K, M, dtype)``: ``C[b] = A[b] @ B[b]``.
+- ``batch_matmul(B, N, K, M, dtype)``: ``C[b] = A[b] @ B[b]``; with a sixth argument
+  ``True``, ``C[b] = A[b] @ B[b]^T`` (B is ``[B, M, K]``).
 """
 
 from __future__ import annotations
@@ -73,14 +74,15 @@ def _rows(dim):
 
 def _pack(B, bn, k_axis_first=True, name="B.packed"):
     """B[..., K, M] (or W[..., M, K] when not ``k_axis_first``) as
-    [..., ceil(M/bn), K, bn], zero-padded past M; leading dims are batch dims."""
+    [..., ceil(M/bn), K, bn], zero-padded past M; leading dims are batch dims. M and the
+    batch may be symbolic (a transposed key cache of any length)."""
     batch = tuple(_rows(d) for d in B.shape[:-2])
-    K, M = _ints(B.shape[-2:]) if k_axis_first else _ints(B.shape[-2:])[::-1]
+    K, M = (_rows(d) for d in (B.shape[-2:] if k_axis_first else B.shape[-2:][::-1]))
 
     def f(*idx):
         *b, x, k, z = idx
         j = x * bn + z
-        if M % bn == 0:
+        if isinstance(M, int) and M % bn == 0:
             return B[(*b, k, j)] if k_axis_first else B[(*b, j, k)]
         jc = te.min(j, M - 1)
         value = B[(*b, k, jc)] if k_axis_first else B[(*b, jc, k)]
@@ -209,9 +211,12 @@ def _tiled_product(cfg, shape, body, name: str, tag: str, pad_cols: bool = True)
     6.9)."""
     *outer, rows, cols = shape
     tile, bn = cfg["tile_y"].size[-1], cfg["bn"].val
-    if isinstance(rows, int) and rows % tile == 0:
+    # Symbolic columns read through a zero-padded copy are padded too: the guard on the
+    # last block's columns would stay in every multiply-add (the reason above).
+    pad_symbolic = pad_cols and not isinstance(cols, int)
+    if isinstance(rows, int) and rows % tile == 0 and not pad_symbolic:
         return te.compute(shape, body, name=name, tag=tag)
-    if pad_cols and isinstance(cols, int):
+    if pad_cols:
         cols = _ceil_div(cols, bn) * bn
     logical = tuple(shape)
     P = te.compute((*outer, _ceil_div(rows, tile) * tile, cols),
@@ -325,26 +330,36 @@ def compute_dense(cfg, X, W, b=None, units=None, out_dtype=None):
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
 
 
-def compute_batch_matmul(cfg, A, B):
-    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``); ``cfg`` is the
-    operator's config (:func:`tecomp.topi.strategy.select_config`).
+def compute_batch_matmul(cfg, A, B, transpose_b=False):
+    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]``, or ``A[b, N, K] @ B[b, M, K]^T`` with
+    ``transpose_b`` (tag ``"batch_matmul"``); ``cfg`` is the operator's config
+    (:func:`tecomp.topi.strategy.select_config`).
 
     Any of the sizes may be symbolic (attention with a dynamic batch and sequence length:
     ``scores[b*h, s, s] = Q[b*h, s, d] @ K^T[b*h, d, s]``). With static K and M, B is read
     through a packed copy; with a symbolic one it is read in place (rows of B are
     contiguous along the output columns a vector computes), since a copy whose blocks
-    depend on a run-time size would cost as much as it saves.
+    depend on a run-time size would cost as much as it saves. A transposed B (attention's
+    keys, ``[b*h, s, d]``) is always read through the packed copy, as ``dense`` reads its
+    weight: the copy is the transpose, made in registers 16 rows at a time, that a
+    transpose kernel before the product would otherwise write and the product read back.
     """
     Bt, N, K = (_rows(d) for d in A.shape)
-    Bt2, K2, M = (_rows(d) for d in B.shape)
+    Bt2, *rest = (_rows(d) for d in B.shape)
+    K2, M = rest[::-1] if transpose_b else rest
     if any(isinstance(x, int) and isinstance(y, int) and x != y
            for x, y in ((Bt, Bt2), (K, K2))):
-        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
+        shape_b = f"[{Bt2}, {M}, {K2}]" if transpose_b else f"[{Bt2}, {K2}, {M}]"
+        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is {shape_b}"
+                         + (" (transposed)" if transpose_b else ""))
+    if transpose_b and not isinstance(K, int):
+        raise ShapeError(f"batch_matmul: a transposed B needs a static K (the packed "
+                         f"copy's rows), got {K}")
     define_product_knobs(cfg, N, K, M)
     bn = cfg["bn"].val
     k = te.reduce_axis((0, K), name="k")
-    if isinstance(K, int) and isinstance(M, int):
-        PB = _pack(B, bn)
+    if transpose_b or (isinstance(K, int) and isinstance(M, int)):
+        PB = _pack(B, bn, k_axis_first=not transpose_b)
         return _tiled_product(
             cfg, (Bt, N, M),
             lambda b, i, j: te.sum(A[b, i, k] * PB[b, j // bn, k, j % bn], axis=k), "C",
@@ -494,12 +509,13 @@ def dense_packed(N, K, M, dtype="float32", bias=True, activation="none"):
 
 
 @template("batch_matmul")
-def batch_matmul(Bt, N, K, M, dtype="float32"):
-    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]``."""
+def batch_matmul(Bt, N, K, M, dtype="float32", transpose_b=False):
+    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (``B[b, M, K]^T`` with
+    ``transpose_b``)."""
     cfg = get_config()
     A = te.placeholder((Bt, N, K), dtype, name="A")
-    B = te.placeholder((Bt, K, M), dtype, name="B")
-    C = compute_batch_matmul(cfg, A, B)
+    B = te.placeholder((Bt, M, K) if transpose_b else (Bt, K, M), dtype, name="B")
+    C = compute_batch_matmul(cfg, A, B, transpose_b)
     return schedule_batch_matmul(cfg, [C]), [A, B, C]
 
 

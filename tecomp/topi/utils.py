@@ -118,7 +118,10 @@ def dense_workload(x_shape, w_shape, b_shape=None, dtype="float32") -> tuple:
     return (N, K, get_const_tuple(w_shape)[0], str(dtype), b_shape is not None, "none")
 
 
-def batch_matmul_workload(a_shape, b_shape, dtype="float32") -> tuple:
-    """``(B, N, K, M, dtype)`` of ``A[B, N, K] @ B[B, K, M]``."""
+def batch_matmul_workload(a_shape, b_shape, dtype="float32", transpose_b=False) -> tuple:
+    """``(B, N, K, M, dtype)`` of ``A[B, N, K] @ B[B, K, M]``; ``(B, N, K, M, dtype, True)``
+    of ``A[B, N, K] @ B[B, M, K]^T``."""
     Bt, N, K = get_const_tuple(a_shape)
+    if transpose_b:
+        return (Bt, N, K, get_const_tuple(b_shape)[1], str(dtype), True)
     return (Bt, N, K, get_const_tuple(b_shape)[2], str(dtype))

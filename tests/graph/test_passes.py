@@ -357,3 +357,31 @@ def test_a_3d_matmul_with_bias_and_gelu_is_one_dense_kernel():
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(F)
     np.testing.assert_allclose(gm(x=x)[0], sess.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4)
+
+
+def test_legalize_for_library_reads_a_transposed_right_operand_in_place():
+    # q @ transpose(k) over the last two axes (attention's scores): batch_matmul reads k
+    # with transpose_b, a 2-D product becomes a dense with the computed weight; a
+    # transpose of other axes, or of a k whose last axis is symbolic, stays.
+    s = te.var("s")
+    g = _graph([Node("transpose", ("k",), ("kt",), {"perm": (0, 1, 3, 2)}),
+                Node("matmul", ("q", "kt"), ("scores",)),
+                Node("transpose", ("x",), ("xt",), {"perm": (1, 0)}),
+                Node("matmul", ("a", "xt"), ("y",)),
+                Node("transpose", ("z",), ("zt",), {"perm": (0, 2, 1)}),
+                Node("matmul", ("u", "zt"), ("w",))],
+               {"q": TensorType(F, (1, 2, s, 8)), "k": TensorType(F, (1, 2, s, 8)),
+                "a": TensorType(F, (3, 8)), "x": TensorType(F, (5, 8)),
+                "u": TensorType(F, (2, 3, s)), "z": TensorType(F, (2, 4, s))},
+               ["scores", "y", "w"])
+    out = eliminate_dead_code(legalize_for_library(g))
+    ops = [n.op for n in out.nodes]
+    assert ops == ["reshape", "reshape", "batch_matmul", "reshape", "dense",
+                   "transpose", "batch_matmul"]
+    bm = out.nodes[2]
+    assert bm.attrs == {"transpose_b": True}
+    assert out.nodes[1].inputs == ("k",) and out.types[bm.inputs[1]].shape[1:] == (s, 8)
+    assert out.types["scores"].shape == (1, 2, s, s)
+    dense = out.nodes[4]
+    assert dense.inputs == ("a", "x") and dense.attrs["units"] == 5
+    assert out.nodes[6].attrs.get("transpose_b", False) is False

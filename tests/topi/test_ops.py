@@ -95,6 +95,52 @@ def test_batch_matmul():
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_batch_matmul_with_transposed_b():
+    # B is [b, M, K] (attention's keys); M = 35 leaves a padded last block of columns.
+    task = autotune.create_task("batch_matmul", (2, 9, 16, 35, "float32", True))
+    assert [int(d.value) for d in task.instantiate()[1][1].shape] == [2, 35, 16]
+    for i in _indices(task):
+        a, b, c = _run(task, i)
+        np.testing.assert_allclose(c, a @ b.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_batch_matmul_with_transposed_b_of_symbolic_length(rows):
+    # A key cache of any length: one build, its packed copy padded to whole blocks.
+    from tecomp import te
+    from tecomp.autotune.space import FallbackConfigEntity
+    from tecomp.topi.matmul import compute_batch_matmul, schedule_batch_matmul
+
+    length = te.var("length")
+    cfg = FallbackConfigEntity()
+    A = te.placeholder((3, rows, 64), "float32", name="A")
+    B = te.placeholder((3, length, 64), "float32", name="B")
+    C = compute_batch_matmul(cfg, A, B, transpose_b=True)
+    mod = tecomp.build(schedule_batch_matmul(cfg, [C]), [A, B, C])
+    rng = np.random.default_rng(rows)
+    for m in (1, 17, 64, 241):
+        a = rng.uniform(-1, 1, (3, rows, 64)).astype("float32")
+        b = rng.uniform(-1, 1, (3, m, 64)).astype("float32")
+        c = np.full((3, rows, m), np.nan, np.float32)
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_matmul_with_transposed_b_names_the_shapes_that_disagree():
+    from tecomp import te
+    from tecomp.autotune.space import FallbackConfigEntity
+    from tecomp.topi.matmul import compute_batch_matmul
+
+    A = te.placeholder((2, 4, 8), "float32", name="A")
+    with pytest.raises(ShapeError, match=r"B is \[2, 5, 6\] \(transposed\)"):
+        compute_batch_matmul(FallbackConfigEntity(), A, te.placeholder((2, 5, 6), "float32"),
+                             transpose_b=True)
+    with pytest.raises(ShapeError, match="needs a static K"):
+        k = te.var("k")
+        compute_batch_matmul(FallbackConfigEntity(), te.placeholder((2, 4, k), "float32"),
+                             te.placeholder((2, 5, k), "float32"), transpose_b=True)
+
+
 @pytest.mark.parametrize("args", [
     ((1, 5, 9, 11), (6, 5, 3, 3), (1, 1), (1, 1), (1, 1), "float32"),
     ((2, 4, 10, 10), (8, 4, 3, 3), (2, 2), (0, 0), (1, 1), "float32"),

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.analysis import buffer_key, const_stride
-from ...ir.functor import post_order_visit
+from ...ir.functor import post_order_visit, uses_var
 from . import types as T
 from .ir import Val
 from .vector import MAX_LANES
@@ -40,8 +40,11 @@ def _pow2(n: int) -> bool:
 
 
 def _transposing_load(value, store, k, x) -> bool:
-    """Whether ``value`` reads some buffer contiguously along ``k`` and strided along
-    ``x`` (what makes the nest a transpose), and never reads the stored buffer."""
+    """Whether ``value`` reads some buffer contiguously along ``k`` at a place that
+    depends on ``x`` (what makes the nest a transpose: a row ``x`` apart, perhaps clamped
+    to the last row, as a packed copy of a matrix of symbolic rows reads), and never reads
+    the stored buffer. A block evaluates the value one row ``x`` at a time, so how the
+    place depends on ``x`` does not matter to what it computes."""
     key = buffer_key(store.buffer)
     found, clash = False, False
 
@@ -51,8 +54,7 @@ def _transposing_load(value, store, k, x) -> bool:
             if buffer_key(n.buffer) == key:
                 clash = True
             lk = const_stride(n.index, k)
-            lx = lk and const_stride(lk[1], x)
-            if lk and lx and lk[0] == 1 and lx[0] != 0:
+            if lk and lk[0] == 1 and uses_var(lk[1], x):
                 found = True
 
     post_order_visit(value, fn)

@@ -9,7 +9,11 @@ library has ``dense`` (``X[N, K] @ W[M, K]^T``, weight packed once when constant
   ``[prod(...), K]`` with the transposed weight (folded later), reshaped back;
 - the same with a computed ``B`` becomes a 2-D ``matmul`` between the reshapes;
 - ``A[b..., N, K] @ B[b..., K, M]`` with equal batch dimensions becomes ``batch_matmul``
-  on ``[prod(b...), N, K]`` and ``[prod(b...), K, M]``.
+  on ``[prod(b...), N, K]`` and ``[prod(b...), K, M]``;
+- where ``B`` is a computed ``transpose`` of ``X``'s last two axes (attention's
+  ``Q @ K^T``), the product reads ``X``: ``batch_matmul`` with ``transpose_b``, or a
+  ``dense`` with the computed weight ``X``. Its packed copy of ``X`` is the transpose,
+  so the transpose kernel and the product's copy of its output become one copy.
 
 A 1-D operand is first made a matrix (``[1, K]`` or ``[K, 1]``) and the result reshaped
 back. Other batch broadcasts are left as they are (the build reports them). A cast from
@@ -36,12 +40,28 @@ def _names(graph: Graph, node: Node):
     return lambda hint: fresh(f"{node.outputs[0]}.{hint}")
 
 
-def _legalize_matmul(graph: Graph, node: Node) -> list:
+def _untransposed(graph: Graph, producers: dict, b: str) -> str | None:
+    """``X`` where ``b`` is ``transpose(X)`` of its last two axes alone and ``X``'s last
+    axis (the product's K) is static: the product can read ``X`` in place of ``b``."""
+    p = producers.get(b)
+    if p is None or p.op != "transpose":
+        return None
+    n = len(p.attrs["perm"])
+    if tuple(p.attrs["perm"]) != (*range(n - 2), n - 1, n - 2):
+        return None
+    x = p.inputs[0]
+    return x if dims.is_static(graph.types[x].shape[-1]) else None
+
+
+def _legalize_matmul(graph: Graph, node: Node, producers: dict) -> list:
     a, b = node.inputs
     sa, sb = graph.types[a].shape, graph.types[b].shape
     out = node.outputs[0]
     out_shape = graph.types[out].shape
     fresh = _names(graph, node)
+    # A right operand that is a transpose of its last two axes (attention's keys) is read
+    # in place by a product that takes it transposed.
+    bt = None if b in graph.consts else _untransposed(graph, producers, b)
 
     def emit(op, inputs, output=None, **attrs):
         return Node(op, inputs, (output or fresh(op),), attrs, node.name)
@@ -57,6 +77,8 @@ def _legalize_matmul(graph: Graph, node: Node) -> list:
             steps.append(emit("transpose", (b,), perm=(1, 0)))
             product = emit("dense", (a2, steps[-1].outputs[0]),
                            out if len(sa) == 2 else None, units=sb[1])
+        elif bt is not None:
+            product = emit("dense", (a2, bt), out if len(sa) == 2 else None, units=sb[1])
         elif len(sa) == 2:
             return [node]
         else:
@@ -67,12 +89,15 @@ def _legalize_matmul(graph: Graph, node: Node) -> list:
         return steps
     if len(sa) >= 3 and len(sa) == len(sb) and all(
             dims.equal(x, y) for x, y in zip(sa[:-2], sb[:-2])):
+        transposed = {"transpose_b": True} if bt is not None else {}
         if len(sa) == 3:
-            return [node.with_(op="batch_matmul")]
+            return [node.with_(op="batch_matmul", inputs=(a, bt or b),
+                               attrs={**node.attrs, **transposed})]
         batch = dims.product(sa[:-2])
         ra = emit("reshape", (a,), newshape=(batch,) + tuple(sa[-2:]))
-        rb = emit("reshape", (b,), newshape=(batch,) + tuple(sb[-2:]))
-        product = emit("batch_matmul", (ra.outputs[0], rb.outputs[0]))
+        rb = emit("reshape", (bt or b,),
+                  newshape=(batch,) + tuple(sb[-2:][::-1] if bt else sb[-2:]))
+        product = emit("batch_matmul", (ra.outputs[0], rb.outputs[0]), **transposed)
         back = emit("reshape", product.outputs, out, newshape=tuple(out_shape))
         return [ra, rb, product, back]
     return [node]
@@ -151,6 +176,8 @@ def legalize_for_library(graph: Graph) -> Graph:
             nodes.append(node)
     graph = infer_types(graph.with_(nodes=tuple(nodes), consts=consts))
     nodes = []
+    producers = {o: n for n in graph.nodes for o in n.outputs}
     for node in graph.nodes:
-        nodes.extend(_legalize_matmul(graph, node) if node.op == "matmul" else [node])
+        nodes.extend(_legalize_matmul(graph, node, producers) if node.op == "matmul"
+                     else [node])
     return infer_types(graph.with_(nodes=tuple(nodes)))

@@ -144,15 +144,23 @@ def compute_dense(cfg, X, W, b=None, units=None):
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
 
 
-def compute_batch_matmul(cfg, A, B):
-    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (tag ``"batch_matmul"``)."""
+def compute_batch_matmul(cfg, A, B, transpose_b=False):
+    """``C[b, N, M] = A[b, N, K] @ B[b, K, M]``, or ``@ B[b, M, K]^T`` with
+    ``transpose_b`` (tag ``"batch_matmul"``)."""
     Bt, N, K = (_size(d) for d in A.shape)
-    Bt2, K2, M = (_size(d) for d in B.shape)
+    Bt2, *rest = (_size(d) for d in B.shape)
+    K2, M = rest[::-1] if transpose_b else rest
     if _differ(Bt2, Bt) or _differ(K2, K):
-        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is [{Bt2}, {K2}, {M}]")
+        raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is "
+                         f"[{Bt2}, {', '.join(map(str, rest))}]"
+                         + (" (transposed)" if transpose_b else ""))
     define_product_knobs(cfg, N, K, M, Bt)
     k = te.reduce_axis((0, K), name="k")
-    return te.compute((Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k),
+
+    def b_at(b, k, j):
+        return B[b, j, k] if transpose_b else B[b, k, j]
+
+    return te.compute((Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * b_at(b, k, j), axis=k),
                       name="C", tag="batch_matmul")
 
 
@@ -274,12 +282,13 @@ def dense(N, K, M, dtype="float32", bias=True, activation="none"):
 
 
 @template("batch_matmul.cuda")
-def batch_matmul(Bt, N, K, M, dtype="float32"):
-    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` on a GPU."""
+def batch_matmul(Bt, N, K, M, dtype="float32", transpose_b=False):
+    """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (``B[b, M, K]^T`` with
+    ``transpose_b``) on a GPU."""
     cfg = get_config()
     A = te.placeholder((Bt, N, K), dtype, name="A")
-    B = te.placeholder((Bt, K, M), dtype, name="B")
-    C = compute_batch_matmul(cfg, A, B)
+    B = te.placeholder((Bt, M, K) if transpose_b else (Bt, K, M), dtype, name="B")
+    C = compute_batch_matmul(cfg, A, B, transpose_b)
     return schedule_batch_matmul(cfg, [C]), [A, B, C]
 
 

@@ -42,8 +42,12 @@ def _inputs(name, args, rng):
         y = x @ w.T + b
         return [x, w, b], [np.maximum(y, 0) if act == "relu" else y]
     if name == "batch_matmul.cuda":
-        Bt, N, K, M, _ = args
-        a, b = util.rand(rng, (Bt, N, K)), util.rand(rng, (Bt, K, M))
+        Bt, N, K, M, _, transposed = args
+        a = util.rand(rng, (Bt, N, K))
+        if transposed:
+            b = util.rand(rng, (Bt, M, K))
+            return [a, b], [a @ b.transpose(0, 2, 1)]
+        b = util.rand(rng, (Bt, K, M))
         return [a, b], [a @ b]
     data_shape, kernel_shape, strides, padding = args[:4]
     d, k = util.rand(rng, data_shape), util.rand(rng, kernel_shape)
@@ -55,6 +59,7 @@ CASES = [
     ("matmul.cuda", (32, 16, 32, "float32")),
     ("dense.cuda", (8, 16, 24, "float32", True, "relu")),
     ("batch_matmul.cuda", (2, 16, 8, 16, "float32")),
+    ("batch_matmul.cuda", (2, 16, 8, 16, "float32", True)),
     ("conv2d.cuda", ((1, 4, 6, 6), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), "float32")),
     ("depthwise_conv2d.cuda",
      ((1, 4, 8, 8), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1), "float32")),
