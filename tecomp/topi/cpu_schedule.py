@@ -16,7 +16,7 @@ import math
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..ir.functor import post_order_visit
+from ..ir.functor import post_order_visit, uses_var
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
@@ -190,11 +190,83 @@ def parallel_vectorize(stage, axes, dtype: str, shape,
     return loop
 
 
+#: Rows of the block a transposing layout (:func:`transposes_into_lanes`) is computed in:
+#: a native vector of float32 on AVX-512, what the code generator's block transpose
+#: takes at most.
+TRANSPOSE_ROWS = 16
+
+
+def transposes_into_lanes(tensor) -> bool:
+    """Whether ``tensor``, its injective producers inlined, is a layout transform into a
+    block of lanes: its last axis, at most a vector of the target's
+    lanes, reads no input contiguously, while its next-to-last axis reads one
+    contiguously (an NCHW value, perhaps shuffled or concatenated along channels,
+    written as NCHW[16]c). Vectorized along the lanes as written, every vector is a
+    gather from as many planes; computed along the next-to-last axis instead and
+    transposed in registers, every read is a contiguous load."""
+    from ..ir.analysis import linear_coeff
+    from ..schedule.lower import expand_inline
+
+    op = tensor.op
+    if not isinstance(op, ComputeOp) or len(op.axis) < 2:
+        return False
+    lanes, rows = (const_int(a.dom.extent) for a in op.axis[-1:-3:-1])
+    if lanes is None or rows is None or not 2 <= lanes <= vector_lanes(tensor.dtype) or (
+            lanes & (lanes - 1)) or rows < 2:
+        return False
+    lane_var, row_var = op.axis[-1].var, op.axis[-2].var
+    contiguous = {"lane": False, "row": False}
+
+    def fn(n):
+        # Contiguous along ``var``: the last index steps by one with it, no other uses it.
+        if not isinstance(n, E.ProducerLoad) or not n.indices:
+            return
+        *others, last = n.indices
+        for key, var in (("lane", lane_var), ("row", row_var)):
+            lc = linear_coeff(last, var)
+            if lc is not None and const_int(lc[0]) == 1 and not any(
+                    uses_var(i, var) for i in others):
+                contiguous[key] = True
+
+    s = create_schedule([op])
+    inline_injective(s, [tensor])
+    for body in expand_inline(s)[s[tensor]]:
+        post_order_visit(body, fn)
+    return contiguous["row"] and not contiguous["lane"]
+
+
+def _transposing_layout(stage, tensor) -> None:
+    """The loops of a stage :func:`transposes_into_lanes` holds for: rows of the output
+    (all axes but the last two) in parallel, then blocks of :data:`TRANSPOSE_ROWS` of the
+    next-to-last axis, each an unrolled loop around the vectorized lanes (the nest the
+    code generator emits as contiguous loads and a transpose in registers)."""
+    *outer, row, lane = stage.op.axis
+    # Blocks that divide the rows where a power of two does (56 -> 8): a tail block's
+    # guard would keep its rows from the transpose. Where none does, the rows continue
+    # into the axis before (14 x 14 in blocks of 4 of the 196 positions).
+    rows = const_int(row.dom.extent)
+    if outer and not rows % 4 == 0 and const_int(outer[-1].dom.extent) is not None:
+        rows *= const_int(outer[-1].dom.extent)
+        row = stage.fuse(outer.pop(), row)
+    factor = next((f for f in (TRANSPOSE_ROWS, 8, 4) if rows % f == 0), TRANSPOSE_ROWS)
+    block, in_block = stage.split(row, factor=factor)
+    stage.reorder(*outer, block, in_block, lane)
+    stage.unroll(in_block)
+    stage.vectorize(lane)
+    if outer and _parallel_rule(tensor.shape):
+        parallel(stage, stage.fuse(*outer))
+
+
 def schedule_injective_stage(s, tensor,
                              knobs: InjectiveKnobs = DEFAULT_INJECTIVE_KNOBS) -> None:
-    """Parallel + vectorized loops for one output ``tensor`` of an injective group."""
+    """Parallel + vectorized loops for one output ``tensor`` of an injective group (a
+    layout transform into a block of lanes computed as block transposes)."""
     stage = s[tensor]
-    if stage.op.axis:
+    if not stage.op.axis:
+        return
+    if knobs.transpose and transposes_into_lanes(tensor):
+        _transposing_layout(stage, tensor)
+    else:
         parallel_vectorize(stage, list(stage.op.axis), tensor.dtype, tensor.shape, knobs)
 
 
@@ -228,7 +300,7 @@ def _injective_knobs(cfg, s, outs, materializable) -> InjectiveKnobs:
         cfg, outer_axes=len(outer), rows_rule=_rows_rule(outer),
         parallel_rule=_parallel_rule(first.shape),
         multicore=current_target().num_cores > 1,
-        broadcast_producers=bool(materializable))
+        broadcast_producers=bool(materializable), transposing=transposes_into_lanes(first))
 
 
 def schedule_injective(cfg, outs):

@@ -13,6 +13,9 @@ sketch rules do:
 - the loop around one vector (a middle axis) is unrolled by ``unroll``;
 - whether the parallel loop runs on the cores at all (``parallel``: small kernels pay
   more in fork/join than they save);
+- a layout transform into a block of lanes (NCHW to NCHW[16]c, perhaps after a channel
+  shuffle) is computed in blocks of rows transposed in registers, or vectorized along the
+  lanes as written (``transpose``);
 - an injective producer read by broadcast (a ``sigmoid`` over ``[N, C, 1, 1]`` that an
   ``[N, C, H, W]`` product reads) is inlined, computing it again for every element, or
   ``materialize`` d once in a loop nest of its own.
@@ -59,6 +62,10 @@ class InjectiveKnobs:
     materialize : bool
         Injective producers read by broadcast are computed once, at root, instead of
         being inlined into every element that reads them.
+    transpose : bool
+        An output that transposes into its lanes
+        (:func:`tecomp.topi.cpu_schedule.transposes_into_lanes`) is computed in blocks of
+        rows transposed in registers (the other knobs then do not apply to it).
     """
 
     vectors: int = VECTORS[0]
@@ -67,6 +74,7 @@ class InjectiveKnobs:
     unroll: int = UNROLL[0]
     parallel: bool | None = None
     materialize: bool = False
+    transpose: bool = False
 
 
 #: The untuned schedule's choice.
@@ -74,7 +82,8 @@ DEFAULT_INJECTIVE_KNOBS = InjectiveKnobs()
 
 
 def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_rule: bool,
-                           multicore: bool, broadcast_producers: bool) -> InjectiveKnobs:
+                           multicore: bool, broadcast_producers: bool,
+                           transposing: bool = False) -> InjectiveKnobs:
     """Declare the injective knobs that matter for a group on ``cfg``; return its choice.
 
     Parameters
@@ -95,6 +104,9 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
         nothing and are no knobs).
     broadcast_producers : bool
         The group has injective producers read by broadcast: ``materialize`` is a knob.
+    transposing : bool
+        The group's output transposes into its lanes: ``transpose`` is a knob, true
+        untuned.
 
     Returns
     -------
@@ -109,7 +121,7 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
     True
     """
     if cfg is None:
-        return DEFAULT_INJECTIVE_KNOBS
+        return InjectiveKnobs(transpose=transposing)
     default_axes = outer_axes if rows_rule else 0
     knobs = {
         "vectors": list(VECTORS),
@@ -122,4 +134,6 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
         knobs["parallel"] = [parallel_rule, not parallel_rule]
     if broadcast_producers:
         knobs["materialize"] = [False, True]
+    if transposing:
+        knobs["transpose"] = [True, False]
     return InjectiveKnobs(**declare_knobs(cfg, knobs))

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 import tecomp
 from tecomp import te
@@ -113,3 +114,56 @@ def test_short_rows_and_plain_arithmetic_keep_the_plain_layout():
     with Target(AVX2):
         text = str(tecomp.lower(cpu_schedule.schedule_normalize(None, [Y]), [X, gamma, Y]))
     assert "range(16):  # vectorized" in text and "range(32):  # vectorized" not in text
+
+
+def _shuffled_into_lanes(width, channels, lanes=16):
+    """Four NCHW values concatenated, a ReLU, ShuffleNet's channel shuffle over four
+    groups, then NCHW[lanes]c; and its numpy reference."""
+    from tecomp.topi import transform as T
+
+    xs = [te.placeholder((1, channels, width, width), name=f"x{g}") for g in range(4)]
+    c = T.concat(*xs, axis=1)
+    r = te.compute(c.shape, lambda *i: te.max(c[i], 0.0), name="relu")
+    r = T.reshape(T.transpose(T.reshape(r, (1, 4, channels, width, width)), (0, 2, 1, 3, 4)),
+                  (1, 4 * channels // lanes, lanes, width, width))
+    out = T.transpose(r, (0, 1, 3, 4, 2))
+
+    def reference(arrays):
+        y = np.maximum(np.concatenate(arrays, 1), 0).reshape(1, 4, channels, width, width)
+        return y.transpose(0, 2, 1, 3, 4).reshape(
+            1, 4 * channels // lanes, lanes, width, width).transpose(0, 1, 3, 4, 2)
+
+    return xs, out, reference
+
+
+@pytest.mark.parametrize("width, channels", [(56, 28), (28, 4), (14, 68), (7, 136), (5, 4)])
+def test_a_layout_into_lanes_is_computed_as_block_transposes(rng, width, channels):
+    # Rows of 56 in blocks of 8, 28 of 4; 14 and 5 continue into the rows above (196 in
+    # blocks of 4, 25 in blocks of 16 and a guarded tail), 7 x 7 is 49: a guarded tail.
+    target = Target("llvm -mcpu=skylake-avx512 -num-cores=2")
+    xs, out, reference = _shuffled_into_lanes(width, channels)
+    with target:
+        assert cpu_schedule.transposes_into_lanes(out)
+        s = cpu_schedule.schedule_injective(None, out)
+        mod = tecomp.build(s, [*xs, out], target=target)
+    if width in (56, 28, 14):
+        assert "gather" not in mod.get_source("ll")
+    arrays = [rng.normal(size=[int(d.value) for d in x.shape]).astype("float32") for x in xs]
+    y = np.full([int(d.value) for d in out.shape], np.nan, np.float32)
+    mod(*arrays, y)
+    np.testing.assert_array_equal(y, reference(arrays))
+
+
+def test_only_a_layout_into_lanes_gets_the_transpose_knob():
+    from tecomp.autotune.space import ConfigSpace
+    from tecomp.topi import transform as T
+
+    xs, out, _ = _shuffled_into_lanes(14, 68)
+    x = te.placeholder((1, 8, 14, 14, 16), name="x")
+    planar = T.transpose(x, (0, 1, 4, 2, 3))       # lanes out of the block: a plain layout
+    assert not cpu_schedule.transposes_into_lanes(planar)
+    assert not cpu_schedule.transposes_into_lanes(elemwise.sigmoid(x))
+    for tensor, expected in ((out, True), (planar, False)):
+        space = ConfigSpace()
+        cpu_schedule.schedule_injective(space, tensor)
+        assert ("transpose" in space.space_map) is expected
