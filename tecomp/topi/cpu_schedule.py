@@ -245,7 +245,7 @@ def _transposing_layout(stage, tensor) -> None:
     # guard would keep its rows from the transpose. Where none does, the rows continue
     # into the axis before (14 x 14 in blocks of 4 of the 196 positions).
     rows = const_int(row.dom.extent)
-    if outer and not rows % 4 == 0 and const_int(outer[-1].dom.extent) is not None:
+    if outer and rows % 4 != 0 and const_int(outer[-1].dom.extent) is not None:
         rows *= const_int(outer[-1].dom.extent)
         row = stage.fuse(outer.pop(), row)
     factor = next((f for f in (TRANSPOSE_ROWS, 8, 4) if rows % f == 0), TRANSPOSE_ROWS)
