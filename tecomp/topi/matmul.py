@@ -147,14 +147,15 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, rows, K, M)
+        _product_fallback(cfg, N if isinstance(N, int) else None, K, M)
 
 
 def _product_fallback(cfg, N, K, M):
     """The register tile from the target's caps
     (:func:`tecomp.topi.cpu_tiling.product_register_tile`): a block of two vectors by as
     many rows as the accumulator target allows (8 with AVX-512, 6 with AVX2), or all of a
-    few rows by a wider block when the packed weight stays in L2.
+    few rows by a wider block when the packed weight stays in L2, or for a symbolic row
+    count ``N`` (None here) two rows by a wider block.
 
     Measured single-threaded on a Xeon (AVX-512), weight prepacked: 1x256x1024 took 15.7
     us with a 32-lane block, 11.6 us with 64 (numpy 16.8 us); 1x1024x256 23.3, 15.9 and
@@ -176,7 +177,7 @@ def _product_fallback(cfg, N, K, M):
         # packed panel), k unrolled. Measured single-threaded with the weight prepacked
         # (Xeon, AVX-512): 1x2048x1000 at 0.9-1.0x numpy (bn=64 or k unrolled by 4 no
         # faster); 4x2048x1000 1.75x faster than one row per tile.
-        cfg.fallback_split("tile_y", [-1, 1, N])
+        cfg.fallback_split("tile_y", [-1, 1, tile.rows])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
     cfg.fallback_knob("block_x", 1)
     # Column blocks outside, also with a symbolic row count: the product runs over whole
