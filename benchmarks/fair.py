@@ -93,12 +93,13 @@ def ort_session(model, threads: int, shapes: dict | None = None):
                                 providers=["CPUExecutionProvider"])
 
 
-def openvino_run(model, threads: int, shapes: dict, precision: str = "fp32"):
+def openvino_run(model, threads: int, shapes: dict | None, precision: str = "fp32"):
     """A call running ``model`` (a ModelProto) in OpenVINO on the CPU with ``feeds``,
     returning its outputs in order: inference in ``precision`` (``"fp32"``:
     ``INFERENCE_PRECISION_HINT=f32``, where on CPUs with bfloat16 units OpenVINO would
     otherwise compute in bfloat16; ``"bf16"``: that), ``threads`` threads, one stream,
-    the inputs fixed to ``shapes``. None when ``openvino`` is not installed."""
+    the inputs fixed to ``shapes`` (None: the model's own, symbolic axes kept). None when
+    ``openvino`` is not installed."""
     import importlib.util
     import os
     import tempfile
@@ -113,7 +114,8 @@ def openvino_run(model, threads: int, shapes: dict, precision: str = "fp32"):
         path = os.path.join(tmp, "model.onnx")
         onnx.save(model, path)
         ov_model = core.read_model(path)
-    ov_model.reshape({name: list(shape) for name, shape in shapes.items()})
+    if shapes is not None:
+        ov_model.reshape({name: list(shape) for name, shape in shapes.items()})
     compiled = core.compile_model(ov_model, "CPU", {
         "INFERENCE_PRECISION_HINT": {"fp32": "f32", "bf16": "bf16"}[precision],
         "INFERENCE_NUM_THREADS": threads,

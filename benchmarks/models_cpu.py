@@ -34,8 +34,9 @@ BERT / GPT-2 configurations of the same sizes, exported with ``torch.onnx.export
 ``tecomp compile --input-shape`` fixes them, and ONNX Runtime gets the same sizes
 (free-dimension overrides of the model's symbolic axes, ``fair.ort_session``); both run on
 ``--threads`` threads (default 2). ``--export-cache DIR`` keeps the exported models there,
-so later runs do not export again. Run it on an otherwise idle machine; it prints the CPU
-it ran on.
+so later runs do not export again. With ``--dynamic`` every side runs the model with its
+symbolic axes instead: tecomp one build for all shapes, ONNX Runtime and OpenVINO without
+overrides. Run it on an otherwise idle machine; it prints the CPU it ran on.
 """
 
 from __future__ import annotations
@@ -159,11 +160,12 @@ def load_model(name: str, make, export_cache: str | None):
     return onnx.load(path)
 
 
-def compile_model(model, feeds, tuning_records=None, precision="fp32"):
-    """``(GraphModule, seconds)``: import with the feeds' shapes fixed, then build with
-    ``precision`` (inside ``apply_history_best(tuning_records)`` when a log is given)."""
+def compile_model(model, shapes, tuning_records=None, precision="fp32"):
+    """``(GraphModule, seconds)``: import with the input ``shapes`` fixed (None: the
+    model's symbolic axes kept), then build with ``precision`` (inside
+    ``apply_history_best(tuning_records)`` when a log is given)."""
     t0 = time.perf_counter()
-    mod, params = from_onnx(model, shape={k: v.shape for k, v in feeds.items()})
+    mod, params = from_onnx(model, shape=shapes)
     with (autotune.apply_history_best(tuning_records) if tuning_records
           else contextlib.nullcontext()):
         lib = build(mod, target="llvm", params=params, precision=precision)
@@ -188,9 +190,10 @@ def bench_one(name, make, opts) -> str:
     """One table row for model ``name``."""
     model = load_model(name, make, opts.export_cache)
     feeds = models.example_inputs(model, batch=opts.batch, seq=opts.seq)
-    sess = fair.ort_session(model, opts.threads, {k: v.shape for k, v in feeds.items()})
+    shapes = None if opts.dynamic else {k: v.shape for k, v in feeds.items()}
+    sess = fair.ort_session(model, opts.threads, shapes)
     try:
-        gm, compile_s = compile_model(model, feeds, opts.tuning_records, opts.precision)
+        gm, compile_s = compile_model(model, shapes, opts.tuning_records, opts.precision)
     except tecomp.TecompError as err:
         first_line = str(err).splitlines()[0]
         return f"{name:<22} not built: {type(err).__name__}: {first_line[:120]}"
@@ -198,12 +201,11 @@ def bench_one(name, make, opts) -> str:
     got = gm(**feeds)
     abs_err, rel_err, tol = compare_outputs(got, ref)
     contenders = {"tecomp": lambda: gm(**feeds), "onnxruntime": lambda: sess.run(None, feeds)}
-    openvino = fair.openvino_run(model, opts.threads, {k: v.shape for k, v in feeds.items()},
-                                 opts.precision)
+    openvino = fair.openvino_run(model, opts.threads, shapes, opts.precision)
     if openvino is not None:
         contenders["openvino"] = lambda: openvino(feeds)
     if opts.tuning_records:
-        untuned, _ = compile_model(model, feeds, precision=opts.precision)
+        untuned, _ = compile_model(model, shapes, precision=opts.precision)
         contenders["untuned"] = lambda: untuned(**feeds)
     times = paired(contenders, rounds=opts.rounds)
     ratio = median_ratio(times["tecomp"], times["onnxruntime"])
@@ -230,6 +232,8 @@ def main():
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="tecomp's build(precision=...) and OpenVINO's inference precision; "
                         "onnxruntime stays float32, the reference of the error columns")
+    p.add_argument("--dynamic", action="store_true",
+                   help="keep the models' symbolic axes on every side (one tecomp build)")
     p.add_argument("--export-cache", default=None, metavar="DIR",
                    help="keep the models exported from torch here and reuse them")
     fair.add_thread_option(p)
@@ -241,8 +245,9 @@ def main():
     fair.use_threads(opts.threads)
     fair.print_machine(opts.threads)
     print(f"target: {tecomp.Target('llvm')}; batch {opts.batch}, sequence {opts.seq}; "
-          f"onnxruntime with the same fixed shapes; tecomp and OpenVINO in {opts.precision}, "
-          "onnxruntime in fp32")
+          + ("every side with the models' symbolic axes; " if opts.dynamic else
+             "onnxruntime with the same fixed shapes; ")
+          + f"tecomp and OpenVINO in {opts.precision}, onnxruntime in fp32")
     print(f"{'model':<22} {'compile s':>9} {'tecomp ms':>10} {'ORT ms':>10} {'t/ORT':>8} "
           f"{'max abs err':>11} {'err/max|y|':>11} {'err/tol':>8}"
           + (f" {'OV/ORT':>7}" if importlib.util.find_spec("openvino") else "")
