@@ -7,6 +7,7 @@ a constant is always an ``int`` and two equal symbolic dimensions print the same
 
 from __future__ import annotations
 
+import math
 import operator
 
 from ..errors import TecompError
@@ -116,6 +117,24 @@ def shapes_evaluator(shapes: list):
     as :func:`evaluate` evaluates one dimension, by a Python function generated from the
     dimensions (an executor evaluates every value's shape for each new binding; a
     decoder's every step has one)."""
+    return _evaluator(shapes, lambda dims: "(" + "".join(f"{d}, " for d in dims) + ")",
+                      lambda bindings: [tuple(evaluate(d, bindings) for d in shape)
+                                        for shape in shapes])
+
+
+def sizes_evaluator(shapes: list):
+    """``f(bindings) -> list of ints``: the number of elements of every shape of
+    ``shapes``, as :func:`shapes_evaluator` evaluates the shapes."""
+    return _evaluator(shapes, lambda dims: "(" + " * ".join(dims or ["1"]) + ")",
+                      lambda bindings: [math.prod(evaluate(d, bindings) for d in shape)
+                                        for shape in shapes])
+
+
+def _evaluator(shapes: list, row, slow):
+    """A function of the bindings returning ``[row(dims) for each shape]``, generated
+    from the dimensions' Python forms (``row`` joins one shape's), or ``slow`` where a
+    dimension is not integer arithmetic, a symbol is unbound or a size divides by zero
+    (the slow path names what is wrong)."""
     symbols_used = symbols([d for shape in shapes for d in shape])
     names = {id(v): f"s{k}" for k, v in enumerate(symbols_used)}
 
@@ -130,12 +149,8 @@ def shapes_evaluator(shapes: list):
             raise _NotArithmetic(d)
         return _INTEGER_OPS[type(d)][1].format(source(d.a), source(d.b))
 
-    def slow(bindings):
-        return [tuple(evaluate(d, bindings) for d in shape) for shape in shapes]
-
     try:
-        rows = ", ".join("(" + "".join(f"{source(d)}, " for d in shape) + ")"
-                         for shape in shapes)
+        rows = ", ".join(row([source(d) for d in shape]) for shape in shapes)
     except _NotArithmetic:
         return slow
     namespace: dict = {}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import operator
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -408,6 +409,10 @@ class GraphModule:
         self._planned = list(dict.fromkeys([*graph.inputs, *self._lifetimes, *self._homes]))
         self._planned_shapes = dims.shapes_evaluator(
             [graph.types[v].shape for v in self._planned])
+        # The elements of each buffer kernels write, which _pool_key compares with a
+        # bucket's layout for every new shape.
+        self._buffer_sizes = dims.sizes_evaluator(
+            [graph.types[v].shape for v in self._lifetimes])
         self._dtypes = {v: np.dtype(graph.types[v].dtype) for v in self._planned}
         self._dim_checks = lib.dim_checks
 
@@ -525,7 +530,7 @@ class GraphModule:
             bindings = self._bind(inputs)
             self._check_dims(bindings)
             shape_of = self._value_shapes(bindings)
-            known = (self._pool_key(bindings, shape_of, shapes), bindings, shape_of)
+            known = (self._pool_key(bindings, shapes), bindings, shape_of)
         key, bindings, shape_of = known
         with self._lock:
             self._known[shapes] = known  # the most recently used, last
@@ -547,11 +552,11 @@ class GraphModule:
             plan = self._fit(plan, shape_of, shapes, inputs)
         return plan
 
-    def _pool_key(self, bindings: dict, need: dict, shapes: tuple) -> tuple:
-        """(the key of the pool serving ``bindings``, whose values have the shapes
-        ``need``; the sizes its plans are laid out for): every symbolic size rounded up to
-        its :func:`size_bucket`, or the exact sizes where a buffer would then not be the
-        largest (a size that shrinks as a symbol grows)."""
+    def _pool_key(self, bindings: dict, shapes: tuple) -> tuple:
+        """(the key of the pool serving ``bindings``; the sizes its plans are laid out
+        for): every symbolic size rounded up to its :func:`size_bucket`, or the exact
+        sizes where a buffer would then not be the largest (a size that shrinks as a
+        symbol grows)."""
         bucket = {v: size_bucket(n) for v, n in bindings.items()}
         key = ("bucket", *sorted((v.name, n) for v, n in bucket.items()))
         if bucket != bindings:
@@ -559,14 +564,14 @@ class GraphModule:
             if room is None:
                 room_shapes = self._value_shapes(bucket)
                 room = (all(n >= 0 for d in room_shapes.values() for n in d),
-                        [math.prod(room_shapes[v]) for v in self._lifetimes])
+                        self._buffer_sizes(bucket))
                 with self._lock:  # concurrent callers: evict and insert as one step
                     if len(self._rooms) >= KNOWN_SHAPES_KEPT:
                         del self._rooms[next(iter(self._rooms))]
                     self._rooms[key] = room
             valid, room_sizes = room
-            if not (valid and all(math.prod(need[v]) <= n
-                                  for v, n in zip(self._lifetimes, room_sizes))):
+            if not (valid and all(map(operator.le, self._buffer_sizes(bindings),
+                                      room_sizes))):
                 return ("shapes", shapes), bindings
         return key, bucket
 
