@@ -2,6 +2,8 @@
 sizes they compute (one rule, tecomp.ir.arith.simplify_size), products divided by
 cancelling symbolic factors."""
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,6 +71,18 @@ def test_shapes_evaluate_at_once_as_each_dimension_does(shape, s, b):
     bindings = {seq: s, batch: b}
     evaluator = dims.shapes_evaluator([tuple(shape), (3, seq)])
     assert evaluator(bindings) == [tuple(dims.evaluate(d, bindings) for d in shape), (3, s)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=st.lists(_dim_expressions(), min_size=0, max_size=4), s=st.integers(1, 300),
+       b=st.integers(1, 16))
+def test_sizes_evaluate_as_the_products_of_the_shapes(shape, s, b):
+    bindings = {seq: s, batch: b}
+    shapes = [tuple(shape), (3, seq), ()]
+    sizes = dims.sizes_evaluator(shapes)(bindings)
+    assert sizes == [math.prod(x) for x in dims.shapes_evaluator(shapes)(bindings)]
+    with pytest.raises(TecompError, match="unbound symbols"):
+        dims.sizes_evaluator([(batch, seq)])({seq: 5})
 
 
 def test_a_shape_with_an_unbound_symbol_names_it():
