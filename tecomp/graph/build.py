@@ -17,11 +17,13 @@ import inspect
 import numpy as np
 
 from .. import te
-from ..autotune.space import FallbackConfigEntity
+from ..autotune.space import ConfigSpace, FallbackConfigEntity
 from ..autotune.task import has_tuned_record
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.functor import substitute_buffers
 from ..ir.structural import structural_equal
 from ..schedule.lower import lower
 from ..target import Target, as_target
@@ -179,37 +181,73 @@ def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None =
     anchor = anchor_of(body)
     fresh = _local_symbols(
         [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
-    tensors, configs, packed = {}, {}, {}
-    for name in body.inputs:
-        t = body.types[name]
-        tensors[name] = te.placeholder(_replace_dims(tuple(t.shape), fresh) or (), t.dtype,
-                                       name=name)
-    source = "default schedule"
     group_cfg = (tuned_group_config(body, target)
                  if get_implementation(anchor.op, target).template is None else None)
+    func, impl, cfg, source, packed = _lower_kernel(body, graph, target, fresh, anchor,
+                                                    group_cfg, body.name, check_bounds)
+    rows = _symbolic_rows(body, anchor) if impl.one_row_config is not None else None
+    if rows is not None and group_cfg is None:
+        # A product of a symbolic row count also gets a kernel for one row, run when the
+        # count is one (a decoder's step): its rows as the constant 1, its tile one row,
+        # reading the weights the general kernel packs.
+        def one_row(n_impl, args, attrs):
+            space = ConfigSpace()
+            n_impl.compute(space, *args, **attrs)
+            return n_impl.one_row_config(space, cfg)
+
+        one, *_ = _lower_kernel(body, graph, target, [(rows, 1), *fresh], anchor, one_row,
+                                body.name, check_bounds)
+        func = func.with_body(S.IfThenElse(
+            E.EQ(_replace_dims(rows, fresh), E.IntImm(1, rows.dtype)),
+            substitute_buffers(one.body, dict(zip(one.params, func.params))), func.body))
+        source += ", and a kernel of one row"
+    info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
+    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs))
+    return func, info, node, dict(packed.values())
+
+
+def _symbolic_rows(body: Graph, anchor) -> E.PrimExpr | None:
+    """The row count of a product anchor's first input (its next-to-last dimension) when
+    it is symbolic, else None."""
+    shape = body.types[anchor.inputs[0]].shape
+    return shape[-2] if len(shape) >= 2 and not dims.is_static(shape[-2]) else None
+
+
+def _lower_kernel(body: Graph, graph: Graph, target: Target, fresh, anchor, anchor_cfg,
+                  name: str, check_bounds):
+    """(PrimFunc, the anchor's implementation and config, its config's source, packed
+    weights) of the fused group ``body``, its dimensions replaced as ``fresh`` says.
+    ``anchor_cfg``: the anchor's config (None: its own), or a function of its
+    implementation, input tensors and attributes giving it."""
+    tensors, packed = {}, {}
+    for i in body.inputs:
+        t = body.types[i]
+        tensors[i] = te.placeholder(_replace_dims(tuple(t.shape), fresh) or (), t.dtype,
+                                    name=i)
+    source = "default schedule"
     for n in body.nodes:
         where = f"kernel {body.name}, node {n.name or n.op!r} ({n.op})"
         try:
+            n_cfg = anchor_cfg if n is anchor else None
+            if callable(n_cfg):
+                n_impl = get_implementation(n.op, target)
+                n_cfg = n_cfg(n_impl, [tensors[i] for i in n.inputs],
+                              {k: _replace_dims(v, fresh) for k, v in n.attrs.items()})
             impl, cfg, out, src, node_packed = _lower_node(
-                n, body, graph, target, tensors, fresh,
-                group_cfg=group_cfg if n is anchor else None)
+                n, body, graph, target, tensors, fresh, group_cfg=n_cfg)
         except GraphBuildError:
             raise
         except (TecompError, ValueError, TypeError) as e:
             raise GraphBuildError(f"{where}: {e}") from None
         if n is anchor:
-            source = src
+            source, anchor_impl, anchor_config = src, impl, cfg
         packed.update(node_packed)
         tensors[n.outputs[0]] = out
-        configs[id(n)] = (impl, cfg)
-    impl, cfg = configs[id(anchor)]
     out = tensors[body.outputs[0]]
-    sch = impl.schedule(cfg, [out])
-    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name,
+    sch = anchor_impl.schedule(anchor_config, [out])
+    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=name,
                  check_bounds=check_bounds)
-    info = KernelInfo(body.name, tuple(n.op for n in body.nodes), anchor.op, source)
-    node = node.with_(inputs=tuple(packed[i][0] if i in packed else i for i in node.inputs))
-    return func, info, node, dict(packed.values())
+    return func, anchor_impl, anchor_config, source, packed
 
 
 def _kernel_key(body: Graph, consts) -> tuple:

@@ -8,6 +8,7 @@ change nothing allocate nothing and identity checks tell whether a pass did any 
 from __future__ import annotations
 
 from . import expr as E
+from .buffer import buffer_key
 
 
 def _method_name(cls) -> str:
@@ -147,6 +148,30 @@ class _Substituter(IRMutator):
 
     def visit_Var(self, v):
         return self.vmap.get(v, v)
+
+
+class _BufferRebinder(IRMutator):
+    def __init__(self, mapping):
+        super().__init__()
+        self.mapping = mapping
+
+    def visit_Load(self, e):
+        e = self.generic(e)
+        new = self.mapping.get(buffer_key(e.buffer))
+        return e if new is None else E.Load(new, e.index, e.dtype)
+
+    def visit_Store(self, s):
+        s = self.generic(s)
+        new = self.mapping.get(buffer_key(s.buffer))
+        return s if new is None else type(s)(new, s.value, s.index)
+
+
+def substitute_buffers(node, mapping: dict):
+    """Replace every load and store of a buffer that ``mapping`` has as a key by one of
+    its value (buffer -> buffer, matched by storage: :func:`.buffer.buffer_key`)."""
+    if not mapping:
+        return node
+    return _BufferRebinder({buffer_key(k): v for k, v in mapping.items()}).visit(node)
 
 
 def substitute(node, vmap: dict):

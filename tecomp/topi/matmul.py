@@ -531,13 +531,29 @@ def _prepack_dense(cfg, weight, **attrs):
     return (pack_dense_weight(weight, cfg["bn"].val),)
 
 
+def one_row_config(space, cfg):
+    """The config of a product of one row that reads what ``cfg`` packs (its ``bn``):
+    ``cfg``'s knobs with a register tile of that one row (``space``: the one-row
+    product's knobs). With a symbolic row count the tile has
+    :data:`~tecomp.topi.cpu_tiling.SYMBOLIC_TILE_ROWS` rows, which a decoder's step of
+    one row computes again and again. A knob whose value the one-row product has no
+    candidate for (a k loop that is the rows' own symbol, one step long there) takes
+    that product's first."""
+    knobs = {}
+    for name, knob in space.space_map.items():
+        values = [e.to_json() for e in knob.entities]
+        want = [-1, 1, 1] if name == "tile_y" else cfg[name].to_json()
+        knobs[name] = want if want in values else values[0]
+    return space.from_json(knobs)
+
+
 register_implementation(Implementation(
     "matmul", "llvm", compute_matmul, schedule_matmul,
-    template="matmul", workload=matmul_workload))
+    template="matmul", workload=matmul_workload, one_row_config=one_row_config))
 register_implementation(Implementation(
     "dense", "llvm", compute_dense, schedule_dense,
     template="dense_packed", workload=dense_workload,
-    prepack=_prepack_dense, packed_inputs=(1,)))
+    prepack=_prepack_dense, packed_inputs=(1,), one_row_config=one_row_config))
 register_implementation(Implementation(
     "batch_matmul", "llvm", compute_batch_matmul, schedule_batch_matmul,
-    template="batch_matmul", workload=batch_matmul_workload))
+    template="batch_matmul", workload=batch_matmul_workload, one_row_config=one_row_config))

@@ -68,6 +68,12 @@ class Implementation:
         The config does not depend on the batch (the first input's first dimension): the
         blocking is over channels and the image, so a symbolic batch takes the config of
         the batch-1 workload.
+    one_row_config : callable or None
+        ``one_row_config(space, cfg) -> config``: for a product whose first input has a
+        symbolic row count, the config of the same kernel on one row that reads the
+        inputs ``cfg`` packs, ``space`` being the one-row kernel's knobs. A graph build
+        compiles that kernel beside the general one and runs it when the count is one
+        (a decoder's step), which the general tile would compute several times over.
     """
 
     op: str
@@ -79,6 +85,7 @@ class Implementation:
     prepack: Callable | None = None
     packed_inputs: tuple = ()
     batch_free_config: bool = False
+    one_row_config: Callable | None = None
 
 
 def _kind(target) -> str:

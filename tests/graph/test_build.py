@@ -321,3 +321,44 @@ def test_a_reduction_with_an_elementwise_step_after_it_builds(op):
     reduce = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMean": np.mean}[op]
     np.testing.assert_allclose(y, np.sqrt(np.abs(reduce(x, axis=1, keepdims=True))),
                                rtol=1e-5)
+
+
+def _products_model(k=64, m=48):
+    """Attention-like products of a symbolic row count ``s`` (new tokens) over ``p`` keys:
+    a dense with a bias and ReLU, ``q @ Transpose(keys)``, then ``scores @ values``."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["y"]),
+             helper.make_node("Transpose", ["keys"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+             helper.make_node("MatMul", ["scores", "values"], ["mixed"])]
+    graph = helper.make_graph(
+        nodes, "products",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", k]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, "s", 16]),
+         helper.make_tensor_value_info("keys", TensorProto.FLOAT, [2, "p", 16]),
+         helper.make_tensor_value_info("values", TensorProto.FLOAT, [2, "p", 8])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+         for n in ("y", "scores", "mixed")],
+        initializer=[numpy_helper.from_array(rng.standard_normal((k, m)).astype("float32"), "w"),
+                     numpy_helper.from_array(rng.standard_normal(m).astype("float32"), "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_products_of_a_symbolic_row_count_run_one_row_on_a_kernel_of_its_own(needs_llvm, rng):
+    # One build; a step of one row takes the one-row kernel, any other count the tiled one
+    # (rows past a tile's end are the last row's, computed again).
+    model = _products_model()
+    mod, params = from_onnx(model)
+    lib = build(mod, target="llvm", params=params)
+    assert lib.summary().count("and a kernel of one row") == 3
+    gm = GraphModule(lib)
+    for s, p in ((1, 1), (1, 37), (2, 37), (3, 5), (9, 64)):
+        feeds = {"x": rng.standard_normal((s, 64)), "q": rng.standard_normal((2, s, 16)),
+                 "keys": rng.standard_normal((2, p, 16)),
+                 "values": rng.standard_normal((2, p, 8))}
+        _check(model, {k: v.astype("float32") for k, v in feeds.items()}, gm)
+    fixed, params = from_onnx(model, shape={"x": (1, 64), "q": (2, 1, 16),
+                                            "keys": (2, 37, 16), "values": (2, 37, 8)})
+    assert "kernel of one row" not in build(fixed, target="llvm", params=params).summary()
