@@ -321,12 +321,8 @@ class ProductTile(NamedTuple):
     few_rows: bool
 
 
-#: Rows of the register tile of a product whose row count is symbolic.
-SYMBOLIC_TILE_ROWS = 2
-
-
-def product_register_tile(caps: CPUCaps, rows: int | None, K: int, M: int) -> ProductTile:
-    """The register tile of a product ``[rows, K] x [K, M]`` (``rows`` None: symbolic).
+def product_register_tile(caps: CPUCaps, rows: int, K: int, M: int) -> ProductTile:
+    """The register tile of a product ``[rows, K] x [K, M]``.
 
     The block is two vectors wide and the tile as many rows as the target accumulators
     allow beside the block's weight vectors and a broadcast (8 on AVX-512 and NEON, 6
@@ -336,22 +332,10 @@ def product_register_tile(caps: CPUCaps, rows: int | None, K: int, M: int) -> Pr
     target: at batch 1 each accumulator vector is one chain, and two leave the FMA units
     idle. A weight streamed from memory is bound by bandwidth and keeps two vectors.
     A block wider than ``M`` narrows to the widest candidate that is not.
-
-    A symbolic row count (a decoder's step of one row, its prompt of a hundred, one build)
-    takes :data:`SYMBOLIC_TILE_ROWS` rows by the widest block whose accumulators fit,
-    as few rows do: rows past the last are computed again (the last row's), so a tile
-    of 8 rows made a one-row step 2.6 times as slow as its own tile of one row (dense
-    1x256x1024 to 1x1024x256 on a Zen 4); 2 rows by 4 vectors took 1.0-1.3 times the
-    time of 8 by 2 at 128 rows and 2.2 times less at one.
     """
     lanes = fp32_lanes(caps)
     widths = product_block_widths(caps)
     bn = 2 * lanes
-    if rows is None:
-        bn = max([w for w in widths if w % lanes == 0 and SYMBOLIC_TILE_ROWS * (w // lanes)
-                  <= accumulator_target(caps, w // lanes + 1)] or [bn])
-        bn = max([w for w in widths if w <= min(bn, M)] or [min(widths)])
-        return ProductTile(bn, SYMBOLIC_TILE_ROWS, True)
     tile_rows = max(1, accumulator_target(caps, 2 + 1) // 2)
     few_rows = rows < tile_rows
     if few_rows:

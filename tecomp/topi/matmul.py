@@ -147,15 +147,14 @@ def define_product_knobs(cfg, N, K, M):
     cfg.define_knob("order", ["ij", "ji"])
     cfg.define_knob("unroll_rows", [True, False])
     if cfg.is_fallback:
-        _product_fallback(cfg, N if isinstance(N, int) else None, K, M)
+        _product_fallback(cfg, rows, K, M)
 
 
 def _product_fallback(cfg, N, K, M):
     """The register tile from the target's caps
     (:func:`tecomp.topi.cpu_tiling.product_register_tile`): a block of two vectors by as
     many rows as the accumulator target allows (8 with AVX-512, 6 with AVX2), or all of a
-    few rows by a wider block when the packed weight stays in L2, or for a symbolic row
-    count ``N`` (None here) two rows by a wider block.
+    few rows by a wider block when the packed weight stays in L2.
 
     Measured single-threaded on a Xeon (AVX-512), weight prepacked: 1x256x1024 took 15.7
     us with a 32-lane block, 11.6 us with 64 (numpy 16.8 us); 1x1024x256 23.3, 15.9 and
@@ -177,7 +176,7 @@ def _product_fallback(cfg, N, K, M):
         # packed panel), k unrolled. Measured single-threaded with the weight prepacked
         # (Xeon, AVX-512): 1x2048x1000 at 0.9-1.0x numpy (bn=64 or k unrolled by 4 no
         # faster); 4x2048x1000 1.75x faster than one row per tile.
-        cfg.fallback_split("tile_y", [-1, 1, tile.rows])
+        cfg.fallback_split("tile_y", [-1, 1, N])
         cfg.fallback_split("tile_k", [-1, 8 if K >= 8 else 1])
     cfg.fallback_knob("block_x", 1)
     # Column blocks outside, also with a symbolic row count: the product runs over whole
@@ -534,11 +533,12 @@ def _prepack_dense(cfg, weight, **attrs):
 def one_row_config(space, cfg):
     """The config of a product of one row that reads what ``cfg`` packs (its ``bn``):
     ``cfg``'s knobs with a register tile of that one row (``space``: the one-row
-    product's knobs). With a symbolic row count the tile has
-    :data:`~tecomp.topi.cpu_tiling.SYMBOLIC_TILE_ROWS` rows, which a decoder's step of
-    one row computes again and again. A knob whose value the one-row product has no
-    candidate for (a k loop that is the rows' own symbol, one step long there) takes
-    that product's first."""
+    product's knobs). With a symbolic row count the tile is that of many rows (8 by 2
+    vectors on AVX-512), rows past the last computing the last one again: a one-row
+    step took 2.6 times its own tile's time (dense 1x256x1024 to 1x1024x256 on a Zen
+    4), while a smaller tile for all counts ran a prompt of 128 rows 5-17% slower. A
+    knob whose value the one-row product has no candidate for (a k loop that is the
+    rows' own symbol, one step long there) takes that product's first."""
     knobs = {}
     for name, knob in space.space_map.items():
         values = [e.to_json() for e in knob.entities]

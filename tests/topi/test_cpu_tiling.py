@@ -80,13 +80,6 @@ def test_the_model_refuses_a_gpu_target():
     # Six rows: 6 x 4 vectors over the target, 6 x 2 within; a narrow output narrows.
     ("avx512", (6, 256, 1024), (32, 6, True)),
     ("avx512", (1, 512, 40), (32, 1, True)),
-    # A symbolic row count: 2 rows by the widest block whose accumulators fit, whatever
-    # the weight's size (AVX-512: 2 x 4 vectors; AVX2: 2 x 4 of 8 lanes = 32, 48 would
-    # be 12 > 16 - 7; NEON: 2 x 8 of 4 lanes = 32); a narrow output narrows.
-    ("avx512", (None, 3072, 768), (64, 2, True)),
-    ("haswell", (None, 3072, 768), (32, 2, True)),
-    ("neon", (None, 3072, 768), (32, 2, True)),
-    ("avx512", (None, 64, 40), (32, 2, True)),
 ])
 def test_product_register_tile(caps, name, shape, want):
     assert tuple(ct.product_register_tile(caps[name], *shape)) == want
