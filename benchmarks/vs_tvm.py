@@ -1,7 +1,11 @@
 """tecomp's autotuner beside TVM's MetaSchedule on the same kernels and trial budgets.
 
-    pip install "apache-tvm>=0.27"          # from the package index; xgboost is there already
+    pip install "apache-tvm>=0.27" "apache-tvm-ffi==0.1.14.post1" psutil cloudpickle tornado
     python benchmarks/vs_tvm.py --budgets 64,256 --work-dir /tmp/vs_tvm
+
+(apache-tvm 0.27 with apache-tvm-ffi 0.1.15.post2, what pip picks, crashes when it first
+saves an IRModule; 0.1.14.post1 works. MetaSchedule's runner needs psutil, cloudpickle
+and tornado, which apache-tvm does not require.)
 
 For each workload and budget both tuners search that many trials from scratch (tecomp's
 XGBoost tuner over the template's space; MetaSchedule's evolutionary search with its
