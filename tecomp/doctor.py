@@ -60,8 +60,9 @@ def _cpu_lines() -> list:
             f"cores           : {t.num_cores} usable (os.cpu_count()={os.cpu_count()})",
             f"target key      : {t.canonical_key()}",
             f"int8 products   : {product_instructions(t)}",
-            "bf16 precision  : " + ("yes (vdpbf16ps)" if has_bf16(t) else
-                                    f"no (needs {bf16_feature(t)})"),
+            "bf16 precision  : " + (
+                f"yes ({'bfdot' if bf16_feature(t) == 'bf16' else 'vdpbf16ps'})"
+                if has_bf16(t) else f"no (needs {bf16_feature(t)})"),
         ]
     except Exception as err:  # noqa: BLE001
         return [f"host cpu        : unknown ({type(err).__name__}: {err})"]

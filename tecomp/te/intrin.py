@@ -161,7 +161,8 @@ def dot2_bf16(a, b) -> E.PrimExpr:
     an ``acc + dot2_bf16(a, b)`` adds the high product to ``acc`` first, then the low
     one, each sum rounded to nearest. It is one instruction per vector on CPUs with
     AVX512-BF16 (``vdpbf16ps``, which also flushes subnormal operands and results to
-    zero) and four elsewhere."""
+    zero) or AArch64's FEAT_BF16 (``bfdot``, which adds the two products first, their
+    sum rounded to odd, so a result may differ in the last bit) and four elsewhere."""
     ea, eb = E.as_expr(a), E.as_expr(b)
     for e in (ea, eb):
         if e.dtype != "int32":

@@ -1,5 +1,6 @@
 """``dot2_bf16`` in the LLVM code generator: ``acc`` plus the products of two bfloat16
-pairs in float32, by ``vdpbf16ps`` where the CPU has AVX512-BF16 and widened to float32
+pairs in float32, by ``vdpbf16ps`` where the CPU has AVX512-BF16, by ``bfdot`` on AArch64
+with FEAT_BF16 (run under qemu-user where it is installed), and widened to float32
 elsewhere (one lane, lane counts no register takes, CPUs without it)."""
 
 import ml_dtypes
@@ -15,6 +16,8 @@ from tecomp.ir import semantics
 
 #: Built, never run unless this machine is one: a CPU with AVX512-BF16.
 ZEN4 = "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4"
+#: AArch64 with FEAT_BF16 (bfdot, bfcvt).
+ARM_BF16 = "llvm -mtriple=aarch64-linux-gnu -mattr=+bf16"
 
 
 def _accumulate(n, lanes, target):
@@ -41,7 +44,7 @@ def _reference(x, y, acc):
     return (high + x[:, 0] * y[:, 0]).astype(np.float32)
 
 
-@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", ARM_BF16])
 @pytest.mark.parametrize("lanes", [1, 4, 8, 12, 16, 32, 48])
 def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
     n = 48
@@ -50,8 +53,9 @@ def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
     out = np.empty(n, np.float32)
     callable_module(_accumulate(n, lanes, target))(a, b, acc, out)
     want = _reference(x, y, acc)
-    if has_bf16(tecomp.Target(target)) and lanes in (4, 8, 16, 32, 48):
-        # vdpbf16ps: products exact, the sums rounded as the CPU does them.
+    native = (lanes % 4 == 0 if target == ARM_BF16 else lanes in (4, 8, 16, 32, 48))
+    if has_bf16(tecomp.Target(target)) and native:
+        # vdpbf16ps / bfdot: products exact, the sums rounded as the CPU does them.
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
     else:
         np.testing.assert_array_equal(out, want)
@@ -62,6 +66,13 @@ def test_dot2_adds_the_products_of_the_pairs(rng, target, lanes):
 def test_vdpbf16ps_takes_whole_registers(lanes, native):
     ll = _accumulate(48, lanes, ZEN4).get_source("ll")
     assert ("llvm.x86.avx512bf16.dpbf16ps" in ll) == native
+
+
+@pytest.mark.parametrize("lanes, native", [(48, True), (12, True), (4, True), (2, True),
+                                           (6, False), (1, False)])
+def test_bfdot_takes_whole_registers(lanes, native):
+    asm = _accumulate(48, lanes, ARM_BF16).get_source("asm")
+    assert ("bfdot" in asm) == native
 
 
 def test_the_interpreter_agrees(rng):

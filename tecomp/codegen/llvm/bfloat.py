@@ -10,10 +10,13 @@ so the part rounds with integer instructions, which vectorize: to nearest, ties 
 even, NaN kept quiet, as ``vcvtneps2bf16`` and ml_dtypes do (``vcvtneps2bf16`` also
 flushes subnormal inputs and results to zero).
 
-It also emits ``dot2_bf16`` calls (:func:`tecomp.te.intrin.dot2_bf16`): ``vdpbf16ps`` on
-vectors of 4, 8 or 16 lanes (one per 16 lanes of a wider multiple of 16) where the target
-has AVX512-BF16, with the addend as its accumulator; elsewhere each word's halves widened
-to float32 and the products added, the high one first, as ``vdpbf16ps`` does.
+It also emits ``dot2_bf16`` calls (:func:`tecomp.te.intrin.dot2_bf16`), with the addend
+as the instruction's accumulator: ``vdpbf16ps`` on vectors of 4, 8 or 16 lanes (one per
+16 lanes of a wider multiple of 16) where the target has AVX512-BF16; AArch64's ``bfdot``
+on 2 or 4 lanes (one per 4 lanes of a wider multiple of 4) where it has FEAT_BF16, which
+adds the two products before the addend and rounds the inner sum to odd, so its results
+can differ from ``vdpbf16ps``'s in the last bit; elsewhere each word's halves widened to
+float32 and the products added, the high one first, as ``vdpbf16ps`` does.
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ class BFloat16Values:
     def __init__(self, emitter):
         self.b = emitter.builder
         self.native = has_bf16(emitter.target)
-        # vdpbf16ps: the x86 feature (AArch64's bfdot is not generated).
-        self.vdpbf16ps = self.native and bf16_feature(emitter.target) == "avx512bf16"
+        # The lane counts one dot-product instruction takes: vdpbf16ps (x86), bfdot
+        # (AArch64), or none where the target has no bfloat16 arithmetic.
+        self.dot_lanes = () if not self.native else (
+            (4, 8, 16) if bf16_feature(emitter.target) == "avx512bf16" else (2, 4))
 
     def widen(self, v: Val) -> Val:
         """``v`` (bfloat16 bits) as float, exactly."""
@@ -106,27 +111,30 @@ class BFloat16Values:
         """``acc + dot2_bf16(a, b)`` of int32 words ``a`` and ``b`` (two bfloat16 each, one
         vector of lanes each) and a float ``acc`` (None: 0)."""
         b_, n = self.b, a.lanes
-        if self.vdpbf16ps and n > 16 and n % 16 == 0:
-            # Wider than a register (a 32-lane block): one instruction per 16 lanes.
+        widest = max(self.dot_lanes, default=0)
+        if widest and n > widest and n % widest == 0:
+            # Wider than a register (a 32-lane block): one instruction per register.
             joined = None
-            for start in range(0, n, 16):
-                mask = list(range(start, start + 16))
-                a16, b16 = (b_.shuffle(v, v, "i32", mask) for v in (a, b))
-                acc16 = None if acc is None else b_.shuffle(acc, acc, "float", mask)
-                part = self.dot(a16, b16, acc16)
+            for start in range(0, n, widest):
+                mask = list(range(start, start + widest))
+                part_a, part_b = (b_.shuffle(v, v, "i32", mask) for v in (a, b))
+                part_acc = None if acc is None else b_.shuffle(acc, acc, "float", mask)
+                part = self.dot(part_a, part_b, part_acc)
                 if joined is None:
                     joined = part
                     continue
                 # Both operands of a shuffle have one type: the part is widened first.
                 width = joined.lanes
-                wide = b_.shuffle(part, part, "float", list(range(16)) + [0] * (width - 16))
+                wide = b_.shuffle(part, part, "float",
+                                  list(range(widest)) + [0] * (width - widest))
                 joined = b_.shuffle(joined, wide, "float",
-                                    list(range(width)) + list(range(width, width + 16)))
+                                    list(range(width)) + list(range(width, width + widest)))
             return joined
-        if self.vdpbf16ps and n in (4, 8, 16):
+        if n in self.dot_lanes:
             acc = acc or b_.const(0.0, "float32", n)
             pairs = T.vec("bfloat", 2 * n)
-            fname = f"@llvm.x86.avx512bf16.dpbf16ps.{32 * n}"
+            fname = (f"@llvm.x86.avx512bf16.dpbf16ps.{32 * n}" if widest == 16 else
+                     f"@llvm.aarch64.neon.bfdot.v{n}f32.v{2 * n}bf16")
             b_.declare(fname, f"declare {acc.vty} {fname}({acc.vty}, {pairs}, {pairs})")
             x, y = (b_.val(f"bitcast {v.vty} {v.ref} to {pairs}", "bfloat", 2 * n)
                     for v in (a, b))

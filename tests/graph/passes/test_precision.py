@@ -206,6 +206,16 @@ def test_bf16_precision_blocked_convolutions_multiply_with_vdpbf16ps():
     assert all(body_types[n.outputs[0]].dtype == "float32" for n in convs)
 
 
+def test_bf16_precision_on_aarch64_multiplies_with_bfdot():
+    """On AArch64 with FEAT_BF16 the blocked convolutions' pairs are bfdot (4 lanes each)
+    and the operands' rounding bfcvt (the kernel's numerics under qemu-user:
+    tests/codegen/test_llvm_bf16_dot.py)."""
+    graph, params = from_onnx(_small_cnn())
+    target = tecomp.Target("llvm -mtriple=aarch64-linux-gnu -mattr=+bf16")
+    asm = G.build(graph, target, params=params, precision="bf16").module.get_source("asm")
+    assert "bfdot" in asm and "bfcvt" in asm
+
+
 def _small_cnn():
     return resnet(depths=(1, 1), width=16, image=32, classes=10, batch=1)
 
