@@ -90,12 +90,17 @@ def test_a_cnn_pays_one_transform_in_and_one_out():
         (1, 4, 1, 1, 8)}
 
 
-def test_a_layer_the_block_does_not_divide_takes_a_half_of_it():
-    """16 and 32 channels: with a block of 64 lanes every convolution takes the widest
-    half that divides its channels (16 from and to 16 channels), never 64."""
-    graph = _blocked_graph(_cnn(), block=64)
-    blocks = {n.inputs[1]: n.attrs["block"] for n in graph.nodes if n.op == "conv2d_nchwc"}
-    assert blocks["w1"] == 16 and blocks["w3"] == 16 and blocks["w2"] in (16, 32)
+def test_a_layer_the_block_does_not_divide_takes_its_half_or_stays_planar():
+    """16 and 32 channels: with a block of 32 lanes every convolution takes its half,
+    16, which divides its channels; with 64 lanes none may go below 32, and those of 16
+    channels stay planar."""
+    def blocks(block):
+        return {n.inputs[1]: n.attrs["block"]
+                for n in _blocked_graph(_cnn(), block=block).nodes if n.op == "conv2d_nchwc"}
+
+    assert blocks(32) == {"w1": 16, "w2": 16, "w3": 16}
+    wide = blocks(64)
+    assert "w1" not in wide and all(b == 32 for b in wide.values())
 
 
 def test_a_graph_with_a_depthwise_convolution_stays_planar_where_its_kernel_is_tuned(
@@ -266,14 +271,19 @@ def _with_layout(monkeypatch, **layout):
 
 def test_layers_forced_to_different_blocks_match_onnxruntime(needs_llvm, monkeypatch):
     """Blocks 8, 4 and 8 for the three convolutions: the transforms between them and the
-    residual add of values blocked by 4 and 8 (re-blocked to its first input's 4)."""
+    residual add of values blocked by 4 and 8 (re-blocked to its first input's 4); built
+    for this machine with its block and its half."""
+    from tecomp.topi.cpu_tiling import channel_block, current_caps
+
     graph = _up_to_layout(_cnn())
     layer = {n.inputs[1]: n.outputs[0] for n in graph.nodes if n.op == "conv2d"}
     blocks = {layer["w1"]: 8, layer["w2"]: 4, layer["w3"]: 8}
     altered = alter_conv_layout(graph, 8, layer_blocks=blocks)
     assert {n.inputs[1]: n.attrs["block"] for n in altered.nodes
             if n.op == "conv2d_nchwc"} == {"w1": 8, "w2": 4, "w3": 8}
-    _with_layout(monkeypatch, layer_blocks=blocks)
+    host = channel_block(current_caps())
+    _with_layout(monkeypatch, layer_blocks={
+        layer["w1"]: host, layer["w2"]: host // 2, layer["w3"]: host})
     model = _cnn()
     mod, params = from_onnx(model)
     lib = build(mod, params=params)

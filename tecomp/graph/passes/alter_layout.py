@@ -326,8 +326,8 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
     ----------
     graph : Graph
     block : int
-        The widest channel block, one vector of float32 lanes; a layer may take it or a
-        half of it down to 4 (:func:`~.layout_choice.block_candidates`).
+        The widest channel block, one vector of float32 lanes; a layer may take it or
+        its half, not below 4 (:func:`~.layout_choice.block_candidates`).
     target : Target or str, optional
         Whose tuning records and caps weigh the blocks (default: the current target,
         else the host; :class:`~.layout_choice.LayerCosts`).

@@ -50,23 +50,29 @@ FMAS_PER_CYCLE = 2
 TRANSFORM_BYTES_PER_SECOND = 10.0e9
 
 #: The narrowest channel block a layer takes: a block of fewer float32 lanes leaves
-#: most of a vector idle.
+#: most of a vector idle. Nor does a layer take less than half a vector (8 channels with
+#: AVX-512): ShuffleNet's grouped 1x1 convolutions (4 groups of 68 or 34 channels) in
+#: blocks of 4 made the model 1.25-1.5 times as slow as with those layers planar on a
+#: Zen 4; EfficientNet-B0 (its squeeze-excitation convolutions of 4 to 40 channels) ran
+#: the same either way.
 MIN_BLOCK = 4
 
 
 def block_candidates(block: int, *channels: int) -> tuple[int, ...]:
     """The channel blocks a layer of ``channels`` (its input and output counts) may take,
-    widest first: ``block`` (one vector of float32 lanes) and its halves down to
-    :data:`MIN_BLOCK`, those that divide every count. Empty when none does: the layer
-    stays planar.
+    widest first: ``block`` (one vector of float32 lanes) and its halves down to half of
+    it or :data:`MIN_BLOCK`, whichever is wider, those that divide every count. Empty
+    when none does: the layer stays planar.
 
     >>> block_candidates(16, 144, 24)
+    (8,)
+    >>> block_candidates(8, 144, 24)
     (8, 4)
     """
     if block < 1:
         raise ValueError(f"block={block} must be a positive number of channels")
     out, b = [], block
-    while b >= MIN_BLOCK:
+    while b >= max(MIN_BLOCK, block // 2):
         if all(c % b == 0 for c in channels):
             out.append(b)
         b //= 2

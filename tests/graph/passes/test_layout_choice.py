@@ -97,9 +97,11 @@ def test_malformed_layers_are_refused(layers, message):
         choose_blocks(layers, lambda layer, b: 1.0, lambda layer, p, b: 0.0)
 
 
-def test_candidates_are_the_block_and_its_halves_that_divide_the_channels():
-    assert block_candidates(16, 64, 128) == (16, 8, 4)
-    assert block_candidates(16, 144, 24) == (8, 4)
+def test_candidates_are_the_block_and_its_half_that_divide_the_channels():
+    assert block_candidates(16, 64, 128) == (16, 8)
+    assert block_candidates(16, 144, 24) == (8,)
+    assert block_candidates(16, 68, 68) == ()       # ShuffleNet's groups stay planar
+    assert block_candidates(8, 144, 24) == (8, 4)
     assert block_candidates(8, 6, 12) == ()
     assert block_candidates(4, 4) == (4,)
     with pytest.raises(ValueError, match="block=0"):
