@@ -16,7 +16,9 @@ import math
 
 from ..ir import dtype as dt
 from ..ir import expr as E
+from ..ir.analysis import linear_coeff
 from ..ir.functor import post_order_visit, uses_var
+from ..schedule.lower import expand_inline
 from ..target import Target
 from ..te import create_schedule
 from ..te.tensor import ComputeOp, Tensor
@@ -198,21 +200,18 @@ TRANSPOSE_ROWS = 16
 
 def transposes_into_lanes(tensor) -> bool:
     """Whether ``tensor``, its injective producers inlined, is a layout transform into a
-    block of lanes: its last axis, at most a vector of the target's
-    lanes, reads no input contiguously, while its next-to-last axis reads one
-    contiguously (an NCHW value, perhaps shuffled or concatenated along channels,
-    written as NCHW[16]c). Vectorized along the lanes as written, every vector is a
-    gather from as many planes; computed along the next-to-last axis instead and
-    transposed in registers, every read is a contiguous load."""
-    from ..ir.analysis import linear_coeff
-    from ..schedule.lower import expand_inline
-
+    block of lanes: its last axis, at most a vector of the target's lanes, reads no input
+    contiguously, while its next-to-last axis reads one contiguously (an NCHW value,
+    perhaps shuffled or concatenated along channels, written as NCHW[16]c). Vectorized
+    along the lanes as written, every vector is a gather from as many planes; computed
+    along the next-to-last axis instead and transposed in registers, every read is a
+    contiguous load."""
     op = tensor.op
     if not isinstance(op, ComputeOp) or len(op.axis) < 2:
         return False
     lanes, rows = (const_int(a.dom.extent) for a in op.axis[-1:-3:-1])
-    if lanes is None or rows is None or not 2 <= lanes <= vector_lanes(tensor.dtype) or (
-            lanes & (lanes - 1)) or rows < 2:
+    if lanes is None or rows is None or rows < 2 or lanes & (lanes - 1) or not (
+            2 <= lanes <= vector_lanes(tensor.dtype)):
         return False
     lane_var, row_var = op.axis[-1].var, op.axis[-2].var
     contiguous = {"lane": False, "row": False}
