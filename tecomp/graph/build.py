@@ -145,16 +145,20 @@ def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fre
     """(implementation, config, output tensor, config source, packed weights) of one node
     of a group; ``tensors`` maps the values computed so far (packed weights join it).
     ``group_cfg``: the tuned config of the group (its anchor has no template of its own:
-    :mod:`.group_workload`), which this node, the anchor, is built with."""
+    :mod:`.group_workload`), which this node, the anchor, is built with; or a function of
+    the node's implementation, input tensors and attributes giving its config (the
+    one-row kernel of a product, :attr:`Implementation.one_row_config`)."""
     impl = get_implementation(n.op, target)
     attrs = {k: _replace_dims(v, fresh) for k, v in n.attrs.items()}
     types = [TensorType(body.types[i].dtype, _replace_dims(tuple(body.types[i].shape), fresh))
              for i in n.inputs]
-    if group_cfg is not None:
+    args = [tensors[i] for i in n.inputs]
+    if callable(group_cfg):
+        cfg, source = group_cfg(impl, args, attrs), "derived config"
+    elif group_cfg is not None:
         cfg, source = group_cfg, "tuned record"
     else:
         cfg, source = _config(impl, types, dict(n.attrs))
-    args = [tensors[i] for i in n.inputs]
     # Only constant weights are packed at build time; a computed one is packed by the
     # compute on every call.
     to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
@@ -184,19 +188,19 @@ def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None =
     group_cfg = (tuned_group_config(body, target)
                  if get_implementation(anchor.op, target).template is None else None)
     func, impl, cfg, source, packed = _lower_kernel(body, graph, target, fresh, anchor,
-                                                    group_cfg, body.name, check_bounds)
+                                                    group_cfg, check_bounds)
     rows = _symbolic_rows(body, anchor) if impl.one_row_config is not None else None
     if rows is not None and group_cfg is None:
         # A product of a symbolic row count also gets a kernel for one row, run when the
         # count is one (a decoder's step): its rows as the constant 1, its tile one row,
         # reading the weights the general kernel packs.
-        def one_row(n_impl, args, attrs):
+        def one_row(one_impl, args, attrs):
             space = ConfigSpace()
-            n_impl.compute(space, *args, **attrs)
-            return n_impl.one_row_config(space, cfg)
+            one_impl.compute(space, *args, **attrs)
+            return one_impl.one_row_config(space, cfg)
 
         one, *_ = _lower_kernel(body, graph, target, [(rows, 1), *fresh], anchor, one_row,
-                                body.name, check_bounds)
+                                check_bounds)
         func = func.with_body(S.IfThenElse(
             E.EQ(_replace_dims(rows, fresh), E.IntImm(1, rows.dtype)),
             substitute_buffers(one.body, dict(zip(one.params, func.params))), func.body))
@@ -214,7 +218,7 @@ def _symbolic_rows(body: Graph, anchor) -> E.PrimExpr | None:
 
 
 def _lower_kernel(body: Graph, graph: Graph, target: Target, fresh, anchor, anchor_cfg,
-                  name: str, check_bounds):
+                  check_bounds):
     """(PrimFunc, the anchor's implementation and config, its config's source, packed
     weights) of the fused group ``body``, its dimensions replaced as ``fresh`` says.
     ``anchor_cfg``: the anchor's config (None: its own), or a function of its
@@ -228,13 +232,9 @@ def _lower_kernel(body: Graph, graph: Graph, target: Target, fresh, anchor, anch
     for n in body.nodes:
         where = f"kernel {body.name}, node {n.name or n.op!r} ({n.op})"
         try:
-            n_cfg = anchor_cfg if n is anchor else None
-            if callable(n_cfg):
-                n_impl = get_implementation(n.op, target)
-                n_cfg = n_cfg(n_impl, [tensors[i] for i in n.inputs],
-                              {k: _replace_dims(v, fresh) for k, v in n.attrs.items()})
             impl, cfg, out, src, node_packed = _lower_node(
-                n, body, graph, target, tensors, fresh, group_cfg=n_cfg)
+                n, body, graph, target, tensors, fresh,
+                group_cfg=anchor_cfg if n is anchor else None)
         except GraphBuildError:
             raise
         except (TecompError, ValueError, TypeError) as e:
@@ -245,7 +245,7 @@ def _lower_kernel(body: Graph, graph: Graph, target: Target, fresh, anchor, anch
         tensors[n.outputs[0]] = out
     out = tensors[body.outputs[0]]
     sch = anchor_impl.schedule(anchor_config, [out])
-    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=name,
+    func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name,
                  check_bounds=check_bounds)
     return func, anchor_impl, anchor_config, source, packed
 
