@@ -8,6 +8,10 @@ and only when all have arrived does the next phase start. A barrier that some th
 reach and others do not (divergent control flow) is an error, as it would hang or
 corrupt a real GPU.
 
+A warp shuffle (``WarpShuffle``) is a barrier for the 32 threads of one warp: each warp's
+threads run until all of them reach the same shuffle, exchange their values, and go on
+to the next. A shuffle that some threads of a warp reach and others do not is an error.
+
 Within a phase, the order in which threads run is undefined on a GPU, so a shared
 element written by one thread and read or written by another in the same phase is a
 race: the simulation reports it (naming the kernel, buffer, element and threads) rather
@@ -82,7 +86,9 @@ class _SharedArray:
 
 
 class _Thread:
-    """Runs one thread's part of a kernel body as a generator that stops at barriers."""
+    """Runs one thread's part of a kernel body as a generator that stops at barriers
+    (yielding None) and at warp shuffles (yielding the shuffle and the thread's value;
+    the value it receives is sent back in)."""
 
     def __init__(self, interp, with_barrier: set):
         self.interp = interp
@@ -96,6 +102,8 @@ class _Thread:
         t = type(s)
         if t is S.Barrier:
             yield
+        elif t is S.WarpShuffle:
+            it.store(s.buffer, s.index, (yield s, it.expr(s.value)))
         elif t is S.SeqStmt:
             for c in s.seq:
                 yield from self.run(c)
@@ -130,11 +138,12 @@ def _index(v: int, var):
     return np.dtype(var.dtype).type(v)
 
 
+
 def _nodes_with_barrier(body) -> set:
     marked: set = set()
 
     def fn(n):
-        if isinstance(n, S.Barrier) or any(
+        if isinstance(n, (S.Barrier, S.WarpShuffle)) or any(
                 id(c) in marked for c in _stmt_children(n)):
             marked.add(id(n))
 
@@ -159,7 +168,8 @@ def run_kernel(interp, launch: S.KernelLaunch) -> None:
         When two threads of a block access a shared element between two barriers and
         one of them writes it.
     TecompError
-        When some threads of a block reach a barrier and others finish instead.
+        When some threads of a block reach a barrier and others finish instead, or some
+        threads of a warp reach a shuffle and others do not.
     """
     grid = [int(interp.expr(d)) for d in launch.grid]
     block = [int(interp.expr(d)) for d in launch.block]
@@ -184,20 +194,65 @@ def run_kernel(interp, launch: S.KernelLaunch) -> None:
             t = _Thread(interp.fork(index, shared), with_barrier)
             threads.append(((tx, ty, tz), t.run(launch.body)))
         phase.clear()
+        where = f"kernel {launch.name}, block {(bx, by, bz)}"
         while threads:
             waiting, done = [], []
-            for tid, gen in threads:
-                phase.thread = tid
-                try:
-                    next(gen)
-                    waiting.append((tid, gen))
-                except StopIteration:
-                    done.append(tid)
+            for first in range(0, len(threads), WARP):
+                _run_warp(threads[first:first + WARP], phase, where, waiting, done)
             if waiting and done:
                 raise TecompError(
-                    f"kernel {launch.name}, block {(bx, by, bz)}: {len(waiting)} threads "
-                    f"wait at a barrier that {len(done)} others (e.g. thread {done[0]}) "
-                    f"never reach; a __syncthreads() under divergent control flow"
+                    f"{where}: {len(waiting)} threads wait at a barrier that {len(done)} "
+                    f"others (e.g. thread {done[0]}) never reach; a __syncthreads() under "
+                    f"divergent control flow"
                 )
             threads = waiting
             phase.clear()
+
+
+#: Threads per warp: the threads of a block, numbered x fastest, in groups of 32.
+WARP = 32
+
+
+def _run_warp(warp: list, phase: _Phase, where: str, waiting: list, done: list) -> None:
+    """Run the (thread index, generator) pairs of one warp to their next barrier or to
+    their end, exchanging values at each shuffle they reach together; appends to
+    ``waiting`` those at a barrier, to ``done`` the thread indices of those that ended."""
+    sent = [None] * len(warp)
+    active = list(range(len(warp)))
+    while active:
+        shuffles = {}
+        for lane in active:
+            tid, gen = warp[lane]
+            phase.thread = tid
+            try:
+                got = gen.send(sent[lane])
+            except StopIteration:
+                done.append(tid)
+                continue
+            if got is None:
+                waiting.append((tid, gen))
+            else:
+                shuffles[lane] = got
+        if not shuffles:
+            return
+        shuffle = next(iter(shuffles.values()))[0]
+        if len(shuffles) != len(active) or any(s is not shuffle for s, _ in shuffles.values()):
+            apart = next(warp[lane][0] for lane in active
+                         if lane not in shuffles or shuffles[lane][0] is not shuffle)
+            raise TecompError(
+                f"{where}: thread {warp[next(iter(shuffles))][0]} reaches a warp shuffle "
+                f"that thread {apart} of its warp does not; __shfl_down_sync under "
+                f"divergent control flow"
+            )
+        width, offset = shuffle.width, shuffle.offset
+        for lane in shuffles:
+            source = lane + offset
+            if source // width != lane // width:
+                source = lane  # past the end of its segment: its own value
+            elif source not in shuffles:
+                raise TecompError(
+                    f"{where}: thread {warp[lane][0]} reads lane {source} of its warp in a "
+                    f"shuffle of width {width}, which no thread of the block is"
+                )
+            sent[lane] = shuffles[source][1]
+        active = list(shuffles)

@@ -169,6 +169,14 @@ class Interpreter:
             r = op(self.expr(e.a), self.expr(e.b))
         return r if isinstance(e, E.CmpOp) else _scalar(r, e.dtype)
 
+    def store(self, buffer, index, value) -> None:
+        """``buffer[index] = value``, ``index`` an expression, bounds-checked."""
+        buf = self.mem[buffer]
+        idx = int(self.expr(index))
+        if not 0 <= idx < buf.size:
+            raise TecompError(f"interpreter: store to {buffer.name}[{idx}] out of bounds")
+        buf[idx] = value
+
     def stmt(self, s):
         t = type(s)
         if t is S.SeqStmt:
@@ -186,11 +194,7 @@ class Interpreter:
                 self.env[s.loop_var] = _scalar(v, s.loop_var.dtype)
                 self.stmt(s.body)
         elif t is S.Store:
-            buf = self.mem[s.buffer]
-            idx = int(self.expr(s.index))
-            if not 0 <= idx < buf.size:
-                raise TecompError(f"interpreter: store to {s.buffer.name}[{idx}] out of bounds")
-            buf[idx] = self.expr(s.value)
+            self.store(s.buffer, s.index, self.expr(s.value))
         elif t is S.Allocate:
             if self.thread_index is not None and s.buffer.scope == "shared":
                 self.stmt(s.body)  # the block allocated it
@@ -211,8 +215,9 @@ class Interpreter:
                 self.expr(s.value)
         elif t is S.KernelLaunch:
             run_kernel(self, s)
-        elif t is S.Barrier:
-            raise TecompError("interpreter: a barrier outside a GPU kernel")
+        elif t is S.Barrier or t is S.WarpShuffle:
+            raise TecompError(f"interpreter: a {'barrier' if t is S.Barrier else 'warp shuffle'} "
+                              f"outside a GPU kernel")
         else:
             raise TecompError(f"interpreter: cannot run {t.__name__}")
 

@@ -146,6 +146,9 @@ def stmt_lines(s, indent: int, out: list) -> None:
         out.append(pad + expr_str(s.value))
     elif t is S.Barrier:
         out.append(pad + "barrier()")
+    elif t is S.WarpShuffle:
+        out.append(f"{pad}{s.buffer.name}[{expr_str(s.index)}] = shuffle_down("
+                   f"{expr_str(s.value)}, {s.offset}, width={s.width})")
     elif t is S.KernelLaunch:
         dims = ", ".join(f"{d}=({', '.join(expr_str(x) for x in getattr(s, d))})"
                          for d in ("grid", "block"))

@@ -117,6 +117,23 @@ class Barrier(Stmt):
 
 
 @_node
+class WarpShuffle(Stmt):
+    """``buffer[index] = `` the ``value`` of the thread ``offset`` lanes further on in the
+    same segment of ``width`` lanes of its warp (32 consecutive threads of the block, x
+    fastest), or its own ``value`` where that lane is past the segment's end
+    (``__shfl_down_sync``). Every thread of a warp that runs it runs it together: it is
+    a collective, like a barrier for one warp."""
+
+    child_fields = ("value", "index")
+
+    buffer: Buffer
+    value: PrimExpr
+    index: PrimExpr
+    offset: int
+    width: int = 32
+
+
+@_node
 class KernelLaunch(Stmt):
     """Run ``body`` on a GPU as the kernel ``name``: a grid of ``grid`` (x, y, z) blocks of
     ``block`` (x, y, z) threads.

@@ -33,6 +33,8 @@ first node that breaks one of these rules (the rule's name in brackets):
 - ``[barrier-uniform]`` a barrier stands in a kernel, where every thread of the block
   reaches it: not under an ``if`` or a loop bound that depends on the thread index, not
   in a vectorized loop, not in a thread loop narrower than the block.
+- ``[warp-shuffle]`` a warp shuffle stands in a kernel, its width a power of two up to
+  32 and its offset within it; what it stores obeys the rules of a ``Store``.
 - ``[loop-ir]`` no tensor-expression node (a reduction, a tensor read) is left.
 
 ``tecomp.ir.transform.pipeline`` runs it before the first pass and after each one when
@@ -51,7 +53,8 @@ __all__ = ["RULES", "verify"]
 
 #: The rules ``verify`` checks, by the name its errors give (module docstring).
 RULES = ("var-defined", "var-bound-once", "buffer-allocated", "buffer-scope",
-         "loop-annotation", "thread-annotation", "dtype", "barrier-uniform", "loop-ir")
+         "loop-annotation", "thread-annotation", "dtype", "barrier-uniform", "warp-shuffle",
+         "loop-ir")
 
 SCOPES = ("global", "local", "shared")
 THREAD_TAGS = tuple(f"{k}.{d}" for k in ("blockIdx", "threadIdx") for d in "xyz") + ("vthread",)
@@ -258,6 +261,9 @@ class _Verifier:
                 self.expr(s.value)
         elif t is S.Barrier:
             self.barrier(s)
+        elif t is S.WarpShuffle:
+            self.stmt(S.Store(s.buffer, s.value, s.index))
+            self.warp_shuffle(s)
         elif t is S.KernelLaunch:
             self.launch(s)
         else:
@@ -374,6 +380,14 @@ class _Verifier:
         if self.divergent is not None:
             _fail("barrier-uniform", "a barrier that not every thread of the block reaches, "
                   f"under:\n{_show(self.divergent, 1)}", s)
+
+    def warp_shuffle(self, s: S.WarpShuffle) -> None:
+        if self.kernel is None:
+            _fail("warp-shuffle", "a warp shuffle outside every kernel", s)
+        width = s.width
+        if width not in (1, 2, 4, 8, 16, 32) or not 0 < s.offset < width:
+            _fail("warp-shuffle", f"a shuffle by {s.offset} lanes in segments of {width}; "
+                  f"the width is a power of two up to 32 and the offset in [1, width)", s)
 
     def launch(self, s: S.KernelLaunch) -> None:
         if self.kernel is not None:

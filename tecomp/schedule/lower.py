@@ -39,6 +39,7 @@ from .cuda_checks import (
 )
 from .relations import pass_down_extents, pass_up_values, split_guards
 from .schedule import Schedule, Stage
+from .thread_reduce import check_extent, cross_thread_reduce
 
 
 @dataclass
@@ -353,6 +354,21 @@ def _guard(stmt, conds):
     return S.IfThenElse(c, stmt)
 
 
+def _thread_reduce_leaf(st: Stage, leaves: list):
+    """The reduction leaf of ``st`` bound to ``threadIdx.x`` (a cross-thread reduction),
+    or None; it must be the stage's only reduction leaf."""
+    bound = [iv for iv in leaves if iv.iter_type == "reduce" and iv in st.bind_threads]
+    if not bound:
+        return None
+    others = [iv.name for iv in leaves if iv.iter_type == "reduce" and iv is not bound[0]]
+    if others:
+        raise LoweringError(
+            f"stage {st.name}: its reduction axis {bound[0].name} is bound to threadIdx.x "
+            f"beside the reduction loops {', '.join(others)}; rfactor the stage so that the "
+            f"threads combine one partial each")
+    return bound[0]
+
+
 def _loop(st: Stage, info: StageInfo, iv: E.IterVar, body, var: E.Var | None = None):
     """The loop of leaf ``iv`` around ``body``, over ``var`` if given (a copy's own)."""
     kind = st.iter_var_attrs.get(iv, "serial")
@@ -388,7 +404,15 @@ class _Builder:
         by_level: dict = {}
         for g in guards:
             by_level.setdefault(_deepest(g, pos), []).append(g)
-        if isinstance(bodies[0], E.Reduce):
+        across = _thread_reduce_leaf(st, leaves)
+        if across is not None:
+            # The reduction's condition and every guard inside the thread loop decide a
+            # thread's value, not whether it takes part: all threads run the shuffles.
+            level = pos[across.var]
+            inside = [g for lv in list(by_level) if lv >= level for g in by_level.pop(lv)]
+            update = self._cross_thread(st, info, bodies, bufs, flat, across, inside)
+            init = None
+        elif isinstance(bodies[0], E.Reduce):
             update, init = self._reduction(bodies, bufs, flat)
             # Each conjunct of the reduction's ``where`` skips the update from the
             # outermost loop that decides it (a padded border's kernel row, say), but
@@ -412,7 +436,7 @@ class _Builder:
             stmt = _guard(stmt, by_level.get(level, []))
             stmt = self.wrap_attached(st, iv, stmt)
             stmt = _loop(st, info, iv, stmt)
-            if level == reduce_pos:
+            if level == reduce_pos and init is not None:
                 stmt = S.seq(self._init_nest(st, info, leaves[level:], init, guards, pos), stmt)
         return _guard(stmt, by_level.get(-1, []))
 
@@ -490,6 +514,21 @@ class _Builder:
         init_vals = red.init if red.init else comb.identity
         init = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, init_vals, flat)])
         return update, init
+
+    def _cross_thread(self, st, info, bodies, bufs, flat, leaf, conds):
+        red = bodies[0]
+        if len(bufs) != 1 or red.init:
+            raise LoweringError(
+                f"stage {st.name}: its reduction axis {leaf.name} is bound to threadIdx.x, "
+                f"but it {'has an init' if red.init else 'computes several values'}; a "
+                f"cross-thread reduction combines one value from its identity")
+        extent = check_extent(st.name, info.extents[leaf])
+        comb = red.combiner
+        value = red.source[0]
+        for c in [*_conjuncts(red.condition), *conds]:
+            if not (isinstance(c, E.IntImm) and c.value == 1):
+                value = E.Select(c, value, comb.identity[0])
+        return cross_thread_reduce(st.name, comb, value, bufs[0], flat[0], leaf.var, extent)
 
     def _init_nest(self, st, info, inner_leaves, init, guards, pos):
         data = [iv for iv in inner_leaves if iv.iter_type != "reduce"]

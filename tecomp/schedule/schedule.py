@@ -215,7 +215,9 @@ class Stage:
         self._annotate("parallel", axis, "parallel")
 
     def bind(self, axis, thread_ivar):
-        """Map ``axis`` to a GPU thread or block index (CUDA targets only)."""
+        """Map ``axis`` to a GPU thread or block index (CUDA targets only). A reduction
+        axis bound to ``threadIdx.x`` is a cross-thread reduction: the threads combine
+        their values by warp shuffles (:mod:`tecomp.schedule.thread_reduce`)."""
         if not isinstance(thread_ivar, E.IterVar) or thread_ivar.iter_type != "thread":
             raise self._error("bind", "thread_ivar must come from te.thread_axis(tag)")
         self._check_schedulable("bind")
@@ -234,10 +236,11 @@ class Stage:
                         f"each block or thread index is bound to one axis per stage (fuse "
                         f"the axes first)"
                     )
-        if self._is_reduce(axis):
+        if self._is_reduce(axis) and tag != "threadIdx.x":
             raise self._error(
                 "bind", f"axis {axis.name} is a reduction axis; binding it to {tag} would "
-                f"make threads race on the accumulator (use rfactor first)"
+                f"make threads race on the accumulator (bind it to threadIdx.x for a "
+                f"cross-thread reduction, or rfactor first)"
             )
         self._annotate("bind", axis, "thread_binding")
         self.bind_threads[axis] = thread_ivar

@@ -55,13 +55,15 @@ def test_one_thread_index_bound_to_two_axes_of_a_stage():
         s[B].bind(i, te.thread_axis("threadIdx.x"))
 
 
-def test_reduction_axis_cannot_be_bound():
+def test_reduction_axis_binds_to_threadIdx_x_only():
     A = te.placeholder((8, 8), name="A")
     k = te.reduce_axis((0, 8), name="k")
     B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
     s = te.create_schedule(B.op)
-    with pytest.raises(ScheduleError, match=r"bind on stage B: axis k is a reduction axis"):
-        s[B].bind(k, te.thread_axis("threadIdx.x"))
+    with pytest.raises(ScheduleError, match=r"bind on stage B: axis k is a reduction axis; "
+                       r"binding it to threadIdx.y would make threads race"):
+        s[B].bind(k, te.thread_axis("threadIdx.y"))
+    s[B].bind(k, te.thread_axis("threadIdx.x"))  # a cross-thread reduction
 
 
 def test_thread_extent_over_the_target_limit():

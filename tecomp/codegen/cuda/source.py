@@ -368,6 +368,14 @@ class KernelEmitter:
     def s_Barrier(self, s, indent):
         self.emit("__syncthreads();", indent)
 
+    def s_WarpShuffle(self, s, indent):
+        # Every thread of a warp runs the shuffle (verified in the simulator); a block
+        # smaller than a warp names its own lanes.
+        threads = math.prod(E.const_value(x) for x in self.launch.block)
+        mask = "0xffffffffu" if threads >= 32 else f"{(1 << threads) - 1:#x}u"
+        self.emit(f"{self.buf(s.buffer)}[{self.expr(s.index)}] = __shfl_down_sync({mask}, "
+                  f"{self.expr(s.value)}, {s.offset}, {s.width});", indent)
+
     def s_LetStmt(self, s, indent):
         self.emit(f"{c_type(s.var.dtype)} {self.var(s.var)} = {self.expr(s.value)};", indent)
         self.stmt(s.body, indent)

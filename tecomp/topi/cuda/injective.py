@@ -26,7 +26,12 @@ from .. import (  # noqa: F401
     broadcast, cpu_schedule, elemwise, nn, quantize, reduction, resize, scatter, sort, transform)
 from ..cpu_schedule import as_list, inline_injective, num_elements, same_shape
 from ..strategy import Implementation, implementations, register_implementation
-from .reduction import schedule_cross_thread, schedule_rows, splits_across_threads
+from .reduction import (
+    block_per_element,
+    schedule_cross_thread,
+    schedule_rows,
+    splits_across_threads,
+)
 
 #: Threads per block of an elementwise kernel: enough warps to hide memory latency,
 #: few enough that small tensors still spread over several multiprocessors.
@@ -48,17 +53,6 @@ def _bind_elements(stage, tensor):
     stage.bind(bx, te.thread_axis("blockIdx.x"))
     stage.bind(tx, te.thread_axis("threadIdx.x"))
     return tx
-
-
-def _bind_blocks(stage, tensor):
-    """One block per element of ``tensor``, thread 0 computing it (the other threads of
-    the block share a reduction it reads). Returns the block loop."""
-    axes = list(stage.op.axis)
-    fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
-    block, one = stage.split(fused, factor=1)
-    stage.bind(block, te.thread_axis("blockIdx.x"))
-    stage.bind(one, te.thread_axis("threadIdx.x"))
-    return block
 
 
 def schedule_injective(cfg, outs):
@@ -137,7 +131,7 @@ def schedule_reduce(cfg, outs):
         if t.op in wide:
             schedule_cross_thread(s, t)
         elif any(u is t and op in wide for op, u in inside.items()):
-            block = _bind_blocks(s[t], t)
+            block = block_per_element(s[t])
             for op, u in inside.items():
                 if u is t:
                     schedule_cross_thread(s, op.output(0), attach=(s[t], block))

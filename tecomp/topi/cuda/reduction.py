@@ -5,9 +5,9 @@ The cross-thread form, for a reduction over ``R`` elements (a constant, at least
 :data:`CROSS_THREAD_MIN`): the reduced axes are fused and split by ``T`` threads
 (``T`` a power of two, at most :data:`MAX_THREADS`), and ``rfactor`` makes each thread's
 partial result over its strided share of the elements (reads coalesced: neighbouring
-threads read neighbouring elements) a value of a "shared" stage; one thread then combines
-the ``T`` partials from shared memory. tecomp has no warp-shuffle primitive, so the
-combining step reads shared memory, after the barrier lowering places between the two.
+threads read neighbouring elements) a register; the reduction over the ``T`` partials,
+its axis bound to ``threadIdx.x``, is lowered to warp shuffles and, across warps, a few
+words of shared memory (:mod:`tecomp.schedule.thread_reduce`).
 Reductions ``rfactor`` cannot split (tuple reductions such as argmax, those with an
 ``init``) stay one thread per output element.
 
@@ -27,7 +27,7 @@ from ..cpu_schedule import const_int, num_elements, same_shape
 #: element reads the elements itself (a global pool over 7 x 7, a 3 x 3 window).
 CROSS_THREAD_MIN = 128
 
-#: The most threads sharing one reduction (the partials one thread then combines).
+#: The most threads sharing one reduction.
 MAX_THREADS = 256
 
 
@@ -96,22 +96,18 @@ def schedule_cross_thread(s, tensor, attach=None) -> None:
     threads = _threads_for(reduced_extent(op))
     _, lanes = stage.split(_fused(stage, list(stage.op.reduce_axis)), factor=threads)
     partial = s.rfactor(tensor, lanes, factor_axis=len(op.axis))
-    # Each thread accumulates its partial in a register and stores it once to shared
-    # memory (accumulating in shared memory would need a barrier per step).
+    # Each thread accumulates its partial in a register; the threads then combine them
+    # by warp shuffles (the reduction axis over the partials bound to threadIdx.x).
     s[partial].set_scope("local")
-    shared = s.cache_read(partial, "shared", [tensor])
     stage = s[tensor]
     if attach is None:
-        attach = (stage, block_per_element(stage))
+        stage.bind(_fused(stage, list(stage.op.axis)), te.thread_axis("blockIdx.x"))
     else:
         stage.set_scope("shared")
         stage.compute_at(*attach)
-        # Thread 0 combines the partials (the other threads skip the loop of extent one).
-        stage.bind(_fused(stage, list(stage.op.axis)), te.thread_axis("threadIdx.x"))
-    s[shared].compute_at(*attach)
-    lane = s[shared].op.axis[-1]
-    s[shared].bind(lane, te.thread_axis("threadIdx.x"))
-    s[partial].compute_at(s[shared], lane)
+    lane = stage.op.reduce_axis[0]
+    stage.bind(lane, te.thread_axis("threadIdx.x"))
+    s[partial].compute_at(stage, lane)
 
 
 def _row_axes(shape, stat_shapes, extent: int) -> int | None:
