@@ -11,6 +11,10 @@ corrupt a real GPU.
 A warp shuffle (``WarpShuffle``) is a barrier for the 32 threads of one warp: each warp's
 threads run until all of them reach the same shuffle, exchange their values, and go on
 to the next. A shuffle that some threads of a warp reach and others do not is an error.
+The tensor-core statements (``MatrixLoad`` and the others) are warp collectives the same
+way, their operands the same in every thread of the warp (checked); a warp's fragments
+are the arrays of its first thread, which runs each of them once for the warp, reading
+and writing shared memory as that thread.
 
 Within a phase, the order in which threads run is undefined on a GPU, so a shared
 element written by one thread and read or written by another in the same phase is a
@@ -25,6 +29,7 @@ import itertools
 import numpy as np
 
 from ..errors import TecompError
+from . import expr as E
 from . import stmt as S
 from .functor import post_order_visit
 from .transform.host_device import DIMS
@@ -87,11 +92,12 @@ class _SharedArray:
 
 class _Thread:
     """Runs one thread's part of a kernel body as a generator that stops at barriers
-    (yielding None) and at warp shuffles (yielding the shuffle and the thread's value;
-    the value it receives is sent back in)."""
+    (yielding None) and at warp collectives (yielding the statement and the thread's
+    value or operands; a shuffle's received value is sent back in)."""
 
-    def __init__(self, interp, with_barrier: set):
+    def __init__(self, interp, with_barrier: set, lane: int):
         self.interp = interp
+        self.lane = lane
         self.with_barrier = with_barrier  # ids of the nodes that contain a barrier
 
     def run(self, s):
@@ -104,6 +110,10 @@ class _Thread:
             yield
         elif t is S.WarpShuffle:
             it.store(s.buffer, s.index, (yield s, it.expr(s.value)))
+        elif t in S.WARP_COLLECTIVES:
+            yield s, tuple(it.expr(getattr(s, f)) for f in t.child_fields)
+            if self.lane == 0:
+                run_matrix(it, s)
         elif t is S.SeqStmt:
             for c in s.seq:
                 yield from self.run(c)
@@ -143,7 +153,7 @@ def _nodes_with_barrier(body) -> set:
     marked: set = set()
 
     def fn(n):
-        if isinstance(n, (S.Barrier, S.WarpShuffle)) or any(
+        if isinstance(n, (S.Barrier, *S.WARP_COLLECTIVES)) or any(
                 id(c) in marked for c in _stmt_children(n)):
             marked.add(id(n))
 
@@ -191,7 +201,7 @@ def run_kernel(interp, launch: S.KernelLaunch) -> None:
         for tz, ty, tx in itertools.product(*(range(b) for b in reversed(block))):
             index = {f"blockIdx.{d}": v for d, v in zip(DIMS, (bx, by, bz))}
             index.update({f"threadIdx.{d}": v for d, v in zip(DIMS, (tx, ty, tz))})
-            t = _Thread(interp.fork(index, shared), with_barrier)
+            t = _Thread(interp.fork(index, shared), with_barrier, len(threads) % WARP)
             threads.append(((tx, ty, tz), t.run(launch.body)))
         phase.clear()
         where = f"kernel {launch.name}, block {(bx, by, bz)}"
@@ -215,8 +225,9 @@ WARP = 32
 
 def _run_warp(warp: list, phase: _Phase, where: str, waiting: list, done: list) -> None:
     """Run the (thread index, generator) pairs of one warp to their next barrier or to
-    their end, exchanging values at each shuffle they reach together; appends to
-    ``waiting`` those at a barrier, to ``done`` the thread indices of those that ended."""
+    their end, through each warp collective they reach together (exchanging values at a
+    shuffle); appends to ``waiting`` those at a barrier, to ``done`` the thread indices of
+    those that ended."""
     sent = [None] * len(warp)
     active = list(range(len(warp)))
     while active:
@@ -236,14 +247,26 @@ def _run_warp(warp: list, phase: _Phase, where: str, waiting: list, done: list) 
         if not shuffles:
             return
         shuffle = next(iter(shuffles.values()))[0]
+        what = "warp shuffle" if type(shuffle) is S.WarpShuffle else type(shuffle).__name__
         if len(shuffles) != len(active) or any(s is not shuffle for s, _ in shuffles.values()):
             apart = next(warp[lane][0] for lane in active
                          if lane not in shuffles or shuffles[lane][0] is not shuffle)
             raise TecompError(
-                f"{where}: thread {warp[next(iter(shuffles))][0]} reaches a warp shuffle "
-                f"that thread {apart} of its warp does not; __shfl_down_sync under "
-                f"divergent control flow"
+                f"{where}: thread {warp[next(iter(shuffles))][0]} reaches a {what} that "
+                f"thread {apart} of its warp does not; a warp collective under divergent "
+                f"control flow"
             )
+        active = list(shuffles)
+        if type(shuffle) is not S.WarpShuffle:
+            operands = shuffles[active[0]][1]
+            odd = next((lane for lane in active if shuffles[lane][1] != operands), None)
+            if odd is not None:
+                raise TecompError(
+                    f"{where}: the threads of a warp run a {what} with different operands "
+                    f"(thread {warp[active[0]][0]}: {operands}, thread {warp[odd][0]}: "
+                    f"{shuffles[odd][1]}); they must be the same in the whole warp")
+            sent = [None] * len(warp)
+            continue
         width, offset = shuffle.width, shuffle.offset
         for lane in shuffles:
             source = lane + offset
@@ -255,4 +278,47 @@ def _run_warp(warp: list, phase: _Phase, where: str, waiting: list, done: list) 
                     f"shuffle of width {width}, which no thread of the block is"
                 )
             sent[lane] = shuffles[source][1]
-        active = list(shuffles)
+
+
+def _tile(it, buf, index):
+    """The 16 x 16 view of fragment number ``index`` of ``buf`` (this thread's array)."""
+    arr = it.mem[buf].arr
+    size = S.FRAGMENT * S.FRAGMENT
+    f = int(it.expr(index))
+    if not 0 <= f < arr.size // size:
+        raise TecompError(f"interpreter: fragment {buf.name}[{f}] out of range "
+                          f"({arr.size // size} fragments)")
+    return arr[f * size:(f + 1) * size].reshape(S.FRAGMENT, S.FRAGMENT)
+
+
+def _block(it, buf, offset, stride):
+    """The flat indices of the 16 x 16 tile of ``buf`` at ``offset``, rows ``stride``
+    apart."""
+    n = np.arange(S.FRAGMENT)
+    return int(it.expr(offset)) + n[:, None] * int(it.expr(stride)) + n[None, :]
+
+
+def run_matrix(it, s) -> None:
+    """Run the tensor-core statement ``s`` for a warp, on the fragments of thread ``it``
+    (the warp's first): loads and stores go element by element through the buffer, so
+    bounds and races are checked as for any access."""
+    t = type(s)
+    if t is S.MatrixFill:
+        _tile(it, s.fragment, s.index)[...] = it.expr(s.value)
+    elif t is S.MatrixLoad:
+        src = it.mem[s.source]
+        idx = _block(it, s.source, s.offset, s.stride)
+        if s.layout == "col_major":
+            idx = idx.T
+        tile = _tile(it, s.fragment, s.index)
+        for (r, c), i in np.ndenumerate(idx):
+            tile[r, c] = src[int(i)]  # bounds- and race-checked
+    elif t is S.MatrixStore:
+        tile = _tile(it, s.fragment, s.index)
+        for (r, c), i in np.ndenumerate(_block(it, s.dest, s.offset, s.stride)):
+            it.store(s.dest, E.IntImm(int(i), "int64"), tile[r, c])
+    elif t is S.MatrixMultiplyAdd:
+        a = _tile(it, s.a, s.a_index).astype(np.float64)
+        b = _tile(it, s.b, s.b_index).astype(np.float64)
+        d = _tile(it, s.d, s.d_index)
+        d[...] = (a @ b + _tile(it, s.c, s.c_index)).astype(d.dtype)

@@ -215,9 +215,8 @@ class Interpreter:
                 self.expr(s.value)
         elif t is S.KernelLaunch:
             run_kernel(self, s)
-        elif t is S.Barrier or t is S.WarpShuffle:
-            raise TecompError(f"interpreter: a {'barrier' if t is S.Barrier else 'warp shuffle'} "
-                              f"outside a GPU kernel")
+        elif t is S.Barrier or t in S.WARP_COLLECTIVES:
+            raise TecompError(f"interpreter: a {t.__name__} outside a GPU kernel")
         else:
             raise TecompError(f"interpreter: cannot run {t.__name__}")
 

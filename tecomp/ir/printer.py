@@ -149,6 +149,19 @@ def stmt_lines(s, indent: int, out: list) -> None:
     elif t is S.WarpShuffle:
         out.append(f"{pad}{s.buffer.name}[{expr_str(s.index)}] = shuffle_down("
                    f"{expr_str(s.value)}, {s.offset}, width={s.width})")
+    elif t is S.MatrixFill:
+        out.append(f"{pad}{s.fragment.name}[{expr_str(s.index)}] = fill({expr_str(s.value)})")
+    elif t is S.MatrixLoad:
+        out.append(f"{pad}{s.fragment.name}[{expr_str(s.index)}] = load_matrix("
+                   f"{s.source.name}, {expr_str(s.offset)}, stride={expr_str(s.stride)}, "
+                   f"{s.layout})")
+    elif t is S.MatrixStore:
+        out.append(f"{pad}store_matrix({s.dest.name}, {expr_str(s.offset)}, "
+                   f"stride={expr_str(s.stride)}, {s.fragment.name}[{expr_str(s.index)}])")
+    elif t is S.MatrixMultiplyAdd:
+        out.append(f"{pad}{s.d.name}[{expr_str(s.d_index)}] = mma({s.a.name}"
+                   f"[{expr_str(s.a_index)}], {s.b.name}[{expr_str(s.b_index)}], "
+                   f"{s.c.name}[{expr_str(s.c_index)}])")
     elif t is S.KernelLaunch:
         dims = ", ".join(f"{d}=({', '.join(expr_str(x) for x in getattr(s, d))})"
                          for d in ("grid", "block"))

@@ -133,6 +133,80 @@ class WarpShuffle(Stmt):
     width: int = 32
 
 
+#: Scopes of a warp's matrix fragments for the tensor cores (CUDA's ``wmma``): a buffer in
+#: one holds tiles of ``FRAGMENT`` x ``FRAGMENT`` elements that only the ``Matrix*``
+#: statements below read and write, each tile spread over the registers of one warp.
+FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+
+#: The side of a fragment: m = n = k = 16.
+FRAGMENT = 16
+
+
+@_node
+class MatrixFill(Stmt):
+    """Set every element of the accumulator fragment number ``index`` of ``fragment`` to
+    ``value`` (``wmma::fill_fragment``). Like every ``Matrix*`` statement, a collective of the 32
+    threads of a warp, whose operands are the same in all of them."""
+
+    child_fields = ("index", "value")
+
+    fragment: Buffer
+    index: PrimExpr
+    value: PrimExpr
+
+
+@_node
+class MatrixLoad(Stmt):
+    """Fragment number ``index`` of ``fragment`` = the 16 x 16 tile of ``source`` whose
+    element (0, 0) is at ``offset``, its rows ``stride`` elements apart (``layout``
+    "row_major"), or its columns (``layout`` "col_major": the tile read transposed)
+    (``wmma::load_matrix_sync``)."""
+
+    child_fields = ("index", "offset", "stride")
+
+    fragment: Buffer
+    index: PrimExpr
+    source: Buffer
+    offset: PrimExpr
+    stride: PrimExpr
+    layout: str = "row_major"
+
+
+@_node
+class MatrixStore(Stmt):
+    """The 16 x 16 tile of ``dest`` at ``offset``, rows ``stride`` elements apart, =
+    fragment number ``index`` of the accumulator ``fragment`` (``wmma::store_matrix_sync``)."""
+
+    child_fields = ("offset", "stride", "index")
+
+    dest: Buffer
+    offset: PrimExpr
+    stride: PrimExpr
+    fragment: Buffer
+    index: PrimExpr
+
+
+@_node
+class MatrixMultiplyAdd(Stmt):
+    """Accumulator fragment ``d[d_index]`` = ``a[a_index] @ b[b_index] + c[c_index]``, the
+    products exact and the sums in the accumulator's type (``wmma::mma_sync``)."""
+
+    child_fields = ("d_index", "a_index", "b_index", "c_index")
+
+    d: Buffer
+    d_index: PrimExpr
+    a: Buffer
+    a_index: PrimExpr
+    b: Buffer
+    b_index: PrimExpr
+    c: Buffer
+    c_index: PrimExpr
+
+
+#: The statements one warp runs together.
+WARP_COLLECTIVES = (WarpShuffle, MatrixFill, MatrixLoad, MatrixStore, MatrixMultiplyAdd)
+
+
 @_node
 class KernelLaunch(Stmt):
     """Run ``body`` on a GPU as the kernel ``name``: a grid of ``grid`` (x, y, z) blocks of

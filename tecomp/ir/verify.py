@@ -35,6 +35,10 @@ first node that breaks one of these rules (the rule's name in brackets):
   in a vectorized loop, not in a thread loop narrower than the block.
 - ``[warp-shuffle]`` a warp shuffle stands in a kernel, its width a power of two up to
   32 and its offset within it; what it stores obeys the rules of a ``Store``.
+- ``[fragment]`` a buffer in a fragment scope (``wmma.*``) is allocated in a kernel, holds
+  whole 16 x 16 tiles and is read and written only by the ``Matrix*`` statements, each
+  fragment in the scope its role needs (``a`` a ``wmma.matrix_a``, ``b`` a
+  ``wmma.matrix_b``, the rest ``wmma.accumulator``); those statements stand in kernels.
 - ``[loop-ir]`` no tensor-expression node (a reduction, a tensor read) is left.
 
 ``tecomp.ir.transform.pipeline`` runs it before the first pass and after each one when
@@ -54,9 +58,18 @@ __all__ = ["RULES", "verify"]
 #: The rules ``verify`` checks, by the name its errors give (module docstring).
 RULES = ("var-defined", "var-bound-once", "buffer-allocated", "buffer-scope",
          "loop-annotation", "thread-annotation", "dtype", "barrier-uniform", "warp-shuffle",
-         "loop-ir")
+         "fragment", "loop-ir")
 
-SCOPES = ("global", "local", "shared")
+SCOPES = ("global", "local", "shared", *S.FRAGMENT_SCOPES)
+
+#: The fragments of each tensor-core statement and the scopes each may have.
+_FRAGMENT_ROLES = {
+    S.MatrixFill: (("fragment", ("wmma.accumulator",)),),
+    S.MatrixLoad: (("fragment", ("wmma.matrix_a", "wmma.matrix_b")),),
+    S.MatrixStore: (("fragment", ("wmma.accumulator",)),),
+    S.MatrixMultiplyAdd: (("a", ("wmma.matrix_a",)), ("b", ("wmma.matrix_b",)),
+                          ("c", ("wmma.accumulator",)), ("d", ("wmma.accumulator",))),
+}
 THREAD_TAGS = tuple(f"{k}.{d}" for k in ("blockIdx", "threadIdx") for d in "xyz") + ("vthread",)
 HINTS = {"vectorize", "unroll"}
 
@@ -192,6 +205,9 @@ class _Verifier:
     # ---- buffers ------------------------------------------------------------------------
 
     def _access(self, buf, node, index) -> None:
+        if buf.scope in S.FRAGMENT_SCOPES and type(node) not in S.WARP_COLLECTIVES:
+            _fail("fragment", f"{type(node).__name__} of {buf.name!r}, a {buf.scope} "
+                  f"fragment, which only the Matrix* statements read and write", node)
         if buffer_key(buf) not in self.buffers:
             where = (" in this kernel (not among its params)"
                      if self.kernel is not None and buf.scope == "global" else "")
@@ -264,6 +280,8 @@ class _Verifier:
         elif t is S.WarpShuffle:
             self.stmt(S.Store(s.buffer, s.value, s.index))
             self.warp_shuffle(s)
+        elif t in S.WARP_COLLECTIVES:
+            self.matrix(s)
         elif t is S.KernelLaunch:
             self.launch(s)
         else:
@@ -277,6 +295,17 @@ class _Verifier:
         if buf.scope == "shared" and self.has_kernels and self.kernel is None:
             _fail("buffer-scope", f"shared buffer {buf.name!r} is allocated outside every "
                   f"kernel", s)
+        if buf.scope in S.FRAGMENT_SCOPES:
+            if self.kernel is None:
+                _fail("fragment", f"fragment {buf.name!r} is allocated outside every "
+                      f"kernel", s)
+            size = 1
+            for d in buf.shape:
+                size = None if size is None or E.const_value(d) is None else \
+                    size * E.const_value(d)
+            if size is None or size % (S.FRAGMENT * S.FRAGMENT):
+                _fail("fragment", f"fragment {buf.name!r} has the shape "
+                      f"{list(buf.shape)}: a constant number of 16 x 16 tiles", s)
         self._valid_dtype(buf.dtype, s)
         for d in buf.shape:
             self.expr(d)
@@ -388,6 +417,27 @@ class _Verifier:
         if width not in (1, 2, 4, 8, 16, 32) or not 0 < s.offset < width:
             _fail("warp-shuffle", f"a shuffle by {s.offset} lanes in segments of {width}; "
                   f"the width is a power of two up to 32 and the offset in [1, width)", s)
+
+    def matrix(self, s) -> None:
+        if self.kernel is None:
+            _fail("fragment", f"a {type(s).__name__} outside every kernel", s)
+        for f in type(s).child_fields:
+            self.expr(getattr(s, f))
+        t = type(s)
+        for field, scopes in _FRAGMENT_ROLES[t]:
+            buf = getattr(s, field)
+            if buf.scope not in scopes:
+                _fail("fragment", f"{t.__name__} uses {buf.name!r} ({buf.scope}) where a "
+                      f"{' or '.join(scopes)} fragment goes", s)
+            self._access(buf, s, E.IntImm(0, "int32"))
+        memory = getattr(s, "source", None) or getattr(s, "dest", None)
+        if memory is not None:
+            if memory.scope in S.FRAGMENT_SCOPES:
+                _fail("fragment", f"{t.__name__} moves a tile between two fragments "
+                      f"({memory.name!r}); one side is shared or global memory", s)
+            self._access(memory, s, s.offset)
+        if t is S.MatrixLoad and s.layout not in ("row_major", "col_major"):
+            _fail("fragment", f"layout {s.layout!r}; allowed: row_major, col_major", s)
 
     def launch(self, s: S.KernelLaunch) -> None:
         if self.kernel is not None:

@@ -43,6 +43,9 @@ C_TYPES = {
 # The small types are their codes, one byte (converted by tecomp.topi.small_types).
 C_TYPES.update({name: "unsigned char" for name in dt.SMALL})
 
+#: The namespace of CUDA's warp matrix (tensor core) functions.
+_WMMA = "nvcuda::wmma"
+
 #: Vector types by (dtype, lanes) for vectorized copies.
 VECTOR_TYPES = {
     ("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2",
@@ -164,6 +167,7 @@ class KernelEmitter:
         self.lines: list = []
         self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
         self.uses_half = False
+        self.fragment_layouts: dict = {}  # a/b fragment's data var -> layouts it is loaded in
         self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
         self.vector_bytes: dict = {}  # buffer -> the widest vector access to it, in bytes
         self.launch_ext = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
@@ -376,6 +380,79 @@ class KernelEmitter:
         self.emit(f"{self.buf(s.buffer)}[{self.expr(s.index)}] = __shfl_down_sync({mask}, "
                   f"{self.expr(s.value)}, {s.offset}, {s.width});", indent)
 
+    # Tensor cores through PTX's wmma instructions (sm_70 and later): a fragment is the
+    # eight 32-bit registers each thread of the warp holds of a 16 x 16 tile (pairs of
+    # halves for the operands, floats for the accumulator), so no header is needed.
+
+    def _layout(self, b) -> str:
+        layouts = self.fragment_layouts.get(b.data, {"row_major"})
+        if len(layouts) > 1:
+            raise CodegenError(f"fragment {b.name} is loaded both row- and column-major; "
+                               f"a wmma fragment has one layout")
+        return next(iter(layouts)).split("_")[0]
+
+    def _fragment(self, b, index) -> str:
+        return f"{self.buf(b)}[{self.expr(index)}]"
+
+    def _tile_address(self, b, offset) -> str:
+        # Tiles start 32 bytes apart (wmma's alignment): the runtime checks a parameter's.
+        self._vector_access(b, 256 // dt.bits(b.dtype))
+        return f"(const void*)({self.buf(b)} + {self.expr(offset)})"
+
+    def _wmma(self, instr: str, outs: list, ins: list, indent: int, tied: bool = False,
+              memory: bool = True) -> None:
+        """``asm`` of the PTX ``instr`` on operand groups ``outs`` then ``ins``: a list is a
+        vector of registers (``{%0, ...}``), an ``"l"`` operand an address (``[%n]``);
+        ``tied`` repeats the first group as the last operand (read and written);
+        ``memory``: it reads or writes memory."""
+        text, n = [], 0
+        for regs in outs + ins:
+            if isinstance(regs, list):
+                text.append("{" + ", ".join(f"%{n + i}" for i in range(len(regs))) + "}")
+                n += len(regs)
+            else:
+                text.append(f"[%{n}]" if regs.startswith('"l"') else f"%{n}")
+                n += 1
+        if tied:
+            text.append(text[0])
+        self.emit(f'asm volatile("{instr} {", ".join(text)};"', indent)
+        for group in (outs, ins):
+            flat = [c for r in group for c in (r if isinstance(r, list) else [r])]
+            self.emit(f"    : {', '.join(flat)}", indent)
+        # Loads and stores touch memory the compiler does not see in the operands.
+        self.lines[-1] += ' : "memory");' if memory else ");"
+
+    def s_MatrixFill(self, s, indent):
+        frag, value = self._fragment(s.fragment, s.index), self.expr(s.value)
+        self.emit(f"for (int tc_r = 0; tc_r < 8; ++tc_r) {frag}[tc_r] = {value};", indent)
+
+    def s_MatrixLoad(self, s, indent):
+        role = "a" if s.fragment.scope == "wmma.matrix_a" else "b"
+        frag = self._fragment(s.fragment, s.index)
+        self._wmma(f"wmma.load.{role}.sync.aligned.{self._layout(s.fragment)}.m16n16k16.f16",
+                   [[f'"=r"({frag}[{i}])' for i in range(8)]],
+                   [f'"l"({self._tile_address(s.source, s.offset)})',
+                    f'"r"((unsigned)({self.expr(s.stride)}))'], indent)
+
+    def s_MatrixStore(self, s, indent):
+        frag = self._fragment(s.fragment, s.index)
+        self._wmma("wmma.store.d.sync.aligned.row.m16n16k16.f32", [],
+                   [f'"l"({self._tile_address(s.dest, s.offset)})',
+                    [f'"f"({frag}[{i}])' for i in range(8)],
+                    f'"r"((unsigned)({self.expr(s.stride)}))'], indent)
+
+    def s_MatrixMultiplyAdd(self, s, indent):
+        d, c = self._fragment(s.d, s.d_index), self._fragment(s.c, s.c_index)
+        if d != c:
+            self.emit(f"for (int tc_r = 0; tc_r < 8; ++tc_r) {d}[tc_r] = {c}[tc_r];", indent)
+        a, b = self._fragment(s.a, s.a_index), self._fragment(s.b, s.b_index)
+        # d is c, read and written ("+f"): 24 operands.
+        self._wmma(f"wmma.mma.sync.aligned.{self._layout(s.a)}.{self._layout(s.b)}"
+                   f".m16n16k16.f32.f32",
+                   [[f'"+f"({d}[{i}])' for i in range(8)]],
+                   [[f'"r"({a}[{i}])' for i in range(8)],
+                    [f'"r"({b}[{i}])' for i in range(8)]], indent, tied=True, memory=False)
+
     def s_LetStmt(self, s, indent):
         self.emit(f"{c_type(s.var.dtype)} {self.var(s.var)} = {self.expr(s.value)};", indent)
         self.stmt(s.body, indent)
@@ -391,6 +468,12 @@ class KernelEmitter:
     def s_Allocate(self, s, indent):
         b = s.buffer
         if b.scope == "shared":  # declared at the top of the kernel
+            self.stmt(s.body, indent)
+            return
+        if b.scope in S.FRAGMENT_SCOPES:  # eight registers per thread and tile
+            kind = "float" if b.scope == "wmma.accumulator" else "unsigned"
+            self.emit(f"{kind} {self.buf(b)}[{_const_size(b) // S.FRAGMENT ** 2}][8];",
+                      indent)
             self.stmt(s.body, indent)
             return
         size = _const_size(b)
@@ -512,6 +595,8 @@ class KernelEmitter:
         def fn(n):
             if isinstance(n, S.Store):
                 written.add(n.buffer.data)
+            elif isinstance(n, S.MatrixStore):
+                written.add(n.dest.data)
 
         post_order_visit(k.body, fn)
         params = []
@@ -532,9 +617,21 @@ class KernelEmitter:
                 shared.setdefault(buffer_key(n.buffer), n.buffer)
 
         post_order_visit(k.body, find_shared)
+        tiled = set()  # buffers the tensor cores read or write: 32-byte aligned
+
+        def find_tiles(n):
+            if isinstance(n, S.MatrixLoad):
+                self.fragment_layouts.setdefault(n.fragment.data, set()).add(n.layout)
+                tiled.add(buffer_key(n.source))
+            elif isinstance(n, S.MatrixStore):
+                tiled.add(buffer_key(n.dest))
+
+        post_order_visit(k.body, find_tiles)
         body_start = len(self.lines)
         for b in shared.values():
-            self.emit(f"__shared__ {c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];", 1)
+            align = "__align__(32) " if buffer_key(b) in tiled else ""
+            self.emit(f"__shared__ {align}{c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];",
+                      1)
         self.stmt(k.body, 1)
         if self.uses_record:
             params.append("unsigned long long* __restrict__ tc_rec")
@@ -621,5 +718,6 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict]:
     head = ["// generated by tecomp"]
     if uses_half:
         head.append("#include <cuda_fp16.h>")
+
     return ("\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n",
             recorded, alignments)

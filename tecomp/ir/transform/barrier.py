@@ -126,6 +126,10 @@ def _accesses(s, doubled: frozenset) -> _State:
             reads.add(_access(n.buffer, n.index, doubled))
         elif isinstance(n, S.Store) and n.buffer.scope == "shared":
             writes.add(_access(n.buffer, n.index, doubled))
+        elif isinstance(n, S.MatrixLoad) and n.source.scope == "shared":
+            reads.add(_access(n.source, n.offset, doubled))
+        elif isinstance(n, S.MatrixStore) and n.dest.scope == "shared":
+            writes.add(_access(n.dest, n.offset, doubled))
 
     post_order_visit(s, fn)
     return _State(frozenset(reads), frozenset(writes))
