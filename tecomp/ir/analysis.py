@@ -177,10 +177,10 @@ def free_refs(s) -> tuple[list, list]:
     vars_, bufs = {}, {}
 
     def fn(n):
+        for buf in S.accessed_buffers(n):
+            bufs.setdefault(buffer_key(buf), None)
         if isinstance(n, E.Var):
             vars_.setdefault(n, None)
-        elif isinstance(n, (E.Load, S.Store)):
-            bufs.setdefault(buffer_key(n.buffer), None)
         elif isinstance(n, S.Allocate):
             for x in n.buffer.shape:
                 post_order_visit(x, fn)

@@ -207,6 +207,23 @@ class MatrixMultiplyAdd(Stmt):
 WARP_COLLECTIVES = (WarpShuffle, MatrixFill, MatrixLoad, MatrixStore, MatrixMultiplyAdd)
 
 
+def accessed_buffers(n) -> tuple:
+    """The buffers node ``n`` itself reads or writes (its children's aside): a load's,
+    a store's or a shuffle's buffer, a tensor-core statement's fragments and memory."""
+    t = type(n)
+    if t is Load or t is Store or t is WarpShuffle:
+        return (n.buffer,)
+    if t is MatrixFill:
+        return (n.fragment,)
+    if t is MatrixLoad:
+        return (n.fragment, n.source)
+    if t is MatrixStore:
+        return (n.dest, n.fragment)
+    if t is MatrixMultiplyAdd:
+        return (n.d, n.a, n.b, n.c)
+    return ()
+
+
 @_node
 class KernelLaunch(Stmt):
     """Run ``body`` on a GPU as the kernel ``name``: a grid of ``grid`` (x, y, z) blocks of

@@ -45,9 +45,9 @@ def check_cpu_schedule(sch, kind: str) -> None:
                 f"{st.bind_threads[iv].thread_tag}: thread binding needs a CUDA target, "
                 f"not {kind}"
             )
-        if st.scope == "shared":
+        if st.scope not in ("global", "local"):
             raise ScheduleError(
-                f"stage {st.name} uses the 'shared' scope, which needs a CUDA target, "
+                f"stage {st.name} uses the {st.scope!r} scope, which needs a CUDA target, "
                 f"not {kind}; use 'local' or 'global'"
             )
 
@@ -69,8 +69,9 @@ def check_gpu_schedule(sch) -> None:
                     f"parallel on stage {st.name}, axis {iv.name}: a CUDA target has no CPU "
                     f"threads; bind the axis to blockIdx.*/threadIdx.* instead"
                 )
-        if st.attach_type == "root" and st.scope in ("shared", "local"):
-            lives = "one thread block" if st.scope == "shared" else "one thread"
+        if st.attach_type == "root" and st.scope != "global":
+            lives = "one thread block" if st.scope == "shared" else "one thread" \
+                if st.scope == "local" else "one warp"
             where = "blockIdx.*" if st.scope == "shared" else "threadIdx.*"
             raise ScheduleError(
                 f"stage {st.name} is in the {st.scope!r} scope, which lives in {lives}, "

@@ -39,6 +39,7 @@ from .cuda_checks import (
 )
 from .relations import pass_down_extents, pass_up_values, split_guards
 from .schedule import Schedule, Stage
+from .tensorize import lower_tensorized
 from .thread_reduce import check_extent, cross_thread_reduce
 
 
@@ -405,7 +406,17 @@ class _Builder:
         for g in guards:
             by_level.setdefault(_deepest(g, pos), []).append(g)
         across = _thread_reduce_leaf(st, leaves)
-        if across is not None:
+        if st.tensorized is not None:
+            level = pos[st.tensorized[0].var]
+            self._check_whole_tiles(st, leaves[level:], by_level, level)
+            body, reset, step = lower_tensorized(st, info, leaves[level:], root_vals,
+                                                 self.to_loads.buffer_of, bufs[0], store_idx)
+            leaves = leaves[:level]
+            reduce_pos = next((k for k, iv in enumerate(leaves) if iv.iter_type == "reduce"),
+                              None)
+            # Reduction loops left outside go on accumulating into what ``reset`` began.
+            update, init = (step, reset) if reduce_pos is not None else (body, None)
+        elif across is not None:
             # The reduction's condition and every guard inside the thread loop decide a
             # thread's value, not whether it takes part: all threads run the shuffles.
             level = pos[across.var]
@@ -514,6 +525,18 @@ class _Builder:
         init_vals = red.init if red.init else comb.identity
         init = S.seq(*[S.Store(b, v, f) for b, v, f in zip(bufs, init_vals, flat)])
         return update, init
+
+    def _check_whole_tiles(self, st, inner, by_level, level):
+        guarded = [iv.name for lv, iv in enumerate(inner, level) if by_level.get(lv)]
+        attached = [iv.name for iv in inner if self.attached.get((st, iv))]
+        if guarded or attached:
+            raise LoweringError(
+                f"tensorize on stage {st.name}: "
+                + (f"the loops {', '.join(guarded)} inside the tensorized axis are guarded "
+                   f"(a split that does not divide its extent); an intrinsic computes whole "
+                   f"tiles" if guarded else
+                   f"stages are computed at {', '.join(attached)}, inside the tensorized "
+                   f"axis; compute them further out"))
 
     def _cross_thread(self, st, info, bodies, bufs, flat, leaf, conds):
         red = bodies[0]

@@ -10,13 +10,17 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..ir import expr as E
 from ..ir.functor import IRMutator, substitute
+from ..ir.stmt import FRAGMENT_SCOPES
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..te.tensor_intrin import TensorIntrin
 from .relations import Fuse, Split
 from .rfactor import rfactor as rfactor_stage
 
 #: Annotations ``Stage`` can put on a leaf axis (loop kinds of the loop IR).
 ANNOTATIONS = ("vectorized", "unrolled", "parallel", "thread_binding")
-SCOPES = ("global", "local", "shared")
+#: Storage scopes of a stage: memory, a thread's registers, a block's shared memory, or
+#: a warp's tensor-core fragments (``tecomp.ir.stmt.FRAGMENT_SCOPES``).
+SCOPES = ("global", "local", "shared", *FRAGMENT_SCOPES)
 
 
 class Stage:
@@ -49,6 +53,7 @@ class Stage:
         self.iter_var_attrs: dict = {}  # IterVar -> annotation
         self.bind_threads: dict = {}  # IterVar -> thread IterVar
         self.prefetches: list = []  # (Tensor, IterVar, offset)
+        self.tensorized: tuple | None = None  # (leaf IterVar, TensorIntrin)
 
     @property
     def name(self) -> str:
@@ -244,6 +249,22 @@ class Stage:
             )
         self._annotate("bind", axis, "thread_binding")
         self.bind_threads[axis] = thread_ivar
+
+    def tensorize(self, axis, intrin):
+        """Compute the loops from ``axis`` inwards with ``intrin`` (a ``TensorIntrin``,
+        ``te.decl_tensor_intrin``) instead: they must compute what its op does, one loop
+        per axis of it with the same extent, over whole tiles. Lowering matches the two
+        and calls the intrinsic's implementation with the regions of the buffers (a
+        tensor-core tile, say: ``tecomp.topi.cuda.tensor_core``)."""
+        self._check_schedulable("tensorize")
+        self._check_leaf("tensorize", axis)
+        if not isinstance(intrin, TensorIntrin):
+            raise self._error("tensorize", f"intrin must come from te.decl_tensor_intrin, "
+                              f"not {intrin!r}")
+        if self.tensorized is not None:
+            raise self._error("tensorize", f"the stage is already tensorized at "
+                              f"{self.tensorized[0].name}")
+        self.tensorized = (axis, intrin)
 
     def prefetch(self, tensor, var, offset: int):
         """Ask for the bytes of ``tensor`` that this stage reads ``offset`` iterations of

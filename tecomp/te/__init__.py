@@ -44,6 +44,7 @@ from .intrin import (
 from .operation import compute, const, placeholder, reduce_axis, size_var, thread_axis, var
 from .reduction import comm_reducer, prod, sum
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor_intrin import TensorIntrin, TileRegion, decl_tensor_intrin
 
 # The schedule layer sits above te (a schedule is made of te operations), so te offers
 # create_schedule, the step after declaring computes, without importing that layer when

@@ -53,9 +53,10 @@ def _kernel(name: str, body: S.Stmt, params: tuple, size_vars: tuple) -> S.Kerne
     used_bufs, used_vars, inner = {}, {}, set()
 
     def fn(n):
-        if isinstance(n, (E.Load, S.Store)) and n.buffer.scope == "global":
-            used_bufs.setdefault(buffer_key(n.buffer), n.buffer)
-        elif isinstance(n, E.Var):
+        for buf in S.accessed_buffers(n):
+            if buf.scope == "global":
+                used_bufs.setdefault(buffer_key(buf), buf)
+        if isinstance(n, E.Var):
             used_vars.setdefault(n, None)
         elif isinstance(n, S.Allocate):
             inner.add(buffer_key(n.buffer))
