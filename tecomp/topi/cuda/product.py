@@ -26,6 +26,7 @@ from ..cpu_schedule import const_int
 from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
+from . import tensor_core
 from .common import bind_block, cooperative_load, define_tile
 from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
@@ -76,9 +77,10 @@ def _fallback_tiles(N, M, batch) -> tuple:
     return _FALLBACK_TILES[-1]
 
 
-def define_product_knobs(cfg, N, K, M, batch=1):
+def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32"):
     """Register the knobs of ``batch`` products ``[N, K] x [K, M]`` (a second call
-    changes nothing).
+    changes nothing). Where the product runs on tensor cores
+    (:func:`tensor_core.applies`), those are :func:`tensor_core.define_knobs`; otherwise:
 
     ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
     thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
@@ -90,6 +92,9 @@ def define_product_knobs(cfg, N, K, M, batch=1):
     tiled as if it were ``_NOMINAL_SIZE``, its tail guarded, and read one element per
     load.
     """
+    if tensor_core.applies(dtype, N, K, M):
+        tensor_core.define_knobs(cfg, N, K, M)
+        return
     define_tile(cfg, "tile_y", _nominal(N))
     define_tile(cfg, "tile_x", _nominal(M))
     cfg.define_split("tile_k", _nominal(K), num_outputs=2, filter=lambda e: e.size[-1] <= 32)
@@ -112,16 +117,32 @@ def define_product_knobs(cfg, N, K, M, batch=1):
 # ---- computes -------------------------------------------------------------------------
 
 
+def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False):
+    """The product ``sum(term(*index, cast))`` over ``reduce_axis``, tagged ``tag`` (its
+    attribute ``transposed_b``: the second operand is read ``[..., j, k]``): float16
+    operands are multiplied and summed in float32 (as the tensor cores and cuBLAS do),
+    the result rounded back to float16 by an epilogue stage."""
+    attrs = {"transposed_b": transposed_b}
+    if dtype != "float16":
+        return te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x), axis=reduce_axis),
+                          name=name, tag=tag, attrs=attrs)
+    wide = te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x.astype("float32")),
+                                               axis=reduce_axis),
+                      name=name, tag=tag, attrs=attrs)
+    return te.compute(shape, lambda *i: wide(*i).astype("float16"), name=f"{name}_f16")
+
+
+
 def compute_matmul(cfg, A, B):
     """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); any size may be symbolic."""
     N, K = (_size(d) for d in A.shape)
     K2, M = (_size(d) for d in B.shape)
     if _differ(K2, K):
         raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
-    define_product_knobs(cfg, N, K, M)
+    define_product_knobs(cfg, N, K, M, dtype=A.dtype)
     k = te.reduce_axis((0, K), name="k")
-    return te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C",
-                      tag="matmul")
+    return _product((N, M), A.dtype, lambda i, j, c: c(A[i, k]) * c(B[k, j]), k, "C",
+                    "matmul")
 
 
 def compute_dense(cfg, X, W, b=None, units=None):
@@ -135,10 +156,10 @@ def compute_dense(cfg, X, W, b=None, units=None):
         raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
     if units is not None and _differ(_size(units), M):
         raise ShapeError(f"dense: units={units} but W [{M}, {K}] has {M} rows")
-    define_product_knobs(cfg, N, K, M)
+    define_product_knobs(cfg, N, K, M, dtype=X.dtype)
     k = te.reduce_axis((0, K), name="k")
-    P = te.compute((N, M), lambda i, j: te.sum(X[i, k] * W[j, k], axis=k), name="P",
-                   tag="dense")
+    P = _product((N, M), X.dtype, lambda i, j, c: c(X[i, k]) * c(W[j, k]), k, "P", "dense",
+                 transposed_b=True)
     if b is None:
         return P
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
@@ -154,14 +175,14 @@ def compute_batch_matmul(cfg, A, B, transpose_b=False):
         raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is "
                          f"[{Bt2}, {', '.join(map(str, rest))}]"
                          + (" (transposed)" if transpose_b else ""))
-    define_product_knobs(cfg, N, K, M, Bt)
+    define_product_knobs(cfg, N, K, M, Bt, A.dtype)
     k = te.reduce_axis((0, K), name="k")
 
     def b_at(b, k, j):
         return B[b, j, k] if transpose_b else B[b, k, j]
 
-    return te.compute((Bt, N, M), lambda b, i, j: te.sum(A[b, i, k] * b_at(b, k, j), axis=k),
-                      name="C", tag="batch_matmul")
+    return _product((Bt, N, M), A.dtype, lambda b, i, j, c: c(A[b, i, k]) * c(b_at(b, k, j)),
+                    k, "C", "batch_matmul", transpose_b)
 
 
 # ---- schedules ------------------------------------------------------------------------
@@ -198,8 +219,14 @@ def _schedule_product(cfg, outs, tag):
     anchor = find_anchor(out, tag, what)
     if _is_matrix_vector(cfg, anchor, tag):
         return _matrix_vector(s, out, anchor, what)
-    CL = inline_epilogue(s, out, anchor, what)
     operands = list(anchor.input_tensors)
+    *_, N, M = (_size(d) for d in anchor.output(0).shape)
+    K = _size(anchor.reduce_axis[0].dom.extent)
+    if tensor_core.applies(operands[0].dtype, N, K, M):
+        tensor_core.schedule_product(cfg, s, out, anchor, operands,
+                                     anchor.attrs.get("transposed_b", False))
+        return s
+    CL = inline_epilogue(s, out, anchor, what)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]
     local = [s.cache_read(t, "local", [CL]) for t in shared]
 

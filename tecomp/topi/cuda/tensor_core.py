@@ -19,6 +19,8 @@ from ...errors import ScheduleError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.stmt import FRAGMENT
+from ..group import epilogue_ops
+from .common import cooperative_load
 
 #: The element types the tensor cores multiply here (accumulating in float32).
 INPUT_DTYPES = ("float16",)
@@ -98,3 +100,131 @@ def store_matrix():
                              frag.fragment_index())
 
     return te.decl_tensor_intrin(y.op, implement, name="wmma_store")
+
+
+# ---- products on tensor cores ---------------------------------------------------------------
+
+
+def applies(dtype: str, *sizes) -> bool:
+    """Whether a product of ``dtype`` operands with these (rows, k, columns) sizes runs on
+    tensor cores: float16, every size a constant multiple of 16."""
+    return dtype in INPUT_DTYPES and all(
+        isinstance(n, int) and n > 0 and n % FRAGMENT == 0 for n in sizes)
+
+
+def _warp_split_ok(e) -> bool:
+    _, warps, tiles = e.size
+    return warps <= 4 and tiles <= 4 and warps * tiles <= 8
+
+
+def define_knobs(cfg, N, K, M) -> None:
+    """The knobs of a tensor-core product ``[N, K] x [K, M]``: ``tc_m`` / ``tc_n`` split the
+    16-row (column) tiles of the output into (blocks, warps, fragments per warp), ``tc_k``
+    the 16-deep steps of k into (steps, per shared tile), ``tc_pad`` pads each row of the
+    shared tiles by that many halves (off the 32 banks). The fallback: 2 x 2 warps of
+    2 x 2 fragments (64 x 64 per block) where the sizes allow, k 32 deep, rows padded
+    by 8."""
+    cfg.define_split("tc_m", N // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
+    cfg.define_split("tc_n", M // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
+    cfg.define_split("tc_k", K // FRAGMENT, num_outputs=2, filter=lambda e: e.size[1] <= 4)
+    cfg.define_knob("tc_pad", [8, 0])
+    if cfg.is_fallback:
+        for name, n in (("tc_m", N), ("tc_n", M)):
+            tiles = n // FRAGMENT
+            warps, per = next((w, t) for w, t in ((2, 2), (2, 1), (1, 2), (1, 1))
+                              if tiles % (w * t) == 0)
+            cfg.fallback_split(name, [-1, warps, per])
+        cfg.fallback_split("tc_k", [-1, 2 if (K // FRAGMENT) % 2 == 0 else 1])
+        cfg.fallback_knob("tc_pad", 8)
+
+
+def _split_tiles(stage, axes):
+    """Split each of ``axes`` into (tiles, 16) and order the tile loops outside the
+    element loops; returns (tile loops, element loops)."""
+    pairs = [stage.split(ax, factor=FRAGMENT) for ax in axes]
+    stage.reorder(*(p[0] for p in pairs), *(p[1] for p in pairs))
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
+    """Schedule the product ``anchor`` (float32 sums of float16 ``operands``, tagged)
+    and its epilogue ending in ``out`` on tensor cores (module docstring).
+
+    Each block computes a ``tc_m`` x ``tc_n`` tile of the output with warps of
+    ``16 * fragments`` square: per step of k, the threads copy the operands' tiles into
+    shared memory, each warp loads its fragments from there and accumulates; then each
+    warp stores its accumulators, to the output directly when the product is the output,
+    else to a shared tile that the block's threads read for the epilogue.
+    """
+    warps = (cfg["tc_m"].size[1], cfg["tc_n"].size[1])
+    block = [cfg[n].size[1] * cfg[n].size[2] * FRAGMENT for n in ("tc_m", "tc_n")]
+    threads = (*warps, 32)
+    product = anchor.output(0)
+    for op in anchor_epilogue(out, anchor):
+        s[op.output(0)].compute_inline()
+    shared = [s.cache_read(t, "shared", [product]) for t in operands]
+    frags = [s.cache_read(t, scope, [product]) for t, scope in
+             zip(shared, ("wmma.matrix_a", "wmma.matrix_b"))]
+    acc = s.cache_write(product, "wmma.accumulator")
+
+    def block_loops(stage):
+        *batch, i, j = stage.op.axis
+        bi, i = stage.split(i, factor=block[0])
+        bj, j = stage.split(j, factor=block[1])
+        stage.reorder(*batch, bi, bj, i, j)
+        if batch:
+            stage.bind(stage.fuse(*batch) if len(batch) > 1 else batch[0],
+                       te.thread_axis("blockIdx.z"))
+        stage.bind(bi, te.thread_axis("blockIdx.y"))
+        stage.bind(bj, te.thread_axis("blockIdx.x"))
+        return bj, i, j
+
+    stage = s[product]
+    if product.op is out.op:
+        _, i, j = block_loops(stage)
+    else:
+        # The accumulators go through a shared tile, read by the epilogue's threads.
+        bj, i, j = block_loops(s[out])
+        rest = s[out].fuse(i, j)
+        bound = []
+        for n in reversed(threads):
+            rest, t = s[out].split(rest, factor=n)
+            bound.insert(0, t)
+        s[out].reorder(*bound, rest)
+        for ax, tag in zip(bound, ("threadIdx.z", "threadIdx.y", "threadIdx.x")):
+            s[out].bind(ax, te.thread_axis(tag))
+        stage.set_scope("shared")
+        stage.compute_at(s[out], bj)
+        *_, i, j = stage.op.axis
+    wi, i = stage.split(i, factor=block[0] // warps[0])
+    wj, j = stage.split(j, factor=block[1] // warps[1])
+    stage.reorder(wi, wj, i, j)
+    stage.bind(wi, te.thread_axis("threadIdx.z"))
+    stage.bind(wj, te.thread_axis("threadIdx.y"))
+    _, (first, _) = _split_tiles(stage, [i, j])
+    stage.tensorize(first, store_matrix())
+
+    s[acc].compute_at(stage, wj)
+    *_, ci, cj = s[acc].op.axis
+    ko, ki = s[acc].split(s[acc].op.reduce_axis[0], factor=cfg["tc_k"].size[1] * FRAGMENT)
+    kt, kf = s[acc].split(ki, factor=FRAGMENT)
+    (ti, tj), (ei, ej) = _split_tiles(s[acc], [ci, cj])
+    s[acc].reorder(ko, kt, ti, tj, ei, ej, kf)
+    s[acc].tensorize(ei, multiply_add("float16", transposed_b))
+
+    for frag, role in zip(frags, "ab"):
+        s[frag].compute_at(s[acc], kt)
+        _, (first, _) = _split_tiles(s[frag], list(s[frag].op.axis)[-2:])
+        s[frag].tensorize(first, load_matrix(role, "float16", transposed_b and role == "b"))
+    for t in shared:
+        s[t].compute_at(s[acc], ko)
+        if cfg["tc_pad"].val:
+            row = s[t].op.axis[-2]
+            s[t].storage_align(row, FRAGMENT, cfg["tc_pad"].val)
+        cooperative_load(s, t, threads, 2)
+
+
+def anchor_epilogue(out, anchor) -> list:
+    """The epilogue's operations other than ``out``, inlined into it."""
+    return [op for op in epilogue_ops(out, anchor, "tensor-core product")
+            if op is not out.op]
