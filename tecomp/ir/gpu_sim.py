@@ -293,9 +293,17 @@ def _tile(it, buf, index):
 
 def _block(it, buf, offset, stride):
     """The flat indices of the 16 x 16 tile of ``buf`` at ``offset``, rows ``stride``
-    apart."""
+    apart; the tile must start 32 bytes and its rows 16 bytes apart from the buffer's
+    start (the tensor cores' alignment, which a GPU faults on)."""
+    start, step = int(it.expr(offset)), int(it.expr(stride))
+    size = np.dtype(buf.dtype).itemsize
+    if start * size % 32 or step * size % 16:
+        raise TecompError(
+            f"interpreter: a tile of {buf.name} at element {start} with rows {step} apart: "
+            f"tensor-core tiles start at multiples of 32 bytes and their rows 16 bytes "
+            f"apart ({32 // size} and {16 // size} elements of {buf.dtype})")
     n = np.arange(S.FRAGMENT)
-    return int(it.expr(offset)) + n[:, None] * int(it.expr(stride)) + n[None, :]
+    return start + n[:, None] * step + n[None, :]
 
 
 def run_matrix(it, s) -> None:

@@ -304,8 +304,9 @@ class _Verifier:
                 size = None if size is None or E.const_value(d) is None else \
                     size * E.const_value(d)
             if size is None or size % (S.FRAGMENT * S.FRAGMENT):
-                _fail("fragment", f"fragment {buf.name!r} has the shape "
-                      f"{list(buf.shape)}: a constant number of 16 x 16 tiles", s)
+                shape = ", ".join(str(d) for d in buf.shape)
+                _fail("fragment", f"fragment {buf.name!r} has the shape [{shape}]: a "
+                      f"constant number of 16 x 16 tiles", s)
         self._valid_dtype(buf.dtype, s)
         for d in buf.shape:
             self.expr(d)

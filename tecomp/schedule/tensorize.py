@@ -109,15 +109,9 @@ def lower_tensorized(st, info, inner, root_vals, buffer_of, out_buf, store_idx) 
     """
     _, intrin = st.tensorized
     iop = intrin.op
-    moving_leaves = set(inner)
     dbase, dmoving = _moving(st, st.op.axis, iop.axis, root_vals, inner, info.extents, "data")
     rbase, rmoving = _moving(st, st.op.reduce_axis, iop.reduce_axis, root_vals, inner,
                              info.extents, "reduction")
-    used = {leaf for _, leaf in dmoving + rmoving}
-    if used != moving_leaves:
-        extra = ", ".join(iv.name for iv in inner if iv not in used)
-        raise LoweringError(f"tensorize on stage {st.name}: the loops {extra} inside the "
-                            f"tensorized axis move no axis of the intrinsic")
     vmap = {iv.var: b for iv, b in {**dbase, **rbase}.items()}
     for (iv, _), jv in zip(dmoving + rmoving, [*iop.axis, *iop.reduce_axis]):
         vmap[iv.var] = simplify(vmap[iv.var] + E.cast(vmap[iv.var].dtype, jv.var))
