@@ -18,6 +18,7 @@ import functools
 import os
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -177,7 +178,7 @@ def _sentinel_like(ref: np.ndarray) -> np.ndarray:
     """An output buffer prefilled with a value no kernel produces, so that elements the
     kernel forgets to write show up as mismatches."""
     ref = np.asarray(ref)
-    if ref.dtype.kind == "f":
+    if ref.dtype.kind == "f" or ref.dtype == ml_dtypes.bfloat16:
         return np.full(ref.shape, np.nan, ref.dtype)
     if ref.dtype.kind == "b":
         return np.array(~ref)

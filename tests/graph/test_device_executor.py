@@ -195,28 +195,33 @@ def test_pytorch_tensors_in_place_and_out(gpu, cnn_lib, rng):
                                rtol=RTOL, atol=ATOL)
 
 
-def test_a_float16_model_runs_its_products_on_tensor_cores(cuda_target, rng):
-    """MatMul -> Add -> Relu -> MatMul in float16 with sizes in multiples of 16: both
-    products on wmma fragments, summed in float32 as numpy's reference is."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_model_runs_its_products_on_tensor_cores(dtype, cuda_target, rng):
+    """MatMul -> Add -> Relu -> MatMul in float16 or bfloat16 with sizes in multiples of
+    16: both products on wmma fragments, summed in float32 as numpy's reference is."""
+    import ml_dtypes
     from onnx import TensorProto
 
-    w0 = (rng.standard_normal((64, 32)) * 0.2).astype("float16")
-    b0 = (rng.standard_normal(32) * 0.2).astype("float16")
-    w1 = (rng.standard_normal((32, 16)) * 0.2).astype("float16")
+    np_type = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    proto = TensorProto.FLOAT16 if dtype == "float16" else TensorProto.BFLOAT16
+    w0 = (rng.standard_normal((64, 32)) * 0.2).astype(np_type)
+    b0 = (rng.standard_normal(32) * 0.2).astype(np_type)
+    w1 = (rng.standard_normal((32, 16)) * 0.2).astype(np_type)
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"]),
              helper.make_node("Add", ["h", "b0"], ["hb"]),
              helper.make_node("Relu", ["hb"], ["r"]),
              helper.make_node("MatMul", ["r", "w1"], ["y"])]
     graph = helper.make_graph(
-        nodes, "half_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [32, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [32, 16])],
+        nodes, "half_mlp", [helper.make_tensor_value_info("x", proto, [32, 64])],
+        [helper.make_tensor_value_info("y", proto, [32, 16])],
         [numpy_helper.from_array(a, n) for a, n in ((w0, "w0"), (b0, "b0"), (w1, "w1"))])
     lib = _build(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert lib.module.get_source("cuda").count("wmma.mma.sync") == 2
-    x = (rng.standard_normal((32, 64)) * 0.5).astype("float16")
-    h = np.maximum((x.astype("float32") @ w0.astype("float32")).astype("float16")
-                   + b0, 0)
-    ref = h.astype("float32") @ w1.astype("float32")
+    x = (rng.standard_normal((32, 64)) * 0.5).astype(np_type)
+    h = (x.astype("float32") @ w0.astype("float32")).astype(np_type).astype("float32")
+    h = np.maximum((h + b0.astype("float32")).astype(np_type).astype("float32"), 0)
+    ref = h @ w1.astype("float32")
     y, = DeviceGraphModule(lib)(x=x)
-    assert y.dtype == np.float16
-    np.testing.assert_allclose(y.astype("float32"), ref, rtol=1e-2, atol=1e-2)
+    assert y.dtype == np_type
+    tol = 1e-2 if dtype == "float16" else 5e-2
+    np.testing.assert_allclose(y.astype("float32"), ref, rtol=tol, atol=tol)

@@ -8,8 +8,9 @@ as arrays where they are allocated. ``unrolled`` loops carry ``#pragma unroll``;
 lane by lane between ``float2``/``float4`` (or ``int2``/``int4``, ``double2``, ``half2``)
 loads and one vector store, any other vectorized loop is an unrolled loop.
 Parameters are ``__restrict__`` (the runtime passes distinct buffers) and ``const`` when
-only read; ``__launch_bounds__`` gives the block size. float16 uses ``cuda_fp16.h``
-(arithmetic on ``half``; math functions through ``float``).
+only read; ``__launch_bounds__`` gives the block size. float16 uses ``cuda_fp16.h`` and
+bfloat16 ``cuda_bf16.h`` (arithmetic on ``half`` / ``__nv_bfloat16``; math functions
+through ``float``).
 
 Run-time checks (``Check`` nodes, integer division by a divisor that may be zero or -1)
 write the call's error record, two ``unsigned long long`` in device memory that a kernel
@@ -38,13 +39,21 @@ C_TYPES = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
     "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
     "int64": "long long", "uint64": "unsigned long long", "float16": "half",
-    "float32": "float", "float64": "double",
+    "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double",
+}
+
+#: The 16-bit float types: their header and conversions from and to float (their
+#: arithmetic is the header's; math functions go through float).
+_HALVES = {
+    "float16": ("cuda_fp16.h", "__float2half", "__half2float"),
+    "bfloat16": ("cuda_bf16.h", "__float2bfloat16", "__bfloat162float"),
 }
 # The small types are their codes, one byte (converted by tecomp.topi.small_types).
 C_TYPES.update({name: "unsigned char" for name in dt.SMALL})
 
-#: The namespace of CUDA's warp matrix (tensor core) functions.
-_WMMA = "nvcuda::wmma"
+#: Per operand dtype of the tensor cores, its PTX type and the 32-bit registers a thread
+#: holds of a 16 x 16 operand fragment (float16's layout keeps two copies: 8).
+_WMMA_OPERANDS = {"float16": ("f16", 8), "bfloat16": ("bf16", 4)}
 
 #: Vector types by (dtype, lanes) for vectorized copies.
 VECTOR_TYPES = {
@@ -73,6 +82,10 @@ _REINTERPRET = {
     ("unsigned long long", "double"): "__longlong_as_double",
     ("half", "short"): "__half_as_short", ("short", "half"): "__short_as_half",
     ("half", "unsigned short"): "__half_as_ushort", ("unsigned short", "half"): "__ushort_as_half",
+    ("__nv_bfloat16", "short"): "__bfloat16_as_short",
+    ("short", "__nv_bfloat16"): "__short_as_bfloat16",
+    ("__nv_bfloat16", "unsigned short"): "__bfloat16_as_ushort",
+    ("unsigned short", "__nv_bfloat16"): "__ushort_as_bfloat16",
 }
 
 _PREAMBLE = """\
@@ -166,7 +179,7 @@ class KernelEmitter:
         self.names = _Names()
         self.lines: list = []
         self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
-        self.uses_half = False
+        self.headers: set = set()  # the 16-bit float types' headers the kernel needs
         self.fragment_layouts: dict = {}  # a/b fragment's data var -> layouts it is loaded in
         self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
         self.vector_bytes: dict = {}  # buffer -> the widest vector access to it, in bytes
@@ -186,8 +199,8 @@ class KernelEmitter:
         if fn is None:
             raise UnsupportedOpError(f"the CUDA code generator cannot emit {type(e).__name__} "
                                      f"({e})")
-        if e.dtype == "float16":
-            self.uses_half = True
+        if e.dtype in _HALVES:
+            self.headers.add(_HALVES[e.dtype][0])
         return fn(e)
 
     def e_Var(self, e):
@@ -218,8 +231,8 @@ class KernelEmitter:
                 text += ".0"
             if e.dtype != "float64":
                 text += "f"
-        if e.dtype == "float16":
-            return f"__float2half({text})"
+        if e.dtype in _HALVES:
+            return f"{_HALVES[e.dtype][1]}({text})"
         return f"({text})" if text.startswith("-") else text
 
     def e_Cast(self, e):
@@ -227,10 +240,14 @@ class KernelEmitter:
         src, dst = e.value.dtype, e.dtype
         for d in (src, dst):
             dt.refuse_small(d, "cast", e)
-        if dst == "float16":
-            return f"__float2half((float)({v}))" if src != "float16" else v
-        if src == "float16":
-            return f"(({c_type(dst)})__half2float({v}))"
+        if src == dst:
+            return v
+        if src in _HALVES:  # through float, also between the two 16-bit types
+            v, src = f"{_HALVES[src][2]}({v})", "float32"
+            if dst == "float32":
+                return v
+        if dst in _HALVES:
+            return f"{_HALVES[dst][1]}((float)({v}))"
         return f"(({c_type(dst)})({v}))"
 
     def e_Load(self, e):
@@ -297,8 +314,9 @@ class KernelEmitter:
     def _math(self, d, f32, f64, args):
         if d == "float64":
             return f64(*args)
-        if d == "float16":
-            return f"__float2half({f32(*[f'__half2float({a})' for a in args])})"
+        if d in _HALVES:
+            _, narrow, wide = _HALVES[d]
+            return f"{narrow}({f32(*[f'{wide}({a})' for a in args])})"
         return f32(*args)
 
     def _safe_divisor(self, b) -> bool:
@@ -321,7 +339,7 @@ class KernelEmitter:
         if op is not None:
             return f"({a} {op} {b})"
         if t in (E.Min, E.Max):
-            if dt.is_float(d) and d != "float16":
+            if dt.is_float(d) and d not in _HALVES:
                 fn = ("fmin" if t is E.Min else "fmax") + ("f" if d == "float32" else "")
                 return f"{fn}({a}, {b})"
             cmp = "<" if t is E.Min else ">"
@@ -429,8 +447,9 @@ class KernelEmitter:
     def s_MatrixLoad(self, s, indent):
         role = "a" if s.fragment.scope == "wmma.matrix_a" else "b"
         frag = self._fragment(s.fragment, s.index)
-        self._wmma(f"wmma.load.{role}.sync.aligned.{self._layout(s.fragment)}.m16n16k16.f16",
-                   [[f'"=r"({frag}[{i}])' for i in range(8)]],
+        ptx, regs = _WMMA_OPERANDS[s.fragment.dtype]
+        self._wmma(f"wmma.load.{role}.sync.aligned.{self._layout(s.fragment)}.m16n16k16"
+                   f".{ptx}", [[f'"=r"({frag}[{i}])' for i in range(regs)]],
                    [f'"l"({self._tile_address(s.source, s.offset)})',
                     f'"r"((unsigned)({self.expr(s.stride)}))'], indent)
 
@@ -446,12 +465,16 @@ class KernelEmitter:
         if d != c:
             self.emit(f"for (int tc_r = 0; tc_r < 8; ++tc_r) {d}[tc_r] = {c}[tc_r];", indent)
         a, b = self._fragment(s.a, s.a_index), self._fragment(s.b, s.b_index)
-        # d is c, read and written ("+f"): 24 operands.
+        ptx, regs = _WMMA_OPERANDS[s.a.dtype]
+        # float16 names the accumulator's types (d, c); the others the operands' too.
+        types = "f32.f32" if ptx == "f16" else f"f32.{ptx}.{ptx}.f32"
+        # d is c, read and written ("+f").
         self._wmma(f"wmma.mma.sync.aligned.{self._layout(s.a)}.{self._layout(s.b)}"
-                   f".m16n16k16.f32.f32",
+                   f".m16n16k16.{types}",
                    [[f'"+f"({d}[{i}])' for i in range(8)]],
-                   [[f'"r"({a}[{i}])' for i in range(8)],
-                    [f'"r"({b}[{i}])' for i in range(8)]], indent, tied=True, memory=False)
+                   [[f'"r"({a}[{i}])' for i in range(regs)],
+                    [f'"r"({b}[{i}])' for i in range(regs)]], indent, tied=True,
+                   memory=False)
 
     def s_LetStmt(self, s, indent):
         self.emit(f"{c_type(s.var.dtype)} {self.var(s.var)} = {self.expr(s.value)};", indent)
@@ -470,9 +493,10 @@ class KernelEmitter:
         if b.scope == "shared":  # declared at the top of the kernel
             self.stmt(s.body, indent)
             return
-        if b.scope in S.FRAGMENT_SCOPES:  # eight registers per thread and tile
-            kind = "float" if b.scope == "wmma.accumulator" else "unsigned"
-            self.emit(f"{kind} {self.buf(b)}[{_const_size(b) // S.FRAGMENT ** 2}][8];",
+        if b.scope in S.FRAGMENT_SCOPES:  # the registers a thread holds of each tile
+            kind, regs = ("float", 8) if b.scope == "wmma.accumulator" else \
+                ("unsigned", _WMMA_OPERANDS[b.dtype][1])
+            self.emit(f"{kind} {self.buf(b)}[{_const_size(b) // S.FRAGMENT ** 2}][{regs}];",
                       indent)
             self.stmt(s.body, indent)
             return
@@ -603,8 +627,8 @@ class KernelEmitter:
         for b in k.params:
             const = "" if b.data in written else "const "
             params.append(f"{const}{c_type(b.dtype)}* __restrict__ {self.buf(b)}")
-            if b.dtype == "float16":
-                self.uses_half = True
+            if b.dtype in _HALVES:
+                self.headers.add(_HALVES[b.dtype][0])
         for v in k.scalars:
             params.append(f"{c_type(v.dtype)} {self.var(v)}")
             self.bounds[v] = (1, None)
@@ -704,20 +728,19 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict]:
         (``float4`` and the like), whose addresses must be multiples of those bytes.
     """
     funcs = []
-    uses_half = False
+    headers = set()
     recorded = set()
     alignments = {}
     for k in launches:
         em = KernelEmitter(k, (checks_of or {}).get(k.name))
         funcs.append(em.function())
-        uses_half |= em.uses_half
+        headers |= em.headers
         if em.uses_record:
             recorded.add(k.name)
         alignments[k.name] = {i: em.vector_bytes[b.data] for i, b in enumerate(k.params)
                               if b.data in em.vector_bytes}
     head = ["// generated by tecomp"]
-    if uses_half:
-        head.append("#include <cuda_fp16.h>")
+    head += [f"#include <{h}>" for h in sorted(headers)]
 
     return ("\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n",
             recorded, alignments)

@@ -11,7 +11,7 @@ bfloat16 inputs compute in float32: its 16-bit inputs cast to float32 and its 16
 outputs cast back, one rounding per node as the model's dtype says. Constant weights
 are converted once (constant folding); fusion takes the cast back into the product's
 epilogue, and the cast of an operand into the kernel that writes it where it can. On
-CUDA the float16 matrix products keep their float16 operands (:data:`FLOAT16_NATIVE`):
+CUDA the 16-bit matrix products keep their operands (:data:`FLOAT16_NATIVE`):
 their kernels multiply on tensor cores where the sizes allow and sum in float32 anyway.
 
 **bf16 precision** (``build(..., precision="bf16")``). For a float32 model,
@@ -59,23 +59,27 @@ PRODUCTS = frozenset({
 })
 
 
-#: Per target kind, the accumulating operators whose kernels take float16 operands and
-#: sum them in float32 themselves: CUDA's matrix products (on tensor cores where the
-#: sizes allow), which would otherwise read operands widened to twice the bytes.
+#: Per target kind, the accumulating operators whose kernels take 16-bit float operands
+#: (of one type) and sum them in float32 themselves: CUDA's matrix products (on tensor
+#: cores where the sizes allow), which would otherwise read operands widened to twice
+#: the bytes.
 FLOAT16_NATIVE = {"cuda": frozenset({"dense", "matmul", "batch_matmul"})}
 
 
 def accumulate_in_float32(graph: Graph, native=frozenset()) -> Graph:
     """``graph`` with every :data:`ACCUMULATING` node that reads a float16 or bfloat16
-    value computing in float32 (see the module text), but the float16 nodes of the
-    operators in ``native``; other graphs are returned as they are."""
+    value computing in float32 (see the module text), but the nodes of the operators in
+    ``native`` whose inputs are all of one 16-bit type; other graphs are returned as
+    they are."""
     graph = infer_types(graph)
     fresh = value_namer(graph)
     nodes, changed = [], False
     for node in graph.nodes:
         reads16 = [dt.is_float16_storage(graph.types[i].dtype) if i else False
                    for i in node.inputs]
-        half = all(graph.types[i].dtype == "float16" for i in node.inputs if i)
+        present = [i for i in node.inputs if i]
+        half = len({graph.types[i].dtype for i in present}) == 1 and all(
+            dt.is_float16_storage(graph.types[i].dtype) for i in present)
         if node.op not in ACCUMULATING or not any(reads16) or (node.op in native and half):
             nodes.append(node)
             continue

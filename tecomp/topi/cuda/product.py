@@ -120,16 +120,16 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32"):
 def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False):
     """The product ``sum(term(*index, cast))`` over ``reduce_axis``, tagged ``tag`` (its
     attribute ``transposed_b``: the second operand is read ``[..., j, k]``): float16
-    operands are multiplied and summed in float32 (as the tensor cores and cuBLAS do),
-    the result rounded back to float16 by an epilogue stage."""
+    and bfloat16 operands are multiplied and summed in float32 (as the tensor cores and
+    cuBLAS do), the result rounded back by an epilogue stage."""
     attrs = {"transposed_b": transposed_b}
-    if dtype != "float16":
+    if dtype not in ("float16", "bfloat16"):
         return te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x), axis=reduce_axis),
                           name=name, tag=tag, attrs=attrs)
     wide = te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x.astype("float32")),
                                                axis=reduce_axis),
                       name=name, tag=tag, attrs=attrs)
-    return te.compute(shape, lambda *i: wide(*i).astype("float16"), name=f"{name}_f16")
+    return te.compute(shape, lambda *i: wide(*i).astype(dtype), name=f"{name}_narrow")
 
 
 

@@ -1,4 +1,5 @@
-"""Tensor cores: the intrinsics that put 16 x 16 x 16 tiles of a float16 product on them
+"""Tensor cores: the intrinsics that put 16 x 16 x 16 tiles of a float16 or bfloat16
+product on them
 (PTX ``wmma``, sm_70 and later), for ``Stage.tensorize``.
 
 A product on tensor cores is staged as TVM's CUDA tensor-core schedules are: tiles of the
@@ -23,7 +24,7 @@ from ..group import epilogue_ops
 from .common import cooperative_load
 
 #: The element types the tensor cores multiply here (accumulating in float32).
-INPUT_DTYPES = ("float16",)
+INPUT_DTYPES = ("float16", "bfloat16")
 
 
 def _unit(stride) -> bool:
@@ -107,7 +108,7 @@ def store_matrix():
 
 def applies(dtype: str, *sizes) -> bool:
     """Whether a product of ``dtype`` operands with these (rows, k, columns) sizes runs on
-    tensor cores: float16, every size a constant multiple of 16."""
+    tensor cores: float16 or bfloat16, every size a constant multiple of 16."""
     return dtype in INPUT_DTYPES and all(
         isinstance(n, int) and n > 0 and n % FRAGMENT == 0 for n in sizes)
 
@@ -147,7 +148,7 @@ def _split_tiles(stage, axes):
 
 
 def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
-    """Schedule the product ``anchor`` (float32 sums of float16 ``operands``, tagged)
+    """Schedule the product ``anchor`` (float32 sums of 16-bit ``operands``, tagged)
     and its epilogue ending in ``out`` on tensor cores (module docstring).
 
     Each block computes a ``tc_m`` x ``tc_n`` tile of the output with warps of
@@ -210,12 +211,13 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     kt, kf = s[acc].split(ki, factor=FRAGMENT)
     (ti, tj), (ei, ej) = _split_tiles(s[acc], [ci, cj])
     s[acc].reorder(ko, kt, ti, tj, ei, ej, kf)
-    s[acc].tensorize(ei, multiply_add("float16", transposed_b))
+    dtype = operands[0].dtype
+    s[acc].tensorize(ei, multiply_add(dtype, transposed_b))
 
     for frag, role in zip(frags, "ab"):
         s[frag].compute_at(s[acc], kt)
         _, (first, _) = _split_tiles(s[frag], list(s[frag].op.axis)[-2:])
-        s[frag].tensorize(first, load_matrix(role, "float16", transposed_b and role == "b"))
+        s[frag].tensorize(first, load_matrix(role, dtype, transposed_b and role == "b"))
     for t in shared:
         s[t].compute_at(s[acc], ko)
         if cfg["tc_pad"].val:

@@ -7,12 +7,14 @@ import pytest
 
 import tecomp
 from tecomp import autotune
+from tecomp.ir import dtype as dt
 from tecomp.topi.cuda import tensor_core
 
 import util
 
 CASES = [
     ("matmul.cuda", (64, 64, 64, "float16")),
+    ("matmul.cuda", (32, 48, 64, "bfloat16")),
     ("dense.cuda", (32, 48, 64, "float16", True, "relu")),
     ("batch_matmul.cuda", (2, 32, 32, 16, "float16", True)),
     ("batch_matmul.cuda", (2, 16, 32, 32, "float16")),
@@ -20,8 +22,10 @@ CASES = [
 
 
 def _inputs(name, args, rng):
+    dtype = next(a for a in args if a in tensor_core.INPUT_DTYPES)
+
     def half(shape):
-        return util.rand(rng, shape, "float16")
+        return util.rand(rng, shape, "float32").astype(dt.numpy_dtype(dtype))
 
     if name == "matmul.cuda":
         N, K, M, _ = args
@@ -44,9 +48,10 @@ def _inputs(name, args, rng):
 def _check(task, config, rng, target):
     s, args = task.instantiate(config)
     inputs, expected = _inputs(task.name, task.args, rng)
-    # Products and sums in float32 as numpy's; the result rounded to float16 once.
-    util.check_schedule(s, args, inputs, [expected.astype("float16")], rtol=2e-3,
-                        atol=2e-3, target=target)
+    # Products and sums in float32 as numpy's; the result rounded to 16 bits once.
+    tol = 2e-3 if args[-1].dtype == "float16" else 1.6e-2
+    util.check_schedule(s, args, inputs, [expected.astype(dt.numpy_dtype(args[-1].dtype))],
+                        rtol=tol, atol=tol, target=target)
     return s, args
 
 
@@ -54,13 +59,16 @@ def _check(task, config, rng, target):
 def test_fallback_config_runs_on_fragments(name, args, cuda_target, rng):
     task = autotune.create_task(name, args, cuda_target)
     assert {"tc_m", "tc_n", "tc_k", "tc_pad"} <= set(task.config_space.space_map)
-    s, args = _check(task, None, rng, cuda_target)
-    source = tecomp.build(s, args, target=cuda_target).get_source("cuda")
+    bf16 = "bfloat16" in args
+    s, tensors = _check(task, None, rng, cuda_target)
+    source = tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
     assert "wmma.mma.sync.aligned.row." in source
-    assert "__shared__ __align__(32) half" in source
+    assert "__shared__ __align__(32) " in source
+    assert ("m16n16k16.f32.bf16.bf16.f32" in source) is bf16
+    assert ("#include <cuda_bf16.h>" in source) is bf16
 
 
-@pytest.mark.parametrize("name, args", CASES[:3], ids=[c[0] for c in CASES[:3]])
+@pytest.mark.parametrize("name, args", CASES[:4], ids=[c[0] for c in CASES[:4]])
 def test_random_configs_match_numpy(name, args, cuda_target, rng):
     task = autotune.create_task(name, args, cuda_target)
     space = task.config_space
@@ -69,7 +77,7 @@ def test_random_configs_match_numpy(name, args, cuda_target, rng):
 
 
 def test_a_dense_weight_is_loaded_column_major(cuda_target):
-    task = autotune.create_task("dense.cuda", CASES[1][1], cuda_target)
+    task = autotune.create_task("dense.cuda", CASES[2][1], cuda_target)
     s, args = task.instantiate(None)
     source = tecomp.build(s, args, target=cuda_target).get_source("cuda")
     assert "wmma.load.b.sync.aligned.col.m16n16k16.f16" in source
@@ -78,6 +86,7 @@ def test_a_dense_weight_is_loaded_column_major(cuda_target):
 
 @pytest.mark.parametrize("dtype, sizes, applies", [
     ("float16", (64, 32, 16), True),
+    ("bfloat16", (16, 16, 16), True),
     ("float16", (64, 40, 16), False),      # k not a multiple of 16
     ("float32", (64, 32, 16), False),
 ])
