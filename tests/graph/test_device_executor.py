@@ -225,3 +225,31 @@ def test_a_16_bit_model_runs_its_products_on_tensor_cores(dtype, cuda_target, rn
     assert y.dtype == np_type
     tol = 1e-2 if dtype == "float16" else 5e-2
     np.testing.assert_allclose(y.astype("float32"), ref, rtol=tol, atol=tol)
+
+
+def test_a_float16_convolution_runs_as_an_implicit_gemm(cuda_target, rng):
+    """Conv (bias) -> Relu in float16 on CUDA: one kernel, the convolution a product on
+    tensor cores whose columns are gathered from the padded input, against onnxruntime
+    on the same model in float32."""
+    from onnx import TensorProto
+
+    def model(dtype, proto):
+        w = numpy_helper.from_array(weight.astype(dtype), "w")
+        b = numpy_helper.from_array(bias.astype(dtype), "b")
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                                  strides=[2, 2]),
+                 helper.make_node("Relu", ["c"], ["y"])]
+        graph = helper.make_graph(
+            nodes, "half_conv", [helper.make_tensor_value_info("x", proto, [1, 4, 9, 9])],
+            [helper.make_tensor_value_info("y", proto, [1, 16, 5, 5])], [w, b])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    weight = (rng.standard_normal((16, 4, 3, 3)) * 0.3).astype("float16")
+    bias = (rng.standard_normal(16) * 0.3).astype("float16")
+    lib = _build(model("float16", TensorProto.FLOAT16))
+    assert len(lib.kernels) == 1 and "wmma.mma.sync" in lib.module.get_source("cuda")
+    x = rng.standard_normal((1, 4, 9, 9)).astype("float16")
+    ref, = onnx_models.run_onnxruntime(model("float32", TensorProto.FLOAT),
+                                       {"x": x.astype("float32")})
+    y, = DeviceGraphModule(lib)(x=x)
+    np.testing.assert_allclose(y.astype("float32"), ref, rtol=1e-2, atol=1e-2)

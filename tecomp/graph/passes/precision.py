@@ -11,8 +11,9 @@ bfloat16 inputs compute in float32: its 16-bit inputs cast to float32 and its 16
 outputs cast back, one rounding per node as the model's dtype says. Constant weights
 are converted once (constant folding); fusion takes the cast back into the product's
 epilogue, and the cast of an operand into the kernel that writes it where it can. On
-CUDA the 16-bit matrix products keep their operands (:data:`FLOAT16_NATIVE`):
-their kernels multiply on tensor cores where the sizes allow and sum in float32 anyway.
+CUDA the 16-bit matrix products and convolutions keep their operands
+(:data:`FLOAT16_NATIVE`): their kernels multiply on tensor cores and sum in float32
+anyway.
 
 **bf16 precision** (``build(..., precision="bf16")``). For a float32 model,
 :func:`round_products_to_bfloat16` makes convolutions and matrix products read their
@@ -61,9 +62,9 @@ PRODUCTS = frozenset({
 
 #: Per target kind, the accumulating operators whose kernels take 16-bit float operands
 #: (of one type) and sum them in float32 themselves: CUDA's matrix products (on tensor
-#: cores where the sizes allow), which would otherwise read operands widened to twice
-#: the bytes.
-FLOAT16_NATIVE = {"cuda": frozenset({"dense", "matmul", "batch_matmul"})}
+#: cores where the sizes allow) and convolutions (implicit GEMMs on tensor cores), which
+#: would otherwise read operands widened to twice the bytes.
+FLOAT16_NATIVE = {"cuda": frozenset({"dense", "matmul", "batch_matmul", "conv2d"})}
 
 
 def accumulate_in_float32(graph: Graph, native=frozenset()) -> Graph:

@@ -25,6 +25,8 @@ from ...errors import ShapeError
 from ..conv2d import _geometry  # one reading of shapes, strides and padding for every target
 from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
+from ...ir.stmt import FRAGMENT
+from . import tensor_core
 from .common import bind_block, cooperative_load, define_tile, shape_ints
 
 PAD_TAG = "conv2d_pad"
@@ -103,6 +105,9 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     if KC != C:
         raise ShapeError(f"conv2d: the kernel {kernel_shape} reads {KC} input channels; "
                          f"the data {data_shape} has {C} (groups are not supported)")
+    if data.dtype in tensor_core.INPUT_DTYPES:
+        return _implicit_gemm(cfg, data, kernel, _pad(data, pads), (C, K, R, S, OH, OW),
+                              (sh, sw), (dh, dw))
     define_conv2d_knobs(cfg, K, C, OH, OW)
     padded = _pad(data, pads)
     rc = te.reduce_axis((0, C), name="rc")
@@ -116,6 +121,46 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         name="conv", tag="conv2d")
 
 
+def _round16(n: int) -> int:
+    return -(-n // FRAGMENT) * FRAGMENT
+
+
+def _implicit_gemm(cfg, data, kernel, padded, sizes, strides, dilation):
+    """A 16-bit convolution as a product on tensor cores (an implicit GEMM): for each
+    image, ``weights [K, C*R*S] x columns [C*R*S, OH*OW]``, the columns gathered from the
+    padded input as the shared tiles are filled (never written out). The product's rows
+    are output channels and its columns pixels, so it is the NCHW output itself; each
+    size is padded to a multiple of 16 with zeros the output never reads. Products and
+    sums in float32, the result rounded to the data's type."""
+    C, K, R, S, OH, OW = sizes
+    (sh, sw), (dh, dw) = strides, dilation
+    N = data.shape[0]
+    depth, pixels, channels = (_round16(n) for n in (C * R * S, OH * OW, K))
+    tensor_core.define_knobs(cfg, channels, depth, pixels)
+    zero = te.const(0, data.dtype)
+
+    def weights(f, k):
+        inside = (f < K) & (k < C * R * S)
+        return te.if_then_else(inside, kernel[f, k // (R * S), k // S % R, k % S], zero)
+
+    def columns(n, p, k):
+        y = p // OW * sh + k // S % R * dh
+        x = p % OW * sw + k % S * dw
+        inside = (p < OH * OW) & (k < C * R * S)
+        return te.if_then_else(inside, padded[n, k // (R * S), y, x], zero)
+
+    wmat = te.compute((channels, depth), weights, name="weight_matrix")
+    cols = te.compute((N, pixels, depth), columns, name="columns")
+    k = te.reduce_axis((0, depth), name="k")
+    gemm = te.compute(
+        (N, channels, pixels),
+        lambda n, f, p: te.sum(wmat[f, k].astype("float32") * cols[n, p, k].astype("float32"),
+                               axis=k),
+        name="conv_gemm", tag="conv2d", attrs={"transposed_b": True})
+    return te.compute((N, K, OH, OW), lambda n, f, y, x: gemm[n, f, y * OW + x].astype(
+        data.dtype), name="conv")
+
+
 def schedule_conv2d(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_conv2d` and any elementwise
     epilogue (bias, activation, residual), computed from the register accumulators."""
@@ -123,6 +168,9 @@ def schedule_conv2d(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     anchor = find_anchor(out, "conv2d", what)
+    if anchor.attrs.get("transposed_b"):  # an implicit GEMM on tensor cores
+        tensor_core.schedule_product(cfg, s, out, anchor, list(anchor.input_tensors), True)
+        return s
     OL = inline_epilogue(s, out, anchor, what)
     data, kernel = anchor.input_tensors
     if getattr(data.op, "tag", "") == PAD_TAG:

@@ -20,6 +20,8 @@ from ...errors import ScheduleError
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.stmt import FRAGMENT
+from ...te.analysis import ops_of
+from ...te.tensor import ComputeOp
 from ..group import epilogue_ops
 from .common import cooperative_load
 
@@ -161,15 +163,24 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     block = [cfg[n].size[1] * cfg[n].size[2] * FRAGMENT for n in ("tc_m", "tc_n")]
     threads = (*warps, 32)
     product = anchor.output(0)
-    for op in anchor_epilogue(out, anchor):
-        s[op.output(0)].compute_inline()
+    for op in epilogue_ops(out, anchor, "tensor-core product", head=_head(out, anchor)):
+        if op is not out.op:
+            s[op.output(0)].compute_inline()
     shared = [s.cache_read(t, "shared", [product]) for t in operands]
+    # Operands computed from inputs (a convolution's gathered columns, with their zero
+    # padding) are computed as the shared tiles are filled.
+    for op in ops_of(operands):
+        if isinstance(op, ComputeOp):
+            s[op.output(0)].compute_inline()
     frags = [s.cache_read(t, scope, [product]) for t, scope in
              zip(shared, ("wmma.matrix_a", "wmma.matrix_b"))]
     acc = s.cache_write(product, "wmma.accumulator")
 
     def block_loops(stage):
-        *batch, i, j = stage.op.axis
+        axes = list(stage.op.axis)
+        if len(axes) > product.ndim:  # an image's rows and columns: the pixel columns
+            axes[product.ndim - 1:] = [stage.fuse(*axes[product.ndim - 1:])]
+        *batch, i, j = axes
         bi, i = stage.split(i, factor=block[0])
         bj, j = stage.split(j, factor=block[1])
         stage.reorder(*batch, bi, bj, i, j)
@@ -226,7 +237,9 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
         cooperative_load(s, t, threads, 2)
 
 
-def anchor_epilogue(out, anchor) -> list:
-    """The epilogue's operations other than ``out``, inlined into it."""
-    return [op for op in epilogue_ops(out, anchor, "tensor-core product")
-            if op is not out.op]
+def _head(out, anchor):
+    """The operation whose shape the epilogue keeps: the product, or the stage that
+    reads the product's pixel columns as an image (a convolution's)."""
+    readers = [op for op in ops_of([out]) if anchor.output(0) in op.input_tensors]
+    return readers[0] if len(readers) == 1 and len(readers[0].axis) > len(anchor.axis) \
+        else anchor

@@ -12,13 +12,29 @@ from tecomp.topi.cuda import tensor_core
 
 import util
 
+CONV = ("conv2d.cuda", ((2, 5, 7, 7), (24, 5, 3, 3), (2, 2), (1, 1), (1, 1), "float16"))
 CASES = [
     ("matmul.cuda", (64, 64, 64, "float16")),
     ("matmul.cuda", (32, 48, 64, "bfloat16")),
     ("dense.cuda", (32, 48, 64, "float16", True, "relu")),
     ("batch_matmul.cuda", (2, 32, 32, 16, "float16", True)),
     ("batch_matmul.cuda", (2, 16, 32, 32, "float16")),
+    CONV,
 ]
+
+
+def _conv(data, kernel, stride, pad):
+    """NCHW convolution in float32 (square stride and padding)."""
+    K, _, R, S = kernel.shape
+    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH = (padded.shape[2] - R) // stride + 1
+    OW = (padded.shape[3] - S) // stride + 1
+    out = np.zeros((data.shape[0], K, OH, OW), "float32")
+    for r in range(R):
+        for c in range(S):
+            win = padded[:, :, r:r + stride * OH:stride, c:c + stride * OW:stride]
+            out += np.einsum("nchw,kc->nkhw", win, kernel[:, :, r, c])
+    return out
 
 
 def _inputs(name, args, rng):
@@ -36,6 +52,10 @@ def _inputs(name, args, rng):
         x, w, bias = half((N, K)), half((M, K)), half((M,))
         y = x.astype("float32") @ w.astype("float32").T + bias.astype("float32")
         return [x, w, bias], np.maximum(y, 0)
+    if name == "conv2d.cuda":
+        data, kernel = half(args[0]), half(args[1])
+        return [data, kernel], _conv(data.astype("float32"), kernel.astype("float32"),
+                                     args[2][0], args[3][0])
     Bt, N, K, M, _, *rest = args
     a = half((Bt, N, K))
     if rest and rest[0]:
