@@ -54,8 +54,8 @@ step 80 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
     $(grep -l -r cuda tests --include="test_*.py")
 step 30 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
 step 120 models.txt python3 benchmarks/models_cuda.py --rounds 8
-step 60 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
-    --models bert_base:128
+step 90 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
+    --models bert_base:128,resnet50:1
 step 90 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
     --log /tmp/tecomp-gpu-check.json
 python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
