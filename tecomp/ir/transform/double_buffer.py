@@ -84,6 +84,14 @@ class _Halves(IRMutator):
         return dataclasses.replace(s, buffer=new, index=self._index(s.buffer, s.index))
 
 
+    def visit_MatrixLoad(self, s: S.MatrixLoad):
+        s = self.generic(s)
+        new = self.doubled.get(buffer_key(s.source))
+        if new is None:
+            return s
+        return dataclasses.replace(s, source=new, offset=self._index(s.source, s.offset))
+
+
 class _Injector(IRMutator):
     def __init__(self, keys: frozenset):
         super().__init__()

@@ -124,13 +124,15 @@ def define_knobs(cfg, N, K, M) -> None:
     """The knobs of a tensor-core product ``[N, K] x [K, M]``: ``tc_m`` / ``tc_n`` split the
     16-row (column) tiles of the output into (blocks, warps, fragments per warp), ``tc_k``
     the 16-deep steps of k into (steps, per shared tile), ``tc_pad`` pads each row of the
-    shared tiles by that many halves (off the 32 banks). The fallback: 2 x 2 warps of
+    shared tiles by that many halves (off the 32 banks), ``tc_double`` doubles the shared
+    tiles (the next step's copy overlapping this step's products). The fallback: 2 x 2 warps of
     2 x 2 fragments (64 x 64 per block) where the sizes allow, k 32 deep, rows padded
     by 8."""
     cfg.define_split("tc_m", N // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
     cfg.define_split("tc_n", M // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
     cfg.define_split("tc_k", K // FRAGMENT, num_outputs=2, filter=lambda e: e.size[1] <= 4)
     cfg.define_knob("tc_pad", [8, 0])
+    cfg.define_knob("tc_double", [False, True])
     if cfg.is_fallback:
         for name, n in (("tc_m", N), ("tc_n", M)):
             tiles = n // FRAGMENT
@@ -139,6 +141,7 @@ def define_knobs(cfg, N, K, M) -> None:
             cfg.fallback_split(name, [-1, warps, per])
         cfg.fallback_split("tc_k", [-1, 2 if (K // FRAGMENT) % 2 == 0 else 1])
         cfg.fallback_knob("tc_pad", 8)
+        cfg.fallback_knob("tc_double", False)
 
 
 def _split_tiles(stage, axes):
@@ -235,6 +238,8 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
             row = s[t].op.axis[-2]
             s[t].storage_align(row, FRAGMENT, cfg["tc_pad"].val)
         cooperative_load(s, t, threads, 2)
+        if cfg["tc_double"].val:
+            s[t].double_buffer()
 
 
 def _head(out, anchor):

@@ -78,7 +78,7 @@ def _check(task, config, rng, target):
 @pytest.mark.parametrize("name, args", CASES, ids=[c[0] for c in CASES])
 def test_fallback_config_runs_on_fragments(name, args, cuda_target, rng):
     task = autotune.create_task(name, args, cuda_target)
-    assert {"tc_m", "tc_n", "tc_k", "tc_pad"} <= set(task.config_space.space_map)
+    assert {"tc_m", "tc_n", "tc_k", "tc_pad", "tc_double"} <= set(task.config_space.space_map)
     bf16 = "bfloat16" in args
     s, tensors = _check(task, None, rng, cuda_target)
     source = tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
@@ -94,6 +94,18 @@ def test_random_configs_match_numpy(name, args, cuda_target, rng):
     space = task.config_space
     for index in rng.choice(len(space), size=min(3, len(space)), replace=False):
         _check(task, space.get(int(index)), rng, cuda_target)
+
+
+def test_doubled_shared_tiles_alternate_halves(cuda_target, rng):
+    task = autotune.create_task(*CASES[0], cuda_target)
+    space = task.config_space
+    config = next(c for c in map(space.get, range(len(space)))
+                  if c["tc_double"].val and c["tc_k"].size[0] > 1 and c["tc_m"].size[1] > 1)
+    s, args = _check(task, config, rng, cuda_target)
+    f = tecomp.lower(s, args, target=cuda_target)
+    assert f.attrs.get("double_buffered")
+    # One barrier per step of k (before the fill of the other half), not two.
+    assert str(f).count("barrier()") <= 3
 
 
 def test_a_dense_weight_is_loaded_column_major(cuda_target):
