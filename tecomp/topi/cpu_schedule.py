@@ -256,14 +256,17 @@ def _transposing_layout(stage, tensor) -> None:
         parallel(stage, stage.fuse(*outer))
 
 
-def schedule_injective_stage(s, tensor,
-                             knobs: InjectiveKnobs = DEFAULT_INJECTIVE_KNOBS) -> None:
+def schedule_injective_stage(s, tensor, knobs: InjectiveKnobs = DEFAULT_INJECTIVE_KNOBS,
+                             transposing: bool | None = None) -> None:
     """Parallel + vectorized loops for one output ``tensor`` of an injective group (a
-    layout transform into a block of lanes computed as block transposes)."""
+    layout transform into a block of lanes computed as block transposes; ``transposing``
+    says whether it is one where the caller knows, see :func:`transposes_into_lanes`)."""
     stage = s[tensor]
     if not stage.op.axis:
         return
-    if knobs.transpose and transposes_into_lanes(tensor):
+    if transposing is None:
+        transposing = knobs.transpose and transposes_into_lanes(tensor)
+    if knobs.transpose and transposing:
         _transposing_layout(stage, tensor)
     else:
         parallel_vectorize(stage, list(stage.op.axis), tensor.dtype, tensor.shape, knobs)
@@ -289,9 +292,10 @@ def broadcast_producers(s, outs) -> list:
     return found
 
 
-def _injective_knobs(cfg, s, outs, materializable) -> InjectiveKnobs:
+def _injective_knobs(cfg, s, outs, materializable, transposing: bool) -> InjectiveKnobs:
     """The knobs of ``cfg`` that matter for the injective group of ``outs``, derived from
-    its first output's axes (:func:`.injective_space.define_injective_knobs`)."""
+    its first output's axes (:func:`.injective_space.define_injective_knobs`) and whether
+    it is a transposing layout."""
     first = outs[0]
     axes = list(first.op.axis) if isinstance(first.op, ComputeOp) else []
     outer = _outer_axes(axes, vector_lanes(first.dtype)) if axes else []
@@ -299,7 +303,7 @@ def _injective_knobs(cfg, s, outs, materializable) -> InjectiveKnobs:
         cfg, outer_axes=len(outer), rows_rule=_rows_rule(outer),
         parallel_rule=_parallel_rule(first.shape),
         multicore=current_target().num_cores > 1,
-        broadcast_producers=bool(materializable), transposing=transposes_into_lanes(first))
+        broadcast_producers=bool(materializable), transposing=transposing)
 
 
 def schedule_injective(cfg, outs):
@@ -328,14 +332,16 @@ def schedule_injective(cfg, outs):
     outs = as_list(outs)
     s = create_schedule([t.op for t in outs])
     materializable = broadcast_producers(s, outs)
-    knobs = _injective_knobs(cfg, s, outs, materializable)
+    # Asked once per output: the test builds a schedule of its own to look through.
+    transposing = {t: transposes_into_lanes(t) for t in dict.fromkeys(outs)}
+    knobs = _injective_knobs(cfg, s, outs, materializable, transposing[outs[0]])
     keep = set(materializable) if knobs.materialize else set()
     inline_injective(s, outs, keep=keep)
     for st in list(s.stages):
         if st.op in keep:
             schedule_injective_stage(s, st.op.output(0))
-    for t in dict.fromkeys(outs):
-        schedule_injective_stage(s, t, knobs)
+    for t, transposes in transposing.items():
+        schedule_injective_stage(s, t, knobs, transposes)
     return s
 
 
