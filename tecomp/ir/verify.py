@@ -127,6 +127,7 @@ class _Verifier:
         self.kernel: S.KernelLaunch | None = None
         self.has_kernels = _has_kernels(func.body)
         self.lane_loops = 0  # enclosing vectorized / parallel loops
+        self.gpu_loops = 0  # enclosing loops bound to a block or thread index
         self.thread_vars: set = set()  # variables that differ between threads of a block
         self.divergent: object = None  # the innermost statement threads may not all run
         self.current = None  # the statement being checked, which an error prints
@@ -296,7 +297,7 @@ class _Verifier:
             _fail("buffer-scope", f"shared buffer {buf.name!r} is allocated outside every "
                   f"kernel", s)
         if buf.scope in S.FRAGMENT_SCOPES:
-            if self.kernel is None:
+            if not self._on_gpu():
                 _fail("fragment", f"fragment {buf.name!r} is allocated outside every "
                       f"kernel", s)
             size = 1
@@ -366,6 +367,7 @@ class _Verifier:
         self._bind(v, s)
         lanes = s.kind in ("vectorized", "parallel")
         self.lane_loops += lanes
+        self.gpu_loops += bool(gpu_index)
         if tag.startswith("threadIdx") and self.kernel is not None:
             self.thread_vars.add(v)
         try:
@@ -373,6 +375,7 @@ class _Verifier:
         finally:
             self.defined.discard(v)
             self.thread_vars.discard(v)
+            self.gpu_loops -= bool(gpu_index)
             self.lane_loops -= lanes
             self.divergent = saved
 
@@ -411,8 +414,13 @@ class _Verifier:
             _fail("barrier-uniform", "a barrier that not every thread of the block reaches, "
                   f"under:\n{_show(self.divergent, 1)}", s)
 
+    def _on_gpu(self) -> bool:
+        """Whether the statement at hand runs on GPU threads: in a kernel, or before the
+        host/device split inside a loop bound to a block or thread index."""
+        return self.kernel is not None or (not self.has_kernels and self.gpu_loops > 0)
+
     def warp_shuffle(self, s: S.WarpShuffle) -> None:
-        if self.kernel is None:
+        if not self._on_gpu():
             _fail("warp-shuffle", "a warp shuffle outside every kernel", s)
         width = s.width
         if width not in (1, 2, 4, 8, 16, 32) or not 0 < s.offset < width:
@@ -420,7 +428,7 @@ class _Verifier:
                   f"the width is a power of two up to 32 and the offset in [1, width)", s)
 
     def matrix(self, s) -> None:
-        if self.kernel is None:
+        if not self._on_gpu():
             _fail("fragment", f"a {type(s).__name__} outside every kernel", s)
         for f in type(s).child_fields:
             self.expr(getattr(s, f))

@@ -47,7 +47,7 @@ class TensorIntrin:
     ``op`` reads them first) and per output. For a reduction it returns
     ``(body, reset, update)``: the whole computation, the accumulator's initialization,
     and one accumulation (used when the loops around the tensorized ones go on
-    reducing); otherwise one statement."""
+    reducing); otherwise one statement. ``name`` names it in errors."""
 
     op: ComputeOp
     implement: Callable

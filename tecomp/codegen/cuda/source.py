@@ -51,6 +51,9 @@ _HALVES = {
 # The small types are their codes, one byte (converted by tecomp.topi.small_types).
 C_TYPES.update({name: "unsigned char" for name in dt.SMALL})
 
+#: Types a copy of that many bytes moves as one access, whatever its elements.
+COPY_TYPES = {4: "unsigned int", 8: "uint2", 16: "uint4"}
+
 #: Per operand dtype of the tensor cores, its PTX type and the 32-bit registers a thread
 #: holds of a 16 x 16 operand fragment (float16's layout keeps two copies: 8).
 _WMMA_OPERANDS = {"float16": ("f16", 8), "bfloat16": ("bf16", 4)}
@@ -562,12 +565,17 @@ class KernelEmitter:
     def _vector_loop(self, s, indent) -> bool:
         """A vectorized loop of 2 or 4 lanes storing ``dst[start + v]`` as one vector
         access: loads ``src[start' + v]`` become vector loads, loads that do not depend
-        on ``v`` stay scalar, the value is computed lane by lane. False (emit a loop)
+        on ``v`` stay scalar, the value is computed lane by lane. A copy moves 4, 8 or 16
+        bytes as one access (:data:`COPY_TYPES`) whatever its lanes. False (emit a loop)
         when an access is not contiguous and aligned, or ``v`` is used otherwise."""
         body, lanes, var = s.body, E.const_value(s.extent), s.loop_var
         if not isinstance(body, S.Store):
             return False
         vt = VECTOR_TYPES.get((body.buffer.dtype, lanes))
+        if vt is None and isinstance(body.value, E.Load) and \
+                body.value.dtype == body.buffer.dtype:
+            # A copy moves bytes: 8 halves are one 16-byte access.
+            vt = COPY_TYPES.get(lanes * dt.bits(body.buffer.dtype) // 8)
         dst = self._aligned_start(body.index, var, lanes) if vt else None
         if dst is None:
             return False
@@ -577,7 +585,8 @@ class KernelEmitter:
         starts = []
         for ld in vector_loads:
             start = self._aligned_start(ld.index, var, lanes)
-            if start is None or (ld.dtype, lanes) not in VECTOR_TYPES:
+            if start is None or ((ld.dtype, lanes) not in VECTOR_TYPES
+                                 and ld is not body.value):
                 return False
             starts.append(start)
         if _uses_var_outside(body.value, var, {id(ld) for ld in vector_loads}):

@@ -36,12 +36,15 @@ def bind_block(stage, z_axes, by, bx) -> None:
 
 def cooperative_load(s, T, threads, vec: int) -> None:
     """Schedule the copy ``T`` (a "shared" stage attached inside a block) over the
-    block's threads: its axes fused, split into ``vec``-wide vector loads, the chunks
-    dealt out round-robin to the ``threads`` (extents, outermost first, as bound in the
-    block), so neighbouring threads load neighbouring chunks (coalesced)."""
+    block's threads: its last axis split into ``vec``-wide vector loads, the chunks (all
+    axes fused) dealt out round-robin to the ``threads`` (extents, outermost first, as
+    bound in the block), so neighbouring threads load neighbouring chunks (coalesced).
+    The lanes split from the last axis alone keep each vector inside one row, so a row
+    padded by ``storage_align`` still starts its vectors at aligned addresses."""
     stage = s[T]
-    fused = stage.fuse(*stage.op.axis)
-    rest, lanes = stage.split(fused, factor=vec)
+    *outer, last = stage.op.axis
+    chunk, lanes = stage.split(last, factor=vec)
+    rest = stage.fuse(*outer, chunk) if outer else chunk
     bound = []
     for n in reversed(threads):
         rest, t = stage.split(rest, factor=n)

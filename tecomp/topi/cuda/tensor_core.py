@@ -29,6 +29,11 @@ from .common import cooperative_load
 INPUT_DTYPES = ("float16", "bfloat16")
 
 
+#: Elements of 16 bits each thread copies into a shared tile at a time: 16 bytes, one
+#: access where the rows allow (every row starts at a multiple of 8 elements).
+COPY_LANES = 8
+
+
 def _unit(stride) -> bool:
     return E.const_value(stride) == 1
 
@@ -237,7 +242,7 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
         if cfg["tc_pad"].val:
             row = s[t].op.axis[-2]
             s[t].storage_align(row, FRAGMENT, cfg["tc_pad"].val)
-        cooperative_load(s, t, threads, 2)
+        cooperative_load(s, t, threads, COPY_LANES)
         if cfg["tc_double"].val:
             s[t].double_buffer()
 
