@@ -546,7 +546,7 @@ def add_tune_parser(sub) -> None:
                    help="template arguments, e.g. 1024,1024,1024 or "
                    "(1,64,56,56),(64,64,3,3),(1,1),(1,1)")
     t.add_argument("--target", default="llvm", help="target string (default: %(default)s)")
-    t.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    t.add_argument("--precision", choices=("fp32", "bf16", "tf32"), default="fp32",
                    help="with a model: the precision it will be built with (tecomp compile "
                         "--precision); bf16's convolutions are tasks of their own")
     t.add_argument("--trials", type=int, default=200,

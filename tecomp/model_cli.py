@@ -4,7 +4,7 @@
 
     tecomp compile model.onnx -o model.so [--target llvm] [--tuning-records log.json]
                    [--input-shape input:1,3,224,224] [--verbose] [--graph model.svg]
-                   [--precision fp32|bf16]
+                   [--precision fp32|bf16|tf32]
     tecomp run model.so --inputs in.npz [--outputs out.npz] [--repeat N --print-time]
                [--profile] [--graph run.svg] [--convert-inputs]
     tecomp run model.onnx --target cuda --inputs in.npz ...
@@ -68,10 +68,11 @@ def add_parsers(subparsers) -> None:
                    help="fix an input's shape (repeat for several inputs)")
     c.add_argument("--verbose", action="store_true",
                    help="print the kernels and the schedule each uses")
-    c.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    c.add_argument("--precision", choices=("fp32", "bf16", "tf32"), default="fp32",
                    help="bf16: a float32 model's convolutions and matrix products on "
                         "bfloat16-rounded operands, accumulating in float32 (a target "
-                        "with AVX512-BF16 or AArch64 BF16; default: %(default)s)")
+                        "with AVX512-BF16 or AArch64 BF16); tf32: on TF32 tensor cores "
+                        "(a cuda target; default: %(default)s)")
     c.add_argument("--graph", metavar="FILE",
                    help="draw the built graph: kernels as boxes with their operators "
                         "(.svg, .png, .pdf, or .dot; needs the graphviz package and dot)")

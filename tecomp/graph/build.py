@@ -300,10 +300,12 @@ def build(mod: Graph, target="llvm", params: dict | None = None,
     check_bounds : bool, optional
         Build every kernel bounds-checking (``tecomp.build``'s ``check_bounds``); by
         default when the environment sets ``TECOMP_CHECK_BOUNDS=1``.
-    precision : {"fp32", "bf16"}
+    precision : {"fp32", "bf16", "tf32"}
         ``"bf16"``: the convolutions and matrix products of a float32 model read their
         operands rounded to bfloat16 and accumulate in float32, on a target with
         bfloat16 dot products (AVX512-BF16, AArch64 BF16; another is a TargetError).
+        ``"tf32"``: on a cuda target, they multiply on the tensor cores as TF32 (operands
+        rounded to 10 bits of mantissa) and sum in float32.
         float16/bfloat16 models accumulate in float32 with either
         (:mod:`tecomp.graph.passes.precision`).
 

@@ -321,6 +321,9 @@ def run_matrix(it, s) -> None:
         tile = _tile(it, s.fragment, s.index)
         for (r, c), i in np.ndenumerate(idx):
             tile[r, c] = src[int(i)]  # bounds- and race-checked
+        if tile.dtype == np.float32:  # TF32 operands: 10 bits of mantissa, nearest, ties away
+            bits = tile.view(np.uint32)
+            bits[...] = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
     elif t is S.MatrixStore:
         tile = _tile(it, s.fragment, s.index)
         for (r, c), i in np.ndenumerate(_block(it, s.dest, s.offset, s.stride)):

@@ -136,6 +136,9 @@ class WarpShuffle(Stmt):
 #: Scopes of a warp's matrix fragments for the tensor cores (CUDA's ``wmma``): a buffer in
 #: one holds tiles of ``FRAGMENT`` x ``FRAGMENT`` elements that only the ``Matrix*``
 #: statements below read and write, each tile spread over the registers of one warp.
+#: Operand fragments (``matrix_a``, ``matrix_b``) are float16, bfloat16 or float32; a
+#: float32 one holds TF32 values (the loaded elements rounded to 10 bits of mantissa, to
+#: nearest with ties away from zero). Accumulators are float32.
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 #: The side of a fragment: m = n = k = 16.

@@ -38,7 +38,9 @@ first node that breaks one of these rules (the rule's name in brackets):
 - ``[fragment]`` a buffer in a fragment scope (``wmma.*``) is allocated in a kernel, holds
   whole 16 x 16 tiles and is read and written only by the ``Matrix*`` statements, each
   fragment in the scope its role needs (``a`` a ``wmma.matrix_a``, ``b`` a
-  ``wmma.matrix_b``, the rest ``wmma.accumulator``); those statements stand in kernels.
+  ``wmma.matrix_b``, the rest ``wmma.accumulator``), operands float16, bfloat16 or
+  float32 (TF32), both of one type, accumulators float32; those statements stand in
+  kernels.
 - ``[loop-ir]`` no tensor-expression node (a reduction, a tensor read) is left.
 
 ``tecomp.ir.transform.pipeline`` runs it before the first pass and after each one when
@@ -304,6 +306,11 @@ class _Verifier:
             for d in buf.shape:
                 size = None if size is None or E.const_value(d) is None else \
                     size * E.const_value(d)
+            kinds = ("float32",) if buf.scope == "wmma.accumulator" else \
+                ("float16", "bfloat16", "float32")
+            if buf.dtype not in kinds:
+                _fail("fragment", f"fragment {buf.name!r} is {buf.dtype}; a {buf.scope} "
+                      f"fragment is {' or '.join(kinds)}", s)
             if size is None or size % (S.FRAGMENT * S.FRAGMENT):
                 shape = ", ".join(str(d) for d in buf.shape)
                 _fail("fragment", f"fragment {buf.name!r} has the shape [{shape}]: a "
@@ -439,6 +446,9 @@ class _Verifier:
                 _fail("fragment", f"{t.__name__} uses {buf.name!r} ({buf.scope}) where a "
                       f"{' or '.join(scopes)} fragment goes", s)
             self._access(buf, s, E.IntImm(0, "int32"))
+        if t is S.MatrixMultiplyAdd and s.a.dtype != s.b.dtype:
+            _fail("fragment", f"MatrixMultiplyAdd multiplies {s.a.dtype} by {s.b.dtype}; "
+                  f"its operands are of one type", s)
         memory = getattr(s, "source", None) or getattr(s, "dest", None)
         if memory is not None:
             if memory.scope in S.FRAGMENT_SCOPES:

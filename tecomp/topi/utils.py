@@ -98,10 +98,11 @@ def dense_epilogue(P, bias, activation: str):
 # The tuning workloads of the matrix products, the same for every target kind: the
 # template arguments that identify a product from its (static) input shapes.
 
-def matmul_workload(a_shape, b_shape, dtype="float32") -> tuple:
-    """``(N, K, M, dtype)`` of ``A[N, K] @ B[K, M]``."""
+def matmul_workload(a_shape, b_shape, dtype="float32", tf32=False) -> tuple:
+    """``(N, K, M, dtype)`` of ``A[N, K] @ B[K, M]`` (``True`` after it: float32 operands
+    multiplied as TF32, a precision CUDA products take)."""
     N, K = get_const_tuple(a_shape)
-    return (N, K, get_const_tuple(b_shape)[1], str(dtype))
+    return (N, K, get_const_tuple(b_shape)[1], str(dtype), *((True,) if tf32 else ()))
 
 
 def check_out_dtype(what: str, dtype: str, out_dtype) -> None:
@@ -112,16 +113,23 @@ def check_out_dtype(what: str, dtype: str, out_dtype) -> None:
                          "bfloat16 operands take one, float32")
 
 
-def dense_workload(x_shape, w_shape, b_shape=None, dtype="float32") -> tuple:
-    """``(N, K, M, dtype, bias, "none")`` of ``X[N, K] @ W[M, K]^T (+ b[M])``."""
+def dense_workload(x_shape, w_shape, b_shape=None, dtype="float32", tf32=False) -> tuple:
+    """``(N, K, M, dtype, bias, "none")`` of ``X[N, K] @ W[M, K]^T (+ b[M])`` (``True``
+    after it: as for :func:`matmul_workload`)."""
     N, K = get_const_tuple(x_shape)
-    return (N, K, get_const_tuple(w_shape)[0], str(dtype), b_shape is not None, "none")
+    return (N, K, get_const_tuple(w_shape)[0], str(dtype), b_shape is not None, "none",
+            *((True,) if tf32 else ()))
 
 
-def batch_matmul_workload(a_shape, b_shape, dtype="float32", transpose_b=False) -> tuple:
+def batch_matmul_workload(a_shape, b_shape, dtype="float32", transpose_b=False,
+                          tf32=False) -> tuple:
     """``(B, N, K, M, dtype)`` of ``A[B, N, K] @ B[B, K, M]``; ``(B, N, K, M, dtype, True)``
-    of ``A[B, N, K] @ B[B, M, K]^T``."""
+    of ``A[B, N, K] @ B[B, M, K]^T``; with ``tf32`` (as for :func:`matmul_workload`)
+    ``(B, N, K, M, dtype, transpose_b, True)``."""
     Bt, N, K = get_const_tuple(a_shape)
+    M = get_const_tuple(b_shape)[1 if transpose_b else 2]
+    if tf32:
+        return (Bt, N, K, M, str(dtype), bool(transpose_b), True)
     if transpose_b:
-        return (Bt, N, K, get_const_tuple(b_shape)[1], str(dtype), True)
-    return (Bt, N, K, get_const_tuple(b_shape)[2], str(dtype))
+        return (Bt, N, K, M, str(dtype), True)
+    return (Bt, N, K, M, str(dtype))

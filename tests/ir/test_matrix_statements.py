@@ -19,15 +19,15 @@ def i32(v):
     return E.IntImm(v, "int32")
 
 
-def _kernel(body_of, threads=32, b_shape=(32, 16)):
-    """A one-block kernel over A [16, 32] and B (``b_shape``) of float16 into C [16, 16]
+def _kernel(body_of, threads=32, b_shape=(32, 16), dtype="float16"):
+    """A one-block kernel over A [16, 32] and B (``b_shape``) of ``dtype`` into C [16, 16]
     float32, whose body ``body_of(A, B, C, fa, fb, fc, tx)`` is run by ``threads``
     threads inside the fragments' allocations."""
-    A = make_buffer("A", "float16", (16, 32))
-    B = make_buffer("B", "float16", b_shape)
+    A = make_buffer("A", dtype, (16, 32))
+    B = make_buffer("B", dtype, b_shape)
     C = make_buffer("C", "float32", (16, 16))
-    fa = make_buffer("fa", "float16", (16, 32), "wmma.matrix_a")
-    fb = make_buffer("fb", "float16", (32, 16), "wmma.matrix_b")
+    fa = make_buffer("fa", dtype, (16, 32), "wmma.matrix_a")
+    fb = make_buffer("fb", dtype, (32, 16), "wmma.matrix_b")
     fc = make_buffer("fc", "float32", (16, 16), "wmma.accumulator")
     tx = E.Var("tx", "int32")
     body = S.Allocate(fa, S.Allocate(fb, S.Allocate(fc, body_of(A, B, C, fa, fb, fc, tx))))
@@ -138,4 +138,26 @@ def test_ptx_wmma_instructions_compile(cuda_target):
     assert ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%0, %1, %2, %3, %4, %5, %6, "
             "%7}, {%8,") in src and "{%16, %17, %18, %19, %20, %21, %22, %23}, {%0," in src
     assert 'float* __restrict__ C' in src and '"memory");' in src
+    compile_cuda(src, "sm_90")
+
+
+def test_float32_fragments_multiply_as_tf32(cuda_target, rng):
+    f = _kernel(lambda *a: _product(*a, layout="col_major"), b_shape=(16, 32),
+                dtype="float32")
+    verify(f)
+    a = rng.uniform(-1, 1, (16, 32)).astype("float32")
+    b = rng.uniform(-1, 1, (16, 32)).astype("float32")
+    c = np.zeros((16, 16), "float32")
+    run(f, a, b, c)
+
+    def tf32(x):
+        bits = x.view(np.uint32)
+        return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+    np.testing.assert_allclose(c, tf32(a) @ tf32(b).T, rtol=1e-5, atol=1e-5)
+    src = kernel_source([f.body])
+    # Each 16-deep tile: two 8-deep TF32 fragments, each register rounded after its load.
+    assert src.count("wmma.load.a.sync.aligned.row.m16n16k8.tf32") == 4
+    assert src.count("cvt.rna.tf32.f32") == 4 * 2 * 4  # 4 tiles, 2 steps, 4 registers
+    assert src.count("m16n16k8.f32.tf32.tf32.f32") == 4
     compile_cuda(src, "sm_90")

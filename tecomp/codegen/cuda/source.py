@@ -54,9 +54,12 @@ C_TYPES.update({name: "unsigned char" for name in dt.SMALL})
 #: Types a copy of that many bytes moves as one access, whatever its elements.
 COPY_TYPES = {4: "unsigned int", 8: "uint2", 16: "uint4"}
 
-#: Per operand dtype of the tensor cores, its PTX type and the 32-bit registers a thread
-#: holds of a 16 x 16 operand fragment (float16's layout keeps two copies: 8).
-_WMMA_OPERANDS = {"float16": ("f16", 8), "bfloat16": ("bf16", 4)}
+#: Per operand dtype of the tensor cores: its PTX type, the depth (k) of the
+#: instruction's fragments and the 32-bit registers a thread holds of one (float16's
+#: layout keeps two copies: 8). A 16 x 16 operand tile of the loop IR is 16 / depth of
+#: them; float32 operands multiply as TF32 (rounded on load).
+_WMMA_OPERANDS = {"float16": ("f16", 16, 8), "bfloat16": ("bf16", 16, 4),
+                  "float32": ("tf32", 8, 4)}
 
 #: Vector types by (dtype, lanes) for vectorized copies.
 VECTOR_TYPES = {
@@ -450,11 +453,24 @@ class KernelEmitter:
     def s_MatrixLoad(self, s, indent):
         role = "a" if s.fragment.scope == "wmma.matrix_a" else "b"
         frag = self._fragment(s.fragment, s.index)
-        ptx, regs = _WMMA_OPERANDS[s.fragment.dtype]
-        self._wmma(f"wmma.load.{role}.sync.aligned.{self._layout(s.fragment)}.m16n16k16"
-                   f".{ptx}", [[f'"=r"({frag}[{i}])' for i in range(regs)]],
-                   [f'"l"({self._tile_address(s.source, s.offset)})',
-                    f'"r"((unsigned)({self.expr(s.stride)}))'], indent)
+        ptx, depth, regs = _WMMA_OPERANDS[s.fragment.dtype]
+        layout = self._layout(s.fragment)
+        stride = self.expr(s.stride)
+        # A 16-deep tile is 16 / depth fragments of the instruction, k steps apart: along
+        # a's rows (columns of b) in memory where the layout keeps k contiguous.
+        k_contiguous = (role == "a") == (layout == "row")
+        for step in range(16 // depth):
+            step_size = step * depth if k_contiguous else s.stride * (step * depth)
+            offset = s.offset if step == 0 else s.offset + step_size
+            out = [f"{frag}[{step * regs + i}]" for i in range(regs)]
+            self._wmma(f"wmma.load.{role}.sync.aligned.{layout}.m16n16k{depth}.{ptx}",
+                       [[f'"=r"({r})' for r in out]],
+                       [f'"l"({self._tile_address(s.source, offset)})',
+                        f'"r"((unsigned)({stride}))'], indent)
+            if ptx == "tf32":  # rounded to nearest (ties away), as cuBLAS's TF32 kernels
+                for r in out:
+                    self.emit(f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({r}) : '
+                              f'"f"(__uint_as_float({r})));', indent)
 
     def s_MatrixStore(self, s, indent):
         frag = self._fragment(s.fragment, s.index)
@@ -468,16 +484,17 @@ class KernelEmitter:
         if d != c:
             self.emit(f"for (int tc_r = 0; tc_r < 8; ++tc_r) {d}[tc_r] = {c}[tc_r];", indent)
         a, b = self._fragment(s.a, s.a_index), self._fragment(s.b, s.b_index)
-        ptx, regs = _WMMA_OPERANDS[s.a.dtype]
+        ptx, depth, regs = _WMMA_OPERANDS[s.a.dtype]
         # float16 names the accumulator's types (d, c); the others the operands' too.
         types = "f32.f32" if ptx == "f16" else f"f32.{ptx}.{ptx}.f32"
-        # d is c, read and written ("+f").
-        self._wmma(f"wmma.mma.sync.aligned.{self._layout(s.a)}.{self._layout(s.b)}"
-                   f".m16n16k16.{types}",
-                   [[f'"+f"({d}[{i}])' for i in range(8)]],
-                   [[f'"r"({a}[{i}])' for i in range(regs)],
-                    [f'"r"({b}[{i}])' for i in range(regs)]], indent, tied=True,
-                   memory=False)
+        for step in range(16 // depth):
+            # d is c, read and written ("+f").
+            self._wmma(f"wmma.mma.sync.aligned.{self._layout(s.a)}.{self._layout(s.b)}"
+                       f".m16n16k{depth}.{types}",
+                       [[f'"+f"({d}[{i}])' for i in range(8)]],
+                       [[f'"r"({a}[{step * regs + i}])' for i in range(regs)],
+                        [f'"r"({b}[{step * regs + i}])' for i in range(regs)]], indent,
+                       tied=True, memory=False)
 
     def s_LetStmt(self, s, indent):
         self.emit(f"{c_type(s.var.dtype)} {self.var(s.var)} = {self.expr(s.value)};", indent)
@@ -497,8 +514,9 @@ class KernelEmitter:
             self.stmt(s.body, indent)
             return
         if b.scope in S.FRAGMENT_SCOPES:  # the registers a thread holds of each tile
+            _, depth, regs = _WMMA_OPERANDS.get(b.dtype, ("", 16, 8))
             kind, regs = ("float", 8) if b.scope == "wmma.accumulator" else \
-                ("unsigned", _WMMA_OPERANDS[b.dtype][1])
+                ("unsigned", 16 // depth * regs)
             self.emit(f"{kind} {self.buf(b)}[{_const_size(b) // S.FRAGMENT ** 2}][{regs}];",
                       indent)
             self.stmt(s.body, indent)

@@ -1,5 +1,5 @@
 """The precision a model computes in: float16/bfloat16 accumulation in float32, and the
-opt-in ``bf16`` precision of float32 models.
+opt-in ``bf16`` (CPUs) and ``tf32`` (CUDA) precisions of float32 models.
 
 **16-bit floats.** A CPU without float16/bfloat16 arithmetic (x86 before AVX512-FP16,
 AArch64 without FEAT_FP16; every CPU for bfloat16) converts each operand to float32,
@@ -25,6 +25,11 @@ bfloat16 conversions and dot products
 (:func:`tecomp.codegen.llvm.bfloat.has_bf16`); a target without them is refused with an
 error naming the feature, as the mode trades accuracy for speed only where the hardware
 gives the speed.
+
+**tf32 precision** (``build(..., precision="tf32")``, cuda targets). For a float32 model,
+:func:`multiply_as_tf32` has the matrix products and convolutions multiply on the tensor
+cores as TF32 (operands rounded to 10 bits of mantissa, as PyTorch's
+``allow_tf32`` and cuBLAS's TF32 mode) and sum in float32; everything else stays float32.
 """
 
 from __future__ import annotations
@@ -42,7 +47,11 @@ from .fold_batch_norms import fold_batch_norms
 from .fold_constants import fold_constants
 
 #: Precisions a float32 model may be built with.
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "tf32")
+
+#: The operators whose float32 products the tf32 precision multiplies as TF32 on CUDA's
+#: tensor cores.
+TF32_PRODUCTS = frozenset({"dense", "matmul", "batch_matmul", "conv2d"})
 
 #: Operators whose outputs sum or multiply many inputs (products, reductions, pooling
 #: averages, normalizations, softmax): in float32 when their inputs are 16-bit floats.
@@ -103,6 +112,18 @@ def accumulate_in_float32(graph: Graph, native=frozenset()) -> Graph:
         nodes.append(node.with_(inputs=tuple(inputs), outputs=tuple(outputs)))
         nodes.extend(backs)
     return infer_types(graph.with_(nodes=tuple(nodes))) if changed else graph
+
+
+def multiply_as_tf32(graph: Graph) -> Graph:
+    """``graph`` with every :data:`TF32_PRODUCTS` node of float32 operands marked
+    ``tf32``: its CUDA kernel multiplies them as TF32 on tensor cores (rounded to 10 bits
+    of mantissa) and sums in float32, where its sizes allow."""
+    graph = infer_types(graph)
+    nodes = tuple(
+        node.with_(attrs={**node.attrs, "tf32": True})
+        if node.op in TF32_PRODUCTS and graph.types[node.inputs[0]].dtype == "float32"
+        else node for node in graph.nodes)
+    return graph.with_(nodes=nodes)
 
 
 def round_products_to_bfloat16(graph: Graph) -> Graph:
@@ -217,13 +238,21 @@ def check_precision(precision: str) -> str:
 
 def apply_precision(graph: Graph, target, precision: str = "fp32") -> Graph:
     """``graph`` as it computes on ``target`` with ``precision`` (:data:`PRECISIONS`):
-    16-bit floats accumulating in float32, and with ``"bf16"`` the products of a float32
-    model on bfloat16-rounded operands. A target without bfloat16 dot products is a
-    TargetError naming the feature it lacks."""
+    16-bit floats accumulating in float32, with ``"bf16"`` the products of a float32
+    model on bfloat16-rounded operands, with ``"tf32"`` on TF32 tensor cores. A target
+    without bfloat16 dot products (for bf16), or not a cuda target (for tf32), is a
+    TargetError naming what it lacks."""
     check_precision(precision)
     graph = accumulate_in_float32(graph, FLOAT16_NATIVE.get(target.kind, frozenset()))
     if precision == "fp32":
         return graph
+    if precision == "tf32":
+        if target.kind != "cuda":
+            raise TargetError(f"precision='tf32' multiplies on NVIDIA tensor cores; target "
+                              f"{str(target)!r} is not a cuda target. Build with "
+                              f"precision='fp32' (or 'bf16' on a CPU with bfloat16 dot "
+                              f"products)")
+        return multiply_as_tf32(graph)
     if target.kind != "llvm" or not has_bf16(target):
         feature = bf16_feature(target) if target.kind == "llvm" else "avx512bf16"
         raise TargetError(

@@ -92,8 +92,11 @@ def define_conv2d_knobs(cfg, K, C, OH, OW):
         cfg.fallback_knob("unroll_rx", True)
 
 
-def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1)):
-    """NCHW conv2d, ``[N, C, H, W]`` by ``[K, C, R, S]`` (tag ``"conv2d"``).
+def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
+                   tf32=False):
+    """NCHW conv2d, ``[N, C, H, W]`` by ``[K, C, R, S]`` (tag ``"conv2d"``). 16-bit data,
+    and float32 data with ``tf32`` (multiplied as TF32), is an implicit GEMM on tensor
+    cores.
 
     ``padding`` is (top, left) for symmetric padding or (top, left, bottom, right).
     Pass the result, or an elementwise epilogue computed from it, to
@@ -105,7 +108,7 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     if KC != C:
         raise ShapeError(f"conv2d: the kernel {kernel_shape} reads {KC} input channels; "
                          f"the data {data_shape} has {C} (groups are not supported)")
-    if data.dtype in tensor_core.INPUT_DTYPES:
+    if data.dtype in tensor_core.INPUT_DTYPES or (tf32 and data.dtype == tensor_core.TF32):
         return _implicit_gemm(cfg, data, kernel, _pad(data, pads), (C, K, R, S, OH, OW),
                               (sh, sw), (dh, dw))
     define_conv2d_knobs(cfg, K, C, OH, OW)
@@ -281,12 +284,12 @@ def schedule_depthwise_conv2d(cfg, outs):
 
 @template("conv2d.cuda")
 def conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
-           dtype="float32"):
-    """Tunable NCHW conv2d on a GPU."""
+           dtype="float32", tf32=False):
+    """Tunable NCHW conv2d on a GPU (float32 as TF32 on tensor cores with ``tf32``)."""
     cfg = get_config()
     data = te.placeholder(tuple(data_shape), dtype, name="data")
     kernel = te.placeholder(tuple(kernel_shape), dtype, name="kernel")
-    out = compute_conv2d(cfg, data, kernel, strides, padding, dilation)
+    out = compute_conv2d(cfg, data, kernel, strides, padding, dilation, tf32)
     return schedule_conv2d(cfg, [out]), [data, kernel, out]
 
 
@@ -302,9 +305,9 @@ def depthwise_conv2d(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
 
 
 def _conv_workload(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
-                   dilation=(1, 1), dtype="float32"):
+                   dilation=(1, 1), dtype="float32", tf32=False):
     return (shape_ints(data_shape), shape_ints(kernel_shape), shape_ints(strides),
-            shape_ints(padding), shape_ints(dilation), str(dtype))
+            shape_ints(padding), shape_ints(dilation), str(dtype), *((True,) if tf32 else ()))
 
 
 register_implementation(Implementation(

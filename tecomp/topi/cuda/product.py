@@ -77,10 +77,11 @@ def _fallback_tiles(N, M, batch) -> tuple:
     return _FALLBACK_TILES[-1]
 
 
-def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32"):
+def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     """Register the knobs of ``batch`` products ``[N, K] x [K, M]`` (a second call
     changes nothing). Where the product runs on tensor cores
-    (:func:`tensor_core.applies`), those are :func:`tensor_core.define_knobs`; otherwise:
+    (:func:`tensor_core.applies`; float32 ones with ``tf32``), those are
+    :func:`tensor_core.define_knobs`; otherwise:
 
     ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
     thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
@@ -92,7 +93,7 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32"):
     tiled as if it were ``_NOMINAL_SIZE``, its tail guarded, and read one element per
     load.
     """
-    if tensor_core.applies(dtype, N, K, M):
+    if tensor_core.applies(dtype, N, K, M, tf32=tf32):
         tensor_core.define_knobs(cfg, N, K, M)
         return
     define_tile(cfg, "tile_y", _nominal(N))
@@ -117,12 +118,13 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32"):
 # ---- computes -------------------------------------------------------------------------
 
 
-def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False):
+def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False, tf32=False):
     """The product ``sum(term(*index, cast))`` over ``reduce_axis``, tagged ``tag`` (its
-    attribute ``transposed_b``: the second operand is read ``[..., j, k]``): float16
-    and bfloat16 operands are multiplied and summed in float32 (as the tensor cores and
-    cuBLAS do), the result rounded back by an epilogue stage."""
-    attrs = {"transposed_b": transposed_b}
+    attributes: ``transposed_b``, the second operand is read ``[..., j, k]``; ``tf32``,
+    float32 operands may be multiplied as TF32 on tensor cores): float16 and bfloat16
+    operands are multiplied and summed in float32 (as the tensor cores and cuBLAS do),
+    the result rounded back by an epilogue stage."""
+    attrs = {"transposed_b": transposed_b, "tf32": tf32}
     if dtype not in ("float16", "bfloat16"):
         return te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x), axis=reduce_axis),
                           name=name, tag=tag, attrs=attrs)
@@ -133,41 +135,43 @@ def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False):
 
 
 
-def compute_matmul(cfg, A, B):
-    """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); any size may be symbolic."""
+def compute_matmul(cfg, A, B, tf32=False):
+    """``C[N, M] = A[N, K] @ B[K, M]`` (tag ``"matmul"``); any size may be symbolic. With
+    ``tf32``, float32 operands are multiplied as TF32 on tensor cores (sizes allowing)."""
     N, K = (_size(d) for d in A.shape)
     K2, M = (_size(d) for d in B.shape)
     if _differ(K2, K):
         raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
-    define_product_knobs(cfg, N, K, M, dtype=A.dtype)
+    define_product_knobs(cfg, N, K, M, dtype=A.dtype, tf32=tf32)
     k = te.reduce_axis((0, K), name="k")
     return _product((N, M), A.dtype, lambda i, j, c: c(A[i, k]) * c(B[k, j]), k, "C",
-                    "matmul")
+                    "matmul", tf32=tf32)
 
 
-def compute_dense(cfg, X, W, b=None, units=None):
+def compute_dense(cfg, X, W, b=None, units=None, tf32=False):
     """``X[N, K] @ W[M, K]^T (+ b[M])`` (tag ``"dense"`` on the product); any size may
     be symbolic. The bias is a separate elementwise stage the schedule fuses. ``units``
     (the graph's output count, which the CPU compute needs for its packed weight) must
-    be W's rows: W is read in its own layout here."""
+    be W's rows: W is read in its own layout here. ``tf32``: as for
+    :func:`compute_matmul`."""
     N, K = (_size(d) for d in X.shape)
     M, K2 = (_size(d) for d in W.shape)
     if _differ(K2, K):
         raise ShapeError(f"dense: X is [{N}, {K}] but W has {K2} columns; need {K}")
     if units is not None and _differ(_size(units), M):
         raise ShapeError(f"dense: units={units} but W [{M}, {K}] has {M} rows")
-    define_product_knobs(cfg, N, K, M, dtype=X.dtype)
+    define_product_knobs(cfg, N, K, M, dtype=X.dtype, tf32=tf32)
     k = te.reduce_axis((0, K), name="k")
     P = _product((N, M), X.dtype, lambda i, j, c: c(X[i, k]) * c(W[j, k]), k, "P", "dense",
-                 transposed_b=True)
+                 transposed_b=True, tf32=tf32)
     if b is None:
         return P
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
 
 
-def compute_batch_matmul(cfg, A, B, transpose_b=False):
+def compute_batch_matmul(cfg, A, B, transpose_b=False, tf32=False):
     """``C[b, N, M] = A[b, N, K] @ B[b, K, M]``, or ``@ B[b, M, K]^T`` with
-    ``transpose_b`` (tag ``"batch_matmul"``)."""
+    ``transpose_b`` (tag ``"batch_matmul"``); ``tf32`` as for :func:`compute_matmul`."""
     Bt, N, K = (_size(d) for d in A.shape)
     Bt2, *rest = (_size(d) for d in B.shape)
     K2, M = rest[::-1] if transpose_b else rest
@@ -175,14 +179,14 @@ def compute_batch_matmul(cfg, A, B, transpose_b=False):
         raise ShapeError(f"batch_matmul: A is [{Bt}, {N}, {K}] but B is "
                          f"[{Bt2}, {', '.join(map(str, rest))}]"
                          + (" (transposed)" if transpose_b else ""))
-    define_product_knobs(cfg, N, K, M, Bt, A.dtype)
+    define_product_knobs(cfg, N, K, M, Bt, A.dtype, tf32)
     k = te.reduce_axis((0, K), name="k")
 
     def b_at(b, k, j):
         return B[b, j, k] if transpose_b else B[b, k, j]
 
     return _product((Bt, N, M), A.dtype, lambda b, i, j, c: c(A[b, i, k]) * c(b_at(b, k, j)),
-                    k, "C", "batch_matmul", transpose_b)
+                    k, "C", "batch_matmul", transpose_b, tf32)
 
 
 # ---- schedules ------------------------------------------------------------------------
@@ -222,7 +226,7 @@ def _schedule_product(cfg, outs, tag):
     operands = list(anchor.input_tensors)
     *_, N, M = (_size(d) for d in anchor.output(0).shape)
     K = _size(anchor.reduce_axis[0].dom.extent)
-    if tensor_core.applies(operands[0].dtype, N, K, M):
+    if tensor_core.applies(operands[0].dtype, N, K, M, tf32=anchor.attrs.get("tf32", False)):
         tensor_core.schedule_product(cfg, s, out, anchor, operands,
                                      anchor.attrs.get("transposed_b", False))
         return s
@@ -284,22 +288,24 @@ def schedule_batch_matmul(cfg, outs):
 
 
 @template("matmul.cuda")
-def matmul(N, K, M, dtype="float32"):
-    """Tunable ``C[N, M] = A[N, K] @ B[K, M]`` on a GPU."""
+def matmul(N, K, M, dtype="float32", tf32=False):
+    """Tunable ``C[N, M] = A[N, K] @ B[K, M]`` on a GPU (float32 operands as TF32 on
+    tensor cores with ``tf32``)."""
     cfg = get_config()
     A = te.placeholder((N, K), dtype, name="A")
     B = te.placeholder((K, M), dtype, name="B")
-    C = compute_matmul(cfg, A, B)
+    C = compute_matmul(cfg, A, B, tf32)
     return schedule_matmul(cfg, [C]), [A, B, C]
 
 
 @template("dense.cuda")
-def dense(N, K, M, dtype="float32", bias=True, activation="none"):
-    """Tunable ``Y = act(X[N, K] @ W[M, K]^T + b[M])`` on a GPU."""
+def dense(N, K, M, dtype="float32", bias=True, activation="none", tf32=False):
+    """Tunable ``Y = act(X[N, K] @ W[M, K]^T + b[M])`` on a GPU (``tf32`` as for
+    :func:`matmul`)."""
     cfg = get_config()
     X = te.placeholder((N, K), dtype, name="X")
     W = te.placeholder((M, K), dtype, name="W")
-    P = compute_dense(cfg, X, W)
+    P = compute_dense(cfg, X, W, tf32=tf32)
     args = [X, W]
     b = te.placeholder((M,), dtype, name="b") if bias else None
     if bias:
@@ -309,13 +315,13 @@ def dense(N, K, M, dtype="float32", bias=True, activation="none"):
 
 
 @template("batch_matmul.cuda")
-def batch_matmul(Bt, N, K, M, dtype="float32", transpose_b=False):
+def batch_matmul(Bt, N, K, M, dtype="float32", transpose_b=False, tf32=False):
     """Tunable ``C[b, N, M] = A[b, N, K] @ B[b, K, M]`` (``B[b, M, K]^T`` with
-    ``transpose_b``) on a GPU."""
+    ``transpose_b``) on a GPU (``tf32`` as for :func:`matmul`)."""
     cfg = get_config()
     A = te.placeholder((Bt, N, K), dtype, name="A")
     B = te.placeholder((Bt, M, K) if transpose_b else (Bt, K, M), dtype, name="B")
-    C = compute_batch_matmul(cfg, A, B, transpose_b)
+    C = compute_batch_matmul(cfg, A, B, transpose_b, tf32)
     return schedule_batch_matmul(cfg, [C]), [A, B, C]
 
 

@@ -17,6 +17,7 @@ import functools
 
 from ... import te
 from ...errors import ScheduleError
+from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.stmt import FRAGMENT
@@ -25,13 +26,15 @@ from ...te.tensor import ComputeOp
 from ..group import epilogue_ops
 from .common import cooperative_load
 
-#: The element types the tensor cores multiply here (accumulating in float32).
+#: The element types the tensor cores multiply here (accumulating in float32); float32
+#: operands only where asked, as TF32 (:func:`applies`).
 INPUT_DTYPES = ("float16", "bfloat16")
+TF32 = "float32"
 
 
-#: Elements of 16 bits each thread copies into a shared tile at a time: 16 bytes, one
-#: access where the rows allow (every row starts at a multiple of 8 elements).
-COPY_LANES = 8
+#: Bytes each thread copies into a shared tile at a time: one 16-byte access where the
+#: rows allow (every row starts at a multiple of 16 bytes).
+COPY_BYTES = 16
 
 
 def _unit(stride) -> bool:
@@ -48,9 +51,9 @@ def load_matrix(role: str, dtype: str = "float16", transposed: bool = False):
     are m, columns k) or ``wmma.matrix_b`` (``role`` "b": rows k, columns n; or with
     ``transposed``, rows n and columns k, as a dense layer's weight is stored) fragment.
     The tile's rows must be contiguous in memory."""
-    if role not in ("a", "b") or dtype not in INPUT_DTYPES:
+    if role not in ("a", "b") or dtype not in (*INPUT_DTYPES, TF32):
         raise ScheduleError(f"load_matrix: role {role!r} with {dtype}; roles 'a' and 'b' of "
-                            f"{', '.join(INPUT_DTYPES)}")
+                            f"{', '.join((*INPUT_DTYPES, TF32))}")
     x = _tile("x", dtype)
     y = te.compute(x.shape, lambda i, j: x[i, j], name=f"load_{role}")
     layout = "col_major" if transposed else "row_major"
@@ -70,7 +73,8 @@ def load_matrix(role: str, dtype: str = "float16", transposed: bool = False):
 @functools.cache
 def multiply_add(dtype: str = "float16", transposed_b: bool = False):
     """The intrinsic ``c[i, j] += sum_k a[i, k] * b[k, j]`` (``b[j, k]`` with
-    ``transposed_b``) on 16 x 16 fragments, products of ``dtype`` summed in float32."""
+    ``transposed_b``) on 16 x 16 fragments, products of ``dtype`` summed in float32
+    (float32 operands multiplied as TF32)."""
     a, b = _tile("a", dtype), _tile("b", dtype)
     k = te.reduce_axis((0, FRAGMENT), name="k")
 
@@ -113,10 +117,11 @@ def store_matrix():
 # ---- products on tensor cores ---------------------------------------------------------------
 
 
-def applies(dtype: str, *sizes) -> bool:
+def applies(dtype: str, *sizes, tf32: bool = False) -> bool:
     """Whether a product of ``dtype`` operands with these (rows, k, columns) sizes runs on
-    tensor cores: float16 or bfloat16, every size a constant multiple of 16."""
-    return dtype in INPUT_DTYPES and all(
+    tensor cores: float16 or bfloat16 (or float32 with ``tf32``), every size a constant
+    multiple of 16."""
+    return (dtype in INPUT_DTYPES or (tf32 and dtype == TF32)) and all(
         isinstance(n, int) and n > 0 and n % FRAGMENT == 0 for n in sizes)
 
 
@@ -242,7 +247,7 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
         if cfg["tc_pad"].val:
             row = s[t].op.axis[-2]
             s[t].storage_align(row, FRAGMENT, cfg["tc_pad"].val)
-        cooperative_load(s, t, threads, COPY_LANES)
+        cooperative_load(s, t, threads, COPY_BYTES * 8 // dt.bits(t.dtype))
         if cfg["tc_double"].val:
             s[t].double_buffer()
 

@@ -144,3 +144,39 @@ def test_a_tensor_core_product_on_the_gpu(gpu, rng):
     out = np.zeros((256, 256), "float16")
     mod(*inputs, out)
     np.testing.assert_allclose(out.astype("float32"), expected, rtol=2e-3, atol=2e-3)
+
+
+def _tf32(x):
+    """``x`` rounded to TF32: 10 bits of mantissa, to nearest, ties away from zero."""
+    bits = np.ascontiguousarray(x, "float32").view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("name, args", [
+    ("matmul.cuda", (64, 48, 32, "float32", True)),
+    ("dense.cuda", (32, 32, 48, "float32", True, "relu", True)),
+    ("batch_matmul.cuda", (2, 16, 32, 16, "float32", True, True)),
+], ids=["matmul", "dense", "batch_matmul"])
+def test_float32_products_asked_for_tf32_run_on_tensor_cores(name, args, cuda_target, rng):
+    task = autotune.create_task(name, args, cuda_target)
+    s, tensors = task.instantiate(None)
+    source = tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
+    # A 16-deep tile is two TF32 fragments 8 deep, rounded to nearest on load.
+    assert "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32" in source or \
+        "wmma.mma.sync.aligned.row.row.m16n16k8.f32.tf32.tf32.f32" in source
+    assert "cvt.rna.tf32.f32" in source
+    ins = [util.rand(rng, [int(d) for d in t.shape]) for t in tensors[:-1]]
+    a, b = _tf32(ins[0]), _tf32(ins[1])
+    if name == "dense.cuda":
+        expected = np.maximum(a @ b.T + ins[2], 0)
+    else:
+        expected = a @ (np.swapaxes(b, -1, -2) if name == "batch_matmul.cuda" else b)
+    # Products of TF32 values are exact in float32: only the order of the sums differs.
+    util.check_schedule(s, tensors, ins, [expected], rtol=1e-5, atol=1e-5,
+                        target=cuda_target)
+
+
+def test_float32_products_stay_off_tensor_cores_unless_asked(cuda_target):
+    task = autotune.create_task("matmul.cuda", (64, 48, 32, "float32"), cuda_target)
+    s, tensors = task.instantiate(None)
+    assert "wmma" not in tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
