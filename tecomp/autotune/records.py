@@ -316,13 +316,15 @@ class ApplyHistoryBest:
     def has_workload(self, name, args) -> bool:
         return (name, tuple(args)) in self._by_workload
 
-    def records_of(self, name, args) -> list[Record]:
-        """Every record of workload ``(name, args)``, whatever its target."""
-        return list(self._by_workload.get((name, tuple(args)), ()))
+    def task_records(self, task) -> list[Record]:
+        """Every record of ``task``'s workload, whatever its target, also those logged
+        before its template grew parameters with defaults (``task.workload_forms``)."""
+        return [r for args in task.workload_forms
+                for r in self._by_workload.get((task.name, args), ())]
 
     def best_record(self, task, target=None) -> Record | None:
         """The best record for ``task`` on ``target`` (default: the task's target)."""
-        recs = self._by_workload.get((task.name, task.args), [])
+        recs = self.task_records(task)
         if not recs:
             return None
         want = target_key(target or task.target)
@@ -436,7 +438,7 @@ def shipped_candidates(task) -> list[Record]:
     want = target_key(task.target)
     isa, feats = vector_isa(want), _features_of(want)
     recs = [
-        r for r in shipped.records_of(task.name, task.args)
+        r for r in shipped.task_records(task)
         if r.workload_hash == task.workload_hash and vector_isa(r.target_key) == isa
     ]
 

@@ -73,6 +73,22 @@ class Template:
             values = tuple(args)
         return canonical_args(values)
 
+    def forms(self, args: tuple) -> tuple:
+        """``args`` (all of them, as :meth:`full_args` gives) and each shorter tuple that
+        leaves off trailing arguments at their defaults: the forms a record of this
+        workload may have been logged in before the template grew those parameters."""
+        try:
+            params = list(inspect.signature(self.func).parameters.values())
+        except ValueError:
+            return (args,)
+        out = [args]
+        for k in range(len(args) - 1, -1, -1):
+            if k >= len(params) or params[k].default is inspect.Parameter.empty or \
+                    canonical_args((params[k].default,)) != (args[k],):
+                break
+            out.append(args[:k])
+        return tuple(out)
+
     def label(self, args: tuple) -> str:
         """A one-line name of the workload ``args`` for summaries and logs: the template's
         own ``label`` function if it has one, else ``name(args)``."""
@@ -194,8 +210,9 @@ def dispatch(name: str, args: tuple, target: Target | str | None = None):
     shipped = records.shipped_history()
     if shipped is not None:
         sources.append(shipped)
+    forms = TEMPLATES[name].forms(args) if name in TEMPLATES else (args,)
     for ctx in sources:
-        if not ctx.has_workload(name, args):
+        if not any(ctx.has_workload(name, a) for a in forms):
             continue
         task = task or _cached_task(name, args, target)
         cfg = ctx.query(task, target)
@@ -264,8 +281,9 @@ def tuned_cost(name: str, args, target: Target | str | None = None) -> float | N
     args = _workload_args(name, args)
     shipped = records.shipped_history()
     sources = [*reversed(_state().contexts), *([shipped] if shipped is not None else [])]
+    forms = TEMPLATES[name].forms(args)
     for ctx in sources:
-        if ctx.has_workload(name, args):
+        if any(ctx.has_workload(name, a) for a in forms):
             rec = ctx.best_record(_cached_task(name, args, target), target)
             if rec is not None:
                 return rec.cost
@@ -313,6 +331,9 @@ class Task:
         self.args = _workload_args(name, args)
         self.name = name
         self.template = TEMPLATES[name]
+        #: ``args`` and the shorter forms older records of this workload have
+        #: (:meth:`Template.forms`)
+        self.workload_forms = self.template.forms(self.args)
         self.target = as_target(target)
         self.weight = 1
         self._space = None

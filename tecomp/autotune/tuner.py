@@ -161,7 +161,7 @@ class Tuner:
         key = target_key(self.task.target)
         return [
             r for r in records
-            if r.name == self.task.name and r.args == self.task.args
+            if r.name == self.task.name and r.args in self.task.workload_forms
             and r.workload_hash == self.task.workload_hash and r.target_key == key
         ]
 

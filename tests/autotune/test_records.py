@@ -164,3 +164,21 @@ def test_a_line_written_before_the_field_reads_sound(tmp_path, mm_task):
     path.write_text(json.dumps(line) + "\n")
     (back,) = autotune.load_from_file(path)
     assert back.result.disturbed == "" and back.result.sound
+
+
+def test_a_record_from_before_a_template_grew_a_defaulted_parameter_still_applies(tmp_path):
+    """Records logged as matmul.cuda(N, K, M, dtype) keep matching after the template
+    took a fifth parameter with a default (tf32=False); ones for tf32=True do not."""
+    task = autotune.create_task("matmul.cuda", (64, 64, 64, "float32"), "cuda")
+    assert task.args == (64, 64, 64, "float32", False)
+    assert task.workload_forms[:2] == ((64, 64, 64, "float32", False),
+                                       (64, 64, 64, "float32"))
+    config = task.config_space.get(7)
+    old = replace(make_record(task, config, MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR)),
+                  args=(64, 64, 64, "float32"))
+    log = tmp_path / "old.json"
+    log.write_text(old.to_line() + "\n")
+    with autotune.apply_history_best(str(log)) as ctx:
+        assert ctx.best_record(task).config_index == 7
+        tf32 = autotune.create_task("matmul.cuda", (64, 64, 64, "float32", True), "cuda")
+        assert ctx.best_record(tf32) is None

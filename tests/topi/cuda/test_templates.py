@@ -33,16 +33,16 @@ def _conv_ref(data, kernel, stride, pad, depthwise=False):
 
 def _inputs(name, args, rng):
     if name in ("matmul.cuda",):
-        N, K, M, _ = args
+        N, K, M, *_ = args
         a, b = util.rand(rng, (N, K)), util.rand(rng, (K, M))
         return [a, b], [a @ b]
     if name == "dense.cuda":
-        N, K, M, _, bias, act = args
+        N, K, M, _, bias, act, *_ = args
         x, w, b = util.rand(rng, (N, K)), util.rand(rng, (M, K)), util.rand(rng, (M,))
         y = x @ w.T + b
         return [x, w, b], [np.maximum(y, 0) if act == "relu" else y]
     if name == "batch_matmul.cuda":
-        Bt, N, K, M, _, transposed = args
+        Bt, N, K, M, _, transposed, *_ = args
         a = util.rand(rng, (Bt, N, K))
         if transposed:
             b = util.rand(rng, (Bt, M, K))

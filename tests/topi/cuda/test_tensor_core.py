@@ -44,7 +44,7 @@ def _inputs(name, args, rng):
         return util.rand(rng, shape, "float32").astype(dt.numpy_dtype(dtype))
 
     if name == "matmul.cuda":
-        N, K, M, _ = args
+        N, K, M, *_ = args
         a, b = half((N, K)), half((K, M))
         return [a, b], a.astype("float32") @ b.astype("float32")
     if name == "dense.cuda":
