@@ -226,6 +226,25 @@ def run_and_check(f, args, inputs, expected, rtol=1e-5, atol=1e-6):
     return outs
 
 
+def conv2d_reference(data, kernel, stride, pad, depthwise=False):
+    """NCHW convolution (or depthwise, channel multiplier K / C) in float32 with square
+    stride and padding: the reference of the cuda convolution templates."""
+    N, C, H, W = data.shape
+    K, _, R, S = kernel.shape
+    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH = (H + 2 * pad - R) // stride + 1
+    OW = (W + 2 * pad - S) // stride + 1
+    out = np.zeros((N, K, OH, OW), "float32")
+    for r in range(R):
+        for c in range(S):
+            win = padded[:, :, r:r + stride * OH:stride, c:c + stride * OW:stride]
+            if depthwise:
+                out += win[:, np.arange(K) // (K // C)] * kernel[None, :, 0, r, c, None, None]
+            else:
+                out += np.einsum("nchw,kc->nkhw", win, kernel[:, :, r, c])
+    return out
+
+
 def rand(rng, shape, dtype="float32", lo=-1.0, hi=1.0):
     """Random test data: uniform floats in [lo, hi), or small integers for int dtypes."""
     dtype = np.dtype(dtype)

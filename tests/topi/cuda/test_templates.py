@@ -14,23 +14,6 @@ from tecomp.topi import strategy
 import util
 
 
-def _conv_ref(data, kernel, stride, pad, depthwise=False):
-    N, C, H, W = data.shape
-    K, _, R, S = kernel.shape
-    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    OH = (H + 2 * pad - R) // stride + 1
-    OW = (W + 2 * pad - S) // stride + 1
-    out = np.zeros((N, K, OH, OW), "float32")
-    for r in range(R):
-        for c in range(S):
-            win = padded[:, :, r:r + stride * OH:stride, c:c + stride * OW:stride]
-            if depthwise:
-                out += win[:, np.arange(K) // (K // C)] * kernel[None, :, 0, r, c, None, None]
-            else:
-                out += np.einsum("nchw,kc->nkhw", win, kernel[:, :, r, c])
-    return out
-
-
 def _inputs(name, args, rng):
     if name in ("matmul.cuda",):
         N, K, M, *_ = args
@@ -51,7 +34,7 @@ def _inputs(name, args, rng):
         return [a, b], [a @ b]
     data_shape, kernel_shape, strides, padding = args[:4]
     d, k = util.rand(rng, data_shape), util.rand(rng, kernel_shape)
-    return [d, k], [_conv_ref(d, k, strides[0], padding[0],
+    return [d, k], [util.conv2d_reference(d, k, strides[0], padding[0],
                               depthwise=name.startswith("depthwise"))]
 
 
@@ -134,7 +117,7 @@ def test_conv2d_implementation_fuses_an_epilogue(cuda_target, rng):
                      name="out")
     s = impl.schedule(cfg, [out])
     d, k, b = util.rand(rng, (1, 4, 5, 5)), util.rand(rng, (4, 4, 3, 3)), util.rand(rng, (4,))
-    ref = np.maximum(_conv_ref(d, k, 1, 1) + b[None, :, None, None], 0)
+    ref = np.maximum(util.conv2d_reference(d, k, 1, 1) + b[None, :, None, None], 0)
     util.check_schedule(s, [data, kernel, bias, out], [d, k, b], [ref], rtol=1e-4,
                         atol=1e-4, target=cuda_target)
 

@@ -23,20 +23,6 @@ CASES = [
 ]
 
 
-def _conv(data, kernel, stride, pad):
-    """NCHW convolution in float32 (square stride and padding)."""
-    K, _, R, S = kernel.shape
-    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    OH = (padded.shape[2] - R) // stride + 1
-    OW = (padded.shape[3] - S) // stride + 1
-    out = np.zeros((data.shape[0], K, OH, OW), "float32")
-    for r in range(R):
-        for c in range(S):
-            win = padded[:, :, r:r + stride * OH:stride, c:c + stride * OW:stride]
-            out += np.einsum("nchw,kc->nkhw", win, kernel[:, :, r, c])
-    return out
-
-
 def _inputs(name, args, rng):
     dtype = next(a for a in args if a in tensor_core.INPUT_DTYPES)
 
@@ -54,8 +40,8 @@ def _inputs(name, args, rng):
         return [x, w, bias], np.maximum(y, 0)
     if name == "conv2d.cuda":
         data, kernel = half(args[0]), half(args[1])
-        return [data, kernel], _conv(data.astype("float32"), kernel.astype("float32"),
-                                     args[2][0], args[3][0])
+        return [data, kernel], util.conv2d_reference(
+            data.astype("float32"), kernel.astype("float32"), args[2][0], args[3][0])
     Bt, N, K, M, _, *rest = args
     a = half((Bt, N, K))
     if rest and rest[0]:
