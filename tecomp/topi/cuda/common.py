@@ -44,13 +44,22 @@ def cooperative_load(s, T, threads, vec: int) -> None:
     stage = s[T]
     *outer, last = stage.op.axis
     chunk, lanes = stage.split(last, factor=vec)
-    rest = stage.fuse(*outer, chunk) if outer else chunk
-    bound = []
-    for n in reversed(threads):
-        rest, t = stage.split(rest, factor=n)
-        bound.insert(0, t)
+    bound, rest = deal_to_threads(stage, stage.fuse(*outer, chunk) if outer else chunk,
+                                  threads)
     stage.reorder(*bound, rest, lanes)
-    for ax, tag in zip(bound, _THREAD_TAGS[len(threads)]):
-        stage.bind(ax, te.thread_axis(tag))
     if vec > 1:
         stage.vectorize(lanes)
+
+
+def deal_to_threads(stage, axis, threads) -> tuple:
+    """Deal the iterations of ``axis`` out round-robin to the block's ``threads``
+    (extents, outermost first), neighbouring threads taking neighbouring iterations:
+    returns (the loops bound to the thread indices, the loop of each thread's turns),
+    for the caller to order (bound ones outside)."""
+    bound = []
+    for n in reversed(threads):
+        axis, t = stage.split(axis, factor=n)
+        bound.insert(0, t)
+    for ax, tag in zip(bound, _THREAD_TAGS[len(threads)]):
+        stage.bind(ax, te.thread_axis(tag))
+    return bound, axis

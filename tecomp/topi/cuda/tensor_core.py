@@ -24,7 +24,7 @@ from ...ir.stmt import FRAGMENT
 from ...te.analysis import ops_of
 from ...te.tensor import ComputeOp
 from ..group import epilogue_ops
-from .common import cooperative_load
+from .common import cooperative_load, deal_to_threads
 
 #: The element types the tensor cores multiply here (accumulating in float32); float32
 #: operands only where asked, as TF32 (:func:`applies`).
@@ -210,14 +210,8 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     else:
         # The accumulators go through a shared tile, read by the epilogue's threads.
         bj, i, j = block_loops(s[out])
-        rest = s[out].fuse(i, j)
-        bound = []
-        for n in reversed(threads):
-            rest, t = s[out].split(rest, factor=n)
-            bound.insert(0, t)
+        bound, rest = deal_to_threads(s[out], s[out].fuse(i, j), threads)
         s[out].reorder(*bound, rest)
-        for ax, tag in zip(bound, ("threadIdx.z", "threadIdx.y", "threadIdx.x")):
-            s[out].bind(ax, te.thread_axis(tag))
         stage.set_scope("shared")
         stage.compute_at(s[out], bj)
         *_, i, j = stage.op.axis
