@@ -5,7 +5,8 @@
 
 The references run in the same process through PyTorch (or CuPy for matmul where PyTorch
 is missing), fp32 with TF32 off (float16 on tensor cores, summing in float32, for the
-float16 matmul), on the same device arrays tecomp's module is called with
+float16 matmul; TF32 on both sides for the row that asks for it), on the same device
+arrays tecomp's module is called with
 (no copies on either side). Each call ends with a device synchronization, and the
 contenders alternate round by round (``tecomp.timing.paired``), so clock and thermal
 drift hit both alike. Per workload it prints both GFLOPS and the median over rounds of
@@ -33,6 +34,7 @@ from tecomp.timing import median_ratio, paired
 WORKLOADS = [
     ("matmul.cuda", (4096, 4096, 4096, "float32")),
     ("matmul.cuda", (4096, 4096, 4096, "float16")),   # tensor cores on both sides
+    ("matmul.cuda", (4096, 4096, 4096, "float32", True)),   # TF32 on both sides
     ("conv2d.cuda", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), "float32")),
     ("conv2d.cuda", ((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1),
                      "float32")),
@@ -134,6 +136,8 @@ def main(argv=None) -> int:
         arrays = [rng.uniform(-1, 1, size=tuple(int(d) for d in t.shape)).astype(t.dtype)
                   for t in tensors]
         dev = _device_arrays(arrays, torch, cupy)
+        if torch is not None:  # the TF32 row lets cuBLAS use TF32 too
+            torch.backends.cuda.matmul.allow_tf32 = task.args[-1] is True
         ref = _reference(name, args, dev, torch, cupy)
         if ref is None:
             print(f"{name}{args}: no reference library for it here (needs PyTorch); skipped")
