@@ -52,7 +52,7 @@ step() {  # step SECONDS FILE COMMAND...: run COMMAND with a time limit, output 
 step 80 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
     --durations=10 -rfE -k "cuda or gpu or thread_reduce or matrix_statements" \
     $(grep -l -r cuda tests --include="test_*.py")
-step 30 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+step 45 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
 step 120 models.txt python3 benchmarks/models_cuda.py --rounds 8
 step 90 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
     --models bert_base:128,resnet50:1
