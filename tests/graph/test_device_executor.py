@@ -259,16 +259,16 @@ def test_the_tf32_precision_multiplies_float32_products_on_tensor_cores(cuda_tar
     """A float32 MatMul -> Relu -> Gemm built with precision="tf32": both products on TF32
     tensor cores, within TF32's rounding of onnxruntime's float32 result; a CPU target
     is refused, naming the precision."""
-    w0 = numpy_helper.from_array((rng.standard_normal((64, 32)) * 0.2).astype("float32"), "w0")
-    w1 = numpy_helper.from_array((rng.standard_normal((16, 32)) * 0.2).astype("float32"), "w1")
+    w0 = numpy_helper.from_array((rng.standard_normal((32, 16)) * 0.2).astype("float32"), "w0")
+    w1 = numpy_helper.from_array((rng.standard_normal((16, 16)) * 0.2).astype("float32"), "w1")
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"]),
              helper.make_node("Relu", ["h"], ["r"]),
              helper.make_node("Gemm", ["r", "w1"], ["y"], transB=1)]
-    model = onnx_models._model(nodes, [onnx_models._vi("x", [32, 64])],
-                               [onnx_models._vi("y", [32, 16])], [w0, w1])
+    model = onnx_models._model(nodes, [onnx_models._vi("x", [16, 32])],
+                               [onnx_models._vi("y", [16, 16])], [w0, w1])
     lib = _build(model, precision="tf32")
     assert lib.module.get_source("cuda").count("m16n16k8.f32.tf32.tf32.f32") >= 2
-    x = rng.standard_normal((32, 64)).astype("float32")
+    x = rng.standard_normal((16, 32)).astype("float32")
     ref, = onnx_models.run_onnxruntime(model, {"x": x})
     y, = DeviceGraphModule(lib)(x=x)
     np.testing.assert_allclose(y, ref, rtol=1e-2, atol=1e-2)

@@ -14,7 +14,7 @@ import util
 
 CONV = ("conv2d.cuda", ((2, 5, 7, 7), (24, 5, 3, 3), (2, 2), (1, 1), (1, 1), "float16"))
 CASES = [
-    ("matmul.cuda", (64, 64, 64, "float16")),
+    ("matmul.cuda", (32, 64, 48, "float16")),
     ("matmul.cuda", (32, 48, 64, "bfloat16")),
     ("dense.cuda", (32, 48, 64, "float16", True, "relu")),
     ("batch_matmul.cuda", (2, 32, 32, 16, "float16", True)),
