@@ -341,6 +341,30 @@ _register("matmul", OUT_FUSABLE, _matmul)
 _register("batch_matmul", OUT_FUSABLE, _batch_matmul)
 
 
+def _attention(node, ts):
+    """``softmax(scale * Q K^T + mask) V`` for ``Q[B, Sq, D]``, ``K[B, Skv, D]`` (or
+    ``[B, D, Skv]`` with ``k_transposed``), ``V[B, Skv, Dv]`` and an optional mask
+    broadcast to ``[B, Sq, Skv]`` (:mod:`tecomp.graph.passes.attention` makes it)."""
+    q, k, v, *mask = ts
+    d_axis, s_axis = (1, 2) if node.attrs.get("k_transposed", False) else (2, 1)
+    if (len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3
+            or not dims.equal(k.shape[d_axis], q.shape[2])
+            or not dims.equal(v.shape[1], k.shape[s_axis])):
+        _fail(node, f"needs Q[B, Sq, D], K[B, Skv, D] (or [B, D, Skv]) and V[B, Skv, Dv]; "
+                    f"got {_shape_text(q.shape)}, {_shape_text(k.shape)} and "
+                    f"{_shape_text(v.shape)}")
+    scores = (q.shape[0], q.shape[1], k.shape[s_axis])
+    if mask and (len(mask[0].shape) > 3 or not all(
+            dims.equal(m, 1) or dims.equal(m, n)
+            for m, n in zip(reversed(mask[0].shape), reversed(scores)))):
+        _fail(node, f"the mask {_shape_text(mask[0].shape)} does not broadcast to the scores "
+                    f"{_shape_text(scores)}")
+    return [TensorType(q.dtype, (q.shape[0], q.shape[1], v.shape[2]))]
+
+
+_register("attention", OPAQUE, _attention)
+
+
 # ---- pooling, reductions, normalisation -------------------------------------------------------
 
 

@@ -160,7 +160,7 @@ def test_the_pass_runs_for_cpu_targets_with_their_vector_width():
     from tecomp.graph.passes import pipeline_for
     from tecomp.target import Target
 
-    assert pipeline_for(Target("cuda")) == PIPELINE
+    assert "alter_conv_layout" not in dict(pipeline_for(Target("cuda")))
     names = [name for name, _ in pipeline_for(Target("llvm -mcpu=skylake-avx512"))]
     assert names.index("alter_conv_layout") == names.index("sink_reshapes") + 1
     layout = dict(pipeline_for(Target("llvm -mcpu=haswell")))["alter_conv_layout"]

@@ -10,9 +10,11 @@ from functools import partial
 from ...codegen.llvm.bfloat import has_bf16
 from ...target import CPUCaps
 from ...topi.cpu_tiling import channel_block
+from ...topi.strategy import registered_ops
 from ..infer import infer_types
 from ..ir import Graph
 from .alter_layout import alter_conv_layout
+from .attention import fuse_attention
 from .concat_in_place import concatenate_in_place
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -57,9 +59,16 @@ def pipeline_for(target) -> tuple:
     constant folding so that the passes after it clean up. On a target with bfloat16 dot
     products, blocked convolutions and dense layers of bfloat16-rounded inputs then
     multiply in bfloat16 (:func:`.precision.bfloat16_products`), after that folding,
-    which leaves their weights constants in the layout they are read in."""
+    which leaves their weights constants in the layout they are read in. On a target with
+    a fused ``attention`` implementation (CUDA), :func:`.attention.fuse_attention` runs
+    before fusion."""
     if not isinstance(target.caps, CPUCaps):
-        return PIPELINE
+        if "attention" not in registered_ops(target):
+            return PIPELINE
+        # A target with a fused attention computes the recognised pattern as one kernel,
+        # after the clean-up and before fusion groups what is left.
+        at = [name for name, _ in PIPELINE].index("fuse_operators")
+        return (*PIPELINE[:at], ("fuse_attention", fuse_attention), *PIPELINE[at:])
     block = channel_block(target.caps)
     at = [name for name, _ in PIPELINE].index("sink_reshapes") + 1
     passes = [*PIPELINE[:at],

@@ -9,7 +9,7 @@ that has an ``llvm`` one (the same compute, scheduled by :func:`schedule_injecti
 """
 
 from ..strategy import register_without_implementation
-from . import conv2d, injective, product
+from . import attention, conv2d, injective, product
 from .conv2d import (
     compute_conv2d,
     compute_depthwise_conv2d,

@@ -77,7 +77,7 @@ def block_per_element(stage):
     return block
 
 
-def schedule_cross_thread(s, tensor, attach=None) -> None:
+def schedule_cross_thread(s, tensor, attach=None, threads=None) -> None:
     """Compute reduction ``tensor`` with a block of threads per output element.
 
     Parameters
@@ -90,10 +90,13 @@ def schedule_cross_thread(s, tensor, attach=None) -> None:
         reads it, one output element per block): the result is then one element of
         shared memory. Without it, the reduction is a kernel of its own, one block per
         output element.
+    threads : int, optional
+        The threads sharing it: the block's, where other stages of the block bind more
+        than :func:`_threads_for` the extent would (the shuffles need the whole block).
     """
     op = tensor.op
     stage = s[tensor]
-    threads = _threads_for(reduced_extent(op))
+    threads = threads or _threads_for(reduced_extent(op))
     _, lanes = stage.split(_fused(stage, list(stage.op.reduce_axis)), factor=threads)
     partial = s.rfactor(tensor, lanes, factor_axis=len(op.axis))
     # Each thread accumulates its partial in a register; the threads then combine them

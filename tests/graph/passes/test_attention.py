@@ -1,0 +1,61 @@
+"""fuse_attention: the chain batch_matmul -> scale -> mask -> softmax -> batch_matmul
+becomes one attention node where a target has a fused implementation (CUDA), and stays
+as it is where an intermediate is read elsewhere or a size is symbolic."""
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from tecomp.frontend import from_onnx
+from tecomp.graph.passes import optimize, pipeline_for
+from tecomp.graph.passes.attention import fuse_attention
+from tecomp.target import Target
+
+
+def _model(extra_output=False, seq=4):
+    """q[2, seq, 8] @ k[2, 8, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6]."""
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
+             helper.make_node("Div", ["s", "two"], ["scaled"]),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+
+    def vi(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    inputs = [vi("q", [2, seq, 8]), vi("k", [2, 8, seq]), vi("v", [2, seq, 6]),
+              vi("mask", [seq])]
+    outputs = [vi("y", [2, seq, 6])] + ([vi("p", [2, seq, seq])] if extra_output else [])
+    two = numpy_helper.from_array(np.array(2.0, "float32"), "two")
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, [two])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _optimized(model, target="cuda"):
+    """The model after the passes before fusion (which would group its nodes)."""
+    mod, params = from_onnx(model)
+    passes = pipeline_for(Target(target))
+    return optimize(mod, passes=passes[:[n for n, _ in passes].index("fuse_operators")])
+
+
+def test_the_chain_becomes_one_attention_node_on_cuda():
+    graph = _optimized(_model())
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("attention") == 1 and "softmax" not in ops
+    node = next(n for n in graph.nodes if n.op == "attention")
+    assert node.attrs == {"scale": 0.5, "k_transposed": True}
+    assert node.inputs == ("q", "k", "v", "mask") and node.outputs == ("y",)
+
+
+def test_cpu_pipelines_keep_the_chain():
+    assert "fuse_attention" not in [name for name, _ in pipeline_for(Target("llvm"))]
+    assert "attention" not in [n.op for n in _optimized(_model(), "llvm").nodes]
+
+
+def test_a_probability_read_elsewhere_keeps_the_chain():
+    mod, _ = from_onnx(_model(extra_output=True))
+    assert "attention" not in [n.op for n in fuse_attention(mod).nodes]
+
+
+def test_a_symbolic_sequence_keeps_the_chain():
+    mod, _ = from_onnx(_model(seq="n"))
+    assert "attention" not in [n.op for n in fuse_attention(mod).nodes]

@@ -1,0 +1,50 @@
+"""The fused attention of CUDA: one block per query row, the row's scores in shared
+memory, statistics by warp shuffles; against numpy in the simulator (on a GPU where
+there is one)."""
+
+import numpy as np
+import pytest
+
+import tecomp
+from tecomp import te
+from tecomp.errors import ShapeError
+from tecomp.topi.cuda.attention import compute_attention, schedule_attention
+
+import util
+
+
+def _reference(q, k, v, mask, scale, k_transposed):
+    keys = k if k_transposed else k.transpose(0, 2, 1)
+    scores = q @ keys * scale + (0 if mask is None else mask)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("sizes, k_transposed, mask_shape", [
+    ((2, 3, 16, 8, 8), False, (16,)),          # short rows: thread 0 sums them
+    ((1, 2, 130, 8, 12), True, (1, 2, 130)),   # long rows: warp shuffles, a partial warp
+    ((1, 2, 16, 4, 70), False, None),          # more value columns than threads
+])
+def test_fused_attention_matches_numpy(sizes, k_transposed, mask_shape, cuda_target, rng):
+    B, Sq, Skv, D, Dv = sizes
+    q = te.placeholder((B, Sq, D), name="q")
+    k = te.placeholder((B, D, Skv) if k_transposed else (B, Skv, D), name="k")
+    v = te.placeholder((B, Skv, Dv), name="v")
+    mask = te.placeholder(mask_shape, name="mask") if mask_shape else None
+    out = compute_attention(None, q, k, v, mask, 0.25, k_transposed)
+    s = schedule_attention(None, [out])
+    args = [q, k, v, *([mask] if mask is not None else []), out]
+    source = tecomp.build(s, args, target=cuda_target).get_source("cuda")
+    assert source.count("__global__") == 1  # one kernel, no score matrix in memory
+    arrays = [util.rand(rng, [int(d) for d in t.shape]) for t in args[:-1]]
+    m = arrays[3] if mask is not None else None
+    expected = _reference(*arrays[:3], m, 0.25, k_transposed)
+    util.check_schedule(s, args, arrays, [expected], rtol=1e-5, atol=1e-5,
+                        target=cuda_target)
+
+
+def test_symbolic_sequences_are_refused():
+    n = te.var("n")
+    q, k, v = (te.placeholder((1, n, 8), name=x) for x in "qkv")
+    with pytest.raises(ShapeError, match=r"attention \(cuda\): needs constant sequence"):
+        compute_attention(None, q, k, v)
