@@ -13,13 +13,15 @@ The form, each value read by the next node only::
     out = batch_matmul(probs, V)           # V [B, Skv, Dv]
 
 becomes ``out = attention(Q, K, V[, mask], scale, k_transposed)``. Sizes other than the
-batch must be constants (the fused kernel keeps a query row's scores in shared memory).
+batch must be constants, and the keys at most ``MAX_KEYS`` (the fused kernel keeps a
+query row's scores in shared memory).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...topi.cuda.attention import MAX_KEYS
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
@@ -86,7 +88,7 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         return None
     v = final.inputs[1]
     sizes = [*scores[1:], graph.types[q].shape[2], graph.types[v].shape[2]]
-    if not all(dims.is_static(d) for d in sizes):
+    if not all(dims.is_static(d) for d in sizes) or int(scores[2]) > MAX_KEYS:
         return None
     if mask is not None and (len(graph.types[mask].shape) > 3 or not all(
             dims.equal(m, 1) or dims.equal(m, n)

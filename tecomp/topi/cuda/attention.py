@@ -26,6 +26,10 @@ from .reduction import MAX_THREADS, schedule_cross_thread, splits_across_threads
 
 ATTENTION_TAG = "attention"
 
+#: The most keys a fused attention takes: a query row's scores and weights, float32 in
+#: shared memory, then fill 32 KiB of the 48 a block may have.
+MAX_KEYS = 4096
+
 
 def _threads(keys: int) -> int:
     """Threads per block: a power of two from a warp up to :data:`MAX_THREADS`, about
@@ -43,9 +47,9 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False):
     B, Sq, D = q.shape
     Skv = k.shape[2] if k_transposed else k.shape[1]
     Dv = v.shape[2]
-    if any(const_int(n) is None for n in (Sq, D, Skv, Dv)):
-        raise ShapeError(f"attention (cuda): needs constant sequence and head sizes, got "
-                         f"q {q.shape}, k {k.shape}, v {v.shape}")
+    if any(const_int(n) is None for n in (Sq, D, Skv, Dv)) or const_int(Skv) > MAX_KEYS:
+        raise ShapeError(f"attention (cuda): needs constant sequence and head sizes, at "
+                         f"most {MAX_KEYS} keys; got q {q.shape}, k {k.shape}, v {v.shape}")
     wide = "float32"
     d = te.reduce_axis((0, D), name="d")
 
