@@ -143,7 +143,10 @@ class DeviceGraphModule(GraphModule):
         """Every value a kernel writes and every host input gets bytes of one arena;
         outputs and inputs live for the whole run, the rest from the kernel that writes
         them to their last reader."""
-        graph, end = self.graph, len(self._kernel_nodes)
+        # Lifetimes count the graph's nodes (views among them), so inputs and outputs
+        # live to the last node's index.
+        graph = self.graph
+        end = len(graph.nodes)
         entries = [(v, (0, end)) for v in graph.inputs]
         entries += [(v, (first, end) if v in graph.outputs else (first, last))
                     for v, (first, last) in self._lifetimes.items()]

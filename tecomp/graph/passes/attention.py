@@ -5,14 +5,17 @@ implementation (CUDA's: no score matrix in memory, :mod:`tecomp.topi.cuda.attent
 The form, each value read by the next node only::
 
     scores = batch_matmul(Q, K)            # K [B, D, Skv], or [B, Skv, D] transpose_b
-    scores = divide(scores, c)             # or multiply by c (a scalar constant); optional
-    scores = add(scores, mask)             # optional; the mask broadcasts to the scores
-    scores = reshape(scores, ...)          # optional, as long as the last two axes stay
+    scores = divide(scores, c)             # or multiply by c (a scalar constant)
+    scores = add(scores, mask)             # the mask broadcasts to the scores
+    scores = reshape(scores, ...)          # keeping the last two axes
     probs = softmax(scores, axis=-1)
     probs = reshape(probs, [B, Sq, Skv])   # optional
     out = batch_matmul(probs, V)           # V [B, Skv, Dv]
 
-becomes ``out = attention(Q, K, V[, mask], scale, k_transposed)``. Sizes other than the
+(the scaling, the mask and the reshapes optional and in any order) becomes
+``out = attention(Q, K, V[, mask], scale, k_transposed)``. A mask added to a
+``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same for every
+batch and head. Sizes other than the
 batch must be constants, and the keys at most ``MAX_KEYS`` (the fused kernel keeps a
 query row's scores in shared memory).
 """
@@ -65,21 +68,34 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
     if node is None or node.attrs.get("axis", -1) not in (-1, len(
             graph.types[node.outputs[0]].shape) - 1):
         return None
-    value = node.inputs[0]
-    step = chain.only_user(value, ("reshape", "add", "divide", "multiply", "batch_matmul"))
-    if step is not None and step.op == "reshape":
-        step = chain.only_user(step.inputs[0], ("add", "divide", "multiply", "batch_matmul"))
-    mask = None
-    if step is not None and step.op == "add":
-        value, mask = step.inputs
-        step = chain.only_user(value, ("divide", "multiply", "batch_matmul"))
-    scale = 1.0
-    if step is not None and step.op in ("divide", "multiply"):
-        c = _scalar(graph, step.inputs[1])
-        if c is None or (step.op == "divide" and c == 0):
+    value, mask, scale, added_to = node.inputs[0], None, 1.0, None
+    seen: set = set()
+    while True:  # back through the reshapes, the mask's add and the scaling
+        step = chain.only_user(value, ("reshape", "add", "divide", "multiply",
+                                       "batch_matmul"))
+        if step is None or step.op == "batch_matmul":
+            break
+        if step.op in seen - {"reshape"} or (step.op in ("divide", "multiply")
+                                             and seen & {"divide", "multiply"}):
             return None
-        scale = 1.0 / c if step.op == "divide" else c
-        step = chain.only_user(step.inputs[0], "batch_matmul")
+        seen.add(step.op)
+        if step.op == "add":  # the scores are the operand of the sum's own shape
+            value, mask = step.inputs
+            if tuple(graph.types[value].shape) != tuple(graph.types[step.outputs[0]].shape):
+                mask, value = step.inputs
+            added_to = graph.types[value].shape
+        elif step.op == "reshape":
+            value = step.inputs[0]
+            if tuple(graph.types[value].shape[-2:]) != tuple(
+                    graph.types[step.outputs[0]].shape[-2:]):
+                return None
+        else:
+            value, c = step.inputs[0], _scalar(graph, step.inputs[1])
+            if c is None and step.op == "multiply":  # the constant first
+                c, value = _scalar(graph, step.inputs[0]), step.inputs[1]
+            if c is None or (step.op == "divide" and c == 0):
+                return None
+            scale = scale / c if step.op == "divide" else scale * c
     if step is None or step.op != "batch_matmul":
         return None
     q, k = step.inputs
@@ -90,13 +106,36 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
     sizes = [*scores[1:], graph.types[q].shape[2], graph.types[v].shape[2]]
     if not all(dims.is_static(d) for d in sizes) or int(scores[2]) > MAX_KEYS:
         return None
-    if mask is not None and (len(graph.types[mask].shape) > 3 or not all(
-            dims.equal(m, 1) or dims.equal(m, n)
-            for m, n in zip(reversed(graph.types[mask].shape), reversed(scores)))):
-        return None
+    extra = []
+    if mask is not None:
+        mask, extra = _mask_of_scores(graph, mask, added_to, scores, final.name)
+        if mask is None:
+            return None
     attrs = {"scale": scale, "k_transposed": not step.attrs.get("transpose_b", False)}
     inputs = (q, k, v) if mask is None else (q, k, v, mask)
-    return chain.nodes, Node("attention", inputs, final.outputs, attrs, final.name)
+    return chain.nodes, [*extra, Node("attention", inputs, final.outputs, attrs, final.name)]
+
+
+def _mask_of_scores(graph: Graph, mask: str, added_to, scores, name: str):
+    """(the mask as the attention reads it, the nodes that make it) for a mask added to
+    a value of shape ``added_to`` whose last two axes are the scores' (``[B, Sq, Skv]``):
+    as it is where it broadcasts to the scores, its last two axes alone where its leading
+    ones are all 1 (a mask over a ``[B, H, Sq, Skv]`` value the same for every batch and
+    head); (None, []) otherwise."""
+    shape = tuple(graph.types[mask].shape)
+
+    def broadcasts(m, target):
+        return len(m) <= len(target) and all(
+            dims.equal(a, 1) or dims.equal(a, b) for a, b in zip(reversed(m), reversed(target)))
+
+    if len(added_to) == len(scores) and broadcasts(shape, scores):
+        return mask, []
+    lead = shape[:-2]
+    if not all(dims.is_static(d) and int(d) == 1 for d in lead) or not broadcasts(
+            shape[-2:], scores[1:]):
+        return None, []
+    out = f"{mask}.as_scores_{name}"
+    return out, [Node("reshape", (mask,), (out,), {"newshape": tuple(shape[-2:])}, name)]
 
 
 def fuse_attention(graph: Graph) -> Graph:
@@ -112,6 +151,6 @@ def fuse_attention(graph: Graph) -> Graph:
     if not fused:
         return graph
     dropped = {id(n) for nodes, _ in fused.values() for n in nodes}
-    nodes = [fused[id(n)][1] if id(n) in fused else n for n in graph.nodes
-             if id(n) not in dropped]
+    nodes = [m for n in graph.nodes if id(n) not in dropped
+             for m in (fused[id(n)][1] if id(n) in fused else [n])]
     return infer_types(graph.with_(nodes=tuple(nodes)))
