@@ -87,6 +87,30 @@ def layer_norm_gelu(seed=0):
                   inits)
 
 
+#: Input shapes of :func:`attention_4d`.
+ATTENTION_4D_SHAPES = {"q": (1, 2, 4, 8), "k": (1, 2, 8, 4), "v": (1, 2, 4, 6),
+                       "mask": (1, 1, 1, 4)}
+
+
+def attention_4d():
+    """Attention on ``[B, H, S, D]`` products as torch exports it: ``softmax(mask +
+    (q @ k) * 0.125) @ v`` with ``k`` given transposed and a ``[B, 1, 1, S]`` mask; inputs
+    :data:`ATTENTION_4D_SHAPES`, output ``y[1, 2, 4, 6]``."""
+    def vi(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
+             helper.make_node("Mul", ["s", "eighth"], ["scaled"]),
+             helper.make_node("Add", ["mask", "scaled"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=3),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    eighth = numpy_helper.from_array(np.array(0.125, "float32"), "eighth")
+    graph = helper.make_graph(nodes, "attention4",
+                              [vi(n, s) for n, s in ATTENTION_4D_SHAPES.items()],
+                              [vi("y", [1, 2, 4, 6])], [eighth])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def attention_block(hidden=32, heads=4, seed=0):
     """Self-attention with a padding mask, as PyTorch exports it: the head split is a
     Shape -> Gather -> Unsqueeze -> Concat -> Reshape chain on the dynamic batch and

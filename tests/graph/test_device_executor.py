@@ -302,23 +302,10 @@ def test_inputs_read_through_views_keep_their_memory(cuda_target, rng):
     no kernels) before the first kernel. The device plan keeps every input's bytes for
     the whole run (a lifetime counted in kernels instead of nodes let the first kernel's
     output overwrite them); the chain is one attention kernel, equal to onnxruntime."""
-    from onnx import TensorProto
-
-    def vi(name, shape):
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
-             helper.make_node("Mul", ["s", "eighth"], ["scaled"]),
-             helper.make_node("Add", ["mask", "scaled"], ["masked"]),
-             helper.make_node("Softmax", ["masked"], ["p"], axis=3),
-             helper.make_node("MatMul", ["p", "v"], ["y"])]
-    eighth = numpy_helper.from_array(np.array(0.125, "float32"), "eighth")
-    shapes = {"q": (1, 2, 4, 8), "k": (1, 2, 8, 4), "v": (1, 2, 4, 6), "mask": (1, 1, 1, 4)}
-    graph = helper.make_graph(nodes, "attention4", [vi(n, s) for n, s in shapes.items()],
-                              [vi("y", [1, 2, 4, 6])], [eighth])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx_models.attention_4d()
     lib = _build(model)
     assert ("attention",) in [k.ops for k in lib.kernels]
-    feeds = {n: rng.standard_normal(s).astype("float32") for n, s in shapes.items()}
+    feeds = {n: rng.standard_normal(s).astype("float32")
+             for n, s in onnx_models.ATTENTION_4D_SHAPES.items()}
     ref, = onnx_models.run_onnxruntime(model, feeds)
     np.testing.assert_allclose(DeviceGraphModule(lib)(**feeds)[0], ref, rtol=RTOL, atol=ATOL)

@@ -10,6 +10,8 @@ from tecomp.graph.passes import optimize, pipeline_for
 from tecomp.graph.passes.attention import fuse_attention
 from tecomp.target import Target
 
+import onnx_models
+
 
 def _model(extra_output=False, seq=4):
     """q[2, seq, 8] @ k[2, 8, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6]."""
@@ -64,21 +66,7 @@ def test_a_symbolic_sequence_keeps_the_chain():
 def test_a_four_dimensional_chain_with_a_mask_per_key():
     """As torch exports attention: products of [B, H, S, D], the mask [B, 1, 1, S] added
     after the scaling; with B = 1 the mask is read as its last axes."""
-    def vi(name, shape):
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-
-    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
-             helper.make_node("Mul", ["s", "eighth"], ["scaled"]),
-             helper.make_node("Add", ["mask", "scaled"], ["masked"]),
-             helper.make_node("Softmax", ["masked"], ["p"], axis=3),
-             helper.make_node("MatMul", ["p", "v"], ["y"])]
-    eighth = numpy_helper.from_array(np.array(0.125, "float32"), "eighth")
-    graph = helper.make_graph(
-        nodes, "attention4", [vi("q", [1, 2, 4, 8]), vi("k", [1, 2, 8, 4]),
-                              vi("v", [1, 2, 4, 6]), vi("mask", [1, 1, 1, 4])],
-        [vi("y", [1, 2, 4, 6])], [eighth])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    graph = _optimized(model)
+    graph = _optimized(onnx_models.attention_4d())
     node = next(n for n in graph.nodes if n.op == "attention")
     assert node.attrs["scale"] == 0.125
     assert tuple(graph.types[node.inputs[3]].shape) in ((4,), (1, 4))
