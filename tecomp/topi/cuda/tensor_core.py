@@ -156,9 +156,12 @@ def define_knobs(cfg, N, K, M) -> None:
 
 def _split_tiles(stage, axes):
     """Split each of ``axes`` into (tiles, 16) and order the tile loops outside the
-    element loops; returns (tile loops, element loops)."""
+    element loops, unrolled: a fragment is registers, which only a constant index keeps
+    out of local memory. Returns (tile loops, element loops)."""
     pairs = [stage.split(ax, factor=FRAGMENT) for ax in axes]
     stage.reorder(*(p[0] for p in pairs), *(p[1] for p in pairs))
+    for tile, _ in pairs:
+        stage.unroll(tile)
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
@@ -229,6 +232,7 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     kt, kf = s[acc].split(ki, factor=FRAGMENT)
     (ti, tj), (ei, ej) = _split_tiles(s[acc], [ci, cj])
     s[acc].reorder(ko, kt, ti, tj, ei, ej, kf)
+    s[acc].unroll(kt)
     dtype = operands[0].dtype
     s[acc].tensorize(ei, multiply_add(dtype, transposed_b))
 
