@@ -54,6 +54,13 @@ def same_shape(a, b) -> bool:
     return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
 
 
+def broadcasts_to(shape, target) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` (numpy's rules, aligned at the end):
+    no more axes, and each of its axes 1 or provably ``target``'s."""
+    return len(shape) <= len(target) and all(
+        equal(a, 1) or equal(a, b) for a, b in zip(reversed(shape), reversed(target)))
+
+
 def may_equal(a, b) -> bool:
     """Whether two symbolic dimensions that are not provably equal are still taken to be
     equal, checked when the sizes are known (``tecomp.graph.checks``): they share a

@@ -354,9 +354,7 @@ def _attention(node, ts):
                     f"got {_shape_text(q.shape)}, {_shape_text(k.shape)} and "
                     f"{_shape_text(v.shape)}")
     scores = (q.shape[0], q.shape[1], k.shape[s_axis])
-    if mask and (len(mask[0].shape) > 3 or not all(
-            dims.equal(m, 1) or dims.equal(m, n)
-            for m, n in zip(reversed(mask[0].shape), reversed(scores)))):
+    if mask and not dims.broadcasts_to(mask[0].shape, scores):
         _fail(node, f"the mask {_shape_text(mask[0].shape)} does not broadcast to the scores "
                     f"{_shape_text(scores)}")
     return [TensorType(q.dtype, (q.shape[0], q.shape[1], v.shape[2]))]

@@ -405,8 +405,8 @@ class KernelEmitter:
                   f"{self.expr(s.value)}, {s.offset}, {s.width});", indent)
 
     # Tensor cores through PTX's wmma instructions (sm_70 and later): a fragment is the
-    # eight 32-bit registers each thread of the warp holds of a 16 x 16 tile (pairs of
-    # halves for the operands, floats for the accumulator), so no header is needed.
+    # 32-bit registers each thread of the warp holds of a 16 x 16 tile (packed operand
+    # elements, _WMMA_OPERANDS; eight floats of an accumulator), so no header is needed.
 
     def _layout(self, b) -> str:
         layouts = self.fragment_layouts.get(b.data, {"row_major"})
@@ -514,9 +514,11 @@ class KernelEmitter:
             self.stmt(s.body, indent)
             return
         if b.scope in S.FRAGMENT_SCOPES:  # the registers a thread holds of each tile
-            _, depth, regs = _WMMA_OPERANDS.get(b.dtype, ("", 16, 8))
-            kind, regs = ("float", 8) if b.scope == "wmma.accumulator" else \
-                ("unsigned", 16 // depth * regs)
+            if b.scope == "wmma.accumulator":
+                kind, regs = "float", 8
+            else:
+                _, depth, per_fragment = _WMMA_OPERANDS[b.dtype]
+                kind, regs = "unsigned", 16 // depth * per_fragment
             self.emit(f"{kind} {self.buf(b)}[{_const_size(b) // S.FRAGMENT ** 2}][{regs}];",
                       indent)
             self.stmt(s.body, indent)

@@ -123,15 +123,10 @@ def _mask_of_scores(graph: Graph, mask: str, added_to, scores, name: str):
     ones are all 1 (a mask over a ``[B, H, Sq, Skv]`` value the same for every batch and
     head); (None, []) otherwise."""
     shape = tuple(graph.types[mask].shape)
-
-    def broadcasts(m, target):
-        return len(m) <= len(target) and all(
-            dims.equal(a, 1) or dims.equal(a, b) for a, b in zip(reversed(m), reversed(target)))
-
-    if len(added_to) == len(scores) and broadcasts(shape, scores):
+    if len(added_to) == len(scores) and dims.broadcasts_to(shape, scores):
         return mask, []
     lead = shape[:-2]
-    if not all(dims.is_static(d) and int(d) == 1 for d in lead) or not broadcasts(
+    if not all(dims.is_static(d) and int(d) == 1 for d in lead) or not dims.broadcasts_to(
             shape[-2:], scores[1:]):
         return None, []
     out = f"{mask}.as_scores_{name}"

@@ -49,9 +49,9 @@ from .fold_constants import fold_constants
 #: Precisions a float32 model may be built with.
 PRECISIONS = ("fp32", "bf16", "tf32")
 
-#: The operators whose float32 products the tf32 precision multiplies as TF32 on CUDA's
-#: tensor cores.
-TF32_PRODUCTS = frozenset({"dense", "matmul", "batch_matmul", "conv2d"})
+#: The operators CUDA computes on tensor cores: products and convolutions of 16-bit
+#: operands, and of float32 ones as TF32 with the tf32 precision.
+TENSOR_CORE_PRODUCTS = frozenset({"dense", "matmul", "batch_matmul", "conv2d"})
 
 #: Operators whose outputs sum or multiply many inputs (products, reductions, pooling
 #: averages, normalizations, softmax): in float32 when their inputs are 16-bit floats.
@@ -73,7 +73,7 @@ PRODUCTS = frozenset({
 #: (of one type) and sum them in float32 themselves: CUDA's matrix products (on tensor
 #: cores where the sizes allow) and convolutions (implicit GEMMs on tensor cores), which
 #: would otherwise read operands widened to twice the bytes.
-FLOAT16_NATIVE = {"cuda": frozenset({"dense", "matmul", "batch_matmul", "conv2d"})}
+FLOAT16_NATIVE = {"cuda": TENSOR_CORE_PRODUCTS}
 
 
 def accumulate_in_float32(graph: Graph, native=frozenset()) -> Graph:
@@ -115,13 +115,13 @@ def accumulate_in_float32(graph: Graph, native=frozenset()) -> Graph:
 
 
 def multiply_as_tf32(graph: Graph) -> Graph:
-    """``graph`` with every :data:`TF32_PRODUCTS` node of float32 operands marked
+    """``graph`` with every :data:`TENSOR_CORE_PRODUCTS` node of float32 operands marked
     ``tf32``: its CUDA kernel multiplies them as TF32 on tensor cores (rounded to 10 bits
     of mantissa) and sums in float32, where its sizes allow."""
     graph = infer_types(graph)
     nodes = tuple(
         node.with_(attrs={**node.attrs, "tf32": True})
-        if node.op in TF32_PRODUCTS and graph.types[node.inputs[0]].dtype == "float32"
+        if node.op in TENSOR_CORE_PRODUCTS and graph.types[node.inputs[0]].dtype == "float32"
         else node for node in graph.nodes)
     return graph.with_(nodes=nodes)
 

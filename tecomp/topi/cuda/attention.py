@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ... import te
 from ...errors import ShapeError
+from ...te.analysis import ops_of
 from ..group import group_output
 from ..strategy import Implementation, register_implementation, register_without_implementation
 from ..cpu_schedule import const_int
@@ -63,7 +64,7 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False):
         value = dot[b, i, j] * te.const(scale, wide)
         if mask is None:
             return value
-        index = [b, i, j][len([b, i, j]) - len(mask.shape):]
+        index = [b, i, j][3 - len(mask.shape):]  # broadcast from the last axis
         index = [0 if const == 1 else ix for ix, const in zip(index, shape_ints(mask.shape))]
         return value + mask[tuple(index)].astype(wide)
 
@@ -88,7 +89,7 @@ def schedule_attention(cfg, outs):
     what = "schedule_attention (cuda)"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
-    stages = {t.op.name: t for t in _producers(out)}
+    stages = {op.name: op.output(0) for op in ops_of([out])}
     scores, weights = stages["scores"], stages["weights"]
     top, total, mixed = stages["row_max"], stages["row_sum"], stages["mixed"]
     s[stages["logits"]].compute_inline()  # scaled and masked where read
@@ -116,22 +117,8 @@ def schedule_attention(cfg, outs):
         else:  # a short row: thread 0 reduces it
             s[stat].set_scope("shared")
             s[stat].compute_at(s[out], block)
-            one, = [ax for ax in s[stat].op.axis[-1:]]
-            s[stat].bind(one, te.thread_axis("threadIdx.x"))
+            s[stat].bind(s[stat].op.axis[-1], te.thread_axis("threadIdx.x"))
     return s
-
-
-def _producers(out) -> list:
-    """The compute tensors ``out`` is computed from, itself included."""
-    seen, todo, found = set(), [out], []
-    while todo:
-        t = todo.pop()
-        if t.op in seen or not hasattr(t.op, "body"):
-            continue
-        seen.add(t.op)
-        found.append(t)
-        todo.extend(t.op.input_tensors)
-    return found
 
 
 register_implementation(Implementation(
