@@ -344,7 +344,9 @@ _register("batch_matmul", OUT_FUSABLE, _batch_matmul)
 def _attention(node, ts):
     """``softmax(scale * Q K^T + mask) V`` for ``Q[B, Sq, D]``, ``K[B, Skv, D]`` (or
     ``[B, D, Skv]`` with ``k_transposed``), ``V[B, Skv, Dv]`` and an optional mask
-    broadcast to ``[B, Sq, Skv]`` (:mod:`tecomp.graph.passes.attention` makes it)."""
+    broadcast to ``[B, Sq, Skv]``, or with ``mask_heads = H`` one ``[B / H, Sq, Skv]``
+    (each broadcast) read at batch ``b // H`` (:mod:`tecomp.graph.passes.attention`
+    makes it)."""
     q, k, v, *mask = ts
     d_axis, s_axis = (1, 2) if node.attrs.get("k_transposed", False) else (2, 1)
     if (len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3
@@ -354,7 +356,15 @@ def _attention(node, ts):
                     f"got {_shape_text(q.shape)}, {_shape_text(k.shape)} and "
                     f"{_shape_text(v.shape)}")
     scores = (q.shape[0], q.shape[1], k.shape[s_axis])
-    if mask and not dims.broadcasts_to(mask[0].shape, scores):
+    heads = node.attrs.get("mask_heads", 1)
+    if mask and heads != 1:  # one mask per batch, shared by its heads
+        shape = mask[0].shape
+        if len(shape) != 3 or not dims.equal(shape[0] * heads, scores[0]) or \
+                not dims.broadcasts_to(shape[1:], scores[1:]):
+            _fail(node, f"a mask shared by {heads} heads must be [B, Sq or 1, Skv or 1] "
+                        f"for scores {_shape_text(scores)} of B * {heads} rows; got "
+                        f"{_shape_text(shape)}")
+    elif mask and not dims.broadcasts_to(mask[0].shape, scores):
         _fail(node, f"the mask {_shape_text(mask[0].shape)} does not broadcast to the scores "
                     f"{_shape_text(scores)}")
     return [TensorType(q.dtype, (q.shape[0], q.shape[1], v.shape[2]))]

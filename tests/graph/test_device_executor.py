@@ -278,23 +278,24 @@ def test_the_tf32_precision_multiplies_float32_products_on_tensor_cores(cuda_tar
         build(mod, target="llvm", params=params, precision="tf32")
 
 
-def test_attention_with_fixed_sizes_is_one_kernel_without_the_score_matrix(cuda_target, rng):
-    """With the sequence fixed, the scores' product, scale, mask, softmax and the product
-    with the values are one attention kernel (rows of scores in shared memory only),
-    matching onnxruntime; with a symbolic sequence they stay separate kernels."""
+def test_attention_is_one_kernel_without_the_score_matrix(cuda_target, rng):
+    """The scores' product, scale, mask, softmax and the product with the values are one
+    attention kernel (a key tile's scores in shared memory only), matching onnxruntime,
+    with the sizes fixed and, in one build, a symbolic batch and sequence (each
+    sequence's padding mask shared by its heads)."""
     model = onnx_models.attention_block(hidden=8, heads=2)
     mod, params = from_onnx(model, shape={"x": (1, 6, 8), "mask": (1, 6)})
-    lib = build(mod, target="cuda", params=params)
-    assert [k.ops for k in lib.kernels].count(("attention",)) == 1
-    assert not any("softmax" in k.ops for k in lib.kernels)
-    feeds = {"x": rng.standard_normal((1, 6, 8)).astype("float32"),
-             "mask": np.ones((1, 6), "float32")}
-    feeds["mask"][0, -2:] = 0
-    ref, = onnx_models.run_onnxruntime(model, feeds)
-    np.testing.assert_allclose(DeviceGraphModule(lib)(**feeds)[0], ref, rtol=RTOL,
-                               atol=ATOL)
-    symbolic = _build(model)
-    assert not any("attention" in k.ops for k in symbolic.kernels)
+    fixed, symbolic = build(mod, target="cuda", params=params), _build(model)
+    for lib, shapes in ((fixed, [(1, 6)]), (symbolic, [(2, 3), (2, 40)])):
+        assert [k.ops for k in lib.kernels].count(("attention",)) == 1
+        assert not any("softmax" in k.ops for k in lib.kernels)
+        gm = DeviceGraphModule(lib)
+        for batch, seq in shapes:
+            feeds = {"x": rng.standard_normal((batch, seq, 8)).astype("float32"),
+                     "mask": np.ones((batch, seq), "float32")}
+            feeds["mask"][0, -2:] = 0
+            ref, = onnx_models.run_onnxruntime(model, feeds)
+            np.testing.assert_allclose(gm(**feeds)[0], ref, rtol=RTOL, atol=ATOL)
 
 
 def test_inputs_read_through_views_keep_their_memory(cuda_target, rng):

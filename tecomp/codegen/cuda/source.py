@@ -523,9 +523,12 @@ class KernelEmitter:
                       indent)
             self.stmt(s.body, indent)
             return
-        size = _const_size(b)
-        self.emit(f"{c_type(b.dtype)} {self.buf(b)}[{size}];", indent)
-        self.stmt(s.body, indent)
+        # A block of its own: loop partitioning may copy a loop body, its allocations
+        # with it, into one scope.
+        self.emit("{", indent)
+        self.emit(f"{c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];", indent + 1)
+        self.stmt(s.body, indent + 1)
+        self.emit("}", indent)
 
     def s_For(self, s, indent):
         v = self.var(s.loop_var)

@@ -13,18 +13,17 @@ The form, each value read by the next node only::
     out = batch_matmul(probs, V)           # V [B, Skv, Dv]
 
 (the scaling, the mask and the reshapes optional and in any order) becomes
-``out = attention(Q, K, V[, mask], scale, k_transposed)``. A mask added to a
-``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same for every
-batch and head. Sizes other than the
-batch must be constants, and the keys at most ``MAX_KEYS`` (the fused kernel keeps a
-query row's scores in shared memory).
+``out = attention(Q, K, V[, mask], scale, k_transposed, mask_heads)``. A mask added to
+a ``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same for every
+batch and head, and per batch (``mask_heads = H``) where it is the same for every head.
+The head sizes (``D``, ``Dv``) must be constants; the sequence lengths and the batch may
+be symbolic, and the keys any number (the fused kernel walks them a tile at a time).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...topi.cuda.attention import MAX_KEYS
 from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node
@@ -35,6 +34,11 @@ def _scalar(graph: Graph, value: str):
     if const is None or np.size(const) != 1:
         return None
     return float(np.asarray(const).reshape(()))
+
+
+def _same_shape(a, b) -> bool:
+    """Whether two shapes are provably equal (symbolic sizes as expressions)."""
+    return len(a) == len(b) and all(dims.equal(x, y) for x, y in zip(a, b))
 
 
 class _Chain:
@@ -81,13 +85,13 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         seen.add(step.op)
         if step.op == "add":  # the scores are the operand of the sum's own shape
             value, mask = step.inputs
-            if tuple(graph.types[value].shape) != tuple(graph.types[step.outputs[0]].shape):
+            if not _same_shape(graph.types[value].shape, graph.types[step.outputs[0]].shape):
                 mask, value = step.inputs
             added_to = graph.types[value].shape
         elif step.op == "reshape":
             value = step.inputs[0]
-            if tuple(graph.types[value].shape[-2:]) != tuple(
-                    graph.types[step.outputs[0]].shape[-2:]):
+            if not _same_shape(graph.types[value].shape[-2:],
+                               graph.types[step.outputs[0]].shape[-2:]):
                 return None
         else:
             value, c = step.inputs[0], _scalar(graph, step.inputs[1])
@@ -100,37 +104,51 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         return None
     q, k = step.inputs
     scores = graph.types[step.outputs[0]].shape
-    if tuple(graph.types[probs].shape) != tuple(scores):
+    if not _same_shape(graph.types[probs].shape, scores):
         return None
     v = final.inputs[1]
-    sizes = [*scores[1:], graph.types[q].shape[2], graph.types[v].shape[2]]
-    if not all(dims.is_static(d) for d in sizes) or int(scores[2]) > MAX_KEYS:
+    if not all(dims.is_static(d) for d in (graph.types[q].shape[2], graph.types[v].shape[2])):
         return None
-    extra = []
+    extra, attrs = [], {"scale": scale, "k_transposed": not step.attrs.get("transpose_b",
+                                                                           False)}
     if mask is not None:
-        mask, extra = _mask_of_scores(graph, mask, added_to, scores, final.name)
+        mask, extra, heads = _mask_of_scores(graph, mask, added_to, scores, final.name)
         if mask is None:
             return None
-    attrs = {"scale": scale, "k_transposed": not step.attrs.get("transpose_b", False)}
+        if heads != 1:
+            attrs["mask_heads"] = heads
     inputs = (q, k, v) if mask is None else (q, k, v, mask)
     return chain.nodes, [*extra, Node("attention", inputs, final.outputs, attrs, final.name)]
 
 
 def _mask_of_scores(graph: Graph, mask: str, added_to, scores, name: str):
-    """(the mask as the attention reads it, the nodes that make it) for a mask added to
-    a value of shape ``added_to`` whose last two axes are the scores' (``[B, Sq, Skv]``):
-    as it is where it broadcasts to the scores, its last two axes alone where its leading
-    ones are all 1 (a mask over a ``[B, H, Sq, Skv]`` value the same for every batch and
-    head); (None, []) otherwise."""
+    """(the mask as the attention reads it, the nodes that make it, the heads that share
+    each of its batches) for a mask added to a value of shape ``added_to`` whose last two
+    axes are the scores' (``[B, Sq, Skv]``):
+
+    - as it is where it broadcasts to the scores;
+    - its last two axes alone where its leading ones are all 1 (a mask over a ``[B, H,
+      Sq, Skv]`` value the same for every batch and head);
+    - ``[B, Sq or 1, Skv or 1]`` read at batch ``b // H`` where it is ``[B, 1, Sq or 1,
+      Skv or 1]`` over a ``[B, H, Sq, Skv]`` value (a padding mask per sequence, the same
+      for every head: BERT's, with a batch that may be symbolic);
+
+    (None, [], 1) otherwise."""
     shape = tuple(graph.types[mask].shape)
     if len(added_to) == len(scores) and dims.broadcasts_to(shape, scores):
-        return mask, []
-    lead = shape[:-2]
-    if not all(dims.is_static(d) and int(d) == 1 for d in lead) or not dims.broadcasts_to(
-            shape[-2:], scores[1:]):
-        return None, []
+        return mask, [], 1
+    lead, last = shape[:-2], shape[-2:]
+    if not dims.broadcasts_to(last, scores[1:]):
+        return None, [], 1
     out = f"{mask}.as_scores_{name}"
-    return out, [Node("reshape", (mask,), (out,), {"newshape": tuple(shape[-2:])}, name)]
+    if all(dims.is_static(d) and int(d) == 1 for d in lead):
+        return out, [Node("reshape", (mask,), (out,), {"newshape": last}, name)], 1
+    if len(added_to) == 4 == len(shape) and dims.is_static(added_to[1]) and dims.equal(
+            shape[1], 1) and dims.equal(shape[0], added_to[0]):
+        newshape = (shape[0], *last)
+        return out, [Node("reshape", (mask,), (out,), {"newshape": newshape}, name)], int(
+            added_to[1])
+    return None, [], 1
 
 
 def fuse_attention(graph: Graph) -> Graph:

@@ -1,14 +1,16 @@
-"""Attention as one CUDA kernel: ``softmax(scale * Q K^T + mask) V`` without the score
-matrix in device memory.
+"""Attention as one CUDA kernel: ``softmax(scale * Q K^T + mask) V`` tiled, with an
+online softmax, and no score matrix in device memory (FlashAttention's scheme).
 
-A block computes one query row: its threads compute the row's scores into shared memory
-(one key each in turn, a dot product over the head dimension), the row's maximum and the
-sum of its exponentials by warp shuffles (:mod:`tecomp.schedule.thread_reduce`), the
-exponentials into shared memory, then one output column each: the exponentials times
-the values' column, over the keys, divided by the sum. The scores of a row live in
-shared memory for the block's life; the whole score matrix is never written, and the
-three kernels of the unfused graph (the scores' product, the softmax, the product with
-the values) and their round trips through memory become one.
+A block computes a tile of query rows (:func:`_plan`). It walks the keys a tile of
+:data:`KEY_TILE` at a time; per key tile it copies the keys and values into shared
+memory, computes the rows' scores for those keys (shared), each row's maximum, the
+exponentials of the scores less that maximum (shared), their sum, and each thread's
+part of the product of the exponentials with the values (registers). A thread then
+folds the tile into its running ``(maximum, sum, output)`` triple per output element,
+rescaling the older part by ``exp(m_old - m_new)`` (the *online softmax*, a reduction
+over the key tiles with its own combiner, :data:`ONLINE_SOFTMAX`), and divides by the
+sum at the end. Only one key tile's scores ever exist, so any number of keys fits, and
+the sequence lengths may be symbolic.
 
 The keys may be given as ``[B, Skv, D]`` or already transposed, ``[B, D, Skv]``; the
 mask is added to the scaled scores, broadcast to ``[B, Sq, Skv]``.
@@ -19,39 +21,77 @@ from __future__ import annotations
 from ... import te
 from ...errors import ShapeError
 from ...te.analysis import ops_of
+from ..cpu_schedule import const_int
 from ..group import group_output
 from ..strategy import Implementation, register_implementation, register_without_implementation
-from ..cpu_schedule import const_int
-from .common import deal_to_threads, shape_ints
-from .reduction import MAX_THREADS, schedule_cross_thread, splits_across_threads
+from .common import cooperative_load, deal_to_threads
 
 ATTENTION_TAG = "attention"
 
-#: The most keys a fused attention takes: a query row's scores and weights, float32 in
-#: shared memory, then fill 32 KiB of the 48 a block may have.
-MAX_KEYS = 4096
+#: Keys per tile: a warp's width, so one row of a tile's scores is one warp's work.
+KEY_TILE = 32
+
+#: Threads per block.
+THREADS = 128
+
+#: Threads along the value columns at most; each takes ``Dv / that`` adjacent columns.
+_COLUMN_THREADS = 16
 
 
-def _threads(keys: int) -> int:
-    """Threads per block: a power of two from a warp up to :data:`MAX_THREADS`, about
-    one per key."""
-    threads = 32
-    while threads < min(keys, MAX_THREADS):
-        threads *= 2
-    return threads
+def _online_combine(old, new):
+    """Fold ``new = (tile maximum, tile sum, tile output)`` into ``old``, both rescaled
+    to the larger maximum. A tile's maximum starts from the lowest float32, not -inf, so
+    it is finite even where every score is masked to -inf (those exponentials are then
+    0), and the running maximum is finite from the first tile on: ``exp(-inf - -inf)``
+    never arises."""
+    m_old, l_old, o_old = old
+    m_new, l_new, o_new = new
+    m = te.max(m_old, m_new)
+    keep, take = te.exp(m_old - m), te.exp(m_new - m)
+    return m, l_old * keep + l_new * take, o_old * keep + o_new * take
 
 
-def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False):
+#: The online softmax as a reducer over key tiles: (running maximum, running sum of
+#: exponentials, running sum of values weighted by them), from (-inf, 0, 0).
+ONLINE_SOFTMAX = te.comm_reducer(
+    _online_combine, lambda dm, dl, do: (-float("inf"), 0.0, 0.0), name="online_softmax")
+
+
+def _plan(rows, columns: int) -> tuple:
+    """(query rows per block, rows per thread, threads along the value columns) for
+    ``rows`` query rows (an int, or symbolic) and ``columns`` value columns. Each thread
+    holds a small tile of the output, adjacent columns, so its registers stay few and its
+    part of every stage is a constant range; the thread counts are powers of two, so a
+    block's rows times a key tile deal out evenly to its :data:`THREADS` threads (a tail
+    of columns is guarded)."""
+    column_threads = 2
+    while column_threads < min(columns, _COLUMN_THREADS):
+        column_threads *= 2
+    row_threads = THREADS // column_threads
+    per_row = 2
+    if isinstance(rows, int) and rows <= row_threads:
+        per_row = 1  # a decoder's few rows: one each, the other threads only copy
+    return row_threads * per_row, per_row, column_threads
+
+
+def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
+                      mask_heads=1):
     """``softmax(scale * q @ k^T + mask, axis=-1) @ v`` for ``q[B, Sq, D]``, ``k[B, Skv,
     D]`` (``[B, D, Skv]`` with ``k_transposed``), ``v[B, Skv, Dv]`` and a ``mask``
-    broadcast to ``[B, Sq, Skv]`` (tag ``"attention"`` on the output)."""
+    broadcast to ``[B, Sq, Skv]``, or with ``mask_heads = H`` a ``[B / H, Sq, Skv]`` one
+    read at batch ``b // H`` (heads sharing their sequence's mask); tag ``"attention"``
+    on the output. The keys are taken in tiles of
+    :data:`KEY_TILE` keys folded by :data:`ONLINE_SOFTMAX`. The sequence lengths may be
+    symbolic; the head sizes are constants."""
     B, Sq, D = q.shape
     Skv = k.shape[2] if k_transposed else k.shape[1]
     Dv = v.shape[2]
-    if any(const_int(n) is None for n in (Sq, D, Skv, Dv)) or const_int(Skv) > MAX_KEYS:
-        raise ShapeError(f"attention (cuda): needs constant sequence and head sizes, at "
-                         f"most {MAX_KEYS} keys; got q {q.shape}, k {k.shape}, v {v.shape}")
+    if const_int(D) is None or const_int(Dv) is None:
+        raise ShapeError(f"attention (cuda): needs constant head sizes; got q {q.shape}, "
+                         f"k {k.shape}, v {v.shape}")
     wide = "float32"
+    T = KEY_TILE
+    tiles = (Skv + (T - 1)) // T
     d = te.reduce_axis((0, D), name="d")
 
     def key(b, j, dd):
@@ -64,60 +104,101 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False):
         value = dot[b, i, j] * te.const(scale, wide)
         if mask is None:
             return value
-        index = [b, i, j][3 - len(mask.shape):]  # broadcast from the last axis
-        index = [0 if const == 1 else ix for ix, const in zip(index, shape_ints(mask.shape))]
+        batch = b // mask_heads if mask_heads != 1 else b
+        index = [batch, i, j][3 - len(mask.shape):]  # broadcast from the last axis
+        index = [0 if const_int(n) == 1 else ix for ix, n in zip(index, mask.shape)]
         return value + mask[tuple(index)].astype(wide)
 
     logits = te.compute((B, Sq, Skv), scaled, name="logits")
-    j = te.reduce_axis((0, Skv), name="j")
-    top = te.compute((B, Sq), lambda b, i: te.max(logits[b, i, j], axis=j), name="row_max")
-    weights = te.compute((B, Sq, Skv), lambda b, i, jj: te.exp(logits[b, i, jj] - top[b, i]),
-                         name="weights")
-    j2 = te.reduce_axis((0, Skv), name="j")
-    total = te.compute((B, Sq), lambda b, i: te.sum(weights[b, i, j2], axis=j2),
-                       name="row_sum")
-    j3 = te.reduce_axis((0, Skv), name="j")
-    mixed = te.compute((B, Sq, Dv), lambda b, i, e: te.sum(
-        weights[b, i, j3] * v[b, j3, e].astype(wide), axis=j3), name="mixed")
-    return te.compute((B, Sq, Dv), lambda b, i, e: (mixed[b, i, e] / total[b, i]).astype(
-        q.dtype), name="attention", tag=ATTENTION_TAG)
+
+    def over_tile(name):
+        jj = te.reduce_axis((0, T), name=name)
+        return jj, lambda t: t * T + jj < Skv  # the last tile may be partial
+
+    jj, valid = over_tile("jj")
+    top = te.compute((B, Sq, tiles), lambda b, i, t: te.max(
+        logits[b, i, t * T + jj], axis=jj, where=valid(t), init=te.min_value(wide)),
+        name="tile_max")
+    weights = te.compute((B, Sq, Skv), lambda b, i, j: te.exp(
+        logits[b, i, j] - top[b, i, j // T]), name="weights")
+    jj, valid = over_tile("jj")
+    total = te.compute((B, Sq, tiles), lambda b, i, t: te.sum(
+        weights[b, i, t * T + jj], axis=jj, where=valid(t)), name="tile_sum")
+    jj, valid = over_tile("jj")
+    mixed = te.compute((B, Sq, tiles, Dv), lambda b, i, t, e: te.sum(
+        weights[b, i, t * T + jj] * v[b, t * T + jj, e].astype(wide), axis=jj,
+        where=valid(t)), name="tile_out")
+    t = te.reduce_axis((0, tiles), name="t")
+    _, running_sum, running_out = te.compute((B, Sq, Dv), lambda b, i, e: ONLINE_SOFTMAX(
+        (top[b, i, t], total[b, i, t], mixed[b, i, t, e]), axis=t), name="online")
+    return te.compute((B, Sq, Dv), lambda b, i, e: (
+        running_out[b, i, e] / running_sum[b, i, e]).astype(q.dtype), name="attention",
+        tag=ATTENTION_TAG)
 
 
 def schedule_attention(cfg, outs):
-    """Schedule :func:`compute_attention` (see the module docstring): one block per query
-    row, the row's scores and exponentials in shared memory."""
+    """Schedule :func:`compute_attention` (see the module docstring): a block per tile of
+    query rows, the key tiles in turn, each thread's output elements in registers."""
     what = "schedule_attention (cuda)"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
-    stages = {op.name: op.output(0) for op in ops_of([out])}
-    scores, weights = stages["scores"], stages["weights"]
-    top, total, mixed = stages["row_max"], stages["row_sum"], stages["mixed"]
+    stages = {op.name: op for op in ops_of([out])}
+    scores, weights = stages["scores"].output(0), stages["weights"].output(0)
+    top, total = stages["tile_max"].output(0), stages["tile_sum"].output(0)
+    mixed, online = stages["tile_out"].output(0), stages["online"]
+    q, k = scores.op.input_tensors[:2]
+    v = next(x for x in mixed.op.input_tensors if x is not weights)
     s[stages["logits"]].compute_inline()  # scaled and masked where read
-    keys = int(scores.shape[2])
-    threads = _threads(keys)
+    B, Sq, Dv = out.shape
+    rows, per_row, column_threads = _plan(const_int(Sq) or Sq, int(Dv))
+    threads = (THREADS,)
+
+    # The output: a block per tile of rows; a thread per (rows, columns) tile.
     b, i, e = s[out].op.axis
-    block = s[out].fuse(b, i)
+    tile, i = s[out].split(i, factor=rows)
+    block = s[out].fuse(b, tile)
     s[out].bind(block, te.thread_axis("blockIdx.x"))
-    bound, turns = deal_to_threads(s[out], e, (threads,))
-    s[out].reorder(block, *bound, turns)
+    i, ii = s[out].split(i, factor=per_row)
+    e, ee = s[out].split(e, nparts=column_threads)
+    s[out].reorder(block, i, e, ii, ee)
+    thread = s[out].fuse(i, e)
+    s[out].bind(thread, te.thread_axis("threadIdx.x"))
+
+    # The running triple in registers, folded over the key tiles (the loop outermost,
+    # so each tile's stages are computed once for all of a thread's elements).
+    s[online].set_scope("local")
+    s[online].compute_at(s[out], thread)
+    step = s[online].op.reduce_axis[0]
+    s[online].reorder(step, *s[online].op.axis)
     s[mixed].set_scope("local")
-    s[mixed].compute_at(s[out], bound[0])
+    s[mixed].compute_at(s[online], step)
+    jj = s[mixed].op.reduce_axis[0]
+    s[mixed].reorder(jj, *s[mixed].op.axis)  # an outer product per key
+
+    # Per key tile, in shared memory: the keys and values, the scores, the weights.
+    q_tile = s.cache_read(q, "shared", [scores])
+    k_tile = s.cache_read(k, "shared", [scores])
+    v_tile = s.cache_read(v, "shared", [mixed])
+    s[q_tile].compute_at(s[out], block)
+    for copy in (k_tile, v_tile):
+        s[copy].compute_at(s[online], step)
+    for copy in (q_tile, k_tile, v_tile):
+        cooperative_load(s, copy, threads, 1)
+    s[k_tile].storage_align(s[k_tile].op.axis[1], 32, 1)  # a warp reads down a column
     dot = s.cache_write(scores, "local")  # each score summed in a register
-    for row in (scores, weights):  # one key per thread in turn
-        s[row].set_scope("shared")
-        s[row].compute_at(s[out], block)
-        *rows, jj = s[row].op.axis
-        bound, turns = deal_to_threads(s[row], jj, (threads,))
-        s[row].reorder(*rows, *bound, turns)
-        if row is scores:
-            s[dot].compute_at(s[row], turns)
-    for stat in (top, total):
-        if splits_across_threads(stat.op):
-            schedule_cross_thread(s, stat, attach=(s[out], block), threads=threads)
-        else:  # a short row: thread 0 reduces it
-            s[stat].set_scope("shared")
-            s[stat].compute_at(s[out], block)
-            s[stat].bind(s[stat].op.axis[-1], te.thread_axis("threadIdx.x"))
+    for stage in (scores, weights):
+        s[stage].set_scope("shared")
+        s[stage].compute_at(s[online], step)
+        _, row, key = s[stage].op.axis
+        s[stage].storage_align(row, 32, 1)  # a thread per row reads down the columns
+        bound, turns = deal_to_threads(s[stage], s[stage].fuse(row, key), threads)
+        s[stage].reorder(*bound, turns)
+        if stage is scores:
+            s[dot].compute_at(s[stage], turns)
+    for stat in (top, total):  # a thread per row (at most THREADS rows: see _plan)
+        s[stat].set_scope("shared")
+        s[stat].compute_at(s[online], step)
+        s[stat].bind(s[stat].op.axis[1], te.thread_axis("threadIdx.x"))
     return s
 
 

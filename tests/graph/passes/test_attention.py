@@ -1,6 +1,6 @@
 """fuse_attention: the chain batch_matmul -> scale -> mask -> softmax -> batch_matmul
 becomes one attention node where a target has a fused implementation (CUDA), and stays
-as it is where an intermediate is read elsewhere or a size is symbolic."""
+as it is where an intermediate is read elsewhere or a head size is symbolic."""
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -13,8 +13,8 @@ from tecomp.target import Target
 import onnx_models
 
 
-def _model(extra_output=False, seq=4):
-    """q[2, seq, 8] @ k[2, 8, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6]."""
+def _model(extra_output=False, seq=4, head=8):
+    """q[2, seq, head] @ k[2, head, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6]."""
     nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
              helper.make_node("Div", ["s", "two"], ["scaled"]),
              helper.make_node("Add", ["scaled", "mask"], ["masked"]),
@@ -24,7 +24,7 @@ def _model(extra_output=False, seq=4):
     def vi(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
-    inputs = [vi("q", [2, seq, 8]), vi("k", [2, 8, seq]), vi("v", [2, seq, 6]),
+    inputs = [vi("q", [2, seq, head]), vi("k", [2, head, seq]), vi("v", [2, seq, 6]),
               vi("mask", [seq])]
     outputs = [vi("y", [2, seq, 6])] + ([vi("p", [2, seq, seq])] if extra_output else [])
     two = numpy_helper.from_array(np.array(2.0, "float32"), "two")
@@ -58,9 +58,9 @@ def test_a_probability_read_elsewhere_keeps_the_chain():
     assert "attention" not in [n.op for n in fuse_attention(mod).nodes]
 
 
-def test_a_symbolic_sequence_keeps_the_chain():
-    mod, _ = from_onnx(_model(seq="n"))
-    assert "attention" not in [n.op for n in fuse_attention(mod).nodes]
+def test_a_symbolic_sequence_is_fused_and_a_symbolic_head_size_keeps_the_chain():
+    assert "attention" in [n.op for n in _optimized(_model(seq="n")).nodes]
+    assert "attention" not in [n.op for n in _optimized(_model(head="d")).nodes]
 
 
 def test_a_four_dimensional_chain_with_a_mask_per_key():
@@ -70,3 +70,12 @@ def test_a_four_dimensional_chain_with_a_mask_per_key():
     node = next(n for n in graph.nodes if n.op == "attention")
     assert node.attrs["scale"] == 0.125
     assert tuple(graph.types[node.inputs[3]].shape) in ((4,), (1, 4))
+
+
+def test_a_padding_mask_per_sequence_is_shared_by_its_heads():
+    """BERT's mask [B, 1, 1, S] over scores [B, H, S, S] with a symbolic batch: read as
+    [B, 1, S] at batch b // H."""
+    graph = _optimized(onnx_models.attention_block(hidden=8, heads=2))
+    node = next(n for n in graph.nodes if n.op == "attention")
+    assert node.attrs["mask_heads"] == 2
+    assert len(graph.types[node.inputs[3]].shape) == 3

@@ -1,6 +1,6 @@
-"""The fused attention of CUDA: one block per query row, the row's scores in shared
-memory, statistics by warp shuffles; against numpy in the simulator (on a GPU where
-there is one)."""
+"""The fused attention of CUDA: a block per tile of query rows, the keys a tile at a
+time folded by an online softmax; against numpy in the simulator (on a GPU where there
+is one), with constant and symbolic sequence lengths."""
 
 import numpy as np
 import pytest
@@ -21,9 +21,10 @@ def _reference(q, k, v, mask, scale, k_transposed):
 
 
 @pytest.mark.parametrize("sizes, k_transposed, mask_shape", [
-    ((2, 3, 16, 8, 8), False, (16,)),          # short rows: thread 0 sums them
-    ((1, 2, 130, 8, 12), True, (1, 2, 130)),   # long rows: warp shuffles, a partial warp
-    ((1, 2, 16, 4, 70), False, None),          # more value columns than threads
+    ((2, 3, 16, 8, 8), False, (16,)),          # one partial key tile
+    ((1, 2, 130, 8, 12), True, (1, 2, 130)),   # five tiles, the last of 2 keys
+    ((1, 2, 16, 4, 70), False, None),          # a tail of value columns
+    ((1, 40, 70, 16, 64), False, (40, 70)),    # two rows per thread, several blocks
 ])
 def test_fused_attention_matches_numpy(sizes, k_transposed, mask_shape, cuda_target, rng):
     B, Sq, Skv, D, Dv = sizes
@@ -43,8 +44,26 @@ def test_fused_attention_matches_numpy(sizes, k_transposed, mask_shape, cuda_tar
                         target=cuda_target)
 
 
-def test_symbolic_sequences_are_refused():
+def test_one_build_serves_every_sequence_length(cuda_target, rng):
+    """Symbolic query and key lengths; the mask puts -inf over whole key tiles, whose
+    exponentials must then be 0 (not NaN) and leave the other tiles' result."""
+    n, m = te.var("n"), te.var("m")
+    q = te.placeholder((2, n, 8), name="q")
+    k, v = (te.placeholder((2, m, 8), name=x) for x in "kv")
+    mask = te.placeholder((n, m), name="mask")
+    out = compute_attention(None, q, k, v, mask, 0.5)
+    args = [q, k, v, mask, out]
+    f = util.compile_schedule(schedule_attention(None, [out]), args, cuda_target)
+    for rows, keys in [(1, 7), (5, 33), (19, 70)]:
+        arrays = [util.rand(rng, shape) for shape in
+                  [(2, rows, 8), (2, keys, 8), (2, keys, 8), (rows, keys)]]
+        arrays[3][:, :min(keys - 1, 40)] = -np.inf
+        util.run_and_check(f, args, arrays, [_reference(*arrays, 0.5, False)], rtol=1e-5,
+                           atol=1e-5)
+
+
+def test_symbolic_head_sizes_are_refused():
     n = te.var("n")
-    q, k, v = (te.placeholder((1, n, 8), name=x) for x in "qkv")
-    with pytest.raises(ShapeError, match=r"attention \(cuda\): needs constant sequence"):
+    q, k, v = (te.placeholder((1, 4, n), name=x) for x in "qkv")
+    with pytest.raises(ShapeError, match=r"attention \(cuda\): needs constant head sizes"):
         compute_attention(None, q, k, v)
