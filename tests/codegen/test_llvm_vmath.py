@@ -120,6 +120,24 @@ def test_vector_pow_ulp_error_and_special_values(rng):
     np.testing.assert_array_equal(np.signbit(out[signed]), np.signbit(ref[signed]))
 
 
+@pytest.mark.parametrize("lanes", [4, 8, 32, 64])
+def test_exp_within_its_bound_at_any_lane_count(rng, lanes):
+    """On AVX-512 hosts 4 and 8 lanes scale by the 128- and 256-bit ``vscalefps``, 32
+    and 64 lanes by 16-lane pieces put back together."""
+    ref_fn, bound, (lo, hi) = _FUNCS["exp"]
+    x = _inputs(lo, hi, rng)
+    out = np.empty_like(x)
+    _vector_call("exp", lanes=lanes)(x, out)
+    with np.errstate(all="ignore"):
+        err = _ulp_errors(out, ref_fn(x.astype(np.float64)))
+    assert err.max() <= bound, x[int(np.argmax(err))]
+
+
+def test_avx512_scales_by_vscalef_and_avx2_by_exponent_bits():
+    assert "vscalefps" in _vector_call("exp", target=X86_AVX512).get_source("asm")
+    assert "vscalef" not in _vector_call("exp", target="llvm -mcpu=haswell").get_source("asm")
+
+
 @pytest.mark.parametrize("lanes", [4, 8, 16])
 def test_vector_math_any_lane_count_and_tail(rng, lanes):
     x = (rng.random(53) * 20 - 10).astype(np.float32)

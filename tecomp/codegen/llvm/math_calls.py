@@ -133,7 +133,8 @@ class MathCalls:
             args = [b.val(f"fpext {x.vty} {x.ref} to {f32}", "float", n) for x in args]
         fn = vmath.symbol(name, n)
         if not b.module.declares(fn):
-            text, intrinsics = vmath.definition(name, n, self.em.fn_attrs)
+            text, intrinsics = vmath.definition(name, n, self.em.fn_attrs,
+                                                vmath.has_scalef(self.em.target, n))
             for decl_name, decl in intrinsics.items():
                 b.declare(decl_name, decl)
             b.declare(fn, text)

@@ -24,6 +24,7 @@ import itertools
 import math
 
 from . import types as T
+from .bfloat import feature_state
 
 #: float32 constants of the reductions.
 _LOG2E = 1.4426950408889634
@@ -74,9 +75,10 @@ class _Body:
     Methods take and return SSA names (or constant vectors); ``f`` / ``i`` are splat
     constants of the float type and of the integer type of its bits."""
 
-    def __init__(self, lanes: int, ty: str = "float"):
+    def __init__(self, lanes: int, ty: str = "float", scalef: bool = False):
         self.lanes = lanes
         self.ty = ty
+        self.scalef = scalef and ty == "float"
         self.dtype, ity, self.round_magic = _FLOAT_TYPES[ty]
         self.lines: list = []
         self.count = itertools.count()
@@ -144,6 +146,36 @@ class _Body:
         """a * b + c, fused where the target has FMA."""
         return self.call("fmuladd", a, b, c)
 
+    def scale(self, p: str, n: str) -> str:
+        """``p * 2**n`` for integral float ``n``, by AVX-512's ``vscalefps`` (the body was
+        made with ``scalef``): overflow to inf and underflow through the denormals to 0,
+        rounded once, in one instruction. Vectors wider than 16 lanes go as 16-lane
+        pieces."""
+        width = min(self.lanes, 16)
+        ty = T.vec("float", width)
+        mask, rounding = ("i16 -1", ", i32 4") if width == 16 else ("i8 -1", "")
+        fn = f"@llvm.x86.avx512.mask.scalef.ps.{32 * width}"
+        self.intrinsics[fn] = (f"declare {ty} {fn}({ty}, {ty}, {ty}, {mask.split()[0]}"
+                               f"{', i32' if rounding else ''})")
+
+        def piece(v: str, start: int) -> str:
+            if width == self.lanes:
+                return v
+            lanes = ", ".join(f"i32 {k}" for k in range(start, start + width))
+            return self._v(f"shufflevector {self.fty} {v}, {self.fty} poison, "
+                           f"<{width} x i32> <{lanes}>")
+
+        pieces = [self._v(f"call {ty} {fn}({ty} {piece(p, s)}, {ty} {piece(n, s)}, "
+                          f"{ty} poison, {mask}{rounding})")
+                  for s in range(0, self.lanes, width)]
+        while len(pieces) > 1:  # concatenate pairwise: 16 + 16 lanes, then 32 + 32, ...
+            size = width * (self.lanes // width // len(pieces))
+            both = ", ".join(f"i32 {k}" for k in range(2 * size))
+            pieces = [self._v(f"shufflevector {T.vec('float', size)} {a}, "
+                              f"{T.vec('float', size)} {c}, <{2 * size} x i32> <{both}>")
+                      for a, c in zip(pieces[::2], pieces[1::2])]
+        return pieces[0]
+
     def poly(self, x: str, coeffs) -> str:
         """Horner's scheme, highest coefficient first."""
         p = self.f(coeffs[0])
@@ -188,12 +220,13 @@ def _round(b: _Body, v: str, scale: float | None = None) -> tuple:
     return n_int, b.sub(t, magic)
 
 
-def _exp_reduced(b: _Body, n_int: str, r: str, normal: bool) -> str:
-    """2**n * exp(r) for |r| <= ln2 / 2 and -151 <= n <= 129. Unless the caller knows
-    the result is ``normal`` (-125 <= n <= 127: one multiply by 2**n), the scale is
-    applied as two halves, 2**(n >> 1) then 2**(n - (n >> 1)), each a normal float: the
-    result overflows to inf only when it really does, and a denormal result is rounded
-    once.
+def _exp_reduced(b: _Body, n_int: str, n: str, r: str, normal: bool) -> str:
+    """2**n * exp(r) for |r| <= ln2 / 2 and -151 <= n <= 129 (``n_int`` and ``n``: n as
+    an integer and as a float). With AVX-512 the scale is one ``vscalefps``. Otherwise,
+    unless the caller knows the result is ``normal`` (-125 <= n <= 127: one multiply by
+    2**n), it is applied as two halves, 2**(n >> 1) then 2**(n - (n >> 1)), each a
+    normal float: either way the result overflows to inf only when it really does, and a
+    denormal result is rounded once.
 
     Q is evaluated by Estrin's scheme, ``(q0 + q1 r) + r**2 ((q2 + q3 r) + q4 r**2)``:
     as many FMAs as Horner's but a chain two shorter. The whole exponential is one long
@@ -205,6 +238,8 @@ def _exp_reduced(b: _Body, n_int: str, r: str, normal: bool) -> str:
     high = b.fma(r2, b.f(q4), b.fma(r, b.f(q3), b.f(q2)))
     p = b.fma(r2, b.fma(r2, high, low), r)
     p = b.add(p, b.f(1.0))
+    if b.scalef:
+        return b.scale(p, n)
     if normal:
         halves = (n_int,)
     else:
@@ -226,7 +261,7 @@ def _exp(b: _Body, x: str, lo: float | None = -104.0, hi: float = 89.0) -> str:
     r = b.fma(n, b.f(-_LN2_HI), x)
     r = b.fma(n, b.f(-_LN2_LO), r)
     normal = lo is not None and lo >= -86.0 and hi <= 88.0
-    return _exp_reduced(b, n_int, r, normal)
+    return _exp_reduced(b, n_int, n, r, normal)
 
 
 def exp(b: _Body, x: str) -> str:
@@ -240,7 +275,7 @@ def exp2(b: _Body, x: str) -> str:
     x = b.clamp(x, -151.0, 129.0)
     n_int, n = _round(b, x)
     r = b.mul(b.sub(x, n), b.f(math.log(2.0)))
-    return _exp_reduced(b, n_int, r, normal=False)
+    return _exp_reduced(b, n_int, n, r, normal=False)
 
 
 def _log_parts(b: _Body, x: str) -> tuple:
@@ -404,11 +439,22 @@ def symbol(name: str, lanes: int) -> str:
     return f"@tecomp.vmath.{name}.{T.suffix('float', lanes)}"
 
 
-def definition(name: str, lanes: int, fn_attrs: str) -> tuple:
+def has_scalef(target, lanes: int) -> bool:
+    """Whether ``<lanes x float>`` functions for ``target`` may scale by ``vscalefps``:
+    an x86 target with 512-bit vectors (AVX-512F), and AVX-512VL for 4 or 8 lanes; a
+    power-of-two number of lanes (wider vectors go as 16-lane pieces)."""
+    if getattr(target, "target_arch", "") not in ("x86_64", "i386", "i686") or \
+            target.vector_width_bits != 512 or lanes & (lanes - 1) or lanes < 4:
+        return False
+    return lanes >= 16 or bool(feature_state(target, "avx512vl"))
+
+
+def definition(name: str, lanes: int, fn_attrs: str, scalef: bool = False) -> tuple:
     """The LLVM text of vector function ``name`` on ``<lanes x float>``: (its definition,
     the intrinsic declarations it needs as name -> declaration). ``fn_attrs`` are the
-    caller's attributes (target CPU and features), which inlining requires to match."""
-    b = _Body(lanes)
+    caller's attributes (target CPU and features), which inlining requires to match;
+    ``scalef``: the target has ``vscalefps`` for these lanes (:func:`has_scalef`)."""
+    b = _Body(lanes, scalef=scalef)
     fn = FUNCTIONS[name]
     params = [f"%x{k}" for k in range(len(inspect.signature(fn).parameters) - 1)]
     r = fn(b, *params)
