@@ -1480,9 +1480,12 @@ def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype, batch):
     if mask is not None:
         mshape = ctx.type_of(mask).shape
         is_bool = ctx.type_of(mask).dtype == "bool"
-        if not dims.is_static(mshape[-1]) or not dims.is_static(kv_len):
-            ctx.fail("Attention's attn_mask with a symbolic key length is not supported")
-        if mshape[-1] < kv_len:
+        if not dims.equal(mshape[-1], kv_len) and not (
+                dims.is_static(mshape[-1]) and dims.is_static(kv_len)):
+            ctx.fail(f"Attention's attn_mask of {dims.to_text(mshape[-1])} keys for "
+                     f"{dims.to_text(kv_len)} keys: a mask shorter than the keys needs both "
+                     "lengths known")
+        if not dims.equal(mshape[-1], kv_len) and mshape[-1] < kv_len:
             # A mask shorter than the keys masks the keys past its end.
             pads = [0] * (2 * len(mshape))
             pads[2 * len(mshape) - 1] = kv_len - mshape[-1]
@@ -1502,39 +1505,47 @@ def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype, batch):
     return bias
 
 
+def _positions(ctx, start, limit, delta, name: str):
+    """``arange(start, limit, delta)`` as int64: a constant where the bounds are known, an
+    ``arange`` node where they are symbolic sizes."""
+    if all(dims.is_static(d) for d in (start, limit)):
+        return ctx.const(np.arange(int(start), int(limit), delta, dtype=np.int64), name)
+    return ctx.emit("arange", [], start=start, limit=limit, delta=delta, dtype="int64")
+
+
 def _attention_keys_allowed(ctx, node, attrs, q_len, kv_len, past_len, batch):
     """Which keys each query may see ([B or 1, 1, q_len, kv_len] bool) by position: the
     causal frontier and the windows around query ``i``'s position ``offset + i``, and the
     keys before nonpad_kv_seqlen; None where nothing restricts them. ``offset`` is the
     past's length, or with nonpad_kv_seqlen and no past, each batch's valid keys less the
-    queries (an external cache)."""
+    queries (an external cache). The lengths may be symbolic sizes."""
     seqlen = _input(node, 6)
     left, right = (int(attrs.get(a, -1)) for a in ("left_window_size", "right_window_size"))
     causal = bool(attrs.get("is_causal", 0))
     if seqlen is None and not causal and left < 0 and right < 0:
         return None
-    # key j - query i, and the offset either a constant or one per batch.
-    rel = np.arange(kv_len)[None, :] - np.arange(q_len)[:, None]
-    if seqlen is not None and not _input(node, 4):
+    keys = _positions(ctx, 0, kv_len, 1, "key_index")
+    if seqlen is not None:
         lengths = ctx.emit("reshape", [ctx.emit("cast", [seqlen], dtype="int64")],
                            newshape=(batch, 1, 1, 1))
-        offset = ctx.emit("subtract", [lengths, ctx.const(np.array(q_len, np.int64), "q_len")])
+    if seqlen is not None and not _input(node, 4):
+        # Query i sits at length - (q_len - i): the queries end where the valid keys do.
+        before_end = _positions(ctx, q_len, 0, -1, "queries_before_end")
+        queries = ctx.emit("subtract", [lengths, ctx.emit("reshape", [before_end],
+                                                          newshape=(q_len, 1))])
     else:
-        offset = ctx.const(np.array(past_len, np.int64), "offset")
-    rel_c = ctx.const(rel.astype(np.int64), "key_minus_query")
+        queries = ctx.emit("reshape", [_positions(ctx, past_len, past_len + q_len, 1,
+                                                  "query_position")], newshape=(q_len, 1))
     conditions = []
     if causal:
-        conditions.append(ctx.emit("less_equal", [rel_c, offset]))
+        conditions.append(ctx.emit("less_equal", [keys, queries]))
     if left >= 0:
-        low = ctx.emit("subtract", [offset, ctx.const(np.array(left, np.int64), "left")])
-        conditions.append(ctx.emit("greater_equal", [rel_c, low]))
+        low = ctx.emit("subtract", [queries, ctx.const(np.array(left, np.int64), "left")])
+        conditions.append(ctx.emit("greater_equal", [keys, low]))
     if right >= 0:
-        high = ctx.emit("add", [offset, ctx.const(np.array(right, np.int64), "right")])
-        conditions.append(ctx.emit("less_equal", [rel_c, high]))
+        high = ctx.emit("add", [queries, ctx.const(np.array(right, np.int64), "right")])
+        conditions.append(ctx.emit("less_equal", [keys, high]))
     if seqlen is not None:
-        keys = ctx.const(np.arange(kv_len, dtype=np.int64), "key_index")
-        lengths = ctx.emit("reshape", [ctx.emit("cast", [seqlen], dtype="int64")],
-                           newshape=(batch, 1, 1, 1))
         conditions.append(ctx.emit("less", [keys, lengths]))
     allowed = conditions[0]
     for c in conditions[1:]:
@@ -1567,9 +1578,9 @@ def _attention(ctx, node, attrs):
     dtype = qt.dtype
     batch, nq, q_len, head_size = qt.shape
     nkv, kv_len = kt.shape[1], kt.shape[2]
-    if not all(dims.is_static(d) for d in (nq, nkv, q_len, kv_len, head_size)):
-        ctx.fail("Attention with symbolic heads, sequence lengths or head size is not "
-                 "supported")
+    if not all(dims.is_static(d) for d in (nq, nkv, head_size)):
+        ctx.fail("Attention with a symbolic number of heads or head size is not supported "
+                 "(the sequence lengths and the batch may be symbolic)")
     if nq != nkv:
         # Grouped-query attention: each key/value head serves nq / nkv query heads.
         reps = nq // nkv

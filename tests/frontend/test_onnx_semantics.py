@@ -428,3 +428,36 @@ def test_attention_scales_q_and_k_before_their_product(needs_llvm):
     y, = backend.prepare(model).run(feeds)
     np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, feeds)[0])
     np.testing.assert_array_equal(y[0, 0], [[0, 1, 2, 3], [0, 1, 2, 3]])
+
+
+@pytest.mark.parametrize("attrs, mask, opset", [
+    ({"is_causal": 1}, False, 23),                              # a cache that grows
+    ({"is_causal": 1, "left_window_size": 2}, False, 25),       # a sliding window
+    ({}, True, 23),                                             # a mask over every key
+])
+def test_attention_with_symbolic_lengths_is_one_build(needs_llvm, rng, attrs, mask, opset):
+    """Query and past lengths symbolic: the causal frontier and the windows are computed
+    from the positions at run time, one build for every length, as onnxruntime. (A mask
+    goes without a past: its key length must be the keys', q here.)"""
+    past = ["past_key", "past_value"] if not mask else []
+    names = ["Q", "K", "V", "mask" if mask else "", *past]
+    node = helper.make_node("Attention", names, ["Y", "present_key", "present_value"],
+                            name="att", **attrs)
+    inputs = [(n, F, [1, 2, "q", 8]) for n in "QKV"] + [(n, F, [1, 2, "p", 8]) for n in past]
+    if mask:
+        inputs.append(("mask", F, ["q", "q"]))
+    model = _model([node], inputs, [("Y", F), ("present_key", F), ("present_value", F)],
+                   opset=opset)
+    model.ir_version = 10
+    prepared = backend.prepare(model)
+    for q_len, past_len in ((1, 5), (3, 0), (4, 9)):
+        feeds = {n: rng.standard_normal((1, 2, q_len, 8)).astype("float32") for n in "QKV"}
+        feeds.update({n: rng.standard_normal((1, 2, past_len, 8)).astype("float32")
+                      for n in past})
+        if mask:
+            feeds["mask"] = np.where(rng.random((q_len, q_len)) < 0.3, -np.inf,
+                                     0).astype("float32")
+            feeds["mask"][:, 0] = 0  # every query sees a key
+        ref = onnx_models.run_onnxruntime(model, feeds)
+        for out, r in zip(prepared.run(feeds), ref):
+            np.testing.assert_allclose(out, r, rtol=1e-5, atol=1e-6)
