@@ -727,7 +727,7 @@ def schedule_normalize(cfg, outs):
                     _prefetch_rows_ahead(s[buf], chunk, -(-row_length // lanes))
             else:
                 parallel_vectorize(s[buf], list(s[buf].op.axis), buf.dtype, buf.shape)
-        if prefetch:
+        if prefetch and knobs.prefetch_output:
             stage.prefetch(t, row, PREFETCH_ROWS)
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import tecomp
+from tecomp.autotune import ConfigSpace
 from tecomp import te
 from tecomp.target import Target
 from tecomp.topi import broadcast, cpu_schedule, elemwise
@@ -89,17 +90,28 @@ def _normalized_ir(op, shape, **attrs):
         return str(tecomp.lower(cpu_schedule.schedule_normalize(None, [Y]), [X, Y])), X, Y
 
 
-def test_long_rows_are_fetched_ahead_and_their_outputs_ready_to_be_written(rng):
+@pytest.mark.parametrize("prefetch_output", [False, True])
+def test_long_rows_are_fetched_ahead_and_their_outputs_ready_to_be_written(
+        rng, prefetch_output):
     # Softmax over rows of 1024 floats: its exponentials read x two rows ahead, four
-    # vectors at a time (an exponential is a long chain), and the output's lines two rows
-    # ahead are fetched for writing; the results do not change.
-    text, X, Y = _normalized_ir(softmax, (64, 1024), axis=-1, exp_once=True)
-    assert "prefetch(X[i0 * 1024 + i0.i1.outer.fused * 32 + i1.inner + 2048])" in text
-    assert "+ 2048], 1)" in text and "range(32):  # vectorized" in text
+    # vectors at a time (an exponential is a long chain), and where the config says so
+    # (not untuned) the output's lines two rows ahead are fetched for writing; the
+    # results do not change.
+    X = te.placeholder((64, 1024), name="X")
+    Y = softmax(X, axis=-1, exp_once=True)
+    space = ConfigSpace()
+    with Target(AVX2):
+        cpu_schedule.schedule_normalize(space, [Y])
+        cfg = next(space.get(i) for i in range(len(space))
+                   if space.get(i)["prefetch_output"].val == prefetch_output)
+        untuned = str(tecomp.lower(cpu_schedule.schedule_normalize(None, [Y]), [X, Y]))
+        s = cpu_schedule.schedule_normalize(cfg, [Y])
+    text = str(tecomp.lower(s, [X, Y]))
+    assert "prefetch(X[i0 * 1024 + i0.i1.outer.fused * 32 + i1.inner + 2048])" in untuned
+    assert "+ 2048], 1)" not in untuned and "range(32):  # vectorized" in untuned
+    assert ("+ 2048], 1)" in text) == prefetch_output
     x = rng.standard_normal((64, 1024)).astype("float32")
     y = np.empty_like(x)
-    with Target(AVX2):
-        s = cpu_schedule.schedule_normalize(None, [Y])
     tecomp.build(s, [X, Y], target=AVX2)(x, y)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
@@ -155,7 +167,6 @@ def test_a_layout_into_lanes_is_computed_as_block_transposes(rng, width, channel
 
 
 def test_only_a_layout_into_lanes_gets_the_transpose_knob():
-    from tecomp.autotune.space import ConfigSpace
     from tecomp.topi import transform as T
 
     xs, out, _ = _shuffled_into_lanes(14, 68)

@@ -105,7 +105,7 @@ def test_the_space_declares_only_the_knobs_the_kernel_has():
     softmax = _task("softmax", [(8, 64)], {"axis": 1})
     assert softmax.config_space.knob_names == [
         "exp_once", "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll",
-        "stats_in_row"]
+        "stats_in_row", "prefetch_output"]
     # A pool reduces no innermost axis and has no statistics to place; it is vectorized
     # over its output columns, which may accumulate in a local buffer.
     pool = _task("max_pool2d", [(1, 4, 8, 8)], {"kernel": [2, 2]})
@@ -151,7 +151,7 @@ def test_a_tuned_config_changes_the_loops():
 def test_a_softmax_computing_each_exponential_once_keeps_them_in_a_buffer(stats_in_row, rng):
     task = _task("softmax", [(19, 37)], {"axis": 1})
     space = task.config_space
-    cfg = space.get(space.index_of([1, 0, 0, 0, 0, int(not stats_in_row)]))
+    cfg = space.get(space.index_of([1, 0, 0, 0, 0, int(not stats_in_row), 0]))
     s, _ = task.instantiate(cfg)
     exp = next(st for st in s.stages if st.op.name == "softmax.exp")
     assert exp.attach_type == ("scope" if stats_in_row else "root")
