@@ -1483,8 +1483,8 @@ def _attention_bias(ctx, node, attrs, q_len, kv_len, past_len, dtype, batch):
         if not dims.equal(mshape[-1], kv_len) and not (
                 dims.is_static(mshape[-1]) and dims.is_static(kv_len)):
             ctx.fail(f"Attention's attn_mask of {dims.to_text(mshape[-1])} keys for "
-                     f"{dims.to_text(kv_len)} keys: a mask shorter than the keys needs both "
-                     "lengths known")
+                     f"{dims.to_text(kv_len)} keys: a mask of another length than the keys "
+                     "needs both lengths known")
         if not dims.equal(mshape[-1], kv_len) and mshape[-1] < kv_len:
             # A mask shorter than the keys masks the keys past its end.
             pads = [0] * (2 * len(mshape))

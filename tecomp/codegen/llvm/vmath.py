@@ -153,10 +153,14 @@ class _Body:
         pieces."""
         width = min(self.lanes, 16)
         ty = T.vec("float", width)
-        mask, rounding = ("i16 -1", ", i32 4") if width == 16 else ("i8 -1", "")
         fn = f"@llvm.x86.avx512.mask.scalef.ps.{32 * width}"
-        self.intrinsics[fn] = (f"declare {ty} {fn}({ty}, {ty}, {ty}, {mask.split()[0]}"
-                               f"{', i32' if rounding else ''})")
+        # (a, b, passthrough, lane mask[, rounding: 4, the current mode]); the 512-bit
+        # form alone takes a rounding operand.
+        if width == 16:
+            params, extra = f"{ty}, {ty}, {ty}, i16, i32", "i16 -1, i32 4"
+        else:
+            params, extra = f"{ty}, {ty}, {ty}, i8", "i8 -1"
+        self.intrinsics[fn] = f"declare {ty} {fn}({params})"
 
         def piece(v: str, start: int) -> str:
             if width == self.lanes:
@@ -166,7 +170,7 @@ class _Body:
                            f"<{width} x i32> <{lanes}>")
 
         pieces = [self._v(f"call {ty} {fn}({ty} {piece(p, s)}, {ty} {piece(n, s)}, "
-                          f"{ty} poison, {mask}{rounding})")
+                          f"{ty} poison, {extra})")
                   for s in range(0, self.lanes, width)]
         while len(pieces) > 1:  # concatenate pairwise: 16 + 16 lanes, then 32 + 32, ...
             size = width * (self.lanes // width // len(pieces))
