@@ -1,11 +1,21 @@
 """Small ONNX models built with ``onnx.helper`` (random weights), shared by the frontend
 and graph tests."""
 
+import os
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
+
+#: The models exported from torch/transformers (tools/export_test_models.py writes them).
+EXPORTED = os.path.join(os.path.dirname(__file__), "data", "models")
+
+
+def load_test_model(name: str) -> onnx.ModelProto:
+    """The committed exported model ``name`` (its file name without ``.onnx``)."""
+    return onnx.load(os.path.join(EXPORTED, f"{name}.onnx"))
 
 
 def _init(rng, name, shape, scale=0.1):

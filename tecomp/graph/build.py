@@ -244,6 +244,12 @@ def _lower_kernel(body: Graph, graph: Graph, target: Target, fresh, anchor, anch
         packed.update(node_packed)
         tensors[n.outputs[0]] = out
     out = tensors[body.outputs[0]]
+    if not out.shape and target.kind_info.threads:
+        # A GPU kernel binds a loop to its threads, and a 0-d value (a size read from a
+        # shape, say) has none: it is computed as its one element, shape (1,), in the
+        # same memory.
+        value = out
+        out = te.compute((1,), lambda _: value(), name=value.op.name, tag=value.op.tag)
     sch = anchor_impl.schedule(anchor_config, [out])
     func = lower(sch, [tensors[i] for i in body.inputs] + [out], name=body.name,
                  check_bounds=check_bounds)

@@ -37,14 +37,17 @@ class DevicePlan:
     """The device memory of runs with one tuple of input ``shapes``: the ``arena``,
     ``views`` of it (value -> view) for everything kernels write, ``inputs`` (input ->
     its arena slot), ``input_views`` (value, input, byte offset, shape, dtype) for views of
-    an input made per run, the global temporaries its kernels keep (``temps``), how many
-    runs it served, and its launches as recorded by the device (``recorded``)."""
+    an input made per run, ``one_element`` (value -> its memory as shape (1,)) for the 0-d
+    values a kernel writes (a device kernel computes a 0-d value as its one element), the
+    global temporaries its kernels keep (``temps``), how many runs it served, and its
+    launches as recorded by the device (``recorded``)."""
 
     shapes: tuple
     arena: object
     views: dict
     inputs: dict
     input_views: tuple
+    one_element: dict
     temps: dict = field(default_factory=dict)
     runs: int = 0
     recorded: object = None  # the recorded launches; False where they cannot be recorded
@@ -169,7 +172,10 @@ class DeviceGraphModule(GraphModule):
             else:  # a reshape of a constant
                 views[v] = memory.view(self._consts[root], offset, shape, dtype)
         inputs = {v: slots[v][0] for v in graph.inputs}
-        return DevicePlan(shapes, arena, views, inputs, tuple(input_views))
+        one_element = {v: memory.view(views[v], 0, (1,), self._dtypes[v])
+                       for n in self._kernel_nodes for v in n.outputs[:1]
+                       if not graph.types[v].shape}
+        return DevicePlan(shapes, arena, views, inputs, tuple(input_views), one_element)
 
     def _execute_device(self, plan: DevicePlan, inputs: dict) -> dict:
         """Run every kernel of ``plan`` on ``inputs``; returns value -> view.
@@ -212,8 +218,9 @@ class DeviceGraphModule(GraphModule):
 
     def _queue(self, plan: DevicePlan, values: dict) -> None:
         for node in self._kernel_nodes:
-            self.memory.run(node.name, [values[a] for a in (*node.inputs, node.outputs[0])],
-                            plan.temps)
+            out = node.outputs[0]
+            self.memory.run(node.name, [*(values[a] for a in node.inputs),
+                                        plan.one_element.get(out, values[out])], plan.temps)
 
     def _outputs(self, values: dict) -> list:
         memory, outs = self.memory, []

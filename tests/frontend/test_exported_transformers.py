@@ -7,22 +7,16 @@ builds once and matches onnxruntime at several shapes."""
 import os
 
 import numpy as np
-import onnx
 import onnx_models
 import pytest
 
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 
-MODELS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "models")
 EXPORTERS = {"": range(14, 18), "_dynamo": range(18, 24)}  # file suffix -> its opsets
 # (batch, sequence) of each run, all from one build.
 SHAPES = [(1, 7), (2, 16), (3, 5)]
 VOCAB = 100
-
-
-def _load(name):
-    return onnx.load(os.path.join(MODELS, f"{name}.onnx"))
 
 
 def _both_exporters(*names):
@@ -54,7 +48,7 @@ def _text_feeds(rng, batch, seq):
 
 @pytest.mark.parametrize("name", _both_exporters("bert", "distilbert", "gpt2", "t5_encoder"))
 def test_one_build_matches_onnxruntime_at_every_shape(needs_llvm, rng, name):
-    model = _load(name)
+    model = onnx_models.load_test_model(name)
     mod, run = _build(model)
     batch, seq = mod.types["input_ids"].shape
     assert not isinstance(batch, int) and not isinstance(seq, int)
@@ -68,7 +62,7 @@ def test_one_build_matches_onnxruntime_at_every_shape(needs_llvm, rng, name):
 def test_a_fixed_size_input_runs_every_batch_on_one_build(needs_llvm, rng, name, input_name):
     # ViT's image size is fixed by its position embeddings, Whisper's frame count by its
     # encoder (it refuses any other than twice max_source_positions): the batch is dynamic.
-    model = _load(name)
+    model = onnx_models.load_test_model(name)
     mod, run = _build(model)
     batch, *sizes = mod.types[input_name].shape
     assert not isinstance(batch, int) and all(isinstance(s, int) for s in sizes)
@@ -93,8 +87,8 @@ def test_a_generation_loop_with_a_growing_past_runs_on_one_build(needs_llvm, rng
     # cache of 2 key/value heads for 4 query heads): a prompt of 5 tokens with an empty
     # past, then 7 steps of one token, each feeding the present keys and values back; one
     # build for all 8 steps and both batches.
-    mod, run = _build(_load(name))
-    reference = _load(reference)
+    mod, run = _build(onnx_models.load_test_model(name))
+    reference = onnx_models.load_test_model(reference)
     names = [i.name for i in reference.graph.input if i.name.startswith("past.")]
     _, kv_heads, _, head_dim = mod.types[names[0]].shape
     for batch in (1, 2):
@@ -111,20 +105,22 @@ def test_a_generation_loop_with_a_growing_past_runs_on_one_build(needs_llvm, rng
 
 
 def test_each_model_comes_from_both_exporters_at_their_opsets():
-    names = {name.removesuffix(".onnx") for name in os.listdir(MODELS)}
+    names = {name.removesuffix(".onnx") for name in os.listdir(onnx_models.EXPORTED)}
     for name in _both_exporters("bert", "distilbert", "gpt2", "gpt2_past", "llama_past",
                                 "t5_encoder", "vit", "whisper_encoder"):
         assert name in names
         suffix = "_dynamo" if name.endswith("_dynamo") else ""
-        opset, = (o.version for o in _load(name).opset_import if o.domain in ("", "ai.onnx"))
+        opset, = (o.version for o in onnx_models.load_test_model(name).opset_import
+                  if o.domain in ("", "ai.onnx"))
         assert opset in EXPORTERS[suffix], (name, opset)
 
 
 def test_the_opset_23_llama_has_the_nodes_of_its_opset():
-    ops = {node.op_type for node in _load("llama_past_dynamo_opset23").graph.node}
+    model = onnx_models.load_test_model("llama_past_dynamo_opset23")
+    ops = {node.op_type for node in model.graph.node}
     assert {"RMSNormalization", "RotaryEmbedding"} <= ops
 
 
 def test_the_committed_models_stay_small():
-    for name in os.listdir(MODELS):
-        assert os.path.getsize(os.path.join(MODELS, name)) < 1 << 20, name
+    for name in os.listdir(onnx_models.EXPORTED):
+        assert os.path.getsize(os.path.join(onnx_models.EXPORTED, name)) < 1 << 20, name

@@ -310,3 +310,25 @@ def test_inputs_read_through_views_keep_their_memory(cuda_target, rng):
              for n, s in onnx_models.ATTENTION_4D_SHAPES.items()}
     ref, = onnx_models.run_onnxruntime(model, feeds)
     np.testing.assert_allclose(DeviceGraphModule(lib)(**feeds)[0], ref, rtol=RTOL, atol=ATOL)
+
+
+def test_an_exported_decoder_with_a_growing_past_runs_on_one_build(cuda_target, rng):
+    """GPT-2 as the TorchScript exporter writes it (symbolic batch, sequence and past; its
+    causal mask per batch, shared by the heads): every layer's attention is one fused
+    kernel, the sizes read from shapes are kernels of one element, and a prompt then a
+    step of one token match onnxruntime on one build."""
+    model = onnx_models.load_test_model("gpt2_past")
+    lib = _build(model)
+    assert not any("softmax" in k.ops for k in lib.kernels)
+    gm = DeviceGraphModule(lib)
+    names = [i.name for i in model.graph.input if i.name.startswith("past.")]
+    past = [np.zeros((1, 4, 0, 8), "float32") for _ in names]
+    ids = rng.integers(0, 100, (1, 3)).astype("int64")
+    for _ in range(2):
+        total = past[0].shape[2] + ids.shape[1]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), "int64"),
+                 **dict(zip(names, past))}
+        want = onnx_models.run_onnxruntime(model, feeds)
+        for got, ref in zip(gm(**feeds), want):
+            np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+        past, ids = want[1:], want[0][:, -1:].argmax(-1).astype("int64")

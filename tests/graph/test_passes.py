@@ -148,6 +148,17 @@ def test_tidy_reshapes_removes_identities_and_collapses_reshapes():
     assert [(n.op, n.inputs) for n in out.nodes] == [("reshape", ("x",)), ("relu", ("c",))]
 
 
+def test_a_cast_to_the_type_it_reads_is_read_through_and_a_real_one_stays():
+    # softmax(x).to(x.dtype), as exporters write it: the cast must not split a chain.
+    g = _graph([Node("softmax", ("x",), ("p",), {"axis": -1}),
+                Node("cast", ("p",), ("q",), {"dtype": F}),
+                Node("cast", ("q",), ("h",), {"dtype": "float16"}),
+                Node("relu", ("h",), ("y",))], {"x": TensorType(F, (2, 3))}, ["y"])
+    out = eliminate_dead_code(tidy_reshapes(g))
+    assert [(n.op, n.inputs) for n in out.nodes] == [
+        ("softmax", ("x",)), ("cast", ("p",)), ("relu", ("h",))]
+
+
 def test_identities_chained_from_an_input_to_an_output_keep_the_output():
     g = _graph([Node("identity", ("x",), ("a",)), Node("identity", ("a",), ("y",))],
                {"x": TensorType(F, (3,))}, ["y"])

@@ -12,8 +12,9 @@ from .rewrite import replace_values, replaceable
 
 
 def _remove_identities(graph: Graph) -> Graph:
-    """Identity nodes (ONNX Identity, inference Dropout, a reshape to the same shape) read
-    through; one that forwards an input or constant straight to an output stays."""
+    """Identity nodes (ONNX Identity, inference Dropout, a reshape to the same shape, a
+    cast to the type it reads: exporters write ``softmax(x).to(x.dtype)``) read through;
+    one that forwards an input or constant straight to an output stays."""
     mapping, nodes = {}, []
     for node in graph.nodes:
         src = node.inputs[0] if node.inputs else None
@@ -21,9 +22,10 @@ def _remove_identities(graph: Graph) -> Graph:
             dims.equal(a, b) for a, b in zip(graph.types[src].shape,
                                              graph.types[node.outputs[0]].shape)) and len(
             graph.types[src].shape) == len(graph.types[node.outputs[0]].shape)
+        same_type = node.op == "cast" and node.attrs["dtype"] == graph.types[src].dtype
         # Through the identities removed before it: y = id(id(x)) of an input x is an
         # output forwarding an input, which stays.
-        if (node.op == "identity" or same_shape) and replaceable(
+        if (node.op == "identity" or same_shape or same_type) and replaceable(
                 graph, node.outputs[0], mapping.get(src, src)):
             mapping[node.outputs[0]] = mapping.get(src, src)
         else:
