@@ -12,7 +12,8 @@ contenders alternate round by round (``tecomp.timing.paired``), so clock and the
 drift hit both alike. Per workload it prints both GFLOPS and the median over rounds of
 t_reference / t_tecomp (> 1: tecomp is faster). The issue's targets on an H100: matmul
 4096^3 >= 0.8x cuBLAS within 500 trials (float16 on tensor cores >= 0.7x), the two
-ResNet-50 3x3 layers >= 0.7x cuDNN.
+ResNet-50 3x3 layers >= 0.7x cuDNN. Untuned, and with PyTorch only, it then times the
+fused attention beside ``scaled_dot_product_attention``.
 
 Without a GPU (or without PyTorch and CuPy) it exits with a message saying what is
 missing: there is nothing it could time.
@@ -30,6 +31,10 @@ import tecomp
 from tecomp import autotune
 from tecomp.runtime.cuda_driver import device_arch
 from tecomp.timing import median_ratio, paired
+
+#: The fused attention's shapes (batch x heads, query rows, keys, head size): BERT-base's
+#: 128 and 512 tokens, a decoder's step over a past of 4096, and a long prompt.
+ATTENTION = [(12, 128, 128, 64), (12, 512, 512, 64), (32, 1, 4096, 64), (4, 4096, 4096, 64)]
 
 WORKLOADS = [
     ("matmul.cuda", (4096, 4096, 4096, "float32")),
@@ -88,6 +93,36 @@ def _reference(name, args, dev, torch, cupy):
         torch.cuda.synchronize()
 
     return conv
+
+
+def _attention_rows(torch, rounds: int, rng) -> None:
+    """The fused attention (``tecomp/topi/cuda/attention.py``, untuned) beside PyTorch's
+    ``scaled_dot_product_attention`` on the same float32 tensors, per :data:`ATTENTION`
+    shape: GFLOPS (4 B Sq Skv D), t_torch / t_tecomp and the largest difference."""
+    from tecomp import te
+    from tecomp.topi.cuda.attention import compute_attention, schedule_attention
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for b, sq, skv, d in ATTENTION:
+        q, k, v = (te.placeholder(shape, name=n) for n, shape in
+                   (("q", (b, sq, d)), ("k", (b, skv, d)), ("v", (b, skv, d))))
+        scale = 1.0 / np.sqrt(d)
+        out = compute_attention(None, q, k, v, scale=scale)
+        mod = tecomp.build(schedule_attention(None, [out]), [q, k, v, out], target="cuda")
+        dev = _device_arrays([rng.standard_normal(s).astype("float32") for s in
+                              ((b, sq, d), (b, skv, d), (b, skv, d), (b, sq, d))], torch,
+                             None)
+        want = sdpa(*dev[:3], scale=scale)
+        mod(*dev)
+        error = float((dev[3] - want).abs().max())
+        times = paired({"tecomp": lambda: (mod(*dev), torch.cuda.synchronize()),
+                        "torch": lambda: (sdpa(*dev[:3], scale=scale),
+                                          torch.cuda.synchronize())}, rounds=rounds)
+        flop = 4 * b * sq * skv * d
+        print(f"attention B{b} Sq{sq} Skv{skv} D{d}: tecomp "
+              f"{flop / np.median(times['tecomp']) / 1e9:.0f} GFLOPS, torch "
+              f"{flop / np.median(times['torch']) / 1e9:.0f} GFLOPS, t_torch/t_tecomp "
+              f"{median_ratio(times['torch'], times['tecomp']):.2f}, max diff {error:.1e}")
 
 
 def _sync(torch, cupy):
@@ -150,6 +185,8 @@ def main(argv=None) -> int:
         theirs = flop / np.median(times["reference"]) / 1e9
         print(f"{name}{args}: tecomp {ours:.0f} GFLOPS, reference {theirs:.0f} GFLOPS, "
               f"t_ref/t_tecomp {median_ratio(times['reference'], times['tecomp']):.2f}")
+    if torch is not None and not ns.tune:
+        _attention_rows(torch, ns.rounds, rng)
     return 0
 
 
