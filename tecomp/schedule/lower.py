@@ -102,6 +102,20 @@ def _reads(body) -> list:
     return out
 
 
+def _let_vars(body) -> set:
+    """The variables ``Let`` expressions in ``body`` bind (a gather's positions read from
+    its index tensor): an index using one is known only where it is computed."""
+    out = set()
+
+    def fn(n):
+        if isinstance(n, E.Let):
+            out.add(n.var)
+
+    for b in body:
+        post_order_visit(b, fn)
+    return out
+
+
 def _root_ivars(st: Stage) -> list:
     return list(st.op.axis) + list(st.op.reduce_axis)
 
@@ -188,6 +202,7 @@ class _BoundInference:
                 continue
             root_vals, _ = _leaf_values(cinfo)
             vmap = {iv.var: v for iv, v in root_vals.items()}
+            data_dependent = _let_vars(cinfo.body)
             varying = self.varying_leaves(producer, cst)
             ranges = {}
             for iv in varying:
@@ -196,7 +211,8 @@ class _BoundInference:
             for r in reads:
                 for d, idx in enumerate(r.indices):
                     e = substitute(idx, vmap)
-                    a, b = eval_interval(e, ranges, self.bounds)
+                    a, b = (None, None) if data_dependent & set(collect_vars(e)) else \
+                        eval_interval(e, ranges, self.bounds)
                     # No symbolic bound (e.g. % by a symbolic size): the whole dimension.
                     a = E.IntImm(0, shape[d].dtype) if a is None else a
                     b = simplify(shape[d] - 1, self.bounds) if b is None else b

@@ -94,3 +94,12 @@ def test_measured_arrays_start_on_a_cache_line():
     assert all(a.ctypes.data % 64 == 0 and a.flags.c_contiguous for a in arrays)
     assert np.abs(arrays[0]).max() <= 1.0 and arrays[0].std() > 0.1
     assert not arrays[2].any()
+
+
+def test_wide_integer_inputs_are_indices_in_range_of_any_axis():
+    """A kernel gathering from a table of 2 rows must not fail every trial on its random
+    inputs: 32- and 64-bit integers are zeros, narrower ones (quantized data) vary."""
+    specs = [((2, 4), "int64", False), ((7,), "int32", False), ((64,), "int8", False)]
+    wide, narrow, data = worker._arrays(specs, seed=1)
+    assert not wide.any() and not narrow.any()
+    assert len(np.unique(data)) > 1

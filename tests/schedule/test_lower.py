@@ -189,6 +189,27 @@ def test_cache_read_copies_into_local_buffer():
     np.testing.assert_allclose(b, a * 3, rtol=1e-6)
 
 
+def test_a_stage_read_at_gathered_positions_is_computed_whole():
+    # gather_nd binds the positions it reads from its index tensor with Let: the region of
+    # its producer is unknown until they are read, so the producer computes all of it
+    # (it once computed [pos, pos] from variables defined only inside the gather).
+    from tecomp.topi import transform
+
+    x = te.placeholder((2, 6), name="x")
+    doubled = te.compute((2, 6), lambda i, j: x[i, j] * 2.0, name="doubled")
+    idx = te.placeholder((3, 2), dtype="int64", name="idx")
+    y = transform.gather_nd(doubled, idx)
+    s = te.create_schedule(y.op)
+    f = tecomp.lower(s, [x, idx, y])
+    (alloc,) = nodes(f, S.Allocate)
+    assert [v.value for v in alloc.buffer.shape] == [2, 6]
+    a = np.arange(12, dtype="float32").reshape(2, 6)
+    ia = np.array([[0, 5], [1, -1], [1, 0]], "int64")
+    out = np.zeros(3, "float32")
+    run(f, a, ia, out)
+    np.testing.assert_array_equal(out, [10.0, 22.0, 12.0])
+
+
 def test_padding_stage_computed_inside_split_loop():
     X = te.placeholder((2, 7, 7), name="X")
     P = te.compute(
