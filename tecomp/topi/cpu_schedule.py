@@ -639,11 +639,12 @@ def _stages_read(op, keep) -> list:
 # ---- normalizations (softmax, layer_norm, ...) ---------------------------------------------
 
 
-#: Rows a normalization's row loop fetches ahead: the inputs its row buffers read and the
-#: lines its output writes (ready to be written), for rows of at least
-#: ``PREFETCH_ROW_BYTES``. A row is read from memory by its first statistic, computed, then
-#: written; without the hints each phase waits on memory alone, where a streaming kernel
-#: overlaps them. Softmax 4096 x 1024 on 2 Zen 3 cores: 0.66 -> 0.53 ns per element.
+#: Rows a normalization's row loop fetches ahead: the inputs its row buffers read and,
+#: where the config says so (the row knob ``prefetch_output``, off untuned), the lines its
+#: output writes (ready to be written), for rows of at least ``PREFETCH_ROW_BYTES``. A row
+#: is read from memory by its first statistic, computed, then written; without the hints
+#: each phase waits on memory alone, where a streaming kernel overlaps them. Softmax 4096 x
+#: 1024 on 2 Zen 3 cores, both fetched: 0.66 -> 0.53 ns per element.
 PREFETCH_ROWS = 2
 PREFETCH_ROW_BYTES = 2048
 

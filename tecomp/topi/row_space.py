@@ -90,8 +90,8 @@ UNTUNED_LONG_CHAIN_VECTORS = 4
 
 #: A fallback config's choice for a normalization: its output lines are not fetched
 #: ahead. On 2 Zen 4 cores (4096 x 1024, paired against the same kernel with them
-#: fetched) softmax ran 1.04x and layer norm 1.2-1.3x as fast without: the writes
-#: stream on their own, and the early fetches for writing compete with the reads.
+#: fetched) softmax ran 1.04x and layer norm 1.2-1.3x as fast without, and the output's
+#: prefetch alone made the softmax 1.3x as slow (why was not profiled further).
 UNTUNED_PREFETCH_OUTPUT = False
 
 
