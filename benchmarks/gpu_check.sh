@@ -8,7 +8,8 @@
 # It runs tecomp from this checkout, adds no dependencies but the wheels in WHEELDIR (wheels
 # the machine lacks, such as xgboost for tuning), then writes to OUTDIR:
 #   machine.txt  tecomp doctor, nvidia-smi and the Python packages it ran with
-#   tests.txt    every test marked gpu or naming cuda, run on the GPU
+#   tests.txt    every test marked gpu or cuda (any test of CUDA code) or naming cuda, run on
+#                the GPU
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py)
 #   tune.txt     a short tuning session on the GPU, then the tuned templates beside the

@@ -79,5 +79,11 @@ def pytest_collection_modifyitems(config, items):
 
     Under pytest-xdist (``-n``, whose default ``--dist load`` sends each worker a run of
     consecutive tests) the head of this order goes to the first worker before anything
-    else."""
+    else.
+
+    Every test that runs CUDA code (its ``cuda_target`` fixture) is also marked ``cuda``,
+    so ``-k cuda`` (benchmarks/gpu_check.sh) selects it on a GPU machine, wherever it is."""
+    for item in items:
+        if "cuda_target" in getattr(item, "fixturenames", ()):
+            item.add_marker("cuda")
     items.sort(key=lambda item: "test_onnx_fuzz.py" not in item.nodeid)  # stable
