@@ -36,11 +36,6 @@ def _scalar(graph: Graph, value: str):
     return float(np.asarray(const).reshape(()))
 
 
-def _same_shape(a, b) -> bool:
-    """Whether two shapes are provably equal (symbolic sizes as expressions)."""
-    return len(a) == len(b) and all(dims.equal(x, y) for x, y in zip(a, b))
-
-
 class _Chain:
     """The nodes of one attention, walked back from its last product."""
 
@@ -85,12 +80,12 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         seen.add(step.op)
         if step.op == "add":  # the scores are the operand of the sum's own shape
             value, mask = step.inputs
-            if not _same_shape(graph.types[value].shape, graph.types[step.outputs[0]].shape):
+            if not dims.same_shape(graph.types[value].shape, graph.types[step.outputs[0]].shape):
                 mask, value = step.inputs
             added_to = graph.types[value].shape
         elif step.op == "reshape":
             value = step.inputs[0]
-            if not _same_shape(graph.types[value].shape[-2:],
+            if not dims.same_shape(graph.types[value].shape[-2:],
                                graph.types[step.outputs[0]].shape[-2:]):
                 return None
         else:
@@ -104,7 +99,7 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         return None
     q, k = step.inputs
     scores = graph.types[step.outputs[0]].shape
-    if not _same_shape(graph.types[probs].shape, scores):
+    if not dims.same_shape(graph.types[probs].shape, scores):
         return None
     v = final.inputs[1]
     if not all(dims.is_static(d) for d in (graph.types[q].shape[2], graph.types[v].shape[2])):

@@ -18,10 +18,8 @@ def _remove_identities(graph: Graph) -> Graph:
     mapping, nodes = {}, []
     for node in graph.nodes:
         src = node.inputs[0] if node.inputs else None
-        same_shape = node.op == "reshape" and all(
-            dims.equal(a, b) for a, b in zip(graph.types[src].shape,
-                                             graph.types[node.outputs[0]].shape)) and len(
-            graph.types[src].shape) == len(graph.types[node.outputs[0]].shape)
+        same_shape = node.op == "reshape" and dims.same_shape(
+            graph.types[src].shape, graph.types[node.outputs[0]].shape)
         same_type = node.op == "cast" and node.attrs["dtype"] == graph.types[src].dtype
         # Through the identities removed before it: y = id(id(x)) of an input x is an
         # output forwarding an input, which stays.

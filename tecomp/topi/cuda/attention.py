@@ -80,9 +80,9 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
     D]`` (``[B, D, Skv]`` with ``k_transposed``), ``v[B, Skv, Dv]`` and a ``mask``
     broadcast to ``[B, Sq, Skv]``, or with ``mask_heads = H`` a ``[B / H, Sq, Skv]`` one
     read at batch ``b // H`` (heads sharing their sequence's mask); tag ``"attention"``
-    on the output. The keys are taken in tiles of
-    :data:`KEY_TILE` keys folded by :data:`ONLINE_SOFTMAX`. The sequence lengths may be
-    symbolic; the head sizes are constants."""
+    on the output. The keys are taken in tiles of :data:`KEY_TILE` keys folded by
+    :data:`ONLINE_SOFTMAX`. The sequence lengths may be symbolic; the head sizes are
+    constants."""
     B, Sq, D = q.shape
     Skv = k.shape[2] if k_transposed else k.shape[1]
     Dv = v.shape[2]
