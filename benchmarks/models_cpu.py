@@ -24,19 +24,19 @@ same interleaved rounds, its ratio to ONNX Runtime in the last column, so the tu
 read off one run rather than two runs minutes apart, between which the machine drifts.
 
 Models: the builders of ``tecomp.testing.models`` (a BERT-style encoder, a GPT-2-style
-decoder, MobileNetV2, ResNet-18, a YOLOv8n-style detector at 160x160 and a U-Net of
-widths 16-128 at 128x128, upsampling by ConvTranspose or by bilinear Resize, all with
-random weights) and the nine real models shipped
-in the onnx wheel's test data (``light_*``). With the ``[bench]`` extra installed
-(torch, torchvision, transformers) it adds torchvision's constructors and Hugging Face
-BERT / GPT-2 configurations of the same sizes, exported with ``torch.onnx.export``
-(``tv_*``, ``hf_*``). Inputs have fixed shapes (``--batch``, ``--seq``), as
-``tecomp compile --input-shape`` fixes them, and ONNX Runtime gets the same sizes
-(free-dimension overrides of the model's symbolic axes, ``fair.ort_session``); both run on
-``--threads`` threads (default 2). ``--export-cache DIR`` keeps the exported models there,
-so later runs do not export again. With ``--dynamic`` every side runs the model with its
-symbolic axes instead: tecomp one build for all shapes, ONNX Runtime and OpenVINO without
-overrides. Run it on an otherwise idle machine; it prints the CPU it ran on.
+decoder, MobileNetV2, ResNet-18, a YOLOv8n-style detector at 160x160 and a U-Net of widths
+16-128 at 128x128, upsampling by ConvTranspose or by bilinear Resize, all with random
+weights) and the nine real models shipped in the onnx wheel's test data (``light_*``).
+With the ``[bench]`` extra installed (torch, torchvision, transformers) it adds
+torchvision's constructors and Hugging Face BERT / GPT-2 / ViT configurations of the same
+sizes (the ViT over 224x224 images), exported with ``torch.onnx.export`` (``tv_*``,
+``hf_*``). Inputs have fixed shapes (``--batch``, ``--seq``), as ``tecomp compile
+--input-shape`` fixes them, and ONNX Runtime gets the same sizes (free-dimension overrides
+of the model's symbolic axes, ``fair.ort_session``); both run on ``--threads`` threads
+(default 2). ``--export-cache DIR`` keeps the exported models there, so later runs do not
+export again. With ``--dynamic`` every side runs the model with its symbolic axes instead:
+tecomp one build for all shapes, ONNX Runtime and OpenVINO without overrides. Run it on an
+otherwise idle machine; it prints the CPU it ran on.
 """
 
 from __future__ import annotations
@@ -99,10 +99,12 @@ def _torchvision(name):
                          {"input": {0: "batch"}})
 
 
-def _tuple_outputs_module():
+def _tuple_outputs_module(first_input="input_ids"):
     """An ``nn.Module`` wrapping a Hugging Face model so that it returns a plain tuple:
     the exporter does not take model-output dataclasses, and ``config.return_dict = False``
-    breaks models whose heads read the base model's output by attribute (GPT-2)."""
+    breaks models whose heads read the base model's output by attribute (GPT-2). The
+    wrapped model takes ``first_input`` (token ids, or a vision model's pixels) and, for
+    token models, an optional attention mask."""
     import torch
 
     class TupleOutputs(torch.nn.Module):
@@ -110,8 +112,9 @@ def _tuple_outputs_module():
             super().__init__()
             self.net = net
 
-        def forward(self, input_ids, attention_mask=None):
-            return self.net(input_ids=input_ids, attention_mask=attention_mask).to_tuple()
+        def forward(self, inputs, attention_mask=None):
+            extra = {} if attention_mask is None else {"attention_mask": attention_mask}
+            return self.net(**{first_input: inputs}, **extra).to_tuple()
 
     return TupleOutputs
 
@@ -120,6 +123,15 @@ def _hf(kind):
     import torch
     import transformers
 
+    if kind == "vit":
+        # The encoder's sizes, over the 196 patches of a 224x224 image and a class token.
+        config = transformers.ViTConfig(hidden_size=256, num_hidden_layers=4,
+                                        num_attention_heads=4, intermediate_size=1024,
+                                        image_size=224, patch_size=16)
+        net = transformers.ViTModel(config, add_pooling_layer=False)
+        args = (torch.randn(2, 3, 224, 224),)
+        return _export_torch(_tuple_outputs_module("pixel_values")(net), args,
+                             ["pixel_values"], {"pixel_values": {0: "batch"}})
     if kind == "bert":
         config = transformers.BertConfig(hidden_size=256, num_hidden_layers=4,
                                          num_attention_heads=4, intermediate_size=1024,
@@ -143,7 +155,7 @@ def available_models() -> dict:
     if importlib.util.find_spec("torchvision") is not None:
         found.update({f"tv_{n}": (lambda n=n: _torchvision(n)) for n in TORCHVISION})
     if importlib.util.find_spec("transformers") is not None:
-        found.update({"hf_bert": lambda: _hf("bert"), "hf_gpt2": lambda: _hf("gpt2")})
+        found.update({f"hf_{kind}": (lambda k=kind: _hf(k)) for kind in ("bert", "gpt2", "vit")})
     return found
 
 
