@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .. import te
 from ..build_module import build
+from ..codegen.llvm.jit import export_only
 from ..errors import TecompError
 from ..ir import expr as E
 from ..runtime.runner import Runner
@@ -238,7 +239,8 @@ def _build_candidate(name, args, target, index, out_dir, build_func):
         if build_func is not None:
             path = build_func(s, tensors, target, out_dir, index)
         else:
-            mod = build(s, tensors, target=target, name="default_function")
+            with export_only():  # the runner loads the library; this process never calls it
+                mod = build(s, tensors, target=target, name="default_function")
             path = os.path.join(out_dir, f"cand_{index}_{os.getpid()}_{time.time_ns()}.so")
             mod.export_library(path)
     except Exception as err:  # noqa: BLE001

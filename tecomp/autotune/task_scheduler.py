@@ -223,7 +223,7 @@ class TaskScheduler:
                 if hasattr(cb, "start"):
                     cb.start(self)
             for tuner in self.tuners:
-                tuner.start(builder)
+                tuner.start(builder, remeasure_top=remeasure_top)
             n_trial = int(n_trial)
             width = self._in_flight(in_flight, runner)
             if width == 1:

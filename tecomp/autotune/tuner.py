@@ -72,6 +72,10 @@ class Tuner:
         self.n_done = 0  # trials of this task, resumed ones included
         self.stop_reason = ""
         self._pending: list = []  # first candidates not measured yet
+        # The builds of the candidates the final re-measurement will time (config index
+        # -> BuildResult), kept from their trials so that they are not compiled twice.
+        self._kept: dict = {}
+        self._keep_top = 0
 
     @property
     def n_trials(self) -> int:
@@ -188,7 +192,7 @@ class Tuner:
                 self.load_history(resume_from)
         n_trial = int(n_trial)
         try:
-            self.start(builder, callbacks)
+            self.start(builder, callbacks, remeasure_top)
             while self.n_done < n_trial and self.measure_batch(
                     min(self.batch_size, n_trial - self.n_done), builder, runner, callbacks,
                     early_stopping):
@@ -199,11 +203,14 @@ class Tuner:
             runner.close()
         return self
 
-    def start(self, builder, callbacks=()) -> None:
+    def start(self, builder, callbacks=(), remeasure_top: int = 3) -> None:
         """Begin a session (after any ``load_history``): call the callbacks' ``start``
         hooks and queue the first candidates (see ``_first_candidates``). ``tune`` calls
-        it; a scheduler that interleaves several tuners calls it once per tuner."""
+        it; a scheduler that interleaves several tuners calls it once per tuner. The
+        builds of the ``remeasure_top`` best trials and the default config's are kept
+        for ``finish`` to re-measure."""
         self._builder = builder
+        self._keep_top = remeasure_top if remeasure_top and remeasure_top > 1 else 0
         self.n_done = self.n_resumed
         self._best_at = self.n_done
         self._last_best = self.best_flops
@@ -238,9 +245,16 @@ class Tuner:
             self.stop_reason = "space exhausted"
             return False
         inputs = [MeasureInput(self.task, c) for c in configs]
-        results = [_flag_disturbed(r) for r in self._measure(builder, runner, inputs)]
+        builds = builder.build(inputs)
+        try:
+            results = [_flag_disturbed(r) for r in runner.run(inputs, builds)]
+        except BaseException:
+            for b in builds:
+                builder.remove(b.filename)
+            raise
         for inp, res in zip(inputs, results):
             self._record(inp.config, res)
+        self._keep_finalists(builder, inputs, builds)
         self.n_done += len(inputs)
         self.update(inputs, results)
         for cb in callbacks:
@@ -271,24 +285,22 @@ class Tuner:
         unique = {c.index: c for c in out if c.index not in self.measured}
         return list(unique.values())
 
-    def _measure(self, builder, runner, inputs) -> list:
-        builds = builder.build(inputs)
-        try:
-            return runner.run(inputs, builds)
-        finally:
-            for b in builds:
+    def _keep_finalists(self, builder, inputs, builds) -> None:
+        """Keep the builds of this batch that are among the final re-measurement's
+        candidates (``_finalists``); remove the others, and kept ones that dropped out."""
+        wanted = ({c.index for c in self._finalists(self._keep_top)} if self._keep_top
+                  else set())
+        for inp, b in zip(inputs, builds):
+            if inp.config.index in wanted and b.filename:
+                self._kept[inp.config.index] = b
+            else:
                 builder.remove(b.filename)
+        for index in [i for i in self._kept if i not in wanted]:
+            builder.remove(self._kept.pop(index).filename)
 
-    def _remeasure(self, builder, runner, top: int, rounds: int, callbacks):
-        """Re-time the best ``top`` candidates interleaved, and the default config beside
-        them; the median of those samples decides the winner (a lucky trial sample never
-        wins).
-
-        The default runs in the same rounds because trials minutes apart are not
-        comparable on a drifting machine: tuning ResNet-50 (2000 trials, 17 minutes),
-        the best trial of 10 of its 25 kernels re-measured slower than the default's trial
-        had, and the model built from the log ran 3% slower than untuned. Compared in the
-        same rounds, a candidate that is not faster than the default loses to it."""
+    def _finalists(self, top: int) -> list:
+        """The configs the final re-measurement times: the ``top`` best sound trials
+        (disturbed ones after the sound), and the default config if it was measured."""
         # A disturbed trial may take part after the sound ones: side by side it shows
         # its real speed (and its own figure is no reference for that).
         ok = [(c, r) for c, r in self.history if r.ok and r.costs and r.stage == "trial"]
@@ -303,11 +315,37 @@ class Tuner:
         default = self.task.default_config.index
         if default not in seen and any(c.index == default for c, _r in ok):
             picked.append(self.task.default_config)
+        return picked
+
+    def _remeasure(self, builder, runner, top: int, rounds: int, callbacks):
+        """Re-time the best ``top`` candidates interleaved, and the default config beside
+        them; the median of those samples decides the winner (a lucky trial sample never
+        wins).
+
+        The default runs in the same rounds because trials minutes apart are not
+        comparable on a drifting machine: tuning ResNet-50 (2000 trials, 17 minutes),
+        the best trial of 10 of its 25 kernels re-measured slower than the default's trial
+        had, and the model built from the log ran 3% slower than untuned. Compared in the
+        same rounds, a candidate that is not faster than the default loses to it."""
+        picked = self._finalists(top)
+        kept, self._kept = self._kept, {}
         if len(picked) < 2:
+            for b in kept.values():
+                builder.remove(b.filename)
             return
-        trial_cost = {c.index: r.cost for c, r in reversed(ok) if r.sound}  # its best trial
+        trial_cost: dict = {}  # each candidate's best sound trial
+        for c, r in self.history:
+            if r.stage == "trial" and r.sound:
+                trial_cost[c.index] = min(r.cost, trial_cost.get(c.index, r.cost))
         inputs = [MeasureInput(self.task, c) for c in picked]
-        builds = builder.build(inputs)
+        # Candidates whose trial build was not kept (resumed ones, a larger ``top``)
+        # are built now.
+        missing = [i for i in inputs if i.config.index not in kept]
+        built = dict(zip((i.config.index for i in missing),
+                         builder.build(missing) if missing else []))
+        builds = [kept.pop(i.config.index, None) or built[i.config.index] for i in inputs]
+        for b in kept.values():
+            builder.remove(b.filename)
         good = [(i, b) for i, b in zip(inputs, builds) if b.filename]
 
 

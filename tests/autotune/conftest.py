@@ -42,6 +42,7 @@ class FakeBuilder:
     def __init__(self, fail=()):
         self.fail = set(fail)
         self.built = []
+        self.removed = []
 
     def build(self, inputs):
         out = []
@@ -57,7 +58,8 @@ class FakeBuilder:
         return [("ok", fn(*j)) for j in jobs]
 
     def remove(self, path):
-        pass
+        if path:
+            self.removed.append(path)
 
     def close(self):
         pass

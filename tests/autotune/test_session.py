@@ -44,10 +44,25 @@ def test_resume_with_new_trials_still_remeasures(tmp_path, mm_task):
     option = _option()
     autotune.RandomTuner(mm_task, seed=1).tune(12, option, resume_from=str(log),
                                                remeasure_top=3)
-    # 4 new trials, then the 3 best and the default config re-measured
-    assert len(option["builder"].built) - 4 == 4
-    assert len(option["runner"].remeasured) == 1
-    assert option["builder"].built[-1] == mm_task.default_config.index
+    # 4 new trials, then the 3 best and the default config re-measured: those measured
+    # in the earlier session are built again, those of this one kept from their trials.
+    trials = option["builder"].built[:4]
+    (finalists,) = option["runner"].remeasured
+    final = [int(f.split(":")[1]) for f in finalists]
+    assert len(final) == 4 and final[-1] == mm_task.default_config.index
+    assert option["builder"].built[4:] == [i for i in final if i not in trials]
+
+
+def test_the_final_candidates_are_not_built_twice(mm_task):
+    option = _option()
+    autotune.RandomTuner(mm_task, seed=0).tune(24, option, remeasure_top=3)
+    builder = option["builder"]
+    assert len(builder.built) == 24, "the finalists' trial builds are re-measured"
+    (finalists,) = option["runner"].remeasured
+    assert len(finalists) == 4
+    # Every build is removed once, the finalists' after the final re-measurement.
+    assert sorted(builder.removed) == sorted(f"fake:{i}" for i in builder.built)
+    assert builder.removed[-4:] == finalists
 
 
 def test_start_hook_runs_before_the_first_measurement(mm_task):
