@@ -54,6 +54,15 @@ from .symbols import Symbols
 from .transpose import BlockTranspose
 from .vector import VectorLanes
 
+#: Integer comparisons by node name, for those of two constants.
+_COMPARE = {"EQ": int.__eq__, "NE": int.__ne__, "LT": int.__lt__, "LE": int.__le__,
+            "GT": int.__gt__, "GE": int.__ge__}
+
+
+def _literal(v: Val) -> bool:
+    """Whether ``v`` is a scalar integer constant."""
+    return v.ramp is None and v.ref is not None and v.ref.lstrip("-").isdigit()
+
 
 class Emitter:
     """Emits one LLVM module for a list of PrimFuncs (:meth:`func` per function, then
@@ -314,6 +323,10 @@ class Emitter:
         if dt.is_float(d):
             pred = {"EQ": "oeq", "NE": "une", "LT": "olt", "LE": "ole", "GT": "ogt", "GE": "oge"}
             return b.val(f"fcmp {pred[name]} {x.vty} {x.ref}, {y.ref}", "i1", x.lanes)
+        if d == "int64" and x.lanes == 1 and _literal(x) and _literal(y):
+            # Known while emitting (an unrolled loop's index against a bound): no
+            # comparison, and a guard on it no branch (``st_IfThenElse``).
+            return b.const(_COMPARE[name](int(x.ref), int(y.ref)), "bool")
         sign = "s" if dt.is_signed(d) else "u"
         pred = {"EQ": "eq", "NE": "ne", "LT": sign + "lt", "LE": sign + "le",
                 "GT": sign + "gt", "GE": sign + "ge"}
@@ -325,6 +338,10 @@ class Emitter:
         b, vectors = self.builder, self.vectors
         op = "and" if type(e) is E.And else "or"
         x = self.ev(e.a)
+        if x.lanes == 1 and x.ref in ("true", "false"):  # known: the right side decides
+            if (x.ref == "true") == (op == "or"):
+                return b.const(op == "or", "bool", vectors.lanes_of(e))
+            return self.ev(e.b)
         if not has_unsafe(e.b):
             x, y = b.unify(x, self.ev(e.b))
             return b.val(f"{op} {x.vty} {x.ref}, {y.ref}", "i1", x.lanes)
@@ -439,6 +456,11 @@ class Emitter:
             vectors.with_mask(c, lambda: self.stmt(s.then_case))
             if s.else_case is not None:
                 vectors.with_mask(b.not_(c), lambda: self.stmt(s.else_case))
+            return
+        if c.ref in ("true", "false"):  # known while emitting: only the case taken
+            case = s.then_case if c.ref == "true" else s.else_case
+            if case is not None:
+                self.stmt(case)
             return
         lt, lj = b.new_label("if.t"), b.new_label("if.j")
         lf = b.new_label("if.f") if s.else_case is not None else lj

@@ -13,7 +13,12 @@ class IndexArith:
     """Index-mode evaluation, the ``index`` part of ``emit.Emitter``.
 
     It remembers, per function, which expressions are pure integer arithmetic (those it
-    evaluates in i64 whatever their dtype)."""
+    evaluates in i64 whatever their dtype), and the values it computed for them: an
+    expression evaluated again in the same basic block, its variables bound to the same
+    values, is the value already there. An unrolled loop emits its body once per
+    iteration with the loop variable rebound, so every index part that does not read that
+    variable is computed once, not once per iteration (a fully unrolled convolution tile
+    of 24,000 loads left LLVM 150,000 redundant integer instructions to remove)."""
 
     def __init__(self, emitter):
         self.em = emitter
@@ -22,6 +27,9 @@ class IndexArith:
 
     def begin_function(self) -> None:
         self._pure: dict = {}  # is_pure_int's memo
+        # id(expression) -> (expression, function, block label, value, {var: its value})
+        self._known: dict = {}
+        self._reads: dict | None = None  # the variables the expression being evaluated reads
 
     def is_index(self, e) -> bool:
         """Whether ``e`` is pure signed-integer arithmetic (evaluated by :meth:`ev`)."""
@@ -30,17 +38,39 @@ class IndexArith:
     def ev(self, e) -> Val:
         """A signed-integer expression evaluated in i64; affine lane dependence is kept as
         a ramp so memory accesses can be classified (contiguous / broadcast / gather)."""
-        b = self.b
         t = type(e)
         if t is E.IntImm:
-            return b.i64(e.value)
+            return self.b.i64(e.value)
         if not is_pure_int(e, self._pure):
-            v = b.mat(self.em.ev(e))
+            v = self.b.mat(self.em.ev(e))
             if e.dtype == "int64":
                 return v
-            return b.int_convert(v, e.dtype, "int64")
+            return self.b.int_convert(v, e.dtype, "int64")
         if t is E.Var:
-            return self.em.symbols.lookup(e)
+            v = self.em.symbols.lookup(e)
+            if self._reads is not None:
+                self._reads[e] = v
+            return v
+        fn = self.b.fn
+        known = self._known.get(id(e))
+        if known is not None and known[0] is e and known[1] is fn and known[2] == fn.label \
+                and all(self.em.symbols.value(var) is v for var, v in known[4].items()):
+            if self._reads is not None:
+                self._reads.update(known[4])
+            return known[3]
+        outer, self._reads = self._reads, {}
+        try:
+            v = self._compute(e, t)
+        finally:
+            reads, self._reads = self._reads, outer
+        if outer is not None:
+            outer.update(reads)
+        self._known[id(e)] = (e, fn, fn.label, v, reads)
+        return v
+
+    def _compute(self, e, t) -> Val:
+        """:meth:`ev` of a pure integer expression other than a constant or a variable."""
+        b = self.b
         if t is E.Cast:
             return self.ev(e.value)
         x, y = self.ev(e.a), self.ev(e.b)
