@@ -346,7 +346,7 @@ def _attention(node, ts):
     ``[B, D, Skv]`` with ``k_transposed``), ``V[B, Skv, Dv]`` and an optional mask
     broadcast to ``[B, Sq, Skv]``, or with ``mask_heads = H`` one ``[B / H, Sq, Skv]``
     (each broadcast) read at batch ``b // H`` (:mod:`tecomp.graph.passes.attention`
-    makes it)."""
+    makes it). A row with no allowed key is NaN, or zeros with ``zero_empty_rows``."""
     q, k, v, *mask = ts
     d_axis, s_axis = (1, 2) if node.attrs.get("k_transposed", False) else (2, 1)
     if (len(q.shape) != 3 or len(k.shape) != 3 or len(v.shape) != 3

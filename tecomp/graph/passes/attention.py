@@ -12,8 +12,10 @@ The form, each value read by the next node only::
     probs = reshape(probs, [B, Sq, Skv])   # optional
     out = batch_matmul(probs, V)           # V [B, Skv, Dv]
 
-(the scaling, the mask and the reshapes optional and in any order) becomes
-``out = attention(Q, K, V[, mask], scale, k_transposed, mask_heads)``. A mask added to
+(the scaling, the mask and the reshapes optional and in any order; the probabilities
+may be guarded as ``where(isnan(probs), 0, probs)``, as torch's exporter writes a masked
+attention) becomes ``out = attention(Q, K, V[, mask], scale, k_transposed, mask_heads,
+zero_empty_rows)``. A mask added to
 a ``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same for every
 batch and head, and per batch (``mask_heads = H``) where it is the same for every head.
 The head sizes (``D``, ``Dv``) must be constants; the sequence lengths and the batch may
@@ -61,9 +63,16 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         return None
     chain = _Chain(graph, users, producer)
     probs = final.inputs[0]
-    node = chain.only_user(probs, ("reshape", "softmax"))
-    if node is not None and node.op == "reshape":
-        node = chain.only_user(node.inputs[0], "softmax")
+    reshaped = chain.only_user(probs, "reshape")
+    value = probs if reshaped is None else reshaped.inputs[0]
+    guarded = _nan_guarded(graph, chain, value)
+    if guarded is None:
+        node = chain.only_user(value, "softmax")
+    else:  # read by the guard and its test, both in the chain
+        node = producer.get(guarded)
+        if node is None or node.op != "softmax":
+            return None
+        chain.nodes.append(node)
     if node is None or node.attrs.get("axis", -1) not in (-1, len(
             graph.types[node.outputs[0]].shape) - 1):
         return None
@@ -106,6 +115,8 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
         return None
     extra, attrs = [], {"scale": scale, "k_transposed": not step.attrs.get("transpose_b",
                                                                            False)}
+    if guarded is not None:
+        attrs["zero_empty_rows"] = True
     if mask is not None:
         mask, extra, heads = _mask_of_scores(graph, mask, added_to, scores, final.name)
         if mask is None:
@@ -114,6 +125,25 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
             attrs["mask_heads"] = heads
     inputs = (q, k, v) if mask is None else (q, k, v, mask)
     return chain.nodes, [*extra, Node("attention", inputs, final.outputs, attrs, final.name)]
+
+
+def _nan_guarded(graph: Graph, chain: _Chain, value: str) -> str | None:
+    """The probabilities ``value = where(isnan(p), 0, p)`` guards, or None. torch's
+    exporter writes this after the softmax of a masked attention, so that a row with no
+    allowed key gives zeros rather than NaN; the guard and its test join the chain."""
+    guard = chain.producer.get(value)
+    if guard is None or guard.op != "where" or len(chain.users.get(value, ())) != 1 \
+            or value in graph.outputs:
+        return None
+    test, zero, probs = guard.inputs
+    check = chain.producer.get(test)
+    if check is None or check.op != "isnan" or check.inputs[0] != probs \
+            or _scalar(graph, zero) != 0.0 or len(chain.users.get(test, ())) != 1 \
+            or {id(n) for n in chain.users.get(probs, ())} != {id(guard), id(check)} \
+            or test in graph.outputs or probs in graph.outputs:
+        return None
+    chain.nodes += [guard, check]
+    return probs
 
 
 def _mask_of_scores(graph: Graph, mask: str, added_to, scores, name: str):

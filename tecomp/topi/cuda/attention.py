@@ -75,14 +75,16 @@ def _plan(rows, columns: int) -> tuple:
 
 
 def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
-                      mask_heads=1):
+                      mask_heads=1, zero_empty_rows=False):
     """``softmax(scale * q @ k^T + mask, axis=-1) @ v`` for ``q[B, Sq, D]``, ``k[B, Skv,
     D]`` (``[B, D, Skv]`` with ``k_transposed``), ``v[B, Skv, Dv]`` and a ``mask``
     broadcast to ``[B, Sq, Skv]``, or with ``mask_heads = H`` a ``[B / H, Sq, Skv]`` one
     read at batch ``b // H`` (heads sharing their sequence's mask); tag ``"attention"``
-    on the output. The keys are taken in tiles of :data:`KEY_TILE` keys folded by
-    :data:`ONLINE_SOFTMAX`. The sequence lengths may be symbolic; the head sizes are
-    constants."""
+    on the output. A row whose every score is masked to -inf is NaN, as the softmax
+    makes it, or with ``zero_empty_rows`` zeros (``where(isnan(p), 0, p)`` over the
+    probabilities, as torch's exporter writes a masked attention). The keys are taken
+    in tiles of :data:`KEY_TILE` keys folded by :data:`ONLINE_SOFTMAX`. The sequence
+    lengths may be symbolic; the head sizes are constants."""
     B, Sq, D = q.shape
     Skv = k.shape[2] if k_transposed else k.shape[1]
     Dv = v.shape[2]
@@ -131,9 +133,15 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
     t = te.reduce_axis((0, tiles), name="t")
     _, running_sum, running_out = te.compute((B, Sq, Dv), lambda b, i, e: ONLINE_SOFTMAX(
         (top[b, i, t], total[b, i, t], mixed[b, i, t, e]), axis=t), name="online")
-    return te.compute((B, Sq, Dv), lambda b, i, e: (
-        running_out[b, i, e] / running_sum[b, i, e]).astype(q.dtype), name="attention",
-        tag=ATTENTION_TAG)
+
+    def normalized(b, i, e):
+        value = running_out[b, i, e] / running_sum[b, i, e]
+        if zero_empty_rows:  # no allowed key: every exponential, so the sum, is 0
+            value = te.if_then_else(running_sum[b, i, e] > te.const(0.0, wide), value,
+                                    te.const(0.0, wide))
+        return value.astype(q.dtype)
+
+    return te.compute((B, Sq, Dv), normalized, name="attention", tag=ATTENTION_TAG)
 
 
 def schedule_attention(cfg, outs):

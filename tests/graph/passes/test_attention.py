@@ -6,6 +6,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from tecomp.frontend import from_onnx
+from tecomp.graph import GraphModule, build
 from tecomp.graph.passes import optimize, pipeline_for
 from tecomp.graph.passes.attention import fuse_attention
 from tecomp.target import Target
@@ -13,13 +14,17 @@ from tecomp.target import Target
 import onnx_models
 
 
-def _model(extra_output=False, seq=4, head=8):
-    """q[2, seq, head] @ k[2, head, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6]."""
+def _model(extra_output=False, seq=4, head=8, nan_guard=False):
+    """q[2, seq, head] @ k[2, head, seq] / 2 + mask[seq] -> softmax -> @ v[2, seq, 6];
+    with ``nan_guard`` the probabilities pass through ``where(isnan(p), 0, p)``."""
+    guard = [helper.make_node("IsNaN", ["p"], ["nan"]),
+             helper.make_node("Where", ["nan", "zero", "p"], ["p_guarded"])]
     nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
              helper.make_node("Div", ["s", "two"], ["scaled"]),
              helper.make_node("Add", ["scaled", "mask"], ["masked"]),
              helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
-             helper.make_node("MatMul", ["p", "v"], ["y"])]
+             *(guard if nan_guard else []),
+             helper.make_node("MatMul", ["p_guarded" if nan_guard else "p", "v"], ["y"])]
 
     def vi(name, shape):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
@@ -27,8 +32,9 @@ def _model(extra_output=False, seq=4, head=8):
     inputs = [vi("q", [2, seq, head]), vi("k", [2, head, seq]), vi("v", [2, seq, 6]),
               vi("mask", [seq])]
     outputs = [vi("y", [2, seq, 6])] + ([vi("p", [2, seq, seq])] if extra_output else [])
-    two = numpy_helper.from_array(np.array(2.0, "float32"), "two")
-    graph = helper.make_graph(nodes, "attention", inputs, outputs, [two])
+    consts = [numpy_helper.from_array(np.array(c, "float32"), name)
+              for c, name in ((2.0, "two"), (0.0, "zero"))]
+    graph = helper.make_graph(nodes, "attention", inputs, outputs, consts)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -46,6 +52,30 @@ def test_the_chain_becomes_one_attention_node_on_cuda():
     node = next(n for n in graph.nodes if n.op == "attention")
     assert node.attrs == {"scale": 0.5, "k_transposed": True}
     assert node.inputs == ("q", "k", "v", "mask") and node.outputs == ("y",)
+
+
+def test_probabilities_guarded_against_nan_are_fused_with_empty_rows_zero(cuda_target, rng):
+    """torch's exporter writes ``where(isnan(p), 0, p)`` after a masked softmax: fused,
+    a row whose every key is masked gives zeros, as the guarded chain does."""
+    model = _model(nan_guard=True)
+    graph = _optimized(model)
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("attention") == 1 and not {"softmax", "isnan", "where"} & set(ops)
+    assert next(n for n in graph.nodes if n.op == "attention").attrs["zero_empty_rows"]
+    feeds = {"q": rng.standard_normal((2, 4, 8)).astype("float32"),
+             "k": rng.standard_normal((2, 8, 4)).astype("float32"),
+             "v": rng.standard_normal((2, 4, 6)).astype("float32"),
+             "mask": np.full(4, -np.inf, "float32")}
+    mod, params = from_onnx(model)
+    (got,) = GraphModule(build(mod, target=cuda_target, params=params))(**feeds)
+    np.testing.assert_array_equal(got, np.zeros((2, 4, 6), "float32"))
+
+
+def test_a_guard_read_elsewhere_keeps_the_chain():
+    model = _model(nan_guard=True)
+    model.graph.output.append(helper.make_tensor_value_info("nan", TensorProto.BOOL,
+                                                            [2, 4, 4]))
+    assert "attention" not in [n.op for n in _optimized(model).nodes]
 
 
 def test_cpu_pipelines_keep_the_chain():

@@ -62,6 +62,25 @@ def test_one_build_serves_every_sequence_length(cuda_target, rng):
                            atol=1e-5)
 
 
+@pytest.mark.parametrize("zero_empty_rows", [False, True])
+def test_a_row_with_no_allowed_key(zero_empty_rows, cuda_target, rng):
+    """Every key masked for rows 1 and 3: NaN as the softmax gives, or zeros as
+    ``where(isnan(p), 0, p)`` over the probabilities gives; the other rows as numpy."""
+    q, k, v = (te.placeholder((1, 4, 8), name=x) for x in "qkv")
+    mask = te.placeholder((4, 4), name="mask")
+    out = compute_attention(None, q, k, v, mask, 0.5, zero_empty_rows=zero_empty_rows)
+    args = [q, k, v, mask, out]
+    arrays = [util.rand(rng, [int(d) for d in t.shape]) for t in args[:-1]]
+    arrays[3][[1, 3]] = -np.inf
+    with np.errstate(invalid="ignore"):
+        expected = _reference(*arrays, 0.5, False)
+    if zero_empty_rows:
+        expected = np.nan_to_num(expected, nan=0.0)
+    assert np.isnan(expected[0, 1]).all() != zero_empty_rows
+    util.check_schedule(schedule_attention(None, [out]), args, arrays, [expected], rtol=1e-5,
+                        atol=1e-5, target=cuda_target)
+
+
 def test_symbolic_head_sizes_are_refused():
     n = te.var("n")
     q, k, v = (te.placeholder((1, 4, n), name=x) for x in "qkv")
