@@ -75,22 +75,29 @@ def _fma_loop_ir(lanes: int) -> str:
     return "\n".join(lines)
 
 
-def fma_peak_gflops(threads: int, seconds: float = 0.3) -> float:
-    """The measured float32 multiply-add rate of ``threads`` cores (GFLOP/s, two per FMA):
-    the best of five runs of the peak loop on every thread at once."""
+def fma_loop(lanes: int):
+    """``(fma_loop, engine)``: the loop of :func:`_fma_loop_ir` compiled by LLVM for this CPU,
+    as a ctypes function ``(n, x, out)`` (it releases the GIL while it runs); the engine
+    owns its code."""
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = tecomp.Target("llvm")
-    lanes = max(4, target.vector_width_bits // 32)
     machine = llvm.Target.from_triple(target.mtriple).create_target_machine(
         cpu=target.mcpu, features=",".join(target.mattr), opt=3)
-    module = llvm.parse_assembly(_fma_loop_ir(lanes))
-    engine = llvm.create_mcjit_compiler(module, machine)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(_fma_loop_ir(lanes)), machine)
     engine.finalize_object()
     loop = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p)(
         engine.get_function_address("fma_loop"))
+    return loop, engine
+
+
+def fma_peak_gflops(threads: int, seconds: float = 0.3) -> float:
+    """The measured float32 multiply-add rate of ``threads`` cores (GFLOP/s, two per FMA):
+    the best of five runs of the peak loop on every thread at once."""
+    lanes = max(4, tecomp.Target("llvm").vector_width_bits // 32)
+    loop, _engine = fma_loop(lanes)
     out = np.zeros((threads, lanes), "float32")
 
     def run(n: int) -> float:
