@@ -1,6 +1,8 @@
 """The LLVM emitter as an object made of parts (``tecomp.codegen.llvm.emit``): one module
-for several functions, each function starting the parts' per-function state afresh, and
-an outlined parallel body returning the emitter to the function it came from."""
+for several functions, each function starting the parts' per-function state afresh, an
+outlined parallel body returning the emitter to the function it came from, and an
+unrolled body emitted without repeating its invariant index arithmetic or branching on
+guards known while unrolling."""
 
 import re
 
@@ -74,3 +76,45 @@ def test_an_outlined_parallel_body_returns_the_emitter_to_its_function(rng):
     y = np.empty(64, np.float32)
     build(f)(x, y)
     np.testing.assert_allclose(y, 3 * x, rtol=1e-6)
+
+
+def _unrolled_tile(guard):
+    """B[r, c] = A[r + 1, c + 1] over a 4 x 8 tile of an 8 x 16 array at row block ``blk``
+    (a serial loop), both tile loops unrolled; with ``guard`` each element only where
+    ``c + 1 < 16``, a bound known for every unrolled column."""
+    a, b = buf("A", (8 * 16,)), buf("B", (8 * 16,))
+    blk, r, c = Var("blk"), Var("r"), Var("c")
+    row = blk * 4 + r
+    store = Store(b, ld(a, (row + 1) * 16 + c + 1), row * 16 + c)
+    if guard:
+        store = IfThenElse(c + 1 < 16, store)
+    return PrimFunc("tile", (a, b), loop(blk, 1, loop(r, 4, loop(c, 8, store, "unrolled"),
+                                                       "unrolled")))
+
+
+def test_an_unrolled_body_computes_its_invariant_index_parts_once(rng):
+    """``blk * 4`` is the same in all 32 unrolled copies of the body, and a row's ``(row +
+    1) * 16`` and ``row * 16`` in its 8 columns: 1 + 4 + 4 products, not one or two per
+    element."""
+    em = _emitter()
+    em.func(_unrolled_tile(guard=False), "tile")
+    body = _function(em.module_text("x86_64-unknown-linux-gnu", ""), "tile")
+    assert len(re.findall(r"= mul nsw i64", body)) == 9
+    x = rng.standard_normal(8 * 16).astype("float32")
+    y = np.zeros(8 * 16, "float32")
+    build(_unrolled_tile(guard=False))(x, y)
+    np.testing.assert_array_equal(y[:64].reshape(4, 16)[:, :8],
+                                  x.reshape(8, 16)[1:5, 1:9])
+
+
+def test_a_guard_known_while_unrolling_emits_no_branch(rng):
+    em = _emitter()
+    em.func(_unrolled_tile(guard=True), "tile")
+    body = _function(em.module_text("x86_64-unknown-linux-gnu", ""), "tile")
+    unrolled = body.split("\nfor.b", 1)[1]  # the serial loop's body: the 32 copies
+    assert "if.t" not in body and "icmp" not in unrolled
+    x = rng.standard_normal(8 * 16).astype("float32")
+    y = np.zeros(8 * 16, "float32")
+    build(_unrolled_tile(guard=True))(x, y)
+    np.testing.assert_array_equal(y[:64].reshape(4, 16)[:, :8],
+                                  x.reshape(8, 16)[1:5, 1:9])
