@@ -7,11 +7,13 @@ guards known while unrolling."""
 import re
 
 import numpy as np
+import pytest
 from cg_helpers import buf, build, ld, loop
 
 import tecomp
 from tecomp.codegen.llvm.build import function_attributes
 from tecomp.codegen.llvm.emit import Emitter
+from tecomp.errors import CodegenError
 from tecomp.ir import IfThenElse, PrimFunc, Store, Var, seq
 from tecomp.ir import expr as E
 
@@ -118,3 +120,12 @@ def test_a_guard_known_while_unrolling_emits_no_branch(rng):
     build(_unrolled_tile(guard=True))(x, y)
     np.testing.assert_array_equal(y[:64].reshape(4, 16)[:, :8],
                                   x.reshape(8, 16)[1:5, 1:9])
+
+
+def test_a_loop_of_an_unknown_kind_is_refused():
+    a = buf("A", (4,))
+    i = Var("i")
+    f = PrimFunc("f", (a,), loop(i, 4, Store(a, ld(a, i) * 2.0, i), "unroll"))
+    with pytest.raises(CodegenError, match="loop 'i' has the kind 'unroll'; allowed: "
+                                           "serial, parallel, vectorized, unrolled"):
+        build(f)

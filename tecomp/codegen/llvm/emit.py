@@ -490,4 +490,7 @@ class Emitter:
             return self.loops.unrolled(s, const_extent(s))
         if kind == "parallel":
             return self.parallel.loop(s)
+        if kind != "serial":
+            raise CodegenError(f"loop {s.loop_var.name!r} has the kind {kind!r}; allowed: "
+                               f"{', '.join(S.FOR_KINDS)}")
         return self.loops.serial(s, hint=s.hint or None)
