@@ -12,12 +12,13 @@ The form, each value read by the next node only::
     probs = reshape(probs, [B, Sq, Skv])   # optional
     out = batch_matmul(probs, V)           # V [B, Skv, Dv]
 
-(the scaling, the mask and the reshapes optional and in any order; the probabilities
-may be guarded as ``where(isnan(probs), 0, probs)``, as torch's exporter writes a masked
-attention) becomes ``out = attention(Q, K, V[, mask], scale, k_transposed, mask_heads,
-zero_empty_rows)``. A mask added to
-a ``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same for every
-batch and head, and per batch (``mask_heads = H``) where it is the same for every head.
+(the scaling, the mask and the reshapes optional and in any order; the rows of the
+probabilities that allow no key may be set to zeros after the softmax, as torch's
+exporter and ONNX ``Attention``'s import write it, see ``_row_guard``) becomes ``out =
+attention(Q, K, V[, mask], scale, k_transposed, mask_heads, zero_empty_rows)``. A mask
+added to a ``[B, H, Sq, Skv]`` value is read as its last two axes where it is the same
+for every batch and head, and per batch (``mask_heads = H``) where it is the same for
+every head.
 The head sizes (``D``, ``Dv``) must be constants; the sequence lengths and the batch may
 be symbolic, and the keys any number (the fused kernel walks them a tile at a time).
 """
@@ -65,11 +66,11 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
     probs = final.inputs[0]
     reshaped = chain.only_user(probs, "reshape")
     value = probs if reshaped is None else reshaped.inputs[0]
-    guarded = _nan_guarded(graph, chain, value)
+    guarded = _row_guard(graph, chain, value)
     if guarded is None:
         node = chain.only_user(value, "softmax")
-    else:  # read by the guard and its test, both in the chain
-        node = producer.get(guarded)
+    else:  # read by the guard (and its test), in the chain
+        node = producer.get(guarded[0])
         if node is None or node.op != "softmax":
             return None
         chain.nodes.append(node)
@@ -116,6 +117,8 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
     extra, attrs = [], {"scale": scale, "k_transposed": not step.attrs.get("transpose_b",
                                                                            False)}
     if guarded is not None:
+        if guarded[1] is not None and guarded[1] != mask:  # zeroes rows of another bias
+            return None
         attrs["zero_empty_rows"] = True
     if mask is not None:
         mask, extra, heads = _mask_of_scores(graph, mask, added_to, scores, final.name)
@@ -127,23 +130,43 @@ def _match(graph: Graph, final: Node, users: dict, producer: dict):
     return chain.nodes, [*extra, Node("attention", inputs, final.outputs, attrs, final.name)]
 
 
-def _nan_guarded(graph: Graph, chain: _Chain, value: str) -> str | None:
-    """The probabilities ``value = where(isnan(p), 0, p)`` guards, or None. torch's
-    exporter writes this after the softmax of a masked attention, so that a row with no
-    allowed key gives zeros rather than NaN; the guard and its test join the chain."""
+def _row_guard(graph: Graph, chain: _Chain, value: str):
+    """``(probabilities, bias)`` for ``value``, the probabilities with the rows that allow
+    no key set to zeros, or None. Two forms, each joining the chain:
+
+    - ``where(isnan(p), 0, p)``, as torch's exporter writes after the softmax of a masked
+      attention (``bias`` None: any NaN row);
+    - ``where(equal(reduce_max(bias, -1), -inf), 0, p)``, as ONNX ``Attention`` is
+      imported (the rows whose every key the bias added to the scores masks).
+
+    The fused kernel gives zeros for a row whose exponentials sum to 0: the same rows for
+    finite queries and keys."""
     guard = chain.producer.get(value)
     if guard is None or guard.op != "where" or len(chain.users.get(value, ())) != 1 \
             or value in graph.outputs:
         return None
     test, zero, probs = guard.inputs
     check = chain.producer.get(test)
-    if check is None or check.op != "isnan" or check.inputs[0] != probs \
-            or _scalar(graph, zero) != 0.0 or len(chain.users.get(test, ())) != 1 \
-            or {id(n) for n in chain.users.get(probs, ())} != {id(guard), id(check)} \
+    if check is None or _scalar(graph, zero) != 0.0 or len(chain.users.get(test, ())) != 1 \
             or test in graph.outputs or probs in graph.outputs:
         return None
-    chain.nodes += [guard, check]
-    return probs
+    readers = {id(n) for n in chain.users.get(probs, ())}
+    if check.op == "isnan" and check.inputs[0] == probs and readers == {id(guard), id(check)}:
+        chain.nodes += [guard, check]
+        return probs, None
+    if check.op != "equal" or readers != {id(guard)}:
+        return None
+    row_max = next((x for x in check.inputs if _scalar(graph, x) != -np.inf), None)
+    top = chain.producer.get(row_max)
+    if top is None or top.op != "reduce_max" or not top.attrs.get("keepdims", 1) \
+            or len(chain.users.get(row_max, ())) != 1 or row_max in graph.outputs \
+            or -np.inf not in [_scalar(graph, x) for x in check.inputs]:
+        return None
+    bias = top.inputs[0]
+    if tuple(top.attrs.get("axes", ())) not in ((-1,), (len(graph.types[bias].shape) - 1,)):
+        return None
+    chain.nodes += [guard, check, top]
+    return probs, bias
 
 
 def _mask_of_scores(graph: Graph, mask: str, added_to, scores, name: str):

@@ -3,6 +3,7 @@ becomes one attention node where a target has a fused implementation (CUDA), and
 as it is where an intermediate is read elsewhere or a head size is symbolic."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tecomp.frontend import from_onnx
@@ -109,3 +110,30 @@ def test_a_padding_mask_per_sequence_is_shared_by_its_heads():
     node = next(n for n in graph.nodes if n.op == "attention")
     assert node.attrs["mask_heads"] == 2
     assert len(graph.types[node.inputs[3]].shape) == 3
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_onnx_attention_with_a_mask_or_a_causal_frontier_is_fused(causal, cuda_target, rng):
+    """ONNX ``Attention`` is imported with the rows its bias masks whole set to zeros after
+    the softmax (``where(equal(reduce_max(bias), -inf), 0, p)``): fused, with the same
+    zeros, as onnxruntime (the mask's row 1 allows no key)."""
+    f = TensorProto.FLOAT
+    names = ["Q", "K", "V"] + ([] if causal else ["mask"])
+    node = helper.make_node("Attention", names, ["Y"], **({"is_causal": 1} if causal else {}))
+    inputs = [helper.make_tensor_value_info(n, f, [1, 2, 4, 8]) for n in "QKV"]
+    if not causal:
+        inputs.append(helper.make_tensor_value_info("mask", f, [4, 4]))
+    graph = helper.make_graph([node], "a", inputs, [helper.make_tensor_value_info("Y", f,
+                                                                                  None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    attention = next(n for n in _optimized(model).nodes if n.op == "attention")
+    assert attention.attrs["zero_empty_rows"]
+    feeds = {n: rng.standard_normal((1, 2, 4, 8)).astype("float32") for n in "QKV"}
+    if not causal:
+        feeds["mask"] = np.where(rng.random((4, 4)) < 0.3, -np.inf, 0).astype("float32")
+        feeds["mask"][1] = -np.inf
+    mod, params = from_onnx(model)
+    (got,) = GraphModule(build(mod, target=cuda_target, params=params))(**feeds)
+    np.testing.assert_allclose(got, onnx_models.run_onnxruntime(model, feeds)[0], rtol=1e-5,
+                               atol=1e-6)
