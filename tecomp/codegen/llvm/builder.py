@@ -70,8 +70,8 @@ class Builder:
     def add_i64(self, op: str, a: Val, b: Val) -> Val:
         """Scalar i64 ``add``/``sub``/``mul`` with constant folding (keeps ramps' bases
         simple)."""
-        if a.ref.lstrip("-").isdigit() and b.ref.lstrip("-").isdigit():
-            x, y = int(a.ref), int(b.ref)
+        x, y = a.int_literal, b.int_literal
+        if x is not None and y is not None:
             return self.i64({"add": x + y, "sub": x - y, "mul": x * y}[op])
         if op in ("add", "sub") and b.ref == "0":
             return a

@@ -59,11 +59,6 @@ _COMPARE = {"EQ": int.__eq__, "NE": int.__ne__, "LT": int.__lt__, "LE": int.__le
             "GT": int.__gt__, "GE": int.__ge__}
 
 
-def _literal(v: Val) -> bool:
-    """Whether ``v`` is a scalar integer constant."""
-    return v.ramp is None and v.ref is not None and v.ref.lstrip("-").isdigit()
-
-
 class Emitter:
     """Emits one LLVM module for a list of PrimFuncs (:meth:`func` per function, then
     :meth:`module_text`)."""
@@ -323,10 +318,10 @@ class Emitter:
         if dt.is_float(d):
             pred = {"EQ": "oeq", "NE": "une", "LT": "olt", "LE": "ole", "GT": "ogt", "GE": "oge"}
             return b.val(f"fcmp {pred[name]} {x.vty} {x.ref}, {y.ref}", "i1", x.lanes)
-        if d == "int64" and x.lanes == 1 and _literal(x) and _literal(y):
+        if d == "int64" and x.int_literal is not None and y.int_literal is not None:
             # Known while emitting (an unrolled loop's index against a bound): no
             # comparison, and a guard on it no branch (``st_IfThenElse``).
-            return b.const(_COMPARE[name](int(x.ref), int(y.ref)), "bool")
+            return b.const(_COMPARE[name](x.int_literal, y.int_literal), "bool")
         sign = "s" if dt.is_signed(d) else "u"
         pred = {"EQ": "eq", "NE": "ne", "LT": sign + "lt", "LE": sign + "le",
                 "GT": sign + "gt", "GE": sign + "ge"}

@@ -87,9 +87,9 @@ class IndexArith:
                 return Val(None, "i64", lanes, (base, xs + sgn * ys))
         if t is E.Mul:
             for r, c in ((x, y), (y, x)):
-                if r.ramp and c.lanes == 1 and c.ref.lstrip("-").isdigit():
+                if r.ramp and c.int_literal is not None:
                     base = b.add_i64("mul", r.ramp[0], c)
-                    return Val(None, "i64", r.lanes, (base, r.ramp[1] * int(c.ref)))
+                    return Val(None, "i64", r.lanes, (base, r.ramp[1] * c.int_literal))
             if x.lanes == 1 and y.lanes == 1:
                 return b.add_i64("mul", x, y)
         if t in (E.Add, E.Sub, E.Mul):

@@ -23,6 +23,13 @@ class Val:
     def vty(self) -> str:
         return T.vec(self.ty, self.lanes)
 
+    @property
+    def int_literal(self) -> int | None:
+        """The value, where this is a scalar integer constant; else None."""
+        if self.lanes != 1 or self.ref is None or not self.ref.lstrip("-").isdigit():
+            return None
+        return int(self.ref)
+
 
 class Fn:
     """A function being emitted: its header, its lines and its entry-block allocas."""

@@ -183,9 +183,10 @@ class Memory:
         if self.em.vectors.mask is None:
             return True
         base, stride = idx.ramp
-        if not base.ref.lstrip("-").isdigit():
+        first = base.int_literal
+        if first is None:
             return False
-        lo, hi = sorted((int(base.ref), int(base.ref) + stride * (idx.lanes - 1)))
+        lo, hi = sorted((first, first + stride * (idx.lanes - 1)))
         return lo >= 0 and hi < elems
 
     def _unless_all_lanes_off(self, p: Val, mask: Val) -> Val:
