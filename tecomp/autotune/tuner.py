@@ -328,10 +328,14 @@ class Tuner:
         had, and the model built from the log ran 3% slower than untuned. Compared in the
         same rounds, a candidate that is not faster than the default loses to it."""
         picked = self._finalists(top)
-        kept, self._kept = self._kept, {}
         if len(picked) < 2:
-            for b in kept.values():
-                builder.remove(b.filename)
+            picked = []
+        kept, self._kept = self._kept, {}
+        # config index -> its build: kept from its trial, or (below) built now
+        build_of = {c.index: kept.pop(c.index) for c in picked if c.index in kept}
+        for b in kept.values():
+            builder.remove(b.filename)
+        if not picked:
             return
         trial_cost: dict = {}  # each candidate's best sound trial
         for c, r in self.history:
@@ -340,12 +344,10 @@ class Tuner:
         inputs = [MeasureInput(self.task, c) for c in picked]
         # Candidates whose trial build was not kept (resumed ones, a larger ``top``)
         # are built now.
-        missing = [i for i in inputs if i.config.index not in kept]
-        built = dict(zip((i.config.index for i in missing),
-                         builder.build(missing) if missing else []))
-        builds = [kept.pop(i.config.index, None) or built[i.config.index] for i in inputs]
-        for b in kept.values():
-            builder.remove(b.filename)
+        missing = [i for i in inputs if i.config.index not in build_of]
+        build_of.update(zip((i.config.index for i in missing),
+                          builder.build(missing) if missing else []))
+        builds = [build_of[i.config.index] for i in inputs]
         good = [(i, b) for i, b in zip(inputs, builds) if b.filename]
 
 

@@ -140,32 +140,28 @@ def _row_guard(graph: Graph, chain: _Chain, value: str):
       imported (the rows whose every key the bias added to the scores masks).
 
     The fused kernel gives zeros for a row whose exponentials sum to 0: the same rows for
-    finite queries and keys."""
-    guard = chain.producer.get(value)
-    if guard is None or guard.op != "where" or len(chain.users.get(value, ())) != 1 \
-            or value in graph.outputs:
+    finite queries and keys. The nodes are taken into the chain as they match (a chain
+    that fails to match is dropped whole)."""
+    guard = chain.only_user(value, "where")
+    if guard is None:
         return None
     test, zero, probs = guard.inputs
-    check = chain.producer.get(test)
-    if check is None or _scalar(graph, zero) != 0.0 or len(chain.users.get(test, ())) != 1 \
-            or test in graph.outputs or probs in graph.outputs:
+    check = chain.only_user(test, ("isnan", "equal"))
+    if check is None or _scalar(graph, zero) != 0.0 or probs in graph.outputs:
         return None
     readers = {id(n) for n in chain.users.get(probs, ())}
-    if check.op == "isnan" and check.inputs[0] == probs and readers == {id(guard), id(check)}:
-        chain.nodes += [guard, check]
-        return probs, None
-    if check.op != "equal" or readers != {id(guard)}:
+    if check.op == "isnan":
+        match = check.inputs[0] == probs and readers == {id(guard), id(check)}
+        return (probs, None) if match else None
+    bounds = [_scalar(graph, x) for x in check.inputs]
+    if readers != {id(guard)} or -np.inf not in bounds:
         return None
-    row_max = next((x for x in check.inputs if _scalar(graph, x) != -np.inf), None)
-    top = chain.producer.get(row_max)
-    if top is None or top.op != "reduce_max" or not top.attrs.get("keepdims", 1) \
-            or len(chain.users.get(row_max, ())) != 1 or row_max in graph.outputs \
-            or -np.inf not in [_scalar(graph, x) for x in check.inputs]:
+    top = chain.only_user(check.inputs[1 - bounds.index(-np.inf)], "reduce_max")
+    if top is None or not top.attrs.get("keepdims", 1):
         return None
     bias = top.inputs[0]
     if tuple(top.attrs.get("axes", ())) not in ((-1,), (len(graph.types[bias].shape) - 1,)):
         return None
-    chain.nodes += [guard, check, top]
     return probs, bias
 
 
