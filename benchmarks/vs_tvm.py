@@ -9,17 +9,18 @@ and tornado, which apache-tvm does not require.)
 
 For each workload and budget both tuners search that many trials from scratch (tecomp's
 XGBoost tuner over the template's space; MetaSchedule's evolutionary search with its
-XGBoost cost model over the spaces it generates from the compute), each measuring with
-its own runner. Then the two best kernels run interleaved in one process on the same
-arrays (``tecomp.timing.paired``) and the script prints the median of t_tvm / t_tecomp
-over the rounds (> 1: tecomp is faster). Both sides get ``--threads`` threads: tecomp's
-pool through ``tecomp.runtime.set_num_threads``, TVM's through ``TVM_NUM_THREADS`` and the
-target's ``num-cores``. Both take the same arguments in the same layouts: the convolution
-(ResNet-50's 256 -> 256 at 14 x 14) reads NCHW data and an OIHW weight and writes NCHW;
-tecomp's ``conv2d`` packs the weight into its blocked layout on every call, which TVM's
-kernel does not do. ``conv3x3_packed`` is tecomp's ``conv2d_packed_kernel`` on the same
-convolution, its weight packed once beforehand (as a model's build packs a constant
-weight), beside the same TVM kernel, which reads the OIHW weight in place.
+XGBoost cost model over the spaces it generates from the compute), each measuring with its
+own runner. Then the two best kernels run interleaved in one process on the same input
+arrays (the same memory, on a cache line; ``tecomp.timing.paired``) and the script prints
+the median of t_tvm / t_tecomp over the rounds (> 1: tecomp is faster). Both sides get
+``--threads`` threads: tecomp's pool through ``tecomp.runtime.set_num_threads``, TVM's
+through ``TVM_NUM_THREADS`` and the target's ``num-cores``. Both take the same arguments
+in the same layouts: the convolution (ResNet-50's 256 -> 256 at 14 x 14) reads NCHW data
+and an OIHW weight and writes NCHW; tecomp's ``conv2d`` packs the weight into its blocked
+layout on every call, which TVM's kernel does not do. ``conv3x3_packed`` is tecomp's
+``conv2d_packed_kernel`` on the same convolution, its weight packed once beforehand (as a
+model's build packs a constant weight), beside the same TVM kernel, which reads the OIHW
+weight in place.
 
 Tuning logs and MetaSchedule's databases stay in ``--work-dir``; a second run with the same
 directory skips the tuning it finds there. Tuning takes a while: MetaSchedule builds and
@@ -40,6 +41,7 @@ import numpy as np
 
 import tecomp
 from tecomp import autotune
+from tecomp.runtime import aligned
 from tecomp.target import as_target
 from tecomp.timing import median_ratio, paired
 from tecomp.topi import strategy
@@ -162,8 +164,12 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     for name in names:
         shapes, flop = WORKLOADS[name][2], WORKLOADS[name][3]
-        arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-        tvm_arrays = [tvm.runtime.tensor(a) for a in arrays]
+        # The same inputs in the same memory for both (on a cache line, as TVM's own
+        # arrays are: a 64-byte vector load of numpy's 16-byte aligned data spans two
+        # lines); each its own output.
+        arrays = [aligned.copy(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+        theirs_out = aligned.empty(shapes[-1], np.float32)
+        tvm_arrays = [tvm.runtime.from_dlpack(a) for a in arrays[:-1] + [theirs_out]]
         for budget in budgets:
             tag = f"{name}_{budget}"
             ours, ours_args = tune_tecomp(name, budget,
@@ -174,8 +180,7 @@ def main(argv=None):
             ours_arrays = ours_args(arrays)
             ours(*ours_arrays)
             theirs(*tvm_arrays)
-            np.testing.assert_allclose(arrays[-1], tvm_arrays[-1].numpy(), rtol=1e-3,
-                                       atol=1e-3)
+            np.testing.assert_allclose(arrays[-1], theirs_out, rtol=1e-3, atol=1e-3)
             t = paired({"tvm": lambda: theirs(*tvm_arrays),
                         "tecomp": lambda: ours(*ours_arrays)}, rounds=ns.rounds)
             med = {k: sorted(v)[len(v) // 2] for k, v in t.items()}

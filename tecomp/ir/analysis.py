@@ -1,7 +1,8 @@
 """Questions about loop IR that do not depend on a target: which expressions are index
 arithmetic, which could fault when evaluated speculatively, the constant stride of an
-index along a loop, whether a loop body can run its iterations as lanes of one vector,
-and what a statement refers to.
+index along a loop, whether a loop body can run its iterations as lanes of one vector
+(elementwise, or as a reduction combined across the lanes), and what a statement refers
+to.
 
 Legalization (``tecomp.ir.transform.legalize``) decides loop kinds with these, and code
 generators use them to choose how to emit what legalization kept.
@@ -9,11 +10,13 @@ generators use them to choose how to emit what legalization kept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import expr as E
 from . import stmt as S
 from .arith import linear_coeff
 from .buffer import buffer_key
-from .functor import post_order_visit
+from .functor import post_order_visit, uses_var
 
 SIGNED_INT = ("int8", "int16", "int32", "int64")
 
@@ -169,6 +172,53 @@ def vectorizable(body, loop_var) -> bool:
         if keys is not None and _skey(ld.index) not in keys:
             return False
     return True
+
+
+#: How a reduction loop's lanes may be combined when its loop is vectorized: in pairs, a
+#: tree of ``log2(lanes)`` steps. For floats this reassociates the sum (as ``rfactor`` did
+#: for the partial sums the loop combines): vectorizing a reduction loop asks for that.
+LANE_COMBINERS = (E.Add, E.Mul, E.Min, E.Max)
+
+
+@dataclass(frozen=True)
+class LaneReduction:
+    """A loop body ``buf[i] = buf[i] op v`` whose lanes fold ``v`` into one element:
+    ``store`` the update, ``combiner`` its ``op`` node (its class and dtype say how two
+    values combine), ``operand`` the ``v`` each iteration folds in."""
+
+    store: S.Store
+    combiner: E.PrimExpr
+    operand: E.PrimExpr
+
+
+def lane_reduction(body, loop_var) -> LaneReduction | None:
+    """The reduction a loop over ``loop_var`` with body ``body`` computes, where its
+    iterations can run as lanes of one vector whose values are then combined: one store
+    ``buf[i] = buf[i] op v`` (or ``v op buf[i]``) with ``i`` the same in every iteration,
+    ``op`` one of :data:`LANE_COMBINERS`, and ``v`` not reading ``buf``. None otherwise.
+    """
+    if type(body) is not S.Store or uses_var(body.index, loop_var):
+        return None
+    upd = body.value
+    if type(upd) not in LANE_COMBINERS or upd.dtype != body.buffer.dtype:
+        return None
+    key = buffer_key(body.buffer)
+
+    def accumulator(e) -> bool:
+        return (type(e) is E.Load and buffer_key(e.buffer) == key
+                and _skey(e.index) == _skey(body.index))
+
+    for acc, v in ((upd.a, upd.b), (upd.b, upd.a)):
+        if accumulator(acc) and not _reads(v, key):
+            return LaneReduction(body, upd, v)
+    return None
+
+
+def _reads(e, key) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if type(n) is E.Load
+                     and buffer_key(n.buffer) == key else None)
+    return bool(found)
 
 
 def free_refs(s) -> tuple[list, list]:

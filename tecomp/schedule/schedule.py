@@ -196,7 +196,7 @@ class Stage:
     def _annotate(self, primitive: str, axis, kind: str):
         self._check_schedulable(primitive)
         self._check_leaf(primitive, axis)
-        if kind in ("vectorized", "parallel") and self._is_reduce(axis):
+        if kind == "parallel" and self._is_reduce(axis):
             raise self._error(
                 primitive,
                 f"axis {axis.name} is a reduction axis; its iterations depend on each other, "
@@ -208,7 +208,13 @@ class Stage:
         self.iter_var_attrs[axis] = kind
 
     def vectorize(self, axis):
-        """Run ``axis`` as the lanes of vector instructions (innermost, constant extent)."""
+        """Run ``axis`` as the lanes of vector instructions (innermost, constant extent).
+
+        A reduction axis may be vectorized where it is the stage's innermost loop and the
+        reduction a sum, product, minimum or maximum: its lanes are computed together,
+        then combined in pairs (a tree of ``log2(lanes)`` steps, which reassociates a
+        float sum as ``rfactor`` does). Where the loop's body is not one such update, the
+        loop runs serially (``tecomp.ir.transform.legalize``)."""
         self._annotate("vectorize", axis, "vectorized")
 
     def unroll(self, axis):

@@ -364,9 +364,9 @@ def _parallel_count(op, n_outer: int) -> int:
 
 def _rfactor_lanes(s, tensor, knobs: RowKnobs):
     """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
-    lane a partial result over a strided slice, then a short reduction of the lanes
-    (``knobs.reduce_vectors`` registers of lanes, their loop unrolled by
-    ``knobs.reduce_unroll``).
+    lane a partial result over a strided slice (``knobs.reduce_vectors`` registers of
+    lanes, their loop unrolled by ``knobs.reduce_unroll``), then the lanes combined in a
+    vectorized reduction loop.
 
     Returns the partial tensor (its stage still at root), or None where the reduction is
     too short to gain from it or cannot be factored (tuple reductions, ``init=``)."""
@@ -388,6 +388,9 @@ def _rfactor_lanes(s, tensor, knobs: RowKnobs):
         rst.unroll(kui)
     rst.reorder(*rst.op.axis[:-1], *reduce_axes, lane_axis)
     rst.vectorize(lane_axis)
+    # The lanes' partial results combine in a tree of vector operations, not a chain of
+    # one scalar operation per lane (``tecomp.ir.analysis.lane_reduction``).
+    s[tensor].vectorize(s[tensor].op.reduce_axis[-1])
     return rf
 
 

@@ -163,12 +163,13 @@ def test_serial_loop_hint_becomes_loop_metadata():
     assert "llvm.loop.vectorize.enable" not in _emitted_text(_rows_sum("serial"), target)
 
 
-def test_long_vectorized_loop_is_strip_mined(rng):
-    A, C = buf("A", (100,)), buf("C", (100,))
+@pytest.mark.parametrize("n", [100, 81, 1])  # tails of 4 lanes and of one; one lane only
+def test_long_vectorized_loop_is_strip_mined(rng, n):
+    A, C = buf("A", (n,)), buf("C", (n,))
     i = Var("i")
-    mod = build(PrimFunc("l", (A, C), loop(i, 100, Store(C, ld(A, i) + 1.0, i), "vectorized")))
-    a = rng.random(100, dtype=np.float32)
-    c = np.empty(100, np.float32)
+    mod = build(PrimFunc("l", (A, C), loop(i, n, Store(C, ld(A, i) + 1.0, i), "vectorized")))
+    a = rng.random(n, dtype=np.float32)
+    c = np.empty(n, np.float32)
     mod(a, c)
     np.testing.assert_allclose(c, a + 1)
 

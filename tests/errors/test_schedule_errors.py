@@ -79,17 +79,6 @@ def test_compute_at_of_a_placeholder(p):
         p.s[p.A].compute_at(p.s[p.out], p.out.op.axis[0])
 
 
-def test_vectorize_reduction_axis(p):
-    with pytest.raises(ScheduleError, match=r"vectorize.*prod_mm.*kred.*reduction axis"):
-        p.s[p.mm].vectorize(p.mm.op.reduce_axis[0])
-
-
-def test_vectorize_split_reduction_axis(p):
-    _ko, ki = p.s[p.mm].split(p.mm.op.reduce_axis[0], factor=4)
-    with pytest.raises(ScheduleError, match=r"vectorize.*prod_mm.*kred\.inner.*reduction"):
-        p.s[p.mm].vectorize(ki)
-
-
 def test_parallel_reduction_axis(p):
     with pytest.raises(ScheduleError, match=r"parallel.*prod_mm.*kred.*reduction axis"):
         p.s[p.mm].parallel(p.mm.op.reduce_axis[0])

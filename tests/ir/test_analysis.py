@@ -8,10 +8,12 @@ from tecomp.ir.analysis import (
     free_refs,
     has_unsafe,
     is_pure_int,
+    lane_reduction,
     vectorizable,
 )
 from tecomp.ir.buffer import make_buffer
 from tecomp.ir.functor import uses_var
+from tecomp.ir.structural import structural_equal
 
 
 def _buf(name, shape, scope="global"):
@@ -56,6 +58,26 @@ def test_vectorizable_bodies():
     assert not vectorizable(For(k, IntImm(0), IntImm(4), "serial", inner), i)
     T = _buf("T", (4,), scope="local")
     assert not vectorizable(Allocate(T, Store(C, FloatImm(0.0), i)), i)
+
+
+def test_lane_reductions():
+    A, C = _buf("A", (64,)), _buf("C", (4,))
+    k, j = Var("k"), Var("j")
+    zero = IntImm(0)
+    upd = Store(C, _ld(C, j) + _ld(A, k) * 2.0, j)
+    red = lane_reduction(upd, k)
+    assert red is not None and red.store is upd and type(red.combiner) is E.Add
+    assert structural_equal(red.operand, _ld(A, k) * 2.0)
+    # The accumulator on either side, and min / max / product combine too.
+    red = lane_reduction(Store(C, E.binary(E.Max, _ld(A, k), _ld(C, zero)), zero), k)
+    assert red is not None and type(red.combiner) is E.Max
+    # Each lane its own address: an elementwise loop, not a reduction.
+    assert lane_reduction(Store(C, _ld(C, k) + _ld(A, k), k), k) is None
+    # The operand reads the accumulator; a different address; not a combiner.
+    assert lane_reduction(Store(C, _ld(C, zero) + _ld(C, zero) * _ld(A, k), zero), k) is None
+    assert lane_reduction(Store(C, _ld(C, IntImm(1)) + _ld(A, k), zero), k) is None
+    assert lane_reduction(Store(C, _ld(C, zero) - _ld(A, k), zero), k) is None
+    assert lane_reduction(seq(upd, upd), k) is None
 
 
 def test_free_refs_lists_variables_and_buffers_once_in_order():

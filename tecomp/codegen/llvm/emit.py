@@ -205,7 +205,8 @@ class Emitter:
         op = "sitofp" if dt.is_signed(src) else "uitofp"
         return b.val(f"{op} {v.vty} {v.ref} to {vt}", dty, n)
 
-    def _arith(self, e, x: Val, y: Val) -> Val:
+    def arith(self, e, x: Val, y: Val) -> Val:
+        """The operation of the binary node ``e`` (its class and dtype) on ``x`` and ``y``."""
         b = self.builder
         x, y = b.unify(x, y)
         d = e.dtype
@@ -281,7 +282,7 @@ class Emitter:
         return b.val(f"select {fix.vty} {fix.ref}, {vt} {rp.ref}, {vt} {r.ref}", ty, n)
 
     def _binary(self, e):
-        return self._arith(e, self.ev(e.a), self.ev(e.b))
+        return self.arith(e, self.ev(e.a), self.ev(e.b))
 
     def ev_Add(self, e):
         # acc + dot4 (dot2_bf16): one vpdpbusd (vdpbf16ps) where the CPU has it (LLVM

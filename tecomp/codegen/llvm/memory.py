@@ -104,7 +104,9 @@ class Memory:
             q = p if off == 0 else b.val(f"getelementptr i8, ptr {p.ref}, i64 {off}", "ptr")
             b.emit(f"call void {fn}(ptr {q.ref}, i32 {int(write)}, i32 3, i32 1)")
 
-    def store(self, s: S.Store) -> None:
+    def store(self, s: S.Store, value: Val | None = None) -> None:
+        """The store ``s``, of ``value`` where given (its value already computed), else of
+        ``s.value``."""
         em, b = self.em, self.b
         mask = em.vectors.mask
         ptr = em.symbols.buffer(s.buffer)
@@ -112,7 +114,7 @@ class Memory:
         mt = T.mem_type(d)
         eb = T.elem_bytes(d)
         md = em.aliases.tags(s.buffer)
-        v = b.mat(em.ev(s.value))
+        v = b.mat(em.ev(s.value) if value is None else value)
         if s.value.dtype != d:
             raise CodegenError(
                 f"store of a {s.value.dtype} value into {d} buffer {s.buffer.name!r}"

@@ -1,6 +1,11 @@
 """Vector lanes for the LLVM emitter: vectorized loops, the lane mask, and comparisons of
 ramps.
 
+A vectorized reduction loop (``tecomp.ir.analysis.lane_reduction``: ``acc = acc + v``)
+computes ``v`` for every lane at once, combines the lanes in pairs (``log2(lanes)``
+shuffles and operations, where a serial loop chains one operation per lane), and folds the
+result into the accumulator.
+
 A vectorized loop with a constant extent is emitted once with LLVM vector types; every
 expression of its body is then a vector of ``lanes`` values, a lane-invariant scalar, or a
 ramp (an i64 base + stride * lane, see ``index``) whose vector is only built when
@@ -10,9 +15,12 @@ needed. A lane-dependent condition becomes a mask that loads and stores honour
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
+from ...errors import CodegenError
 from ...ir import expr as E
+from ...ir.analysis import lane_reduction
 from ...ir.functor import post_order_visit
 from .ir import Val
 
@@ -110,21 +118,69 @@ class VectorLanes:
         b = self.b
         mn = self.em.index.ev(s.min)
         lo = self.em.index.lower_bound(s.min)
+        red = lane_reduction(s.body, s.loop_var)
+        body = self._body if red is None else functools.partial(self._reduce, red)
         if ext <= MAX_LANES:
-            return self._body(s, mn, ext, lo)
+            return body(s, mn, ext, lo)
         chunks, tail = divmod(ext, STRIP_LANES)
 
         def emit_chunk(vo: Val):
             base = b.add_i64("add", mn, b.add_i64("mul", vo, b.i64(STRIP_LANES)))
-            self._body(s, base, STRIP_LANES, lo)
+            body(s, base, STRIP_LANES, lo)
 
         self.em.loops.counted(b.i64(0), b.i64(chunks), emit_chunk, s.loop_var.name + ".vo",
                               None)
         if tail:
             base = b.add_i64("add", mn, b.i64(chunks * STRIP_LANES))
-            self._body(s, base, tail, lo)
+            body(s, base, tail, lo)
 
     def _body(self, s, base: Val, lanes: int, lo) -> None:
         with self.lanes_of_body(lanes):
-            self.em.symbols.bind(s.loop_var, Val(None, "i64", lanes, (base, 1)), lo)
+            self.em.symbols.bind(s.loop_var, _lane_indices(base, lanes), lo)
             self.em.stmt(s.body)
+
+    def _reduce(self, red, s, base: Val, lanes: int, lo) -> None:
+        """``lanes`` iterations, from ``base``, of the reduction loop ``s`` (``red``, its
+        :class:`~tecomp.ir.analysis.LaneReduction`): the operand of every lane in one
+        vector, its lanes combined in pairs, the result folded into the accumulator."""
+        em, b = self.em, self.b
+        if self.lanes != 1:
+            raise CodegenError(f"internal: reduction loop {s.loop_var.name!r} inside a "
+                               f"vector body")
+        with self.lanes_of_body(lanes):
+            em.symbols.bind(s.loop_var, _lane_indices(base, lanes), lo)
+            v = b.bcast(b.mat(em.ev(red.operand)), lanes)
+        v = self._combine_lanes(red.combiner, v)
+        upd = red.combiner
+        acc_first = upd.b is red.operand
+        acc = em.ev(upd.a if acc_first else upd.b)
+        em.memory.store(red.store, em.arith(upd, acc, v) if acc_first else em.arith(upd, v, acc))
+
+    def _combine_lanes(self, combiner, v: Val) -> Val:
+        """The lanes of vector ``v`` combined by ``combiner`` (a binary node) in pairs: the
+        lower half with the upper half until one lane is left (an odd lane out is kept for
+        the end)."""
+        b, em = self.b, self.em
+
+        def lane(k):
+            return b.val(f"extractelement {v.vty} {v.ref}, i32 {k}", v.ty)
+
+        odd = []
+        while v.lanes > 1:
+            half = v.lanes // 2
+            if v.lanes % 2:
+                odd.append(lane(v.lanes - 1))
+            if half == 1:
+                v = em.arith(combiner, lane(0), lane(1))
+            else:
+                v = em.arith(combiner, b.shuffle(v, v, v.ty, list(range(half))),
+                             b.shuffle(v, v, v.ty, list(range(half, 2 * half))))
+        for x in odd:
+            v = em.arith(combiner, v, x)
+        return v
+
+
+def _lane_indices(base: Val, lanes: int) -> Val:
+    """The loop variable of a vector body of ``lanes`` from ``base``: the ramp ``base +
+    lane`` (a body of one lane, a strip-mined loop's tail, is scalar: ``base``)."""
+    return base if lanes == 1 else Val(None, "i64", lanes, (base, 1))

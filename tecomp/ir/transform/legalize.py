@@ -10,9 +10,11 @@ legalized kinds of the loops inside it):
 
 - ``vectorized`` stays when its extent is a positive constant and its body can run as
   lanes of one vector (``tecomp.ir.analysis.vectorizable``: only stores, ifs, lets and
-  unrolled loops inside, every store lane-varying, no lane reading another's store).
-  Otherwise it becomes ``serial`` with the hint ``"vectorize"`` (the backend may still ask
-  its own loop vectorizer).
+  unrolled loops inside, every store lane-varying, no lane reading another's store), or is
+  a reduction whose lanes are combined after (``tecomp.ir.analysis.lane_reduction``: one
+  update ``buf[i] = buf[i] + v`` with ``i`` the same in every lane). Otherwise it becomes
+  ``serial`` with the hint ``"vectorize"`` (the backend may still ask its own loop
+  vectorizer).
 - ``unrolled`` stays when its extent is a constant of at most ``MAX_UNROLL``; a longer
   constant loop becomes ``serial`` with the hint ``"unroll"``, a symbolic one plain
   ``serial`` (it cannot be unrolled fully, and asking would only make LLVM warn).
@@ -30,7 +32,7 @@ import dataclasses
 from ...target import as_target
 from .. import expr as E
 from .. import stmt as S
-from ..analysis import vectorizable
+from ..analysis import lane_reduction, vectorizable
 from ..functor import IRMutator
 
 #: Unrolled loops longer than this stay loops (with an unroll hint); a vectorized body
@@ -59,7 +61,9 @@ class _CPULegalizer(IRMutator):
     def _legal_kind(s: S.For, enters_parallel: bool) -> tuple[str, str]:
         ext = E.const_value(s.extent)
         if s.kind == "vectorized":
-            if ext is not None and ext >= 1 and vectorizable(s.body, s.loop_var):
+            if ext is not None and ext >= 1 and (
+                    vectorizable(s.body, s.loop_var)
+                    or lane_reduction(s.body, s.loop_var) is not None):
                 return "vectorized", ""
             return "serial", "vectorize"
         if s.kind == "unrolled":

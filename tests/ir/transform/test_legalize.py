@@ -60,9 +60,22 @@ def test_vectorized_loop_holding_an_unrolled_loop_stays_and_function_is_returned
 def test_store_to_a_lane_invariant_address_is_not_vectorized():
     A, C = _buf("A", (37,)), _buf("C", (1,))
     k = Var("k")
+    # The last iteration's value wins: no lane order gives that.
+    f = PrimFunc("r", (A, C), _loop(k, 37, Store(C, _ld(A, k) * 2.0, IntImm(0)), "vectorized"))
+    (lp,) = _loops(legalize(f, LLVM))
+    assert (lp.kind, lp.hint) == ("serial", "vectorize")
+
+
+def test_a_reduction_into_a_lane_invariant_address_stays_vectorized():
+    A, C = _buf("A", (37,)), _buf("C", (1,))
+    k = Var("k")
     f = PrimFunc("r", (A, C), _loop(k, 37, Store(C, _ld(C, IntImm(0)) + _ld(A, k), IntImm(0)),
                                     "vectorized"))
-    (lp,) = _loops(legalize(f, LLVM))
+    assert legalize(f, LLVM) is f
+    # A difference is no reduction its lanes can combine in any order.
+    g = PrimFunc("r", (A, C), _loop(k, 37, Store(C, _ld(C, IntImm(0)) - _ld(A, k), IntImm(0)),
+                                    "vectorized"))
+    (lp,) = _loops(legalize(g, LLVM))
     assert (lp.kind, lp.hint) == ("serial", "vectorize")
 
 
