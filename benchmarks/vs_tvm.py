@@ -22,6 +22,11 @@ layout on every call, which TVM's kernel does not do. ``conv3x3_packed`` is teco
 model's build packs a constant weight), beside the same TVM kernel, which reads the OIHW
 weight in place.
 
+The softmax and the layer norm read an array and write one of its size with a few
+operations per element; a copy of the input (tecomp's elementwise kernel, same threads)
+runs in the same rounds, and the script prints each kernel's speed as a fraction of the
+copy's: the memory floor both stand on.
+
 Tuning logs and MetaSchedule's databases stay in ``--work-dir``; a second run with the same
 directory skips the tuning it finds there. Tuning takes a while: MetaSchedule builds and
 runs about one candidate per second on two cores.
@@ -40,11 +45,12 @@ import time
 import numpy as np
 
 import tecomp
-from tecomp import autotune
+from tecomp import autotune, te
 from tecomp.runtime import aligned
 from tecomp.target import as_target
 from tecomp.timing import median_ratio, paired
 from tecomp.topi import strategy
+from tecomp.topi.cpu_schedule import schedule_injective
 from tecomp.topi.conv2d import kernel_blocking, pack_conv2d_kernel
 
 CONV = ((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1), "float32")
@@ -62,6 +68,20 @@ WORKLOADS = {
     "layer_norm": ("layer_norm", None, [ROWS, ROWS[1:], ROWS[1:], ROWS],
                    8 * ROWS[0] * ROWS[1]),
 }
+
+
+#: Workloads that read an array and write one of its size, a few operations per element:
+#: their floor is a copy of the input, timed beside them.
+MEMORY_BOUND = ("softmax", "layer_norm")
+
+
+def copy_kernel(shape):
+    """A copy of a float32 array of ``shape`` into another, tecomp's elementwise schedule
+    on every thread: the memory floor of a kernel that reads an array and writes one of
+    its size."""
+    x = te.placeholder(shape, name="x")
+    y = te.compute(shape, lambda *i: x[i], name="y", tag="elemwise")
+    return tecomp.build(schedule_injective(None, [y]), [x, y])
 
 
 def tecomp_args(name):
@@ -181,13 +201,21 @@ def main(argv=None):
             ours(*ours_arrays)
             theirs(*tvm_arrays)
             np.testing.assert_allclose(arrays[-1], theirs_out, rtol=1e-3, atol=1e-3)
-            t = paired({"tvm": lambda: theirs(*tvm_arrays),
-                        "tecomp": lambda: ours(*ours_arrays)}, rounds=ns.rounds)
+            contenders = {"tvm": lambda: theirs(*tvm_arrays),
+                          "tecomp": lambda: ours(*ours_arrays)}
+            if name in MEMORY_BOUND:
+                copy, copy_out = copy_kernel(shapes[0]), aligned.empty(shapes[0], np.float32)
+                contenders["copy"] = lambda: copy(arrays[0], copy_out)
+            t = paired(contenders, rounds=ns.rounds)
             med = {k: sorted(v)[len(v) // 2] for k, v in t.items()}
             rows.append((name, budget, flop / med["tecomp"] / 1e9, flop / med["tvm"] / 1e9,
                          median_ratio(t["tvm"], t["tecomp"])))
             print(f"{name:11s} {budget:5d} trials  tecomp {rows[-1][2]:7.1f} GFLOPS  "
                   f"TVM {rows[-1][3]:7.1f} GFLOPS  t_tvm / t_tecomp {rows[-1][4]:5.2f}")
+            if "copy" in med:
+                print(f"{'':11s} {'':5s}         a copy of the input {med['copy'] * 1e3:.3f} "
+                      f"ms: tecomp at {med['copy'] / med['tecomp']:.2f}, TVM at "
+                      f"{med['copy'] / med['tvm']:.2f} of its speed")
             sys.stdout.flush()
 
 
