@@ -209,16 +209,9 @@ def lane_reduction(body, loop_var) -> LaneReduction | None:
                 and _skey(e.index) == _skey(body.index))
 
     for acc, v in ((upd.a, upd.b), (upd.b, upd.a)):
-        if accumulator(acc) and not _reads(v, key):
+        if accumulator(acc) and key not in free_refs(v)[1]:
             return LaneReduction(body, upd, v)
     return None
-
-
-def _reads(e, key) -> bool:
-    found = []
-    post_order_visit(e, lambda n: found.append(n) if type(n) is E.Load
-                     and buffer_key(n.buffer) == key else None)
-    return bool(found)
 
 
 def free_refs(s) -> tuple[list, list]:

@@ -334,8 +334,8 @@ class Emitter:
         b, vectors = self.builder, self.vectors
         op = "and" if type(e) is E.And else "or"
         x = self.ev(e.a)
-        if x.lanes == 1 and x.ref in ("true", "false"):  # known: the right side decides
-            if (x.ref == "true") == (op == "or"):
+        if x.bool_literal is not None:  # known: the right side decides
+            if x.bool_literal == (op == "or"):
                 return b.const(op == "or", "bool", vectors.lanes_of(e))
             return self.ev(e.b)
         if not has_unsafe(e.b):
@@ -453,8 +453,8 @@ class Emitter:
             if s.else_case is not None:
                 vectors.with_mask(b.not_(c), lambda: self.stmt(s.else_case))
             return
-        if c.ref in ("true", "false"):  # known while emitting: only the case taken
-            case = s.then_case if c.ref == "true" else s.else_case
+        if c.bool_literal is not None:  # known while emitting: only the case taken
+            case = s.then_case if c.bool_literal else s.else_case
             if case is not None:
                 self.stmt(case)
             return

@@ -30,6 +30,13 @@ class Val:
             return None
         return int(self.ref)
 
+    @property
+    def bool_literal(self) -> bool | None:
+        """The value, where this is a scalar ``i1`` constant; else None."""
+        if self.lanes != 1 or self.ref not in ("true", "false"):
+            return None
+        return self.ref == "true"
+
 
 class Fn:
     """A function being emitted: its header, its lines and its entry-block allocas."""
