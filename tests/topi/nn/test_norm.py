@@ -37,6 +37,22 @@ def test_layer_norm_matches_onnx(shape, axis, with_bias, rng, check_op, onnx_ref
              atol=1e-4)
 
 
+@pytest.mark.parametrize("offset, spread", [(1000.0, 0.01), (-3e4, 1.0), (5.0, 0.0)])
+def test_layer_norm_of_rows_far_from_zero(offset, spread, rng, check_op):
+    # The variance is mean(d * d) - mean(d) ** 2 of d = x - (the row's first element):
+    # float32 keeps its digits where the unshifted mean(x * x) - mean(x) ** 2 would lose
+    # them all (and a constant row normalizes to the bias, not to a NaN).
+    x = te.placeholder((6, 256), name="x")
+    scale, bias = te.placeholder((256,), name="scale"), te.placeholder((256,), name="bias")
+    a = (offset + spread * rng.normal(size=(6, 256))).astype("float32")
+    sa = rng.normal(size=(256,)).astype("float32")
+    ba = rng.normal(size=(256,)).astype("float32")
+    y = _impl("layer_norm").compute(None, x, scale, bias, axis=-1, epsilon=1e-9)
+    ref = _layer_norm_ref(a.astype("float64"), sa, ba, -1, 1e-9)
+    check_op(_impl("layer_norm").schedule(None, [y]), [x, scale, bias], [y], [a, sa, ba],
+             ref, rtol=2e-3, atol=2e-3)
+
+
 def test_layer_norm_symbolic_and_float16(rng, check_op):
     n = te.var("n")
     x = te.placeholder((n, 96), dtype="float16", name="x")
