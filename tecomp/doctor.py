@@ -16,6 +16,7 @@ import sys
 from . import __version__
 from .codegen.llvm import thread_pool
 from .codegen.llvm.bfloat import bf16_feature, has_bf16
+from .codegen.llvm.build import TUNE_CPU
 from .codegen.llvm.int8_dot import product_instructions
 from .runtime import threads, toolchain
 from .target import Target
@@ -59,6 +60,9 @@ def _cpu_lines() -> list:
             f"vector width    : {t.vector_width_bits} bits",
             f"cores           : {t.num_cores} usable (os.cpu_count()={os.cpu_count()})",
             f"target key      : {t.canonical_key()}",
+            "scheduled as    : " + (
+                f"{TUNE_CPU[t.mcpu]} (LLVM's {t.mcpu} model spills register tiles)"
+                if t.mcpu in TUNE_CPU else f"{t.mcpu} (its own model)"),
             f"int8 products   : {product_instructions(t)}",
             "bf16 precision  : " + (
                 f"yes ({'bfdot' if bf16_feature(t) == 'bf16' else 'vdpbf16ps'})"
