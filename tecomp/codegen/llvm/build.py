@@ -26,9 +26,8 @@ __all__ = ["build_llvm", "function_attributes", "function_signature", "symbol_na
 #: LLVM's Zen 4 scheduling model, which it also uses for Zen 5, has the scheduler before
 #: register allocation hoist the loads of a whole unrolled register tile ahead of its
 #: multiply-adds, so the tile's accumulators spill: a 1x1 convolution's tile of 2 channel
-#: vectors by 8 columns kept 48 stack slots (1.07 ms; 0.90 ms without them), a layer norm
-#: spilled its row. Scheduled with LLVM's generic x86 model, on 2 Zen 4 cores, untuned, in
-#: one process: ResNet-50 0.88x the time, Inception-v1 0.91x, DenseNet-121 0.93x,
+#: vectors by 8 columns kept 48 stack slots (1.07 ms; 0.90 ms without them). Scheduled
+#: with LLVM's generic x86 model, on 2 Zen 4 cores, untuned, in one process: ResNet-50 0.88x the time, Inception-v1 0.91x, DenseNet-121 0.93x,
 #: MobileNetV2 0.96x, SqueezeNet 0.95x, the GPT-2-style decoder 0.97x, BERT 1.00x.
 TUNE_CPU = dict.fromkeys(("znver4", "znver5"), "generic")
 
