@@ -27,8 +27,9 @@ __all__ = ["build_llvm", "function_attributes", "function_signature", "symbol_na
 #: register allocation hoist the loads of a whole unrolled register tile ahead of its
 #: multiply-adds, so the tile's accumulators spill: a 1x1 convolution's tile of 2 channel
 #: vectors by 8 columns kept 48 stack slots (1.07 ms; 0.90 ms without them). Scheduled
-#: with LLVM's generic x86 model, on 2 Zen 4 cores, untuned, in one process: ResNet-50 0.88x the time, Inception-v1 0.91x, DenseNet-121 0.93x,
-#: MobileNetV2 0.96x, SqueezeNet 0.95x, the GPT-2-style decoder 0.97x, BERT 1.00x.
+#: with LLVM's generic x86 model, on 2 Zen 4 cores, untuned, in one process: ResNet-50
+#: 0.88x the time, Inception-v1 0.91x, DenseNet-121 0.93x, MobileNetV2 0.96x, SqueezeNet
+#: 0.95x, the GPT-2-style decoder 0.97x, BERT 1.00x.
 TUNE_CPU = dict.fromkeys(("znver4", "znver5"), "generic")
 
 
