@@ -76,12 +76,11 @@ def _normalize(x, start, end, epsilon, faffine, name, center=True):
 
     def body(*idx):
         row = _row(idx, start, end)
+        var, centered = ss[row] / n, shifted(idx)
         if center:
             shift_mean = s1[row] / n  # mean(x) - x0
-            var = te.max(ss[row] / n - shift_mean * shift_mean, E.make_const(0, acc))
-            centered = shifted(idx) - shift_mean
-        else:
-            var, centered = ss[row] / n, value(idx)
+            var = te.max(var - shift_mean * shift_mean, E.make_const(0, acc))
+            centered = centered - shift_mean
         return faffine(idx, centered * te.rsqrt(var + epsilon)).astype(x.dtype)
 
     return te.compute(x.shape, body, name=name, tag=name, attrs={"norm_axes": (start, end)})
