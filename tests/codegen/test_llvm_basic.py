@@ -242,26 +242,43 @@ def test_let_and_letstmt(rng):
     np.testing.assert_allclose(c, (2 * a) ** 2 + 2 * a, rtol=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["serial", "vectorized"])
-def test_allocate_stack_and_heap(rng, kind):
+@pytest.mark.parametrize("n_elems", [50, 9000])  # the symbolic buffer: 200 B, 36 kB
+def test_allocate_stack_and_heap(rng, n_elems):
     n = Var("n")
     A, C = buf("A", (n,)), buf("C", (n,))
     i = Var("i")
-    small = buf("T", (n,), scope="global")  # symbolic: heap
+    small = buf("T", (n,), scope="global")  # symbolic: the stack up to 32 kB, else the heap
     big = buf("Big", (20000,), scope="global")  # 80 kB: heap
     loc = buf("L", (16,), scope="local")  # stack
     body = Allocate(small, Allocate(big, Allocate(loc, seq(
         loop(i, n, Store(small, ld(A, i) + 1.0, i)),
-        loop(i, n, Store(big, ld(small, i) * 2.0, i)),
-        loop(i, n, Store(C, ld(big, i) - 1.0, i), kind if kind == "serial" else "serial"),
+        loop(i, IntImm(20000), Store(big, ld(small, i % n) * 2.0, i)),
+        loop(i, n, Store(C, ld(big, i) - 1.0, i)),
     ))))
     mod = build(PrimFunc("al", (A, C), body))
-    a = rng.random(50, dtype=np.float32)
-    c = np.empty(50, np.float32)
+    a = rng.random(n_elems, dtype=np.float32)
+    c = np.empty(n_elems, np.float32)
     mod(a, c)
     np.testing.assert_allclose(c, (a + 1) * 2 - 1, rtol=1e-6)
     ll = mod.get_source("ll")
     assert "aligned_alloc" in ll and "@free" in ll
+    assert "@llvm.stacksave.p0" in ll and "@llvm.stackrestore.p0" in ll
+
+
+def test_symbolic_buffer_in_a_loop_gives_its_stack_back():
+    # 32 kB on the stack per iteration: 3 GB without the stack restored at each end.
+    n = Var("n")
+    A, C = buf("A", (n,)), buf("C", (IntImm(1),))
+    T = buf("T", (n,), scope="global")
+    i, j = Var("i"), Var("j")
+    body = seq(Store(C, FloatImm(0.0), IntImm(0)), loop(i, 100_000, Allocate(T, seq(
+        loop(j, n, Store(T, ld(A, j), j)),
+        Store(C, ld(C, IntImm(0)) + ld(T, i % n), IntImm(0))))))
+    mod = build(PrimFunc("loop_alloc", (A, C), body))
+    a = np.full(8000, 0.5, np.float32)
+    c = np.empty(1, np.float32)
+    mod(a, c)
+    assert c[0] == 50_000.0
 
 
 def test_casts_between_dtypes(rng):

@@ -149,7 +149,7 @@ class CanonicalSimplifier:
     def _canon_minmax(self, e) -> SumExpr:
         is_min = type(e) is E.Min
         sa, sb = self.canon(e.a), self.canon(e.b)
-        lo, hi = self.analyzer.const_int_bound.sum_bound(sum_add(sa, sb, -1))
+        lo, hi = self.analyzer.const_int_bound.sum_bound(self._merge_divmod(sum_add(sa, sb, -1)))
         if hi is not None and hi <= 0:
             return sa if is_min else sb
         if lo is not None and lo >= 0:

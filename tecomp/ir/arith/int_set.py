@@ -194,11 +194,11 @@ class IntSetAnalyzer:
         an = self.analyzer
         if an.atoms.vars_of(a.b) & self._ranged:
             return None
-        lo_b = an.bound(a.b)[0]
-        if lo_b is None or lo_b < 1:
-            return None
         canonical = an.canonical_simplify
         y = canonical.canon(a.b)
+        lo_b = an.bound(a.b)[0]
+        if lo_b is None or lo_b < 1:
+            return self._below_divisor_interval(a, y)
         if type(a) is E.FloorMod:
             return const_sum(0), sum_add(y, const_sum(1), -1)
         ends = []
@@ -209,6 +209,23 @@ class IntSetAnalyzer:
             q, r = split[0], split[1].const
             ends.append(sum_add(q, const_sum(min(r, 0) if low else max(r, -1))))
         return tuple(ends)
+
+    def _below_divisor_interval(self, a, y: SumExpr) -> tuple | None:
+        """``x // y`` and ``x % y`` for a divisor that may be 0 (a tile count of a size
+        that may be 0, such as ``(n - 1) // 64 + 1``), where ``x`` is known to lie in
+        ``[0, y - 1]``: ``x`` then takes a value only where ``y >= 1``, so the quotient is
+        0 and the remainder ``x``. A chunk loop of ``y`` iterations split by its own
+        extent has its parts in ``[0, 0]`` and ``[0, y - 1]``. None otherwise."""
+        bounds = self.analyzer.const_int_bound
+        lo, hi = self._sum_interval(self.analyzer.canonical_simplify.canon(a.a))
+        if lo is None or hi is None:
+            return None
+        lo_c, hi_past = bounds.sum_bound(lo)[0], bounds.sum_bound(sum_add(hi, y, -1))[1]
+        if lo_c is None or lo_c < 0 or hi_past is None or hi_past >= 0:
+            return None
+        if type(a) is E.FloorMod:
+            return lo, hi
+        return const_sum(0), const_sum(0)
 
     def _sym_minmax(self, cls, x, y, low_side: bool):
         """min/max of two interval ends (None = infinite towards ``low_side``)."""

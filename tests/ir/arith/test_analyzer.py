@@ -163,6 +163,35 @@ def test_eval_interval_splits_chunks_of_a_symbolic_count():
     assert str(hi) != "3"
 
 
+def test_eval_interval_of_a_loop_split_by_its_own_extent_that_may_be_zero():
+    # f in [0, T - 1] takes a value only where T >= 1, so f // T is 0 and f % T is f,
+    # although T = (n - 1) // 64 + 1 is 0 for n = 0.
+    f = Var("f")
+    T = (n - 1) // 64 + 1
+    ranges, fixed = {f: (c(0), T - 1)}, {n: (0, None)}
+    assert tuple(map(str, eval_interval(f // T, ranges, fixed))) == ("0", "0")
+    lo, hi = eval_interval(f % T, ranges, fixed)
+    assert str(lo) == "0" and prove(EQ(hi, T - 1), fixed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 60), st.integers(-3, 3), st.data())
+def test_eval_interval_by_a_divisor_that_may_be_zero_is_sound(nv, shift, data):
+    f = Var("f")
+    T = (n - 1) // 4 + 1
+    ranges, fixed = {f: (c(0), T - 1 + shift)}, {n: (0, None)}
+    hi_f = (nv - 1) // 4 + shift
+    tv = (nv - 1) // 4 + 1
+    if hi_f < 0 or tv == 0:
+        return
+    fv = data.draw(st.integers(0, hi_f))
+    env = {n: nv, f: fv}
+    for e, value in ((f // T, fv // tv), (f % T, fv % tv)):
+        lo, hi = eval_interval(e, ranges, fixed)
+        assert lo is None or evaluate(lo, env) <= value
+        assert hi is None or value <= evaluate(hi, env)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 60), st.integers(1, 9), st.integers(-3, 3), st.data())
 def test_eval_interval_of_a_symbolic_divisor_is_sound(nv, blocks, shift, data):

@@ -12,6 +12,13 @@ def test_a_size_treats_its_symbols_as_non_negative():
     assert str(simplify_size(IntImm(3) * 4)) == "12"
 
 
+def test_a_size_rounded_up_to_a_multiple_is_at_least_the_size():
+    # (s + 63) // 64 * 64 - s is 63 - (s + 63) % 64, in [0, 63]: min and max decide.
+    up = (s + 63) // 64 * 64
+    assert str(simplify_size(binary(Min, up - 1, s - 1))) == "s - 1"
+    assert structural_equal(simplify_size(binary(Max, up, s)), simplify_size(up))
+
+
 def test_size_factors_split_a_product_into_coefficient_and_symbols():
     coeff, factors = size_factors(b * 4 * s)
     assert coeff == 4 and len(factors) == 2

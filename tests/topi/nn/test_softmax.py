@@ -1,10 +1,15 @@
 import numpy as np
 import pytest
 
+import tecomp
 from tecomp import te
+from tecomp.ir import Allocate
+from tecomp.ir import expr as E
+from tecomp.ir.functor import post_order_visit
 from tecomp.target import Target
 from tecomp.topi import broadcast, strategy
 from tecomp.topi.cpu_schedule import schedule_normalize
+from tecomp.topi.nn.softmax import softmax
 
 
 @pytest.mark.parametrize("name, op_type", [("softmax", "Softmax"),
@@ -40,6 +45,32 @@ def test_softmax_is_one_parallel_vectorized_kernel_with_an_epilogue(multicore, r
     # Vectors of whole registers (the untuned chunks are two).
     assert any(f"<{k * lanes} x float>" in ll for k in (1, 2, 4))
     assert "tecomp.parallel" in ll
+
+
+@pytest.mark.parametrize("n", [1, 7, 130])
+def test_softmax_over_symbolic_rows_keeps_one_row_of_exponentials(n, multicore, rng, check_op,
+                                                                 onnx_ref):
+    # Attention's scores [batch, heads, seq, seq] with seq symbolic: each row's buffer of
+    # exponentials is one row long, indexed without divisions by symbolic counts.
+    b, seq = te.var("b"), te.var("seq")
+    x = te.placeholder((b, 2, seq, seq), name="x")
+    y = softmax(x, axis=-1, exp_once=True)
+    s = schedule_normalize(None, [y])
+    func = tecomp.lower(s, [x, y])
+    allocations, divisions = {}, []
+
+    def visit(node):
+        if isinstance(node, Allocate):
+            allocations[node.buffer.name] = node.buffer.shape
+        if isinstance(node, (E.FloorDiv, E.FloorMod)) and not isinstance(node.b, E.IntImm):
+            divisions.append(node)
+
+    post_order_visit(func.body, visit)
+    assert [str(d) for d in allocations["softmax.exp"]] == ["1", "1", "1", "seq"]
+    assert all(isinstance(d, E.IntImm) for d in allocations["softmax.max"])
+    assert not divisions, [str(d) for d in divisions]
+    a = (rng.normal(size=(2, 2, n, n)) * 5).astype("float32")
+    check_op(s, [x], [y], [a], onnx_ref("Softmax", [a], axis=-1), rtol=1e-5, atol=1e-6)
 
 
 def test_group_with_a_producer_and_two_outputs(rng, check_op, onnx_ref):
