@@ -35,7 +35,8 @@ from tecomp.graph import GraphModule, build
 from tecomp.testing import models
 
 builders = {"bert_encoder": models.bert_encoder, "gpt2_decoder": models.gpt2_decoder,
-            "mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet}
+            "mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet,
+            "yolo_detector": models.yolo_detector, "unet": models.unet}
 batch, seq = int(sys.argv[1]), int(sys.argv[2])
 built = {}
 for name in sys.argv[3].split(","):

@@ -60,6 +60,7 @@ def _seq(a, b, memo) -> bool:
 
 
 _IR_MODULES = ("tecomp.ir.expr", "tecomp.ir.stmt")
+_FIELDS: dict = {}  # node class -> its field names
 
 
 def structural_hash(e) -> int:
@@ -89,4 +90,52 @@ def _shash(e, memo) -> int:
     return h
 
 
-__all__ = ["structural_equal", "structural_hash"]
+class StructuralClasses:
+    """Numbers trees so that two trees get the same number exactly when they are
+    :func:`structural_equal`; each node is numbered once, from its children's numbers, so
+    numbering a tree costs its size (where comparing or hashing every subtree of it
+    would cost its size at every node). Nodes numbered are kept alive, so their ids stay
+    theirs. :meth:`free_vars` gives the ``Var`` nodes a numbered tree reads."""
+
+    def __init__(self):
+        self._numbers: dict = {}  # key of a class -> its number
+        self._of: dict = {}  # id(node) -> (node, number)
+        self._vars: dict = {}  # number -> frozenset of the Vars in the tree
+
+    def number(self, e) -> int:
+        """The number of ``e``'s class."""
+        hit = self._of.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        t = type(e)
+        names = _FIELDS.get(t)
+        if names is None:
+            names = _FIELDS[t] = _field_names(t)
+        children = ()
+        if isinstance(e, tuple):
+            children = e
+            key = ("t", tuple(self.number(x) for x in e))
+        elif t is Var:
+            key = ("v", id(e))
+        elif _leaf_key(e) is not None:
+            key = _leaf_key(e)
+        elif isinstance(e, (str, int, float, bool)) or e is None:
+            key = (t.__name__, e)
+        elif not names or t.__module__ not in _IR_MODULES:
+            key = ("o", id(e))
+        else:
+            children = tuple(getattr(e, n) for n in names)
+            key = (t,) + tuple(self.number(x) for x in children)
+        n = self._numbers.setdefault(key, len(self._numbers))
+        self._of[id(e)] = (e, n)
+        if n not in self._vars:
+            self._vars[n] = (frozenset((e,)) if t is Var else frozenset().union(
+                *(self._vars[self.number(c)] for c in children)))
+        return n
+
+    def free_vars(self, e) -> frozenset:
+        """The ``Var`` nodes in ``e`` (bound by a ``Let`` inside it or not)."""
+        return self._vars[self.number(e)]
+
+
+__all__ = ["StructuralClasses", "structural_equal", "structural_hash"]

@@ -20,7 +20,9 @@ emitter, through which it reaches the others' public methods:
 - ``aliases`` (:class:`.AliasScopes`): the buffers' scoped-noalias metadata;
 - ``math`` (:class:`.MathCalls`): math calls;
 - ``bfloat`` (:class:`.BFloat16Values`): rounding to bfloat16, its arithmetic in float32;
-- ``checks`` (:class:`.RunTimeChecks`): run-time checks and the call's error record.
+- ``checks`` (:class:`.RunTimeChecks`): run-time checks and the call's error record;
+- ``reuse`` (:class:`.ValueMemo`): the values the statement being emitted has computed,
+  reused where an equal expression comes again (a new one for every statement).
 
 The emitter keeps the expression and statement visitors, the floor division the index
 arithmetic shares, and the entry point of each function (:meth:`Emitter.func`), which
@@ -36,6 +38,7 @@ from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.analysis import SIGNED_INT, buffer_key, has_unsafe
+from ...ir.structural import StructuralClasses
 from ...target import Target
 from . import types as T
 from .alias import AliasScopes
@@ -50,6 +53,7 @@ from .math_calls import DOT_CALL_NAMES, MathCalls
 from .memory import Memory
 from .module_text import ModuleText
 from .parallel import ParallelLoops
+from .reuse import ValueMemo
 from .symbols import Symbols
 from .transpose import BlockTranspose
 from .vector import VectorLanes
@@ -81,6 +85,8 @@ class Emitter:
         self.math = MathCalls(self)
         self.bfloat = BFloat16Values(self)
         self.checks = RunTimeChecks(self)
+        self.expr_classes = StructuralClasses()
+        self.reuse = ValueMemo(self, self.expr_classes)
 
     @contextmanager
     def writing(self, fn: Fn, symbols: Symbols):
@@ -139,15 +145,27 @@ class Emitter:
 
     def ev(self, e) -> Val:
         """``e`` evaluated in its own dtype (vector when it varies across lanes)."""
+        v = self.reuse.get(e)
+        if v is not None:
+            return v
         if self.index.is_index(e) and not isinstance(e, E.IntImm):
             v = self.index.ev(e)
-            return self.builder.int_convert(self.builder.mat(v), "int64", e.dtype)
-        m = getattr(self, "ev_" + type(e).__name__, None)
-        if m is None:
-            raise UnsupportedOpError(
-                f"the LLVM code generator cannot compile {type(e).__name__} nodes ({e})"
-            )
-        return m(e)
+            v = self.builder.int_convert(self.builder.mat(v), "int64", e.dtype)
+        else:
+            m = getattr(self, "ev_" + type(e).__name__, None)
+            if m is None:
+                raise UnsupportedOpError(
+                    f"the LLVM code generator cannot compile {type(e).__name__} nodes ({e})"
+                )
+            v = m(e)
+        self.reuse.put(e, v)
+        return v
+
+    def _masked(self, cond: Val, fn):
+        """``fn()`` under the mask ``cond`` (:meth:`.VectorLanes.with_mask`), in a scope of
+        its own for reused values."""
+        with self.reuse.scope():
+            return self.vectors.with_mask(cond, fn)
 
     def ev_IntImm(self, e):
         return self.builder.const(e.value, e.dtype)
@@ -344,7 +362,7 @@ class Emitter:
         # Short-circuit: the right side may only be safe to evaluate given the left.
         if x.lanes > 1:
             cond = x if op == "and" else b.not_(x)
-            y = vectors.with_mask(cond, lambda: self.ev(e.b))
+            y = self._masked(cond, lambda: self.ev(e.b))
             x, y = b.unify(x, y)
             return b.val(f"{op} {x.vty} {x.ref}, {y.ref}", "i1", x.lanes)
         cond = x if op == "and" else b.not_(x)
@@ -362,11 +380,13 @@ class Emitter:
         lt, lf, lj = b.new_label("sel.t"), b.new_label("sel.f"), b.new_label("sel.j")
         b.emit(f"br i1 {cond.ref}, label %{lt}, label %{lf}")
         b.start_block(lt)
-        tv = b.bcast(b.mat(then_fn()), lanes)
+        with self.reuse.scope():
+            tv = b.bcast(b.mat(then_fn()), lanes)
         end_t = b.fn.label
         b.emit(f"br label %{lj}")
         b.start_block(lf)
-        fv = b.bcast(b.mat(else_fn()), lanes)
+        with self.reuse.scope():
+            fv = b.bcast(b.mat(else_fn()), lanes)
         end_f = b.fn.label
         b.emit(f"br label %{lj}")
         b.start_block(lj)
@@ -379,8 +399,8 @@ class Emitter:
         unsafe = has_unsafe(e.true_value) or has_unsafe(e.false_value)
         if c.lanes > 1:
             if unsafe:
-                tv = vectors.with_mask(c, lambda: self.ev(e.true_value))
-                fv = vectors.with_mask(b.not_(c), lambda: self.ev(e.false_value))
+                tv = self._masked(c, lambda: self.ev(e.true_value))
+                fv = self._masked(b.not_(c), lambda: self.ev(e.false_value))
             else:
                 tv, fv = self.ev(e.true_value), self.ev(e.false_value)
             c, tv, fv = b.unify(c, tv, fv)
@@ -404,7 +424,11 @@ class Emitter:
         m = getattr(self, "st_" + type(s).__name__, None)
         if m is None:
             raise UnsupportedOpError(f"the LLVM code generator cannot compile {type(s).__name__}")
-        m(s)
+        outer, self.reuse = self.reuse, ValueMemo(self, self.expr_classes)
+        try:
+            m(s)
+        finally:
+            self.reuse = outer
 
     def st_SeqStmt(self, s):
         for x in s.seq:

@@ -73,7 +73,8 @@ class Loops:
         c = b.val(f"icmp slt i64 {iv}, {end.ref}", "i1")
         b.emit(f"br i1 {c.ref}, label %{lb}, label %{lx}")
         b.start_block(lb)
-        body_fn(Val(iv, "i64"))
+        with self.em.reuse.scope():  # what the body computes stays in it
+            body_fn(Val(iv, "i64"))
         latch = b.fn.label
         b.emit(f"{nxt} = add nsw i64 {iv}, 1")
         b.emit(f"br label %{lh}{self._metadata(hint)}")

@@ -106,7 +106,12 @@ class Memory:
 
     def store(self, s: S.Store, value: Val | None = None) -> None:
         """The store ``s``, of ``value`` where given (its value already computed), else of
-        ``s.value``."""
+        ``s.value``. The values computed before are not reused after it (they may have
+        read what it writes)."""
+        self._store(s, value)
+        self.em.reuse.forget()
+
+    def _store(self, s: S.Store, value: Val | None) -> None:
         em, b = self.em, self.b
         mask = em.vectors.mask
         ptr = em.symbols.buffer(s.buffer)
@@ -169,6 +174,7 @@ class Memory:
         fn = f"@llvm.masked.store.{T.suffix(mt, n)}.p0"
         b.declare(fn, f"declare void {fn}({vt}, ptr, <{n} x i1>)")
         b.emit(f"call void {fn}({vt} {v.ref}, ptr align {eb} {p.ref}, <{n} x i1> {mask}){md}")
+        self.em.reuse.forget()
 
     # ---- kinds of vector access ---------------------------------------------------------
 
