@@ -39,13 +39,14 @@ def test_parallel_loop_calls_the_thread_pool():
     assert "@omp_get" not in ll and "@GOMP" not in ll
 
 
-def test_a_loop_of_run_time_size_takes_one_thread_when_a_run_finds_it_small(rng):
+def test_a_small_loop_takes_one_thread(rng):
     """A row of the product is 16 + 32 * 16 = 528 steps: below SERIAL_WORK (16384) steps,
-    31 rows, a run keeps the loop on the calling thread (a team of one); a constant
-    extent runs as the schedule says."""
+    31 rows, the loop runs on the calling thread (a team of one), decided by each run for
+    a run-time row count and when the module is built for a constant one."""
     ll = build(_matmul("parallel")).get_source("ll")
     assert _team_size(ll).startswith("i32 %")  # decided per run: n * 528 < SERIAL_WORK
     assert _team_size(build(_matmul("parallel", n=64)).get_source("ll")) == "i32 0)"
+    assert _team_size(build(_matmul("parallel", n=31)).get_source("ll")) == "i32 1)"
     mod = build(_matmul("parallel"))
     for rows in (1, 31, 32, 200):  # on both sides of the threshold
         a, b = rng.random((rows, 32), dtype=np.float32), rng.random((32, 16), dtype=np.float32)

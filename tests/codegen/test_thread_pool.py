@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tecomp
+from tecomp.codegen.llvm.parallel import SERIAL_WORK
 from tecomp.codegen.llvm.thread_pool import thread_pool_ir
 from tecomp.ir import FloatImm, PrimFunc, Store, Var
 from tecomp.runtime import threads
@@ -24,11 +25,17 @@ from tecomp.runtime import threads
 pytestmark = pytest.mark.usefixtures("needs_llvm")
 
 
+#: Increments of one iteration of :func:`_count_up`: enough work that a loop of one
+#: iteration takes the pool (a smaller loop runs on the calling thread alone).
+ROUNDS = SERIAL_WORK
+
+
 def _count_up(extent):
-    """C[i] += 1 over a parallel loop: an iteration run twice, or not at all, shows."""
-    c = buf("C", (extent,))
-    i = Var("i")
-    return PrimFunc("up", (c,), loop(i, extent, Store(c, ld(c, i) + FloatImm(1.0), i),
+    """C[i] += ROUNDS over a parallel loop, one at a time: an iteration run twice, or not
+    at all, shows."""
+    c = buf("C", (extent,), "int32")
+    i, j = Var("i"), Var("j")
+    return PrimFunc("up", (c,), loop(i, extent, loop(j, ROUNDS, Store(c, ld(c, i) + 1, i)),
                                      "parallel"))
 
 
@@ -43,11 +50,11 @@ def restore_count():
 @pytest.mark.parametrize("extent", [1, 2, 3, 5, 7, 9, 64, 1001])
 def test_every_iteration_runs_once_for_any_team(extent):
     mod = build(_count_up(extent))
-    c = np.zeros(extent, np.float32)
+    c = np.zeros(extent, np.int32)
     for count in (2, 3, 5, 1):  # more threads than chunks, than cores, and none
         tecomp.runtime.set_num_threads(count)
         mod(c)
-    np.testing.assert_array_equal(c, np.full(extent, 4.0, np.float32))
+    np.testing.assert_array_equal(c, np.full(extent, 4 * ROUNDS, np.int32))
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 40000])
@@ -99,7 +106,7 @@ def test_workers_asleep_after_an_idle_gap_wake_for_the_next_loop(rows_up):
 def test_calls_from_several_threads_at_once_each_run_whole():
     """One call owns the pool; the others run their loops alone, meanwhile."""
     mod = build(_count_up(1001))
-    outs = [np.zeros(1001, np.float32) for _ in range(4)]
+    outs = [np.zeros(1001, np.int32) for _ in range(4)]
 
     def caller(c):
         for _ in range(200):
@@ -111,7 +118,7 @@ def test_calls_from_several_threads_at_once_each_run_whole():
     for t in workers:
         t.join()
     for c in outs:
-        np.testing.assert_array_equal(c, np.full(1001, 200.0, np.float32))
+        np.testing.assert_array_equal(c, np.full(1001, 200 * ROUNDS, np.int32))
 
 
 def test_a_forked_child_starts_workers_of_its_own():
@@ -124,12 +131,12 @@ def test_a_forked_child_starts_workers_of_its_own():
         from tecomp import te
 
         tecomp.runtime.set_num_threads(3)
-        A = te.placeholder((4096,), name="A")
-        B = te.compute((4096,), lambda i: A[i] + 1.0, name="B")
+        A = te.placeholder((65536,), name="A")  # above SERIAL_WORK: the pool runs it
+        B = te.compute((65536,), lambda i: A[i] + 1.0, name="B")
         s = te.create_schedule(B.op)
         s[B].parallel(B.op.axis[0])
         mod = tecomp.build(s, [A, B], target="llvm", name="inc")
-        a = np.arange(4096, dtype="float32")
+        a = np.arange(65536, dtype="float32")
         b = np.zeros_like(a)
         mod(a, b)
         pid = os.fork()
@@ -157,11 +164,11 @@ def test_an_exported_library_has_a_pool_that_takes_the_count(tmp_path):
     pools = len(threads._SETTING.pools)
     lib = tecomp.runtime.load_module(path)
     assert len(threads._SETTING.pools) == pools + 1
-    c = np.zeros(1001, np.float32)
+    c = np.zeros(1001, np.int32)
     for count in (3, 1, 2):
         tecomp.runtime.set_num_threads(count)
         lib["up"](c)
-    np.testing.assert_array_equal(c, np.full(1001, 3.0, np.float32))
+    np.testing.assert_array_equal(c, np.full(1001, 3 * ROUNDS, np.int32))
     # Its workers run its code, so dlclose must leave it mapped.
     if shutil.which("readelf"):
         dynamic = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,

@@ -3,11 +3,12 @@ closure, i64 begin, i64 end)`` and run by tecomp's thread pool
 (:mod:`.thread_pool`), which hands each thread chunks of the iteration space.
 Legalization leaves no parallel loop inside another one.
 
-A loop whose size is known only at run time (a symbolic sequence length) runs on the
-calling thread alone when a run finds it small (:data:`SERIAL_WORK`): the schedule had to
-choose ``parallel`` for every size, and a decoder's one-token step would otherwise wake
-the other threads for a few hundred elements. A loop of constant size runs as its
-schedule says.
+A loop runs on the calling thread alone when its work is small (:data:`SERIAL_WORK`),
+decided when the module is built for a loop of constant size, and by each run for one
+whose size is known only then (a symbolic sequence length): a schedule marks the outer
+loop of most kernels ``parallel`` whatever their size, and a decoder's one-token step or
+a model's small kernels (a slice of a few hundred elements) would otherwise wake the other
+threads for less work than waking them costs.
 """
 
 from __future__ import annotations
@@ -88,14 +89,16 @@ class ParallelLoops:
                 f"\n  store ptr {rec}, ptr {p}")
 
     def _thread_count(self, s) -> str:
-        """The ``threads`` operand of the loop's pool call: 0 (the pool's count) for a
-        loop of constant size, else 1 (the caller alone) when this run's work is below
-        :data:`SERIAL_WORK`."""
+        """The ``threads`` operand of the loop's pool call: 1 (the caller alone) when the
+        loop's work is below :data:`SERIAL_WORK`, else 0 (the pool's count); for a loop of
+        run-time size, a value each run computes."""
         work = work_of(s)
+        if isinstance(work, E.IntImm):
+            return "1" if work.value < SERIAL_WORK else "0"
         vars_used, _ = free_refs(work)
         # Evaluated before the loop, where its body might never have run: only index
         # arithmetic that cannot fault (no load, no division by a run-time size).
-        if isinstance(work, E.IntImm) or not is_pure_int(work, {}) or has_unsafe(work) or any(
+        if not is_pure_int(work, {}) or has_unsafe(work) or any(
                 v is s.loop_var or self.em.symbols.value(v) is None for v in vars_used):
             return "0"
         w = self.em.index.ev(work)
