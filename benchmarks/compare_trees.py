@@ -37,13 +37,14 @@ from tecomp.testing import models
 builders = {"bert_encoder": models.bert_encoder, "gpt2_decoder": models.gpt2_decoder,
             "mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet,
             "yolo_detector": models.yolo_detector, "unet": models.unet}
-batch, seq = int(sys.argv[1]), int(sys.argv[2])
+batch, seq, dynamic = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4] == "dynamic"
 built = {}
 for name in sys.argv[3].split(","):
     model = (builders[name]() if name in builders
              else onnx.load(models.light_model_path(name.removeprefix("light_"))))
     feeds = models.example_inputs(model, batch=batch, seq=seq)
-    mod, params = from_onnx(model, shape={k: v.shape for k, v in feeds.items()})
+    mod, params = from_onnx(model, shape=None if dynamic else
+                            {k: v.shape for k, v in feeds.items()})
     gm = GraphModule(build(mod, target="llvm", params=params))
     gm(**feeds)
     built[name] = (gm, feeds)
@@ -118,9 +119,13 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--runs", type=int, default=20, help="runs timed per round (median kept)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dynamic", action="store_true",
+                   help="keep the models' symbolic axes (one build for every shape); "
+                        "default: build for the shapes timed")
     opts = p.parse_args()
     names = [n for n in opts.models.split(",") if n]
-    args = [str(opts.batch), str(opts.seq), ",".join(names)]
+    args = [str(opts.batch), str(opts.seq), ",".join(names),
+            "dynamic" if opts.dynamic else "fixed"]
     t0 = time.perf_counter()
     base, head = Worker(opts.base, args, opts.threads), Worker(opts.head, args, opts.threads)
     for worker in (base, head):

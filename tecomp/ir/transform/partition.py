@@ -29,6 +29,15 @@ around the guard ``vo * c + vi < n``, is cut at ``n // c`` into the whole chunks
 last, partial one, without any search: the simplifier proves the guard on the whole chunks
 from the loop's symbolic range.
 
+A loop of symbolic range whose conditions are linear in its variable is cut at symbolic
+points: for each conjunct ``k*v + r < 0`` (``r`` at its largest over the inner loops) the
+point where it starts holding (``k < 0``) or stops (``k > 0``), of several on one side the
+one past which every conjunct of that side is proven; the body then dispatches on
+``v < L`` and ``v < H``, as a parallel loop's does (correct in any order of ``L`` and
+``H``), and the simplifier removes the conditions from the copy between them, knowing
+``L <= v < H``. A padded convolution over a symbolic height and width so keeps its
+guards in its border rows and columns only.
+
 A test that decides a large body at once (more than ``AMORTIZED_TEST`` statements, such as
 a padded kernel row around a whole unrolled window of multiply-adds) is left alone: it
 runs once per that much work, so copies of the body would buy nothing but code size.
@@ -45,12 +54,17 @@ from __future__ import annotations
 from .. import dtype as dt
 from .. import expr as E
 from .. import stmt as S
-from ..arith import prove, simplify
+from ..arith import Analyzer, eval_interval, linear_coeff, prove, simplify
 from ..functor import post_order_visit, uses_var
 from ..structural import structural_equal, structural_hash
 
 #: How many copies of one loop body partitioning may create, over a whole nest.
 MAX_COPIES = 9
+
+#: The same bound for the cuts of loops of symbolic extent, where a loop over chunks is
+#: split into whole chunks and the last one before its borders are cut (a padded
+#: kernel's columns: 2 x 3 copies inside 3 copies of its rows).
+MAX_SYMBOLIC_COPIES = 18
 
 #: An ``IfThenElse`` that decides more statements than this per test (a padded kernel
 #: row around a whole unrolled window of multiply-adds, say) costs too little to be
@@ -71,6 +85,21 @@ def partition_loops(func: S.PrimFunc) -> S.PrimFunc:
 
 def _const(e):
     return e.value if type(e) is E.IntImm else None
+
+
+def _below_zero(cond):
+    """``d`` with ``cond`` the same as ``d < 0``, for an integer comparison other than
+    (in)equality; else None."""
+    t = type(cond)
+    if t is E.LT:
+        return cond.a - cond.b
+    if t is E.LE:
+        return cond.a - cond.b - 1
+    if t is E.GT:
+        return cond.b - cond.a
+    if t is E.GE:
+        return cond.b - cond.a - 1
+    return None
 
 
 def _conjuncts(cond, out: list) -> None:
@@ -115,7 +144,8 @@ class _Partitioner:
             whole = self._whole_chunks(s, copies)
             if whole is not None:
                 return S.seq(self._symbolic_loop(s, s.min, whole, copies * 2),
-                             self._symbolic_loop(s, whole, s.extent - whole, copies * 2))
+                             self._symbolic_loop(s, whole, s.extent - whole, copies * 2,
+                                                 cut=False))
             return self._symbolic_loop(s, s.min, s.extent, copies)
         cut = None
         if s.kind in _PARTITIONED_KINDS and ext > 1:
@@ -130,18 +160,70 @@ class _Partitioner:
             return self._dispatch(s, ranges, copies * n)
         return S.seq(*[self._loop(s, a, b, copies * n) for a, b in ranges])
 
-    def _symbolic_loop(self, s: S.For, start, extent, copies: int):
-        """``s`` over ``extent`` iterations from ``start`` (not both constant): not cut, but
-        the inner loops may be."""
+    def _symbolic_loop(self, s: S.For, start, extent, copies: int, cut: bool = True):
+        """``s`` over ``extent`` iterations from ``start`` (not both constant): with
+        ``cut``, its body dispatches on its variable where its conditions cut the range at
+        symbolic points (:meth:`_symbolic_cuts`), within ``MAX_SYMBOLIC_COPIES``; the
+        inner loops may be cut in turn. (The last chunk of a loop over chunks, one
+        iteration, is not cut.)"""
         v = s.loop_var
         self.bounds[v] = (_const(s.min), None)
         try:
-            body = self.stmt(s.body, copies)
+            cuts = []
+            if cut and s.kind in _PARTITIONED_KINDS and copies * 2 <= MAX_SYMBOLIC_COPIES:
+                cuts = self._symbolic_cuts(v, s.body, start, start + extent)
+                cuts = cuts[:2 if copies * 3 <= MAX_SYMBOLIC_COPIES else 1]
+            bodies = [self.stmt(s.body, copies * (len(cuts) + 1)) for _ in range(len(cuts) + 1)]
         finally:
             del self.bounds[v]
+        body = bodies[-1]
+        for cut, then in zip(reversed(cuts), reversed(bodies[:-1])):
+            body = S.IfThenElse(E.LT(v, cut), then, body)
         if start is s.min and extent is s.extent and body is s.body:
             return s
         return S.For(v, start, extent, s.kind, body, s.thread_tag)
+
+    def _symbolic_cuts(self, v, body, first, end) -> list:
+        """Up to two points, in increasing order, where conditions of ``body`` that are
+        linear in ``v`` (over ``[first, end)``) start or stop holding for every value of
+        the inner loops: ``L`` where ``k*v + r < 0`` holds for ``v >= L`` (k < 0), ``H``
+        where it holds for ``v < H`` (k > 0), ``r`` taken at its largest over the inner
+        loops. Of several such points on one side, the one past which the analyzer proves
+        every condition of that side (a padded convolution's columns in chunks of 16: 1
+        and ``(width - 1) // 16``, which also decides the last chunk's guard ``vo * 16 +
+        vi < width``); none on a side where no point does. The body then tests ``v < L``
+        and ``v < H`` (their order matters only for which copy the conditions leave)."""
+        sides: tuple = ([], [])  # (point, condition, inner bounds): starts, ends
+        for cond, inner in _conditions(body, v):
+            d = _below_zero(cond)
+            lc = None if d is None else linear_coeff(d, v)
+            k = None if lc is None else _const(lc[0])
+            if not k:
+                continue
+            ranges = {x: (E.IntImm(a, x.dtype), E.IntImm(b, x.dtype))
+                      for x, (a, b) in inner.items()}
+            r_max = eval_interval(lc[1], ranges, self.bounds)[1]
+            if r_max is None or uses_var(r_max, v):
+                continue
+            if k > 0:  # k*v + r_max < 0  <=>  v < ceil(-r_max / k)
+                sides[1].append((simplify((k - 1 - r_max) // k, self.bounds), cond, inner))
+            else:  # -k*v > r_max  <=>  v >= floor(r_max / -k) + 1
+                sides[0].append((simplify(r_max // (-k) + 1, self.bounds), cond, inner))
+        cuts = []
+        for found, is_end in zip(sides, (False, True)):
+            for point, _, _ in found:
+                span = (first, point - 1) if is_end else (point, end - 1)
+                if all(self._holds_over(v, span, cond, inner) for _, cond, inner in found):
+                    cuts.append(point)
+                    break
+        return cuts
+
+    def _holds_over(self, v, span, cond, inner) -> bool:
+        """Whether the analyzer proves ``cond`` for ``v`` in the symbolic ``span`` and the
+        inner loops in their ranges, as the simplifier will inside a dispatched copy."""
+        an = Analyzer({**self.bounds, **inner})
+        an.sym_ranges[v] = tuple(simplify(x, self.bounds) for x in span)
+        return an.can_prove(cond)
 
     def _whole_chunks(self, s: S.For, copies: int):
         """``n // c`` for a serial loop over the ``(n + c - 1) // c`` chunks of a symbolic
@@ -151,7 +233,7 @@ class _Partitioner:
         for any other loop, or when a cut would copy the body too often."""
         ext = s.extent
         if (s.kind != "serial" or _const(s.min) != 0 or type(ext) is not E.FloorDiv
-                or copies * 2 > MAX_COPIES):
+                or copies * 2 > MAX_SYMBOLIC_COPIES):
             return None
         c = _const(ext.b)
         if c is None or c < 2:
@@ -306,4 +388,4 @@ def _conditions(body, v) -> list:
     return [x for same in found.values() for x in same]
 
 
-__all__ = ["AMORTIZED_TEST", "MAX_COPIES", "partition_loops"]
+__all__ = ["AMORTIZED_TEST", "MAX_COPIES", "MAX_SYMBOLIC_COPIES", "partition_loops"]

@@ -156,15 +156,49 @@ class _StmtSimplifier:
         return S.IfThenElse(c, then, els)
 
     def _under(self, cond, body):
-        """Simplify ``body`` knowing ``cond`` holds (its constant consequences on single
-        variables)."""
+        """Simplify ``body`` knowing ``cond`` holds: its constant consequences on single
+        variables, and a symbolic end for a loop variable it compares with an expression
+        (``v < height - 1`` in a loop over ``v``)."""
         facts = self._facts(cond)
         tokens = [(v, self.an.push_bound(v, iv)) for v, iv in facts]
+        ranges = self.an.sym_ranges
+        narrowed = self._symbolic_facts(cond)
+        saved = [(v, ranges[v]) for v, _ in narrowed]
+        for v, rng in narrowed:
+            ranges[v] = rng
         try:
             return self.stmt(body)
         finally:
+            for v, rng in reversed(saved):
+                ranges[v] = rng
             for v, tok in reversed(tokens):
                 self.an.pop_bound(v, tok)
+
+    def _symbolic_facts(self, cond) -> list:
+        """``(v, (lo, hi))`` for each conjunct of ``cond`` comparing a loop variable ``v``
+        of symbolic range with an expression free of it: the range with that end
+        replaced (the bound taken alone covers the values ``v`` then has, so proofs over
+        it stay sound)."""
+        if type(cond) is E.And:
+            out = self._symbolic_facts(cond.a)
+            seen = {v for v, _ in out}
+            return out + [f for f in self._symbolic_facts(cond.b) if f[0] not in seen]
+        t = type(cond)
+        if t not in (E.LT, E.LE, E.GT, E.GE):
+            return []
+        a, b = cond.a, cond.b
+        if type(b) is Var and b in self.an.sym_ranges and type(a) is not Var:
+            a, b = b, a
+            t = {E.LT: E.GT, E.LE: E.GE, E.GT: E.LT, E.GE: E.LE}[t]
+        if type(a) is not Var or a not in self.an.sym_ranges or a in collect_vars(b):
+            return []
+        lo, hi = self.an.sym_ranges[a]
+        one = IntImm(1, b.dtype)
+        if t in (E.LT, E.LE):
+            hi = self.an.simplify(b - one if t is E.LT else b)
+        else:
+            lo = self.an.simplify(b + one if t is E.GT else b)
+        return [(a, (lo, hi))]
 
     def _facts(self, cond) -> list:
         """(var, interval) pairs implied by ``cond``: from conjunctions of integer

@@ -190,3 +190,36 @@ def test_a_test_deciding_a_large_body_cuts_nothing():
     assert [f.extent.value for f in nodes(cut.body, S.For) if f.loop_var is i] == [1, 7]
     large = nest(65)
     assert partition_loops(large) is large
+
+
+def _padded_rows_of_symbolic_size(kind):
+    """A 3-row window summed over rows padded by one on each side: P[y, x] = A[y-1, x] +
+    A[y, x] + A[y+1, x] (0 outside), the rows a loop of ``kind`` over symbolic ``h``."""
+    h, w = te.var("h"), 24
+    A = te.placeholder((h, w), name="A")
+    r = te.reduce_axis((0, 3), name="r")
+    P = te.compute(
+        (h, w), lambda y, x: te.sum(te.if_then_else(
+            te.all(y + r >= 1, y + r < h + 1), A[y + r - 1, x], 0.0), axis=r), name="P")
+    s = te.create_schedule(P.op)
+    if kind == "parallel":
+        s[P].parallel(P.op.axis[0])
+    return s, A, P
+
+
+@pytest.mark.parametrize("kind", ["serial", "parallel"])
+def test_a_symbolic_range_is_cut_where_its_borders_are(kind, rng):
+    s, A, P = _padded_rows_of_symbolic_size(kind)
+    f = tecomp.lower(s, [A, P])
+    # The body dispatches on the row: y < 1 (the top border), y < h - 1 (the inside, free
+    # of the padding's conditions), the rest (the bottom border).
+    tests = {str(c.condition): c for c in nodes(f.body, S.IfThenElse)}
+    assert set(tests) == {"y < 1", "y < h - 1"}, str(f)
+    inside = tests["y < h - 1"].then_case
+    assert not nodes(inside, E.Select) and not nodes(inside, S.IfThenElse), str(f)
+    assert len(nodes(f.body, E.Select)) == 2  # one in each border's copy
+    fn = compile_schedule(s, [A, P])
+    for h in (1, 2, 3, 9):  # borders that meet, overlap or leave an inside
+        a = rng.standard_normal((h, 24)).astype("float32")
+        padded = np.pad(a, ((1, 1), (0, 0)))
+        run_and_check(fn, [A, P], [a], [padded[:-2] + padded[1:-1] + padded[2:]])
