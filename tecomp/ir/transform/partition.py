@@ -114,6 +114,8 @@ class _Partitioner:
     def __init__(self, bounds: dict):
         #: Inclusive constant bounds of the loop variables in scope.
         self.bounds = dict(bounds)
+        #: How many copies at a border of a symbolic cut enclose the statement walked.
+        self.at_border = 0
 
     def stmt(self, s, copies: int):
         t = type(s)
@@ -170,29 +172,43 @@ class _Partitioner:
         self.bounds[v] = (_const(s.min), None)
         try:
             cuts = []
-            if cut and s.kind in _PARTITIONED_KINDS and copies * 2 <= MAX_SYMBOLIC_COPIES:
+            if (cut and not self.at_border and s.kind in _PARTITIONED_KINDS
+                    and copies * 2 <= MAX_SYMBOLIC_COPIES):
                 cuts = self._symbolic_cuts(v, s.body, start, start + extent)
                 cuts = cuts[:2 if copies * 3 <= MAX_SYMBOLIC_COPIES else 1]
-            bodies = [self.stmt(s.body, copies * (len(cuts) + 1)) for _ in range(len(cuts) + 1)]
+            # The copies at a border (before a start, from an end) run for a few values of
+            # v: inner loops of symbolic range are not cut there (a loop over chunks still
+            # loses its last chunk's guard), which leaves the budget to the copy between.
+            borders = ([False] if not cuts or cuts[0][1] else [True]) + [False] * len(cuts)
+            if cuts and cuts[-1][1]:
+                borders[-1] = True
+            bodies = []
+            for border in borders:
+                self.at_border += border
+                try:
+                    bodies.append(self.stmt(s.body, copies * (len(cuts) + 1)))
+                finally:
+                    self.at_border -= border
         finally:
             del self.bounds[v]
         body = bodies[-1]
-        for cut, then in zip(reversed(cuts), reversed(bodies[:-1])):
-            body = S.IfThenElse(E.LT(v, cut), then, body)
+        for (point, _), then in zip(reversed(cuts), reversed(bodies[:-1])):
+            body = S.IfThenElse(E.LT(v, point), then, body)
         if start is s.min and extent is s.extent and body is s.body:
             return s
         return S.For(v, start, extent, s.kind, body, s.thread_tag)
 
     def _symbolic_cuts(self, v, body, first, end) -> list:
-        """Up to two points, in increasing order, where conditions of ``body`` that are
-        linear in ``v`` (over ``[first, end)``) start or stop holding for every value of
-        the inner loops: ``L`` where ``k*v + r < 0`` holds for ``v >= L`` (k < 0), ``H``
-        where it holds for ``v < H`` (k > 0), ``r`` taken at its largest over the inner
-        loops. Of several such points on one side, the one past which the analyzer proves
-        every condition of that side (a padded convolution's columns in chunks of 16: 1
-        and ``(width - 1) // 16``, which also decides the last chunk's guard ``vo * 16 +
-        vi < width``); none on a side where no point does. The body then tests ``v < L``
-        and ``v < H`` (their order matters only for which copy the conditions leave)."""
+        """Up to two ``(point, is_end)``, a start before an end, where conditions of
+        ``body`` linear in ``v`` (over ``[first, end)``) start or stop holding for every
+        value of the inner loops: ``L`` where ``k*v + r < 0`` holds for ``v >= L``
+        (k < 0), ``H`` where it holds for ``v < H`` (k > 0), ``r`` at its largest over
+        the inner loops. Of several points on one side, the one past which the analyzer
+        proves every condition of that side (a padded convolution's columns in chunks of
+        16: 1 and ``(width + 15) // 16 - 1``, which also decides the last chunk's guard
+        ``vo * 16 + vi < width``); no cut at all where a side has conditions and no such
+        point (the copy between would keep them). The body then tests ``v < L`` and
+        ``v < H`` (their order matters only for which copy the conditions leave)."""
         sides: tuple = ([], [])  # (point, condition, inner bounds): starts, ends
         for cond, inner in _conditions(body, v):
             d = _below_zero(cond)
@@ -214,8 +230,11 @@ class _Partitioner:
             for point, _, _ in found:
                 span = (first, point - 1) if is_end else (point, end - 1)
                 if all(self._holds_over(v, span, cond, inner) for _, cond, inner in found):
-                    cuts.append(point)
+                    cuts.append((point, is_end))
                     break
+            else:
+                if found:  # the copy between would keep this side's conditions
+                    return []
         return cuts
 
     def _holds_over(self, v, span, cond, inner) -> bool:
