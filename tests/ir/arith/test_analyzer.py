@@ -184,7 +184,12 @@ def test_eval_interval_by_a_divisor_that_may_be_zero_is_sound(nv, shift, data):
     tv = (nv - 1) // 4 + 1
     if hi_f < 0 or tv == 0:
         return
-    fv = data.draw(st.integers(0, hi_f))
+    _assert_divmod_intervals_hold(f, T, ranges, fixed, nv, tv, data.draw(st.integers(0, hi_f)))
+
+
+def _assert_divmod_intervals_hold(f, T, ranges, fixed, nv, tv, fv):
+    """The intervals of ``f // T`` and ``f % T`` hold their values at ``n = nv`` (where
+    ``T`` is ``tv``) and ``f = fv``."""
     env = {n: nv, f: fv}
     for e, value in ((f // T, fv // tv), (f % T, fv % tv)):
         lo, hi = eval_interval(e, ranges, fixed)
@@ -202,9 +207,4 @@ def test_eval_interval_of_a_symbolic_divisor_is_sound(nv, blocks, shift, data):
     hi_f = tv * blocks + shift
     if hi_f < 0:
         return
-    fv = data.draw(st.integers(0, hi_f))
-    env = {n: nv, f: fv}
-    for e, value in ((f // T, fv // tv), (f % T, fv % tv)):
-        lo, hi = eval_interval(e, ranges, fixed)
-        assert lo is None or evaluate(lo, env) <= value
-        assert hi is None or value <= evaluate(hi, env)
+    _assert_divmod_intervals_hold(f, T, ranges, fixed, nv, tv, data.draw(st.integers(0, hi_f)))
