@@ -8,9 +8,12 @@ expression and keeps nodes hashable); these functions are the deep comparison.
 
 from __future__ import annotations
 
+import functools
+
 from .expr import FloatImm, IntImm, Var
 
 
+@functools.cache
 def _field_names(cls) -> tuple:
     return tuple(getattr(cls, "__dataclass_fields__", {}))
 
@@ -60,7 +63,6 @@ def _seq(a, b, memo) -> bool:
 
 
 _IR_MODULES = ("tecomp.ir.expr", "tecomp.ir.stmt")
-_FIELDS: dict = {}  # node class -> its field names
 
 
 def structural_hash(e) -> int:
@@ -108,17 +110,16 @@ class StructuralClasses:
         if hit is not None and hit[0] is e:
             return hit[1]
         t = type(e)
-        names = _FIELDS.get(t)
-        if names is None:
-            names = _FIELDS[t] = _field_names(t)
+        names = _field_names(t)
+        leaf = _leaf_key(e)
         children = ()
         if isinstance(e, tuple):
             children = e
             key = ("t", tuple(self.number(x) for x in e))
         elif t is Var:
             key = ("v", id(e))
-        elif _leaf_key(e) is not None:
-            key = _leaf_key(e)
+        elif leaf is not None:
+            key = leaf
         elif isinstance(e, (str, int, float, bool)) or e is None:
             key = (t.__name__, e)
         elif not names or t.__module__ not in _IR_MODULES:

@@ -79,8 +79,7 @@ class Allocations:
         if n_elems is None:
             stack_ptr, p, owned = self._stack_or_heap(r)
         else:
-            p = owned = bld.val(f"call noalias ptr @aligned_alloc(i64 64, i64 {r.ref})", "ptr")
-            bld.fail_if(bld.val(f"icmp eq ptr {p.ref}, null", "i1"), "alloc")
+            p = owned = self._heap(r)
         em.symbols.bind_buffer(key, p.ref)
         bld.fn.heap.append(owned.ref)
         em.stmt(s.body)
@@ -107,8 +106,7 @@ class Allocations:
         on_stack = bld.val(f"alloca i8, i64 {nbytes.ref}, align 64", "ptr")
         bld.emit(f"br label %{ljoin}")
         bld.start_block(lheap)
-        on_heap = bld.val(f"call noalias ptr @aligned_alloc(i64 64, i64 {nbytes.ref})", "ptr")
-        bld.fail_if(bld.val(f"icmp eq ptr {on_heap.ref}, null", "i1"), "alloc")
+        on_heap = self._heap(nbytes)
         heap_end = bld.fn.label
         bld.emit(f"br label %{ljoin}")
         bld.start_block(ljoin)
@@ -116,3 +114,11 @@ class Allocations:
                     "ptr")
         owned = bld.val(f"phi ptr [ null, %{lstack} ], [ {on_heap.ref}, %{heap_end} ]", "ptr")
         return saved, p, owned
+
+    def _heap(self, nbytes):
+        """64-byte aligned heap memory of ``nbytes`` (an i64, a multiple of 64); the
+        function's failure path where there is none."""
+        bld = self.b
+        p = bld.val(f"call noalias ptr @aligned_alloc(i64 64, i64 {nbytes.ref})", "ptr")
+        bld.fail_if(bld.val(f"icmp eq ptr {p.ref}, null", "i1"), "alloc")
+        return p

@@ -179,9 +179,11 @@ class _Partitioner:
             # The copies at a border (before a start, from an end) run for a few values of
             # v: inner loops of symbolic range are not cut there (a loop over chunks still
             # loses its last chunk's guard), which leaves the budget to the copy between.
-            borders = ([False] if not cuts or cuts[0][1] else [True]) + [False] * len(cuts)
+            borders = [False] * (len(cuts) + 1)
+            if cuts and not cuts[0][1]:
+                borders[0] = True  # before a start
             if cuts and cuts[-1][1]:
-                borders[-1] = True
+                borders[-1] = True  # from an end
             bodies = []
             for border in borders:
                 self.at_border += border
