@@ -38,11 +38,22 @@ builders = {"bert_encoder": models.bert_encoder, "gpt2_decoder": models.gpt2_dec
             "mobilenet_v2": models.mobilenet_v2, "resnet18": models.resnet,
             "yolo_detector": models.yolo_detector, "unet": models.unet}
 batch, seq, dynamic = int(sys.argv[1]), int(sys.argv[2]), sys.argv[4] == "dynamic"
+image = {"image": int(sys.argv[5])} if sys.argv[5] != "-" else {}
 built = {}
 for name in sys.argv[3].split(","):
-    model = (builders[name]() if name in builders
+    model = (builders[name](**(image if name not in ("bert_encoder", "gpt2_decoder") else {}))
+             if name in builders
              else onnx.load(models.light_model_path(name.removeprefix("light_"))))
     feeds = models.example_inputs(model, batch=batch, seq=seq)
+    images = [i for i in model.graph.input if len(i.type.tensor_type.shape.dim) == 4]
+    if dynamic and images:
+        # One build for every image size: the height and width symbolic too, and the
+        # outputs' shapes left to the import.
+        for i in images:
+            for k, d in enumerate(i.type.tensor_type.shape.dim[2:]):
+                d.dim_param = f"{i.name}_{('height', 'width')[k]}"
+        for o in model.graph.output:
+            o.type.tensor_type.ClearField("shape")
     mod, params = from_onnx(model, shape=None if dynamic else
                             {k: v.shape for k, v in feeds.items()})
     gm = GraphModule(build(mod, target="llvm", params=params))
@@ -120,12 +131,16 @@ def main():
     p.add_argument("--runs", type=int, default=20, help="runs timed per round (median kept)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dynamic", action="store_true",
-                   help="keep the models' symbolic axes (one build for every shape); "
-                        "default: build for the shapes timed")
+                   help="keep the models' symbolic axes, and make an image's height and "
+                        "width symbolic (one build for every shape); default: build for "
+                        "the shapes timed")
+    p.add_argument("--image", type=int, default=None,
+                   help="image size of the image builders (default: each one's own)")
     opts = p.parse_args()
     names = [n for n in opts.models.split(",") if n]
     args = [str(opts.batch), str(opts.seq), ",".join(names),
-            "dynamic" if opts.dynamic else "fixed"]
+            "dynamic" if opts.dynamic else "fixed",
+            "-" if opts.image is None else str(opts.image)]
     t0 = time.perf_counter()
     base, head = Worker(opts.base, args, opts.threads), Worker(opts.head, args, opts.threads)
     for worker in (base, head):

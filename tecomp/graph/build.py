@@ -162,7 +162,8 @@ def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fre
     # Only constant weights are packed at build time; a computed one is packed by the
     # compute on every call.
     to_pack = [pos for pos in impl.packed_inputs if n.inputs[pos] in graph.consts]
-    if to_pack and isinstance(cfg, FallbackConfigEntity) and not cfg.space_map:
+    if (to_pack and impl.packing_reads_config and isinstance(cfg, FallbackConfigEntity)
+            and not cfg.space_map):
         # A fallback for symbolic shapes has no knobs until the compute defines them, and
         # they say how the weight is packed: run it once on the logical layout first.
         impl.compute(cfg, *args, **attrs)

@@ -126,12 +126,13 @@ def _size(dim):
 # divisors are the usual tile candidates (224 = 2^5 * 7: 4, 7, 8, 14, 16, 28, 32), so no
 # candidate wins for dividing it; the computes pad the output to whole tiles, so any tile
 # serves any size.
-_SYMBOLIC_EXTENT = 224
+SYMBOLIC_EXTENT = 224
 
 
-def _nominal(size) -> int:
-    """``size`` where it is an int, else :data:`_SYMBOLIC_EXTENT`: what tile choices see."""
-    return size if isinstance(size, int) else _SYMBOLIC_EXTENT
+def nominal_size(size) -> int:
+    """``size`` where it is an int, else :data:`SYMBOLIC_EXTENT`: what tile choices (and a
+    graph's layout costs) see."""
+    return size if isinstance(size, int) else SYMBOLIC_EXTENT
 
 
 def _geometry(data_shape, kernel_shape, strides, padding, dilation, what):
@@ -269,7 +270,7 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
         data_shape, kernel_shape, strides, padding, dilation, "conv2d")
     # A symbolic plane has no static size for the whole-plane accumulator of "oc_plane".
     static_plane = all(isinstance(d, int) for d in (OH, OW))
-    H, W, OH, OW = (_nominal(d) for d in (H, W, OH, OW))
+    H, W, OH, OW = (nominal_size(d) for d in (H, W, OH, OW))
     lanes = fp32_lanes()
     ic, oc, ow, oh = _conv_candidates(C, K, OH, OW, lanes)
     cfg.define_split("tile_ic", C, num_outputs=2, policy="candidate",
@@ -746,7 +747,7 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
         )
         out = te.compute((N, K, OH, OW), lambda n, k, y, x: dense[n, k, y, x * sw],
                          name="depthwise", tag="depthwise_conv2d")
-    OH, OW = _nominal(OH), _nominal(OW)
+    OH, OW = nominal_size(OH), nominal_size(OW)
     cfg.define_split("tile_w", OW, num_outputs=2, policy="candidate",
                      candidate=[[-1, r] for r in DEPTHWISE_WIDTHS if r <= OW] or [[-1, 1]])
     cfg.define_split("tile_h", OH, num_outputs=2, policy="candidate",

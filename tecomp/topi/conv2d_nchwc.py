@@ -56,7 +56,8 @@ from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
 from . import cpu_tiling
-from .conv2d import _conv_workload, _divisors, _geometry, _shape_of, order_window
+from .conv2d import (_ceil_div, _conv_workload, _divisors, _geometry, _shape_of, _size,
+                     nominal_size, order_window)
 from ..te.analysis import ops_of
 from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
@@ -109,6 +110,10 @@ def _logical_shapes(data_shape, kernel_shape, what):
 #: Tile widths an unpadded conv2d_nchwc may take beside the divisors of its rows.
 PADDED_TILE_WIDTHS = (4, 5, 6, 8)
 
+#: The widest untuned tile over a row of symbolic width, which ends in a partial tile
+#: computed whole: at most 7 columns past its end.
+SYMBOLIC_TILE_COLUMNS = 8
+
 
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
@@ -155,6 +160,10 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
     convolution whose in-place tile is one channel vector takes that padded row over the
     copy instead (SqueezeNet's 3x3 16->64 at 55x55: 76 -> 130 GFLOPS; the model 0.89x
     and Inception-v1 0.87x the previous build's time)."""
+    # A symbolic size is chosen for as if it were 224 (see conv2d's SYMBOLIC_EXTENT):
+    # every tile then crops a row computed over whole tiles.
+    symbolic = not isinstance(OW, int)
+    H, W, OW = (nominal_size(d) for d in (H, W, OW))
     blocks = K // b
     ocb = [d for d in (1, 2, 4) if blocks % d == 0]
     ow = [d for d in _divisors(OW) if d <= 28]
@@ -169,8 +178,14 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
         caps = cpu_tiling.current_caps()
         # A padded row of at most 7 columns reads the padded copy (cheap for so small a
         # plane), which the whole-plane passes of the schedule run faster than in place.
+        # Over a symbolic width the padded copy, which covers whole tiles, leaves the
+        # multiply-adds free of tests (in place the last tile would test each column),
+        # and tiles of at most SYMBOLIC_TILE_COLUMNS keep the columns computed past the
+        # row's end few.
         row_vectors = cpu_tiling.BF16_ROW_VECTORS if pairs else 2
-        in_place = padded and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
+        if symbolic:
+            ow = [d for d in ow if d <= SYMBOLIC_TILE_COLUMNS]
+        in_place = padded and not symbolic and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
             caps, b, ocb, ow, S, row_vectors)
         rows, cols = cpu_tiling.blocked_conv_register_tile(
             caps, b, ocb, ow, S if in_place else 1, row_vectors)
@@ -179,7 +194,7 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
         # over the zero-bordered copy (in place, the last tile's clamped columns would keep
         # the border conditions in its multiply-adds).
         one_vector = rows * cpu_tiling.vectors_of(caps, b) < 2
-        if padded_ow and one_vector and (
+        if padded_ow and one_vector and not symbolic and (
                 not in_place or cpu_tiling.one_vector_tiles_load_bound(caps)):
             wide = cpu_tiling.padded_conv_columns(caps, b, ocb, OW, ow + padded_ow)
             if wide is not None:
@@ -216,9 +231,14 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
         (N, C, H, W), (K, C, R, S), strides, padding, dilation, what)
     define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads), pairs=pairs)
     top, left, bottom, right = pads
+    tile = cfg["tile_ow"].val
+    whole = isinstance(OW, int) and OW % tile == 0
+    width = OW if whole else _ceil_div(OW, tile) * tile
+
     in_place = cfg["unroll_kw"].val or not any(pads)
     if not in_place:
-        Hp, Wp = H + top + bottom, W + left + right
+        # The copy covers every column the whole tiles read: those past the row read zeros.
+        Hp, Wp = H + top + bottom, (width - 1) * sw + (S - 1) * dw + 1
         data = te.compute(
             (N, Cb, Hp, Wp, b),
             lambda n, c, y, x, i: te.if_then_else(
@@ -231,17 +251,19 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     rx = te.reduce_axis((0, S), name="rx")
     ici = te.reduce_axis((0, b // per_word), name="ici")
 
-    tile = cfg["tile_ow"].val
-    width = -(-OW // tile) * tile
+    # Columns past a row of static width read its last column again; past a symbolic
+    # one (in place) they read zeros past the input, a condition the symbolic cuts of
+    # loop partitioning keep to the border tiles, as the padding's.
+    clamp = in_place and isinstance(OW, int) and not whole
 
     def conv(n, o, y, x, ob):
-        if width != OW:  # the columns past the row read its last one again
+        if clamp:
             x = te.min(x, OW - 1)
         iy, ix = y * sh + ry * dh - top, x * sw + rx * dw - left
         inside = []
         if in_place:
             inside = [c for c, pad in ((iy >= 0, top), (iy < H, bottom), (ix >= 0, left),
-                                       (ix < W, right)) if pad]
+                                       (ix < W, right or not whole)) if pad]
         if pairs:
             product = te.dot2_bf16(te.bf16_pair(data[n, ico, iy, ix, 2 * ici],
                                                 data[n, ico, iy, ix, 2 * ici + 1]),
@@ -252,7 +274,7 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
                       where=te.all(*inside) if inside else None)
 
     out = te.compute((N, K // b, OH, width, b), conv, name="conv", tag="conv2d_nchwc")
-    if width == OW:
+    if whole:
         return out
     return te.compute((N, K // b, OH, OW, b), lambda *idx: out[idx], name="conv.crop",
                       tag=CROP_TAG)
@@ -278,6 +300,8 @@ CHANNEL_BLOCKS_PER_PASS = 4
 def _whole_plane_passes(cfg, OH, OW, b, elem_bytes) -> bool:
     """Whether a tile of ``tile_ocb`` channel blocks covers whole rows and keeps its
     accumulators for the whole plane in L1 (see :func:`schedule_conv2d_nchwc`)."""
+    if not (isinstance(OH, int) and isinstance(OW, int)):
+        return False
     return (cfg["order"].val == "oc_oh" and cfg["tile_ow"].val == OW
             and OH * OW * cfg["tile_ocb"].val * b * elem_bytes <= PLANE_ACCUMULATOR_BYTES)
 
@@ -316,7 +340,8 @@ def schedule_conv2d_nchwc(cfg, outs):
             s[t].parallel(s[t].fuse(n, c, y))
             s[t].vectorize(i)
     kernel = next(t for t in conv.input_tensors if len(t.shape) == 6)
-    OH, OW, b = (int(d) for d in out.shape[2:])
+    OH, OW = (_size(d) for d in out.shape[2:4])
+    b = int(out.shape[4])
     crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
     CL = inline_epilogue(s, out, conv, what, head=crop[0] if crop else None)
     n, o, y, x, ob = s[out].op.axis
@@ -385,4 +410,4 @@ def _prepack(cfg, kernel, block, **attrs):
 register_implementation(Implementation(
     "conv2d_nchwc", "llvm", compute_conv2d_nchwc, schedule_conv2d_nchwc,
     template="conv2d_nchwc", workload=_conv_workload, prepack=_prepack, packed_inputs=(1,),
-    batch_free_config=True))
+    packing_reads_config=False, batch_free_config=True))

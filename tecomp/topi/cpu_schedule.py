@@ -197,6 +197,10 @@ def parallel_vectorize(stage, axes, dtype: str, shape,
 #: takes at most.
 TRANSPOSE_ROWS = 16
 
+#: The same for rows of symbolic extent, whose last block is partial and transposed
+#: element by element: half a block keeps that part small.
+SYMBOLIC_TRANSPOSE_ROWS = 8
+
 
 def transposes_into_lanes(tensor) -> bool:
     """Whether ``tensor``, its injective producers inlined, is a layout transform into a
@@ -210,7 +214,8 @@ def transposes_into_lanes(tensor) -> bool:
     if not isinstance(op, ComputeOp) or len(op.axis) < 2:
         return False
     lanes, rows = (const_int(a.dom.extent) for a in op.axis[-1:-3:-1])
-    if lanes is None or rows is None or rows < 2 or lanes & (lanes - 1) or not (
+    # Rows of symbolic extent (an image's width) are blocks and a guarded last block.
+    if lanes is None or (rows is not None and rows < 2) or lanes & (lanes - 1) or not (
             2 <= lanes <= vector_lanes(tensor.dtype)):
         return False
     lane_var, row_var = op.axis[-1].var, op.axis[-2].var
@@ -242,12 +247,17 @@ def _transposing_layout(stage, tensor) -> None:
     *outer, row, lane = stage.op.axis
     # Blocks that divide the rows where a power of two does (56 -> 8): a tail block's
     # guard would keep its rows from the transpose. Where none does, the rows continue
-    # into the axis before (14 x 14 in blocks of 4 of the 196 positions).
+    # into the axis before (14 x 14 in blocks of 4 of the 196 positions). Rows of
+    # symbolic extent are blocks of SYMBOLIC_TRANSPOSE_ROWS: loop partitioning leaves
+    # the guard to the last, which the others do not wait for.
     rows = const_int(row.dom.extent)
-    if outer and rows % 4 != 0 and const_int(outer[-1].dom.extent) is not None:
-        rows *= const_int(outer[-1].dom.extent)
-        row = stage.fuse(outer.pop(), row)
-    factor = next((f for f in (TRANSPOSE_ROWS, 8, 4) if rows % f == 0), TRANSPOSE_ROWS)
+    if rows is None:
+        factor = SYMBOLIC_TRANSPOSE_ROWS
+    else:
+        if outer and rows % 4 != 0 and const_int(outer[-1].dom.extent) is not None:
+            rows *= const_int(outer[-1].dom.extent)
+            row = stage.fuse(outer.pop(), row)
+        factor = next((f for f in (TRANSPOSE_ROWS, 8, 4) if rows % f == 0), TRANSPOSE_ROWS)
     block, in_block = stage.split(row, factor=factor)
     stage.reorder(*outer, block, in_block, lane)
     stage.unroll(in_block)

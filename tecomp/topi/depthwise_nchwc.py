@@ -34,8 +34,10 @@ from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
 from . import cpu_tiling
-from .conv2d import _conv_workload, _divisors, _geometry, _shape_of
-from .group import find_anchor, group_output, inline_epilogue
+from ..te.analysis import ops_of
+from .conv2d import _ceil_div, _conv_workload, _divisors, _geometry, _shape_of, nominal_size
+from .conv2d_nchwc import SYMBOLIC_TILE_COLUMNS
+from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
 #: Output columns a tile may take (divisors of the width, at most this many).
@@ -79,7 +81,12 @@ def define_depthwise_nchwc_knobs(cfg, OH, OW, b):
 
     The fallback (:func:`tecomp.topi.cpu_tiling.blocked_depthwise_tile`) fills the
     accumulator registers with one row of columns: each tap loads its own input vector,
-    so loads bound the kernel and a second row shares nothing a first row does not."""
+    so loads bound the kernel and a second row shares nothing a first row does not.
+    A symbolic size is chosen for as :func:`~tecomp.topi.conv2d_nchwc.
+    define_conv2d_nchwc_knobs` chooses: as if it were 224, the fallback tile at most
+    ``SYMBOLIC_TILE_COLUMNS`` wide."""
+    symbolic = not isinstance(OW, int)
+    OH, OW = nominal_size(OH), nominal_size(OW)
     columns = [d for d in _divisors(OW) if d <= MAX_TILE_COLUMNS]
     rows = [r for r in TILE_ROWS if r <= OH] or [1]
     cfg.define_knob("tile_ow", columns)
@@ -87,8 +94,9 @@ def define_depthwise_nchwc_knobs(cfg, OH, OW, b):
     cfg.define_knob("unroll_kh", [True, False])
     cfg.define_knob("accumulate", ["tile", "row"])
     if cfg.is_fallback:
-        rows, cols = cpu_tiling.blocked_depthwise_tile(cpu_tiling.current_caps(), b,
-                                                       columns, rows)
+        rows, cols = cpu_tiling.blocked_depthwise_tile(
+            cpu_tiling.current_caps(), b,
+            [d for d in columns if d <= SYMBOLIC_TILE_COLUMNS] if symbolic else columns, rows)
         cfg.fallback_knob("tile_ow", cols)
         cfg.fallback_knob("tile_oh", rows)
 
@@ -112,20 +120,29 @@ def compute_depthwise_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0
     N, _, H, W, _ = data_shape
     (*_, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         (N, Cb * b, H, W), (Cb * b, 1, R, S), strides, padding, dilation, what)
-    define_depthwise_nchwc_knobs(cfg, int(OH), int(OW), b)
+    define_depthwise_nchwc_knobs(cfg, OH, OW, b)
     top, left, bottom, right = pads
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
+    # A row of symbolic width is computed in whole tiles, the columns past it from zeros
+    # past the input, and cropped.
+    tile = cfg["tile_ow"].val
+    whole = isinstance(OW, int) and OW % tile == 0
+    width = OW if whole else _ceil_div(OW, tile) * tile
 
     def conv(n, c, y, x, i):
         iy, ix = y * sh + ry * dh - top, x * sw + rx * dw - left
         inside = [cond for cond, pad in ((iy >= 0, top), (iy < H, bottom), (ix >= 0, left),
-                                         (ix < W, right)) if pad]
+                                         (ix < W, right or not whole)) if pad]
         return te.sum(data[n, c, iy, ix, i] * kernel[c, ry, rx, i], axis=[ry, rx],
                       where=te.all(*inside) if inside else None)
 
-    return te.compute((N, Cb, OH, OW, b), conv, name="depthwise",
-                      tag="depthwise_conv2d_nchwc")
+    out = te.compute((N, Cb, OH, width, b), conv, name="depthwise",
+                     tag="depthwise_conv2d_nchwc")
+    if whole:
+        return out
+    return te.compute((N, Cb, OH, OW, b), lambda *idx: out[idx], name="depthwise.crop",
+                      tag=CROP_TAG)
 
 
 def schedule_depthwise_conv2d_nchwc(cfg, outs):
@@ -139,7 +156,8 @@ def schedule_depthwise_conv2d_nchwc(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     conv = find_anchor(out, "depthwise_conv2d_nchwc", what)
-    CL = inline_epilogue(s, out, conv, what)
+    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
+    CL = inline_epilogue(s, out, conv, what, head=crop[0] if crop else None)
     n, c, y, x, i = s[out].op.axis
     yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)
@@ -183,4 +201,5 @@ def _prepack(cfg, kernel, block, **attrs):
 register_implementation(Implementation(
     "depthwise_conv2d_nchwc", "llvm", compute_depthwise_conv2d_nchwc,
     schedule_depthwise_conv2d_nchwc, template="depthwise_conv2d_nchwc",
-    workload=_conv_workload, prepack=_prepack, packed_inputs=(1,), batch_free_config=True))
+    workload=_conv_workload, prepack=_prepack, packed_inputs=(1,), packing_reads_config=False,
+    batch_free_config=True))

@@ -64,6 +64,11 @@ class Implementation:
         :func:`select_config`.
     packed_inputs : tuple of int
         Positions of the inputs ``compute`` expects in packed form (empty: none).
+    packing_reads_config : bool
+        ``prepack`` reads knobs of the config (the planar conv2d's blocking), so a
+        fallback for symbolic shapes, whose knobs only the compute defines, is completed
+        by a compute on the logical layout first; False where the attributes alone give
+        the packed layout (a blocked convolution's ``block``).
     batch_free_config : bool
         The config does not depend on the batch (the first input's first dimension): the
         blocking is over channels and the image, so a symbolic batch takes the config of
@@ -84,6 +89,7 @@ class Implementation:
     workload: Callable | None = None
     prepack: Callable | None = None
     packed_inputs: tuple = ()
+    packing_reads_config: bool = True
     batch_free_config: bool = False
     one_row_config: Callable | None = None
 

@@ -18,11 +18,11 @@ from tecomp.testing import models
 RTOL, ATOL = 1e-3, 1e-4
 
 
-def _cnn(extra_outputs=(), planar_add=False):
+def _cnn(extra_outputs=(), planar_add=False, image=(12, 12)):
     """x[N, 16, 12, 12] -> conv 3x3 + bias -> relu -> conv 1x1 -> + relu output -> relu ->
     max pool 2x2 -> conv 3x3 -> sigmoid * 0.5 -> global average pool -> flatten -> gemm.
     ``planar_add`` adds a [1, 32, 12, 12] constant (not per channel) after the first
-    ReLU."""
+    ReLU; ``image`` is the height and width (names for symbolic ones)."""
     rng = np.random.default_rng(0)
 
     def const(name, *shape):
@@ -51,7 +51,7 @@ def _cnn(extra_outputs=(), planar_add=False):
     vi = helper.make_tensor_value_info
     outputs = [vi("y", TensorProto.FLOAT, None)] + [vi(o, TensorProto.FLOAT, None)
                                                     for o in extra_outputs]
-    graph = helper.make_graph(nodes, "cnn", [vi("x", TensorProto.FLOAT, ["N", 16, 12, 12])],
+    graph = helper.make_graph(nodes, "cnn", [vi("x", TensorProto.FLOAT, ["N", 16, *image])],
                               outputs, initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
@@ -143,6 +143,24 @@ def test_blocked_models_match_onnxruntime_from_one_build(needs_llvm):
             assert len(got) == len(want)
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
+
+
+def test_a_cnn_over_a_symbolic_image_is_blocked_and_serves_every_size(needs_llvm):
+    """Height and width symbolic: the same blocked layers and transforms as for a fixed
+    image, and one build matches onnxruntime at sizes no tile divides (1x1 and padded
+    3x3 convolutions over rows computed in whole tiles, a pool over an odd plane)."""
+    model = _cnn(image=("H", "W"))
+    ops = _ops(_blocked_graph(model, block=8))
+    assert ops.count("conv2d_nchwc") == 3 and "conv2d" not in ops
+    assert "max_pool3d" in ops and ops.count("transpose") == 2
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    rng = np.random.default_rng(6)
+    for batch, (h, w) in zip((1, 2, 1), ((12, 12), (9, 21), (4, 5))):
+        x = rng.uniform(-1, 1, (batch, 16, h, w)).astype("float32")
+        got, = gm(x=x)
+        want, = onnx_models.run_onnxruntime(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
 def test_planar_forms_go_where_a_reader_needs_them():

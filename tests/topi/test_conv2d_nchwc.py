@@ -1,7 +1,7 @@
 """conv2d on channel-blocked activations against the numpy NCHW reference: every pair of
 knob values of small spaces, strides, asymmetric padding, dilation, blocks of 4, 8 and 16
-channels, a symbolic batch, a fused epilogue, random shapes (hypothesis) and the error
-paths."""
+channels, a symbolic batch, a symbolic height and width, a fused epilogue, random shapes
+(hypothesis) and the error paths."""
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +15,7 @@ from tecomp.autotune.space import FallbackConfigEntity
 from tecomp.ir import stmt as S
 from tecomp.ir.functor import post_order_visit
 from tecomp.topi.conv2d_nchwc import (
+    SYMBOLIC_TILE_COLUMNS,
     compute_conv2d_nchwc,
     from_blocked,
     pack_nchwc_kernel,
@@ -150,6 +151,62 @@ def test_symbolic_batch_and_a_fused_residual_epilogue():
             to_blocked(bvec.reshape(1, K, 1, 1), b), to_blocked(r, b), y)
         want = np.maximum(ref_conv(x, w, (1, 1), (1, 1, 1, 1)) + bvec[:, None, None] + r, 0)
         np.testing.assert_allclose(from_blocked(y), want, rtol=1e-4, atol=1e-4)
+
+
+# Image sizes of each run: odd, even, narrower than a tile, wider than tall.
+SYMBOLIC_SIZES = [(13, 13), (8, 20), (5, 3)]
+
+
+@pytest.mark.parametrize("R, stride, pad, unroll_kw", [
+    (3, 1, 1, None),    # the fallback: the zero-bordered copy, covering whole tiles
+    (3, 2, 1, None),
+    (3, 1, 1, True),    # read in place: the far border a condition
+    (3, 2, 1, True),
+    (1, 1, 0, None),    # unpadded: read in place, the columns past the row a condition
+    (1, 2, 0, None),
+])
+def test_symbolic_height_and_width_serve_every_size(R, stride, pad, unroll_kw):
+    """One kernel over a symbolic image, its rows computed in whole tiles and cropped,
+    with a fused bias and ReLU."""
+    b, C, K = 8, 16, 24
+    n, h, w = te.var("n"), te.var("h"), te.var("w")
+    data = te.placeholder((n, C // b, h, w, b), "float32", name="data")
+    kernel = te.placeholder((K // b, C // b, R, R, b, b), "float32", name="kernel")
+    bias = te.placeholder((1, K // b, 1, 1, b), "float32", name="bias")
+    cfg = FallbackConfigEntity()
+    if unroll_kw is not None:
+        compute_conv2d_nchwc(cfg, data, kernel, (stride,) * 2, (pad,) * 4, block=b)
+        cfg.fallback_knob("unroll_kw", unroll_kw)
+    conv = compute_conv2d_nchwc(cfg, data, kernel, (stride,) * 2, (pad,) * 4, block=b)
+    out = te.compute(conv.shape, lambda *i: te.max(conv(*i) + bias[0, i[1], 0, 0, i[4]], 0.0),
+                     name="out")
+    mod = tecomp.build(schedule_conv2d_nchwc(cfg, [out]), [data, kernel, bias, out])
+    rng = np.random.default_rng(7)
+    wt = rng.uniform(-1, 1, (K, C, R, R)).astype("float32")
+    bvec = rng.uniform(-1, 1, K).astype("float32")
+    for batch, (H, W) in zip((1, 2, 3), SYMBOLIC_SIZES):
+        x = rng.uniform(-1, 1, (batch, C, H, W)).astype("float32")
+        want = np.maximum(ref_conv(x, wt, (stride,) * 2, (pad,) * 4)
+                          + bvec[:, None, None], 0)
+        y = np.full((batch, K // b, *want.shape[2:], b), np.nan, "float32")
+        mod(to_blocked(x, b), pack_nchwc_kernel(wt, b),
+            to_blocked(bvec.reshape(1, K, 1, 1), b), y)
+        np.testing.assert_allclose(from_blocked(y), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_width_takes_a_narrow_tile_over_the_padded_copy():
+    """No divisor of a symbolic row is known: the fallback tile is at most
+    SYMBOLIC_TILE_COLUMNS wide, so the last tile computes few columns past the row, and
+    a padded convolution reads the copy, whose whole tiles need no border tests."""
+    n, h, w = te.var("n"), te.var("h"), te.var("w")
+    data = te.placeholder((n, 4, h, w, 16), "float32", name="data")
+    for K, pads in ((80, (1,) * 4), (64, (1,) * 4), (64, (0,) * 4)):
+        R = 3 if pads[0] else 1
+        kernel = te.placeholder((K // 16, 4, R, R, 16, 16), "float32", name="kernel")
+        cfg = FallbackConfigEntity()
+        compute_conv2d_nchwc(cfg, data, kernel, (1, 1), pads, block=16)
+        assert cfg["tile_ow"].val <= SYMBOLIC_TILE_COLUMNS
+        assert cfg["unroll_kw"].val is False
 
 
 def test_layout_helpers_round_trip():

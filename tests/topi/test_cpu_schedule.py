@@ -166,6 +166,27 @@ def test_a_layout_into_lanes_is_computed_as_block_transposes(rng, width, channel
     np.testing.assert_array_equal(y, reference(arrays))
 
 
+def test_a_layout_into_lanes_over_a_symbolic_width_transposes_whole_blocks(rng):
+    """A planar value blocked over a symbolic image: its rows in blocks of
+    SYMBOLIC_TRANSPOSE_ROWS, the last one guarded, right at every width."""
+    from tecomp.topi import transform as T
+
+    target = Target("llvm -mcpu=skylake-avx512 -num-cores=2")
+    n, h, w = te.var("n"), te.var("h"), te.var("w")
+    x = te.placeholder((n, 32, h, w), name="x")
+    out = T.transpose(T.reshape(x, (n, 2, 16, h, w)), (0, 1, 3, 4, 2))
+    with target:
+        assert cpu_schedule.transposes_into_lanes(out)
+        mod = tecomp.build(cpu_schedule.schedule_injective(None, out), [x, out],
+                           target=target)
+    for shape in ((1, 32, 3, 24), (2, 32, 5, 13), (1, 32, 2, 3)):
+        a = rng.normal(size=shape).astype("float32")
+        y = np.full((shape[0], 2, *shape[2:], 16), np.nan, np.float32)
+        mod(a, y)
+        np.testing.assert_array_equal(
+            y, a.reshape(shape[0], 2, 16, *shape[2:]).transpose(0, 1, 3, 4, 2))
+
+
 def test_only_a_layout_into_lanes_gets_the_transpose_knob():
     from tecomp.topi import transform as T
 

@@ -1,7 +1,7 @@
 """Depthwise conv2d on channel-blocked activations against the numpy NCHW reference: every
 config of a small space, random shapes, strides, pads, dilations and channel counts the
-block does not divide (hypothesis, seeded), a symbolic batch with a fused epilogue, the
-fallback tile, the packed layout and the error paths."""
+block does not divide (hypothesis, seeded), a symbolic batch with a fused epilogue, a
+symbolic height and width, the fallback tile, the packed layout and the error paths."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import tecomp
 from tecomp import autotune, te
 from tecomp.autotune.space import FallbackConfigEntity
-from tecomp.topi.conv2d_nchwc import from_blocked
+from tecomp.topi.conv2d_nchwc import SYMBOLIC_TILE_COLUMNS, from_blocked
 from tecomp.topi.depthwise_nchwc import (
     compute_depthwise_conv2d_nchwc,
     pack_depthwise_kernel,
@@ -99,6 +99,29 @@ def test_symbolic_batch_and_a_fused_relu6_epilogue():
         want = np.clip(ref_conv(x, w, (2, 2), (1, 1, 1, 1), groups=C)
                        + bvec[:, None, None], 0, 6)
         np.testing.assert_allclose(from_blocked(y), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("R, stride", [(3, 1), (3, 2), (5, 2), (7, 1)])
+def test_symbolic_height_and_width_serve_every_size(R, stride):
+    """One kernel over a symbolic image: rows computed in whole tiles of at most
+    SYMBOLIC_TILE_COLUMNS, the columns past the input read as zeros, and cropped; 20
+    channels, so the last block is part padding."""
+    b, C = 8, 20
+    n, h, w = te.var("n"), te.var("h"), te.var("w")
+    data = te.placeholder((n, -(-C // b), h, w, b), "float32", name="data")
+    kernel = te.placeholder((-(-C // b), R, R, b), "float32", name="kernel")
+    cfg = FallbackConfigEntity()
+    out = compute_depthwise_conv2d_nchwc(cfg, data, kernel, (stride,) * 2, (R // 2,) * 4)
+    assert cfg["tile_ow"].val <= SYMBOLIC_TILE_COLUMNS
+    mod = tecomp.build(schedule_depthwise_conv2d_nchwc(cfg, [out]), [data, kernel, out])
+    rng = np.random.default_rng(4)
+    wt = rng.uniform(-1, 1, (C, 1, R, R)).astype("float32")
+    for batch, (H, W) in zip((1, 2, 1), ((13, 13), (8, 20), (5, 3))):
+        x = rng.uniform(-1, 1, (batch, C, H, W)).astype("float32")
+        want = ref_conv(x, wt, (stride,) * 2, (R // 2,) * 4, groups=C)
+        y = np.full((batch, -(-C // b), *want.shape[2:], b), np.nan, "float32")
+        mod(_blocked(x, b), pack_depthwise_kernel(wt, b), y)
+        np.testing.assert_allclose(from_blocked(y)[:, :C], want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("target, b, W, tile", [

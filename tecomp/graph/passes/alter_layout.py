@@ -35,6 +35,7 @@ import numpy as np
 from ...autotune import has_tuned_record
 from ...target import CPUCaps, Target, as_target
 from ...topi.conv2d_nchwc import to_blocked as blocked_array
+from ...topi.conv2d import nominal_size
 from ...topi.strategy import get_implementation
 from .. import dims
 from ..infer import infer_types
@@ -81,16 +82,23 @@ def _broadcasts_per_block(shape, out_shape) -> bool:
         dims.equal(a, b) or (dims.is_static(a) and a == 1) for a, b in zip(shape, out_shape))
 
 
-def _static_nchw(graph: Graph, value, dtypes=("float32",)):
-    """The ``[N, C, H, W]`` shape of a 4-D value of one of ``dtypes`` whose sizes but the
-    batch are static (what the blocked kernels need), the batch 1 if symbolic; else None."""
+def _nchw(graph: Graph, value, dtypes=("float32",)):
+    """The ``[N, C, H, W]`` shape of a 4-D value of one of ``dtypes`` whose channel count
+    is static (what the blocked kernels need; the batch, height and width may be
+    symbolic); else None."""
     t = graph.types.get(value)
-    if t is None or t.dtype not in dtypes or len(t.shape) != 4:
+    if t is None or t.dtype not in dtypes or len(t.shape) != 4 or not dims.is_static(
+            t.shape[1]):
         return None
-    if not all(dims.is_static(d) for d in t.shape[1:]):
-        return None
-    n = t.shape[0] if dims.is_static(t.shape[0]) else 1
-    return (int(n), *(int(d) for d in t.shape[1:]))
+    return tuple(t.shape)
+
+
+def _nominal_nchw(shape) -> tuple:
+    """``shape`` as ints for costs: a symbolic batch as 1, a symbolic height or width as
+    the size tile choices assume for it."""
+    n, c, h, w = shape
+    return (int(n) if dims.is_static(n) else 1, int(c),
+            *(int(d) if dims.is_static(d) else nominal_size(d) for d in (h, w)))
 
 
 def _window_attrs(node) -> dict:
@@ -104,11 +112,13 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
     if node.op not in _BLOCKED_OP or len(node.inputs) != 2 or node.inputs[1] not in graph.consts:
         return None
     x, w = node.inputs
-    xs, ys = _static_nchw(graph, x), _static_nchw(graph, node.outputs[0])
+    xs, ys = _nchw(graph, x), _nchw(graph, node.outputs[0])
     if xs is None or ys is None:
         return None
-    N, C, H, W = xs
-    _, K, OH, OW = ys
+    # Records are for static shapes: a layer over a symbolic image is weighed by the model.
+    static = all(dims.is_static(d) for d in (*xs[2:], *ys[2:]))
+    N, C, H, W = _nominal_nchw(xs)
+    _, K, OH, OW = _nominal_nchw(ys)
     R, S = graph.consts[w].shape[2:]
     if node.op == "conv2d":
         if node.attrs.get("groups", 1) != 1:
@@ -118,13 +128,14 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
         if not blocked_depthwise or C != K:
             return None
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
-    op = _BLOCKED_OP[node.op]
-    impl = get_implementation(op, "llvm")
-    attrs = _window_attrs(node)
-    workloads = tuple(
-        (impl.template, impl.workload((N, C // b, H, W, b), graph.consts[w].shape,
-                                      dtype="float32", **attrs))
-        for b in blocks)
+    workloads = ()
+    if static:
+        impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
+        attrs = _window_attrs(node)
+        workloads = tuple(
+            (impl.template, impl.workload((N, C // b, H, W, b), graph.consts[w].shape,
+                                          dtype="float32", **attrs))
+            for b in blocks)
     return blocks, macs, N * C * H * W * 4, workloads
 
 
@@ -176,9 +187,9 @@ class _Rewriter:
 
     def channels(self, value, block):
         """The channel count of a 4-D float32 or bfloat16 NCHW value if ``block`` divides
-        it (and its sizes but the batch are static, as the blocked kernels need); a
-        bfloat16 one is a convolution's input rounded for its products (``precision``)."""
-        shape = _static_nchw(self.graph, value, ("float32", "bfloat16"))
+        it (static, as the blocked kernels need); a bfloat16 one is a convolution's input
+        rounded for its products (``precision``)."""
+        shape = _nchw(self.graph, value, ("float32", "bfloat16"))
         return shape[1] if shape is not None and shape[1] % block == 0 else None
 
     def blocked_as(self, value, block, name) -> str:
@@ -307,11 +318,11 @@ def _planar_depthwise_tuned(graph: Graph, target) -> bool:
     for node in graph.nodes:
         if node.op != "depthwise_conv2d" or node.inputs[1] not in graph.consts:
             continue
-        shape = _static_nchw(graph, node.inputs[0])
-        if shape is None:
+        shape = _nchw(graph, node.inputs[0])
+        if shape is None or not all(dims.is_static(d) for d in shape[2:]):
             continue
-        args = impl.workload(shape, graph.consts[node.inputs[1]].shape, dtype="float32",
-                             **_window_attrs(node))
+        args = impl.workload(_nominal_nchw(shape), graph.consts[node.inputs[1]].shape,
+                             dtype="float32", **_window_attrs(node))
         if has_tuned_record(impl.template, args, target):
             return True
     return False
