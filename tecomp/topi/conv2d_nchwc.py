@@ -31,6 +31,13 @@ Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over th
 3x3 128->128 at 28x28 206 vs 184, 64->64 at 56x56 192 vs 158, 256->256 at 14x14 192 vs
 178, 512->512 at 7x7 189 vs 147, 256->256 stride 2 at 28x28 189 vs 176.
 
+**A symbolic image.** The height and width may be symbolic (one kernel for every image
+size, a model built with its symbolic axes): each row is computed in whole tiles and
+cropped, the columns past it from zeros. The untuned config then reads a padded input
+through the zero-bordered copy, which covers the whole tiles, so no multiply-add tests a
+border (in place, a border tile would test each column at run time), in tiles of at most
+:data:`SYMBOLIC_TILE_COLUMNS` columns, since no divisor of the row is known.
+
 **bfloat16 products.** With bfloat16 data (the model's own, or a float32 model built
 with ``precision="bf16"``: :mod:`tecomp.graph.passes.precision`) the kernel is packed as
 words of two bfloat16 input channels, ``[K/b, C/b, R, S, b/2, b]`` int32

@@ -6,10 +6,11 @@ float32 lanes, or half of one) becomes a ``conv2d_nchwc`` on ``[N, C/b, H, W, b]
 (:mod:`tecomp.topi.conv2d_nchwc`); a depthwise convolution (multiplier 1) becomes a
 ``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`) unless tuning records
 apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
-Each such layer's block is chosen over the whole graph (:mod:`.layout_choice`: the
-kernels' times against the transforms' where neighbours differ). The nodes after a
-blocked layer follow it into the blocked layout while they can, in the block of their
-first blocked input:
+The height and width may be symbolic (a model built for every image size; its layers are
+then weighed as if 224 wide); the channel counts must be static. Each such layer's block
+is chosen over the whole graph (:mod:`.layout_choice`: the kernels' times against the
+transforms' where neighbours differ). The nodes after a blocked layer follow it into the
+blocked layout while they can, in the block of their first blocked input:
 
 - elementwise operators and broadcasting arithmetic whose other inputs are blocked values
   with all the channels (the same shape, or 1 along other axes: an SE block's scale) or
