@@ -33,7 +33,8 @@ Measured on one AVX-512 core (GFLOPS, the best in-place tile vs the best over th
 
 **A symbolic image.** The height and width may be symbolic (one kernel for every image
 size, a model built with its symbolic axes): each row is computed in whole tiles and
-cropped, the columns past it from zeros. The untuned config then reads a padded input
+cropped, the columns past it reading its last column again (in place) or zeros (from the
+padded copy). The untuned config reads a padded input
 through the zero-bordered copy, which covers the whole tiles, so no multiply-add tests a
 border (in place, a border tile would test each column at run time), in tiles of at most
 :data:`SYMBOLIC_TILE_COLUMNS` columns, since no divisor of the row is known.
@@ -258,10 +259,9 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     rx = te.reduce_axis((0, S), name="rx")
     ici = te.reduce_axis((0, b // per_word), name="ici")
 
-    # Columns past a row of static width read its last column again; past a symbolic
-    # one (in place) they read zeros past the input, a condition the symbolic cuts of
-    # loop partitioning keep to the border tiles, as the padding's.
-    clamp = in_place and isinstance(OW, int) and not whole
+    # Columns past the row read its last column again (in place; the copy has zeros
+    # there).
+    clamp = in_place and not whole
 
     def conv(n, o, y, x, ob):
         if clamp:
@@ -270,7 +270,7 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
         inside = []
         if in_place:
             inside = [c for c, pad in ((iy >= 0, top), (iy < H, bottom), (ix >= 0, left),
-                                       (ix < W, right or not whole)) if pad]
+                                       (ix < W, right)) if pad]
         if pairs:
             product = te.dot2_bf16(te.bf16_pair(data[n, ico, iy, ix, 2 * ici],
                                                 data[n, ico, iy, ix, 2 * ici + 1]),
