@@ -3,9 +3,11 @@
     python benchmarks/compare_trees.py --base /path/to/old/checkout --models resnet18,bert_encoder
 
 Each version runs in a worker process of its own (``PYTHONPATH`` set to its checkout; the
-current checkout is the default for ``--head``) that builds every model once with fixed
-shapes and then waits. The driver asks the two workers in turn to time a batch of runs of
-one model, alternating which goes first, so both meet the same drift of a shared machine
+current checkout is the default for ``--head``) that builds every model once, with fixed
+shapes (or with ``--dynamic``, with its symbolic axes, an image's height and width made
+symbolic too: one build for every shape), and then waits. The driver asks the two
+workers in turn to time a batch of runs of one model, alternating which goes first, so
+both meet the same drift of a shared machine
 (see docs/measuring.md); the figure for each model is the median over rounds of
 t_head / t_base (< 1: the head is faster) with the range of the per-round ratios beside
 it. Both workers run on ``--threads`` threads (``OMP_NUM_THREADS``, which every version
