@@ -197,8 +197,8 @@ def parallel_vectorize(stage, axes, dtype: str, shape,
 #: takes at most.
 TRANSPOSE_ROWS = 16
 
-#: The same for rows of symbolic extent, whose last block is partial and transposed
-#: element by element: half a block keeps that part small.
+#: The same for rows of symbolic extent, whose last block is partial and guarded (no
+#: register transpose): half a block keeps that part small.
 SYMBOLIC_TRANSPOSE_ROWS = 8
 
 

@@ -35,8 +35,8 @@ import numpy as np
 
 from ...autotune import has_tuned_record
 from ...target import CPUCaps, Target, as_target
-from ...topi.conv2d_nchwc import to_blocked as blocked_array
 from ...topi.conv2d import nominal_size
+from ...topi.conv2d_nchwc import to_blocked as blocked_array
 from ...topi.strategy import get_implementation
 from .. import dims
 from ..infer import infer_types
