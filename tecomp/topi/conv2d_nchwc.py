@@ -66,8 +66,7 @@ from ..runtime import aligned
 from . import cpu_tiling
 from .conv2d import (_ceil_div, _conv_workload, _divisors, _geometry, _shape_of, _size,
                      nominal_size, order_window)
-from ..te.analysis import ops_of
-from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
+from .group import crop, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import check_out_dtype
 
@@ -283,8 +282,7 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     out = te.compute((N, K // b, OH, width, b), conv, name="conv", tag="conv2d_nchwc")
     if whole:
         return out
-    return te.compute((N, K // b, OH, OW, b), lambda *idx: out[idx], name="conv.crop",
-                      tag=CROP_TAG)
+    return crop(out, (N, K // b, OH, OW, b))
 
 
 #: Weights of at least this many bytes are prefetched ahead of the register tile: in a
@@ -349,8 +347,7 @@ def schedule_conv2d_nchwc(cfg, outs):
     kernel = next(t for t in conv.input_tensors if len(t.shape) == 6)
     OH, OW = (_size(d) for d in out.shape[2:4])
     b = int(out.shape[4])
-    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
-    CL = inline_epilogue(s, out, conv, what, head=crop[0] if crop else None)
+    CL = inline_epilogue(s, out, conv, what)
     n, o, y, x, ob = s[out].op.axis
     oo, oi = s[out].split(o, factor=cfg["tile_ocb"].val)
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)

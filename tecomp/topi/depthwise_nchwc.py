@@ -34,10 +34,9 @@ from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
 from . import cpu_tiling
-from ..te.analysis import ops_of
 from .conv2d import _ceil_div, _conv_workload, _divisors, _geometry, _shape_of, nominal_size
 from .conv2d_nchwc import SYMBOLIC_TILE_COLUMNS
-from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
+from .group import crop, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
 #: Output columns a tile may take (divisors of the width, at most this many).
@@ -141,8 +140,7 @@ def compute_depthwise_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0
                      tag="depthwise_conv2d_nchwc")
     if whole:
         return out
-    return te.compute((N, Cb, OH, OW, b), lambda *idx: out[idx], name="depthwise.crop",
-                      tag=CROP_TAG)
+    return crop(out, (N, Cb, OH, OW, b))
 
 
 def schedule_depthwise_conv2d_nchwc(cfg, outs):
@@ -156,8 +154,7 @@ def schedule_depthwise_conv2d_nchwc(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     conv = find_anchor(out, "depthwise_conv2d_nchwc", what)
-    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
-    CL = inline_epilogue(s, out, conv, what, head=crop[0] if crop else None)
+    CL = inline_epilogue(s, out, conv, what)
     n, c, y, x, i = s[out].op.axis
     yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
     xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)

@@ -29,6 +29,13 @@ def group_output(outs, what: str) -> te.Tensor:
     return outs[0]
 
 
+def crop(t: te.Tensor, shape) -> te.Tensor:
+    """``t``, computed over whole register tiles, cropped to ``shape`` (tag
+    :data:`CROP_TAG`): the head of the epilogue that :func:`inline_epilogue` tiles."""
+    return te.compute(tuple(shape), lambda *idx: t[idx], name=f"{t.op.name}.crop",
+                      tag=CROP_TAG)
+
+
 def find_anchor(out: te.Tensor, tag: str, what: str):
     """The operation tagged ``tag`` that ``out`` is computed from (or ``out``'s own)."""
     found = [op for op in ops_of([out]) if getattr(op, "tag", "") == tag]
@@ -46,9 +53,9 @@ def epilogue_ops(out: te.Tensor, anchor, what: str, head=None, beside=()) -> lis
     the epilogue reads that are computed before the group's loop, such as a weight's
     sums). Each must be elementwise (no
     reduction) so it can be inlined into the output loop. ``out`` must have the shape of
-    ``head``, the operator compute's output (default: the anchor's), as it is tiled like
-    it; ``head`` differs from the anchor where the anchor computes a blocked layout that
-    ``head`` unpacks."""
+    ``head``, the operator compute's output (default: the group's :func:`crop`, else the
+    anchor's), as it is tiled like it; ``head`` differs from the anchor where the anchor
+    computes a blocked layout that ``head`` unpacks, or whole tiles that it crops."""
     producers = {id(op) for op in ops_of([anchor.output(0), *(op.output(0) for op in beside)])}
     ops = [op for op in ops_of([out])
            if id(op) not in producers and getattr(op, "body", None)]
@@ -58,7 +65,8 @@ def epilogue_ops(out: te.Tensor, anchor, what: str, head=None, beside=()) -> lis
                 f"{what}: the epilogue stage {op.name} is a reduction; only elementwise "
                 f"stages can be fused into the operator's output loop"
             )
-    head = anchor if head is None else head
+    if head is None:
+        head = next((op for op in ops if getattr(op, "tag", "") == CROP_TAG), anchor)
     out_shape = tuple(str(a.dom.extent) for a in out.op.axis)
     head_shape = tuple(str(a.dom.extent) for a in head.axis)
     if out_shape != head_shape:

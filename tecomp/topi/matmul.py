@@ -34,9 +34,8 @@ from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
 from ..runtime import aligned
-from ..te.analysis import ops_of
 from . import cpu_tiling
-from .group import CROP_TAG, find_anchor, group_output, inline_epilogue
+from .group import crop, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import (
     batch_matmul_workload,
@@ -224,7 +223,7 @@ def _tiled_product(cfg, shape, body, name: str, tag: str, pad_cols: bool = True)
                    name=name, tag=tag,
                    attrs={"flop_shape": logical} if all(isinstance(d, int) for d in logical)
                    else None)
-    return te.compute(shape, lambda *idx: P[idx], name=f"{name}.crop", tag=CROP_TAG)
+    return crop(P, shape)
 
 
 def compute_matmul(cfg, A, B):
@@ -379,8 +378,7 @@ def _schedule_group(cfg, outs, tag):
     anchor = find_anchor(out, tag, what)
     # The output is tiled like the operator's result: the crop of a product computed over
     # whole tiles, or the product itself.
-    crop = [op for op in ops_of([out]) if getattr(op, "tag", "") == CROP_TAG]
-    local = inline_epilogue(s, out, anchor, what, head=crop[0] if crop else None)
+    local = inline_epilogue(s, out, anchor, what)
     *outer, i_axis, j_axis = s[out].op.axis
     _schedule_product(s, cfg, local, out, i_axis, j_axis, tuple(outer))
     for t in anchor.input_tensors:
