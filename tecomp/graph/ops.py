@@ -905,12 +905,31 @@ def _qnn_conv2d(node, ts):
     return [TensorType("int32", out.shape)]
 
 
+def _qnn_conv2d_nchwc(node, ts):
+    """``qnn_conv2d_nchwc(data, kernel, x_zero) -> int32[N, K/b, OH, OW, b]``: data
+    ``[N, C/d, H, W, d]`` (or planar ``[N, C, H, W]``), the OIHW int8 kernel, ``b`` the
+    node's ``block`` (``tecomp.topi.qnn_conv2d_nchwc``)."""
+    _qnn_operands(node, ts)
+    data, weight = ts[0], ts[1]
+    b = node.attrs["block"]
+    shape = data.shape
+    if len(shape) not in (4, 5) or len(weight.shape) != 4 or weight.shape[0] % b:
+        _fail(node, f"data {_shape_text(shape)} must be [N, C/d, H, W, d] or [N, C, H, W] "
+                    f"and the weight {_shape_text(weight.shape)} OIHW with a multiple of {b} "
+                    "output channels")
+    planar = shape if len(shape) == 4 else (shape[0], shape[1] * shape[4], *shape[2:4])
+    (out,) = _conv2d(node.with_(op="conv2d"), [TensorType(data.dtype, planar), weight])
+    n, k, oh, ow = out.shape
+    return [TensorType("int32", (n, k // b, oh, ow, b))]
+
+
 # Zero points and scales are read per axis, not broadcast: these fuse as elementwise
 # stages (into a product's epilogue) without numpy's broadcast checks.
 _register("quantize_linear", ELEMWISE, _quantize)
 _register("dequantize_linear", ELEMWISE, _dequantize)
 _register("qnn_matmul", OUT_FUSABLE, _qnn_matmul)
 _register("qnn_conv2d", OUT_FUSABLE, _qnn_conv2d)
+_register("qnn_conv2d_nchwc", OUT_FUSABLE, _qnn_conv2d_nchwc)
 _REWRITTEN_TO_SIZES = "rewritten by the graph passes into the sizes it reads"
 _register("shape_of", OPAQUE, _shape_of, no_kernel=_REWRITTEN_TO_SIZES)
 _register("size_of", OPAQUE, _size_of, no_kernel=_REWRITTEN_TO_SIZES)

@@ -12,8 +12,9 @@ Importing this package registers the templates ``matmul``, ``dense``, ``dense_pa
 ``batch_matmul``, ``conv2d``, ``conv2d_packed_kernel`` (weights blocked once, e.g.
 constant-folded), ``conv2d_nchwc`` (activations in channel blocks, see
 :mod:`tecomp.topi.conv2d_nchwc`), ``depthwise_conv2d``, ``depthwise_conv2d_nchwc`` (its
-blocked form, :mod:`tecomp.topi.depthwise_nchwc`), the 8-bit products ``qnn_conv2d``
-and ``qnn_matmul``, and one template per row-wise operator (softmax, the norms, the
+blocked form, :mod:`tecomp.topi.depthwise_nchwc`), the 8-bit products ``qnn_conv2d``,
+``qnn_conv2d_nchwc`` (its blocked form, :mod:`tecomp.topi.qnn_conv2d_nchwc`) and
+``qnn_matmul``, and one template per row-wise operator (softmax, the norms, the
 reductions and pools: :mod:`tecomp.topi.reduce_templates`, knobs in
 :mod:`tecomp.topi.row_space`), and ``fused_group``, the space of any fused group whose
 anchor has no template (:mod:`tecomp.topi.fused_group`, knobs generated from its
@@ -87,7 +88,10 @@ Quantization, schedule ``schedule_injective``:
     Integer products of 8-bit operands with int32 accumulation (:mod:`tecomp.topi.qnn`,
     templates ``qnn_matmul`` and ``qnn_conv2d``): compute_qnn_matmul(cfg, A, B, a_zero,
     b_zero), compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero, strides, padding,
-    dilation), with schedule_qnn_matmul / schedule_qnn_conv2d.
+    dilation), with schedule_qnn_matmul / schedule_qnn_conv2d; on channel-blocked
+    activations (:mod:`tecomp.topi.qnn_conv2d_nchwc`, template ``qnn_conv2d_nchwc``):
+    compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides, padding, dilation),
+    schedule_qnn_conv2d_nchwc.
 Reductions (x), schedule ``schedule_reduce``:
     reduce_sum reduce_mean reduce_max reduce_min reduce_prod reduce_l1 reduce_l2
     reduce_log_sum reduce_log_sum_exp reduce_sum_square (axes=None: all, keepdims=1,
@@ -257,6 +261,7 @@ from .qnn import (
     schedule_qnn_conv2d,
     schedule_qnn_matmul,
 )
+from .qnn_conv2d_nchwc import compute_qnn_conv2d_nchwc, schedule_qnn_conv2d_nchwc
 from .reduction import (
     argmax,
     argmin,
@@ -332,6 +337,7 @@ __all__ = [
     "compute_depthwise_conv2d_nchwc",
     "compute_matmul",
     "compute_qnn_conv2d",
+    "compute_qnn_conv2d_nchwc",
     "compute_qnn_matmul",
     "concat",
     "conv",
@@ -438,6 +444,7 @@ __all__ = [
     "schedule_matmul",
     "schedule_normalize",
     "schedule_qnn_conv2d",
+    "schedule_qnn_conv2d_nchwc",
     "schedule_qnn_matmul",
     "schedule_reduce",
     "selu",

@@ -17,8 +17,10 @@ from onnx import TensorProto, helper, numpy_helper
 import tecomp
 from tecomp.frontend import from_onnx
 from tecomp.graph.passes import optimize
+from tecomp.graph.passes.pipeline import pipeline_for
 from tecomp.graph.passes.quantized_ops import lower_quantized_ops
 from tecomp.graph.tasks import extract_graph_tasks
+from tecomp.target import as_target
 from tecomp.testing.quantized import quantize_dynamic_model, quantize_static_model
 
 pytest.importorskip("onnxruntime.quantization")
@@ -96,6 +98,56 @@ def test_quantize_static_models_match_onnxruntime_int8(make, per_channel, rng):
     # Every product runs on the int8 operands; no float conv or product is left.
     assert anchors & {"qnn_conv2d", "qnn_matmul"}
     assert not anchors & {"conv2d", "dense", "matmul", "conv2d_nchwc"}
+    step = _output_scale(qmodel)
+    for feeds in _feeds(rng, model, 3):
+        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
+        (got,) = run(**feeds)
+        assert np.abs(got - want).max() <= step * 1.0001
+
+
+def _blocked_cnn(rng):
+    """A ResNet-like net of 32 and 64 channels (whole channel blocks): a strided 7x7 first
+    layer on 3 channels, max pool, a residual block, a strided 1x1 and 3x3 pair, global
+    pool and classifier, on an odd-sized image."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[3, 3, 3, 3], strides=[2, 2]),
+        helper.make_node("Relu", ["c0"], ["r0"]),
+        helper.make_node("MaxPool", ["r0"], ["p0"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "p0"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Conv", ["r2", "wp"], ["proj"], strides=[2, 2]),
+        helper.make_node("Add", ["c3", "proj"], ["a2"]),
+        helper.make_node("Relu", ["a2"], ["r3"]),
+        helper.make_node("GlobalAveragePool", ["r3"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], transB=1),
+    ]
+    inits = _weights(rng, {"w0": (32, 3, 7, 7), "b0": (32,), "w1": (32, 32, 3, 3), "b1": (32,),
+                           "w2": (32, 32, 3, 3), "b2": (32,), "w3": (64, 32, 3, 3),
+                           "b3": (64,), "wp": (64, 32, 1, 1), "wg": (10, 64), "bg": (10,)})
+    graph = helper.make_graph(
+        nodes, "blocked", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         [1, 3, 37, 29])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_quantized_convolutions_keep_their_activations_blocked(rng):
+    model = _blocked_cnn(rng)
+    qmodel = quantize_static_model(model, _feeds(rng, model, 8))
+    mod, run = _build(qmodel)
+    ops = [n.op for k in optimize(mod, pipeline_for(as_target("llvm"))).nodes
+           if k.op == "fused" for n in k.attrs["body"].nodes]
+    # Every convolution blocked, the first one reading its planar 3 channels; the pool
+    # and the residual additions on blocked data; one transform back, before the
+    # classifier.
+    assert ops.count("qnn_conv2d_nchwc") == 5 and "qnn_conv2d" not in ops
+    assert "max_pool3d" in ops and ops.count("transpose") == 1
     step = _output_scale(qmodel)
     for feeds in _feeds(rng, model, 3):
         (want,) = onnx_models.run_onnxruntime(qmodel, feeds)

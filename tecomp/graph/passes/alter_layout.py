@@ -102,6 +102,19 @@ def _nominal_nchw(shape) -> tuple:
             *(int(d) if dims.is_static(d) else nominal_size(d) for d in (h, w)))
 
 
+def _quantized_layer(graph: Graph, node, block: int) -> bool:
+    """Whether ``node`` is an int8 convolution that ``qnn_conv2d_nchwc`` computes with
+    output blocks of ``block`` channels: symmetric constant int8 weights (no zero point)
+    of a multiple of ``block`` output channels, 8-bit data of static channels, height and
+    width (its input stays planar where ``block`` does not divide its channels)."""
+    if node.op != "qnn_conv2d" or len(node.inputs) != 3 or node.inputs[1] not in graph.consts:
+        return False
+    w = graph.consts[node.inputs[1]]
+    shape = _nchw(graph, node.inputs[0], ("uint8", "int8"))
+    return (shape is not None and w.dtype == np.int8 and w.ndim == 4 and w.shape[0] % block == 0
+            and all(dims.is_static(d) for d in shape[2:]))
+
+
 def _window_attrs(node) -> dict:
     """The attributes of a convolution node its template's workload takes."""
     return {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
@@ -187,10 +200,10 @@ class _Rewriter:
         return output
 
     def channels(self, value, block):
-        """The channel count of a 4-D float32 or bfloat16 NCHW value if ``block`` divides
-        it (static, as the blocked kernels need); a bfloat16 one is a convolution's input
-        rounded for its products (``precision``)."""
-        shape = _nchw(self.graph, value, ("float32", "bfloat16"))
+        """The channel count of a 4-D NCHW value if ``block`` divides it (static, as the
+        blocked kernels need): float32, bfloat16 (a convolution's input rounded for its
+        products, ``precision``), or the int32, uint8 and int8 of a quantized model."""
+        shape = _nchw(self.graph, value, ("float32", "bfloat16", "int32", "uint8", "int8"))
         return shape[1] if shape is not None and shape[1] % block == 0 else None
 
     def blocked_as(self, value, block, name) -> str:
@@ -230,6 +243,12 @@ class _Rewriter:
         block = self.blocks.get(node.outputs[0])
         if block is None:
             return False
+        if node.op == "qnn_conv2d":
+            x, w, zero = node.inputs
+            # A first layer of a few channels reads its planar input.
+            data = self.blocked_as(x, block, node.name) if self.channels(x, block) else x
+            return self.follow(node, "qnn_conv2d_nchwc", [data, w, zero], block, block=block,
+                               **node.attrs)
         x, w = node.inputs
         return self.follow(node, _BLOCKED_OP[node.op], [self.blocked_as(x, block, node.name), w],
                            block, block=block, **node.attrs)
@@ -299,7 +318,7 @@ class _Rewriter:
                            block, axis=1)
 
     def rewrite(self, node) -> bool:
-        if node.op in _BLOCKED_OP:
+        if node.op in _BLOCKED_OP or node.op == "qnn_conv2d":
             return self.layer(node)
         if node.op == "concat":
             return self.concat(node)
@@ -373,11 +392,13 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         if not blocked_depthwise:
             return graph
     layers = graph_layers(graph, block, bool(blocked_depthwise))
-    if not layers:
+    # Quantized layers take the widest block, their int32 accumulators' vector.
+    quantized = {n.outputs[0]: block for n in graph.nodes if _quantized_layer(graph, n, block)}
+    if not layers and not quantized:
         return graph
     caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
     costs = LayerCosts(caps, target)
-    blocks = choose_blocks(layers, costs.kernel, costs.transform)
+    blocks = {**choose_blocks(layers, costs.kernel, costs.transform), **quantized}
     candidates = {layer.name: layer.blocks for layer in layers}
     for name, b in (layer_blocks or {}).items():
         if b not in candidates.get(name, ()):

@@ -27,7 +27,7 @@ from .product import (
 )
 
 # The graph operators the CPU alone computes, and why.
-for _op in ("conv2d_nchwc", "depthwise_conv2d_nchwc"):
+for _op in ("conv2d_nchwc", "depthwise_conv2d_nchwc", "qnn_conv2d_nchwc"):
     register_without_implementation(
         _op, "cuda", "a CPU layout (activations blocked by channel vectors) that the graph "
         "passes make for llvm targets only; on cuda the convolution stays conv2d")
