@@ -104,3 +104,29 @@ def test_int8_conv2d_runs_on_dot_products_on_aarch64(feature, rng):
     want = sum(np.einsum("bchw,fc->bfhw", xs[:, :, ry:ry + 7, rx:rx + 9], w[:, :, ry, rx])
                for ry in range(3) for rx in range(3))
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("kernel,pads", [(3, (1, 1, 1, 1)), (1, (0, 0, 0, 0))])
+def test_blocked_int8_conv2d_reads_words_of_a_point_on_aarch64(kernel, pads, rng):
+    # Blocks of NEON's 4 int32 lanes: a word is one point's 4 channels, read in place (1x1)
+    # or from the zero-bordered copy (3x3).
+    target = "llvm -mtriple=aarch64-linux-gnu -mattr=+dotprod"
+    reason = target_unavailable(target)
+    if reason:
+        pytest.skip(reason)
+    x = rng.integers(0, 256, (1, 8, 5, 6)).astype("uint8")
+    w = rng.integers(-128, 128, (8, 8, kernel, kernel)).astype("int8")
+    blocked = np.ascontiguousarray(x.reshape(1, 2, 4, 5, 6).transpose(0, 1, 3, 4, 2))
+    args = (blocked.shape, w.shape, (1, 1), pads, (1, 1), "uint8", False)
+    task = autotune.create_task("qnn_conv2d_nchwc", args=args, target=target)
+    s, tensors = task.instantiate(task.default_config)
+    mod = tecomp.build(s, tensors, target=target)
+    assert "sdot" in mod.get_source("asm")
+    out = np.zeros((1, 2, 5, 6, 4), "int32")
+    zx = np.array(100, "uint8")
+    qemu_runner("aarch64").load_module(mod)(blocked, qnn.pack_qnn_conv2d_quads(w, 4), zx, out)
+    p = pads[0]
+    xs = np.pad(x.astype(np.int64) - 100, ((0, 0), (0, 0), (p, p), (p, p)))
+    want = sum(np.einsum("bchw,fc->bfhw", xs[:, :, ry:ry + 5, rx:rx + 6], w[:, :, ry, rx])
+               for ry in range(kernel) for rx in range(kernel))
+    np.testing.assert_array_equal(out.transpose(0, 1, 4, 2, 3).reshape(1, 8, 5, 6), want)
