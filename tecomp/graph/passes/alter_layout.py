@@ -9,8 +9,15 @@ apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
 The height and width may be symbolic (a model built for every image size; its layers are
 then weighed as if 224 wide); the channel counts must be static. Each such layer's block
 is chosen over the whole graph (:mod:`.layout_choice`: the kernels' times against the
-transforms' where neighbours differ). The nodes after a blocked layer follow it into the
-blocked layout while they can, in the block of their first blocked input:
+transforms' where neighbours differ).
+
+An int8 ``qnn_conv2d`` of symmetric constant weights over a static image becomes a
+``qnn_conv2d_nchwc`` (:mod:`tecomp.topi.qnn_conv2d_nchwc`) with the widest block, its
+int32 accumulators' vector; it reads its input planar where the block does not divide
+its channels (a first layer of 3). Its requantizing chain follows as elementwise nodes do.
+
+The nodes after a blocked layer follow it into the blocked layout while they can, in the
+block of their first blocked input:
 
 - elementwise operators and broadcasting arithmetic whose other inputs are blocked values
   with all the channels (the same shape, or 1 along other axes: an SE block's scale) or
