@@ -90,8 +90,32 @@ def _blocked_words(data, x_zero, H: int, W: int, Hp: int, Wp: int, top: int, lef
 def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=(0, 0, 0, 0),
                              dilation=(1, 1), pairs_fit_int16=False):
     """``int32[N, K/lanes, OH, OW, lanes]``: ``sum (x - x_zero) * w[k]`` over the window
-    and the input channels of blocked (or planar) ``data`` and the quads ``kernel`` (tag
-    :data:`TAG`; see the module docstring for the layouts and ``pairs_fit_int16``)."""
+    and the input channels (tag :data:`TAG`).
+
+    Parameters
+    ----------
+    cfg : config entity
+        The schedule config (:func:`.qnn.define_qnn_conv2d_quads_knobs`).
+    data : Tensor
+        ``[N, C/b, H, W, b]`` (b a multiple of 4) or planar ``[N, C, H, W]``, uint8 or
+        int8; the height and width static, N may be symbolic.
+    kernel : Tensor
+        The int32 quads of symmetric int8 OIHW weights,
+        ``[K/lanes, ceil(C/4) + 1, R, S, lanes]`` (:func:`.qnn.pack_qnn_conv2d_quads`).
+    x_zero : Tensor
+        The data's zero point, a scalar (or one element) of its dtype; padded positions
+        hold it (the real 0).
+    strides, padding, dilation : tuple of int
+        As :func:`tecomp.topi.conv2d`.
+    pairs_fit_int16 : bool
+        The promise of :func:`tecomp.te.dot4_u8s8` (:func:`.qnn.compute_qnn_conv2d`).
+
+    Raises
+    ------
+    ShapeError
+        Data of another rank or a symbolic image, blocks that are not a multiple of 4,
+        or a kernel not packed for the data's channels on this target.
+    """
     what = "qnn_conv2d_nchwc"
     lanes = vector_lanes(_ACC)
     _check_operand(what, data, x_zero)
@@ -154,7 +178,19 @@ def schedule_qnn_conv2d_nchwc(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_qnn_conv2d_nchwc` and its
     elementwise epilogue, as the quads layout's loops (:func:`.qnn.schedule_qnn_conv2d`):
     (batch, output-channel tile, output row) in parallel, a register tile of ``rows``
-    points by ``oc_vectors`` vectors of channels, whose epilogue stores whole vectors."""
+    points by ``oc_vectors`` vectors of channels, whose epilogue stores whole vectors.
+
+    Parameters
+    ----------
+    cfg : config entity
+        The config the compute was given.
+    outs : Tensor or list of Tensor
+        The group's one output.
+
+    Returns
+    -------
+    Schedule
+    """
     what = "schedule_qnn_conv2d_nchwc"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
