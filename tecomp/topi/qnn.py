@@ -581,12 +581,12 @@ def schedule_qnn_conv2d(cfg, outs):
 
 
 
-def define_qnn_conv2d_quads_knobs(cfg, K, OW):
-    """``oc_vectors`` vectors of output channels by ``rows`` pixels of a row per register
-    tile (one accumulator each); the fallback is :func:`_quads_fallback_tile`'s, no wider
-    than the row."""
-    lanes = vector_lanes(_ACC)
-    vectors = K // lanes
+def define_qnn_conv2d_quads_knobs(cfg, K, OW, lanes=None):
+    """``oc_vectors`` vectors of output channels (of ``lanes`` int32 lanes, default a
+    whole vector) by ``rows`` pixels of a row per register tile (one accumulator each);
+    the fallback is :func:`_quads_fallback_tile`'s, its rows from
+    :func:`_quads_fallback_rows`."""
+    vectors = K // (lanes or vector_lanes(_ACC))
     cfg.define_knob("oc_vectors", [v for v in (1, 2, 3, 4) if vectors % v == 0])
     cfg.define_knob("rows", [1, 2, 3, 4, 5, 6, 7, 8])
     if cfg.is_fallback:

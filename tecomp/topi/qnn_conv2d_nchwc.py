@@ -15,19 +15,20 @@ the output tile is ``b`` contiguous channels of one point, stored (and requantiz
 the fused epilogue) as whole vectors. A quantized model keeps its activations blocked
 from one convolution to the next (:func:`tecomp.graph.passes.alter_conv_layout`).
 
-Layouts (``lanes``: int32 lanes of a vector, the output block):
+Layouts (``b``: the output block, the int32 lanes of a vector, or half of them for a
+layer whose output channels are not whole vectors):
 
-- data ``[N, C/b, H, W, b]`` uint8 or int8 (int8 is read with its top bit flipped, as
-  uint8 plus 128, which needs the copy), or planar ``[N, C, H, W]``;
-- kernel: the int32 quads ``[K/lanes, C4 + 1, R, S, lanes]`` of
+- data ``[N, C/d, H, W, d]`` uint8 or int8 (``d`` a multiple of 4; int8 is read with its
+  top bit flipped, as uint8 plus 128, which needs the copy), or planar ``[N, C, H, W]``;
+- kernel: the int32 quads ``[K/b, C4 + 1, R, S, b]`` of
   :func:`.qnn.pack_qnn_conv2d_quads` (symmetric int8 weights, packed once per weight);
-- output ``[N, K/lanes, OH, OW, lanes]`` int32: ``sum (x - x_zero) * w`` over the window
+- output ``[N, K/b, OH, OW, b]`` int32: ``sum (x - x_zero) * w`` over the window
   and the input channels.
 
 Workload: ``qnn_conv2d_nchwc(data_shape, kernel_shape, strides, padding, dilation, dtype,
-pairs_fit_int16)`` with the data shape as the graph gives it (blocked or planar) and the
-logical OIHW kernel shape; the knobs are the quads layout's
-(:func:`.qnn.define_qnn_conv2d_quads_knobs`).
+pairs_fit_int16, block)`` with the data shape as the graph gives it (blocked or planar),
+the logical OIHW kernel shape and the output block (None for a whole vector); the knobs
+are the quads layout's (:func:`.qnn.define_qnn_conv2d_quads_knobs`).
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ from .qnn import (
     _batch_one,
     _byte_word,
     _check_operand,
-    _prepack_qnn_conv2d,
     _schedule_quads,
     _zero_reader,
     define_qnn_conv2d_quads_knobs,
+    pack_qnn_conv2d_quads,
     planar_quads,
 )
 from .strategy import Implementation, register_implementation
@@ -88,9 +89,9 @@ def _blocked_words(data, x_zero, H: int, W: int, Hp: int, Wp: int, top: int, lef
 
 
 def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=(0, 0, 0, 0),
-                             dilation=(1, 1), pairs_fit_int16=False):
-    """``int32[N, K/lanes, OH, OW, lanes]``: ``sum (x - x_zero) * w[k]`` over the window
-    and the input channels (tag :data:`TAG`).
+                             dilation=(1, 1), pairs_fit_int16=False, block=None):
+    """``int32[N, K/b, OH, OW, b]``: ``sum (x - x_zero) * w[k]`` over the window and the
+    input channels, ``b`` the output block (tag :data:`TAG`).
 
     Parameters
     ----------
@@ -101,7 +102,7 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
         int8; the height and width static, N may be symbolic.
     kernel : Tensor
         The int32 quads of symmetric int8 OIHW weights,
-        ``[K/lanes, ceil(C/4) + 1, R, S, lanes]`` (:func:`.qnn.pack_qnn_conv2d_quads`).
+        ``[K/b, ceil(C/4) + 1, R, S, b]`` (:func:`.qnn.pack_qnn_conv2d_quads`).
     x_zero : Tensor
         The data's zero point, a scalar (or one element) of its dtype; padded positions
         hold it (the real 0).
@@ -109,15 +110,25 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
         As :func:`tecomp.topi.conv2d`.
     pairs_fit_int16 : bool
         The promise of :func:`tecomp.te.dot4_u8s8` (:func:`.qnn.compute_qnn_conv2d`).
+    block : int, optional
+        The output block: the int32 lanes of a vector (the default) or half of them (at
+        least 4), for a layer whose output channels are not whole vectors (MobileNetV2's
+        24).
 
     Raises
     ------
     ShapeError
         Data of another rank or a symbolic image, blocks that are not a multiple of 4,
-        or a kernel not packed for the data's channels on this target.
+        an output block other than a vector or half of one, or a kernel not packed for
+        the data's channels and the output block.
     """
     what = "qnn_conv2d_nchwc"
-    lanes = vector_lanes(_ACC)
+    vector = vector_lanes(_ACC)
+    lanes = block or vector
+    if lanes not in (vector, vector // 2) or lanes < 4:
+        raise ShapeError(f"{what}: block={block}; this target's output blocks are {vector} "
+                         f"(the int32 lanes of a vector)"
+                         + (f" or {vector // 2}" if vector >= 8 else ""))
     _check_operand(what, data, x_zero)
     if len(data.shape) not in (4, 5) or len(kernel.shape) != 5 or kernel.dtype != _ACC:
         raise ShapeError(f"{what}: needs data [N, C/b, H, W, b] or [N, C, H, W] and the int32 "
@@ -131,16 +142,16 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
     C4 = -(-C // 4)
     if kl != lanes or C41 != C4 + 1 or (blocked and b % 4):
         raise ShapeError(f"{what}: for {C} input channels" + (f" in blocks of {b}" if blocked
-                         else "") + f" this target reads the quads kernel [K/{lanes}, "
-                         f"{C4 + 1}, R, S, {lanes}] (and blocks of a multiple of 4), got "
-                         f"{list(kernel.shape)}")
+                         else "") + f" and output blocks of {lanes} this target reads the "
+                         f"quads kernel [K/{lanes}, {C4 + 1}, R, S, {lanes}] (and input blocks "
+                         f"of a multiple of 4), got {list(kernel.shape)}")
     K = Ko * lanes
     logical = (data.shape[0], C, *data.shape[2:4])
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         logical, [K, C, R, S], strides, padding, dilation, what)
     if not (isinstance(H, int) and isinstance(W, int)):
         raise ShapeError(f"{what}: the image height and width must be static, got {H} x {W}")
-    define_qnn_conv2d_quads_knobs(cfg, K, OW)
+    define_qnn_conv2d_quads_knobs(cfg, K, OW, lanes)
     OWp = -(-OW // cfg["rows"].val) * cfg["rows"].val
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
     ry = te.reduce_axis((0, R), name="ry")
@@ -201,37 +212,45 @@ def schedule_qnn_conv2d_nchwc(cfg, outs):
 
 @template("qnn_conv2d_nchwc")
 def qnn_conv2d_nchwc(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0, 0, 0),
-                     dilation=(1, 1), dtype="uint8", pairs_fit_int16=False):
+                     dilation=(1, 1), dtype="uint8", pairs_fit_int16=False, block=None):
     """Tunable ``qnn_conv2d_nchwc``: blocked (or planar) ``data_shape``, the logical OIHW
-    ``kernel_shape`` (the kernel input is its int32 quads packing)."""
+    ``kernel_shape`` (the kernel input is its int32 quads packing), the output ``block``
+    (None: a vector's int32 lanes)."""
     cfg = get_config()
     K, C, R, S = kernel_shape
-    lanes = vector_lanes(_ACC)
+    lanes = block or vector_lanes(_ACC)
     data = te.placeholder(tuple(data_shape), dtype, name="data")
     kernel = te.placeholder((K // lanes, -(-C // 4) + 1, R, S, lanes), _ACC, name="kernel")
     zx = te.placeholder((), dtype, name="x_zero")
     out = compute_qnn_conv2d_nchwc(cfg, data, kernel, zx, strides, padding, dilation,
-                                   pairs_fit_int16)
+                                   pairs_fit_int16, block)
     return schedule_qnn_conv2d_nchwc(cfg, [out]), [data, kernel, zx, out]
 
 
+def _block(block):
+    """The output block a node's ``block`` attribute names: None where it is a whole
+    vector's int32 lanes (one task, one template instance, for every such layer)."""
+    return None if block in (None, vector_lanes(_ACC)) else int(block)
+
+
 def _workload(data_shape, kernel_shape, *zero_shapes, strides=(1, 1), padding=(0, 0, 0, 0),
-              dilation=(1, 1), dtype="uint8", pairs_fit_int16=False):
+              dilation=(1, 1), dtype="uint8", pairs_fit_int16=False, block=None):
     return (_batch_one(data_shape), tuple(int(d) for d in kernel_shape), tuple(strides),
-            tuple(padding), tuple(dilation), dtype, bool(pairs_fit_int16))
+            tuple(padding), tuple(dilation), dtype, bool(pairs_fit_int16), _block(block))
 
 
 def _compute(cfg, data, kernel, x_zero, strides=(1, 1), padding=(0, 0, 0, 0),
              dilation=(1, 1), pairs_fit_int16=False, block=None):
-    # The graph node's ``block`` is the output's: the int32 lanes of the target's vector.
-    if block is not None and block != vector_lanes(_ACC):
-        raise ShapeError(f"qnn_conv2d_nchwc: block={block}, but this target's output block "
-                         f"is {vector_lanes(_ACC)} (the int32 lanes of a vector)")
     return compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides, padding, dilation,
-                                    pairs_fit_int16)
+                                    pairs_fit_int16, _block(block))
+
+
+def _prepack(cfg, kernel, block=None, **attrs):
+    """The kernel as the quads of the output block."""
+    return (pack_qnn_conv2d_quads(kernel, block or vector_lanes(_ACC)),)
 
 
 register_implementation(Implementation(
     "qnn_conv2d_nchwc", "llvm", _compute, schedule_qnn_conv2d_nchwc,
-    template="qnn_conv2d_nchwc", workload=_workload, prepack=_prepack_qnn_conv2d,
+    template="qnn_conv2d_nchwc", workload=_workload, prepack=_prepack,
     packed_inputs=(1,), batch_free_config=True))

@@ -32,14 +32,14 @@ def _reference(x, w, zx, stride, pads):
     return out
 
 
-def _case(rng, C, K, H, W, R, S, stride, pads, dtype, block):
+def _case(rng, C, K, H, W, R, S, stride, pads, dtype, block, out_block=None):
     low, high = (0, 256) if dtype == "uint8" else (-128, 128)
     x = rng.integers(low, high, (1, C, H, W)).astype(dtype)
     w = rng.integers(-64, 64, (K, C, R, S)).astype("int8")
     zx = np.array(low + 77, dtype)
     data = to_blocked(x, block) if block else x
     attrs = dict(strides=(stride, stride), padding=pads, dilation=(1, 1),
-                 pairs_fit_int16=qnn.weight_pairs_fit_int16(w))
+                 pairs_fit_int16=qnn.weight_pairs_fit_int16(w), block=out_block)
     return x, w, zx, data, attrs
 
 
@@ -64,17 +64,20 @@ def _task(x, w, zx, data, attrs):
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
-@pytest.mark.parametrize("C,R,stride,pads,block", [
-    (2 * LANES, 3, 1, (1, 1, 1, 1), LANES),      # padded: read through the bordered copy
-    (LANES, 1, 1, (0, 0, 0, 0), LANES),          # unpadded: uint8 read in place
-    (2 * LANES, 1, 2, (0, 0, 0, 0), LANES),      # strided 1x1 (a ResNet projection)
-    (8, 3, 2, (0, 1, 2, 0), 4),                  # blocks of 4, asymmetric padding
-    (3, 7, 2, (3, 3, 3, 3), None),               # a first layer: planar, 3 channels
-    (13, 3, 1, (1, 0, 1, 2), None),              # planar, channels not whole quads
+@pytest.mark.parametrize("C,R,stride,pads,block,out_block", [
+    (2 * LANES, 3, 1, (1, 1, 1, 1), LANES, None),    # padded: read through the bordered copy
+    (LANES, 1, 1, (0, 0, 0, 0), LANES, None),        # unpadded: uint8 read in place
+    (2 * LANES, 1, 2, (0, 0, 0, 0), LANES, None),    # strided 1x1 (a ResNet projection)
+    (8, 3, 2, (0, 1, 2, 0), 4, None),                # blocks of 4, asymmetric padding
+    (3, 7, 2, (3, 3, 3, 3), None, None),             # a first layer: planar, 3 channels
+    (13, 3, 1, (1, 0, 1, 2), None, None),            # planar, channels not whole quads
+    (LANES, 3, 1, (1, 1, 1, 1), LANES, LANES // 2),  # output blocks of half a vector
 ])
-def test_every_config_is_the_exact_integer_convolution(dtype, C, R, stride, pads, block):
+def test_every_config_is_the_exact_integer_convolution(dtype, C, R, stride, pads, block,
+                                                       out_block):
     rng = np.random.default_rng(C * 31 + R)
-    case = _case(rng, C, 2 * LANES, 9, 11, R, R, stride, pads, dtype, block)
+    K = 3 * out_block if out_block else 2 * LANES
+    case = _case(rng, C, K, 9, 11, R, R, stride, pads, dtype, block, out_block)
     space = _task(*case).config_space
     for i in range(len(space)):
         _run(space.get(i), *case)
@@ -151,7 +154,6 @@ def test_operands_it_does_not_take_are_refused():
     with pytest.raises(ShapeError, match="must be static"):
         compute_qnn_conv2d_nchwc(cfg, te.placeholder((1, 4, te.var("h"), 6, 4), "uint8", "x"),
                                  kernel, zx)
-    impl = get_implementation("qnn_conv2d_nchwc", "llvm")
-    with pytest.raises(ShapeError, match="output block"):
-        impl.compute(cfg, te.placeholder((1, 4, 6, 6, 4), "uint8", "x"), kernel, zx,
-                     block=2 * LANES)
+    with pytest.raises(ShapeError, match="output blocks are"):
+        compute_qnn_conv2d_nchwc(cfg, te.placeholder((1, 4, 6, 6, 4), "uint8", "x"), kernel,
+                                 zx, block=2 * LANES)

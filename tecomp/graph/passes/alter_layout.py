@@ -13,8 +13,9 @@ transforms' where neighbours differ).
 
 An int8 ``qnn_conv2d`` of symmetric constant weights over a static image becomes a
 ``qnn_conv2d_nchwc`` (:mod:`tecomp.topi.qnn_conv2d_nchwc`) with the widest block, its
-int32 accumulators' vector; it reads its input planar where the block does not divide
-its channels (a first layer of 3). Its requantizing chain follows as elementwise nodes do.
+int32 accumulators' vector, or half of it where its output channels are not whole
+vectors; it reads its input planar where the block does not divide its channels (a first
+layer of 3). Its requantizing chain follows as elementwise nodes do.
 
 The nodes after a blocked layer follow it into the blocked layout while they can, in the
 block of their first blocked input:
@@ -109,17 +110,20 @@ def _nominal_nchw(shape) -> tuple:
             *(int(d) if dims.is_static(d) else nominal_size(d) for d in (h, w)))
 
 
-def _quantized_layer(graph: Graph, node, block: int) -> bool:
-    """Whether ``node`` is an int8 convolution that ``qnn_conv2d_nchwc`` computes with
-    output blocks of ``block`` channels: symmetric constant int8 weights (no zero point)
-    of a multiple of ``block`` output channels, 8-bit data of static channels, height and
-    width (its input stays planar where ``block`` does not divide its channels)."""
+def _quantized_block(graph: Graph, node, block: int) -> int | None:
+    """The output block of ``node`` if it is an int8 convolution that ``qnn_conv2d_nchwc``
+    computes: symmetric constant int8 weights (no zero point) of a multiple of ``block``
+    output channels (one vector of int32 lanes), else of half of it (at least 4: the 24 of
+    MobileNetV2's narrow layers), over 8-bit data of static channels, height and width
+    (its input stays planar where its block does not divide the channels); else None."""
     if node.op != "qnn_conv2d" or len(node.inputs) != 3 or node.inputs[1] not in graph.consts:
-        return False
+        return None
     w = graph.consts[node.inputs[1]]
     shape = _nchw(graph, node.inputs[0], ("uint8", "int8"))
-    return (shape is not None and w.dtype == np.int8 and w.ndim == 4 and w.shape[0] % block == 0
-            and all(dims.is_static(d) for d in shape[2:]))
+    if (shape is None or w.dtype != np.int8 or w.ndim != 4
+            or not all(dims.is_static(d) for d in shape[2:])):
+        return None
+    return next((b for b in (block, block // 2) if b >= 4 and w.shape[0] % b == 0), None)
 
 
 def _window_attrs(node) -> dict:
@@ -252,8 +256,10 @@ class _Rewriter:
             return False
         if node.op == "qnn_conv2d":
             x, w, zero = node.inputs
-            # A first layer of a few channels reads its planar input.
-            data = self.blocked_as(x, block, node.name) if self.channels(x, block) else x
+            # Its input in the block it has (any multiple of 4 is read as words), else
+            # blocked like its output; a first layer of a few channels reads it planar.
+            in_block = self.home.get(x, block if self.channels(x, block) else None)
+            data = x if in_block is None else self.blocked_as(x, in_block, node.name)
             return self.follow(node, "qnn_conv2d_nchwc", [data, w, zero], block, block=block,
                                **node.attrs)
         x, w = node.inputs
@@ -399,8 +405,8 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         if not blocked_depthwise:
             return graph
     layers = graph_layers(graph, block, bool(blocked_depthwise))
-    # Quantized layers take the widest block, their int32 accumulators' vector.
-    quantized = {n.outputs[0]: block for n in graph.nodes if _quantized_layer(graph, n, block)}
+    quantized = {n.outputs[0]: _quantized_block(graph, n, block) for n in graph.nodes}
+    quantized = {name: b for name, b in quantized.items() if b is not None}
     if not layers and not quantized:
         return graph
     caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
