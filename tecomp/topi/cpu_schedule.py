@@ -545,6 +545,11 @@ def schedule_reduce(cfg, outs):
                 # recomputed for every element it is broadcast to.
                 layout_reduction(s, r, knobs=knobs)
                 at_root.add(r.op)
+        if not op.axis:
+            # A 0-d output (a reduction over every axis, then NaN's rule or a scale):
+            # the reduction has no row loop to join; it is laid out at root.
+            for r in reductions:
+                layout_reduction(s, r, knobs=knobs)
         if not reductions or not op.axis:
             schedule_injective_stage(s, t)
             continue

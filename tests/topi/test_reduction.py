@@ -107,6 +107,25 @@ def test_reduce_schedule_vectorizes_and_parallelizes(multicore, rng, check_op):
         assert "tecomp.parallel" in ll
 
 
+@pytest.mark.parametrize("name, fref", [("reduce_max", np.nanmax), ("reduce_min", np.nanmin),
+                                        ("reduce_sum", np.sum), ("reduce_mean", np.mean)])
+def test_a_reduction_over_every_axis_runs_on_lanes_of_partial_results(name, fref, rng,
+                                                                      check_op):
+    # A 0-d result (DynamicQuantizeLinear's range of a whole tensor): its reduction has no
+    # output row to join, and is laid out on its own, over vectors of partial results.
+    lanes = Target("llvm").vector_width_bits // 32
+    x = te.placeholder((37, 130), name="x")
+    a = rng.normal(size=(37, 130)).astype("float32")
+    if name in ("reduce_max", "reduce_min"):  # NaN skipped past the first element
+        a = _nan_rows(rng, (37, 130), 9)
+        a[0, 0] = 0.5
+    impl = strategy.get_implementation(name, "llvm")
+    y = impl.compute(None, x, keepdims=0)
+    mod = check_op(impl.schedule(None, [y]), [x], [y], [a], np.asarray(fref(a), "float32"),
+                   rtol=1e-4, atol=1e-4)
+    assert any(f"<{k * lanes} x float>" in mod.get_source("ll") for k in (1, 2, 4))
+
+
 def test_elementwise_producer_and_epilogue_fuse_into_one_loop_nest(rng, check_op):
     x = te.placeholder((64, 96), name="x")
     y = elemwise.sigmoid(reduction.reduce_mean(elemwise.exp(x), axes=[1]))
