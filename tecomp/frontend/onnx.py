@@ -33,10 +33,10 @@ from . import (  # noqa: F401 (importing registers their converters)
     onnx_scatter, onnx_sequences, onnx_signal, onnx_tensor_ops)
 from .onnx_checks import check_node
 from .onnx_converters import (
-    CONVERTERS,
     NOT_FOLDED,
     Context,
     ModelError,
+    converter_of,
     NeedsConstantError,
     onnx_dtype,
     reference_outputs,
@@ -119,7 +119,7 @@ def _convert(ctx, node, attrs) -> None:
         return
     values = shape_values.evaluate(ctx, node, attrs)
     if values is None:
-        CONVERTERS[(node.op_type, ctx.version)](ctx, node, attrs)
+        converter_of(node, ctx.version)(ctx, node, attrs)
     else:
         shape_values.define(ctx, node, attrs, values)
 
@@ -155,8 +155,7 @@ def unsupported_nodes(model) -> dict:
             missing[(f"{node.domain}.{node.op_type}", 0)].append(name)
             continue
         version = since_version(node.op_type, opset, node.domain)
-        if node.domain not in ("", "ai.onnx") or version is None or (
-                (node.op_type, version) not in CONVERTERS):
+        if converter_of(node, version) is None:
             key = node.op_type if node.domain in ("", "ai.onnx") else (
                 f"{node.domain}.{node.op_type}")
             missing[(key, version or opset)].append(name)
@@ -179,8 +178,14 @@ def _check_wiring_and_attributes(graph, opsets: dict) -> None:
             if i and i not in defined:
                 raise ModelError(f"node {name!r} ({node.op_type}) reads {i!r}, which no graph "
                                  "input, initializer or earlier node defines")
-        schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1),
-                                      node.domain)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1),
+                                          node.domain)
+        except onnx.defs.SchemaError:
+            # An operator of another domain (com.microsoft's): its converter reads the
+            # attributes.
+            defined.update(o for o in node.output if o)
+            continue
         for a in node.attribute:
             spec = schema.attributes.get(a.name)
             if spec is None:

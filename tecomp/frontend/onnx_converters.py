@@ -29,6 +29,7 @@ from ..topi.transform import slice_bounds
 from .onnx_batch_norm import batch_norm_training
 from .onnx_einsum import EquationError, lower_einsum
 from .onnx_pool_indices import max_pool_with_indices
+from .onnx_contrib import contrib_converters
 from .onnx_quantized import quantized_converters
 from .onnx_rotary import RotaryError, lower_rotary_embedding
 
@@ -48,6 +49,10 @@ class NeedsConstantError(UnsupportedOpError):
 
 
 CONVERTERS: dict = {}
+
+#: Converters of operators of other domains, by ``(domain, op_type)`` (one version each):
+#: onnxruntime's quantized ``com.microsoft`` operators (:mod:`.onnx_contrib`).
+DOMAIN_CONVERTERS: dict = {}
 
 #: Operators that the import leaves to their converters even when every input is known:
 #: onnx's reference evaluator, which evaluates other such nodes at import, differs from
@@ -1628,3 +1633,13 @@ def _attention(ctx, node, attrs):
 
 # The quantization operators; the operator format is written with the float converters.
 CONVERTERS.update(quantized_converters(lambda op_type, version: CONVERTERS[(op_type, version)]))
+DOMAIN_CONVERTERS.update(contrib_converters(lambda op_type, version: CONVERTERS[(op_type,
+                                                                                 version)]))
+
+
+def converter_of(node, version):
+    """The converter of ``node`` whose since-version is ``version`` (an operator of the
+    default domain), or of its ``(domain, op_type)``; None where there is none."""
+    if node.domain in ("", "ai.onnx"):
+        return CONVERTERS.get((node.op_type, version))
+    return DOMAIN_CONVERTERS.get((node.domain, node.op_type))
