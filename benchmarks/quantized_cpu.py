@@ -5,6 +5,7 @@ same threads and shapes, in one process, paired.
     python benchmarks/quantized_cpu.py --image 112 --rounds 9 --threads 2
     python benchmarks/quantized_cpu.py --tuning-records resnet18_int8.json
     python benchmarks/quantized_cpu.py --model mobilenet_v2  # depthwise layers stay float
+    python benchmarks/quantized_cpu.py --format QOperator    # QLinearConv, QLinearAdd, ...
     python benchmarks/quantized_cpu.py --model bert          # quantize_dynamic encoder
 
 ``--model bert``: ``tecomp.testing.models.bert_encoder`` (4 layers, hidden 256, sequence
@@ -63,6 +64,8 @@ def main() -> None:
                         help="blocks per stage (default 2,2,2,2: ResNet-18)")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--calibration", type=int, default=8, help="calibration images")
+    parser.add_argument("--format", choices=("QDQ", "QOperator"), default="QDQ",
+                        help="quantize_static's format for the CNNs (default QDQ)")
     parser.add_argument("--full-range", action="store_true",
                         help="8-bit weights (reduce_range=False)")
     parser.add_argument("--tuning-records", default=None,
@@ -91,10 +94,12 @@ def main() -> None:
         calibration = [{"input": rng.normal(size=shape).astype("float32")}
                        for _ in range(args.calibration)]
         qmodel = quantize_static_model(model, calibration, per_channel=True,
-                                       reduce_range=not args.full_range)
+                                       reduce_range=not args.full_range,
+                                       quant_format=args.format)
         feeds = {"input": rng.normal(size=shape).astype("float32")}
         described = (f"{name}, {args.image}x{args.image}, batch 1, "
-                     f"quantize_static QDQ per channel, reduce_range={not args.full_range}")
+                     f"quantize_static {args.format} per channel, "
+                     f"reduce_range={not args.full_range}")
 
     t0 = time.perf_counter()
     mod, params = from_onnx(qmodel)

@@ -32,10 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import onnx
 
-from .onnx_quantized import _check_quantized, _dequantized, _input
+from .onnx_quantized import _check_quantized, _dequantized, _input, bias_scale
 
 __all__ = ["CONTRIB_DOMAIN", "contrib_converters"]
 
@@ -134,10 +133,7 @@ def contrib_converters(float_converter: Callable) -> dict:
         bias = _input(node, 6)
         if bias is not None:
             _check_quantized(ctx, bias, "the bias C", ("int32",))
-            scale = ctx.emit("multiply", [node.input[1], node.input[4]])
-            if alpha != 1.0:
-                scale = ctx.emit("multiply", [scale, ctx.const(np.array(alpha, "float32"),
-                                                               "alpha")])
+            scale = bias_scale(ctx, node.input[1], node.input[4], factor=alpha)
             inputs.append(ctx.emit("dequantize_linear", [bias, scale], axis=-1))
         y = float_op(ctx, node, "Gemm", 13, inputs,
                      {"alpha": alpha, "transA": int(attrs.get("transA", 0)),

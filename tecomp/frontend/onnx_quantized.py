@@ -116,6 +116,24 @@ def _dequantized(ctx, name, scale, zero, axis, what):
                     axis=axis)
 
 
+def bias_scale(ctx, *scales, factor: float = 1.0) -> str:
+    """The scale of an int32 bias, the product of ``scales`` (value names) and
+    ``factor``: a constant where they are (so the bias's dequantization is folded once,
+    at build, and the bias reads as a per-channel constant), else computed."""
+    known = [ctx.consts.get(name) for name in scales]
+    if all(v is not None for v in known):
+        value = np.asarray(factor, "float32")
+        for v in known:
+            value = value * np.asarray(v, "float32")
+        return ctx.const(value.astype("float32"), "bias_scale")
+    scale = scales[0]
+    for name in scales[1:]:
+        scale = ctx.emit("multiply", [scale, name])
+    if factor != 1.0:
+        scale = ctx.emit("multiply", [scale, ctx.const(np.array(factor, "float32"), "alpha")])
+    return scale
+
+
 def _float_node(op_type, node, inputs, output, attrs):
     """``node`` as the float operator ``op_type`` on ``inputs`` (its attributes kept)."""
     return onnx.helper.make_node(op_type, inputs, [output], name=node.name, **attrs)
@@ -155,8 +173,7 @@ def quantized_converters(float_converter: Callable) -> dict:
         if bias is not None:
             _check_quantized(ctx, bias, "the bias B", ("int32",))
             # B is quantized with scale x_scale * w_scale and zero point 0 (ONNX).
-            bias = ctx.emit("dequantize_linear", [bias, ctx.emit("multiply", [sx, sw])],
-                            axis=0)
+            bias = ctx.emit("dequantize_linear", [bias, bias_scale(ctx, sx, sw)], axis=0)
         y = conv(ctx, node, x, w, bias, node.output[0], attrs)
         ctx.emit("quantize_linear", [y, sy, zy], node.output, axis=1,
                  dtype=ctx.type_of(zy).dtype)

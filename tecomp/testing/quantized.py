@@ -46,11 +46,13 @@ def folded_batch_norms(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def quantize_static_model(model: onnx.ModelProto, calibration: list, *, per_channel=True,
-                          reduce_range=True) -> onnx.ModelProto:
-    """``model`` in the QDQ format: uint8 activations, int8 weights (per output channel
-    with ``per_channel``), scales calibrated (min/max) on ``calibration``, a list of
-    input feeds. BatchNormalization is folded into the convolutions first
-    (onnxruntime's ``quant_pre_process``), as its documentation advises.
+                          reduce_range=True, quant_format="QDQ") -> onnx.ModelProto:
+    """``model`` in the QDQ format (or, with ``quant_format="QOperator"``, the operator
+    format: QLinearConv and onnxruntime's ``com.microsoft`` QLinearAdd, QGemm, ...):
+    uint8 activations, int8 weights (per output channel with ``per_channel``), scales
+    calibrated (min/max) on ``calibration``, a list of input feeds. BatchNormalization is
+    folded into the convolutions first (onnxruntime's ``quant_pre_process``), as its
+    documentation advises.
 
     Examples
     --------
@@ -61,7 +63,8 @@ def quantize_static_model(model: onnx.ModelProto, calibration: list, *, per_chan
     with tempfile.TemporaryDirectory() as tmp:
         prepared, out = (os.path.join(tmp, f) for f in ("p.onnx", "q.onnx"))
         onnx.save(folded_batch_norms(model), prepared)
-        quantize_static(prepared, out, _reader(calibration), quant_format=QuantFormat.QDQ,
+        quantize_static(prepared, out, _reader(calibration),
+                        quant_format=QuantFormat[quant_format],
                         per_channel=per_channel, reduce_range=reduce_range,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
         return onnx.load(out)
