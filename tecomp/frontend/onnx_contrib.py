@@ -23,7 +23,9 @@ writing 8-bit values. Semantics are onnxruntime's (its ``ContribOperators.md``):
 - ``QLinearConcat(Y_scale, Y_zero_point, X1, X1_scale, X1_zero_point, ...)``, ``axis``;
 - ``QLinearLeakyRelu`` (``alpha``), ``QLinearSigmoid`` and ``QLinearSoftmax`` (``axis``,
   and ``opset``: whose Softmax, 13's axis or the flattening of versions before it)
-  ``(X, X_scale, X_zero_point, Y_scale, Y_zero_point)``.
+  ``(X, X_scale, X_zero_point, Y_scale, Y_zero_point)``;
+- ``QLinearWhere(condition, X, X_scale, X_zero_point, Y, Y_scale, Y_zero_point, Z_scale,
+  Z_zero_point)``, broadcasting as Where.
 
 Scales are per tensor but where noted; zero points may be left out (0, uint8).
 """
@@ -123,6 +125,12 @@ def contrib_converters(float_converter: Callable) -> dict:
         y = float_op(ctx, node, "Concat", 13, xs, {"axis": attrs["axis"]})
         requantized(ctx, node, y, node.input[0], _input(node, 1))
 
+    def where(ctx, node, attrs):
+        x = dequantized(ctx, node, 1, "X")
+        y = dequantized(ctx, node, 4, "Y")
+        out = float_op(ctx, node, "Where", 16, [node.input[0], x, y], {})
+        requantized(ctx, node, out, node.input[7], _input(node, 8))
+
     def qgemm(ctx, node, attrs):
         trans_b = int(attrs.get("transB", 0))
         a = dequantized(ctx, node, 0, "A")
@@ -153,5 +161,6 @@ def contrib_converters(float_converter: Callable) -> dict:
         "QLinearLeakyRelu": unary("LeakyRelu", 16, ("alpha",)),
         "QLinearSigmoid": unary("Sigmoid", 13),
         "QLinearSoftmax": softmax,
+        "QLinearWhere": where,
     }
     return {(CONTRIB_DOMAIN, op): fn for op, fn in table.items()}

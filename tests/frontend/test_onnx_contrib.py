@@ -23,7 +23,7 @@ pytest.importorskip("onnxruntime")
 
 MS = "com.microsoft"
 TYPES = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "int32": TensorProto.INT32,
-         "float32": TensorProto.FLOAT}
+         "float32": TensorProto.FLOAT, "bool": TensorProto.BOOL}
 
 
 def _model(node, inputs: dict, consts: dict, out_dtype="uint8"):
@@ -117,6 +117,14 @@ def test_concat_requantizes_each_input(rng):
     _check(_model(node, inputs, consts), inputs)
 
 
+def test_where_requantizes_the_branch_it_takes(rng):
+    consts = {**_params("x", 0.02, 3), **_params("y", 0.1, 200), **_params("z", 0.05, 10)}
+    node = helper.make_node("QLinearWhere", ["c", "x", "x_scale", "x_zero", "y", "y_scale",
+                                             "y_zero", "z_scale", "z_zero"], ["z"], domain=MS)
+    inputs = {"c": rng.random((1, 4, 5)) < 0.5, "x": _q(rng, (2, 4, 5)), "y": _q(rng, (1, 5))}
+    _check(_model(node, inputs, consts), inputs)
+
+
 def test_channels_last_pools_are_refused_by_name(rng):
     node = helper.make_node("QLinearGlobalAveragePool", ["x", "x_scale", "x_zero", "y_scale",
                                                          "y_zero"], ["y"], domain=MS,
@@ -128,8 +136,8 @@ def test_channels_last_pools_are_refused_by_name(rng):
 
 
 def test_other_contrib_operators_are_listed_as_unsupported(rng):
-    node = helper.make_node("QLinearWhere", ["x"], ["y"], domain=MS)
-    with pytest.raises(UnsupportedOpError, match="com.microsoft.QLinearWhere"):
+    node = helper.make_node("QLinearReduceMean", ["x"], ["y"], domain=MS)
+    with pytest.raises(UnsupportedOpError, match="com.microsoft.QLinearReduceMean"):
         from_onnx(_model(node, {"x": _q(rng, (2,))}, {}))
 
 
