@@ -28,7 +28,7 @@ from ..te import intrin
 from ..autotune import get_config, template
 from ..errors import DTypeError, ShapeError
 from ..te.analysis import ops_of
-from .conv2d import _geometry, _inside_padding
+from .conv2d import _geometry, _inside_padding, nominal_size
 from .cpu_schedule import (
     const_int,
     current_target,
@@ -592,7 +592,9 @@ def define_qnn_conv2d_quads_knobs(cfg, K, OW, lanes=None):
     if cfg.is_fallback:
         tile_vectors, tile_rows = _quads_fallback_tile(vectors)
         cfg.fallback_knob("oc_vectors", tile_vectors)
-        cfg.fallback_knob("rows", _quads_fallback_rows(OW, tile_rows))
+        # A symbolic row (a model built for every image size) as tiles assume it.
+        width = OW if isinstance(OW, int) else nominal_size(OW)
+        cfg.fallback_knob("rows", _quads_fallback_rows(width, tile_rows))
 
 
 def pack_qnn_conv2d_quads(kernel: np.ndarray, lanes: int) -> np.ndarray:

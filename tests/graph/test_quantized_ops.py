@@ -182,6 +182,22 @@ def test_quantized_convolutions_keep_their_activations_blocked(make, rng):
         assert np.abs(got - want).max() <= step * 1.0001
 
 
+def test_one_build_of_a_quantized_cnn_serves_every_image_size(rng):
+    # Over a symbolic image the convolutions stay planar (the quads layout), their rows
+    # computed in whole tiles of the untuned width.
+    model = _blocked_cnn(rng)
+    qmodel = quantize_static_model(model, _feeds(rng, model, 4))
+    dims = qmodel.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "height", "width"
+    _, run = _build(qmodel)
+    step = _output_scale(qmodel)
+    for shape in ((1, 3, 37, 29), (1, 3, 16, 45), (1, 3, 9, 9)):
+        feeds = {"x": rng.normal(size=shape).astype("float32")}
+        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
+        (got,) = run(**feeds)
+        assert np.abs(got - want).max() <= step * 1.0001
+
+
 def test_quantize_dynamic_matmul_matches_onnxruntime(rng):
     model = _matmul_chain(rng)
     qmodel = quantize_dynamic_model(model)
