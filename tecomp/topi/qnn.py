@@ -28,7 +28,7 @@ from ..te import intrin
 from ..autotune import get_config, template
 from ..errors import DTypeError, ShapeError
 from ..te.analysis import ops_of
-from .conv2d import _geometry, _inside_padding, nominal_size
+from .conv2d import _ceil_div, _geometry, _inside_padding, nominal_size
 from .cpu_schedule import (
     const_int,
     current_target,
@@ -718,7 +718,7 @@ def _compute_quads(cfg, data, kernel, x_zero, strides, padding, dilation, pairs_
                          "(grouped convolutions are not supported)")
     define_qnn_conv2d_quads_knobs(cfg, K, OW)
     rows = cfg["rows"].val
-    OWp = -(-OW // rows) * rows
+    OWp = _ceil_div(OW, rows) * rows
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
     quads, zero = planar_quads(data, x_zero, C4, H, W, Hp, Wp, pads[0], pads[1], what)
     rc = te.reduce_axis((0, C4), name="rc")

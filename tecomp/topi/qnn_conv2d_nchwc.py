@@ -36,7 +36,7 @@ from __future__ import annotations
 from .. import te
 from ..autotune import get_config, template
 from ..errors import ShapeError
-from .conv2d import _geometry, _inside_padding
+from .conv2d import _ceil_div, _geometry, _inside_padding, _may_exceed
 from .cpu_schedule import const_int, vector_lanes
 from .group import crop, find_anchor, group_output, inline_epilogue
 from .qnn import (
@@ -58,8 +58,7 @@ from .strategy import Implementation, register_implementation
 TAG = "qnn_conv2d_nchwc"
 
 
-def _blocked_words(data, x_zero, H: int, W: int, Hp: int, Wp: int, top: int, left: int,
-                   what: str):
+def _blocked_words(data, x_zero, H, W, Hp, Wp, top: int, left: int, what: str):
     """``(word, zero)``: ``word(n, cb, j, y, x)``, input channels ``4j .. 4j + 3`` of
     block ``cb`` at padded position (y, x) of blocked ``data`` as one int32 word of uint8
     bytes, and the zero point as the words hold it (int32). Read in place where nothing
@@ -71,7 +70,7 @@ def _blocked_words(data, x_zero, H: int, W: int, Hp: int, Wp: int, top: int, lef
     shift = 128 if data.dtype == "int8" else 0
     zero = _zero_reader(what, x_zero, None, "tensor")(0) + shift
     source = data
-    if shift or top or left or Hp > H or Wp > W:
+    if shift or top or left or _may_exceed(Hp, H) or _may_exceed(Wp, W):
 
         def padded(n, cb, y, x, i):
             inside = _inside_padding(y, x, H, W, Hp, Wp, top, left)
@@ -99,7 +98,8 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
         The schedule config (:func:`.qnn.define_qnn_conv2d_quads_knobs`).
     data : Tensor
         ``[N, C/b, H, W, b]`` (b a multiple of 4) or planar ``[N, C, H, W]``, uint8 or
-        int8; the height and width static, N may be symbolic.
+        int8; N, H and W may be symbolic (rows are then computed in whole tiles, from a
+        copy bordered with the zero point, and cropped).
     kernel : Tensor
         The int32 quads of symmetric int8 OIHW weights,
         ``[K/b, ceil(C/4) + 1, R, S, b]`` (:func:`.qnn.pack_qnn_conv2d_quads`).
@@ -118,7 +118,7 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
     Raises
     ------
     ShapeError
-        Data of another rank or a symbolic image, blocks that are not a multiple of 4,
+        Data of another rank, blocks that are not a multiple of 4,
         an output block other than a vector or half of one, or a kernel not packed for
         the data's channels and the output block.
     """
@@ -149,10 +149,8 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
     logical = (data.shape[0], C, *data.shape[2:4])
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         logical, [K, C, R, S], strides, padding, dilation, what)
-    if not (isinstance(H, int) and isinstance(W, int)):
-        raise ShapeError(f"{what}: the image height and width must be static, got {H} x {W}")
     define_qnn_conv2d_quads_knobs(cfg, K, OW, lanes)
-    OWp = -(-OW // cfg["rows"].val) * cfg["rows"].val
+    OWp = _ceil_div(OW, cfg["rows"].val) * cfg["rows"].val
     Hp, Wp = (OH - 1) * sh + (R - 1) * dh + 1, (OWp - 1) * sw + (S - 1) * dw + 1
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
@@ -177,7 +175,7 @@ def compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides=(1, 1), padding=
     tiles = te.compute((N, Ko, OH, OWp, lanes),
                        lambda n, ko, y, x, k: te.sum(product(n, ko, y, x, k), axis=axes),
                        name="qnn_conv2d_tiles", tag=TILES_TAG)
-    whole = crop(tiles, (N, Ko, OH, OW, lanes)) if OWp != OW else tiles
+    whole = tiles if isinstance(OW, int) and OWp == OW else crop(tiles, (N, Ko, OH, OW, lanes))
     # Padding holds the zero point, so its share is the same for every pixel: the zero
     # point times the channel's weight sum (the quads kernel's last slab).
     return te.compute((N, Ko, OH, OW, lanes),
@@ -253,4 +251,4 @@ def _prepack(cfg, kernel, block=None, **attrs):
 register_implementation(Implementation(
     "qnn_conv2d_nchwc", "llvm", _compute, schedule_qnn_conv2d_nchwc,
     template="qnn_conv2d_nchwc", workload=_workload, prepack=_prepack,
-    packed_inputs=(1,), batch_free_config=True))
+    packed_inputs=(1,), packing_reads_config=False, batch_free_config=True))

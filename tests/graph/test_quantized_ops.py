@@ -183,13 +183,15 @@ def test_quantized_convolutions_keep_their_activations_blocked(make, rng):
 
 
 def test_one_build_of_a_quantized_cnn_serves_every_image_size(rng):
-    # Over a symbolic image the convolutions stay planar (the quads layout), their rows
-    # computed in whole tiles of the untuned width.
+    # Blocked over a symbolic image too: rows computed in whole tiles and cropped.
     model = _blocked_cnn(rng)
     qmodel = quantize_static_model(model, _feeds(rng, model, 4))
     dims = qmodel.graph.input[0].type.tensor_type.shape.dim
     dims[2].dim_param, dims[3].dim_param = "height", "width"
-    _, run = _build(qmodel)
+    mod, run = _build(qmodel)
+    ops = [n.op for k in optimize(mod, pipeline_for(as_target("llvm"))).nodes
+           if k.op == "fused" for n in k.attrs["body"].nodes]
+    assert ops.count("qnn_conv2d_nchwc") == 5 and ops.count("transpose") == 1
     step = _output_scale(qmodel)
     for shape in ((1, 3, 37, 29), (1, 3, 16, 45), (1, 3, 9, 9)):
         feeds = {"x": rng.normal(size=shape).astype("float32")}

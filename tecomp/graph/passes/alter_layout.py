@@ -11,7 +11,7 @@ then weighed as if 224 wide); the channel counts must be static. Each such layer
 is chosen over the whole graph (:mod:`.layout_choice`: the kernels' times against the
 transforms' where neighbours differ).
 
-An int8 ``qnn_conv2d`` of symmetric constant weights over a static image becomes a
+An int8 ``qnn_conv2d`` of symmetric constant weights becomes a
 ``qnn_conv2d_nchwc`` (:mod:`tecomp.topi.qnn_conv2d_nchwc`) with the widest block, its
 int32 accumulators' vector, or half of it where its output channels are not whole
 vectors; it reads its input planar where the block does not divide its channels (a first
@@ -114,14 +114,13 @@ def _quantized_block(graph: Graph, node, block: int) -> int | None:
     """The output block of ``node`` if it is an int8 convolution that ``qnn_conv2d_nchwc``
     computes: symmetric constant int8 weights (no zero point) of a multiple of ``block``
     output channels (one vector of int32 lanes), else of half of it (at least 4: the 24 of
-    MobileNetV2's narrow layers), over 8-bit data of static channels, height and width
-    (its input stays planar where its block does not divide the channels); else None."""
+    MobileNetV2's narrow layers), over 8-bit data of static channels (its input stays
+    planar where its block does not divide them); else None."""
     if node.op != "qnn_conv2d" or len(node.inputs) != 3 or node.inputs[1] not in graph.consts:
         return None
     w = graph.consts[node.inputs[1]]
     shape = _nchw(graph, node.inputs[0], ("uint8", "int8"))
-    if (shape is None or w.dtype != np.int8 or w.ndim != 4
-            or not all(dims.is_static(d) for d in shape[2:])):
+    if shape is None or w.dtype != np.int8 or w.ndim != 4:
         return None
     return next((b for b in (block, block // 2) if b >= 4 and w.shape[0] % b == 0), None)
 
