@@ -87,6 +87,21 @@ def _build(qmodel):
                                                             params=params))
 
 
+def _cpu_kernel_ops(mod) -> list:
+    """The operators of the kernels the CPU pipeline makes of ``mod``."""
+    return [n.op for k in optimize(mod, pipeline_for(as_target("llvm"))).nodes
+            if k.op == "fused" for n in k.attrs["body"].nodes]
+
+
+def _assert_matches_onnxruntime(qmodel, run, feeds_list):
+    """Within one output quantization step of onnxruntime's int8 run on each feed."""
+    step = _output_scale(qmodel)
+    for feeds in feeds_list:
+        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
+        (got,) = run(**feeds)
+        assert np.abs(got - want).max() <= step * 1.0001
+
+
 @pytest.mark.parametrize("per_channel", [True, False])
 @pytest.mark.parametrize("make", [_cnn, _matmul_chain])
 def test_quantize_static_models_match_onnxruntime_int8(make, per_channel, rng):
@@ -98,11 +113,7 @@ def test_quantize_static_models_match_onnxruntime_int8(make, per_channel, rng):
     # Every product runs on the int8 operands; no float conv or product is left.
     assert anchors & {"qnn_conv2d", "qnn_matmul"}
     assert not anchors & {"conv2d", "dense", "matmul", "conv2d_nchwc"}
-    step = _output_scale(qmodel)
-    for feeds in _feeds(rng, model, 3):
-        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
-        (got,) = run(**feeds)
-        assert np.abs(got - want).max() <= step * 1.0001
+    _assert_matches_onnxruntime(qmodel, run, _feeds(rng, model, 3))
 
 
 def _blocked_cnn(rng):
@@ -167,19 +178,14 @@ def test_quantized_convolutions_keep_their_activations_blocked(make, rng):
     model = make(rng)
     qmodel = quantize_static_model(model, _feeds(rng, model, 8))
     mod, run = _build(qmodel)
-    ops = [n.op for k in optimize(mod, pipeline_for(as_target("llvm"))).nodes
-           if k.op == "fused" for n in k.attrs["body"].nodes]
+    ops = _cpu_kernel_ops(mod)
     # Every convolution blocked, the first one reading its planar 3 channels; the pool
     # and the residual additions on blocked data; one transform back, before the
     # classifier.
     assert "qnn_conv2d" not in ops and ops.count("transpose") == 1
     assert ops.count("qnn_conv2d_nchwc") == sum(n.op_type == "Conv" for n in model.graph.node)
     assert "max_pool3d" in ops or make is _narrow_bottleneck
-    step = _output_scale(qmodel)
-    for feeds in _feeds(rng, model, 3):
-        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
-        (got,) = run(**feeds)
-        assert np.abs(got - want).max() <= step * 1.0001
+    _assert_matches_onnxruntime(qmodel, run, _feeds(rng, model, 3))
 
 
 def test_one_build_of_a_quantized_cnn_serves_every_image_size(rng):
@@ -189,15 +195,11 @@ def test_one_build_of_a_quantized_cnn_serves_every_image_size(rng):
     dims = qmodel.graph.input[0].type.tensor_type.shape.dim
     dims[2].dim_param, dims[3].dim_param = "height", "width"
     mod, run = _build(qmodel)
-    ops = [n.op for k in optimize(mod, pipeline_for(as_target("llvm"))).nodes
-           if k.op == "fused" for n in k.attrs["body"].nodes]
+    ops = _cpu_kernel_ops(mod)
     assert ops.count("qnn_conv2d_nchwc") == 5 and ops.count("transpose") == 1
-    step = _output_scale(qmodel)
-    for shape in ((1, 3, 37, 29), (1, 3, 16, 45), (1, 3, 9, 9)):
-        feeds = {"x": rng.normal(size=shape).astype("float32")}
-        (want,) = onnx_models.run_onnxruntime(qmodel, feeds)
-        (got,) = run(**feeds)
-        assert np.abs(got - want).max() <= step * 1.0001
+    _assert_matches_onnxruntime(qmodel, run, [
+        {"x": rng.normal(size=shape).astype("float32")}
+        for shape in ((1, 3, 37, 29), (1, 3, 16, 45), (1, 3, 9, 9))])
 
 
 def test_quantize_dynamic_matmul_matches_onnxruntime(rng):
