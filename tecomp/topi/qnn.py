@@ -664,16 +664,21 @@ def _quads_kernel(kernel, lanes: int):
     return words, (lambda k: sums[k]), C4, K, R, S
 
 
+def unsigned_zero(what: str, data, x_zero):
+    """``(shift, zero)`` of 8-bit ``data`` read as uint8 bytes: int8 data is read with its
+    top bit flipped (its value plus ``shift`` = 128, else 0), and so is its zero point
+    ``x_zero``, given as the bytes hold it (int32)."""
+    shift = 128 if data.dtype == "int8" else 0
+    return shift, _zero_reader(what, x_zero, None, "tensor")(0) + shift
+
+
 def planar_quads(data, x_zero, C4: int, H, W, Hp, Wp, top: int, left: int, what: str):
     """``(quads, zero)``: NCHW ``data`` as ``int32[N, C4, Hp, Wp]`` words of four input
     channels (uint8 bytes, 0 past the last channel) of each padded position, padded
     with the zero point (tag :data:`QUADS_DATA_TAG`), and that zero point as the words
     hold it (int32), which the product's correction subtracts."""
     N, C = data.shape[0], const_int(data.shape[1])
-    # int8 data is read as uint8 with its top bit flipped (its value plus 128), and so
-    # is its zero point.
-    shift = 128 if data.dtype == "int8" else 0
-    zero = _zero_reader(what, x_zero, None, "tensor")(0) + shift
+    shift, zero = unsigned_zero(what, data, x_zero)
     zero_byte = zero.astype("uint32")
 
     def byte(n, c, y, x):

@@ -47,10 +47,10 @@ from .qnn import (
     _byte_word,
     _check_operand,
     _schedule_quads,
-    _zero_reader,
     define_qnn_conv2d_quads_knobs,
     pack_qnn_conv2d_quads,
     planar_quads,
+    unsigned_zero,
 )
 from .strategy import Implementation, register_implementation
 
@@ -65,10 +65,8 @@ def _blocked_words(data, x_zero, H, W, Hp, Wp, top: int, left: int, what: str):
     is padded and the data is uint8, else from a copy bordered with the zero point (tag
     :data:`QUADS_DATA_TAG`)."""
     N, CB, _, _, b = data.shape
-    # int8 is read as uint8 with its top bit flipped (its value plus 128), and so is its
-    # zero point, which fills the border.
-    shift = 128 if data.dtype == "int8" else 0
-    zero = _zero_reader(what, x_zero, None, "tensor")(0) + shift
+    # The zero point, as the bytes hold it, fills the border.
+    shift, zero = unsigned_zero(what, data, x_zero)
     source = data
     if shift or top or left or _may_exceed(Hp, H) or _may_exceed(Wp, W):
 
@@ -237,18 +235,12 @@ def _workload(data_shape, kernel_shape, *zero_shapes, strides=(1, 1), padding=(0
             tuple(padding), tuple(dilation), dtype, bool(pairs_fit_int16), _block(block))
 
 
-def _compute(cfg, data, kernel, x_zero, strides=(1, 1), padding=(0, 0, 0, 0),
-             dilation=(1, 1), pairs_fit_int16=False, block=None):
-    return compute_qnn_conv2d_nchwc(cfg, data, kernel, x_zero, strides, padding, dilation,
-                                    pairs_fit_int16, _block(block))
-
-
 def _prepack(cfg, kernel, block=None, **attrs):
     """The kernel as the quads of the output block."""
     return (pack_qnn_conv2d_quads(kernel, block or vector_lanes(_ACC)),)
 
 
 register_implementation(Implementation(
-    "qnn_conv2d_nchwc", "llvm", _compute, schedule_qnn_conv2d_nchwc,
+    "qnn_conv2d_nchwc", "llvm", compute_qnn_conv2d_nchwc, schedule_qnn_conv2d_nchwc,
     template="qnn_conv2d_nchwc", workload=_workload, prepack=_prepack,
     packed_inputs=(1,), packing_reads_config=False, batch_free_config=True))
