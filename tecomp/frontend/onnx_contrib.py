@@ -34,9 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import onnx
-
-from .onnx_quantized import _check_quantized, _dequantized, _input, bias_scale
+from .onnx_quantized import _check_quantized, _dequantized, _float_node, _input, bias_scale
 
 __all__ = ["CONTRIB_DOMAIN", "contrib_converters"]
 
@@ -57,7 +55,7 @@ def contrib_converters(float_converter: Callable) -> dict:
     def float_op(ctx, node, op_type, version, inputs, attrs) -> str:
         """The float operator ``op_type`` (since-version ``version``) on ``inputs``."""
         y = ctx.fresh(op_type.lower())
-        float_node = onnx.helper.make_node(op_type, inputs, [y], name=node.name, **attrs)
+        float_node = _float_node(op_type, node, inputs, y, attrs)
         # A converter may read the version it converts (Softmax's axis).
         own, ctx.version = ctx.version, version
         try:
