@@ -311,6 +311,75 @@ def test_layers_forced_to_different_blocks_match_onnxruntime(needs_llvm, monkeyp
                                rtol=RTOL, atol=ATOL)
 
 
+def _padded_layers(block):
+    """x[N, 2 block, 10, 10] -> two convolutions to 8.5 blocks of channels (3x3 and 1x1,
+    with biases) -> relu of the first -> their sum / a per-channel constant (output s);
+    max pool 2x2 -> global average pool of the first (output g); a 1x1 convolution of the
+    sum back to ``block`` channels (output y)."""
+    rng = np.random.default_rng(3)
+    k = 8 * block + block // 2
+
+    def const(name, *shape, low=-0.5):
+        return numpy_helper.from_array(rng.uniform(low, 0.5, shape).astype("float32"), name)
+
+    inits = [const("w1", k, 2 * block, 3, 3), const("b1", k), const("w2", k, 2 * block, 1, 1),
+             const("b2", k), const("scale", k, 1, 1, low=0.25), const("w3", block, k, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["x", "w2", "b2"], ["c2"]),
+             helper.make_node("Add", ["r1", "c2"], ["a"]),
+             helper.make_node("Div", ["a", "scale"], ["s"]),
+             helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Conv", ["s", "w3"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "padded",
+                              [vi("x", TensorProto.FLOAT, ["N", 2 * block, 10, 10])],
+                              [vi(o, TensorProto.FLOAT, None) for o in ("s", "g", "y")],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_output_channels_the_vector_does_not_divide_are_computed_padded():
+    """136 output channels in blocks of 16 (9 blocks, 144 computed) rather than blocks of
+    8: the bias, relu, residual add, per-channel division and pools follow on the padded
+    blocks; the planar forms drop the padding; the 1x1 convolution reading 136 channels
+    takes blocks of 8."""
+    graph = _blocked_graph(_padded_layers(16), block=16)
+    convs = {n.inputs[1].split(".")[0]: n for n in graph.nodes if n.op == "conv2d_nchwc"}
+    assert {w: n.attrs["block"] for w, n in convs.items()} == {"w1": 16, "w2": 16, "w3": 8}
+    for w in ("w1", "w2"):
+        assert graph.consts[convs[w].inputs[1]].shape[0] == 144
+        assert not graph.consts[convs[w].inputs[1]][136:].any()
+        assert graph.types[convs[w].outputs[0]].shape[1:] == (9, 10, 10, 16)
+    five_d = {n.op for n in graph.nodes if len(graph.types[n.outputs[0]].shape) == 5}
+    assert {"add", "relu", "divide", "max_pool3d", "reduce_mean"} <= five_d
+    # Per-channel constants fill the last block with the last channel's value.
+    scale = next(graph.consts[i] for n in graph.nodes if n.op == "divide" for i in n.inputs
+                 if i in graph.consts)
+    assert scale.shape == (1, 9, 1, 1, 16) and (scale[0, 8, 0, 0, 8:] == scale[0, 8, 0, 0, 7]
+                                                ).all()
+    slices = [n for n in graph.nodes if n.op == "slice"]
+    assert slices and all(graph.types[n.outputs[0]].shape[1] == 136 for n in slices)
+
+
+def test_padded_layers_match_onnxruntime(needs_llvm):
+    """The same net for this machine's vector (8.5 of its blocks of output channels),
+    batch 1 and 2 from one build."""
+    from tecomp.topi.cpu_tiling import channel_block, current_caps
+
+    model = _padded_layers(channel_block(current_caps()))
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    gm = GraphModule(lib)
+    rng = np.random.default_rng(8)
+    for batch in (1, 2):
+        x = rng.uniform(-1, 1, (batch, model.graph.input[0].type.tensor_type.shape.dim[1]
+                                .dim_value, 10, 10)).astype("float32")
+        for got, want in zip(gm(x=x), onnx_models.run_onnxruntime(model, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
 def test_a_forced_block_must_be_one_of_the_layers_candidates():
     graph = _up_to_layout(_cnn())
     with pytest.raises(ValueError, match=r"'c2' takes blocks \(8, 4\)"):

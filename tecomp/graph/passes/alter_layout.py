@@ -3,7 +3,11 @@ NCHWc transformer and TVM's AlterOpLayout do for CNNs on CPUs.
 
 A ``conv2d`` whose input and output channels are multiples of a block ``b`` (a vector of
 float32 lanes, or half of one) becomes a ``conv2d_nchwc`` on ``[N, C/b, H, W, b]`` data
-(:mod:`tecomp.topi.conv2d_nchwc`); a depthwise convolution (multiplier 1) becomes a
+(:mod:`tecomp.topi.conv2d_nchwc`). Where a whole vector divides its input channels but
+not its output channels, it may also take that block and compute its output padded to
+whole blocks with zero filters (at most :data:`MAX_PADDING` more channels); the nodes
+that follow it per channel run on the padded blocks, and its planar form drops the
+padding. A depthwise convolution (multiplier 1) becomes a
 ``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`) unless tuning records
 apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
 The height and width may be symbolic (a model built for every image size; its layers are
@@ -50,12 +54,19 @@ from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node, value_namer
 from ..ops import ELEMWISE, op_info
-from .layout_choice import Layer, LayerCosts, block_candidates, choose_blocks
+from .layout_choice import Layer, LayerCosts, block_candidates, choose_blocks, padded
 
 #: Broadcasting operators that follow a blocked input: plain arithmetic, no shape in their
 #: attributes (``expand`` has one, ``batch_norm`` reads [C] vectors along axis 1).
 _ARITHMETIC = frozenset(("add", "subtract", "multiply", "divide", "maximum", "minimum",
                          "prelu", "power"))
+
+#: The largest share of padding a convolution's output channels may take to be blocked by
+#: a whole vector that does not divide them (as ONNX Runtime's NCHWc transformer pads
+#: them): SqueezeNet's 1000-class convolution computes 1008 channels in blocks of 16
+#: rather than 1000 in blocks of 8, half of each AVX-512 vector; MobileNetV2's 24 would
+#: take a third more and stay in blocks of 8.
+MAX_PADDING = 0.125
 
 #: The blocked operator of each layer operator.
 _BLOCKED_OP = {"conv2d": "conv2d_nchwc", "depthwise_conv2d": "depthwise_conv2d_nchwc"}
@@ -72,7 +83,8 @@ def _follows(node) -> bool:
 def _blocked_const(value: np.ndarray, channels: int, block: int):
     """A constant read by a 4-D NCHW elementwise node, as the same node on blocked data
     reads it: a single value as it is, a per-channel one (``[C, 1, 1]``, ``[1, C, 1, 1]``)
-    blocked; None for any other shape."""
+    blocked; None for any other shape. Where ``block`` does not divide ``channels``, the
+    last channel's value fills the last block (finite, whatever the operator)."""
     if value.size == 1:
         return value
     if value.ndim > 4:
@@ -80,6 +92,8 @@ def _blocked_const(value: np.ndarray, channels: int, block: int):
     v = value.reshape((1,) * (4 - value.ndim) + value.shape)
     if v.shape[0] != 1 or v.shape[2:] != (1, 1) or v.shape[1] != channels:
         return None
+    v = np.pad(v, ((0, 0), (0, padded(channels, block) - channels), (0, 0), (0, 0)),
+               mode="edge")
     return blocked_array(v, block)
 
 
@@ -131,8 +145,8 @@ def _window_attrs(node) -> dict:
 
 
 def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
-    """``(blocks, macs, input_bytes, workload per block)`` of ``node`` as a layer, or None
-    when it stays planar."""
+    """``(blocks, macs, input_bytes, workload per block, output channels)`` of ``node`` as
+    a layer, or None when it stays planar."""
     if node.op not in _BLOCKED_OP or len(node.inputs) != 2 or node.inputs[1] not in graph.consts:
         return None
     x, w = node.inputs
@@ -148,6 +162,8 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
         if node.attrs.get("groups", 1) != 1:
             return None
         blocks, macs = block_candidates(block, C, K), N * K * OH * OW * C * R * S
+        if C % block == 0 and K % block and padded(K, block) <= K * (1 + MAX_PADDING):
+            blocks = (block, *blocks)
     else:
         if not blocked_depthwise or C != K:
             return None
@@ -156,11 +172,12 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
     if static:
         impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
         attrs = _window_attrs(node)
+        kernel = graph.consts[w].shape
         workloads = tuple(
-            (impl.template, impl.workload((N, C // b, H, W, b), graph.consts[w].shape,
+            (impl.template, impl.workload((N, C // b, H, W, b), (padded(K, b), *kernel[1:]),
                                           dtype="float32", **attrs))
             for b in blocks)
-    return blocks, macs, N * C * H * W * 4, workloads
+    return blocks, macs, N * C * H * W * 4, workloads, K
 
 
 def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> list[Layer]:
@@ -187,10 +204,10 @@ def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> l
         found = _layer_of(graph, node, block, blocked_depthwise)
         if found is None or not found[0]:
             continue
-        blocks, macs, input_bytes, workloads = found
+        blocks, macs, input_bytes, workloads, channels = found
         name = node.outputs[0]
         layers[name] = Layer(name, blocks, parent_of(node.inputs[0]), input_bytes, macs,
-                             workloads)
+                             workloads, channels)
     return list(layers.values())
 
 
@@ -203,6 +220,9 @@ class _Rewriter:
         self.home: dict = {}  # planar value -> the block it was first blocked by
         self.twins: dict = {}  # (planar value, block) -> the value blocked so
         self.const_twins: dict = {}  # (per-channel constant, block) -> its blocked copy
+        # Planar value -> the channels of its blocked form, where its block does not divide
+        # its own: the layer that made it computed them padded with zeros.
+        self.padded: dict = {}
         self.fresh = value_namer(graph)
 
     def emit(self, op, inputs, output, name, **attrs) -> str:
@@ -231,9 +251,10 @@ class _Rewriter:
             self.home.setdefault(value, block)
         return self.twins[(value, block)]
 
-    def follow(self, node, op, inputs, layout_block, **attrs) -> bool:
+    def follow(self, node, op, inputs, layout_block, padded_channels=None, **attrs) -> bool:
         """Emit ``op`` on ``inputs`` blocked by ``layout_block``, as the blocked form of
-        ``node``'s output, and compute the planar output from it."""
+        ``node``'s output, and compute the planar output from it (its first channels
+        where the blocked form has ``padded_channels``)."""
         out = node.outputs[0]
         blocked = self.emit(op, inputs, self.fresh(f"{out}.nchw{layout_block}c"), node.name,
                             **attrs)
@@ -242,7 +263,13 @@ class _Rewriter:
         _, c, h, w = self.graph.types[out].shape
         moved = self.emit("transpose", [blocked], self.fresh(f"{blocked}.planar"), node.name,
                           perm=(0, 1, 4, 2, 3))
-        self.emit("reshape", [moved], out, node.name, newshape=(0, c, h, w))
+        if padded_channels is None:
+            self.emit("reshape", [moved], out, node.name, newshape=(0, c, h, w))
+            return True
+        self.padded[out] = padded_channels
+        whole = self.emit("reshape", [moved], self.fresh(f"{blocked}.padded"), node.name,
+                          newshape=(0, padded_channels, h, w))
+        self.emit("slice", [whole], out, node.name, starts=(0,), ends=(c,), axes=(1,))
         return True
 
     def first_block(self, node):
@@ -258,23 +285,46 @@ class _Rewriter:
             # Its input in the block it has (any multiple of 4 is read as words), else
             # blocked like its output; a first layer of a few channels reads it planar.
             in_block = self.home.get(x, block if self.channels(x, block) else None)
+            if x in self.padded:
+                in_block = None
             data = x if in_block is None else self.blocked_as(x, in_block, node.name)
             return self.follow(node, "qnn_conv2d_nchwc", [data, w, zero], block, block=block,
                                **node.attrs)
         x, w = node.inputs
-        return self.follow(node, _BLOCKED_OP[node.op], [self.blocked_as(x, block, node.name), w],
-                           block, block=block, **node.attrs)
+        weights = self.consts[w]
+        channels = padded(weights.shape[0], block)
+        if channels == weights.shape[0]:
+            return self.follow(node, _BLOCKED_OP[node.op],
+                               [self.blocked_as(x, block, node.name), w], block, block=block,
+                               **node.attrs)
+        # Output channels that the block does not divide: zero filters make up the last
+        # block (its padded lanes then hold zeros, or what per-channel nodes after it make of
+        # them; the planar form drops them).
+        wide = self.fresh(f"{w}.pad{channels}")
+        self.consts[wide] = np.concatenate(
+            [weights, np.zeros((channels - weights.shape[0], *weights.shape[1:]),
+                               weights.dtype)])
+        return self.follow(node, _BLOCKED_OP[node.op],
+                           [self.blocked_as(x, block, node.name), wide], block,
+                           padded_channels=channels, block=block, **node.attrs)
 
     def elementwise(self, node) -> bool:
         out = node.outputs[0]
         block = self.first_block(node)
         channels = None if block is None else self.channels(out, block)
+        # Values padded to whole blocks: every activation must have that blocked form.
+        wide = {self.padded[i] for i in node.inputs if i in self.padded
+                and self.home[i] == block}
+        if wide:
+            channels = self.graph.types[out].shape[1] if len(wide) == 1 else None
         if channels is None:
             return False
         shape = self.graph.types[out].shape
         activations, relaid = set(), {}
         for i in node.inputs:
             if i in self.home and _broadcasts_per_block(self.graph.types[i].shape, shape):
+                if wide and (i, block) not in self.twins:
+                    return False
                 activations.add(i)
                 continue
             value = self.consts.get(i)
@@ -290,7 +340,8 @@ class _Rewriter:
                 self.consts[self.const_twins[(i, block)]] = blocked
         inputs = [self.blocked_as(i, block, node.name) if i in activations
                   else self.const_twins.get((i, block), i) for i in node.inputs]
-        return self.follow(node, node.op, inputs, block, **node.attrs)
+        return self.follow(node, node.op, inputs, block, padded_channels=next(iter(wide), None),
+                           **node.attrs)
 
     def pool(self, node) -> bool:
         x = node.inputs[0]
@@ -303,7 +354,8 @@ class _Rewriter:
                      pads=(pads[0], pads[1], 0, pads[2], pads[3], 0))
         op = "max_pool3d" if node.op == "max_pool2d" else "avg_pool3d"
         block = self.home[x]
-        return self.follow(node, op, [self.blocked_as(x, block, node.name)], block, **attrs)
+        return self.follow(node, op, [self.blocked_as(x, block, node.name)], block,
+                           padded_channels=self.padded.get(x), **attrs)
 
     def global_avg_pool(self, node) -> bool:
         x = node.inputs[0]
@@ -311,7 +363,7 @@ class _Rewriter:
             return False
         block = self.home[x]
         return self.follow(node, "reduce_mean", [self.blocked_as(x, block, node.name)], block,
-                           axes=(2, 3), keepdims=1)
+                           padded_channels=self.padded.get(x), axes=(2, 3), keepdims=1)
 
     def concat(self, node) -> bool:
         """Values joined along the channels, one of them blocked: their blocks, in order

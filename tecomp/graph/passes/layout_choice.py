@@ -83,8 +83,10 @@ def block_candidates(block: int, *channels: int) -> tuple[int, ...]:
 class Layer:
     """A layer of the choice: ``name`` (its node's output), the ``blocks`` it may take
     (widest first), its ``parent`` layer's name or None, the bytes of its input (what a
-    transform moves), its multiply-adds, and the tuning workload of each block
-    (``workloads[i]`` is ``(template, args)`` for ``blocks[i]``, or None)."""
+    transform moves), its multiply-adds, the tuning workload of each block
+    (``workloads[i]`` is ``(template, args)`` for ``blocks[i]``, or None), and its output
+    ``channels`` (0: not given), which a block that does not divide them computes padded
+    to whole blocks (:func:`padded`)."""
 
     name: str
     blocks: tuple[int, ...]
@@ -92,6 +94,16 @@ class Layer:
     input_bytes: int
     macs: int
     workloads: tuple = ()
+    channels: int = 0
+
+
+def padded(channels: int, block: int) -> int:
+    """``channels`` rounded up to whole blocks of ``block``.
+
+    >>> padded(1000, 16)
+    1008
+    """
+    return -(-channels // block) * block
 
 
 def choose_blocks(layers: Sequence[Layer], kernel_cost: Callable[[Layer, int], float],
@@ -167,10 +179,12 @@ class LayerCosts:
 
     def model_kernel(self, layer: Layer, block: int) -> float:
         """Seconds of ``layer``'s multiply-adds at the FMA peak, a block of ``block``
-        lanes filling that fraction of each vector."""
+        lanes filling that fraction of each vector, and the padded channels of a block
+        that does not divide the layer's computed too."""
         per_second = (self.caps.num_cores * FMAS_PER_CYCLE * NOMINAL_HZ
                       * min(block, self.lanes))
-        return layer.macs / per_second
+        waste = padded(layer.channels, block) / layer.channels if layer.channels else 1.0
+        return layer.macs * waste / per_second
 
     def kernel(self, layer: Layer, block: int) -> float:
         recorded = self._records_of(layer)
