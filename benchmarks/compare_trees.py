@@ -44,7 +44,7 @@ image = {"image": int(sys.argv[5])} if sys.argv[5] != "-" else {}
 built = {}
 for name in sys.argv[3].split(","):
     model = (builders[name](**(image if name not in ("bert_encoder", "gpt2_decoder") else {}))
-             if name in builders
+             if name in builders else onnx.load(name) if name.endswith(".onnx")
              else onnx.load(models.light_model_path(name.removeprefix("light_"))))
     feeds = models.example_inputs(model, batch=batch, seq=seq)
     images = [i for i in model.graph.input if len(i.type.tensor_type.shape.dim) == 4]
@@ -125,8 +125,8 @@ def main():
     p.add_argument("--head", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    help="checkout of the version measured (default: this one)")
     p.add_argument("--models", default="resnet18,mobilenet_v2,bert_encoder,gpt2_decoder",
-                   help="tecomp.testing.models builders, or light_<name> for the onnx "
-                        "wheel's models")
+                   help="tecomp.testing.models builders, light_<name> for the onnx "
+                        "wheel's models, or paths of .onnx files")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--rounds", type=int, default=15)
