@@ -413,10 +413,11 @@ def test_the_untuned_choice_is_one_block_for_the_whole_graph(name, monkeypatch):
 # ---- depthwise convolutions blocked ---------------------------------------------------------
 
 
-def _se_block():
+def _se_block(pool="GlobalAveragePool", squeeze=8):
     """An EfficientNet-style block at 8x8: 1x1 expand 16->32 + SiLU, 3x3 depthwise stride 1
-    + SiLU, squeeze-excite (global pool, 1x1 32->8 + SiLU, 1x1 8->32, sigmoid, multiply),
-    1x1 project 32->16, residual add."""
+    + SiLU, squeeze-excite (``pool``: a global pool, or a ReduceMean over the height and
+    width as torch exports it; 1x1 32->``squeeze`` + SiLU, 1x1 ``squeeze``->32, sigmoid,
+    multiply), 1x1 project 32->16, residual add."""
     rng = np.random.default_rng(11)
 
     def w(name, *shape):
@@ -429,7 +430,8 @@ def _se_block():
     nodes = [helper.make_node("Conv", ["x", "we", "be"], ["e"]), *silu("e", "ea"),
              helper.make_node("Conv", ["ea", "wd"], ["d"], group=32, pads=[1, 1, 1, 1]),
              *silu("d", "da"),
-             helper.make_node("GlobalAveragePool", ["da"], ["g"]),
+             helper.make_node(pool, ["da"], ["g"], **(
+                 {"axes": [2, 3], "keepdims": 1} if pool == "ReduceMean" else {})),
              helper.make_node("Conv", ["g", "wr", "br"], ["r"]), *silu("r", "ra"),
              helper.make_node("Conv", ["ra", "wx", "bx"], ["xe"]),
              helper.make_node("Sigmoid", ["xe"], ["gate"]),
@@ -441,7 +443,8 @@ def _se_block():
         nodes, "se_block", [vi("x", TensorProto.FLOAT, ["N", 16, 8, 8])],
         [vi("y", TensorProto.FLOAT, None)],
         initializer=[w("we", 32, 16, 1, 1), w("be", 32), w("wd", 32, 1, 3, 3),
-                     w("wr", 8, 32, 1, 1), w("br", 8), w("wx", 32, 8, 1, 1), w("bx", 32),
+                     w("wr", squeeze, 32, 1, 1), w("br", squeeze),
+                     w("wx", 32, squeeze, 1, 1), w("bx", 32),
                      w("wp", 16, 32, 1, 1)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
@@ -460,6 +463,27 @@ def test_an_se_block_stays_blocked_end_to_end(needs_llvm, monkeypatch):
     mod, params = from_onnx(model)
     gm = GraphModule(build(mod, params=params))
     x = np.random.default_rng(12).uniform(-1, 1, (2, 16, 8, 8)).astype("float32")
+    np.testing.assert_allclose(gm(x=x)[0], onnx_models.run_onnxruntime(model, {"x": x})[0],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_an_se_block_of_a_spatial_mean_and_planar_convolutions_stays_blocked(
+        needs_llvm):
+    """torch's squeeze-excite: a ReduceMean over the height and width follows the blocked
+    layout; its convolutions of 4 channels stay planar (no block of at least 8 divides
+    them), and the multiply reads their [N, 32, 1, 1] scale blocked, so the activations
+    stay blocked from the expansion to the residual add."""
+    graph = _blocked_graph(_se_block(pool="ReduceMean", squeeze=4), block=16)
+    rank = {n.op: len(graph.types[n.outputs[0]].shape) for n in graph.nodes}
+    assert rank["reduce_mean"] == 5 and rank["multiply"] == 5 and rank["add"] == 5
+    assert rank["conv2d"] == 4 and rank["depthwise_conv2d_nchwc"] == 5
+    big = [n for n in graph.nodes if n.op == "transpose"
+           and np.prod(graph.types[n.outputs[0]].shape[1:]) > 32]
+    assert len(big) == 2  # the input blocked, the output made planar
+    model = _se_block(pool="ReduceMean", squeeze=4)
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    x = np.random.default_rng(13).uniform(-1, 1, (2, 16, 8, 8)).astype("float32")
     np.testing.assert_allclose(gm(x=x)[0], onnx_models.run_onnxruntime(model, {"x": x})[0],
                                rtol=RTOL, atol=ATOL)
 

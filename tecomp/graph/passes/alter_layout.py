@@ -28,7 +28,8 @@ block of their first blocked input:
   with all the channels (the same shape, or 1 along other axes: an SE block's scale) or
   per-channel constants (a bias ``[C, 1, 1]``, a scalar), which are re-laid out here once;
 - 2-D max and average pooling, as 3-D pooling with a window of 1 along the block;
-- a global average pool, as a mean over the spatial axes;
+- a global average pool, and a mean over the height and width that keeps them (as
+  exporters write squeeze-and-excitation blocks), as a mean over the spatial axes;
 - a concatenation along the channels of values one of which is blocked (SqueezeNet's fire
   modules, DenseNet's blocks), as one of their channel blocks; its planar inputs are
   blocked once.
@@ -72,9 +73,19 @@ MAX_PADDING = 0.125
 _BLOCKED_OP = {"conv2d": "conv2d_nchwc", "depthwise_conv2d": "depthwise_conv2d_nchwc"}
 
 
+def _spatial_mean(node) -> bool:
+    """Whether ``node`` is a mean over the height and width of a 4-D value that keeps its
+    axes (a global average pool as exporters write it: torchvision's squeeze-and-excitation
+    blocks)."""
+    axes = node.attrs.get("axes")
+    return (node.op == "reduce_mean" and node.attrs.get("keepdims", 1) == 1
+            and axes is not None and sorted(a % 4 for a in axes) == [2, 3])
+
+
 def _follows(node) -> bool:
     """Whether ``node`` may follow a blocked input (see the module docstring)."""
-    if node.op in ("concat", "max_pool2d", "avg_pool2d", "global_avg_pool"):
+    if node.op in ("concat", "max_pool2d", "avg_pool2d", "global_avg_pool") or _spatial_mean(
+            node):
         return True
     return (op_info(node).pattern == ELEMWISE or node.op in _ARITHMETIC) and len(
         node.outputs) == 1
@@ -103,6 +114,15 @@ def _broadcasts_per_block(shape, out_shape) -> bool:
     ``[N, C, 1, 1]`` scale of ``[N, C, H, W]``)."""
     return dims.equal(shape[1], out_shape[1]) and all(
         dims.equal(a, b) or (dims.is_static(a) and a == 1) for a, b in zip(shape, out_shape))
+
+
+def _per_image_vector(t, block) -> bool:
+    """Whether a value of type ``t`` is a planar ``[N, C, 1, 1]`` of channels ``block``
+    divides (a squeeze-and-excitation block's scale), which costs next to nothing to
+    block where a blocked value reads it."""
+    return (t is not None and len(t.shape) == 4 and all(
+        dims.is_static(d) and d == 1 for d in t.shape[2:]) and dims.is_static(t.shape[1])
+        and t.shape[1] % block == 0)
 
 
 def _nchw(graph: Graph, value, dtypes=("float32",)):
@@ -322,7 +342,8 @@ class _Rewriter:
         shape = self.graph.types[out].shape
         activations, relaid = set(), {}
         for i in node.inputs:
-            if i in self.home and _broadcasts_per_block(self.graph.types[i].shape, shape):
+            if (i in self.home or _per_image_vector(self.graph.types.get(i), block)) and (
+                    _broadcasts_per_block(self.graph.types[i].shape, shape)):
                 if wide and (i, block) not in self.twins:
                     return False
                 activations.add(i)
@@ -359,7 +380,7 @@ class _Rewriter:
 
     def global_avg_pool(self, node) -> bool:
         x = node.inputs[0]
-        if x not in self.home:
+        if x not in self.home or len(self.graph.types[x].shape) != 4:
             return False
         block = self.home[x]
         return self.follow(node, "reduce_mean", [self.blocked_as(x, block, node.name)], block,
@@ -388,7 +409,7 @@ class _Rewriter:
             return self.concat(node)
         if node.op in ("max_pool2d", "avg_pool2d"):
             return self.pool(node)
-        if node.op == "global_avg_pool":
+        if node.op == "global_avg_pool" or _spatial_mean(node):
             return self.global_avg_pool(node)
         if _follows(node):
             return self.elementwise(node)
