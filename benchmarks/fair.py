@@ -35,8 +35,10 @@ def _unset_blas_overrides() -> None:
     found = [v for v in BLAS_OVERRIDES if v in os.environ]
     for v in found:
         del os.environ[v]
-    if found and "numpy" in sys.modules:
-        # OpenBLAS read them when numpy loaded: only a fresh process is free of them.
+    # OpenBLAS read them when numpy loaded: only a fresh process is free of them. A test
+    # session importing a benchmark's helpers keeps its process (re-executing it would
+    # take the test runner's worker down), and its numpy the kernels it chose.
+    if found and "numpy" in sys.modules and "_pytest" not in sys.modules:
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
