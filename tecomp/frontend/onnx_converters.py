@@ -541,6 +541,16 @@ def _conv(ctx, node, attrs):
         y = ctx.emit("conv2d", [x, w], out, **kw)
     elif dims.equal(channels, groups) and wshape[1] == 1:
         y = ctx.emit("depthwise_conv2d", [x, w], out, **kw)
+    elif _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding, dilation):
+        # A 1x1 grouped convolution of one image is a batch of products, one per group:
+        # [G, K/G, C/G] x [G, C/G, H*W], one kernel (ShuffleNet's 4 groups of 34 or 68
+        # channels: per-group slices, convolutions and a concatenation were 9 kernels).
+        n, _, h, width = ctx.type_of(x).shape
+        cin, cout = wshape[1], wshape[0] // groups
+        xg = ctx.emit("reshape", [x], newshape=(1, groups, cin, h * width))
+        wg = ctx.emit("reshape", [w], newshape=(1, groups, cout, cin))
+        yg = ctx.emit("matmul", [wg, xg])
+        y = ctx.emit("reshape", [yg], out, newshape=(1, groups * cout, h, width))
     else:
         # A grouped convolution is `groups` convolutions on channel slices, concatenated.
         cin, cout = wshape[1], wshape[0] // groups
@@ -554,6 +564,15 @@ def _conv(ctx, node, attrs):
         y = ctx.emit("concat", parts, out, axis=1)
     if bias is not None:
         _add_channel_bias(ctx, y, bias, node.output)
+
+
+def _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding, dilation) -> bool:
+    """Whether a grouped convolution is 1x1, unstrided and unpadded, over one image of a
+    static size: a batch of matrix products (see :func:`_conv`)."""
+    shape = ctx.type_of(x).shape
+    return (tuple(wshape[2:]) == (1, 1) and tuple(strides) == (1, 1)
+            and not any(padding) and all(dims.is_static(d) for d in shape)
+            and shape[0] == 1)
 
 
 def _add_channel_bias(ctx, y, bias, outputs):

@@ -171,3 +171,48 @@ def test_concat_leaves_out_an_input_empty_along_its_axis(needs_llvm, rng):
     assert [n.inputs for n in mod.nodes if n.op == "concat"] == [("a",)]
     _same_as_onnxruntime(model, [{"x": rng.standard_normal((b, 4)).astype("float32")}
                                  for b in (1, 3)])
+
+
+# ---- Grouped convolutions ------------------------------------------------------------------
+
+
+def _grouped_conv(image, kernel=1, groups=4, cin=34, cout=68):
+    rng = np.random.default_rng(4)
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", group=groups,
+                            pads=[kernel // 2] * 4)
+    relu = helper.make_node("Relu", ["c"], ["y"])
+    w = rng.uniform(-0.5, 0.5, (groups * cout, cin, kernel, kernel)).astype("float32")
+    return _model([conv, relu], [("x", F, image)], [("y", F)],
+                  [("w", w), ("b", rng.uniform(-1, 1, groups * cout).astype("float32"))])
+
+
+def test_a_grouped_1x1_convolution_of_one_image_is_one_batch_of_products(needs_llvm, rng):
+    """ShuffleNet's grouped 1x1 convolutions (4 groups of 34 channels to 68): one
+    batch_matmul over the groups, no per-group slices, convolutions or concatenation;
+    the same as onnxruntime within float32 rounding (the sums run in another order)."""
+    model = _grouped_conv([1, 4 * 34, 7, 9])
+    mod, params = from_onnx(model)
+    ops = {n.op for n in mod.nodes}
+    assert "matmul" in ops and not {"conv2d", "slice", "concat"} & ops
+    lib = tecomp.graph.build(mod, target="llvm", params=params)
+    assert [k for k in lib.kernels if "batch_matmul" in k.ops]
+    x = rng.standard_normal((1, 4 * 34, 7, 9)).astype("float32")
+    got, = tecomp.graph.GraphModule(lib)(x=x)
+    want, = onnx_models.run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("image, kernel", [(["batch", 4 * 34, 7, 9], 1),
+                                           ([2, 4 * 34, 7, 9], 1), ([1, 4 * 34, 7, 9], 3)])
+def test_other_grouped_convolutions_run_per_group(needs_llvm, rng, image, kernel):
+    """A batch that is not one static image, or a window wider than 1x1: a convolution per
+    group on channel slices, concatenated."""
+    model = _grouped_conv(image, kernel)
+    mod, params = from_onnx(model)
+    assert {"conv2d", "slice", "concat"} <= {n.op for n in mod.nodes}
+    run = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm", params=params))
+    for batch in (1, 2) if image[0] == "batch" else (image[0],):
+        x = rng.standard_normal((batch, *image[1:])).astype("float32")
+        got, = run(x=x)
+        want, = onnx_models.run_onnxruntime(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
