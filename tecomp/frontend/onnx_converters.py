@@ -541,11 +541,11 @@ def _conv(ctx, node, attrs):
         y = ctx.emit("conv2d", [x, w], out, **kw)
     elif dims.equal(channels, groups) and wshape[1] == 1:
         y = ctx.emit("depthwise_conv2d", [x, w], out, **kw)
-    elif _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding, dilation):
+    elif _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding):
         # A 1x1 grouped convolution of one image is a batch of products, one per group:
         # [G, K/G, C/G] x [G, C/G, H*W], one kernel (ShuffleNet's 4 groups of 34 or 68
         # channels: per-group slices, convolutions and a concatenation were 9 kernels).
-        n, _, h, width = ctx.type_of(x).shape
+        _, _, h, width = ctx.type_of(x).shape
         cin, cout = wshape[1], wshape[0] // groups
         xg = ctx.emit("reshape", [x], newshape=(1, groups, cin, h * width))
         wg = ctx.emit("reshape", [w], newshape=(1, groups, cout, cin))
@@ -566,7 +566,7 @@ def _conv(ctx, node, attrs):
         _add_channel_bias(ctx, y, bias, node.output)
 
 
-def _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding, dilation) -> bool:
+def _grouped_pointwise_as_matmul(ctx, x, wshape, strides, padding) -> bool:
     """Whether a grouped convolution is 1x1, unstrided and unpadded, over one image of a
     static size: a batch of matrix products (see :func:`_conv`)."""
     shape = ctx.type_of(x).shape
