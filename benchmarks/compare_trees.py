@@ -18,6 +18,8 @@ are compared too. Only the oldest API is used (``from_onnx``, ``graph.build``,
 
 from __future__ import annotations
 
+import fair  # noqa: F401 - first: numpy's BLAS loads without OpenBLAS's overrides (fair.py)
+
 import argparse
 import json
 import os

@@ -13,6 +13,8 @@ over the session means something is not freed (modules, events, temporaries). Ne
 
 from __future__ import annotations
 
+import fair  # noqa: F401 - first: numpy's BLAS loads without OpenBLAS's overrides (fair.py)
+
 import argparse
 import gc
 import os
