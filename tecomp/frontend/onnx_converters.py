@@ -537,6 +537,7 @@ def _conv(ctx, node, attrs):
     kw = dict(strides=strides, padding=padding, dilation=dilation)
     bias = _input(node, 2)
     out = node.output if bias is None else None
+    cin, cout = wshape[1], wshape[0] // groups  # per group
     if groups == 1:
         y = ctx.emit("conv2d", [x, w], out, **kw)
     elif dims.equal(channels, groups) and wshape[1] == 1:
@@ -546,14 +547,12 @@ def _conv(ctx, node, attrs):
         # [G, K/G, C/G] x [G, C/G, H*W], one kernel (ShuffleNet's 4 groups of 34 or 68
         # channels: per-group slices, convolutions and a concatenation were 9 kernels).
         _, _, h, width = ctx.type_of(x).shape
-        cin, cout = wshape[1], wshape[0] // groups
         xg = ctx.emit("reshape", [x], newshape=(1, groups, cin, h * width))
         wg = ctx.emit("reshape", [w], newshape=(1, groups, cout, cin))
         yg = ctx.emit("matmul", [wg, xg])
         y = ctx.emit("reshape", [yg], out, newshape=(1, groups * cout, h, width))
     else:
         # A grouped convolution is `groups` convolutions on channel slices, concatenated.
-        cin, cout = wshape[1], wshape[0] // groups
         parts = []
         for g in range(groups):
             xg = ctx.emit("slice", [x], starts=(g * cin,), ends=((g + 1) * cin,), axes=(1,),

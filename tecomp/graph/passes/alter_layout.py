@@ -313,20 +313,18 @@ class _Rewriter:
         x, w = node.inputs
         weights = self.consts[w]
         channels = padded(weights.shape[0], block)
-        if channels == weights.shape[0]:
-            return self.follow(node, _BLOCKED_OP[node.op],
-                               [self.blocked_as(x, block, node.name), w], block, block=block,
-                               **node.attrs)
-        # Output channels that the block does not divide: zero filters make up the last
-        # block (its padded lanes then hold zeros, or what per-channel nodes after it make of
-        # them; the planar form drops them).
-        wide = self.fresh(f"{w}.pad{channels}")
-        self.consts[wide] = np.concatenate(
-            [weights, np.zeros((channels - weights.shape[0], *weights.shape[1:]),
-                               weights.dtype)])
-        return self.follow(node, _BLOCKED_OP[node.op],
-                           [self.blocked_as(x, block, node.name), wide], block,
-                           padded_channels=channels, block=block, **node.attrs)
+        wide = channels != weights.shape[0]
+        if wide:
+            # Output channels that the block does not divide: zero filters make up the last
+            # block (its padded lanes then hold zeros, or what per-channel nodes after it
+            # make of them; the planar form drops them).
+            w = self.fresh(f"{w}.pad{channels}")
+            self.consts[w] = np.concatenate(
+                [weights, np.zeros((channels - weights.shape[0], *weights.shape[1:]),
+                                   weights.dtype)])
+        return self.follow(node, _BLOCKED_OP[node.op], [self.blocked_as(x, block, node.name), w],
+                           block, padded_channels=channels if wide else None,
+                           block=block, **node.attrs)
 
     def elementwise(self, node) -> bool:
         out = node.outputs[0]
