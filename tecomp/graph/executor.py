@@ -26,6 +26,7 @@ explicit choice (``convert_inputs=True``), never a silent one.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import operator
@@ -199,9 +200,8 @@ class MemoryPlan:
     input_slots: tuple = ()
     #: ``calls`` as one native call (``CallSequence``).
     sequence: CallSequence | None = None
-    #: (value, dimension, ((a call's sizes, index), ...)): where the sizes a run passes
-    #: come from, one entry per distinct size expression, rewritten when the plan serves
-    #: new shapes (constants' sizes never change).
+    #: ((a call's sizes, index), ...) per size expression (``GraphModule._size_groups``):
+    #: where the sizes a run passes go, rewritten when the plan serves new shapes.
     size_slots: tuple = ()
     #: The input shapes the views and calls are for now.
     shapes: tuple = ()
@@ -380,8 +380,7 @@ class GraphModule:
         # bucket have been in flight at once; the dict's order is that of last use (see
         # PLAN_SHAPES_KEPT).
         self._plans: dict = {}
-        # Input shapes -> (pool key, bound sizes, every value's shape), for the
-        # KNOWN_SHAPES_KEPT used last.
+        # Input shapes -> (pool key, bound sizes), for the KNOWN_SHAPES_KEPT used last.
         self._known: dict = {}
         # Arenas of the plans of dropped shapes, which no run holds: a new plan takes one
         # that is large enough instead of fresh memory, whose pages the first run would
@@ -403,12 +402,12 @@ class GraphModule:
         # buffer of self._lifetimes at them): what _pool_key compares a new shape's
         # buffers with, evaluated once per bucket.
         self._rooms: dict = {}
-        # (value, dimension) -> _size_expression's key, for the plans made later.
-        self._size_keys: dict = {}
         # What a new plan evaluates: the shapes of the inputs, the buffers and their views.
         self._planned = list(dict.fromkeys([*graph.inputs, *self._lifetimes, *self._homes]))
         self._planned_shapes = dims.shapes_evaluator(
             [graph.types[v].shape for v in self._planned])
+        # The graph outputs kernels write, in the order of a plan's output_buffers.
+        self._output_roots = tuple(v for v in self._lifetimes if v in graph.outputs)
         # The elements of each buffer kernels write, which _pool_key compares with a
         # bucket's layout for every new shape.
         self._buffer_sizes = dims.sizes_evaluator(
@@ -529,9 +528,8 @@ class GraphModule:
         if known is None:
             bindings = self._bind(inputs)
             self._check_dims(bindings)
-            shape_of = self._value_shapes(bindings)
-            known = (self._pool_key(bindings, shapes), bindings, shape_of)
-        key, bindings, shape_of = known
+            known = (self._pool_key(bindings, shapes), bindings)
+        key, bindings = known
         with self._lock:
             self._known[shapes] = known  # the most recently used, last
             while len(self._known) > KNOWN_SHAPES_KEPT:
@@ -549,7 +547,7 @@ class GraphModule:
         if plan is None:
             plan = self._make_plan(pool.bindings, key[0])
         if plan.shapes != shapes:
-            plan = self._fit(plan, shape_of, shapes, inputs)
+            plan = self._fit(plan, bindings, shapes, inputs)
         return plan
 
     def _pool_key(self, bindings: dict, shapes: tuple) -> tuple:
@@ -586,48 +584,52 @@ class GraphModule:
         """A plan laid out for the sizes ``bindings`` (its pool's), without views."""
         graph = self.graph
         shape_of = self._value_shapes(bindings)
-        output_buffers, inter = {}, []
-        for v in self._lifetimes:  # the roots kernels write, in order of first write
-            shape, dtype = shape_of[v], self._dtypes[v]
-            if v in graph.outputs:
-                output_buffers[v] = aligned.empty(math.prod(shape), dtype)
-            else:
-                inter.append(v)
+        output_buffers = {v: aligned.empty(math.prod(shape_of[v]), self._dtypes[v])
+                          for v in self._output_roots}
+        # The other roots kernels write, in order of first write.
+        inter = [v for v in self._lifetimes if v not in graph.outputs]
         sizes = [max(math.prod(shape_of[v]) * self._dtypes[v].itemsize, 1) for v in inter]
         offsets, total = plan_offsets(sizes, [self._lifetimes[v] for v in inter])
         return MemoryPlan(self._arena(total), {}, {}, (), shapes=None,
                           offsets=dict(zip(inter, offsets)), output_buffers=output_buffers,
                           pool_key=key)
 
-    def _fit(self, plan: MemoryPlan, shape_of: dict, shapes: tuple,
+    def _fit(self, plan: MemoryPlan, bindings: dict, shapes: tuple,
              inputs: dict) -> MemoryPlan:
-        """``plan`` with its outputs and calls made for ``shapes`` (whose values have the
-        shapes ``shape_of``), over its layout: the first time with views of every buffer
-        to pack the calls from, after that only the calls' sizes (every buffer keeps its
-        address from one size to the next), as a decoder's every step has new shapes."""
-        graph = self.graph
-        outputs = {v: buf[:math.prod(shape_of[v])].reshape(shape_of[v])
-                   for v, buf in plan.output_buffers.items()}
-        input_views = tuple((v, root, shape_of[v]) for v, root in self._input_homes)
+        """``plan`` with its outputs and calls made for ``shapes`` (whose sizes are
+        ``bindings``), over its layout: the first time with views of every buffer to pack
+        the calls from, after that only the calls' sizes (every buffer keeps its address
+        from one size to the next), as a decoder's every step has new shapes."""
+        fitted = self._fitted_shapes(bindings)
+        n_out, n_views = len(self._output_roots), len(self._input_homes)
+        outputs = {v: plan.output_buffers[v][:math.prod(shape)].reshape(shape)
+                   for v, shape in zip(self._output_roots, fitted)}
+        input_views = tuple((v, root, shape) for (v, root), shape
+                            in zip(self._input_homes, fitted[n_out:n_out + n_views]))
+        plan = replace(plan, outputs=outputs, input_views=input_views, shapes=shapes)
         if plan.calls:
-            for value, d, targets in plan.size_slots:
-                n = shape_of[value][d]
+            for (n,), targets in zip(fitted[n_out + n_views:], plan.size_slots):
                 for sizes, k in targets:
                     sizes[k] = n
-            return replace(plan, outputs=outputs, input_views=input_views, shapes=shapes)
+            return plan
+        plan = replace(plan, views=self._views(plan, self._value_shapes(bindings)))
+        return self._prepare_calls(plan, inputs)
+
+    def _views(self, plan: MemoryPlan, shape_of: dict) -> dict:
+        """The arrays over ``plan``'s arena, outputs and the constants of every value
+        kernels read or write but the graph inputs and their reshapes, at the shapes
+        ``shape_of``."""
         arena, offsets = plan.arena, plan.offsets
         views = {v: np.ndarray(shape_of[v], self._dtypes[v], buffer=arena, offset=off)
                  for v, off in offsets.items()}
-        held = {**graph.consts, **outputs}
+        held = {**self.graph.consts, **plan.outputs}
         for v, (root, offset) in self._homes.items():
             shape, dtype = shape_of[v], self._dtypes[v]
             if root in offsets:
                 views[v] = np.ndarray(shape, dtype, buffer=arena, offset=offsets[root] + offset)
-            elif root not in graph.inputs:  # a reshape of a constant or of a graph output
+            elif root not in self.graph.inputs:  # a reshape of a constant or a graph output
                 views[v] = held[root].reshape(shape)
-        plan = replace(plan, views=views, outputs=outputs, input_views=input_views,
-                       shapes=shapes)
-        return self._prepare_calls(plan, inputs)
+        return views
 
     def _value_shapes(self, bindings: dict) -> dict:
         """Value -> its shape under ``bindings``, for the inputs, the buffers kernels write
@@ -682,35 +684,55 @@ class GraphModule:
         root.update((name, name) for name in self.graph.inputs)
         calls = []
         slots: dict = {name: [] for name in self.graph.inputs}
-        size_slots: dict = {}
-        for kernel, args_in, output in self._kernels:
+        groups, call_groups = self._size_groups
+        size_slots = tuple([] for _ in groups)
+        for (kernel, args_in, output), size_groups in zip(self._kernels, call_groups):
             args = (*args_in, output)
             call = kernel.prepare(*(values[a] for a in args))
             calls.append(call)
             for k, a in enumerate(args):
                 if a in root:
                     slots[root[a]].append((call, k))
-            for k, (i, d) in enumerate(kernel.size_sources):
-                if args[i] not in self.graph.consts:
-                    group = size_slots.setdefault(self._size_expression(args[i], d),
-                                                  (args[i], d, []))
-                    group[2].append((call.sizes, k))
+            for k, group in size_groups:
+                size_slots[group].append((call.sizes, k))
         input_slots = tuple((name, tuple(s)) for name, s in slots.items() if s)
         return replace(plan, calls=tuple(calls), sequence=CallSequence(calls),
-                       input_slots=input_slots,
-                       size_slots=tuple((value, d, tuple(targets))
-                                        for value, d, targets in size_slots.values()))
+                       input_slots=input_slots, size_slots=tuple(map(tuple, size_slots)))
 
-    def _size_expression(self, value: str, d: int) -> tuple:
-        """A key shared by the dimensions that are one size expression (a decoder's
-        ``past + seq`` is many values' dimension), so that a plan sets each once per
-        shape: its text and its symbols (by identity: two symbols may share a name)."""
-        key = self._size_keys.get((value, d))
-        if key is None:
-            dim = self.graph.types[value].shape[d]
-            key = self._size_keys[value, d] = (dims.to_text(dim),
-                                               *map(id, dims.symbols([dim])))
-        return key
+    @functools.cached_property
+    def _size_groups(self) -> tuple:
+        """The sizes the kernel calls read off arguments that are not constants (constants'
+        sizes never change): (value, dimension) of each distinct size expression (a
+        decoder's ``past + seq`` is many values' dimension; dimensions are one expression
+        where their text and symbols are, by identity: two symbols may share a name), and
+        per kernel ((its size index, that expression's index), ...). What a plan rewrites
+        for new shapes."""
+        index: dict = {}
+        groups, per_call = [], []
+        for kernel, args_in, output in self._kernels:
+            args = (*args_in, output)
+            mine = []
+            for k, (i, d) in enumerate(kernel.size_sources):
+                if args[i] in self.graph.consts:
+                    continue
+                dim = self.graph.types[args[i]].shape[d]
+                key = (dims.to_text(dim), *map(id, dims.symbols([dim])))
+                if key not in index:
+                    index[key] = len(groups)
+                    groups.append((args[i], d))
+                mine.append((k, index[key]))
+            per_call.append(tuple(mine))
+        return tuple(groups), tuple(per_call)
+
+    @functools.cached_property
+    def _fitted_shapes(self):
+        """What a plan whose calls are packed evaluates for new shapes, and only that: its
+        outputs' shapes, its input views' shapes and its size expressions (evaluating
+        every value's shape took a third of a decoder step's executor work)."""
+        types = self.graph.types
+        return dims.shapes_evaluator([types[v].shape for v in self._output_roots]
+                                     + [types[v].shape for v, _ in self._input_homes]
+                                     + [(types[v].shape[d],) for v, d in self._size_groups[0]])
 
     def _values(self, plan: MemoryPlan, inputs: dict) -> dict:
         """Value -> array for a run with ``plan`` on ``inputs``."""
@@ -761,7 +783,11 @@ class GraphModule:
         if in_run:
             return self._profile_runs(number, repeat)
         state = self._state
-        values = self._values(state.plan, state.inputs)
+        # The plan's views are those of the shapes its calls were packed at.
+        plan = state.plan
+        plan = replace(plan, views=self._views(plan, self._value_shapes(
+            self._bind(state.inputs))))
+        values = self._values(plan, state.inputs)
         module = self.lib.module
         times = [(node.name, module.time_evaluator(node.name, number=number, repeat=repeat)(
                      *(values[i] for i in node.inputs), values[node.outputs[0]]))

@@ -295,6 +295,28 @@ def test_profile_times_every_kernel_on_the_run_arguments(needs_llvm, rng):
         gm.profile(repeat=0)
 
 
+def test_profile_times_the_kernels_at_the_shapes_set_last(needs_llvm, rng):
+    # A plan serves several sizes of its bucket (3 and then 4 rows here) and packs its
+    # calls at the first: the kernels timed alone get arrays of the sizes set last,
+    # the dense's output between the two kernels included.
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Softmax", ["h"], ["y"], axis=-1)]
+    graph = helper.make_graph(
+        nodes, "dense_softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", 48])],
+        initializer=[numpy_helper.from_array(rng.standard_normal((64, 48)).astype("float32"),
+                                             "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, target="llvm", params=params))
+    for s in (3, 4):
+        x = rng.standard_normal((s, 64)).astype("float32")
+        gm.set_input("x", x)
+        times = gm.profile(number=1, repeat=1)
+        assert len(times) == 2 and all(t.min > 0 for _, t in times)
+        _check(model, {"x": x}, gm)
+
+
 def test_summary_says_which_kernels_fell_back(needs_llvm, planar_layout):
     # No record (shipped or applied) covers these 8-channel convolutions.
     mod, params = from_onnx(onnx_models.residual_block())
