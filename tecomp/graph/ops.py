@@ -287,13 +287,24 @@ def _blocked_data(node, data, weight, weight_layout: str) -> tuple:
 
 
 def _conv2d_nchwc(node, ts):
-    """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, weight OIHW, output ``[N, K/b, OH, OW,
-    b]`` (``tecomp.topi.conv2d_nchwc``; ``out_dtype``: see :func:`_product_dtype`)."""
+    """``conv2d_nchwc``: data ``[N, C/b, H, W, b]``, or planar ``[N, C, H, W]`` where the
+    node's ``block`` b does not divide C (a first layer of 3 channels), weight OIHW, output
+    ``[N, K/b, OH, OW, b]`` (``tecomp.topi.conv2d_nchwc``; ``out_dtype``: see
+    :func:`_product_dtype`)."""
     data, weight = ts[0], ts[1]
     dtype = _product_dtype(node, data, weight)
-    n, cb, h, w, b = _blocked_data(node, data, weight, "OIHW")
-    k, c, r, s = weight.shape
-    if not dims.equal(c, cb * b) or k % b:
+    b = node.attrs["block"]
+    if len(data.shape) == 4 and len(weight.shape) == 4:
+        n, c, h, w = data.shape
+        if not dims.equal(c, weight.shape[1]) or not dims.is_static(c) or c % b == 0:
+            _fail(node, f"planar data {_shape_text(data.shape)} must have the weight's "
+                        f"{weight.shape[1]} input channels, a number the block {b} does not "
+                        f"divide (else it comes blocked, [N, C/{b}, H, W, {b}])")
+    else:
+        n, cb, h, w, b = _blocked_data(node, data, weight, "OIHW")
+        c = cb * b
+    k = weight.shape[0]
+    if not dims.equal(weight.shape[1], c) or k % b:
         _fail(node, f"weight {_shape_text(weight.shape)} does not fit data "
                     f"{_shape_text(data.shape)} blocked by {b}")
     (out,) = _conv2d(node.with_(op="conv2d"),
@@ -302,7 +313,9 @@ def _conv2d_nchwc(node, ts):
     return [TensorType(dtype, (n, k // b, oh, ow, b))]
 
 
-_register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc, dim_checks=_BLOCKED_SPATIAL)
+# Its data's height and width are axes 2 and 3, blocked or planar.
+_register("conv2d_nchwc", OUT_FUSABLE, _conv2d_nchwc,
+          dim_checks=_nonempty_spatial_checks(lambda rank: (2, 3)))
 
 
 def _depthwise_conv2d_nchwc(node, ts):

@@ -84,9 +84,12 @@ def from_blocked(x: np.ndarray) -> np.ndarray:
 
 
 def pack_nchwc_kernel(kernel: np.ndarray, b: int) -> np.ndarray:
-    """An OIHW numpy ``kernel`` as ``[K/b, C/b, R, S, b, b]`` (see the module docstring)."""
+    """An OIHW numpy ``kernel`` as ``[K/b, C/b, R, S, b, b]``, or as ``[K/b, C, R, S, 1,
+    b]`` where ``b`` does not divide its input channels C (the kernel of planar data; see
+    the module docstring)."""
     K, C, R, S = kernel.shape
-    blocked = kernel.reshape(K // b, b, C // b, b, R, S)
+    bi = b if C % b == 0 else 1
+    blocked = kernel.reshape(K // b, b, C // bi, bi, R, S)
     return aligned.ascontiguous(blocked.transpose(0, 2, 4, 5, 3, 1))
 
 
@@ -103,9 +106,20 @@ def pack_nchwc_kernel_bf16(kernel: np.ndarray, b: int) -> np.ndarray:
                                 .reshape(Kb, Cb, R, S, b // 2, b))
 
 
-def _logical_shapes(data_shape, kernel_shape, what):
-    N, Cb, H, W, b = data_shape
+def _logical_shapes(data_shape, kernel_shape, what, block=None):
+    """``((N, C, H, W), (K, C, R, S), b)`` of blocked data ``[N, C/b, H, W, b]``, or of
+    planar data ``[N, C, H, W]`` whose channels the output's ``block`` b does not divide."""
     K, C, R, S = (int(d) for d in kernel_shape)
+    if len(data_shape) == 4:
+        N, Cd, H, W = data_shape
+        if block is None or int(Cd) != C or C % int(block) == 0 or K % int(block):
+            raise ValueError(
+                f"{what}: planar data {tuple(data_shape)} needs block=, the output's "
+                f"channel block (got {block}), which must divide the kernel's {K} output "
+                f"channels and not its {C} input channels (of which the data has {Cd}); "
+                f"data with whole blocks of channels comes blocked, [N, C/b, H, W, b]")
+        return (N, C, H, W), (K, C, R, S), int(block)
+    N, Cb, H, W, b = data_shape
     b = int(b)
     if int(Cb) * b != C or K % b:
         raise ValueError(f"{what}: data {tuple(data_shape)} holds {int(Cb) * b} channels "
@@ -221,19 +235,27 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     what = "conv2d_nchwc"
     data_shape = _shape_of(data)
     Kb, Cb, R, S, bi, bo = (int(d) for d in kernel.shape)
-    if block is not None and int(block) != data_shape[4]:
-        raise ValueError(f"{what}: block={block}, but the data {data_shape} is blocked by "
-                         f"{data_shape[4]}")
+    planar = len(data_shape) == 4
+    if block is not None and int(block) != (bo if planar else data_shape[4]):
+        raise ValueError(f"{what}: block={block}, but the "
+                         + (f"kernel {tuple(kernel.shape)} writes blocks of {bo}" if planar
+                            else f"data {data_shape} is blocked by {data_shape[4]}"))
     pairs = data.dtype == "bfloat16"
     per_word = 2 if pairs else 1
     check_out_dtype(what, data.dtype, out_dtype)
-    if (bi * per_word != bo or bo != data_shape[4] or Cb != data_shape[1]
-            or pairs != (kernel.dtype == "int32")):
+    if planar:
+        fits = bi == 1 and not pairs and kernel.dtype == data.dtype and Cb == data_shape[1]
+        need = "[K/b, C, R, S, 1, b], float32 data"
+    else:
+        fits = (bi * per_word == bo and bo == data_shape[4] and Cb == data_shape[1]
+                and pairs == (kernel.dtype == "int32"))
         need = "int32 [K/b, C/b, R, S, b/2, b]" if pairs else "[K/b, C/b, R, S, b, b]"
+    if not fits:
         raise ValueError(f"{what}: the kernel {kernel.dtype} {(Kb, Cb, R, S, bi, bo)} does "
-                         f"not fit the blocked {data.dtype} data {data_shape} (need {need})")
+                         f"not fit the {'planar' if planar else 'blocked'} {data.dtype} data "
+                         f"{data_shape} (need {need})")
     (N, C, H, W), (K, _, R, S), b = _logical_shapes(
-        data_shape, (Kb * bo, Cb * bo, R, S), what)
+        data_shape, (Kb * bo, Cb * bi * per_word, R, S), what, block=bo)
     (N, C, H, W, K, _, R, S, sh, sw, dh, dw, pads, OH, OW) = _geometry(
         (N, C, H, W), (K, C, R, S), strides, padding, dilation, what)
     define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=any(pads), pairs=pairs)
@@ -246,17 +268,20 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
     if not in_place:
         # The copy covers every column the whole tiles read: those past the row read zeros.
         Hp, Wp = H + top + bottom, (width - 1) * sw + (S - 1) * dw + 1
-        data = te.compute(
-            (N, Cb, Hp, Wp, b),
-            lambda n, c, y, x, i: te.if_then_else(
-                te.all(y >= top, y < H + top, x >= left, x < W + left),
-                data[n, c, y - top, x - left, i], te.const(0, data.dtype)),
-            name="data_pad", tag="conv2d_nchwc_pad")
+        source = data
+
+        def bordered(n, c, y, x, *i):
+            return te.if_then_else(te.all(y >= top, y < H + top, x >= left, x < W + left),
+                                   source[(n, c, y - top, x - left, *i)],
+                                   te.const(0, data.dtype))
+
+        data = te.compute((N, Cb, Hp, Wp) if planar else (N, Cb, Hp, Wp, b), bordered,
+                          name="data_pad", tag="conv2d_nchwc_pad")
         top = left = 0
     ico = te.reduce_axis((0, Cb), name="ico")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
-    ici = te.reduce_axis((0, b // per_word), name="ici")
+    ici = te.reduce_axis((0, bi), name="ici")
 
     # Columns past the row read its last column again (in place; the copy has zeros
     # there).
@@ -275,7 +300,9 @@ def compute_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dila
                                                 data[n, ico, iy, ix, 2 * ici + 1]),
                                    kernel[o, ico, ry, rx, ici, ob])
         else:
-            product = data[n, ico, iy, ix, ici] * kernel[o, ico, ry, rx, ici, ob]
+            # Planar data: one channel plane per step of ``ico`` (``ici`` is one step).
+            point = data[n, ico, iy, ix] if planar else data[n, ico, iy, ix, ici]
+            product = point * kernel[o, ico, ry, rx, ici, ob]
         return te.sum(product, axis=[ico, ry, rx, ici],
                       where=te.all(*inside) if inside else None)
 
@@ -341,9 +368,9 @@ def schedule_conv2d_nchwc(cfg, outs):
     conv = find_anchor(out, "conv2d_nchwc", what)
     for t in conv.input_tensors:
         if t.op.tag == "conv2d_nchwc_pad":
-            n, c, y, x, i = s[t].op.axis
+            n, c, y, x, *i = s[t].op.axis
             s[t].parallel(s[t].fuse(n, c, y))
-            s[t].vectorize(i)
+            s[t].vectorize(i[0] if i else x)
     kernel = next(t for t in conv.input_tensors if len(t.shape) == 6)
     OH, OW = (_size(d) for d in out.shape[2:4])
     b = int(out.shape[4])
@@ -387,15 +414,19 @@ def schedule_conv2d_nchwc(cfg, outs):
 
 @template("conv2d_nchwc")
 def conv2d_nchwc(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilation=(1, 1),
-                 dtype="float32"):
+                 dtype="float32", block=None):
     """Tunable conv2d on blocked activations (see the module docstring); the kernel input
     is the packed ``[K/b, C/b, R, S, b, b]`` weight, for bfloat16 data the int32
-    ``[K/b, C/b, R, S, b/2, b]`` of :func:`pack_nchwc_kernel_bf16`."""
+    ``[K/b, C/b, R, S, b/2, b]`` of :func:`pack_nchwc_kernel_bf16`. Planar data
+    ``[N, C, H, W]`` (channels that ``block``, the output's, does not divide) reads the
+    ``[K/b, C, R, S, 1, b]`` kernel of :func:`pack_nchwc_kernel`."""
     what = "conv2d_nchwc"
-    _, (K, C, R, S), b = _logical_shapes(data_shape, kernel_shape, what)
+    _, (K, C, R, S), b = _logical_shapes(data_shape, kernel_shape, what, block)
     cfg = get_config()
     data = te.placeholder(tuple(data_shape), dtype, name="data")
-    if dtype == "bfloat16":
+    if len(data_shape) == 4:
+        kernel = te.placeholder((K // b, C, R, S, 1, b), dtype, name="kernel")
+    elif dtype == "bfloat16":
         kernel = te.placeholder((K // b, C // b, R, S, b // 2, b), "int32", name="kernel")
     else:
         kernel = te.placeholder((K // b, C // b, R, S, b, b), dtype, name="kernel")
@@ -403,9 +434,18 @@ def conv2d_nchwc(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0), dilat
     return schedule_conv2d_nchwc(cfg, [out]), [data, kernel, out]
 
 
+def _nchwc_workload(data_shape, kernel_shape, strides=(1, 1), padding=(0, 0),
+                    dilation=(1, 1), dtype="float32", block=None):
+    """The template's arguments: the output's ``block`` only with planar data (blocked
+    data says its block, and its workloads keep the arguments they always had)."""
+    args = _conv_workload(data_shape, kernel_shape, strides, padding, dilation, dtype)
+    return args + (int(block),) if len(data_shape) == 4 else args
+
+
 def _prepack(cfg, kernel, block, **attrs):
-    """The OIHW weight (the graph's constant) blocked like the data; a bfloat16 one as
-    words of two input channels."""
+    """The OIHW weight (the graph's constant) blocked like the data (the kernel of planar
+    data where ``block`` does not divide its input channels); a bfloat16 one as words of
+    two input channels."""
     if kernel.dtype == ml_dtypes.bfloat16:
         return (pack_nchwc_kernel_bf16(kernel, block),)
     return (pack_nchwc_kernel(kernel, block),)
@@ -413,5 +453,5 @@ def _prepack(cfg, kernel, block, **attrs):
 
 register_implementation(Implementation(
     "conv2d_nchwc", "llvm", compute_conv2d_nchwc, schedule_conv2d_nchwc,
-    template="conv2d_nchwc", workload=_conv_workload, prepack=_prepack, packed_inputs=(1,),
+    template="conv2d_nchwc", workload=_nchwc_workload, prepack=_prepack, packed_inputs=(1,),
     packing_reads_config=False, batch_free_config=True))

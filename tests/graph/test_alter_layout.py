@@ -92,15 +92,16 @@ def test_a_cnn_pays_one_transform_in_and_one_out():
 
 def test_a_layer_the_block_does_not_divide_takes_its_half_or_stays_planar():
     """16 and 32 channels: with a block of 32 lanes every convolution takes its half,
-    16, which divides its channels; with 64 lanes none may go below 32, and those of 16
-    channels stay planar."""
+    16, which divides its channels; with 64 lanes none may go below 32: the first layer
+    reads its 16 channels planar and writes blocks of 32, the last, writing 16, stays
+    planar."""
     def blocks(block):
-        return {n.inputs[1]: n.attrs["block"]
+        return {n.inputs[1]: (n.attrs["block"], n.inputs[0])
                 for n in _blocked_graph(_cnn(), block=block).nodes if n.op == "conv2d_nchwc"}
 
-    assert blocks(32) == {"w1": 16, "w2": 16, "w3": 16}
+    assert {w: b for w, (b, _) in blocks(32).items()} == {"w1": 16, "w2": 16, "w3": 16}
     wide = blocks(64)
-    assert "w1" not in wide and all(b == 32 for b in wide.values())
+    assert wide.keys() == {"w1", "w2"} and wide["w1"] == (32, "x") and wide["w2"][0] == 32
 
 
 def test_a_graph_with_a_depthwise_convolution_stays_planar_where_its_kernel_is_tuned(

@@ -18,11 +18,12 @@ from tecomp.graph.tasks import kernel_spaces
 from tecomp.testing import models
 from tecomp.topi.fused_group import GROUP_TEMPLATE
 
-CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
-# The 16-channel convolutions run on activations blocked by a vector of float32 lanes.
+# The 16-channel convolutions run on activations blocked by a vector of float32 lanes,
+# which the first reads from the image's 3 planar channels.
 BLOCK = Target("llvm").vector_width_bits // 32
+CONV_SMALL = ((1, 3, 16, 16), (16, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32", BLOCK)
 CONV_REPEATED = ((1, 16 // BLOCK, 16, 16, BLOCK), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1),
-                 (1, 1), "float32")
+                 (1, 1), "float32", None)
 # The global average pool, a mean over the blocked activations' image axes.
 POOL_BLOCKED = (((1, 16 // BLOCK, 16, 16, BLOCK),), "float32",
                 (("axes", (2, 3)), ("keepdims", 1), ("noop_with_empty_axes", 0)))
@@ -33,14 +34,14 @@ def test_one_task_per_unique_workload_weighted_by_its_kernels():
     tasks = autotune.extract_tasks(mod, params, target="llvm")
     got = [(t.name, t.args, t.weight) for t in tasks if t.name != GROUP_TEMPLATE]
     assert got == [
-        ("conv2d_packed_kernel", CONV_SMALL, 1),
+        ("conv2d_nchwc", CONV_SMALL, 1),
         ("conv2d_nchwc", CONV_REPEATED, 2),
         ("reduce_mean", POOL_BLOCKED, 1),
         ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
     ]
-    # The layout transforms into and out of channel blocks are groups of their own.
+    # The layout transform out of channel blocks is a group of its own.
     layouts = [[node[0] for node in t.args[1]] for t in tasks if t.name == GROUP_TEMPLATE]
-    assert layouts == [["reshape", "transpose"], ["transpose", "reshape", "reshape"]]
+    assert layouts == [["transpose", "reshape", "reshape"]]
     assert all(str(t.target) == "llvm" for t in tasks)
     assert all(t.flop > 0 for t in tasks if t.name != GROUP_TEMPLATE)
 
@@ -114,9 +115,10 @@ def test_a_symbolic_batch_builds_its_convolutions_with_the_records_of_batch_1(
     _write_record(log, task, config)
     with autotune.apply_history_best(str(log)):
         tuned = build(mod, params=params)
+    # The first layer (a task of its own, reading the image planar) has no record.
     schedules = {k.name: k.schedule for k in tuned.kernels if k.anchor == "conv2d_nchwc"}
     assert [schedules[n.name] for n in tuned.graph.nodes if n.name in schedules] == [
-        "tuned record"] * 2
+        "fallback config", "tuned record", "tuned record"]
     x = rng.standard_normal((3, 3, 16, 16)).astype("float32")
     ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
@@ -292,21 +294,26 @@ def test_records_of_every_channel_block_choose_the_layers_blocks():
 
     target = Target("llvm -mcpu=haswell -num-cores=2")
     mod, params = from_onnx(onnx_models.small_cnn())
+    def block_of(args):
+        # The output's block: blocked data's last axis, or the argument of planar data.
+        return args[6] if len(args[0]) == 4 else args[0][4]
+
     tasks = layout_block_tasks(mod, params, target)
-    assert sorted((t.name, t.args[0][4], t.weight) for t in tasks) == [
-        ("conv2d_nchwc", 4, 2), ("conv2d_nchwc", 8, 2)]
+    assert sorted((t.name, len(t.args[0]), block_of(t.args), t.weight) for t in tasks) == [
+        ("conv2d_nchwc", 4, 4, 1), ("conv2d_nchwc", 4, 8, 1),
+        ("conv2d_nchwc", 5, 4, 2), ("conv2d_nchwc", 5, 8, 2)]
 
     def blocks():
-        return sorted(args[0][4] for _, name, args, _ in kernel_workloads(mod, target, params)
-                      if name == "conv2d_nchwc")
+        return sorted(block_of(args) for _, name, args, _ in
+                      kernel_workloads(mod, target, params) if name == "conv2d_nchwc")
 
-    assert blocks() == [8, 8]
+    assert blocks() == [8, 8, 8]
     result = {4: 1e-6, 8: 1e-3}
     records = [make_record(t, t.config_space.get(0),
-                           MeasureResult((result[t.args[0][4]],), MeasureErrorNo.NO_ERROR,
+                           MeasureResult((result[block_of(t.args)],), MeasureErrorNo.NO_ERROR,
                                          stage="final"))
                for t in tasks]
     with autotune.apply_history_best(records):
-        assert blocks() == [4, 4]
+        assert blocks() == [4, 4, 4]
     with autotune.apply_history_best(records[:1]):
-        assert blocks() == [8, 8]
+        assert blocks() == [8, 8, 8]

@@ -29,15 +29,18 @@ from .test_conv2d import ref_conv
 
 
 def _run(task, cfg, rng):
-    data_shape, kernel_shape, strides, pads, dilation, dtype = task.args
-    N, Cb, H, W, b = data_shape
+    data_shape, kernel_shape, strides, pads, dilation, dtype, block = task.args
+    planar = len(data_shape) == 4
+    N, C, H, W = data_shape if planar else (*data_shape[:1], data_shape[1] * data_shape[4],
+                                            *data_shape[2:4])
+    b = block if planar else data_shape[4]
     s, tensors = task.instantiate(cfg)
     mod = tecomp.build(s, tensors)
-    x = rng.uniform(-1, 1, (N, Cb * b, H, W)).astype(dtype)
+    x = rng.uniform(-1, 1, (N, C, H, W)).astype(dtype)
     w = rng.uniform(-1, 1, kernel_shape).astype(dtype)
     y = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
     packed = pack_nchwc_kernel_bf16(w, b) if dtype == "bfloat16" else pack_nchwc_kernel(w, b)
-    mod(to_blocked(x, b), packed, y)
+    mod(x if planar else to_blocked(x, b), packed, y)
     # bfloat16 products are exact in float32: only the order of the sums differs.
     np.testing.assert_allclose(
         from_blocked(y), ref_conv(x.astype("float32"), w.astype("float32"), strides, pads,
@@ -46,9 +49,12 @@ def _run(task, cfg, rng):
 
 def _task(C, K, H, W, R, S, strides=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), b=16,
           target=None, dtype="float32"):
-    return autotune.create_task(
-        "conv2d_nchwc", ((1, C // b, H, W, b), (K, C, R, S), strides, pads, dilation,
-                         dtype), target or "llvm")
+    """The task of blocked data, or of planar data where ``b`` does not divide ``C``."""
+    if C % b:
+        args = ((1, C, H, W), (K, C, R, S), strides, pads, dilation, dtype, b)
+    else:
+        args = ((1, C // b, H, W, b), (K, C, R, S), strides, pads, dilation, dtype)
+    return autotune.create_task("conv2d_nchwc", args, target or "llvm")
 
 
 # The fallback tiles below are the tiling model's (tecomp.topi.cpu_tiling) on an AVX-512
@@ -63,6 +69,10 @@ AVX512 = "llvm -mcpu=skylake-avx512 -num-cores=2"
     dict(C=16, K=16, H=12, W=16, R=1, S=1),  # input larger than weights: rows shared out
     # Whole-plane passes over chunks of 4 input channel blocks, the last one partial.
     dict(C=80, K=32, H=7, W=7, R=3, S=3, pads=(1, 1, 1, 1)),
+    # Planar data: an image's channels, a ResNet's first layer (7x7, stride 2), a 1x1.
+    dict(C=3, K=32, H=17, W=19, R=7, S=7, strides=(2, 2), pads=(3, 3, 3, 3)),
+    dict(C=1, K=16, H=9, W=12, R=3, S=3, pads=(1, 0, 2, 1)),
+    dict(C=12, K=32, H=6, W=5, R=1, S=1),
 ])
 def test_every_pair_of_knob_values_of_a_small_space(case):
     # Each value of each knob together with each value of every other (a pairwise covering
@@ -125,6 +135,32 @@ def test_random_shapes_and_configs(cb, kb, H, W, kernel, stride, pad, seed):
     task = _task(8 * cb, 8 * kb, H, W, R, S, (stride, stride), (pad,) * 4, b=8)
     rng = np.random.default_rng(seed)
     _run(task, task.config_space.get(int(rng.integers(len(task.config_space)))), rng)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 3), st.integers(3, 12), st.integers(3, 12),
+       st.sampled_from([(1, 1), (3, 3), (7, 7), (3, 1)]), st.integers(1, 2),
+       st.integers(0, 3), st.integers(0, 10_000))
+def test_planar_data_random_shapes_and_configs(C, kb, H, W, kernel, stride, pad, seed):
+    R, S = kernel
+    if H + 2 * pad < R or W + 2 * pad < S:
+        return
+    task = _task(C, 8 * kb, H, W, R, S, (stride, stride), (pad,) * 4, b=8)
+    rng = np.random.default_rng(seed)
+    _run(task, task.config_space.get(int(rng.integers(len(task.config_space)))), rng)
+
+
+def test_planar_data_needs_the_output_block_and_channels_it_does_not_divide():
+    with pytest.raises(autotune.task.TemplateError, match="planar data .* needs block="):
+        autotune.create_task("conv2d_nchwc", ((1, 16, 8, 8), (32, 16, 3, 3), (1, 1),
+                                              (1, 1), (1, 1), "float32", 16))
+    with pytest.raises(autotune.task.TemplateError, match="planar data .* needs block="):
+        autotune.create_task("conv2d_nchwc", ((1, 3, 8, 8), (32, 3, 3, 3), (1, 1),
+                                              (1, 1), (1, 1), "float32"))
+    data = te.placeholder((1, 3, 8, 8), "float32")
+    with pytest.raises(ValueError, match=r"need \[K/b, C, R, S, 1, b\]"):
+        compute_conv2d_nchwc(FallbackConfigEntity(), data,
+                             te.placeholder((2, 1, 3, 3, 3, 16), "float32"))
 
 
 def test_symbolic_batch_and_a_fused_residual_epilogue():

@@ -38,8 +38,9 @@ Every blocked value keeps its planar form under its original name (a transpose a
 reshape back), so a reader that does not follow, or a graph output, still gets NCHW; dead
 code elimination drops the planar forms no one reads. A layer whose input is planar, or
 blocked by another block than its own (the layout transform), gets it blocked from the
-planar form by a reshape and a transpose. So a ResNet pays one transform after its first
-convolution (3 input channels) and one before its classifier.
+planar form by a reshape and a transpose. A convolution with fewer input channels than
+a vector that no block divides (an image's 3) reads them planar and writes blocks, as ONNX
+Runtime's first NCHWc layer does, so a ResNet pays a transform only before its classifier.
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ def _window_attrs(node) -> dict:
 
 
 def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
-    """``(blocks, macs, input_bytes, workload per block, output channels)`` of ``node`` as
-    a layer, or None when it stays planar."""
+    """``(blocks, macs, input_bytes, workload per block, output channels, whether it reads
+    its input planar)`` of ``node`` as a layer, or None when it stays planar."""
     if node.op not in _BLOCKED_OP or len(node.inputs) != 2 or node.inputs[1] not in graph.consts:
         return None
     x, w = node.inputs
@@ -184,20 +185,26 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
         blocks, macs = block_candidates(block, C, K), N * K * OH * OW * C * R * S
         if C % block == 0 and K % block and padded(K, block) <= K * (1 + MAX_PADDING):
             blocks = (block, *blocks)
+        if not blocks and block > C:
+            # Fewer channels than a vector (an image's 3): the layer reads them planar and
+            # writes blocks, with no transform before it.
+            blocks = block_candidates(block, K)
     else:
         if not blocked_depthwise or C != K:
             return None
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
+    planar = bool(blocks) and C % blocks[0] != 0
     workloads = ()
     if static:
         impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
         attrs = _window_attrs(node)
         kernel = graph.consts[w].shape
         workloads = tuple(
-            (impl.template, impl.workload((N, C // b, H, W, b), (padded(K, b), *kernel[1:]),
-                                          dtype="float32", **attrs))
+            (impl.template, impl.workload((N, C, H, W) if planar else (N, C // b, H, W, b),
+                                          (padded(K, b), *kernel[1:]), dtype="float32",
+                                          **attrs, **({"block": b} if planar else {})))
             for b in blocks)
-    return blocks, macs, N * C * H * W * 4, workloads, K
+    return blocks, macs, N * C * H * W * 4, workloads, K, planar
 
 
 def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> list[Layer]:
@@ -220,15 +227,23 @@ def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> l
                 return None
             value = ins[0]
 
+    reads_planar = set()
     for node in graph.nodes:
         found = _layer_of(graph, node, block, blocked_depthwise)
         if found is None or not found[0]:
             continue
-        blocks, macs, input_bytes, workloads, channels = found
+        blocks, macs, input_bytes, workloads, channels, planar = found
         name = node.outputs[0]
-        layers[name] = Layer(name, blocks, parent_of(node.inputs[0]), input_bytes, macs,
-                             workloads, channels)
-    return list(layers.values())
+        # A layer reading its input planar has no block to share with a parent.
+        parent = None if planar else parent_of(node.inputs[0])
+        layers[name] = Layer(name, blocks, parent, input_bytes, macs, workloads, channels)
+        if planar:
+            reads_planar.add(name)
+    # Such a layer is blocked for the layers after it: with none, its output would only go
+    # back to planar (a model of one convolution stays as it was).
+    parents = {layer.parent for layer in layers.values()}
+    return [layer for name, layer in layers.items()
+            if name not in reads_planar or name in parents]
 
 
 class _Rewriter:
@@ -322,9 +337,12 @@ class _Rewriter:
             self.consts[w] = np.concatenate(
                 [weights, np.zeros((channels - weights.shape[0], *weights.shape[1:]),
                                    weights.dtype)])
-        return self.follow(node, _BLOCKED_OP[node.op], [self.blocked_as(x, block, node.name), w],
-                           block, padded_channels=channels if wide else None,
-                           block=block, **node.attrs)
+        # Input channels that the block does not divide are read planar (a first layer).
+        planar = node.op == "conv2d" and weights.shape[1] % block
+        data = x if planar else self.blocked_as(x, block, node.name)
+        return self.follow(node, _BLOCKED_OP[node.op], [data, w], block,
+                           padded_channels=channels if wide else None, block=block,
+                           **node.attrs)
 
     def elementwise(self, node) -> bool:
         out = node.outputs[0]

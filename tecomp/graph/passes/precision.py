@@ -162,8 +162,9 @@ _LAYOUT_MOVES = frozenset({"reshape", "transpose"})
 
 def _pairs_product(graph: Graph, node) -> bool:
     """Whether ``node`` is a float32 product with a float32 constant weight that a
-    bfloat16 kernel computes: a channel-blocked convolution, or a dense layer whose K is
-    even (its kernel takes pairs of k)."""
+    bfloat16 kernel computes: a convolution on blocked data, or a dense layer whose K is
+    even (its kernel takes pairs of k). A convolution reading planar data (a first layer
+    of 3 channels, no pairs to take) stays float32."""
     if node.op not in ("conv2d_nchwc", "dense"):
         return False
     x, w = node.inputs[:2]
@@ -171,7 +172,9 @@ def _pairs_product(graph: Graph, node) -> bool:
     if graph.types[x].dtype != "float32" or weight is None or weight.dtype != np.float32:
         return False
     k = graph.types[x].shape[1]
-    return node.op == "conv2d_nchwc" or (dims.is_static(k) and int(k) % 2 == 0)
+    if node.op == "conv2d_nchwc":
+        return len(graph.types[x].shape) == 5
+    return dims.is_static(k) and int(k) % 2 == 0
 
 
 def bfloat16_products(graph: Graph) -> Graph:

@@ -191,8 +191,8 @@ def test_bf16_precision_cross_build_rounds_with_vcvtneps2bf16():
 
 def test_bf16_precision_blocked_convolutions_multiply_with_vdpbf16ps():
     """A CNN's channel-blocked convolutions read their bfloat16 inputs and weights as
-    pairs (vdpbf16ps): every blocked convolution reads a bfloat16 input, and the
-    first, planar one a rounded float32 input."""
+    pairs (vdpbf16ps): every convolution on blocked data reads a bfloat16 input, and the
+    first, reading the image's 3 channels planar, a rounded float32 input."""
     graph, params = from_onnx(_small_cnn())
     lib = G.build(graph, SAPPHIRE_RAPIDS, params=params, precision="bf16")
     assert "vdpbf16ps" in lib.module.get_source("asm")
@@ -200,9 +200,10 @@ def test_bf16_precision_blocked_convolutions_multiply_with_vdpbf16ps():
              for n in node.attrs["body"].nodes if n.op.startswith("conv2d")]
     body_types = {v: t for node in lib.graph.nodes if "body" in node.attrs
                   for v, t in node.attrs["body"].types.items()}
-    blocked = [n for n in convs if n.op == "conv2d_nchwc"]
-    assert len(blocked) == len(convs) - 1
-    assert all(body_types[n.inputs[0]].dtype == "bfloat16" for n in blocked)
+    planar = [n for n in convs if len(body_types[n.inputs[0]].shape) == 4]
+    assert len(planar) == 1 and all(n.op == "conv2d_nchwc" for n in convs)
+    assert body_types[planar[0].inputs[0]].dtype == "float32"
+    assert all(body_types[n.inputs[0]].dtype == "bfloat16" for n in convs if n not in planar)
     assert all(body_types[n.outputs[0]].dtype == "float32" for n in convs)
 
 
@@ -277,14 +278,18 @@ def test_bf16_precision_numerics_on_a_small_cnn():
 
 
 def test_bf16_tasks_are_the_bfloat16_convolutions():
-    """A bf16 build's blocked convolutions are tuning tasks of their own (bfloat16 data),
-    which ``tecomp tune --precision bf16`` tunes."""
+    """A bf16 build's convolutions on blocked data are tuning tasks of their own (bfloat16
+    data), which ``tecomp tune --precision bf16`` tunes; the first, reading the image
+    planar, stays float32."""
     graph, params = from_onnx(_small_cnn())
+
+    def data_ranks_and_dtypes(tasks):
+        return {(len(t.args[0]), t.args[5]) for t in tasks if t.name == "conv2d_nchwc"}
+
     tasks = autotune.extract_tasks(graph, params, SAPPHIRE_RAPIDS, precision="bf16")
-    blocked = {t.args[-1] for t in tasks if t.name == "conv2d_nchwc"}
-    assert blocked == {"bfloat16"}
+    assert data_ranks_and_dtypes(tasks) == {(5, "bfloat16"), (4, "float32")}
     fp32 = autotune.extract_tasks(graph, params, SAPPHIRE_RAPIDS)
-    assert {t.args[-1] for t in fp32 if t.name == "conv2d_nchwc"} == {"float32"}
+    assert data_ranks_and_dtypes(fp32) == {(5, "float32"), (4, "float32")}
 
 
 def test_bf16_precision_numerics_on_a_transformer_layer():
