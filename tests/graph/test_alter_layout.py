@@ -164,6 +164,54 @@ def test_a_cnn_over_a_symbolic_image_is_blocked_and_serves_every_size(needs_llvm
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
+def _image_stem(image, second=True):
+    """x[N, 3, *image] -> conv 3x3 stride 2 + bias -> relu -> conv 3x3 (unless not
+    ``second``) -> relu -> global average pool: a first layer of an image's 3 channels."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype("float32"), name)
+             for name, shape in (("w1", (16, 3, 3, 3)), ("b1", (16,)), ("w2", (16, 16, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1],
+                              strides=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2" if second else "r1"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["y"])]
+    if not second:
+        del nodes[2], inits[2]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "stem", [vi("x", TensorProto.FLOAT, ["N", 3, *image])],
+                              [vi("y", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("image", [(13, 10), ("H", "W")])
+def test_a_first_layer_reads_the_image_planar_and_writes_blocks(needs_llvm, image):
+    """The image's 3 channels are read planar by the first blocked convolution: the one
+    transform left is the pooled features' back to planar. One build (for a symbolic
+    image, every size) matches onnxruntime."""
+    model = _image_stem(image)
+    graph = _blocked_graph(model, block=8)
+    first, second = (n for n in graph.nodes if n.op == "conv2d_nchwc")
+    assert first.inputs[0] == "x" and graph.types[second.inputs[0]].shape[4] == 8
+    assert _ops(graph).count("transpose") == 1
+    mod, params = from_onnx(model)
+    gm = GraphModule(build(mod, params=params))
+    rng = np.random.default_rng(2)
+    sizes = [image] if isinstance(image[0], int) else [(13, 10), (7, 21), (1, 2)]
+    for batch, (h, w) in zip((1, 2, 1), sizes):
+        x = rng.uniform(-1, 1, (batch, 3, h, w)).astype("float32")
+        got, = gm(x=x)
+        want, = onnx_models.run_onnxruntime(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+def test_a_first_layer_alone_stays_planar():
+    """With no blocked layer after it, blocking the first layer would only add a
+    transform back: it stays a planar convolution."""
+    ops = _ops(_blocked_graph(_image_stem((8, 8), second=False), block=8))
+    assert "conv2d" in ops and "conv2d_nchwc" not in ops and "transpose" not in ops
+
+
 def test_planar_forms_go_where_a_reader_needs_them():
     graph = _blocked_graph(_cnn(extra_outputs=("c2",), planar_add=True), block=8)
     ops = _ops(graph)
