@@ -1,7 +1,8 @@
 """conv2d on channel-blocked activations against the numpy NCHW reference: every pair of
 knob values of small spaces, strides, asymmetric padding, dilation, blocks of 4, 8 and 16
-channels, planar data of fewer channels than a block (a first layer), a symbolic batch, a symbolic height and width, a fused epilogue, random shapes
-(hypothesis) and the error paths."""
+channels, planar data of fewer channels than a block (a first layer), a symbolic batch, a
+symbolic height and width, a fused epilogue, random shapes (hypothesis) and the error
+paths."""
 
 import ml_dtypes
 import numpy as np
