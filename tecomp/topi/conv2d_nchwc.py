@@ -39,6 +39,12 @@ through the zero-bordered copy, which covers the whole tiles, so no multiply-add
 border (in place, a border tile would test each column at run time), in tiles of at most
 :data:`SYMBOLIC_TILE_COLUMNS` columns, since no divisor of the row is known.
 
+**Planar data.** A first layer with fewer input channels than its output's block (an
+image's 3) reads them planar, ``[N, C, H, W]``, and writes blocks, as ONNX Runtime's first
+NCHWc layer does: its kernel is ``[K/b, C, R, S, 1, b]`` (:func:`pack_nchwc_kernel`), a
+step of the reduction is one channel plane, and each column's input is one broadcast
+from that plane's row. No layout transform runs before it.
+
 **bfloat16 products.** With bfloat16 data (the model's own, or a float32 model built
 with ``precision="bf16"``: :mod:`tecomp.graph.passes.precision`) the kernel is packed as
 words of two bfloat16 input channels, ``[K/b, C/b, R, S, b/2, b]`` int32
