@@ -58,7 +58,9 @@ Workload (what a graph produces): ``conv2d_nchwc(data_shape, kernel_shape, strid
 padding, dilation, dtype)`` with the blocked ``data_shape = (N, C/b, H, W, b)`` and the
 logical OIHW ``kernel_shape = (K, C, R, S)``. The block is the data shape's last axis, so
 each block a layer may take is a task of its own; the graph chooses among them per layer
-(:mod:`tecomp.graph.passes.layout_choice`, which weighs their records).
+(:mod:`tecomp.graph.passes.layout_choice`, which weighs their records). Planar data
+``(N, C, H, W)`` adds the output's block: ``conv2d_nchwc(data_shape, kernel_shape, strides,
+padding, dilation, dtype, block)``.
 """
 
 from __future__ import annotations
