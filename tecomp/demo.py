@@ -79,9 +79,13 @@ def run_demo(n: int = 1024, trials: int = 64, log: str | None = None, target: st
     note = slowdown_note(ours, logged["gflops"])
     if note:
         out(note)
+    blas_note = blas_override_note(os.environ, _numpy_blas())
+    if blas_note:
+        out(blas_note)
     return {"gflops": ours, "numpy_gflops": theirs, "ratio": ratio, "log": log,
             "trials": measured, "stop_reason": tuner.stop_reason,
-            "logged_gflops": logged["gflops"], "slowdown_note": note}
+            "logged_gflops": logged["gflops"], "slowdown_note": note,
+            "blas_note": blas_note}
 
 
 # A kernel timed again minutes after the search is rarely within a few percent of its
@@ -125,6 +129,33 @@ def slowdown_note(gflops: float, logged: float | None,
             f"{gflops:.1f} now ({gflops / logged:.0%}); a gap this large usually means "
             f"other work shared the cores during one of the two measurements{load} "
             f"(docs/measuring.md)")
+
+
+#: Variables that hold OpenBLAS to another CPU's kernels and cache size.
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def _numpy_blas() -> str:
+    """The name of the BLAS numpy was built with, as its build configuration says ("" if
+    it does not say)."""
+    try:
+        return str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
+    except (AttributeError, KeyError, TypeError):
+        return ""
+
+
+def blas_override_note(environ, blas: str) -> str:
+    """A line saying so when ``environ`` holds OpenBLAS to another CPU's kernels
+    (:data:`BLAS_OVERRIDES`) and numpy's BLAS (``blas``, its name) is OpenBLAS, else
+    ``""``: numpy's side of the comparison then runs those kernels, not this CPU's own
+    (numpy's 1024^3 matmul: 243 GFLOPS with OPENBLAS_CORETYPE=Haswell, 420 without, on
+    one Zen 5)."""
+    found = [f"{v}={environ[v]}" for v in BLAS_OVERRIDES if v in environ]
+    if not found or "openblas" not in blas.lower():
+        return ""
+    return (f"note: {', '.join(found)} set in this environment: numpy's OpenBLAS runs the "
+            f"kernels named there, not this CPU's own; unset them for numpy at its own "
+            f"speed (the benchmarks in benchmarks/ do)")
 
 
 def _positive(text: str) -> int:
