@@ -165,6 +165,12 @@ def _window_attrs(node) -> dict:
     return {k: v for k, v in node.attrs.items() if k in ("strides", "padding", "dilation")}
 
 
+def _reads_planar(op: str, in_channels: int, block: int) -> bool:
+    """Whether a layer of ``op`` blocked by ``block`` reads its input planar: a convolution
+    whose input channels the block does not divide (a first layer of an image's 3)."""
+    return op == "conv2d" and in_channels % block != 0
+
+
 def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
     """``(blocks, macs, input_bytes, workload per block, output channels, whether it reads
     its input planar)`` of ``node`` as a layer, or None when it stays planar."""
@@ -193,7 +199,7 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
         if not blocked_depthwise or C != K:
             return None
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
-    planar = bool(blocks) and C % blocks[0] != 0
+    planar = bool(blocks) and _reads_planar(node.op, C, blocks[0])
     workloads = ()
     if static:
         impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
@@ -337,8 +343,7 @@ class _Rewriter:
             self.consts[w] = np.concatenate(
                 [weights, np.zeros((channels - weights.shape[0], *weights.shape[1:]),
                                    weights.dtype)])
-        # Input channels that the block does not divide are read planar (a first layer).
-        planar = node.op == "conv2d" and weights.shape[1] % block
+        planar = _reads_planar(node.op, weights.shape[1], block)
         data = x if planar else self.blocked_as(x, block, node.name)
         return self.follow(node, _BLOCKED_OP[node.op], [data, w], block,
                            padded_channels=channels if wide else None, block=block,

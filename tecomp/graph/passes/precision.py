@@ -171,9 +171,9 @@ def _pairs_product(graph: Graph, node) -> bool:
     weight = graph.consts.get(w)
     if graph.types[x].dtype != "float32" or weight is None or weight.dtype != np.float32:
         return False
-    k = graph.types[x].shape[1]
     if node.op == "conv2d_nchwc":
         return len(graph.types[x].shape) == 5
+    k = graph.types[x].shape[1]
     return dims.is_static(k) and int(k) % 2 == 0
 
 
