@@ -3,25 +3,36 @@
 # whose Python already has numpy, onnx, llvmlite, PyTorch (with CUDA), CuPy and NVIDIA's
 # CUDA bindings and NVRTC (12.x or 13.x).
 #
-#   bash benchmarks/gpu_check.sh OUTDIR [WHEELDIR]
+#   bash benchmarks/gpu_check.sh OUTDIR [WHEELDIR] [STEP...]
 #
+# STEPs (default: all, in this order): tests ops models nodes tune memory. Naming some runs
+# only those, so a second run can take what a first one had no time for.
 # It runs tecomp from this checkout, adds no dependencies but the wheels in WHEELDIR (wheels
 # the machine lacks, such as xgboost for tuning), then writes to OUTDIR:
 #   machine.txt  tecomp doctor, nvidia-smi and the Python packages it ran with
 #   tests.txt    every test marked gpu or cuda (any test of CUDA code) or naming cuda, run on
-#                the GPU
+#                the GPU (the onnx backend suite's CUDA cases are the nodes step)
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
-#   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py)
+#   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py), in
+#                float32 with each model's slowest kernels, then in float16
 #   tune.txt     a short tuning session on the GPU, then the tuned templates beside the
 #                libraries; a small CNN tuned as a model (tecomp tune --target cuda), built
 #                with its records and run
 #   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
 #   nodes.txt    onnx's backend node suite built for and run on the GPU
-# Sized to finish within 8 minutes on one H100; each step has its own time limit (12
-# minutes together), so a hang in one still leaves the others' figures.
+# Each step has its own time limit, so a hang in one still leaves the others' figures: the
+# first four steps take at most 6.5 minutes together, the last two 3.5 (one H100 or H200).
 set -u
-out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR]}
+out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR] [STEP...]}
 wheels=${2:-}
+shift $(($# < 2 ? $# : 2))
+steps=${*:-tests ops models nodes tune memory}
+for s in $steps; do
+    case $s in tests | ops | models | nodes | tune | memory) ;;
+    *) echo "gpu_check.sh: unknown step '$s' (steps: tests ops models nodes tune memory)" >&2
+       exit 2 ;;
+    esac
+done
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,26 +61,42 @@ step() {  # step SECONDS FILE COMMAND...: run COMMAND with a time limit, output 
     echo "== exit $? after ${SECONDS}s" >>"$out/$file"
 }
 
-step 80 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
-    --durations=10 -rfE -k "cuda or gpu or thread_reduce or matrix_statements" \
-    $(grep -l -r cuda tests --include="test_*.py")
-step 45 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
-step 120 models.txt python3 benchmarks/models_cuda.py --rounds 8
-step 90 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
-    --models bert_base:128,resnet50:1
-step 90 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
-    --log /tmp/tecomp-gpu-check.json
-python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
-    depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
-step 90 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \
-    --input-shape input:1,3,64,64 --trials 48 -o /tmp/tecomp-cnn.json
-step 30 tune.txt python3 -m tecomp.cli compile /tmp/tecomp-cnn.onnx -o /tmp/tecomp-cnn.cuda \
-    --target cuda --input-shape input:1,3,64,64 --tuning-records /tmp/tecomp-cnn.json
-python3 -c "import numpy as np; np.savez('/tmp/tecomp-cnn-in.npz',
-    input=np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype('float32'))"
-step 30 tune.txt python3 -m tecomp.cli run /tmp/tecomp-cnn.cuda \
-    --inputs /tmp/tecomp-cnn-in.npz --profile
-step 60 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
-step 120 nodes.txt python3 benchmarks/onnx_node_coverage.py --kind node --device CUDA \
-    --jobs 16 --timeout 60
+wants() { [[ " $steps " == *" $1 "* ]]; }
+
+if wants tests; then
+    step 110 tests.txt python3 -m pytest -q -p no:cacheprovider -n 16 --timeout 60 \
+        --durations=10 -rfE \
+        -k "(cuda or gpu or thread_reduce or matrix_statements) and not OnnxBackend" \
+        $(grep -l -r cuda tests --include="test_*.py")
+fi
+if wants ops; then
+    step 50 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+fi
+if wants models; then
+    step 100 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 5
+    step 70 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
+        --models resnet50:1,bert_base:128
+fi
+if wants nodes; then
+    step 60 nodes.txt python3 benchmarks/onnx_node_coverage.py --kind node --device CUDA \
+        --jobs 16 --timeout 40
+fi
+if wants tune; then
+    step 60 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
+        --log /tmp/tecomp-gpu-check.json
+    python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
+        depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
+    step 60 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \
+        --input-shape input:1,3,64,64 --trials 48 -o /tmp/tecomp-cnn.json
+    step 20 tune.txt python3 -m tecomp.cli compile /tmp/tecomp-cnn.onnx \
+        -o /tmp/tecomp-cnn.cuda --target cuda --input-shape input:1,3,64,64 \
+        --tuning-records /tmp/tecomp-cnn.json
+    python3 -c "import numpy as np; np.savez('/tmp/tecomp-cnn-in.npz',
+        input=np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype('float32'))"
+    step 15 tune.txt python3 -m tecomp.cli run /tmp/tecomp-cnn.cuda \
+        --inputs /tmp/tecomp-cnn-in.npz --profile
+fi
+if wants memory; then
+    step 40 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
+fi
 tail -n 4 "$out"/*.txt
