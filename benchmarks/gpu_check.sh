@@ -19,9 +19,10 @@
 #                libraries; a small CNN tuned as a model (tecomp tune --target cuda), built
 #                with its records and run
 #   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
-#   nodes.txt    onnx's backend node suite built for and run on the GPU
+#   nodes.txt    onnx's backend node suite built for and run on the GPU (nodes.json: each
+#                case's outcome and why)
 # Each step has its own time limit, so a hang in one still leaves the others' figures: the
-# first four steps take at most 6.5 minutes together, the last two 3.5 (one H100 or H200).
+# first four steps take at most 8 minutes together, the last two 4 (one H100 or H200).
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR] [STEP...]}
 wheels=${2:-}
@@ -70,16 +71,16 @@ if wants tests; then
         $(grep -l -r cuda tests --include="test_*.py")
 fi
 if wants ops; then
-    step 50 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+    step 80 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
 fi
 if wants models; then
-    step 100 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 5
+    step 150 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 5
     step 70 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
         --models resnet50:1,bert_base:128
 fi
 if wants nodes; then
     step 60 nodes.txt python3 benchmarks/onnx_node_coverage.py --kind node --device CUDA \
-        --jobs 16 --timeout 40
+        --jobs 16 --timeout 40 --json "$out/nodes.json"
 fi
 if wants tune; then
     step 60 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
@@ -97,6 +98,6 @@ if wants tune; then
         --inputs /tmp/tecomp-cnn-in.npz --profile
 fi
 if wants memory; then
-    step 40 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
+    step 60 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
 fi
 tail -n 4 "$out"/*.txt

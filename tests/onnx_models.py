@@ -176,9 +176,17 @@ def attention_block(hidden=32, heads=4, seed=0):
 
 
 def run_onnxruntime(model, feeds):
-    """Outputs of ``model`` on ``feeds`` with onnxruntime (the reference)."""
+    """Outputs of ``model`` on ``feeds`` with onnxruntime (the reference). The model is
+    given the lowest IR version its opsets allow: ``helper.make_model`` writes onnx's
+    newest, which an onnxruntime older than the onnx package refuses (onnx 1.23 writes IR 14;
+    onnxruntime 1.30 reads up to 13)."""
     import onnxruntime
 
+    ir_version = helper.find_min_ir_version_for(model.opset_import)
+    if model.ir_version > ir_version:
+        model, original = onnx.ModelProto(), model
+        model.CopyFrom(original)
+        model.ir_version = ir_version
     sess = onnxruntime.InferenceSession(model.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)

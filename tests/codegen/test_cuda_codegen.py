@@ -61,6 +61,21 @@ def test_symbolic_size_guards_the_last_block():
                            [np.arange(n, dtype="float32") * 2])
 
 
+def test_tensors_named_as_cpp_keywords_get_other_names(rng):
+    """ONNX names a Not node's output "not": an alternative token in C++, so the parameter
+    is renamed (as "and", "xor" and the keywords are) and the kernel compiles."""
+    x = te.placeholder((16,), dtype="bool", name="and")
+    y = te.compute((16,), lambda i: ~x[i], name="not")
+    s = te.create_schedule(y.op)
+    outer, inner = s[y].split(y.op.axis[0], factor=8)
+    s[y].bind(outer, te.thread_axis("blockIdx.x"))
+    s[y].bind(inner, te.thread_axis("threadIdx.x"))
+    src = tecomp.build(s, [x, y], target="cuda").get_source("cuda")
+    assert "const bool* __restrict__ and_1, bool* __restrict__ not_1)" in src
+    a = rng.random(16) < 0.5
+    util.check_schedule(s, [x, y], [a], [~a], target="cuda")
+
+
 @pytest.mark.parametrize("dtype,fns", [
     ("float32", ["expf(", "logf(", "sqrtf(", "tanhf(", "erff("]),
     ("float64", ["exp(", "log(", "sqrt(", "tanh(", "erf("]),

@@ -113,6 +113,26 @@ def test_mlp_with_layer_norm_matches_onnxruntime(cuda_target, rng):
     np.testing.assert_allclose(gm.get_output(0), ref, rtol=RTOL, atol=ATOL)
 
 
+def test_a_mean_over_everything_runs_in_the_thread_of_its_one_element(cuda_target, rng):
+    """A loss's reductions to 0-d values (sum of x, sum of x squared) divided into a 0-d
+    output: the output is computed as its one element and both sums in that element's
+    thread, as a 0-d value has no loop to bind to the GPU's threads."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Mul", ["x", "x"], ["x2"]),
+             helper.make_node("ReduceSum", ["x2"], ["t"], keepdims=0),
+             helper.make_node("Div", ["t", "s"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "ratio", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.uniform(0.5, 1.5, (3, 5)).astype("float32")
+    y, = DeviceGraphModule(_build(model))(x=x)
+    assert y.shape == ()
+    np.testing.assert_allclose(y, (x * x).sum() / x.sum(), rtol=1e-5)
+
+
 def test_export_then_load_holds_cubin_ptx_and_graph(cnn_lib, tmp_path, rng):
     path = cnn_lib.export_library(str(tmp_path / "cnn.cuda"))
     loaded = load(path)

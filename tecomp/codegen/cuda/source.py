@@ -142,11 +142,21 @@ def c_type(dtype: str) -> str:
 #: Identifiers a variable or buffer must not take: C++ keywords and types, CUDA's
 #: built-in variables, and names the generated code calls.
 RESERVED = frozenset((
-    "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete",
-    "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline",
-    "int", "long", "new", "operator", "private", "public", "register", "return", "short",
-    "signed", "sizeof", "static", "struct", "switch", "template", "this", "true", "typedef",
-    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while", "half",
+    "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "char8_t",
+    "char16_t", "char32_t", "class", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+    "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit",
+    "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int",
+    "long", "mutable", "namespace", "new", "noexcept", "nullptr", "operator", "private",
+    "protected", "public", "register", "reinterpret_cast", "requires", "return", "short",
+    "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
+    "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
+    "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
+    "while",
+    # C++'s alternative tokens: an ONNX Not node's output is named "not"
+    "and", "and_eq", "bitand", "bitor", "compl", "not", "not_eq", "or", "or_eq", "xor",
+    "xor_eq",
+    "half",
     "half2", "float2", "float4", "int2", "int4", "double2", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "min", "max", "tc_floordiv", "tc_floormod",
 )) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
@@ -187,6 +197,8 @@ class KernelEmitter:
         self.bounds: dict = {}  # Var -> (lo, hi) of the loops around the current point
         self.headers: set = set()  # the 16-bit float types' headers the kernel needs
         self.fragment_layouts: dict = {}  # a/b fragment's data var -> layouts it is loaded in
+        # accumulator's data var -> the k depth of the instruction that sums into it
+        self.accumulator_depths: dict = {}
         self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
         self.vector_bytes: dict = {}  # buffer -> the widest vector access to it, in bytes
         self.launch_ext = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
@@ -474,7 +486,14 @@ class KernelEmitter:
 
     def s_MatrixStore(self, s, indent):
         frag = self._fragment(s.fragment, s.index)
-        self._wmma("wmma.store.d.sync.aligned.row.m16n16k16.f32", [],
+        # The store names the shape of the instructions that summed the accumulator: a
+        # TF32 one's (k 8) is not a float16 one's, and a mismatch is undefined (on an
+        # H200, a TF32 accumulator stored as m16n16k16 to global memory wrote nothing).
+        depths = self.accumulator_depths.get(s.fragment.data, {16})
+        if len(depths) > 1:
+            raise CodegenError(f"fragment {s.fragment.name} sums products of k depths "
+                               f"{sorted(depths)}; a wmma accumulator has one shape")
+        self._wmma(f"wmma.store.d.sync.aligned.row.m16n16k{next(iter(depths))}.f32", [],
                    [f'"l"({self._tile_address(s.dest, s.offset)})',
                     [f'"f"({frag}[{i}])' for i in range(8)],
                     f'"r"((unsigned)({self.expr(s.stride)}))'], indent)
@@ -681,6 +700,10 @@ class KernelEmitter:
                 tiled.add(buffer_key(n.source))
             elif isinstance(n, S.MatrixStore):
                 tiled.add(buffer_key(n.dest))
+            elif isinstance(n, S.MatrixMultiplyAdd):
+                depth = _WMMA_OPERANDS[n.a.dtype][1]
+                for acc in (n.c, n.d):
+                    self.accumulator_depths.setdefault(acc.data, set()).add(depth)
 
         post_order_visit(k.body, find_tiles)
         body_start = len(self.lines)

@@ -123,8 +123,11 @@ def schedule_reduce(cfg, outs):
     inside = {}  # reduction op -> the output whose loop computes it
     for op in reductions:
         users = readers[op]
-        if (op not in out_ops and len(users) == 1 and op not in nested
-                and same_shape(op.output(0).shape, users[0].shape)):
+        if op not in out_ops and len(users) == 1 and op not in nested and (
+                same_shape(op.output(0).shape, users[0].shape)
+                # a 0-d statistic read by one element (a loss's mean, computed as (1,)):
+                # the element's thread computes it, as it has no loop of its own to bind
+                or (not op.output(0).shape and num_elements(users[0].shape) == 1)):
             inside[op] = users[0]
     wide = {op for op in reductions if splits_across_threads(op)}
     for t in outs:
