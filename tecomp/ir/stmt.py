@@ -227,6 +227,18 @@ def accessed_buffers(n) -> tuple:
     return ()
 
 
+def written_buffer(n):
+    """The buffer node ``n`` itself writes in memory a kernel or function parameter may
+    be (a store's, a shuffle's, a tensor-core store's tile), or None; the fragments the
+    other tensor-core statements write are registers."""
+    t = type(n)
+    if t is Store or t is WarpShuffle:
+        return n.buffer
+    if t is MatrixStore:
+        return n.dest
+    return None
+
+
 @_node
 class KernelLaunch(Stmt):
     """Run ``body`` on a GPU as the kernel ``name``: a grid of ``grid`` (x, y, z) blocks of

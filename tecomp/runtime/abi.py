@@ -278,8 +278,9 @@ def function_signature(f: S.PrimFunc, checks=()) -> FunctionSignature:
     written = set()
 
     def fn(n):
-        if isinstance(n, S.Store):
-            written.add(buffer_key(n.buffer))
+        buf = S.written_buffer(n)
+        if buf is not None:
+            written.add(buffer_key(buf))
 
     post_order_visit(f.body, fn)
     size_vars = f.size_vars

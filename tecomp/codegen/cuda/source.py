@@ -486,9 +486,8 @@ class KernelEmitter:
 
     def s_MatrixStore(self, s, indent):
         frag = self._fragment(s.fragment, s.index)
-        # The store names the shape of the instructions that summed the accumulator: a
-        # TF32 one's (k 8) is not a float16 one's, and a mismatch is undefined (on an
-        # H200, a TF32 accumulator stored as m16n16k16 to global memory wrote nothing).
+        # The store names the shape of the instructions that summed the accumulator, as
+        # PTX declares it: k 8 for TF32, k 16 for the 16-bit types.
         depths = self.accumulator_depths.get(s.fragment.data, {16})
         if len(depths) > 1:
             raise CodegenError(f"fragment {s.fragment.name} sums products of k depths "
@@ -668,10 +667,9 @@ class KernelEmitter:
         written = set()
 
         def fn(n):
-            if isinstance(n, S.Store):
-                written.add(n.buffer.data)
-            elif isinstance(n, S.MatrixStore):
-                written.add(n.dest.data)
+            buf = S.written_buffer(n)
+            if buf is not None:
+                written.add(buf.data)
 
         post_order_visit(k.body, fn)
         params = []

@@ -146,15 +146,20 @@ def _tf32(x):
 def test_float32_products_asked_for_tf32_run_on_tensor_cores(name, args, cuda_target, rng):
     task = autotune.create_task(name, args, cuda_target)
     s, tensors = task.instantiate(None)
-    source = tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
+    mod = tecomp.build(s, tensors, target=cuda_target)
+    source = mod.get_source("cuda")
     # A 16-deep tile is two TF32 fragments 8 deep, rounded to nearest on load.
     assert "wmma.mma.sync.aligned.row.col.m16n16k8.f32.tf32.tf32.f32" in source or \
         "wmma.mma.sync.aligned.row.row.m16n16k8.f32.tf32.tf32.f32" in source
     assert "cvt.rna.tf32.f32" in source
-    # The accumulator is stored with the shape that summed it (an m16n16k16 store of it
-    # wrote nothing to global memory on an H200).
+    # The accumulator is stored with the shape that summed it.
     assert "wmma.store.d.sync.aligned.row.m16n16k8.f32" in source
     assert "m16n16k16" not in source
+    # The output is written by tensor-core stores alone (no epilogue) for matmul and
+    # batch_matmul: the signature still says it is written, so a call with numpy arrays
+    # copies it back from the GPU (it came back unwritten, NaN, on an H200).
+    assert [p.output for p in mod[mod.entry_name].signature.params] == \
+        [False] * (len(tensors) - 1) + [True]
     ins = [util.rand(rng, [int(d) for d in t.shape]) for t in tensors[:-1]]
     a, b = _tf32(ins[0]), _tf32(ins[1])
     if name == "dense.cuda":
