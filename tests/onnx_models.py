@@ -182,7 +182,7 @@ def run_onnxruntime(model, feeds):
     onnxruntime 1.30 reads up to 13)."""
     import onnxruntime
 
-    ir_version = helper.find_min_ir_version_for(model.opset_import)
+    ir_version = helper.find_min_ir_version_for(model.opset_import, ignore_unknown=True)
     if model.ir_version > ir_version:
         model, original = onnx.ModelProto(), model
         model.CopyFrom(original)
