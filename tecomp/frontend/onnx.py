@@ -217,20 +217,38 @@ def _input_type(name: str, t, given, dtype, symbols: dict) -> TensorType:
                          f"dtype={{{name!r}: ...}}")
     else:
         dt = onnx_dtype(t.elem_type, f"input {name!r}")
-    if given is not None:
-        return TensorType(dt, tuple(int(d) for d in given))
-    if t is None or not t.HasField("shape"):
-        raise ModelError(f"input {name!r} has no shape; give it with shape={{{name!r}: "
-                         "(...)}}")
+    dims = list(t.shape.dim) if t is not None and t.HasField("shape") else None
+    if given is None:
+        if dims is None:
+            raise ModelError(f"input {name!r} has no shape; give it with "
+                             f"shape={{{name!r}: (...)}}")
+        given = [None] * len(dims)
+    elif dims is not None and len(given) != len(dims):
+        raise ModelError(f"shape[{name!r}] has {len(given)} dimensions; the model's input "
+                         f"has {len(dims)}")
+
+    def symbol(sym: str):
+        return symbols.setdefault(sym, te.var(sym))
+
     out = []
-    for i, d in enumerate(t.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0:
-            out.append(int(d.dim_value))
+    for i, d in enumerate(given):
+        if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+            out.append(int(d))
+        elif isinstance(d, str) and d.isidentifier():
+            out.append(symbol(d))  # a size left symbolic, shared by every dim of that name
+        elif d is None and dims is not None:  # the model's own dimension
+            m = dims[i]
+            if m.HasField("dim_value") and m.dim_value > 0:
+                out.append(int(m.dim_value))
+            else:
+                out.append(symbol(m.dim_param if m.HasField("dim_param") and m.dim_param
+                                  else f"{name}_dim{i}"))
         else:
-            name_ = d.dim_param if d.HasField("dim_param") and d.dim_param else (
-                f"{name}_dim{i}")
-            symbols.setdefault(name_, te.var(name_))
-            out.append(symbols[name_])
+            raise ModelError(
+                f"shape[{name!r}]: dimension {i} is {d!r}; allowed: a size (an int >= 0), "
+                f"a name (a str, the size left symbolic and shared by the dimensions so "
+                f"named) or None (the model's own dimension"
+                f"{'' if dims is not None else ', which this input does not give'})")
     return TensorType(dt, tuple(out))
 
 
@@ -259,7 +277,10 @@ def from_onnx(model, shape: dict | None = None, dtype=None):
     shape : dict, optional
         Input name -> shape, fixing dimensions the model leaves named (``batch``) or
         unknown. Other named or unknown dimensions stay symbolic (``te.var`` named after
-        the dimension), and one build serves every size.
+        the dimension), and one build serves every size. An entry of a shape is a size
+        (int), a name (str: the size stays symbolic, shared by every dimension of that
+        name, as ``("batch", 1)`` fixes a decoder's query length and keeps its batch) or
+        None (the model's own dimension).
     dtype : str or dict, optional
         The dtype of every input, or input name -> dtype; default: the model's.
 

@@ -44,6 +44,27 @@ def test_shape_fixes_a_named_dimension():
     assert mod.types["y"].shape == (2, 10)
 
 
+def test_shape_entries_may_name_a_symbolic_size_or_keep_the_models():
+    """("b", None, 16, 16): the batch stays symbolic under a name of the caller's, the
+    channels are the model's (3), the image is fixed."""
+    mod, _ = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch="N"),
+                       shape={"x": ("b", None, 16, 16)})
+    b, *rest = mod.types["x"].shape
+    assert b.name == "b" and tuple(rest) == (3, 16, 16)
+    assert mod.types["y"].shape[0] is b
+
+
+@pytest.mark.parametrize("given, match", [
+    ((2, 3, 16), "has 3 dimensions; the model's input has 4"),
+    ((2, 3, -1, 16), r"dimension 2 is -1; allowed: a size \(an int >= 0\), a name"),
+    ((2, 3, 16.0, 16), "dimension 2 is 16.0"),
+    ((2, 3, "not a name", 16), "dimension 2 is 'not a name'"),
+])
+def test_a_shape_entry_that_is_no_size_names_and_no_none_is_refused(given, match):
+    with pytest.raises(ModelError, match=match):
+        from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch="N"), shape={"x": given})
+
+
 def test_unknown_dimension_becomes_a_symbol_named_after_the_input():
     mod, _ = from_onnx(onnx_models.conv_bn_relu_pool_gemm(batch=None))
     assert mod.types["x"].shape[0].name == "x_dim0"

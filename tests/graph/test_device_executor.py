@@ -332,6 +332,29 @@ def test_inputs_read_through_views_keep_their_memory(cuda_target, rng):
     np.testing.assert_allclose(DeviceGraphModule(lib)(**feeds)[0], ref, rtol=RTOL, atol=ATOL)
 
 
+def test_a_decoder_built_for_one_token_splits_its_attention_over_the_past(cuda_target):
+    """The exported GPT-2 built for steps of one token (the query length fixed, the past
+    left symbolic under a name): each attention's keys are split into parts, folded by a
+    second kernel; a step after a prompt matches onnxruntime."""
+    model = onnx_models.load_test_model("gpt2_past")
+    names = [i.name for i in model.graph.input if i.name.startswith("past.")]
+    shape = {"input_ids": (1, 1), "attention_mask": (1, "total"),
+             **{n: (1, 4, "past", 8) for n in names}}
+    mod, params = from_onnx(model, shape=shape)
+    lib = build(mod, target="cuda", params=params)
+    assert ("attention",) in [k.ops for k in lib.kernels]
+    assert "online_part" in lib.module.get_source("cuda")  # the parts' triples
+    gm = DeviceGraphModule(lib)
+    feeds = {"input_ids": np.array([[5, 17, 3]]), "attention_mask": np.ones((1, 3), "int64"),
+             **{n: np.zeros((1, 4, 0, 8), "float32") for n in names}}
+    out = onnx_models.run_onnxruntime(model, feeds)
+    past, ids = out[1:], out[0][:, -1:].argmax(-1).astype("int64")
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, 4), "int64"),
+             **dict(zip(names, past))}
+    for got, ref in zip(gm(**feeds), onnx_models.run_onnxruntime(model, feeds)):
+        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)
+
+
 def test_an_exported_decoder_with_a_growing_past_runs_on_one_build(cuda_target, rng):
     """GPT-2 as the TorchScript exporter writes it (symbolic batch, sequence and past; its
     causal mask per batch, shared by the heads): every layer's attention is one fused

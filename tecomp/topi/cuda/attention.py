@@ -12,6 +12,12 @@ over the key tiles with its own combiner, :data:`ONLINE_SOFTMAX`), and divides b
 sum at the end. Only one key tile's scores ever exist, so any number of keys fits, and
 the sequence lengths may be symbolic.
 
+A few query rows over many keys (a decoding step) would give each row's block all the
+keys and leave most of the GPU idle. Then the keys are split into parts
+(:func:`key_parts`, as flash-decoding does): a first kernel runs a block per row tile and
+part, folding that part's key tiles into a partial triple, and a second folds the parts'
+triples by the same online softmax and divides.
+
 The keys may be given as ``[B, Skv, D]`` or already transposed, ``[B, D, Skv]``; the
 mask is added to the scaled scores, broadcast to ``[B, Sq, Skv]``.
 """
@@ -24,7 +30,7 @@ from ...te.analysis import ops_of
 from ..cpu_schedule import const_int
 from ..group import group_output
 from ..strategy import Implementation, register_implementation, register_without_implementation
-from .common import cooperative_load, deal_to_threads
+from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads
 
 ATTENTION_TAG = "attention"
 
@@ -36,6 +42,13 @@ THREADS = 128
 
 #: Threads along the value columns at most; each takes ``Dv / that`` adjacent columns.
 _COLUMN_THREADS = 16
+
+#: Parts the keys are split into at most, and the key tiles a part takes at least.
+MAX_KEY_PARTS = 16
+MIN_TILES_PER_PART = 4
+
+#: The batch size (batch x heads) a symbolic one is taken to be when choosing the parts.
+_NOMINAL_BATCH = 16
 
 
 def _online_combine(old, new):
@@ -72,6 +85,25 @@ def _plan(rows, columns: int) -> tuple:
     if isinstance(rows, int) and rows <= row_threads:
         per_row = 1  # a decoder's few rows: one each, the other threads only copy
     return row_threads * per_row, per_row, column_threads
+
+
+def key_parts(B, Sq, Skv, Dv) -> int:
+    """How many parts the keys are split into, each a block of its own: 1 where the
+    query rows' tiles give :data:`~tecomp.topi.cuda.common.BLOCKS_TO_FILL` blocks or
+    more, or where a row tile is more than one block's rows; else enough parts to fill the
+    GPU, at most :data:`MAX_KEY_PARTS`, each at least :data:`MIN_TILES_PER_PART` key tiles
+    where the keys are a constant number (a symbolic batch counts as
+    :data:`_NOMINAL_BATCH`)."""
+    rows = _plan(const_int(Sq) or Sq, Dv)[0]
+    sq = const_int(Sq)
+    if sq is None or sq > rows:
+        return 1
+    blocks = const_int(B) or _NOMINAL_BATCH
+    parts = min(MAX_KEY_PARTS, -(-BLOCKS_TO_FILL // blocks))
+    skv = const_int(Skv)
+    if skv is not None:
+        parts = min(parts, -(-skv // (KEY_TILE * MIN_TILES_PER_PART)))
+    return max(parts, 1)
 
 
 def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
@@ -130,9 +162,23 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
     mixed = te.compute((B, Sq, tiles, Dv), lambda b, i, t, e: te.sum(
         weights[b, i, t * T + jj] * v[b, t * T + jj, e].astype(wide), axis=jj,
         where=valid(t)), name="tile_out")
-    t = te.reduce_axis((0, tiles), name="t")
-    _, running_sum, running_out = te.compute((B, Sq, Dv), lambda b, i, e: ONLINE_SOFTMAX(
-        (top[b, i, t], total[b, i, t], mixed[b, i, t, e]), axis=t), name="online")
+    parts = key_parts(B, Sq, Skv, int(Dv))
+    if parts == 1:
+        t = te.reduce_axis((0, tiles), name="t")
+        _, running_sum, running_out = te.compute((B, Sq, Dv), lambda b, i, e: ONLINE_SOFTMAX(
+            (top[b, i, t], total[b, i, t], mixed[b, i, t, e]), axis=t), name="online")
+    else:
+        # Part c folds tiles [c * per_part, (c + 1) * per_part); a part past the last
+        # tile stays (-inf, 0, 0), which the second fold takes as nothing.
+        per_part = (tiles + (parts - 1)) // parts
+        t = te.reduce_axis((0, per_part), name="t")
+        partial = te.compute((B, Sq, parts, Dv), lambda b, i, c, e: ONLINE_SOFTMAX(
+            (top[b, i, c * per_part + t], total[b, i, c * per_part + t],
+             mixed[b, i, c * per_part + t, e]), axis=t, where=c * per_part + t < tiles),
+            name="online_part")
+        c = te.reduce_axis((0, parts), name="c")
+        _, running_sum, running_out = te.compute((B, Sq, Dv), lambda b, i, e: ONLINE_SOFTMAX(
+            tuple(x[b, i, c, e] for x in partial), axis=c), name="online")
 
     def normalized(b, i, e):
         value = running_out[b, i, e] / running_sum[b, i, e]
@@ -144,9 +190,29 @@ def compute_attention(cfg, q, k, v, mask=None, scale=1.0, k_transposed=False,
     return te.compute((B, Sq, Dv), normalized, name="attention", tag=ATTENTION_TAG)
 
 
+def _rows_and_columns(stage, rows: int, per_row: int, column_threads: int):
+    """Lay ``stage`` (axes: batch, query row, [key part,] value column) out as a block
+    per tile of ``rows`` query rows (and part) and a thread per ``per_row`` rows times
+    ``1 / column_threads`` of the columns. Returns (block loop, thread loop)."""
+    b, i, *part, e = stage.op.axis
+    tile, i = stage.split(i, factor=rows)
+    if part:
+        stage.reorder(b, tile, *part, i)
+    block = stage.fuse(b, tile, *part)
+    stage.bind(block, te.thread_axis("blockIdx.x"))
+    i, ii = stage.split(i, factor=per_row)
+    e, ee = stage.split(e, nparts=column_threads)
+    stage.reorder(block, i, e, ii, ee)
+    thread = stage.fuse(i, e)
+    stage.bind(thread, te.thread_axis("threadIdx.x"))
+    return block, thread
+
+
 def schedule_attention(cfg, outs):
     """Schedule :func:`compute_attention` (see the module docstring): a block per tile of
-    query rows, the key tiles in turn, each thread's output elements in registers."""
+    query rows (and part of the keys), the key tiles in turn, each thread's output
+    elements in registers; with the keys in parts, a second kernel folds the parts, a
+    thread per output element."""
     what = "schedule_attention (cuda)"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
@@ -161,25 +227,33 @@ def schedule_attention(cfg, outs):
     rows, per_row, column_threads = _plan(const_int(Sq) or Sq, int(Dv))
     threads = (THREADS,)
 
-    # The output: a block per tile of rows; a thread per (rows, columns) tile.
-    b, i, e = s[out].op.axis
-    tile, i = s[out].split(i, factor=rows)
-    block = s[out].fuse(b, tile)
-    s[out].bind(block, te.thread_axis("blockIdx.x"))
-    i, ii = s[out].split(i, factor=per_row)
-    e, ee = s[out].split(e, nparts=column_threads)
-    s[out].reorder(block, i, e, ii, ee)
-    thread = s[out].fuse(i, e)
-    s[out].bind(thread, te.thread_axis("threadIdx.x"))
-
-    # The running triple in registers, folded over the key tiles (the loop outermost,
-    # so each tile's stages are computed once for all of a thread's elements).
     s[online].set_scope("local")
-    s[online].compute_at(s[out], thread)
-    step = s[online].op.reduce_axis[0]
-    s[online].reorder(step, *s[online].op.axis)
+    partial = stages.get("online_part")
+    if partial is None:
+        # The output: a block per tile of rows, the running triple of each thread's
+        # elements in registers, folded over the key tiles (the loop outermost, so each
+        # tile's stages are computed once for all of the thread's elements).
+        block, thread = _rows_and_columns(s[out], rows, per_row, column_threads)
+        folding = online
+        s[online].compute_at(s[out], thread)
+    else:
+        # The parts' triples in device memory, a block per tile of rows and part; the
+        # output a thread per element, folding the parts in registers.
+        element = s[out].fuse(*s[out].op.axis)
+        bx, tx = s[out].split(element, factor=THREADS)
+        s[out].bind(bx, te.thread_axis("blockIdx.x"))
+        s[out].bind(tx, te.thread_axis("threadIdx.x"))
+        s[online].compute_at(s[out], tx)
+        block, thread = _rows_and_columns(s[partial], rows, per_row, column_threads)
+        folding = partial
+    step = s[folding].op.reduce_axis[0]
+    if partial is None:
+        s[folding].reorder(step, *s[folding].op.axis)
+    else:
+        inner = [x for x in s[folding].leaf_iter_vars if x not in (block, thread, step)]
+        s[folding].reorder(block, thread, step, *inner)
     s[mixed].set_scope("local")
-    s[mixed].compute_at(s[online], step)
+    s[mixed].compute_at(s[folding], step)
     jj = s[mixed].op.reduce_axis[0]
     s[mixed].reorder(jj, *s[mixed].op.axis)  # an outer product per key
 
@@ -187,16 +261,16 @@ def schedule_attention(cfg, outs):
     q_tile = s.cache_read(q, "shared", [scores])
     k_tile = s.cache_read(k, "shared", [scores])
     v_tile = s.cache_read(v, "shared", [mixed])
-    s[q_tile].compute_at(s[out], block)
+    s[q_tile].compute_at(s[out] if partial is None else s[partial], block)
     for copy in (k_tile, v_tile):
-        s[copy].compute_at(s[online], step)
+        s[copy].compute_at(s[folding], step)
     for copy in (q_tile, k_tile, v_tile):
         cooperative_load(s, copy, threads, 1)
     s[k_tile].storage_align(s[k_tile].op.axis[1], 32, 1)  # a warp reads down a column
     dot = s.cache_write(scores, "local")  # each score summed in a register
     for stage in (scores, weights):
         s[stage].set_scope("shared")
-        s[stage].compute_at(s[online], step)
+        s[stage].compute_at(s[folding], step)
         _, row, key = s[stage].op.axis
         s[stage].storage_align(row, 32, 1)  # a thread per row reads down the columns
         bound, turns = deal_to_threads(s[stage], s[stage].fuse(row, key), threads)
@@ -205,7 +279,7 @@ def schedule_attention(cfg, outs):
             s[dot].compute_at(s[stage], turns)
     for stat in (top, total):  # a thread per row (at most THREADS rows: see _plan)
         s[stat].set_scope("shared")
-        s[stat].compute_at(s[online], step)
+        s[stat].compute_at(s[folding], step)
         s[stat].bind(s[stat].op.axis[1], te.thread_axis("threadIdx.x"))
     return s
 

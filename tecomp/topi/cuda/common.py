@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from ... import te
 
+#: Blocks a kernel's untuned layout should give at least to fill a GPU: two per
+#: multiprocessor of an H100 or H200 (132).
+BLOCKS_TO_FILL = 264
+
 #: Thread index names for 1, 2 or 3 thread dimensions, outermost first.
 _THREAD_TAGS = {1: ("threadIdx.x",), 2: ("threadIdx.y", "threadIdx.x"),
                 3: ("threadIdx.z", "threadIdx.y", "threadIdx.x")}

@@ -27,7 +27,7 @@ from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from . import tensor_core
-from .common import bind_block, cooperative_load, define_tile
+from .common import BLOCKS_TO_FILL, bind_block, cooperative_load, define_tile
 from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
 
@@ -62,17 +62,13 @@ _FALLBACK_TILES = (
     ([-1, 1, 8, 2], [-1, 2, 8, 2]),     # 16 x 32
 )
 
-#: Blocks a fallback tile should give at least: two per multiprocessor of an H100 (132).
-_BLOCKS_TO_FILL = 264
-
-
 def _fallback_tiles(N, M, batch) -> tuple:
     """The largest of :data:`_FALLBACK_TILES` whose blocks over ``batch`` products of
     ``N`` x ``M`` outputs fill the GPU (the smallest where none does)."""
     for rows, cols in _FALLBACK_TILES:
         per_row = rows[1] * rows[2] * rows[3]
         per_col = cols[1] * cols[2] * cols[3]
-        if batch * -(-N // per_row) * -(-M // per_col) >= _BLOCKS_TO_FILL:
+        if batch * -(-N // per_row) * -(-M // per_col) >= BLOCKS_TO_FILL:
             return rows, cols
     return _FALLBACK_TILES[-1]
 
@@ -88,10 +84,10 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop;
     ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
     block tile is the largest of :data:`_FALLBACK_TILES` that still gives
-    :data:`_BLOCKS_TO_FILL` blocks (the nearest the shape's divisors allow), k in steps of
-    16 for the largest tile and 8 for the others, single shared tiles. A symbolic size is
-    tiled as if it were ``_NOMINAL_SIZE``, its tail guarded, and read one element per
-    load.
+    :data:`~tecomp.topi.cuda.common.BLOCKS_TO_FILL` blocks (the nearest the shape's
+    divisors allow), k in steps of 16 for the largest tile and 8 for the others, single
+    shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its tail
+    guarded, and read one element per load.
     """
     if tensor_core.applies(dtype, N, K, M, tf32=tf32):
         tensor_core.define_knobs(cfg, N, K, M)
