@@ -45,15 +45,16 @@ class ModelUsageError(Exception):
 
 
 def parse_input_shape(text: str) -> tuple:
-    """``"input:1,3,224,224"`` -> ("input", (1, 3, 224, 224))."""
+    """``"input:1,3,224,224"`` -> ("input", (1, 3, 224, 224)); a dimension that is a
+    name stays symbolic under it (``"mask:1,total"`` -> ("mask", (1, "total")))."""
     name, sep, dims_text = text.rpartition(":")
-    try:
-        shape = tuple(int(d) for d in dims_text.split(",") if d.strip())
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or min(shape) < 1:
-        raise ModelUsageError(f"--input-shape {text!r}: expected NAME:D1,D2,... with positive "
-                              "sizes, e.g. input:1,3,224,224")
+    dims = [d.strip() for d in dims_text.split(",")]
+    shape = tuple(int(d) if d.isdigit() else d for d in dims)
+    if not sep or not name or not all(
+            d >= 1 if isinstance(d, int) else d.isidentifier() for d in shape):
+        raise ModelUsageError(f"--input-shape {text!r}: expected NAME:D1,D2,... with each "
+                              "dimension a positive size or a name left symbolic, e.g. "
+                              "input:1,3,224,224 or attention_mask:1,total")
     return name, shape
 
 
@@ -65,7 +66,8 @@ def add_parsers(subparsers) -> None:
     c.add_argument("--target", default="llvm", help="target string (default: llvm)")
     c.add_argument("--tuning-records", help="a tuning log to take schedules from")
     c.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
-                   help="fix an input's shape (repeat for several inputs)")
+                   help="fix an input's shape (repeat for several inputs); a dimension "
+                   "given as a name stays symbolic (attention_mask:1,total)")
     c.add_argument("--verbose", action="store_true",
                    help="print the kernels and the schedule each uses")
     c.add_argument("--precision", choices=("fp32", "bf16", "tf32"), default="fp32",

@@ -85,7 +85,9 @@ def test_compile_of_an_unsupported_model_fails_before_compiling(tmp_path, capsys
 def test_parse_input_shape():
     assert parse_input_shape("input:1,3,224,224") == ("input", (1, 3, 224, 224))
     assert parse_input_shape("a:b:2") == ("a:b", (2,))
-    for bad in ("input", "input:", ":1,2", "x:0,2", "x:a"):
+    # A name keeps the dimension symbolic, shared by the dimensions so named.
+    assert parse_input_shape("mask:1, total") == ("mask", (1, "total"))
+    for bad in ("input", "input:", ":1,2", "x:0,2", "x:1,", "x:-1", "x:2.5", "x:a b"):
         with pytest.raises(ModelUsageError):
             parse_input_shape(bad)
 
