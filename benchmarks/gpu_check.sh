@@ -15,14 +15,14 @@
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py), in
 #                float32 with each model's slowest kernels, then in float16
-#   tune.txt     a short tuning session on the GPU, then the tuned templates beside the
-#                libraries; a small CNN tuned as a model (tecomp tune --target cuda), built
-#                with its records and run
+#   tune.txt     a short tuning session of the float16 matmul on the GPU, then the tuned
+#                kernel beside cuBLAS; a small CNN tuned as a model (tecomp tune --target
+#                cuda), built with its records and run
 #   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
 #   nodes.txt    onnx's backend node suite built for and run on the GPU (nodes.json: each
 #                case's outcome and why)
 # Each step has its own time limit, so a hang in one still leaves the others' figures: the
-# first four steps take at most 8 minutes together, the last two 4 (one H100 or H200).
+# first four steps take at most 8 minutes together, the last two 4.5 (one H100 or H200).
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR] [STEP...]}
 wheels=${2:-}
@@ -83,8 +83,8 @@ if wants nodes; then
         --jobs 16 --timeout 40 --json "$out/nodes.json"
 fi
 if wants tune; then
-    step 60 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
-        --log /tmp/tecomp-gpu-check.json
+    step 100 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 32 \
+        --workloads matmul_f16 --log /tmp/tecomp-gpu-check.json
     python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
         depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
     step 60 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \

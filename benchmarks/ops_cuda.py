@@ -2,6 +2,7 @@
 
     python benchmarks/ops_cuda.py --log tuning_logs/cuda.json             # given log
     python benchmarks/ops_cuda.py --tune 500 --log /tmp/cuda.json         # tune first
+    python benchmarks/ops_cuda.py --workloads matmul_f16,attention        # some rows
 
 The references run in the same process through PyTorch (or CuPy for matmul where PyTorch
 is missing), fp32 with TF32 off (float16 on tensor cores, summing in float32, for the
@@ -37,14 +38,16 @@ from tecomp.timing import median_ratio, paired
 #: 128 and 512 tokens, a decoder's step over a past of 4096, and a long prompt.
 ATTENTION = [(12, 128, 128, 64), (12, 512, 512, 64), (32, 1, 4096, 64), (4, 4096, 4096, 64)]
 
-WORKLOADS = [
-    ("matmul.cuda", (4096, 4096, 4096, "float32")),
-    ("matmul.cuda", (4096, 4096, 4096, "float16")),   # tensor cores on both sides
-    ("matmul.cuda", (4096, 4096, 4096, "float32", True)),   # TF32 on both sides
-    ("conv2d.cuda", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), "float32")),
-    ("conv2d.cuda", ((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1),
-                     "float32")),
-]
+#: Label -> (template, arguments).
+WORKLOADS = {
+    "matmul_f32": ("matmul.cuda", (4096, 4096, 4096, "float32")),
+    "matmul_f16": ("matmul.cuda", (4096, 4096, 4096, "float16")),  # tensor cores, both sides
+    "matmul_tf32": ("matmul.cuda", (4096, 4096, 4096, "float32", True)),  # TF32, both sides
+    "conv_56": ("conv2d.cuda", ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1),
+                                "float32")),
+    "conv_14": ("conv2d.cuda", ((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1),
+                                "float32")),
+}
 
 
 def _torch():
@@ -147,7 +150,14 @@ def main(argv=None) -> int:
     p.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                    help="tune each workload for TRIALS trials first (needs --log)")
     p.add_argument("--rounds", type=int, default=15, help="paired rounds per workload")
+    p.add_argument("--workloads", default=",".join([*WORKLOADS, "attention"]),
+                   help="comma-separated rows to run (default: all of %(default)s)")
     ns = p.parse_args(argv)
+    rows = [w.strip() for w in ns.workloads.split(",") if w.strip()]
+    unknown = sorted(set(rows) - {*WORKLOADS, "attention"})
+    if unknown:
+        p.error(f"--workloads: unknown {', '.join(unknown)}; allowed: "
+                f"{', '.join([*WORKLOADS, 'attention'])}")
     if device_arch() is None:
         print("ops_cuda: no CUDA GPU and driver on this machine; nothing to time "
               "(the tests check every cuda template in simulation instead)", file=sys.stderr)
@@ -162,7 +172,7 @@ def main(argv=None) -> int:
     print(f"GPU {device_arch()}; references through {'PyTorch' if torch else 'CuPy'}, "
           f"TF32 off")
     rng = np.random.default_rng(0)
-    for name, args in WORKLOADS:
+    for name, args in (WORKLOADS[w] for w in rows if w in WORKLOADS):
         task = autotune.create_task(name, args, "cuda")
         if ns.tune:
             option = autotune.measure_option(
@@ -200,7 +210,7 @@ def main(argv=None) -> int:
         print(f"{name}{args}: tecomp {ours:.0f} GFLOPS, reference {theirs:.0f} GFLOPS, "
               f"t_ref/t_tecomp {median_ratio(times['reference'], times['tecomp']):.2f}, "
               f"relative error {error:.1e}", flush=True)
-    if torch is not None and not ns.tune:
+    if torch is not None and not ns.tune and "attention" in rows:
         _attention_rows(torch, ns.rounds, rng)
     return 0
 
