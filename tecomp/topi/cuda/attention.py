@@ -236,6 +236,8 @@ def schedule_attention(cfg, outs):
         block, thread = _rows_and_columns(s[out], rows, per_row, column_threads)
         folding = online
         s[online].compute_at(s[out], thread)
+        step = s[online].op.reduce_axis[0]
+        s[online].reorder(step, *s[online].op.axis)
     else:
         # The parts' triples in device memory, a block per tile of rows and part; the
         # output a thread per element, folding the parts in registers.
@@ -246,12 +248,9 @@ def schedule_attention(cfg, outs):
         s[online].compute_at(s[out], tx)
         block, thread = _rows_and_columns(s[partial], rows, per_row, column_threads)
         folding = partial
-    step = s[folding].op.reduce_axis[0]
-    if partial is None:
-        s[folding].reorder(step, *s[folding].op.axis)
-    else:
-        inner = [x for x in s[folding].leaf_iter_vars if x not in (block, thread, step)]
-        s[folding].reorder(block, thread, step, *inner)
+        step = s[partial].op.reduce_axis[0]
+        inner = [x for x in s[partial].leaf_iter_vars if x not in (block, thread, step)]
+        s[partial].reorder(block, thread, step, *inner)
     s[mixed].set_scope("local")
     s[mixed].compute_at(s[folding], step)
     jj = s[mixed].op.reduce_axis[0]

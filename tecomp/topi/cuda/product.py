@@ -62,6 +62,7 @@ _FALLBACK_TILES = (
     ([-1, 1, 8, 2], [-1, 2, 8, 2]),     # 16 x 32
 )
 
+
 def _fallback_tiles(N, M, batch) -> tuple:
     """The largest of :data:`_FALLBACK_TILES` whose blocks over ``batch`` products of
     ``N`` x ``M`` outputs fill the GPU (the smallest where none does)."""
