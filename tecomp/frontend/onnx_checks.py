@@ -250,18 +250,21 @@ class OneOf:
 
 @dataclass(frozen=True)
 class Positive:
-    """Int attributes that must be positive (and odd with ``odd``)."""
+    """Int attributes that must be positive (and odd with ``odd``; or 0 too with
+    ``zero``)."""
 
     names: tuple
     odd: bool = False
+    zero: bool = False
 
     def __call__(self, view: NodeView) -> None:
         for name in self.names:
             value = view.attrs.get(name)
             if value is None:
                 continue
-            if value <= 0 or (self.odd and value % 2 == 0):
-                view.fail(f"{name}={value}; it must be a positive"
+            if value < (0 if self.zero else 1) or (self.odd and value % 2 == 0):
+                view.fail(f"{name}={value}; it must be a "
+                          f"{'non-negative' if self.zero else 'positive'}"
                           f"{' odd' if self.odd else ''} integer")
 
 
@@ -1234,6 +1237,11 @@ CHECKS: Mapping = MappingProxyType({
               removed=MappingProxyType({"bilinear": 20, "bicubic": 20})),
         OneOf("padding_mode", ("zeros", "border", "reflection")),
         Flag(("align_corners",))),
+    "RoiAlign": (
+        OneOf("mode", ("avg", "max")),
+        OneOf("coordinate_transformation_mode", ("half_pixel", "output_half_pixel")),
+        Positive(("output_height", "output_width")),
+        Positive(("sampling_ratio",), zero=True)),
     "ScatterElements": (Axis(), _SCATTER_REDUCTION),
     "Scatter": (Axis(),),
     "ScatterND": (_SCATTER_REDUCTION,),

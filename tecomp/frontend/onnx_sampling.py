@@ -1,6 +1,7 @@
 """Converters of ONNX's spatial sampling operators: AffineGrid (20), the sampling grid of
-a batch of affine transforms, and GridSample (16, 20, 22), which samples an image at a
-grid's points (:mod:`tecomp.topi.grid_sample`). Importing the module registers them."""
+a batch of affine transforms, GridSample (16, 20, 22), which samples an image at a grid's
+points (:mod:`tecomp.topi.grid_sample`), and RoiAlign (10, 16, 22), which pools regions
+of a feature map (:mod:`tecomp.topi.roi_align`). Importing the module registers them."""
 
 from __future__ import annotations
 
@@ -58,3 +59,18 @@ def _grid_sample(ctx, node, attrs):
     ctx.emit("grid_sample", node.input[:2], node.output[:1], mode=_MODE_NAMES.get(mode, mode),
              padding_mode=_text(attrs.get("padding_mode", "zeros")),
              align_corners=int(attrs.get("align_corners", 0)))
+
+
+@converter("RoiAlign", 10, 16, 22)
+def _roi_align(ctx, node, attrs):
+    # Opset 10 had no coordinate_transformation_mode: it placed regions as
+    # output_half_pixel does; 16 added the mode, half_pixel by default.
+    default = "half_pixel" if ctx.version >= 16 else "output_half_pixel"
+    transform = _text(attrs.get("coordinate_transformation_mode", default))
+    ctx.emit("roi_align", node.input[:3], node.output[:1],
+             mode=_text(attrs.get("mode", "avg")),
+             output_height=int(attrs.get("output_height", 1)),
+             output_width=int(attrs.get("output_width", 1)),
+             sampling_ratio=int(attrs.get("sampling_ratio", 0)),
+             spatial_scale=float(attrs.get("spatial_scale", 1.0)),
+             half_pixel=transform == "half_pixel")

@@ -487,6 +487,35 @@ def _grid_sample(node, ts):
 
 
 _register("grid_sample", OPAQUE, _grid_sample, dim_checks=_PLANAR_SPATIAL)
+
+
+def _roi_align(node, ts):
+    x, rois, batch_indices = ts
+    if len(x.shape) != 4 or len(rois.shape) != 2 or len(batch_indices.shape) != 1:
+        _fail(node, f"x {_shape_text(x.shape)}, rois {_shape_text(rois.shape)} and "
+                    f"batch_indices {_shape_text(batch_indices.shape)} must be [N, C, H, W], "
+                    "[R, 4] and [R]")
+    if dims.is_static(rois.shape[1]) and rois.shape[1] != 4:
+        _fail(node, f"rois {_shape_text(rois.shape)} must be [R, 4] (x1, y1, x2, y2)")
+    if all(dims.is_static(t.shape[0]) for t in (rois, batch_indices)) and \
+            rois.shape[0] != batch_indices.shape[0]:
+        _fail(node, f"rois {_shape_text(rois.shape)} and batch_indices "
+                    f"{_shape_text(batch_indices.shape)} must name the same regions")
+    a = node.attrs
+    return [TensorType(x.dtype, (rois.shape[0], x.shape[1], a["output_height"],
+                                 a["output_width"]))]
+
+
+def _roi_align_checks(node, types) -> list:
+    """One batch index per region, checked at run time where the sizes are symbolic."""
+    regions, indices = (types[v].shape[0] for v in node.inputs[1:3])
+    if dims.equal(regions, indices):
+        return []
+    return [DimCheck(node.name or node.op, node.op, node.inputs[2], 0, indices, regions,
+                     "==", "the regions (rois) are")]
+
+
+_register("roi_align", OPAQUE, _roi_align, dim_checks=_roi_align_checks)
 _register("softmax log_softmax hardmax layer_norm", REDUCE, _normalise)
 _register("instance_norm lrn", REDUCE, lambda node, ts: [TensorType(ts[0].dtype, ts[0].shape)])
 _register("batch_norm", BROADCAST, _batch_norm)

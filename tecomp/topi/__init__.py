@@ -177,6 +177,7 @@ from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .trigonometry import acos, asin, atan
 from .cumulative import cumprod
 from .grid_sample import grid_sample
+from .roi_align import roi_align
 from .convnd import conv, conv_transpose
 from .cpu_schedule import schedule_injective, schedule_normalize, schedule_reduce
 from . import cuda  # registers the cuda templates and implementations
@@ -432,6 +433,7 @@ __all__ = [
     "reshape",
     "resize",
     "rms_norm",
+    "roi_align",
     "scatter_elements",
     "scatter_nd",
     "schedule_batch_matmul",
