@@ -43,7 +43,7 @@ from .onnx_converters import (
     since_version,
     supported_ops,
 )
-from .onnx_control_flow import alias_value, subgraphs
+from .onnx_control_flow import alias_value, node_names, subgraphs
 from .onnx_specialise import SHAPE_ONLY_INPUTS, ModelSpecialiser, deferral_reason
 
 __all__ = ["ModelError", "from_onnx", "load_model", "supported_ops", "unsupported_nodes"]
@@ -127,10 +127,6 @@ def _convert(ctx, node, attrs) -> None:
 # ---- checks before conversion -------------------------------------------------------------
 
 
-def _node_names(graph) -> list:
-    return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(graph.node)]
-
-
 def _opsets(model) -> dict:
     return {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
 
@@ -138,10 +134,10 @@ def _opsets(model) -> dict:
 def _nodes_within(graph, names=None):
     """``(name, node)`` for every node of ``graph`` and, after each node holding them, of
     its subgraphs (If's branches, Loop's and Scan's bodies), depth first."""
-    for name, node in zip(names or _node_names(graph), graph.node):
+    for name, node in zip(names or node_names(graph), graph.node):
         yield name, node
         for sub in subgraphs(node):
-            yield from _nodes_within(sub, [f"{name}/{n}" for n in _node_names(sub)])
+            yield from _nodes_within(sub, [f"{name}/{n}" for n in node_names(sub)])
 
 
 def unsupported_nodes(model) -> dict:
@@ -173,7 +169,7 @@ def _check_supported(model) -> None:
 
 def _check_wiring_and_attributes(graph, opsets: dict) -> None:
     defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    for name, node in zip(_node_names(graph), graph.node):
+    for name, node in zip(node_names(graph), graph.node):
         for i in node.input:
             if i and i not in defined:
                 raise ModelError(f"node {name!r} ({node.op_type}) reads {i!r}, which no graph "
@@ -387,7 +383,7 @@ def _convert_nodes(ctx, model) -> None:
                              f"{type(e).__name__}: {e}") from None
 
     ctx.convert_node = convert_node
-    for name, node in zip(_node_names(graph), graph.node):
+    for name, node in zip(node_names(graph), graph.node):
         convert_node(node, name)
 
 

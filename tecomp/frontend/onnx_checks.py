@@ -214,17 +214,24 @@ _RANK_TEXT = {0: "a scalar", 1: "1-D"}
 class InputRank:
     """Input ``input`` (``name``) has one of the ``ranks`` where its shape is known: the
     inputs the spec gives as a scalar (Range's bounds) or a 1-D list (a reduction's axes,
-    a Reshape's shape), which a converter would otherwise read flattened."""
+    a Reshape's shape), which a converter would otherwise read flattened. With
+    ``one_element`` a tensor of one element of any rank passes too, as onnxruntime reads
+    Range's bounds ("scalar like")."""
 
     input: int
     name: str
     ranks: tuple = (1,)
+    one_element: bool = False
 
     def __call__(self, view: NodeView) -> None:
         shape = view.shape(self.input)
-        if shape is not None and len(shape) not in self.ranks:
-            allowed = " or ".join(_RANK_TEXT[r] for r in self.ranks)
-            view.fail(f"{self.name} has shape {_text(shape)}; it must be {allowed}")
+        if shape is None or len(shape) in self.ranks:
+            return
+        if self.one_element and all(dims.is_static(d) and d == 1 for d in shape):
+            return
+        allowed = " or ".join(_RANK_TEXT[r] for r in self.ranks)
+        view.fail(f"{self.name} has shape {_text(shape)}; it must be {allowed}"
+                  f"{' (or hold one element)' if self.one_element else ''}")
 
 
 @dataclass(frozen=True)
@@ -1211,7 +1218,7 @@ CHECKS: Mapping = MappingProxyType({
     "Reshape": (Flag(("allowzero",)), InputRank(1, "shape"), ReshapeShape()),
     "Tile": (InputRank(1, "repeats"), KnownInts(1, "repeats", per_axis=True)),
     "ConstantOfShape": (InputRank(0, "shape"), KnownInts(0, "shape")),
-    "Range": tuple(InputRank(i, name, (0,)) for i, name in enumerate(
+    "Range": tuple(InputRank(i, name, (0,), one_element=True) for i, name in enumerate(
         ("start", "limit", "delta"))),
     "DepthToSpace": (BlockSize(to_space=True), OneOf("mode", ("DCR", "CRD"))),
     "SpaceToDepth": (BlockSize(to_space=False), OneOf("mode", ("DCR", "CRD"))),

@@ -44,6 +44,20 @@ def subgraphs(node) -> list:
     return found
 
 
+def node_names(graph) -> list:
+    """The name the import gives each node of ``graph``: its own, or ``OpType_index``."""
+    return [n.name or f"{n.op_type}_{i}" for i, n in enumerate(graph.node)]
+
+
+def free_names(graph) -> set:
+    """The names ``graph`` reads but does not define (values of the enclosing graphs),
+    its nested subgraphs' included."""
+    used = {i for n in graph.node for i in n.input if i}
+    used |= {o.name for o in graph.output}
+    used |= {v for n in graph.node for sub in subgraphs(n) for v in free_names(sub)}
+    return used - _defined(graph)
+
+
 def _defined(graph) -> set:
     names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
     return names | {o for n in graph.node for o in n.output if o}
@@ -83,7 +97,7 @@ def inline_subgraph(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
     local = dict(bound)
     for init in graph.initializer:
         local[init.name] = ctx.const(numpy_helper.to_array(init), name=prefix + init.name)
-    for k, node in enumerate(graph.node):
+    for name, node in zip(node_names(graph), graph.node):
         inner = copy.deepcopy(node)
         inner.input[:] = [local.get(i, i) if i else "" for i in node.input]
         # Nested subgraphs read this one's values by their names.
@@ -91,7 +105,7 @@ def inline_subgraph(ctx, graph, owner: str, prefix: str, bound: dict) -> list:
         local.update({o: prefix + o for o in node.output if o})
         inner.output[:] = [local[o] if o else "" for o in node.output]
         ctx.used = ctx.used | {o for o in inner.output if o}
-        ctx.convert_node(inner, f"{owner}/{node.name or f'{node.op_type}_{k}'}")
+        ctx.convert_node(inner, f"{owner}/{name}")
     return [local.get(o.name, o.name) for o in graph.output]
 
 

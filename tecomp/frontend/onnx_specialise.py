@@ -25,6 +25,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..graph.specialise import NeedsInputValues
+from .onnx_control_flow import free_names, node_names, subgraphs
 from .onnx_converters import ModelError, NeedsConstantError
 
 #: Operator -> the positions of its inputs whose values its outputs never depend on
@@ -36,8 +37,12 @@ def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
     """The names among ``inputs`` (graph inputs) whose values ``value`` is computed from,
     in the graph's input order: every input reached going up from ``value`` through the
     nodes that compute it, except through the inputs of :data:`SHAPE_ONLY_INPUTS`
-    (``Shape``'s, ``CastLike``'s type template)."""
+    (``Shape``'s, ``CastLike``'s type template). A node holding subgraphs (If, Loop,
+    Scan) computes its outputs, and the values of its subgraphs the import inlines
+    (``"If_3/then/x"``), from its inputs and every value of the graph its subgraphs read."""
     producers = {o: node for node in graph.node for o in node.output if o}
+    owners = {name: node for name, node in zip(node_names(graph), graph.node)
+              if subgraphs(node)}
     inputs = set(inputs)
     seen, stack, found = set(), [value], set()
     while stack:
@@ -48,10 +53,11 @@ def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
         if name in inputs:
             found.add(name)
             continue
-        node = producers.get(name)
+        node = producers.get(name) or owners.get(name.split("/", 1)[0])
         if node is not None:
             shape_only = SHAPE_ONLY_INPUTS.get(node.op_type, ())
             stack.extend(i for k, i in enumerate(node.input) if i and k not in shape_only)
+            stack.extend(v for sub in subgraphs(node) for v in free_names(sub))
     return tuple(vi.name for vi in graph.input if vi.name in found)
 
 

@@ -11,7 +11,7 @@ import tecomp
 from tecomp.errors import UnsupportedOpError
 from tecomp.frontend import from_onnx, onnx_backend
 from tecomp.frontend.onnx_control_flow import MAX_ITERATIONS
-from tecomp.graph.specialise import DeferredGraph
+from tecomp.graph.specialise import DeferredGraph, SpecialisationError
 
 import onnx_models
 
@@ -114,19 +114,33 @@ def test_a_loop_beyond_the_unrolling_limit_is_refused():
         from_onnx(_loop_model(MAX_ITERATIONS + 1))
 
 
-def test_a_loop_whose_condition_the_data_decides_is_refused():
+def _doubling_loop(n):
+    """A Loop doubling x[n] while its sum stays under 100: a condition x's values decide."""
     body = helper.make_graph(
         [helper.make_node("ReduceSum", ["acc"], ["total"], keepdims=0),
          helper.make_node("Less", ["total", "cap"], ["cond_out"]),
          helper.make_node("Add", ["acc", "acc"], ["acc_out"])],
         "body", [_info("i", TensorProto.INT64, []), _info("cond", TensorProto.BOOL, []),
-                 _info("acc", F, [3])],
+                 _info("acc", F, [n])],
         [_info("cond_out", TensorProto.BOOL, []), _info("acc_out")])
-    model = _model([helper.make_node("Loop", ["", "go", "x"], ["y"], body=body)],
-                   [_info("x", F, [3])], [_info("y")],
-                   [("go", np.array(True)), ("cap", np.array(100.0, "float32"))])
-    with pytest.raises(UnsupportedOpError, match=r"Loop_0|condition of iteration 0"):
-        onnx_backend.prepare(model).run({"x": np.ones(3, "float32")})
+    return _model([helper.make_node("Loop", ["", "go", "x"], ["y"], body=body)],
+                  [_info("x", F, [n])], [_info("y")],
+                  [("go", np.array(True)), ("cap", np.array(100.0, "float32"))])
+
+
+def test_a_loop_whose_condition_the_data_decides_is_specialised_on_it():
+    """The condition is computed inside the body (an inlined subgraph) from x's values:
+    a small x is one the model is specialised on; a large one is refused, naming it."""
+    rep = onnx_backend.prepare(_doubling_loop(3))
+    for start in (1.0, 5.0):
+        y, = rep.run({"x": np.full(3, start, "float32")})
+        acc = np.full(3, start, "float32")
+        while acc.sum() < 100:  # the last iteration doubles it once more and stops
+            acc = acc * 2
+        np.testing.assert_array_equal(y, acc * 2)
+    with pytest.raises(SpecialisationError, match=r"Loop_0.*values of input 'x', given "
+                                                  r"with 100 elements"):
+        onnx_backend.prepare(_doubling_loop(100)).run({"x": np.ones(100, "float32")})
 
 
 def _scan_model():

@@ -296,6 +296,26 @@ def test_value_sources_stop_at_shape():
     assert value_sources(model.graph, "y", {"x", "s"}) == ("x", "s")
 
 
+def test_value_sources_reach_through_the_subgraphs_the_import_inlines():
+    """A value of an If's branch, as the import names it ("If_0/then/t"), is computed from
+    the If's condition and every value of the graph the branches read (here s, the
+    shape's values; x's shape only)."""
+    then = helper.make_graph([helper.make_node("Add", ["s", "one"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", I64, [1])])
+    other = helper.make_graph([helper.make_node("Identity", ["s"], ["u"])], "else", [],
+                              [helper.make_tensor_value_info("u", I64, [1])])
+    model = _model([helper.make_node("Shape", ["x"], ["shape"]),
+                    helper.make_node("Equal", ["shape", "shape"], ["same"]),
+                    helper.make_node("Squeeze", ["same"], ["cond"]),
+                    helper.make_node("If", ["cond"], ["t"], then_branch=then,
+                                     else_branch=other),
+                    helper.make_node("Reshape", ["x", "t"], ["y"])],
+                   [("x", F, ["n"]), ("s", I64, [1])], [("y", F)],
+                   [("one", np.array([0]))])
+    assert value_sources(model.graph, "If_3/then/t", {"x", "s"}) == ("s",)
+    assert value_sources(model.graph, "t", {"x", "s"}) == ("s",)
+
+
 def test_the_onnx_backend_runs_a_specialised_model(needs_llvm):
     rep = backend.prepare(_reshape_model())
     for feed in RESHAPE_FEEDS:
