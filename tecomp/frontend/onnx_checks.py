@@ -1255,6 +1255,7 @@ CHECKS: Mapping = MappingProxyType({
     # Windows.
     "Conv": (Window(weight="conv"), PadsOrAutoPad()),
     "ConvTranspose": (Window(weight="conv_transpose"), PadsOrAutoPad()),
+    "DeformConv": (Window(weight="conv"), Positive(("offset_group",))),
     "MaxPool": (Window(), Flag(("ceil_mode", "storage_order"))),
     "AveragePool": (Window(), Flag(("ceil_mode", "count_include_pad"))),
     "LpPool": (Window(), Flag(("ceil_mode",)), Positive(("p",))),

@@ -581,6 +581,19 @@ def _add_channel_bias(ctx, y, bias, outputs):
     ctx.emit("add", [y, b], outputs)
 
 
+@converter("DeformConv", 19, 22)
+def _deform_conv(ctx, node, attrs):
+    x = node.input[0]
+    strides, padding, dilation = _spatial_attrs(ctx, node, attrs, x)
+    mask, bias = _input(node, 4), _input(node, 3)
+    y = ctx.emit("deform_conv2d", [x, node.input[1], node.input[2]] + ([mask] if mask else []),
+                 node.output if bias is None else None, strides=strides, padding=padding,
+                 dilation=dilation, groups=int(attrs.get("group", 1)),
+                 offset_groups=int(attrs.get("offset_group", 1)))
+    if bias is not None:
+        _add_channel_bias(ctx, y, bias, node.output)
+
+
 @converter("ConvTranspose", 1, 11, 22)
 def _conv_transpose(ctx, node, attrs):
     x, w = node.input[0], node.input[1]

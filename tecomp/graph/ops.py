@@ -182,6 +182,42 @@ def _conv2d(node, ts):
                                     _conv_out(w, s, sw, left, right, dw)))]
 
 
+def _deform_maps(node, types) -> list:
+    """``(name, value, shape it must have)`` of a ``deform_conv2d``'s offset and mask:
+    ``[N, offset_groups * R * S * 2, OH, OW]`` and ``[N, offset_groups * R * S, OH, OW]``
+    over the output's pixels."""
+    out, = _conv2d(node, [types[v] for v in node.inputs[:2]])
+    n, _, oh, ow = out.shape
+    _, _, r, s = types[node.inputs[1]].shape
+    taps = node.attrs.get("offset_groups", 1) * r * s
+    return [(name, value, (n, channels, oh, ow)) for name, value, channels in
+            zip(("offset", "mask"), node.inputs[2:4], (taps * 2, taps))]
+
+
+def _deform_conv2d(node, ts):
+    """``deform_conv2d``: a ``conv2d``'s shapes (:func:`_deform_maps` for the offset and
+    mask, whose symbolic sizes are checked at run time)."""
+    out, = _conv2d(node, ts[:2])
+    types = dict(zip(node.inputs, ts))
+    for name, value, want in _deform_maps(node, types):
+        shape = types[value].shape
+        if len(shape) != 4 or any(dims.is_static(a) and dims.is_static(b) and a != b
+                                  for a, b in zip(shape, want)):
+            _fail(node, f"{name} {_shape_text(shape)} must be {_shape_text(want)} "
+                        f"(offset_groups={node.attrs.get('offset_groups', 1)}, the kernel's "
+                        "taps, the output's pixels)")
+    return [out]
+
+
+def _deform_conv2d_checks(node, types) -> list:
+    return _PLANAR_SPATIAL(node, types) + [
+        DimCheck(node.name or node.op, node.op, value, axis, got, want, "==",
+                 "the output and kernel have")
+        for _, value, shape in _deform_maps(node, types)
+        for axis, (got, want) in enumerate(zip(types[value].shape, shape))
+        if not dims.equal(got, want)]
+
+
 def _product_dtype(node, data, weight) -> str:
     """The output dtype of a product (``dense``, ``conv2d_nchwc``): the data's, or its
     ``out_dtype`` attribute, which only bfloat16 data and weight summed in float32 take
@@ -274,6 +310,7 @@ _PLANAR_SPATIAL = _nonempty_spatial_checks(lambda rank: range(2, rank))
 _BLOCKED_SPATIAL = _nonempty_spatial_checks(lambda rank: range(2, rank - 1))
 
 _register("conv2d depthwise_conv2d", OUT_FUSABLE, _conv2d, dim_checks=_PLANAR_SPATIAL)
+_register("deform_conv2d", OPAQUE, _deform_conv2d, dim_checks=_deform_conv2d_checks)
 
 
 def _blocked_data(node, data, weight, weight_layout: str) -> tuple:

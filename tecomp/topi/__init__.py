@@ -176,6 +176,7 @@ from .bitshift import bitshift
 from .bitwise import bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .trigonometry import acos, asin, atan
 from .cumulative import cumprod
+from .deform_conv import deform_conv2d
 from .grid_sample import grid_sample
 from .roi_align import roi_align
 from .convnd import conv, conv_transpose
@@ -352,6 +353,7 @@ __all__ = [
     "cumprod",
     "cuda",
     "cumsum",
+    "deform_conv2d",
     "dense",
     "dense_packed",
     "depth_to_space",

@@ -69,6 +69,30 @@ def _cubic_weights(t):
     return [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 
 
+def bilinear_zeros(x, lead: tuple, y, col):
+    """``x[lead + (y, col)]`` at the pixel coordinates ``y`` and ``col`` (float
+    expressions; pixel centres at integers), interpolated from the four nearest pixels,
+    each one outside the image read as 0: GridSample's linear mode with zeros padding and
+    aligned corners, at coordinates already in pixels (a deformable convolution's)."""
+    last_row, last_col = (te.const(float(s - 1), y.dtype) if isinstance(s, int)
+                          else (s - 1).astype(y.dtype) for s in x.shape[-2:])
+    zero = te.const(0, x.dtype)
+
+    def use(vy, vx):
+        total = None
+        y0, x0 = te.floor(vy), te.floor(vx)
+        for ty, wy in ((y0, 1.0 - (vy - y0)), (y0 + 1.0, vy - y0)):
+            for tx, wx in ((x0, 1.0 - (vx - x0)), (x0 + 1.0, vx - x0)):
+                inside = te.all(ty >= 0.0, ty <= last_row, tx >= 0.0, tx <= last_col)
+                iy = te.min(te.max(ty, 0.0), last_row).astype("int32")
+                ix = te.min(te.max(tx, 0.0), last_col).astype("int32")
+                tap = te.if_then_else(inside, x[lead + (iy, ix)], zero) * wy * wx
+                total = tap if total is None else total + tap
+        return total
+
+    return _let(y, "row", lambda vy: _let(col, "col", lambda vx: use(vy, vx)))
+
+
 def grid_sample(x, grid, mode: str = "linear", padding_mode: str = "zeros",
                 align_corners: int = 0):
     """ONNX GridSample (version 20 and later) of ``x`` ``[N, C, D1, ...]`` at ``grid``
