@@ -76,11 +76,12 @@ def deform_conv2d(x, weight, offset, mask=None, strides=(1, 1), padding=(0, 0, 0
         channel = k // (K // groups) * per_group + c
         og = channel // per_offset_group
         tap = r * S + s_
-        dy = offset[n, (og * taps + tap) * 2, i, j]
-        dx = offset[n, (og * taps + tap) * 2 + 1, i, j]
-        y = (i * strides[0] - padding[0] + r * dilation[0]).astype(x.dtype) + dy
-        col = (j * strides[1] - padding[1] + s_ * dilation[1]).astype(x.dtype) + dx
-        value = bilinear_zeros(x, (n, channel), y, col).astype(wide)
+        # Positions in float32 at least: a 16-bit one loses the pixel past 2048.
+        dy = offset[n, (og * taps + tap) * 2, i, j].astype(wide)
+        dx = offset[n, (og * taps + tap) * 2 + 1, i, j].astype(wide)
+        y = (i * strides[0] - padding[0] + r * dilation[0]).astype(wide) + dy
+        col = (j * strides[1] - padding[1] + s_ * dilation[1]).astype(wide) + dx
+        value = bilinear_zeros(x, (n, channel), y, col)
         if mask is not None:
             value = value * mask[n, og * taps + tap, i, j].astype(wide)
         return te.sum(value * weight[k, c, r, s_].astype(wide), axis=[c, r, s_])

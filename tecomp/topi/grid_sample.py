@@ -73,10 +73,11 @@ def bilinear_zeros(x, lead: tuple, y, col):
     """``x[lead + (y, col)]`` at the pixel coordinates ``y`` and ``col`` (float
     expressions; pixel centres at integers), interpolated from the four nearest pixels,
     each one outside the image read as 0: GridSample's linear mode with zeros padding and
-    aligned corners, at coordinates already in pixels (a deformable convolution's)."""
+    aligned corners, at coordinates already in pixels (a deformable convolution's). The
+    result has the coordinates' dtype."""
     last_row, last_col = (te.const(float(s - 1), y.dtype) if isinstance(s, int)
                           else (s - 1).astype(y.dtype) for s in x.shape[-2:])
-    zero = te.const(0, x.dtype)
+    zero = te.const(0, y.dtype)
 
     def use(vy, vx):
         total = None
@@ -86,7 +87,8 @@ def bilinear_zeros(x, lead: tuple, y, col):
                 inside = te.all(ty >= 0.0, ty <= last_row, tx >= 0.0, tx <= last_col)
                 iy = te.min(te.max(ty, 0.0), last_row).astype("int32")
                 ix = te.min(te.max(tx, 0.0), last_col).astype("int32")
-                tap = te.if_then_else(inside, x[lead + (iy, ix)], zero) * wy * wx
+                pixel = x[lead + (iy, ix)].astype(y.dtype)
+                tap = te.if_then_else(inside, pixel, zero) * wy * wx
                 total = tap if total is None else total + tap
         return total
 
