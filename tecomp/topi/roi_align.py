@@ -8,7 +8,8 @@ in the feature map's, less half a pixel with ``half_pixel`` (ONNX's default from
 ``sampling_ratio`` points per axis, or with ``sampling_ratio = 0`` as many as the bin is
 pixels high (wide), rounded up: a number each region decides, so the kernel loops to a
 bound from the feature map's size (enough for a region twice the map's height and width)
-and checks at run time that a region needs no more.
+and checks at run time that a region needs no more. A region's coordinates must be
+finite, as onnxruntime requires (a run-time check).
 A point more than one pixel outside the map reads 0; one inside the last pixel row or
 column reads that row (column). ``avg`` averages the points; ``max`` takes the largest of
 each point's four weighted taps, as onnxruntime's kernel and onnx's reference do.
@@ -95,10 +96,12 @@ def roi_align(x, rois, batch_indices, mode: str = "avg", output_height: int = 1,
         return start, length / float(bins[axis])
 
     def points(r, axis):
-        """The points per bin of region ``r`` along ``axis`` (int32)."""
+        """The points per bin of region ``r`` along ``axis`` (int32; the bin's size is
+        clamped first, so a region that is not a number gives a defined count)."""
         if sampling_ratio > 0:
             return te.const(sampling_ratio, "int32")
-        return te.ceil(region(r, axis)[1]).astype("int32")
+        count = te.min(te.max(te.ceil(region(r, axis)[1]), 0.0), float(1 << 30))
+        return count.astype("int32")
 
     if sampling_ratio > 0:
         bounds = (sampling_ratio, sampling_ratio)
@@ -124,15 +127,23 @@ def roi_align(x, rois, batch_indices, mode: str = "avg", output_height: int = 1,
         valid = intrin.checked(te.all(n >= 0, n < N), n,
                                f"roi_align: batch index {{value}} is out of range for {N} "
                                "images")
-        taps = [te.if_then_else(valid, x[n, c, py, px].astype(wide), te.const(0, wide))
+        # Read only for a point on the map (a NaN coordinate is not, and its pixel index
+        # would be anything).
+        on_map = te.all(*taps_inside)
+        taps = [te.if_then_else(te.all(valid, on_map), x[n, c, py, px].astype(wide),
+                                te.const(0, wide))
                 * wy * wx for py, wy in coords[0] for px, wx in coords[1]]
-        return taps, te.all(*taps_inside)
+        return taps, on_map
 
     def counted(r):
-        """Whether point (iy, ix) is one of region ``r``'s (its bound checked at run
-        time where the region decides it)."""
+        """Whether point (iy, ix) is one of region ``r``'s, its coordinates checked to be
+        finite (onnxruntime refuses others too) and, where the region decides its
+        points, their number checked against the bound, at run time."""
+        finite = intrin.checked(
+            te.all(*(te.abs(rois[r, a].astype(wide)) <= te.max_value(wide) for a in range(4))),
+            r, "roi_align: region {value} has a coordinate that is not finite")
         ny, nx = points(r, 0), points(r, 1)
-        within = te.all(iy < ny, ix < nx)
+        within = te.all(finite, iy < ny, ix < nx)
         if sampling_ratio > 0:
             return within
         fits = te.all(intrin.checked(ny <= bounds[0], ny, _too_many("height", bounds[0])),

@@ -82,3 +82,17 @@ def test_bad_regions_and_indices_are_reported(needs_llvm, rng):
         from_onnx(_model(mode="median"))
     with pytest.raises(OnnxSpecError, match="sampling_ratio=-1; it must be a non-negative"):
         from_onnx(_model(sampling_ratio=-1))
+
+
+def test_a_region_that_is_not_finite_is_refused(needs_llvm, rng):
+    """NaN or infinite coordinates are a run-time error naming the region, as onnxruntime
+    refuses them (and no pixel is read at an index computed from them)."""
+    for sampling in (0, 2):
+        mod, params = from_onnx(_model(output_height=3, output_width=4,
+                                       sampling_ratio=sampling))
+        gm = GraphModule(build(mod, target="llvm", params=params))
+        for bad in (np.nan, np.inf):
+            rois = np.array([[0, 0, 4, 4], [0, bad, 4, 4]], "float32")
+            with pytest.raises(RuntimeCheckError, match="region 1 has a coordinate that is "
+                                                        "not finite"):
+                gm(**_feeds(rng, rois, BATCH[:2]))
