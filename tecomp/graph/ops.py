@@ -182,13 +182,12 @@ def _conv2d(node, ts):
                                     _conv_out(w, s, sw, left, right, dw)))]
 
 
-def _deform_maps(node, types) -> list:
-    """``(name, value, shape it must have)`` of a ``deform_conv2d``'s offset and mask:
-    ``[N, offset_groups * R * S * 2, OH, OW]`` and ``[N, offset_groups * R * S, OH, OW]``
-    over the output's pixels."""
-    out, = _conv2d(node, [types[v] for v in node.inputs[:2]])
+def _deform_maps(node, out, weight) -> list:
+    """``(name, value, shape it must have)`` of a ``deform_conv2d``'s offset and mask,
+    for its output type ``out`` and ``weight`` type: ``[N, offset_groups * R * S * 2, OH,
+    OW]`` and ``[N, offset_groups * R * S, OH, OW]`` over the output's pixels."""
     n, _, oh, ow = out.shape
-    _, _, r, s = types[node.inputs[1]].shape
+    _, _, r, s = weight.shape
     taps = node.attrs.get("offset_groups", 1) * r * s
     return [(name, value, (n, channels, oh, ow)) for name, value, channels in
             zip(("offset", "mask"), node.inputs[2:4], (taps * 2, taps))]
@@ -199,7 +198,7 @@ def _deform_conv2d(node, ts):
     mask, whose symbolic sizes are checked at run time)."""
     out, = _conv2d(node, ts[:2])
     types = dict(zip(node.inputs, ts))
-    for name, value, want in _deform_maps(node, types):
+    for name, value, want in _deform_maps(node, out, ts[1]):
         shape = types[value].shape
         if len(shape) != 4 or any(dims.is_static(a) and dims.is_static(b) and a != b
                                   for a, b in zip(shape, want)):
@@ -210,10 +209,11 @@ def _deform_conv2d(node, ts):
 
 
 def _deform_conv2d_checks(node, types) -> list:
+    maps = _deform_maps(node, types[node.outputs[0]], types[node.inputs[1]])
     return _PLANAR_SPATIAL(node, types) + [
         DimCheck(node.name or node.op, node.op, value, axis, got, want, "==",
                  "the output and kernel have")
-        for _, value, shape in _deform_maps(node, types)
+        for _, value, shape in maps
         for axis, (got, want) in enumerate(zip(types[value].shape, shape))
         if not dims.equal(got, want)]
 

@@ -17,6 +17,7 @@ from ..ir import dtype as dt
 from .cpu_schedule import const_int, schedule_reduce
 from .grid_sample import bilinear_zeros
 from .register import register_llvm
+from .utils import shape_text
 
 
 def deform_conv2d(x, weight, offset, mask=None, strides=(1, 1), padding=(0, 0, 0, 0),
@@ -56,16 +57,16 @@ def deform_conv2d(x, weight, offset, mask=None, strides=(1, 1), padding=(0, 0, 0
     K, per_group, R, S = (const_int(d) for d in weight.shape)
     if None in (C, K, per_group, R, S) or per_group * groups != C or K % groups \
             or C % offset_groups:
-        raise ShapeError(f"deform_conv2d: x {_dims(x)} and weight {_dims(weight)} with "
-                         f"groups={groups} and offset_groups={offset_groups}: constant "
-                         "channels and kernel, which the groups divide, the weight reading "
-                         "C / groups of them")
+        raise ShapeError(f"deform_conv2d: x {shape_text(x.shape)} and weight "
+                         f"{shape_text(weight.shape)} with groups={groups} and "
+                         f"offset_groups={offset_groups}: constant channels and kernel, "
+                         "which the groups divide, the weight reading C / groups of them")
     taps = R * S
     if const_int(offset.shape[1]) != offset_groups * taps * 2 or (
             mask is not None and const_int(mask.shape[1]) != offset_groups * taps):
-        raise ShapeError(f"deform_conv2d: offset {_dims(offset)} (and mask) must have "
-                         f"{offset_groups * taps * 2} (and {offset_groups * taps}) channels "
-                         f"for {offset_groups} offset groups of a {R} x {S} kernel")
+        raise ShapeError(f"deform_conv2d: offset {shape_text(offset.shape)} (and mask) "
+                         f"must have {offset_groups * taps * 2} (and {offset_groups * taps}) "
+                         f"channels for {offset_groups} offset groups of a {R} x {S} kernel")
     per_offset_group = C // offset_groups
     wide = "float32" if dt.bits(x.dtype) < 32 else x.dtype
     c = te.reduce_axis((0, per_group), name="c")
@@ -89,10 +90,6 @@ def deform_conv2d(x, weight, offset, mask=None, strides=(1, 1), padding=(0, 0, 0
     out = te.compute((N, K, OH, OW), body, name="deform_sum")
     return te.compute(out.shape, lambda *ix: out(*ix).astype(x.dtype), name="deform_conv2d",
                       tag="injective")
-
-
-def _dims(t) -> list:
-    return [d if const_int(d) is None else const_int(d) for d in t.shape]
 
 
 register_llvm("deform_conv2d", deform_conv2d, schedule_reduce)

@@ -31,6 +31,7 @@ from ..ir import expr as E
 from .cpu_schedule import const_int, schedule_reduce
 from .register import register_llvm
 from .transform import _checked_index, normalize_axis
+from .utils import shape_text
 
 TAG = "comm_reduce"
 
@@ -56,10 +57,6 @@ def _reducer(reduction: str, op: str):
         raise ShapeError(f"{op}: reduction={reduction!r} is not supported; allowed: "
                          f"{', '.join(REDUCERS)}")
     return REDUCERS[reduction]
-
-
-def _shape_text(shape) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
 def _same_dim(a, b) -> bool:
@@ -133,17 +130,17 @@ def scatter_elements(data, indices, updates, axis: int = 0, reduction: str = "no
     ndim = len(data.shape)
     axis = normalize_axis(axis, ndim)
     if len(indices.shape) != ndim or len(updates.shape) != ndim:
-        raise ShapeError(f"scatter_elements: data {_shape_text(data.shape)}, indices "
-                         f"{_shape_text(indices.shape)} and updates "
-                         f"{_shape_text(updates.shape)} must have the same rank")
+        raise ShapeError(f"scatter_elements: data {shape_text(data.shape)}, indices "
+                         f"{shape_text(indices.shape)} and updates "
+                         f"{shape_text(updates.shape)} must have the same rank")
     for d, (di, du, dd) in enumerate(zip(indices.shape, updates.shape, data.shape)):
         if None not in (const_int(di), const_int(du)) and const_int(di) != const_int(du):
-            raise ShapeError(f"scatter_elements: updates {_shape_text(updates.shape)} must "
-                             f"have the shape of indices {_shape_text(indices.shape)}")
+            raise ShapeError(f"scatter_elements: updates {shape_text(updates.shape)} must "
+                             f"have the shape of indices {shape_text(indices.shape)}")
         if d != axis and None not in (const_int(di), const_int(dd)) and (
                 const_int(di) > const_int(dd)):
-            raise ShapeError(f"scatter_elements: indices {_shape_text(indices.shape)} are "
-                             f"larger than data {_shape_text(data.shape)} on axis {d}")
+            raise ShapeError(f"scatter_elements: indices {shape_text(indices.shape)} are "
+                             f"larger than data {shape_text(data.shape)} on axis {d}")
     k = te.reduce_axis((0, indices.shape[axis]), name="k")
     # Output positions past the indices' extent on another axis receive no update; where
     # the extents may differ, the index is read only inside them.
@@ -203,15 +200,15 @@ def scatter_nd(data, indices, updates, reduction: str = "none", node: str = ""):
         raise ShapeError("scatter_nd: indices must have rank 1 or more")
     k = const_int(indices.shape[-1])
     if k is None or not 1 <= k <= ndim:
-        raise ShapeError(f"scatter_nd: the last axis of indices {_shape_text(indices.shape)} "
+        raise ShapeError(f"scatter_nd: the last axis of indices {shape_text(indices.shape)} "
                          f"must have a static size in 1 .. {ndim} (data's rank)")
     rows = tuple(indices.shape[:-1])
     want = rows + tuple(data.shape[k:])
     if len(updates.shape) != len(want) or not all(
             const_int(a) is None or const_int(b) is None or const_int(a) == const_int(b)
             for a, b in zip(updates.shape, want)):
-        raise ShapeError(f"scatter_nd: updates {_shape_text(updates.shape)} must have the "
-                         f"shape {_shape_text(want)} (indices' rows, then data's axes from "
+        raise ShapeError(f"scatter_nd: updates {shape_text(updates.shape)} must have the "
+                         f"shape {shape_text(want)} (indices' rows, then data's axes from "
                          f"{k})")
     # One index row of a 1-D ``indices`` still takes a (one-point) reduction axis.
     red = [te.reduce_axis((0, d), name=f"r{j}") for j, d in enumerate(rows)] or [

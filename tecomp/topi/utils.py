@@ -23,6 +23,11 @@ def vector_registers() -> int:
     return as_target(Target.current()).num_vector_registers
 
 
+def shape_text(shape) -> str:
+    """A tensor's shape as an error message prints it: ``(1, n, 3)``."""
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
 def get_const_tuple(shape) -> tuple[int, ...]:
     """The dimensions of ``shape`` as Python ints, as TVM's ``topi.utils.get_const_tuple``.
 
