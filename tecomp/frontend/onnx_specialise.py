@@ -44,7 +44,7 @@ def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
     owners = {name: node for name, node in zip(node_names(graph), graph.node)
               if subgraphs(node)}
     inputs = set(inputs)
-    seen, stack, found = set(), [value], set()
+    seen, walked, stack, found = set(), set(), [value], set()
     while stack:
         name = stack.pop()
         if name in seen:
@@ -54,7 +54,9 @@ def value_sources(graph: onnx.GraphProto, value: str, inputs) -> tuple:
             found.add(name)
             continue
         node = producers.get(name) or owners.get(name.split("/", 1)[0])
-        if node is not None:
+        # A node is walked once, however many of its outputs (or inlined values) lead to it.
+        if node is not None and id(node) not in walked:
+            walked.add(id(node))
             shape_only = SHAPE_ONLY_INPUTS.get(node.op_type, ())
             stack.extend(i for k, i in enumerate(node.input) if i and k not in shape_only)
             stack.extend(v for sub in subgraphs(node) for v in free_names(sub))
