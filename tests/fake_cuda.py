@@ -36,7 +36,7 @@ _SITECUSTOMIZE = textwrap.dedent('''
         def record(self, event): pass
         def elapsed_seconds(self, start, end): return 1e-3
 
-        def launch(self, func, name, grid, block, args, stream=0):
+        def launch(self, func, name, grid, block, args, stream=0, shared=0):
             self.launched.append(name)
 
         def synchronize(self, what):

@@ -84,8 +84,10 @@ def test_aarch64_cross():
     assert "+neon" in t.mattr
 
 
-@pytest.mark.parametrize("s,arch", [("cuda", "sm_90"), ("cuda -arch=sm_80", "sm_80")])
-def test_cuda(s, arch):
+@pytest.mark.parametrize("s,arch,shared", [("cuda", "sm_90", 227 * 1024),
+                                            ("cuda -arch=sm_80", "sm_80", 163 * 1024),
+                                            ("cuda -arch=sm_61", "sm_61", 48 * 1024)])
+def test_cuda(s, arch, shared):
     t = Target(s)
     assert t.kind == "cuda" and t.arch == arch
     assert t.keys == ("cuda", "gpu")
@@ -93,7 +95,7 @@ def test_cuda(s, arch):
     assert t.canonical_key() == f"cuda -arch={arch}"
     assert isinstance(t.caps, CUDACaps)
     assert t.max_threads_per_block == t.caps.max_threads_per_block == 1024
-    assert t.caps.max_shared_memory_per_block == 49152 and t.caps.warp_size == 32
+    assert t.caps.max_shared_memory_per_block == shared and t.caps.warp_size == 32
     assert not t.is_host
 
 

@@ -109,11 +109,32 @@ class Driver:
         return self._check(self.cu.cuModuleGetFunction(module, name.encode()),
                            f"cuModuleGetFunction({name})")
 
-    def launch(self, func, name: str, grid, block, args, stream=0) -> None:
-        """Launch ``func`` (kernel ``name``) with ``args``: ctypes values, in order."""
+    def allow_dynamic_shared(self, func, name: str, nbytes: int) -> None:
+        """Let ``func`` (kernel ``name``) be launched with ``nbytes`` of dynamic shared
+        memory, over the 48 KB a kernel gets without asking."""
+        attr = self.cu.CUdevice_attribute
+        limit = self._check(self.cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, self.device),
+            "cuDeviceGetAttribute")
+        static = self._check(self.cu.cuFuncGetAttribute(
+            self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func),
+            "cuFuncGetAttribute")
+        if nbytes + static > limit:
+            raise CUDAError(
+                f"kernel {name} needs {nbytes + static} bytes of shared memory per block, "
+                f"but this GPU ({self.arch_name}) gives at most {limit}; build it for this "
+                f"GPU's architecture (a target with -arch={self.arch_name}) or with smaller "
+                f"tiles (-max-shared-memory-per-block={limit})")
+        self._check(self.cu.cuFuncSetAttribute(
+            func, self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            nbytes), f"cuFuncSetAttribute({name})")
+
+    def launch(self, func, name: str, grid, block, args, stream=0, shared: int = 0) -> None:
+        """Launch ``func`` (kernel ``name``) with ``args``: ctypes values, in order, and
+        ``shared`` bytes of dynamic shared memory."""
         ptrs = (ctypes.c_void_p * max(len(args), 1))(
             *[ctypes.addressof(a) for a in args])
-        self._check(self.cu.cuLaunchKernel(func, *grid, *block, 0, stream,
+        self._check(self.cu.cuLaunchKernel(func, *grid, *block, shared, stream,
                                            ctypes.addressof(ptrs), 0),
                     f"launching kernel {name}")
 

@@ -236,14 +236,18 @@ class CUDAModule(Module):
                 raise
             return drv.load_module(ptx.encode() + b"\0")
 
-    def _kernel(self, drv, name: str):
+    def _kernel(self, drv, name: str, shared: int = 0):
+        """The loaded kernel ``name``, allowed ``shared`` bytes of dynamic shared memory."""
         if self._loaded is None:
             self._loaded = (self._load(drv), {})
             # Unloaded with the module: a tuning session loads thousands of candidates.
             weakref.finalize(self, drv.unload_module, self._loaded[0])
         mod, kernels = self._loaded
         if name not in kernels:
-            kernels[name] = drv.get_function(mod, name)
+            func = drv.get_function(mod, name)
+            if shared:
+                drv.allow_dynamic_shared(func, name, shared)
+            kernels[name] = func
         return kernels[name]
 
     def _run_plan(self, drv, f: CUDAFunction, ptrs: list, env: dict, sync: bool = True,
@@ -303,8 +307,9 @@ class CUDAModule(Module):
         block = [eval_size(b, env) for b in step["block"]]
         if min(grid) <= 0:
             return  # an empty grid (a zero size) has nothing to do
-        drv.launch(self._kernel(drv, step["kernel"]), step["kernel"], grid, block, args,
-                   stream)
+        shared = step.get("shared", 0)
+        drv.launch(self._kernel(drv, step["kernel"], shared), step["kernel"], grid, block,
+                   args, stream, shared)
 
     def time_evaluator(self, func_name: str | None = None, number: int = 10, repeat: int = 3,
                        min_repeat_ms: float = 0, warmup_ms: float = 200):

@@ -194,3 +194,26 @@ def test_a_prefetch_hint_is_left_out_of_cuda_source():
     stage.prefetch(stage.op.input_tensors[0], reduce_axis, 1)
     src = tecomp.build(s, args, target="cuda", name="mm").get_source("cuda")
     assert "prefetch" not in src and src.count("__syncthreads();") == 2
+
+
+def test_shared_tiles_over_48_kb_are_dynamic_shared_memory_given_at_launch():
+    # Two 128 x 64 float tiles: 64 KB, over what a kernel may declare statically (the
+    # GPU runs it in tests/runtime/test_cuda_module.py).
+    s, args = cuda_schedules.matmul_shared(M=128, N=128, K=64, block=128, threads=8, step=64)
+    mod = tecomp.build(s, args, target="cuda", name="mm")
+    src = mod.get_source("cuda")
+    assert "__shared__ float" not in src
+    assert "extern __shared__ __align__(128) unsigned char tc_dynamic_shared[];" in src
+    offsets = re.findall(r"float\* ([AB])_shared = reinterpret_cast<float\*>\("
+                         r"tc_dynamic_shared \+ (\d+)\);", src)
+    assert sorted(int(at) for _, at in offsets) == [0, 32768]
+    (launch,) = mod["mm"].plan
+    assert launch["shared"] == 65536
+
+
+def test_shared_memory_over_the_architectures_limit_is_refused():
+    s, args = cuda_schedules.matmul_shared(M=128, N=128, K=64, block=128, threads=8, step=64)
+    with pytest.raises(tecomp.errors.ScheduleError,
+                       match=r"65536 bytes of shared memory .*max-shared-memory-per-block "
+                             r"\(49152\)"):
+        tecomp.build(s, args, target="cuda -arch=sm_61")

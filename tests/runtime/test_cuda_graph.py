@@ -113,7 +113,7 @@ class RecordingDriver:
     def destroy_event(self, event):
         self.events -= 1
 
-    def launch(self, func, name, grid, block, args, stream=0):
+    def launch(self, func, name, grid, block, args, stream=0, shared=0):
         self.launches += 1
 
     def event(self):

@@ -109,6 +109,20 @@ def test_runs_on_the_gpu_with_numpy_arrays(matmul, gpu):
 
 
 @pytest.mark.gpu
+def test_a_kernel_over_48_kb_of_shared_memory_runs_on_the_gpu(gpu, rng, tmp_path):
+    # Two 128 x 64 float tiles, 64 KB: dynamic shared memory, asked for at load.
+    s, args = cuda_schedules.matmul_shared(M=256, N=128, K=192, block=128, threads=8,
+                                           step=64)
+    mod = tecomp.build(s, args, target="cuda", name="mm")
+    a = rng.random((256, 192), dtype="float32")
+    b = rng.random((192, 128), dtype="float32")
+    for run in (mod, load_module(mod.export_library(str(tmp_path / "mm.cuda")))):
+        c = np.zeros((256, 128), "float32")
+        run(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+@pytest.mark.gpu
 def test_loaded_module_runs_on_the_gpu(matmul, gpu, tmp_path):
     mod, a, b = matmul
     loaded = load_module(mod.export_library(str(tmp_path / "mm.cuda")))
@@ -171,9 +185,12 @@ class _RecordingDriver:
     def unload_module(self, module):
         self.calls.append(("unload_module", module))
 
-    def launch(self, func, name, grid, block, args, stream=0):
+    def allow_dynamic_shared(self, func, name, nbytes):
+        self.calls.append(("allow_dynamic_shared", name, nbytes))
+
+    def launch(self, func, name, grid, block, args, stream=0, shared=0):
         self.calls.append(("launch", name, list(grid), list(block),
-                           [a.value for a in args]))
+                           [a.value for a in args], *([shared] if shared else [])))
 
     def zero_async(self, ptr, nbytes, stream):
         self.calls.append(("zero", ptr, nbytes))
@@ -215,6 +232,20 @@ def test_device_arrays_are_passed_without_copies(cuda_target, recording):
     assert ops == ["load_module", "launch", "synchronize"]
     # ceil(100 / 64) blocks, and the symbolic size as the last kernel argument.
     assert recording.calls[1][2:] == ([2, 1, 1], [64, 1, 1], [0x9000, 0xA000, 100])
+
+
+def test_a_kernel_over_48_kb_of_shared_memory_asks_for_it_at_load_and_launch(
+        cuda_target, recording):
+    s, args = cuda_schedules.matmul_shared(M=128, N=128, K=64, block=128, threads=8, step=64)
+    mod = tecomp.build(s, args, target=cuda_target, name="mm")
+    device = [_FakeDeviceArray(t, ptr=0x10000 * (i + 1))
+              for i, t in enumerate([(128, 64), (64, 128), (128, 128)])]
+    mod(*device)
+    mod(*device)
+    calls = [c for c in recording.calls if c[0] in ("allow_dynamic_shared", "launch")]
+    assert [c[0] for c in calls] == ["allow_dynamic_shared", "launch", "launch"]
+    assert calls[0] == ("allow_dynamic_shared", "mm_kernel0", 65536)
+    assert calls[1][-1] == calls[2][-1] == 65536
 
 
 def test_a_misaligned_device_array_is_refused_before_a_vector_kernel_reads_it(

@@ -101,13 +101,15 @@ def build_cuda(funcs, target="cuda") -> CUDAModule:
         launches.extend(ls)
         checks[f.name] = []  # the function's check messages, shared by its kernels
         checks_of.update({k.name: checks[f.name] for k in ls})
-    source, recorded, alignments = translate(launches, checks_of)
+    source, recorded, alignments, dynamic_shared = translate(launches, checks_of)
     for f in funcs:
         for step in plans[f.name]:
             if step["op"] != "launch":
                 continue
             if step["kernel"] in recorded:
                 step["record"] = True  # the kernel takes the error record last
+            if step["kernel"] in dynamic_shared:
+                step["shared"] = dynamic_shared[step["kernel"]]
             for i, nbytes in alignments[step["kernel"]].items():
                 step["buffers"][i]["align"] = nbytes  # read or written as vectors
     signatures = [function_signature(f, checks[f.name]) for f in funcs]

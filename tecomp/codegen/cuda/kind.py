@@ -1,7 +1,8 @@
 """The "cuda" target kind: NVIDIA GPUs, CUDA C compiled by NVRTC.
 
 A target string ``cuda -arch=sm_XY -max-threads-per-block=N
--max-shared-memory-per-block=BYTES`` names a GPU architecture and its per-block limits;
+-max-shared-memory-per-block=BYTES`` names a GPU architecture and its per-block limits
+(by default 1024 threads and the architecture's shared memory, ``SHARED_MEMORY_PER_BLOCK``);
 its host code runs on a CPU target (``host=``, "llvm" when not given). Its functions go
 through the device passes after the common ones: virtual threads, one kernel launch per
 bound nest, double-buffered shared tiles and barriers. The kind registers itself
@@ -24,6 +25,15 @@ from ...target import CUDACaps, TargetKind, positive_int_option
 #: The architecture a "cuda" target without -arch generates code for (Hopper).
 DEFAULT_CUDA_ARCH = "sm_90"
 
+#: Shared memory one block may have, by architecture: the opt-in limit (a kernel over
+#: 48 KB asks for it at load; CUDA C Programming Guide, "Technical Specifications per
+#: Compute Capability"). An architecture not listed gets the 48 KB every GPU gives.
+SHARED_MEMORY_PER_BLOCK = {
+    "sm_70": 96 * 1024, "sm_72": 48 * 1024, "sm_75": 64 * 1024,
+    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_87": 163 * 1024, "sm_89": 99 * 1024,
+    "sm_90": 227 * 1024, "sm_100": 227 * 1024, "sm_120": 99 * 1024,
+}
+
 
 def parse_cuda(t, opts) -> None:
     text = t._text
@@ -42,7 +52,8 @@ def parse_cuda(t, opts) -> None:
     t.caps = CUDACaps(
         max_threads_per_block=positive_int_option(opts, "max-threads-per-block", text, 1024),
         max_shared_memory_per_block=positive_int_option(
-            opts, "max-shared-memory-per-block", text, 49152
+            opts, "max-shared-memory-per-block", text,
+            SHARED_MEMORY_PER_BLOCK.get(arch.rstrip("af"), 48 * 1024)
         ),
         warp_size=32,
     )

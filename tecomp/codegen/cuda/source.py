@@ -159,6 +159,7 @@ RESERVED = frozenset((
     "half",
     "half2", "float2", "float4", "int2", "int4", "double2", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "min", "max", "tc_floordiv", "tc_floormod",
+    "tc_floordiv_chk", "tc_floormod_chk", "tc_check", "tc_rec", "tc_dynamic_shared",
 )) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
 
 
@@ -183,6 +184,15 @@ class _Names:
         return name
 
 
+#: Bytes of shared memory a kernel may declare statically; a kernel needing more takes
+#: them as dynamic shared memory, which the launch asks for (up to the device's opt-in
+#: limit, the target's ``max-shared-memory-per-block``).
+STATIC_SHARED_BYTES = 48 * 1024
+#: The dynamic shared memory's name, and the alignment of each buffer in it.
+DYNAMIC_SHARED = "tc_dynamic_shared"
+SHARED_ALIGN = 128
+
+
 class KernelEmitter:
     """Writes one kernel (a ``KernelLaunch``) as a CUDA C function."""
 
@@ -201,6 +211,7 @@ class KernelEmitter:
         self.accumulator_depths: dict = {}
         self.lane_loads: dict = {}  # id(Load) -> C text of its lane, in a vector body
         self.vector_bytes: dict = {}  # buffer -> the widest vector access to it, in bytes
+        self.dynamic_shared_bytes = 0  # bytes of shared memory given at launch
         self.launch_ext = {f"threadIdx.{d}": e for d, e in zip(DIMS, launch.block)}
         self.launch_ext.update({f"blockIdx.{d}": e for d, e in zip(DIMS, launch.grid)})
 
@@ -705,10 +716,25 @@ class KernelEmitter:
 
         post_order_visit(k.body, find_tiles)
         body_start = len(self.lines)
-        for b in shared.values():
-            align = "__align__(32) " if buffer_key(b) in tiled else ""
-            self.emit(f"__shared__ {align}{c_type(b.dtype)} {self.buf(b)}[{_const_size(b)}];",
-                      1)
+        sizes = {key: _const_size(b) * max(dt.bits(b.dtype) // 8, 1)
+                 for key, b in shared.items()}
+        if sum(sizes.values()) <= STATIC_SHARED_BYTES:
+            for key, b in shared.items():
+                align = "__align__(32) " if key in tiled else ""
+                self.emit(f"__shared__ {align}{c_type(b.dtype)} {self.buf(b)}"
+                          f"[{_const_size(b)}];", 1)
+        else:
+            # Over the static limit: one dynamic allocation, each buffer at an offset
+            # aligned for the widest access (the tensor cores' 32 bytes and more).
+            self.emit(f"extern __shared__ __align__({SHARED_ALIGN}) unsigned char "
+                      f"{DYNAMIC_SHARED}[];", 1)
+            offset = 0
+            for key, b in shared.items():
+                ty = c_type(b.dtype)
+                self.emit(f"{ty}* {self.buf(b)} = reinterpret_cast<{ty}*>("
+                          f"{DYNAMIC_SHARED} + {offset});", 1)
+                offset += -(-sizes[key] // SHARED_ALIGN) * SHARED_ALIGN
+            self.dynamic_shared_bytes = offset
         self.stmt(k.body, 1)
         if self.uses_record:
             params.append("unsigned long long* __restrict__ tc_rec")
@@ -762,9 +788,10 @@ def kernel_source(launches) -> str:
     return translate(launches)[0]
 
 
-def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict]:
-    """:func:`kernel_source`, the names of the kernels that take the error record, and the
-    alignment each kernel needs of its buffer parameters.
+def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict, dict]:
+    """:func:`kernel_source`, the names of the kernels that take the error record, the
+    alignment each kernel needs of its buffer parameters, and the dynamic shared memory
+    each kernel's launch gives it.
 
     Parameters
     ----------
@@ -775,15 +802,18 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict]:
 
     Returns
     -------
-    (str, set of str, dict)
-        The source, the kernels taking the record, and kernel name -> {index in the
+    (str, set of str, dict, dict)
+        The source, the kernels taking the record, kernel name -> {index in the
         launch's ``params``: bytes} for the buffers it reads or writes as vectors
-        (``float4`` and the like), whose addresses must be multiples of those bytes.
+        (``float4`` and the like), whose addresses must be multiples of those bytes, and
+        kernel name -> bytes of dynamic shared memory, for the kernels needing more than
+        ``STATIC_SHARED_BYTES``.
     """
     funcs = []
     headers = set()
     recorded = set()
     alignments = {}
+    dynamic_shared = {}
     for k in launches:
         em = KernelEmitter(k, (checks_of or {}).get(k.name))
         funcs.append(em.function())
@@ -792,8 +822,10 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict]:
             recorded.add(k.name)
         alignments[k.name] = {i: em.vector_bytes[b.data] for i, b in enumerate(k.params)
                               if b.data in em.vector_bytes}
+        if em.dynamic_shared_bytes:
+            dynamic_shared[k.name] = em.dynamic_shared_bytes
     head = ["// generated by tecomp"]
     head += [f"#include <{h}>" for h in sorted(headers)]
 
     return ("\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n",
-            recorded, alignments)
+            recorded, alignments, dynamic_shared)

@@ -25,6 +25,7 @@ from ...errors import ShapeError
 from ..conv2d import _geometry  # one reading of shapes, strides and padding for every target
 from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
+from ...ir import expr as E
 from ...ir.stmt import FRAGMENT
 from . import tensor_core
 from .common import bind_block, cooperative_load, define_tile, shape_ints
@@ -139,7 +140,8 @@ def _implicit_gemm(cfg, data, kernel, padded, sizes, strides, dilation):
     (sh, sw), (dh, dw) = strides, dilation
     N = data.shape[0]
     depth, pixels, channels = (_round16(n) for n in (C * R * S, OH * OW, K))
-    tensor_core.define_knobs(cfg, channels, depth, pixels)
+    images = N if isinstance(N, int) else E.const_value(N)
+    tensor_core.define_knobs(cfg, channels, depth, pixels, images or 1, data.dtype)
     zero = te.const(0, data.dtype)
 
     def weights(f, k):

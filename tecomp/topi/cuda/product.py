@@ -91,7 +91,7 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     guarded, and read one element per load.
     """
     if tensor_core.applies(dtype, N, K, M, tf32=tf32):
-        tensor_core.define_knobs(cfg, N, K, M)
+        tensor_core.define_knobs(cfg, N, K, M, _nominal(batch), dtype)
         return
     define_tile(cfg, "tile_y", _nominal(N))
     define_tile(cfg, "tile_x", _nominal(M))

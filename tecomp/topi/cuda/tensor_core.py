@@ -23,8 +23,10 @@ from ...ir import stmt as S
 from ...ir.stmt import FRAGMENT
 from ...te.analysis import ops_of
 from ...te.tensor import ComputeOp
+from ...codegen.cuda.source import STATIC_SHARED_BYTES
+from ...target import Target
 from ..group import epilogue_ops
-from .common import cooperative_load, deal_to_threads
+from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads
 
 #: The element types the tensor cores multiply here (accumulating in float32); float32
 #: operands only where asked, as TF32 (:func:`applies`).
@@ -130,26 +132,57 @@ def _warp_split_ok(e) -> bool:
     return warps <= 4 and tiles <= 4 and warps * tiles <= 8
 
 
-def define_knobs(cfg, N, K, M) -> None:
-    """The knobs of a tensor-core product ``[N, K] x [K, M]``: ``tc_m`` / ``tc_n`` split the
-    16-row (column) tiles of the output into (blocks, warps, fragments per warp), ``tc_k``
-    the 16-deep steps of k into (steps, per shared tile), ``tc_pad`` pads each row of the
-    shared tiles by that many halves (off the 32 banks), ``tc_double`` doubles the shared
-    tiles (the next step's copy overlapping this step's products). The fallback: 2 x 2 warps of
-    2 x 2 fragments (64 x 64 per block) where the sizes allow, k 32 deep, rows padded
-    by 8."""
+def shared_bytes(block_m: int, block_n: int, depth: int, pad: int, dtype: str,
+                 double: bool = False) -> int:
+    """Shared memory of a block computing a ``block_m`` x ``block_n`` tile ``depth`` deep
+    per step, at most: its operand tiles (rows padded by ``pad``; doubled with ``double``)
+    and the float32 tile its accumulators pass through to an epilogue."""
+    operands = (block_m + block_n) * (depth + pad) * (dt.bits(dtype) // 8)
+    return operands * (2 if double else 1) + block_m * block_n * 4
+
+
+#: The untuned block layouts, largest first, as ((warps, fragments per warp) along the
+#: rows, the same along the columns): 128 x 128 with 8 warps of 64 x 32, then 64 x 64
+#: with 4 warps of 32 x 32, then what the sizes divide into.
+_FALLBACK_WARPS = (((2, 4), (4, 2)), ((2, 2), (2, 2)))
+
+
+def _fallback_warps(N, M, batch, dtype, depth) -> tuple:
+    """The first of :data:`_FALLBACK_WARPS` that divides the output, gives
+    :data:`~tecomp.topi.cuda.common.BLOCKS_TO_FILL` blocks and fits the current target's
+    shared memory; else, per side, the largest of 2 x 2, 2 x 1, 1 x 2, 1 x 1 that
+    divides it."""
+    target = Target.current()
+    limit = (target.caps.max_shared_memory_per_block
+             if target is not None and target.kind == "cuda" else STATIC_SHARED_BYTES)
+    for rows, cols in _FALLBACK_WARPS:
+        bm, bn = (w * t * FRAGMENT for w, t in (rows, cols))
+        if (N % bm == 0 and M % bn == 0 and batch * (N // bm) * (M // bn) >= BLOCKS_TO_FILL
+                and shared_bytes(bm, bn, depth, 8, dtype) <= limit):
+            return rows, cols
+    return tuple(next((w, t) for w, t in ((2, 2), (2, 1), (1, 2), (1, 1))
+                      if (n // FRAGMENT) % (w * t) == 0) for n in (N, M))
+
+
+def define_knobs(cfg, N, K, M, batch=1, dtype="float16") -> None:
+    """The knobs of ``batch`` tensor-core products ``[N, K] x [K, M]`` of ``dtype``:
+    ``tc_m`` / ``tc_n`` split the 16-row (column) tiles of the output into (blocks, warps,
+    fragments per warp), ``tc_k`` the 16-deep steps of k into (steps, per shared tile),
+    ``tc_pad`` pads each row of the shared tiles by that many elements (off the 32 banks),
+    ``tc_double`` doubles the shared tiles (the next step's copy overlapping this step's
+    products). The fallback: the first of :data:`_FALLBACK_WARPS` that fills the GPU
+    (:func:`_fallback_warps`), k 32 deep, rows padded by 8."""
     cfg.define_split("tc_m", N // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
     cfg.define_split("tc_n", M // FRAGMENT, num_outputs=3, filter=_warp_split_ok)
     cfg.define_split("tc_k", K // FRAGMENT, num_outputs=2, filter=lambda e: e.size[1] <= 4)
     cfg.define_knob("tc_pad", [8, 0])
     cfg.define_knob("tc_double", [False, True])
     if cfg.is_fallback:
-        for name, n in (("tc_m", N), ("tc_n", M)):
-            tiles = n // FRAGMENT
-            warps, per = next((w, t) for w, t in ((2, 2), (2, 1), (1, 2), (1, 1))
-                              if tiles % (w * t) == 0)
+        steps = 2 if (K // FRAGMENT) % 2 == 0 else 1
+        layout = _fallback_warps(N, M, batch, dtype, steps * FRAGMENT)
+        for name, (warps, per) in zip(("tc_m", "tc_n"), layout):
             cfg.fallback_split(name, [-1, warps, per])
-        cfg.fallback_split("tc_k", [-1, 2 if (K // FRAGMENT) % 2 == 0 else 1])
+        cfg.fallback_split("tc_k", [-1, steps])
         cfg.fallback_knob("tc_pad", 8)
         cfg.fallback_knob("tc_double", False)
 
