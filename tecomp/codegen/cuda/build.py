@@ -101,7 +101,10 @@ def build_cuda(funcs, target="cuda") -> CUDAModule:
         launches.extend(ls)
         checks[f.name] = []  # the function's check messages, shared by its kernels
         checks_of.update({k.name: checks[f.name] for k in ls})
-    source, recorded, alignments, dynamic_shared = translate(launches, checks_of)
+    arch = _arch(target)
+    doubled = frozenset().union(*(f.attrs.get("double_buffered", ()) for f in funcs))
+    source, recorded, alignments, dynamic_shared = translate(launches, checks_of, arch,
+                                                             doubled)
     for f in funcs:
         for step in plans[f.name]:
             if step["op"] != "launch":
@@ -113,7 +116,6 @@ def build_cuda(funcs, target="cuda") -> CUDAModule:
             for i, nbytes in alignments[step["kernel"]].items():
                 step["buffers"][i]["align"] = nbytes  # read or written as vectors
     signatures = [function_signature(f, checks[f.name]) for f in funcs]
-    arch = _arch(target)
     cubin, ptx = compile_cuda(source, arch)
     by_name = {f.name: f for f in funcs}
 

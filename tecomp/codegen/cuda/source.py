@@ -125,6 +125,29 @@ template <typename T> __device__ __forceinline__ T tc_floormod_chk(
 }
 """
 
+#: Asynchronous copies from global to shared memory (``cp.async``, sm_80 and later), for
+#: the fills of double-buffered tiles: a thread issues the next step's copy and computes
+#: on the current half while it is in flight; every barrier of such a kernel first waits
+#: for the thread's own copies, so the barrier publishes them as it does plain stores.
+_ASYNC_COPY = """\
+// cp.async: a copy of N bytes from global to shared memory that does not wait for it
+template <int N> __device__ __forceinline__ void tc_copy_async(void *dst, const void *src) {
+  asm volatile("{ .reg .u64 s; cvta.to.shared.u64 s, %0; cp.async.ca.shared.global [s], [%1], %2; }"
+               :: "l"(dst), "l"(src), "n"(N) : "memory");
+}
+template <> __device__ __forceinline__ void tc_copy_async<16>(void *dst, const void *src) {
+  asm volatile("{ .reg .u64 s; cvta.to.shared.u64 s, %0; cp.async.cg.shared.global [s], [%1], 16; }"
+               :: "l"(dst), "l"(src) : "memory");
+}
+// wait for this thread's copies (before a barrier publishes them to the block)
+__device__ __forceinline__ void tc_copies_wait() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+"""
+
+#: The first architecture with ``cp.async``.
+ASYNC_COPY_ARCH = 80
+
 #: The message of the check a division by zero fails (as the CPU code's).
 _DIV_ZERO = DIVISION_BY_ZERO
 
@@ -196,8 +219,13 @@ SHARED_ALIGN = 128
 class KernelEmitter:
     """Writes one kernel (a ``KernelLaunch``) as a CUDA C function."""
 
-    def __init__(self, launch: S.KernelLaunch, checks: list | None = None):
+    def __init__(self, launch: S.KernelLaunch, checks: list | None = None,
+                 async_tiles: frozenset = frozenset()):
         self.launch = launch
+        # The storage of the double-buffered shared tiles whose fills may be cp.async
+        # copies (empty before sm_80); whether this kernel has such a fill.
+        self.async_tiles = async_tiles
+        self.uses_async_copy = False
         # The messages of the function's checks, by id - 1: shared by its kernels, which
         # report through one record.
         self.checks = checks if checks is not None else []
@@ -417,6 +445,8 @@ class KernelEmitter:
         self.emit(f"{self.expr(s.value)};", indent)
 
     def s_Barrier(self, s, indent):
+        if self.uses_async_copy:
+            self.emit("tc_copies_wait();", indent)
         self.emit("__syncthreads();", indent)
 
     def s_WarpShuffle(self, s, indent):
@@ -646,7 +676,13 @@ class KernelEmitter:
         for b in [body.buffer] + [ld.buffer for ld in vector_loads]:
             self._vector_access(b, lanes)
         if body.value is (vector_loads or [None])[0] and body.value.dtype == body.buffer.dtype:
-            # A copy: one vector load, one vector store.
+            # A copy: one vector load, one vector store, or one cp.async.
+            if self._async_copy(body):
+                nbytes = lanes * dt.bits(body.buffer.dtype) // 8
+                self.emit(f"tc_copy_async<{nbytes}>({self.buf(body.buffer)} + "
+                          f"{self.expr(dst)}, {self.buf(body.value.buffer)} + "
+                          f"{self.expr(starts[0])});", indent)
+                return True
             self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = "
                       f"*(const {vt}*)({self.buf(body.value.buffer)} + "
                       f"{self.expr(starts[0])});", indent)
@@ -670,6 +706,12 @@ class KernelEmitter:
         self.emit(f"*({vt}*)({self.buf(body.buffer)} + {self.expr(dst)}) = {out};", indent + 1)
         self.emit("}", indent)
         return True
+
+    def _async_copy(self, store) -> bool:
+        """Whether the vector copy ``store`` fills a double-buffered shared tile from a
+        global buffer, so it may be a ``cp.async``."""
+        return (buffer_key(store.buffer) in self.async_tiles
+                and store.value.buffer.scope == "global")
 
     # ---- the function -----------------------------------------------------------------
 
@@ -715,6 +757,7 @@ class KernelEmitter:
                     self.accumulator_depths.setdefault(acc.data, set()).add(depth)
 
         post_order_visit(k.body, find_tiles)
+        self.uses_async_copy = any(key in self.async_tiles for key in shared)
         body_start = len(self.lines)
         sizes = {key: _const_size(b) * max(dt.bits(b.dtype) // 8, 1)
                  for key, b in shared.items()}
@@ -788,7 +831,8 @@ def kernel_source(launches) -> str:
     return translate(launches)[0]
 
 
-def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict, dict]:
+def translate(launches, checks_of: dict | None = None, arch: str = "sm_90",
+              double_buffered: frozenset = frozenset()) -> tuple[str, set, dict, dict]:
     """:func:`kernel_source`, the names of the kernels that take the error record, the
     alignment each kernel needs of its buffer parameters, and the dynamic shared memory
     each kernel's launch gives it.
@@ -799,6 +843,10 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict, 
     checks_of : dict of kernel name -> list, optional
         The list of check messages of each kernel's function (one list shared by the
         kernels of one function), appended to as checks are emitted.
+    arch : str
+        The architecture the source is for: from sm_80 on, the fills of the
+        ``double_buffered`` shared tiles (their storage, ``buffer_key``) are ``cp.async``
+        copies.
 
     Returns
     -------
@@ -814,10 +862,14 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict, 
     recorded = set()
     alignments = {}
     dynamic_shared = {}
+    async_tiles = double_buffered if int(arch[3:].rstrip("af")) >= ASYNC_COPY_ARCH \
+        else frozenset()
+    uses_async_copy = False
     for k in launches:
-        em = KernelEmitter(k, (checks_of or {}).get(k.name))
+        em = KernelEmitter(k, (checks_of or {}).get(k.name), async_tiles)
         funcs.append(em.function())
         headers |= em.headers
+        uses_async_copy |= em.uses_async_copy
         if em.uses_record:
             recorded.add(k.name)
         alignments[k.name] = {i: em.vector_bytes[b.data] for i, b in enumerate(k.params)
@@ -827,5 +879,6 @@ def translate(launches, checks_of: dict | None = None) -> tuple[str, set, dict, 
     head = ["// generated by tecomp"]
     head += [f"#include <{h}>" for h in sorted(headers)]
 
-    return ("\n".join(head) + "\n" + _PREAMBLE + "\n" + "\n\n".join(funcs) + "\n",
+    preamble = _PREAMBLE + (_ASYNC_COPY if uses_async_copy else "")
+    return ("\n".join(head) + "\n" + preamble + "\n" + "\n\n".join(funcs) + "\n",
             recorded, alignments, dynamic_shared)

@@ -2,6 +2,8 @@
 multiples of 16 on wmma fragments, under the fallback config and random configs of
 their space, against numpy (simulated without a GPU, on the GPU where there is one)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,13 @@ def test_doubled_shared_tiles_alternate_halves(cuda_target, rng):
     assert f.attrs.get("double_buffered")
     # One barrier per step of k (before the fill of the other half), not two.
     assert str(f).count("barrier()") <= 3
+    # From sm_80 on the fills are cp.async copies, which each barrier first waits for.
+    source = tecomp.build(s, args, target="cuda -arch=sm_80").get_source("cuda")
+    fills = re.findall(r"tc_copy_async<16>\((\w+)_shared", source)
+    assert sorted(fills) == ["A", "A", "B", "B"]  # the first step's fills, then the next's
+    assert source.count("tc_copies_wait();\n") == source.count("__syncthreads();") == 3
+    older = tecomp.build(s, args, target="cuda -arch=sm_75").get_source("cuda")
+    assert "cp.async" not in older and "*(uint4*)(" in older
 
 
 def test_a_dense_weight_is_loaded_column_major(cuda_target):
