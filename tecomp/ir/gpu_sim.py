@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import TecompError
 from . import expr as E
 from . import stmt as S
+from .buffer import buffer_key
 from .functor import post_order_visit
 from .transform.host_device import DIMS
 
@@ -71,15 +72,15 @@ class _SharedArray:
         if not 0 <= i < self.size:
             raise TecompError(f"interpreter: load from {self.name}[{i}] out of bounds")
         p = self.phase
-        w = p.writer.get((self.name, i))
+        w = p.writer.get((id(self), i))
         if w is not None and w != p.thread:
             raise self._race(i, "reads", w)
-        p.readers.setdefault((self.name, i), set()).add(p.thread)
+        p.readers.setdefault((id(self), i), set()).add(p.thread)
         return self.arr[i]
 
     def __setitem__(self, i, v):
         p = self.phase
-        key = (self.name, i)
+        key = (id(self), i)
         w = p.writer.get(key)
         if w is not None and w != p.thread:
             raise self._race(i, "writes", w)
@@ -193,10 +194,14 @@ def run_kernel(interp, launch: S.KernelLaunch) -> None:
     post_order_visit(launch.body, fn)
     phase = _Phase(launch.name)
     for bz, by, bx in itertools.product(*(range(g) for g in reversed(grid))):
-        shared = {}
+        # One array per storage: the copies of an allocation that loop partitioning
+        # makes share it, as they share one declaration in the CUDA source.
+        shared, storage = {}, {}
         for buf in shared_bufs:
-            arr = interp.allocate(buf).arr
-            shared[buf] = _SharedArray(arr, buf.name, phase)
+            key = buffer_key(buf)
+            if key not in storage:
+                storage[key] = _SharedArray(interp.allocate(buf).arr, buf.name, phase)
+            shared[buf] = storage[key]
         threads = []
         for tz, ty, tx in itertools.product(*(range(b) for b in reversed(block))):
             index = {f"blockIdx.{d}": v for d, v in zip(DIMS, (bx, by, bz))}

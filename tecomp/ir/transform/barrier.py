@@ -38,8 +38,10 @@ from .host_device import DIMS
 
 @dataclasses.dataclass(frozen=True)
 class _Access:
-    """A shared buffer, or one half of a double-buffered one: the half ``(var + parity)
-    % 2``, for every value of ``var`` (``var`` None: the whole buffer)."""
+    """A shared buffer's storage (``buffer_key``: the copies of an allocation that loop
+    partitioning makes are one storage), or one half of a double-buffered one: the half
+    ``(var + parity) % 2``, for every value of ``var`` (``var`` None: the whole
+    buffer)."""
 
     buffer: object
     var: E.Var | None = None
@@ -108,14 +110,15 @@ def _half(index, half_size: int):
 
 
 def _access(buf, index, doubled: frozenset) -> _Access:
-    if buffer_key(buf) in doubled:
+    key = buffer_key(buf)
+    if key in doubled:
         half_size = 1
         for d in buf.shape[1:]:
             half_size *= E.const_value(d)
         half = _half(index, half_size)
         if half is not None:
-            return _Access(buf, *half)
-    return _Access(buf)
+            return _Access(key, *half)
+    return _Access(key)
 
 
 def _accesses(s, doubled: frozenset) -> _State:
