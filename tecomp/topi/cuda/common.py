@@ -4,7 +4,6 @@ cooperative copy of a tile into shared memory."""
 from __future__ import annotations
 
 from ... import te
-from ...te.analysis import ops_of
 
 #: Blocks a kernel's untuned layout should give at least to fill a GPU: two per
 #: multiprocessor of an H100 or H200 (132).
@@ -68,12 +67,3 @@ def deal_to_threads(stage, axis, threads) -> tuple:
     for ax, tag in zip(bound, _THREAD_TAGS[len(threads)]):
         stage.bind(ax, te.thread_axis(tag))
     return bound, axis
-
-
-def image_head(out, anchor):
-    """The operation whose shape a product's epilogue keeps: the product ``anchor``, or
-    the stage that reads the product's pixel columns as an image (an implicit GEMM's
-    convolution output)."""
-    readers = [op for op in ops_of([out]) if anchor.output(0) in op.input_tensors]
-    return readers[0] if len(readers) == 1 and len(readers[0].axis) > len(anchor.axis) \
-        else anchor

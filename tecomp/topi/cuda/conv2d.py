@@ -28,7 +28,6 @@ from ..strategy import Implementation, register_implementation
 from ...ir import expr as E
 from ...ir.stmt import FRAGMENT
 from . import tensor_core
-from .product import define_product_knobs, schedule_on_cuda_cores
 from .common import bind_block, cooperative_load, define_tile, shape_ints
 
 PAD_TAG = "conv2d_pad"
@@ -110,11 +109,9 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
     if KC != C:
         raise ShapeError(f"conv2d: the kernel {kernel_shape} reads {KC} input channels; "
                          f"the data {data_shape} has {C} (groups are not supported)")
-    tensor_cores = data.dtype in tensor_core.INPUT_DTYPES or (
-        tf32 and data.dtype == tensor_core.TF32)
-    if tensor_cores or implicit_gemm_applies(C, R, S):
+    if data.dtype in tensor_core.INPUT_DTYPES or (tf32 and data.dtype == tensor_core.TF32):
         return _implicit_gemm(cfg, data, kernel, _pad(data, pads), (C, K, R, S, OH, OW),
-                              (sh, sw), (dh, dw), tensor_cores)
+                              (sh, sw), (dh, dw))
     define_conv2d_knobs(cfg, K, C, OH, OW)
     padded = _pad(data, pads)
     rc = te.reduce_axis((0, C), name="rc")
@@ -132,29 +129,19 @@ def _round16(n: int) -> int:
     return -(-n // FRAGMENT) * FRAGMENT
 
 
-def implicit_gemm_applies(C, R, S) -> bool:
-    """Whether a float32 convolution with ``C`` input channels and an ``R`` x ``S``
-    window runs as an implicit GEMM on CUDA cores (else as a direct convolution)."""
-    return C * R * S >= 64
-
-
-def _implicit_gemm(cfg, data, kernel, padded, sizes, strides, dilation, tensor_cores):
-    """A convolution as a product (an implicit GEMM): for each image, ``weights [K,
-    C*R*S] x columns [C*R*S, OH*OW]``, the columns gathered from the padded input as the
-    shared tiles are filled (never written out), on tensor cores (16-bit data, or float32
-    as TF32) or CUDA cores. The product's rows are output channels and its columns
-    pixels, so it is the NCHW output itself; each size is padded to a multiple of 16 with
-    zeros the output never reads. Products and sums in float32, the result rounded to the
-    data's type."""
+def _implicit_gemm(cfg, data, kernel, padded, sizes, strides, dilation):
+    """A 16-bit convolution as a product on tensor cores (an implicit GEMM): for each
+    image, ``weights [K, C*R*S] x columns [C*R*S, OH*OW]``, the columns gathered from the
+    padded input as the shared tiles are filled (never written out). The product's rows
+    are output channels and its columns pixels, so it is the NCHW output itself; each
+    size is padded to a multiple of 16 with zeros the output never reads. Products and
+    sums in float32, the result rounded to the data's type."""
     C, K, R, S, OH, OW = sizes
     (sh, sw), (dh, dw) = strides, dilation
     N = data.shape[0]
     depth, pixels, channels = (_round16(n) for n in (C * R * S, OH * OW, K))
-    images = (N if isinstance(N, int) else E.const_value(N)) or 1
-    if tensor_cores:
-        tensor_core.define_knobs(cfg, channels, depth, pixels, images, data.dtype)
-    else:
-        define_product_knobs(cfg, channels, depth, pixels, images, data.dtype)
+    images = N if isinstance(N, int) else E.const_value(N)
+    tensor_core.define_knobs(cfg, channels, depth, pixels, images or 1, data.dtype)
     zero = te.const(0, data.dtype)
 
     def weights(f, k):
@@ -170,20 +157,13 @@ def _implicit_gemm(cfg, data, kernel, padded, sizes, strides, dilation, tensor_c
     wmat = te.compute((channels, depth), weights, name="weight_matrix")
     cols = te.compute((N, pixels, depth), columns, name="columns")
     k = te.reduce_axis((0, depth), name="k")
-    def wide(x):
-        return x if x.dtype == "float32" else x.astype("float32")
-
     gemm = te.compute(
         (N, channels, pixels),
-        lambda n, f, p: te.sum(wide(wmat[f, k]) * wide(cols[n, p, k]), axis=k),
-        name="conv_gemm", tag="conv2d",
-        attrs={"transposed_b": True, "tensor_cores": tensor_cores})
-
-    def image(n, f, y, x):
-        value = gemm[n, f, y * OW + x]
-        return value if data.dtype == "float32" else value.astype(data.dtype)
-
-    return te.compute((N, K, OH, OW), image, name="conv")
+        lambda n, f, p: te.sum(wmat[f, k].astype("float32") * cols[n, p, k].astype("float32"),
+                               axis=k),
+        name="conv_gemm", tag="conv2d", attrs={"transposed_b": True})
+    return te.compute((N, K, OH, OW), lambda n, f, y, x: gemm[n, f, y * OW + x].astype(
+        data.dtype), name="conv")
 
 
 def schedule_conv2d(cfg, outs):
@@ -193,12 +173,8 @@ def schedule_conv2d(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     anchor = find_anchor(out, "conv2d", what)
-    if anchor.attrs.get("transposed_b"):  # an implicit GEMM
-        if anchor.attrs["tensor_cores"]:
-            tensor_core.schedule_product(cfg, s, out, anchor, list(anchor.input_tensors),
-                                         True)
-        else:
-            schedule_on_cuda_cores(cfg, s, out, anchor, what)
+    if anchor.attrs.get("transposed_b"):  # an implicit GEMM on tensor cores
+        tensor_core.schedule_product(cfg, s, out, anchor, list(anchor.input_tensors), True)
         return s
     OL = inline_epilogue(s, out, anchor, what)
     data, kernel = anchor.input_tensors

@@ -27,9 +27,7 @@ from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from . import tensor_core
-from ...te.analysis import ops_of
-from ...te.tensor import ComputeOp
-from .common import BLOCKS_TO_FILL, bind_block, cooperative_load, define_tile, image_head
+from .common import BLOCKS_TO_FILL, bind_block, cooperative_load, define_tile
 from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
 
@@ -228,31 +226,12 @@ def _schedule_product(cfg, outs, tag):
     if tensor_core.applies(operands[0].dtype, N, K, M, tf32=anchor.attrs.get("tf32", False)):
         tensor_core.schedule_product(cfg, s, out, anchor, operands,
                                      anchor.attrs.get("transposed_b", False))
-    else:
-        schedule_on_cuda_cores(cfg, s, out, anchor, what)
-    return s
-
-
-def schedule_on_cuda_cores(cfg, s, out, anchor, what: str) -> None:
-    """Schedule the product ``anchor`` and its epilogue ending in ``out`` (which may read
-    the product's columns as an image's pixels, as an implicit GEMM's output does) with
-    the knobs of :func:`define_product_knobs` on CUDA cores (module docstring). Operands
-    computed from inputs (a convolution's gathered columns) are computed as the shared
-    tiles are filled."""
-    head = image_head(out, anchor)
-    CL = inline_epilogue(s, out, anchor, what, head=head)
-    operands = list(anchor.input_tensors)
+        return s
+    CL = inline_epilogue(s, out, anchor, what)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]
-    for op in ops_of(operands):
-        if isinstance(op, ComputeOp):
-            s[op.output(0)].compute_inline()
     local = [s.cache_read(t, "local", [CL]) for t in shared]
 
-    axes = list(s[out].op.axis)
-    if head is not anchor:  # the pixel columns of an image, one axis of the product
-        rank = anchor.output(0).ndim
-        axes[rank - 1:] = [s[out].fuse(*axes[rank - 1:])]
-    *outer, i, j = axes
+    *outer, i, j = s[out].op.axis
     by, vy, ty, yi = cfg["tile_y"].apply(s, out, i)
     bx, vx, tx, xi = cfg["tile_x"].apply(s, out, j)
     s[out].reorder(*outer, by, bx, vy, vx, ty, tx, yi, xi)
@@ -275,6 +254,7 @@ def schedule_on_cuda_cores(cfg, s, out, anchor, what: str) -> None:
         cooperative_load(s, sh, threads, cfg["vec"].val)
         if cfg["double_buffer"].val:
             s[sh].double_buffer()
+    return s
 
 
 def schedule_matmul(cfg, outs):

@@ -26,7 +26,7 @@ from ...te.tensor import ComputeOp
 from ...codegen.cuda.source import ASYNC_COPY_ARCH, STATIC_SHARED_BYTES, arch_number
 from ...target import Target
 from ..group import epilogue_ops
-from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads, image_head
+from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads
 
 #: The element types the tensor cores multiply here (accumulating in float32); float32
 #: operands only where asked, as TF32 (:func:`applies`).
@@ -228,7 +228,7 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     block = [cfg[n].size[1] * cfg[n].size[2] * FRAGMENT for n in ("tc_m", "tc_n")]
     threads = (*warps, 32)
     product = anchor.output(0)
-    for op in epilogue_ops(out, anchor, "tensor-core product", head=image_head(out, anchor)):
+    for op in epilogue_ops(out, anchor, "tensor-core product", head=_head(out, anchor)):
         if op is not out.op:
             s[op.output(0)].compute_inline()
     shared = [s.cache_read(t, "shared", [product]) for t in operands]
@@ -297,3 +297,11 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
         cooperative_load(s, t, threads, COPY_BYTES * 8 // dt.bits(t.dtype))
         if cfg["tc_double"].val:
             s[t].double_buffer()
+
+
+def _head(out, anchor):
+    """The operation whose shape the epilogue keeps: the product, or the stage that
+    reads the product's pixel columns as an image (a convolution's)."""
+    readers = [op for op in ops_of([out]) if anchor.output(0) in op.input_tensors]
+    return readers[0] if len(readers) == 1 and len(readers[0].axis) > len(anchor.axis) \
+        else anchor
