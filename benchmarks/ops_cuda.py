@@ -7,15 +7,16 @@
 The references run in the same process through PyTorch (or CuPy for matmul where PyTorch
 is missing), fp32 with TF32 off (float16 on tensor cores, summing in float32, for the
 float16 matmul; TF32 on both sides for the row that asks for it), on the same device
-arrays tecomp's module is called with
-(no copies on either side). Each call ends with a device synchronization, and the
-contenders alternate round by round (``tecomp.timing.paired``), so clock and thermal
-drift hit both alike. Per workload it prints both GFLOPS, the median over rounds of
-t_reference / t_tecomp (> 1: tecomp is faster) and the relative error of tecomp's output
-against the library's (tecomp writes its own output array). The issue's targets on an H100: matmul
-4096^3 >= 0.8x cuBLAS within 500 trials (float16 on tensor cores >= 0.7x), the two
-ResNet-50 3x3 layers >= 0.7x cuDNN. Untuned, and with PyTorch only, it then times the
-fused attention beside ``scaled_dot_product_attention``.
+arrays tecomp's module is called with (no copies on either side). Each side is timed on
+the device: CUDA events around many back-to-back launches (tecomp's ``time_evaluator``;
+the library's calls between two events), so neither side's Python call overhead is in
+the figure, and the contenders alternate round by round, so clock and thermal drift hit
+both alike. Per workload it prints both GFLOPS, the median over rounds of t_reference /
+t_tecomp (> 1: tecomp is faster) and the relative error of tecomp's output against the
+library's. The issue's targets on an H100: matmul 4096^3 >= 0.8x cuBLAS within 500
+trials (float16 on tensor cores >= 0.7x), the two ResNet-50 3x3 layers >= 0.7x cuDNN.
+Untuned, and with PyTorch only, it then times the fused attention beside
+``scaled_dot_product_attention``.
 
 Without a GPU (or without PyTorch and CuPy) it exits with a message saying what is
 missing: there is nothing it could time.
@@ -32,7 +33,7 @@ import numpy as np
 import tecomp
 from tecomp import autotune
 from tecomp.runtime.cuda_driver import device_arch
-from tecomp.timing import median_ratio, paired
+from tecomp.timing import median_ratio
 
 #: The fused attention's shapes (batch x heads, query rows, keys, head size): BERT-base's
 #: 128 and 512 tokens, a decoder's step over a past of 4096, and a long prompt.
@@ -79,24 +80,68 @@ def _device_arrays(arrays, torch, cupy):
 
 
 def _reference(name, args, dev, torch, cupy):
-    """The library call computing the workload's output into ``dev[-1]``, synchronized;
-    None when no library here provides it."""
+    """The library call computing the workload's output (into ``dev[-1]`` for a product;
+    returned for a convolution), queued without waiting; None when no library here
+    provides it."""
     if name == "matmul.cuda":
         a, b, c = dev
         if torch is not None:
-            return lambda: (torch.matmul(a, b, out=c), torch.cuda.synchronize())
-        return lambda: (cupy.matmul(a, b, out=c), cupy.cuda.Device().synchronize())
+            return lambda: torch.matmul(a, b, out=c)
+        return lambda: cupy.matmul(a, b, out=c)
     if torch is None:
         return None  # cuDNN convolutions through PyTorch only
-    x, w, y = dev
+    x, w, _ = dev
     strides, padding, dilation = args[2], args[3], args[4]
+    return lambda: torch.nn.functional.conv2d(x, w, stride=strides, padding=padding,
+                                              dilation=dilation)
 
-    def conv():
-        y.copy_(torch.nn.functional.conv2d(x, w, stride=strides, padding=padding,
-                                           dilation=dilation))
-        torch.cuda.synchronize()
 
-    return conv
+#: Device time each timed batch of launches aims at.
+_BATCH_S = 0.02
+
+
+def _library_timer(fn, torch, cupy):
+    """A callable giving the device seconds per call of ``fn`` (a library call that only
+    queues work): CUDA events around a batch of back-to-back calls."""
+    lib = torch.cuda if torch is not None else cupy.cuda
+
+    def batch(n):
+        start, end = (lib.Event(enable_timing=True) if torch is not None else lib.Event()
+                      for _ in range(2))
+        start.record()
+        for _ in range(n):
+            fn()
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end) if torch is not None else \
+            cupy.cuda.get_elapsed_time(start, end)
+        return ms / 1e3 / n
+
+    return _batched(batch)
+
+
+def _tecomp_timer(mod, dev):
+    """A callable giving the device seconds per call of ``mod`` on ``dev``
+    (``time_evaluator``: CUDA events around back-to-back launches)."""
+    return _batched(lambda n: mod.time_evaluator(number=n, repeat=1, warmup_ms=0)(
+        *dev).results[0])
+
+
+def _batched(batch):
+    """``batch(n)`` (seconds per call over ``n`` calls) as a no-argument timer whose
+    batches last about :data:`_BATCH_S`, warmed up once."""
+    n = max(1, min(1000, int(_BATCH_S / max(batch(1), 1e-7))))
+    batch(n)
+    return lambda: batch(n)
+
+
+def _paired(timers: dict, rounds: int) -> dict:
+    """name -> per-round seconds per call, the timers alternating round by round."""
+    times = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            times[name].append(timer())
+    return times
 
 
 def _attention_rows(torch, rounds: int, rng) -> None:
@@ -119,9 +164,9 @@ def _attention_rows(torch, rounds: int, rng) -> None:
         want = sdpa(*dev[:3], scale=scale)
         mod(*dev)
         error = float((dev[3] - want).abs().max())
-        times = paired({"tecomp": lambda: (mod(*dev), torch.cuda.synchronize()),
-                        "torch": lambda: (sdpa(*dev[:3], scale=scale),
-                                          torch.cuda.synchronize())}, rounds=rounds)
+        times = _paired({"tecomp": _tecomp_timer(mod, dev),
+                         "torch": _library_timer(lambda: sdpa(*dev[:3], scale=scale), torch,
+                                                 None)}, rounds)
         flop = 4 * b * sq * skv * d
         print(f"attention B{b} Sq{sq} Skv{skv} D{d}: tecomp "
               f"{flop / np.median(times['tecomp']) / 1e9:.0f} GFLOPS, torch "
@@ -137,11 +182,6 @@ def _relative_error(got, want, torch, cupy) -> float:
     got, want = got.astype("float64"), want.astype("float64")
     return float(cupy.linalg.norm(got - want) / cupy.linalg.norm(want))
 
-
-def _sync(torch, cupy):
-    if torch is not None:
-        return torch.cuda.synchronize
-    return cupy.cuda.Device().synchronize
 
 
 def main(argv=None) -> int:
@@ -197,13 +237,13 @@ def main(argv=None) -> int:
         if ref is None:
             print(f"{name}{args}: no reference library for it here (needs PyTorch); skipped")
             continue
-        sync = _sync(torch, cupy)
         ours_out = _device_arrays([arrays[-1]], torch, cupy)[0]
         ours_dev = dev[:-1] + [ours_out]
-        ref(), mod(*ours_dev), sync()
-        error = _relative_error(ours_out, dev[-1], torch, cupy)
-        times = paired({"tecomp": lambda: (mod(*ours_dev), sync()), "reference": ref},
-                       rounds=ns.rounds)
+        want = ref()
+        mod(*ours_dev)
+        error = _relative_error(ours_out, dev[-1] if want is None else want, torch, cupy)
+        times = _paired({"tecomp": _tecomp_timer(mod, ours_dev),
+                         "reference": _library_timer(ref, torch, cupy)}, ns.rounds)
         flop = task.flop
         ours = flop / np.median(times["tecomp"]) / 1e9
         theirs = flop / np.median(times["reference"]) / 1e9
