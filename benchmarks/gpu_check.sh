@@ -5,8 +5,8 @@
 #
 #   bash benchmarks/gpu_check.sh OUTDIR [WHEELDIR] [STEP...]
 #
-# STEPs (default: all, in this order): tests ops models nodes tune memory. Naming some runs
-# only those, so a second run can take what a first one had no time for.
+# STEPs (default: all but resnet, in this order): tests ops models nodes tune memory resnet.
+# Naming some runs only those, so a second run can take what a first one had no time for.
 # It runs tecomp from this checkout, adds no dependencies but the wheels in WHEELDIR (wheels
 # the machine lacks, such as xgboost for tuning), then writes to OUTDIR:
 #   machine.txt  tecomp doctor, nvidia-smi and the Python packages it ran with
@@ -15,9 +15,12 @@
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py), in
 #                float32 with each model's slowest kernels, then in float16
-#   tune.txt     a short tuning session of the float16 matmul on the GPU, then the tuned
-#                kernel beside cuBLAS; a small CNN tuned as a model (tecomp tune --target
-#                cuda), built with its records and run
+#   tune.txt     short tuning sessions of the float16 matmul and a ResNet-50 3x3 layer on
+#                the GPU, then the tuned kernels beside cuBLAS / cuDNN; a small CNN tuned as
+#                a model (tecomp tune --target cuda), built with its records and run
+#   tuned.txt    ResNet-50 at batch 32 tuned as a model (300 trials), then beside PyTorch
+#                eager with its records (step "resnet", not in the default run: about
+#                6 minutes)
 #   memory.txt   the GPU's free memory over 10000 tuning-like trials in one process
 #   nodes.txt    onnx's backend node suite built for and run on the GPU (nodes.json: each
 #                case's outcome and why)
@@ -29,8 +32,8 @@ wheels=${2:-}
 shift $(($# < 2 ? $# : 2))
 steps=${*:-tests ops models nodes tune memory}
 for s in $steps; do
-    case $s in tests | ops | models | nodes | tune | memory) ;;
-    *) echo "gpu_check.sh: unknown step '$s' (steps: tests ops models nodes tune memory)" >&2
+    case $s in tests | ops | models | nodes | tune | memory | resnet) ;;
+    *) echo "gpu_check.sh: unknown step '$s' (steps: tests ops models nodes tune memory resnet)" >&2
        exit 2 ;;
     esac
 done
@@ -83,8 +86,8 @@ if wants nodes; then
         --jobs 16 --timeout 40 --json "$out/nodes.json"
 fi
 if wants tune; then
-    step 100 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 32 \
-        --workloads matmul_f16 --log /tmp/tecomp-gpu-check.json
+    step 100 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
+        --workloads conv_14,matmul_f16 --log /tmp/tecomp-gpu-check.json
     python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
         depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
     step 60 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \
@@ -99,5 +102,13 @@ if wants tune; then
 fi
 if wants memory; then
     step 60 memory.txt python3 benchmarks/cuda_memory.py --trials 10000
+fi
+if wants resnet; then
+    step 60 tuned.txt python3 benchmarks/models_cuda.py --rounds 3 --models resnet50:32 \
+        --save-onnx /tmp/tecomp-models
+    step 240 tuned.txt python3 -m tecomp.cli tune /tmp/tecomp-models/resnet50_32_float32.onnx \
+        --target cuda --input-shape input:32,3,224,224 --trials 300 -o /tmp/tecomp-resnet.json
+    step 60 tuned.txt python3 benchmarks/models_cuda.py --rounds 8 --models resnet50:32 \
+        --tuning-records /tmp/tecomp-resnet.json --profile 5
 fi
 tail -n 4 "$out"/*.txt

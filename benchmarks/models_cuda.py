@@ -24,12 +24,17 @@ launches recorded once in a CUDA graph and replayed), of tecomp launching kernel
 (< 1: tecomp is faster), the relative error
 ||y_tecomp - y_torch|| / ||y_torch|| of the first output, and the kernel count. Without a
 GPU, PyTorch with CUDA or torchvision / transformers it exits saying what is missing.
+
+``--save-onnx DIR`` also writes each row's exported model to ``DIR/MODEL_SIZE_DTYPE.onnx``
+(``resnet50_32_float32.onnx``), for ``tecomp tune ... --target cuda``, whose log a later
+run applies with ``--tuning-records``.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
 import sys
 import time
@@ -107,6 +112,9 @@ def bench_row(name: str, size: int, opts, torch) -> str:
         feeds = {k: v.half() if v.is_floating_point() else v for k, v in feeds.items()}
     try:
         model = _export(net, feeds, torch, dynamo=opts.dtype == "float16")
+        if opts.save_onnx:
+            os.makedirs(opts.save_onnx, exist_ok=True)
+            onnx.save(model, os.path.join(opts.save_onnx, f"{name}_{size}_{opts.dtype}.onnx"))
         lib, build_s = _build(model, feeds, opts.tuning_records)
     except tecomp.TecompError as err:
         return f"{label:<24} not built: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
@@ -175,6 +183,8 @@ def main(argv=None) -> int:
                    help="also time each kernel alone and list the N slowest")
     p.add_argument("--tuning-records", default=None,
                    help="a tuning log applied while building (apply_history_best)")
+    p.add_argument("--save-onnx", default=None, metavar="DIR",
+                   help="also write each row's exported ONNX model into DIR")
     opts = p.parse_args(argv)
     arch = device_arch()
     try:
