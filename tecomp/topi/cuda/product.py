@@ -74,6 +74,10 @@ def _fallback_tiles(N, M, batch) -> tuple:
     return _FALLBACK_TILES[-1]
 
 
+#: The least depth whose products may be split along k (``split_k``).
+_SPLIT_K_MIN_DEPTH = 512
+
+
 def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     """Register the knobs of ``batch`` products ``[N, K] x [K, M]`` (a second call
     changes nothing). Where the product runs on tensor cores
@@ -83,7 +87,9 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     ``tile_y`` / ``tile_x``: rows / columns as (blocks, virtual threads, threads, per
     thread); ``tile_k``: k as (steps, per step: the depth of the shared tiles); ``vec``:
     lanes of the shared-memory loads; ``unroll_k``: unroll the inner k loop;
-    ``double_buffer``: double the shared tiles (``Stage.double_buffer``). The fallback
+    ``double_buffer``: double the shared tiles (``Stage.double_buffer``); ``split_k``:
+    compute k in that many parts, summed by a second kernel (:func:`_split_k`; depths of
+    at least :data:`_SPLIT_K_MIN_DEPTH`). The fallback
     block tile is the largest of :data:`_FALLBACK_TILES` that still gives
     :data:`~tecomp.topi.cuda.common.BLOCKS_TO_FILL` blocks (the nearest the shape's
     divisors allow), k in steps of 16 for the largest tile and 8 for the others, single
@@ -99,6 +105,7 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("unroll_k", [True, False])
     cfg.define_knob("double_buffer", [False, True])
+    cfg.define_knob("split_k", [1, 2, 4, 8] if _nominal(K) >= _SPLIT_K_MIN_DEPTH else [1])
     if cfg.is_fallback:
         rows, cols = _fallback_tiles(_nominal(N), _nominal(M), _nominal(batch))
         cfg.fallback_split("tile_y", rows)
@@ -110,6 +117,7 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
         cfg.fallback_knob("vec", 4 if aligned else 1)
         cfg.fallback_knob("unroll_k", True)
         cfg.fallback_knob("double_buffer", False)
+        cfg.fallback_knob("split_k", 1)
 
 
 # ---- computes -------------------------------------------------------------------------
@@ -227,6 +235,44 @@ def _schedule_product(cfg, outs, tag):
         tensor_core.schedule_product(cfg, s, out, anchor, operands,
                                      anchor.attrs.get("transposed_b", False))
         return s
+    if cfg["split_k"].val > 1:
+        _split_k(cfg, s, out, anchor, what)
+    else:
+        _tile_product(cfg, s, out, anchor, what)
+    return s
+
+
+def _split_k(cfg, s, out, anchor, what) -> None:
+    """The product's k in ``split_k`` parts: one kernel computes each part's partial sums
+    as its own tiled product (the parts a grid dimension, as the batch is), a second sums
+    the parts of each output element, one thread each, with the epilogue. A product with
+    few output tiles and a long k (a transformer's down-projection: 128 x 768 outputs over
+    k = 3072) otherwise runs few blocks, each walking all of k."""
+    for op in epilogue_ops(out, anchor, what):
+        if op is not out.op and op is not anchor:
+            s[op.output(0)].compute_inline()
+    product = anchor.output(0)
+    stage = s[product]
+    part, _ = stage.split(stage.op.reduce_axis[0], nparts=cfg["split_k"].val)
+    partial = s.rfactor(product, part)
+    _tile_product(cfg, s, partial, partial.op, what)
+    fused = s[out].fuse(*s[out].op.axis)
+    block, thread = s[out].split(fused, factor=_SUM_THREADS)
+    s[out].bind(block, te.thread_axis("blockIdx.x"))
+    s[out].bind(thread, te.thread_axis("threadIdx.x"))
+    if product.op is not out.op:
+        s[product].compute_at(s[out], thread)
+
+
+#: Threads per block of the kernel summing a split product's parts.
+_SUM_THREADS = 256
+
+
+def _tile_product(cfg, s, out, anchor, what) -> None:
+    """The tiled product ``anchor`` and its epilogue ending in ``out`` (module
+    docstring); axes before the last two (a batch, a split product's parts) are the
+    grid's z dimension."""
+    operands = list(anchor.input_tensors)
     CL = inline_epilogue(s, out, anchor, what)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]
     local = [s.cache_read(t, "local", [CL]) for t in shared]
@@ -254,7 +300,6 @@ def _schedule_product(cfg, outs, tag):
         cooperative_load(s, sh, threads, cfg["vec"].val)
         if cfg["double_buffer"].val:
             s[sh].double_buffer()
-    return s
 
 
 def schedule_matmul(cfg, outs):

@@ -122,6 +122,34 @@ def test_conv2d_implementation_fuses_an_epilogue(cuda_target, rng):
                         atol=1e-4, target=cuda_target)
 
 
+@pytest.mark.parametrize("name, args", [
+    ("dense.cuda", (2, 512, 8, "float32", True, "relu")),    # the epilogue after the sum
+    ("matmul.cuda", (2, 520, 4, "float32")),                 # parts of unequal depth
+    ("batch_matmul.cuda", (2, 2, 512, 4, "float32")),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_a_product_split_along_k_sums_its_parts_in_a_second_kernel(name, args, cuda_target,
+                                                                   rng):
+    task = autotune.create_task(name, args, cuda_target)
+    space = task.config_space
+    assert [e.val for e in space.space_map["split_k"].entities] == [1, 2, 4, 8]
+    assert task.default_config["split_k"].val == 1  # untuned: one part
+    # The fallback's tiles, k in four parts.
+    digits = space.digits_of(task.default_config.index)
+    digits[space.knob_names.index("split_k")] = 2
+    config = space.get(space.index_of(digits))
+    assert config["split_k"].val == 4
+    s, tensors = task.instantiate(config)
+    mod = tecomp.build(s, tensors, target=cuda_target)
+    # The parts' partial sums: a global temporary between the two kernels.
+    assert [step["op"] for step in mod[mod.entry_name].plan] == ["alloc", "launch", "launch"]
+    _check(task, config, rng, cuda_target)
+
+
+def test_a_shallow_product_is_not_split_along_k(cuda_target):
+    task = autotune.create_task("matmul.cuda", (32, 256, 32, "float32"), cuda_target)
+    assert [e.val for e in task.config_space.space_map["split_k"].entities] == [1]
+
+
 def test_invalid_config_is_a_build_error():
     """A config whose block has more threads than the target allows fails when it is
     lowered (a build error costs one trial), naming the limit."""
