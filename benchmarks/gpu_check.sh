@@ -15,9 +15,10 @@
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py), in
 #                float32 with each model's slowest kernels, then in float16
-#   tune.txt     short tuning sessions of the float16 matmul and a ResNet-50 3x3 layer on
-#                the GPU, then the tuned kernels beside cuBLAS / cuDNN; a small CNN tuned as
-#                a model (tecomp tune --target cuda), built with its records and run
+#   tune.txt     short tuning sessions of a ResNet-50 3x3 layer, BERT-base's down-projection
+#                and the float16 matmul on the GPU, then the tuned kernels beside cuDNN /
+#                cuBLAS; a small CNN tuned as a model (tecomp tune --target cuda), built
+#                with its records and run
 #   tuned.txt    ResNet-50 at batch 32 tuned as a model (300 trials), then beside PyTorch
 #                eager with its records (step "resnet", not in the default run: about
 #                6 minutes)
@@ -25,7 +26,7 @@
 #   nodes.txt    onnx's backend node suite built for and run on the GPU (nodes.json: each
 #                case's outcome and why)
 # Each step has its own time limit, so a hang in one still leaves the others' figures: the
-# first four steps take at most 8 minutes together, the last two 4.5 (one H100 or H200).
+# first four steps take at most 8 minutes together, the next two 5 (one H100 or H200).
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR [WHEELDIR] [STEP...]}
 wheels=${2:-}
@@ -86,8 +87,8 @@ if wants nodes; then
         --jobs 16 --timeout 40 --json "$out/nodes.json"
 fi
 if wants tune; then
-    step 100 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
-        --workloads conv_14,matmul_f16 --log /tmp/tecomp-gpu-check.json
+    step 130 tune.txt python3 benchmarks/ops_cuda.py --rounds 10 --tune 24 \
+        --workloads conv_14,dense_bert,matmul_f16 --log /tmp/tecomp-gpu-check.json
     python3 -c "import onnx; from tecomp.testing import models; onnx.save(models.resnet(
         depths=(1, 1, 1, 1), width=32, image=64, classes=10), '/tmp/tecomp-cnn.onnx')"
     step 60 tune.txt python3 -m tecomp.cli tune /tmp/tecomp-cnn.onnx --target cuda \

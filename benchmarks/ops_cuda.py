@@ -1,4 +1,4 @@
-"""Tuned cuda templates beside cuBLAS (matmul) and cuDNN (conv2d), paired, on one GPU.
+"""Tuned cuda templates beside cuBLAS (matmul, dense) and cuDNN (conv2d), paired, on one GPU.
 
     python benchmarks/ops_cuda.py --log tuning_logs/cuda.json             # given log
     python benchmarks/ops_cuda.py --tune 500 --log /tmp/cuda.json         # tune first
@@ -48,6 +48,8 @@ WORKLOADS = {
                                 "float32")),
     "conv_14": ("conv2d.cuda", ((1, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1),
                                 "float32")),
+    # BERT-base's feed-forward down-projection at 128 tokens: few output tiles, deep k
+    "dense_bert": ("dense.cuda", (128, 3072, 768, "float32", True, "none")),
 }
 
 
@@ -89,7 +91,10 @@ def _reference(name, args, dev, torch, cupy):
             return lambda: torch.matmul(a, b, out=c)
         return lambda: cupy.matmul(a, b, out=c)
     if torch is None:
-        return None  # cuDNN convolutions through PyTorch only
+        return None  # cuDNN convolutions and cuBLAS's dense layers through PyTorch only
+    if name == "dense.cuda":
+        x, w, b, _ = dev
+        return lambda: torch.nn.functional.linear(x, w, b)
     x, w, _ = dev
     strides, padding, dilation = args[2], args[3], args[4]
     return lambda: torch.nn.functional.conv2d(x, w, stride=strides, padding=padding,
