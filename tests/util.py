@@ -216,7 +216,8 @@ def run_and_check(f, args, inputs, expected, rtol=1e-5, atol=1e-6):
     """Call a compiled schedule ``f`` (see ``compile_schedule``) and compare with numpy.
 
     Lets one build be checked at several values of its symbolic sizes."""
-    inputs = [np.ascontiguousarray(x) for x in inputs]
+    # (ascontiguousarray would make a 0-d array, such as a zero point, 1-d)
+    inputs = [np.asarray(x) if np.ndim(x) == 0 else np.ascontiguousarray(x) for x in inputs]
     expected = [np.asarray(e) for e in expected]
     assert len(inputs) + len(expected) == len(args), "one array per argument"
     outs = [_sentinel_like(e) for e in expected]

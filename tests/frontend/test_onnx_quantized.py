@@ -40,13 +40,14 @@ def _model(node, inputs, inits, opset):
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _compare(node, inputs, inits=(), opset=13, steps=0):
-    """tecomp's outputs equal onnxruntime's (integer outputs within ``steps``)."""
+def _compare(node, inputs, inits=(), opset=13, steps=0, target="llvm"):
+    """tecomp's outputs for ``target`` equal onnxruntime's (integer outputs within
+    ``steps``)."""
     model = _model(node, inputs, inits, opset)
     feeds = dict(inputs)
     want = onnx_models.run_onnxruntime(model, feeds)
     mod, params = from_onnx(model)
-    got = tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm", params=params))(
+    got = tecomp.graph.GraphModule(tecomp.graph.build(mod, target=target, params=params))(
         **feeds)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -158,6 +159,43 @@ def test_conv_integer_is_exact(rng):
     w = _ints(rng, "int8", (5, 3, 3, 3), 63)
     node = helper.make_node("ConvInteger", ["x", "w", "zx"], ["y"], pads=[1, 1, 1, 1])
     _compare(node, [("x", x)], [("w", w), ("zx", np.array(77, "uint8"))])
+
+
+@pytest.mark.parametrize("op", ["MatMulInteger", "ConvInteger", "QLinearMatMul",
+                                "QLinearConv"])
+def test_quantized_products_on_cuda(op, cuda_target, rng):
+    """The int8 products on a GPU (simulated without one): int32 sums as exact as the
+    CPU's, zero points per tensor and per column or channel."""
+    if op == "MatMulInteger":
+        inits = [("b", _ints(rng, "int8", (20, 6))), ("za", np.array(7, "uint8")),
+                 ("zb", _ints(rng, "int8", (6,), 5))]
+        node = helper.make_node(op, ["a", "b", "za", "zb"], ["y"])
+        _compare(node, [("a", _ints(rng, "uint8", (3, 20)))], inits, 10, target=cuda_target)
+    elif op == "ConvInteger":
+        inits = [("w", _ints(rng, "int8", (4, 3, 3, 3))), ("zx", np.array(9, "uint8"))]
+        node = helper.make_node(op, ["x", "w", "zx"], ["y"], pads=[1, 1, 1, 1], strides=[2, 1])
+        _compare(node, [("x", _ints(rng, "uint8", (1, 3, 7, 7)))], inits, 10,
+                 target=cuda_target)
+    elif op == "QLinearMatMul":
+        inits = [("sa", np.array(0.03, "float32")), ("za", np.array(11, "uint8")),
+                 ("b", _ints(rng, "int8", (24, 7), 63)),
+                 ("sb", rng.uniform(0.005, 0.02, (7,)).astype("float32")),
+                 ("zb", np.zeros(7, "int8")), ("sy", np.array(0.2, "float32")),
+                 ("zy", np.array(128, "uint8"))]
+        node = helper.make_node(op, ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+        _compare(node, [("a", _ints(rng, "uint8", (5, 24)))], inits, 13, steps=1,
+                 target=cuda_target)
+    else:
+        inits = [("sx", np.array(0.02, "float32")), ("zx", np.array(9, "int8")),
+                 ("w", _ints(rng, "int8", (6, 4, 3, 3), 63)),
+                 ("sw", rng.uniform(0.005, 0.02, 6).astype("float32")),
+                 ("zw", np.zeros(6, "int8")), ("sy", np.array(0.15, "float32")),
+                 ("zy", np.array(-3, "int8")),
+                 ("b", rng.integers(-3000, 3000, (6,)).astype("int32"))]
+        node = helper.make_node(op, ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"],
+                                ["y"], pads=[1, 0, 1, 2])
+        _compare(node, [("x", _ints(rng, "int8", (1, 4, 9, 9)))], inits, 13, steps=1,
+                 target=cuda_target)
 
 
 def test_dynamic_quantize_linear(rng):

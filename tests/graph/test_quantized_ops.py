@@ -81,9 +81,9 @@ def _output_scale(qmodel):
     return float(inits[last.input[1]])
 
 
-def _build(qmodel):
+def _build(qmodel, target="llvm"):
     mod, params = from_onnx(qmodel)
-    return mod, tecomp.graph.GraphModule(tecomp.graph.build(mod, target="llvm",
+    return mod, tecomp.graph.GraphModule(tecomp.graph.build(mod, target=target,
                                                             params=params))
 
 
@@ -202,11 +202,23 @@ def test_one_build_of_a_quantized_cnn_serves_every_image_size(rng):
         for shape in ((1, 3, 37, 29), (1, 3, 16, 45), (1, 3, 9, 9))])
 
 
-def test_quantize_dynamic_matmul_matches_onnxruntime(rng):
+@pytest.mark.parametrize("make", [_cnn, _matmul_chain])
+def test_quantize_static_models_on_cuda_match_onnxruntime_int8(make, cuda_target, rng):
+    """On a GPU (simulated without one) the products run on int8 operands too."""
+    model = make(rng)
+    qmodel = quantize_static_model(model, _feeds(rng, model, 8), per_channel=True)
+    mod, run = _build(qmodel, cuda_target)
+    _assert_matches_onnxruntime(qmodel, run, _feeds(rng, model, 1))
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda"])
+def test_quantize_dynamic_matmul_matches_onnxruntime(target, rng, request):
+    if target == "cuda":
+        request.getfixturevalue("cuda_target")
     model = _matmul_chain(rng)
     qmodel = quantize_dynamic_model(model)
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in qmodel.graph.node}
-    mod, run = _build(qmodel)
+    mod, run = _build(qmodel, target)
     lowered = {n.op for n in lower_quantized_ops(mod).nodes}
     assert "qnn_matmul" in lowered
     for feeds in _feeds(rng, model, 3):

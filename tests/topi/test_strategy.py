@@ -60,7 +60,8 @@ def test_convolutions_declare_a_config_free_of_the_batch():
             for impl in strategy.implementations(kind) if impl.batch_free_config}
     assert free == {("conv2d", "llvm"), ("conv2d_nchwc", "llvm"), ("depthwise_conv2d", "llvm"),
                     ("depthwise_conv2d_nchwc", "llvm"), ("qnn_conv2d", "llvm"),
-                    ("qnn_conv2d_nchwc", "llvm"), ("conv2d", "cuda"), ("depthwise_conv2d", "cuda")}
+                    ("qnn_conv2d_nchwc", "llvm"), ("conv2d", "cuda"), ("depthwise_conv2d", "cuda"),
+                    ("qnn_conv2d", "cuda")}
 
 
 def test_select_config_of_an_untunable_implementation_is_a_fresh_fallback(monkeypatch):

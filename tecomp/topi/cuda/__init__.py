@@ -1,7 +1,8 @@
 """The operator library for NVIDIA GPUs (target kind ``cuda``).
 
 Importing this package registers the tunable templates ``matmul.cuda``, ``dense.cuda``,
-``batch_matmul.cuda``, ``conv2d.cuda`` and ``depthwise_conv2d.cuda`` with
+``batch_matmul.cuda``, ``conv2d.cuda``, ``depthwise_conv2d.cuda``, ``qnn_matmul.cuda`` and
+``qnn_conv2d.cuda`` with
 ``tecomp.autotune`` and, in :mod:`tecomp.topi.strategy`, a ``cuda`` implementation of
 those operators and of every elementwise, broadcast, transform and reduction operator
 that has an ``llvm`` one (the same compute, scheduled by :func:`schedule_injective` or
@@ -9,7 +10,7 @@ that has an ``llvm`` one (the same compute, scheduled by :func:`schedule_injecti
 """
 
 from ..strategy import register_without_implementation
-from . import attention, conv2d, injective, product
+from . import attention, conv2d, injective, product, qnn
 from .conv2d import (
     compute_conv2d,
     compute_depthwise_conv2d,
@@ -31,11 +32,6 @@ for _op in ("conv2d_nchwc", "depthwise_conv2d_nchwc", "qnn_conv2d_nchwc"):
     register_without_implementation(
         _op, "cuda", "a CPU layout (activations blocked by channel vectors) that the graph "
         "passes make for llvm targets only; on cuda the convolution stays conv2d")
-for _op in ("qnn_conv2d", "qnn_matmul"):
-    register_without_implementation(
-        _op, "cuda", "the int8 kernels follow the CPU's vectors (quads of channels for "
-        "vpdpbusd / sdot); a GPU version wants int8 tensor cores (dp4a, mma), which are "
-        "not written yet")
 
 __all__ = [
     "compute_batch_matmul",
@@ -46,6 +42,7 @@ __all__ = [
     "injective",
     "compute_matmul",
     "product",
+    "qnn",
     "schedule_batch_matmul",
     "schedule_conv2d",
     "schedule_dense",

@@ -27,6 +27,7 @@ from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ...ir import expr as E
 from ...ir.stmt import FRAGMENT
+from ...te.tensor import ComputeOp
 from . import tensor_core
 from .common import bind_block, cooperative_load, define_tile, shape_ints
 
@@ -180,6 +181,8 @@ def schedule_conv2d(cfg, outs):
     data, kernel = anchor.input_tensors
     if getattr(data.op, "tag", "") == PAD_TAG:
         s[data].compute_inline()
+    if isinstance(kernel.op, ComputeOp):  # int8 weights widened, their zero points off
+        s[kernel].compute_inline()
     AA = s.cache_read(data, "shared", [OL])
     WW = s.cache_read(kernel, "shared", [OL])
 

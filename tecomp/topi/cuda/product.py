@@ -27,6 +27,8 @@ from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from . import tensor_core
+from ...te.analysis import ops_of
+from ...te.tensor import ComputeOp
 from .common import BLOCKS_TO_FILL, bind_block, cooperative_load, define_tile
 from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
@@ -275,6 +277,11 @@ def _tile_product(cfg, s, out, anchor, what) -> None:
     operands = list(anchor.input_tensors)
     CL = inline_epilogue(s, out, anchor, what)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]
+    # Operands computed from inputs (an int8 operand widened, its zero point taken off)
+    # are computed as the shared tiles are filled.
+    for op in ops_of(operands):
+        if isinstance(op, ComputeOp):
+            s[op.output(0)].compute_inline()
     local = [s.cache_read(t, "local", [CL]) for t in shared]
 
     *outer, i, j = s[out].op.axis

@@ -150,6 +150,48 @@ def test_a_shallow_product_is_not_split_along_k(cuda_target):
     assert [e.val for e in task.config_space.space_map["split_k"].entities] == [1]
 
 
+QNN_CASES = [
+    ("qnn_matmul.cuda", (4, 24, 8, "uint8", True)),
+    ("qnn_conv2d.cuda", ((1, 3, 6, 6), (4, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), "int8",
+                         True)),
+]
+
+
+def _qnn_inputs(name, args, rng):
+    def ints(dtype, shape):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+    if name == "qnn_matmul.cuda":
+        N, K, M, dtype, _ = args
+        a, b = ints(dtype, (N, K)), ints("int8", (K, M))
+        za, zb = ints(dtype, ()), ints("int8", (M,))
+        want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+        return [a, b, za, zb], [want.astype("int32")]
+    data_shape, kernel_shape, strides, padding, _, dtype, _ = args
+    x, w = ints(dtype, data_shape), ints("int8", kernel_shape)
+    zx, zw = ints(dtype, ()), ints("int8", (kernel_shape[0],))
+    want = util.conv2d_reference((x.astype(np.int64) - zx).astype("float64"),
+                                 (w.astype(np.int64) - zw[:, None, None, None]).astype(
+                                     "float64"), strides[0], padding[0])
+    return [x, w, zx, zw], [want.astype("int32")]
+
+
+@pytest.mark.parametrize("name, args", QNN_CASES, ids=[c[0] for c in QNN_CASES])
+def test_int8_products_match_numpy_exactly(name, args, cuda_target, rng):
+    """The fallback config and two random ones (of at most 256 threads a block)."""
+    task = autotune.create_task(name, args, cuda_target)
+    space = task.config_space
+    configs = [None] + [c for c in map(space.get, rng.permutation(len(space)).tolist())
+                        if np.prod([v[-2] for v in c.to_json().values()
+                                    if isinstance(v, list) and len(v) >= 3]) <= 256][:2]
+    for config in configs:
+        s, tensors = task.instantiate(config)
+        inputs, expected = _qnn_inputs(name, args, rng)
+        util.check_schedule(s, tensors, inputs, expected, rtol=0, atol=0,
+                            target=cuda_target)
+
+
 def test_invalid_config_is_a_build_error():
     """A config whose block has more threads than the target allows fails when it is
     lowered (a build error costs one trial), naming the limit."""
