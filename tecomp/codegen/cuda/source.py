@@ -2,8 +2,10 @@
 
 One ``extern "C" __global__`` function per kernel, readable: loops keep their names,
 block and thread loops read ``blockIdx``/``threadIdx`` (guarded when narrower than the
-launch), shared buffers are declared ``__shared__`` at the top of the kernel, local ones
-as arrays where they are allocated. ``unrolled`` loops carry ``#pragma unroll``; a
+launch), shared buffers are declared ``__shared__`` at the top of the kernel (over 48 KB
+in all, carved out of dynamic shared memory that the launch gives), local ones as arrays
+where they are allocated. From sm_80 on, the fills of double-buffered shared tiles are
+``cp.async`` copies (:data:`_ASYNC_COPY`). ``unrolled`` loops carry ``#pragma unroll``; a
 ``vectorized`` loop of 2 or 4 lanes whose accesses are contiguous and aligned is computed
 lane by lane between ``float2``/``float4`` (or ``int2``/``int4``, ``double2``, ``half2``)
 loads and one vector store, any other vectorized loop is an unrolled loop.

@@ -168,8 +168,8 @@ def _fallback_warps(N, M, batch, dtype, depth) -> tuple:
     :data:`~tecomp.topi.cuda.common.BLOCKS_TO_FILL` blocks and fits the current target's
     shared memory; else, per side, the largest of 2 x 2, 2 x 1, 1 x 2, 1 x 1 that
     divides it."""
-    limit = _cuda_target().caps.max_shared_memory_per_block if _cuda_target() \
-        else STATIC_SHARED_BYTES
+    target = _cuda_target()
+    limit = target.caps.max_shared_memory_per_block if target else STATIC_SHARED_BYTES
     for rows, cols in _FALLBACK_WARPS:
         bm, bn = (w * t * FRAGMENT for w, t in (rows, cols))
         if (N % bm == 0 and M % bn == 0 and batch * (N // bm) * (M // bn) >= BLOCKS_TO_FILL
