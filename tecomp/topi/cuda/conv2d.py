@@ -114,12 +114,22 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
         return _implicit_gemm(cfg, data, kernel, _pad(data, pads), (C, K, R, S, OH, OW),
                               (sh, sw), (dh, dw))
     define_conv2d_knobs(cfg, K, C, OH, OW)
-    padded = _pad(data, pads)
+    return direct_conv2d(_pad(data, pads), kernel, (OH, OW), (sh, sw), (dh, dw))
+
+
+def direct_conv2d(padded, kernel, out_size, strides, dilation):
+    """``sum padded[n, c, y * sh + r * dh, x * sw + s * dw] * kernel[f, c, r, s]`` over
+    the input channels and the window, ``[N, K, OH, OW]`` (tag ``"conv2d"``, what
+    :func:`schedule_conv2d` schedules): ``padded`` the input with its border (tag
+    :data:`PAD_TAG`, or the input itself)."""
+    N, C = padded.shape[:2]
+    K, _, R, S = shape_ints(kernel.shape)
+    (sh, sw), (dh, dw) = strides, dilation
     rc = te.reduce_axis((0, C), name="rc")
     ry = te.reduce_axis((0, R), name="ry")
     rx = te.reduce_axis((0, S), name="rx")
     return te.compute(
-        (N, K, OH, OW),
+        (N, K, *out_size),
         lambda n, f, y, x: te.sum(
             padded[n, rc, y * sh + ry * dh, x * sw + rx * dw] * kernel[f, rc, ry, rx],
             axis=[rc, ry, rx]),

@@ -19,7 +19,13 @@ from ...errors import ShapeError
 from ..conv2d import _geometry
 from ..qnn import _batch_one, _check_operand, _zero_reader
 from ..strategy import Implementation, register_implementation
-from .conv2d import PAD_TAG, _batched_shape, define_conv2d_knobs, schedule_conv2d
+from .conv2d import (
+    PAD_TAG,
+    _batched_shape,
+    define_conv2d_knobs,
+    direct_conv2d,
+    schedule_conv2d,
+)
 from .product import _differ, _schedule_product, _size, define_product_knobs
 
 #: What the products sum in.
@@ -97,15 +103,7 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     shifted = te.compute((N, C, H + top + bottom, W + left + right), padded,
                          name="data_shifted", tag=PAD_TAG)
     weights = _shifted(kernel, zw and (lambda f, c, r, s: zw(f)), "kernel_shifted")
-    rc = te.reduce_axis((0, C), name="rc")
-    ry = te.reduce_axis((0, R), name="ry")
-    rx = te.reduce_axis((0, S), name="rx")
-    return te.compute(
-        (N, K, OH, OW),
-        lambda n, f, y, x: te.sum(
-            shifted[n, rc, y * sh + ry * dh, x * sw + rx * dw] * weights[f, rc, ry, rx],
-            axis=[rc, ry, rx]),
-        name="conv", tag="conv2d")
+    return direct_conv2d(shifted, weights, (OH, OW), (sh, sw), (dh, dw))
 
 
 def schedule_qnn_conv2d(cfg, outs):
