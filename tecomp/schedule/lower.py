@@ -220,6 +220,24 @@ class _BoundInference:
                     hi[d] = b if hi[d] is None else simplify(E.binary(E.Max, hi[d], b), self.bounds)
         return list(zip(lo, hi))
 
+    def _within_over_loops(self, lo, hi, zero, last, lo_ok, hi_ok) -> tuple:
+        """(lo >= zero, hi <= last) proved again over the ranges of the loops ``lo`` and
+        ``hi`` name, their extents symbolic: a tile of a dimension padded to whole tiles
+        of a symbolic size (``ceil(n / t) * t`` rows, read ``t`` at a time by a loop of
+        ``ceil(n / t)`` iterations) lies inside it, which constant bounds cannot show."""
+        names = set(collect_vars(lo)) | set(collect_vars(hi))
+        ranges = {iv.var: (E.IntImm(0, iv.var.dtype), simplify(ext - 1, self.bounds))
+                  for iv, ext in self.extent_of.items() if iv.var in names}
+        if not ranges:
+            return lo_ok, hi_ok
+        if not lo_ok:
+            low, _ = eval_interval(lo, ranges, self.bounds)
+            lo_ok = low is not None and prove(E.binary(E.GE, low, zero), self.bounds)
+        if not hi_ok:
+            _, high = eval_interval(hi, ranges, self.bounds)
+            hi_ok = high is not None and prove(E.binary(E.LE, high, last), self.bounds)
+        return lo_ok, hi_ok
+
     def infer(self, info: StageInfo):
         st = info.stage
         op = st.op
@@ -239,6 +257,8 @@ class _BoundInference:
             ext = simplify(hi - lo + 1, self.bounds)
             lo_ok = prove(E.binary(E.GE, lo, zero), self.bounds)
             hi_ok = prove(E.binary(E.LE, hi, last), self.bounds)
+            if not (lo_ok and hi_ok):
+                lo_ok, hi_ok = self._within_over_loops(lo, hi, zero, last, lo_ok, hi_ok)
             if isinstance(ext, E.IntImm) or (lo_ok and hi_ok):
                 # Keep the constant extent (good for unrolling/vectorizing) and guard the
                 # points that fall outside the tensor.

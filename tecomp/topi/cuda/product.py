@@ -23,9 +23,10 @@ from ... import te
 from ...autotune import get_config, template
 from ...errors import ShapeError
 from ..cpu_schedule import const_int
-from ..group import epilogue_ops, find_anchor, group_output, inline_epilogue
+from ..group import CROP_TAG, epilogue_ops, find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
+from ...ir.stmt import FRAGMENT
 from . import tensor_core
 from ...te.analysis import ops_of
 from ...te.tensor import ComputeOp
@@ -76,6 +77,30 @@ def _fallback_tiles(N, M, batch) -> tuple:
     return _FALLBACK_TILES[-1]
 
 
+def _on_tensor_cores(dtype, N, K, M, tf32) -> bool:
+    """Whether the product runs on tensor cores (:func:`tensor_core.applies`): a
+    symbolic row count is padded to whole blocks (:func:`_padded_rows`), so the columns
+    and the depth decide."""
+    return tensor_core.applies(dtype, _nominal(N), K, M, tf32=tf32)
+
+
+def _padded_rows(cfg, A, axis: int):
+    """``(A, None)``, or for a product on tensor cores whose row count (``A``'s ``axis``)
+    is symbolic, ``A`` with its rows padded with zeros to whole blocks of the config's
+    row tile and the real row count: the product is then computed over whole blocks
+    (the fragments need whole 16 x 16 tiles) and cropped."""
+    rows = _size(A.shape[axis])
+    if isinstance(rows, int) or "tc_m" not in cfg:
+        return A, None
+    block = cfg["tc_m"].size[1] * cfg["tc_m"].size[2] * FRAGMENT
+    shape = list(A.shape)
+    shape[axis] = (rows + (block - 1)) // block * block
+    zero = te.const(0, A.dtype)
+    padded = te.compute(tuple(shape), lambda *i: te.if_then_else(i[axis] < rows, A[i], zero),
+                        name=f"{A.op.name}_rows")
+    return padded, rows
+
+
 #: The least depth whose products may be split along k (``split_k``).
 _SPLIT_K_MIN_DEPTH = 512
 
@@ -98,8 +123,8 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
     shared tiles. A symbolic size is tiled as if it were ``_NOMINAL_SIZE``, its tail
     guarded, and read one element per load.
     """
-    if tensor_core.applies(dtype, N, K, M, tf32=tf32):
-        tensor_core.define_knobs(cfg, N, K, M, _nominal(batch), dtype)
+    if _on_tensor_cores(dtype, N, K, M, tf32):
+        tensor_core.define_knobs(cfg, _nominal(N), K, M, _nominal(batch), dtype)
         return
     define_tile(cfg, "tile_y", _nominal(N))
     define_tile(cfg, "tile_x", _nominal(M))
@@ -125,20 +150,27 @@ def define_product_knobs(cfg, N, K, M, batch=1, dtype="float32", tf32=False):
 # ---- computes -------------------------------------------------------------------------
 
 
-def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False, tf32=False):
+def _product(shape, dtype, term, reduce_axis, name, tag, transposed_b=False, tf32=False,
+             rows=None):
     """The product ``sum(term(*index, cast))`` over ``reduce_axis``, tagged ``tag`` (its
     attributes: ``transposed_b``, the second operand is read ``[..., j, k]``; ``tf32``,
     float32 operands may be multiplied as TF32 on tensor cores): float16 and bfloat16
     operands are multiplied and summed in float32 (as the tensor cores and cuBLAS do),
-    the result rounded back by an epilogue stage."""
+    the result rounded back by an epilogue stage. With ``rows``, ``shape``'s rows are
+    padded ones (:func:`_padded_rows`), cropped to ``rows`` by that stage (tag
+    :data:`~tecomp.topi.group.CROP_TAG`)."""
     attrs = {"transposed_b": transposed_b, "tf32": tf32}
-    if dtype not in ("float16", "bfloat16"):
-        return te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x), axis=reduce_axis),
-                          name=name, tag=tag, attrs=attrs)
-    wide = te.compute(shape, lambda *i: te.sum(term(*i, lambda x: x.astype("float32")),
-                                               axis=reduce_axis),
+    narrow = dtype in ("float16", "bfloat16")
+    cast = (lambda x: x.astype("float32")) if narrow else (lambda x: x)
+    wide = te.compute(shape, lambda *i: te.sum(term(*i, cast), axis=reduce_axis),
                       name=name, tag=tag, attrs=attrs)
-    return te.compute(shape, lambda *i: wide(*i).astype(dtype), name=f"{name}_narrow")
+    if rows is None and not narrow:
+        return wide
+    out_shape = shape if rows is None else (*shape[:-2], rows, shape[-1])
+    return te.compute(out_shape,
+                      lambda *i: wide(*i).astype(dtype) if narrow else wide(*i),
+                      name=f"{name}_narrow" if narrow else f"{name}.crop",
+                      tag=CROP_TAG if rows is not None else "")
 
 
 
@@ -150,9 +182,10 @@ def compute_matmul(cfg, A, B, tf32=False):
     if _differ(K2, K):
         raise ShapeError(f"matmul: A is [{N}, {K}] but B is [{K2}, {M}]; B needs {K} rows")
     define_product_knobs(cfg, N, K, M, dtype=A.dtype, tf32=tf32)
+    A, rows = _padded_rows(cfg, A, 0)
     k = te.reduce_axis((0, K), name="k")
-    return _product((N, M), A.dtype, lambda i, j, c: c(A[i, k]) * c(B[k, j]), k, "C",
-                    "matmul", tf32=tf32)
+    return _product((A.shape[0], M), A.dtype, lambda i, j, c: c(A[i, k]) * c(B[k, j]), k,
+                    "C", "matmul", tf32=tf32, rows=rows)
 
 
 def compute_dense(cfg, X, W, b=None, units=None, tf32=False):
@@ -168,9 +201,10 @@ def compute_dense(cfg, X, W, b=None, units=None, tf32=False):
     if units is not None and _differ(_size(units), M):
         raise ShapeError(f"dense: units={units} but W [{M}, {K}] has {M} rows")
     define_product_knobs(cfg, N, K, M, dtype=X.dtype, tf32=tf32)
+    X, rows = _padded_rows(cfg, X, 0)
     k = te.reduce_axis((0, K), name="k")
-    P = _product((N, M), X.dtype, lambda i, j, c: c(X[i, k]) * c(W[j, k]), k, "P", "dense",
-                 transposed_b=True, tf32=tf32)
+    P = _product((X.shape[0], M), X.dtype, lambda i, j, c: c(X[i, k]) * c(W[j, k]), k, "P",
+                 "dense", transposed_b=True, tf32=tf32, rows=rows)
     if b is None:
         return P
     return te.compute((N, M), lambda i, j: P[i, j] + b[j], name="Y")
@@ -187,13 +221,15 @@ def compute_batch_matmul(cfg, A, B, transpose_b=False, tf32=False):
                          f"[{Bt2}, {', '.join(map(str, rest))}]"
                          + (" (transposed)" if transpose_b else ""))
     define_product_knobs(cfg, N, K, M, Bt, A.dtype, tf32)
+    A, rows = _padded_rows(cfg, A, 1)
     k = te.reduce_axis((0, K), name="k")
 
     def b_at(b, k, j):
         return B[b, j, k] if transpose_b else B[b, k, j]
 
-    return _product((Bt, N, M), A.dtype, lambda b, i, j, c: c(A[b, i, k]) * c(b_at(b, k, j)),
-                    k, "C", "batch_matmul", transpose_b, tf32)
+    return _product((Bt, A.shape[1], M), A.dtype,
+                    lambda b, i, j, c: c(A[b, i, k]) * c(b_at(b, k, j)),
+                    k, "C", "batch_matmul", transpose_b, tf32, rows)
 
 
 # ---- schedules ------------------------------------------------------------------------
@@ -233,7 +269,7 @@ def _schedule_product(cfg, outs, tag):
     operands = list(anchor.input_tensors)
     *_, N, M = (_size(d) for d in anchor.output(0).shape)
     K = _size(anchor.reduce_axis[0].dom.extent)
-    if tensor_core.applies(operands[0].dtype, N, K, M, tf32=anchor.attrs.get("tf32", False)):
+    if _on_tensor_cores(operands[0].dtype, N, K, M, anchor.attrs.get("tf32", False)):
         tensor_core.schedule_product(cfg, s, out, anchor, operands,
                                      anchor.attrs.get("transposed_b", False))
         return s

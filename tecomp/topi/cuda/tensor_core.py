@@ -25,7 +25,7 @@ from ...te.analysis import ops_of
 from ...te.tensor import ComputeOp
 from ...codegen.cuda.source import ASYNC_COPY_ARCH, STATIC_SHARED_BYTES, arch_number
 from ...target import Target
-from ..group import epilogue_ops
+from ..group import CROP_TAG, epilogue_ops
 from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads
 
 #: The element types the tensor cores multiply here (accumulating in float32); float32
@@ -301,7 +301,10 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
 
 def _head(out, anchor):
     """The operation whose shape the epilogue keeps: the product, or the stage that
-    reads the product's pixel columns as an image (a convolution's)."""
+    reads the product's pixel columns as an image (a convolution's), or that crops its
+    rows padded to whole blocks (a symbolic row count's)."""
     readers = [op for op in ops_of([out]) if anchor.output(0) in op.input_tensors]
-    return readers[0] if len(readers) == 1 and len(readers[0].axis) > len(anchor.axis) \
-        else anchor
+    if len(readers) == 1 and (len(readers[0].axis) > len(anchor.axis)
+                              or getattr(readers[0], "tag", "") == CROP_TAG):
+        return readers[0]
+    return anchor

@@ -184,3 +184,40 @@ def test_float32_products_stay_off_tensor_cores_unless_asked(cuda_target):
     task = autotune.create_task("matmul.cuda", (64, 48, 32, "float32"), cuda_target)
     s, tensors = task.instantiate(None)
     assert "wmma" not in tecomp.build(s, tensors, target=cuda_target).get_source("cuda")
+
+
+@pytest.mark.parametrize("op, dtype", [("dense", "float16"), ("matmul", "bfloat16"),
+                                       ("batch_matmul", "float16"), ("matmul", "float32")])
+def test_a_symbolic_row_count_is_padded_to_whole_blocks_on_tensor_cores(op, dtype,
+                                                                       cuda_target, rng):
+    """A transformer exported with dynamic axes has products of a symbolic row count
+    (batch x sequence): their rows are padded with zeros to whole blocks, multiplied on
+    tensor cores and cropped; one build serves every count (float32 here as TF32)."""
+    from tecomp import te
+    from tecomp.autotune import FallbackConfigEntity
+    from tecomp.topi import strategy
+
+    n = te.var("n")
+    impl = strategy.get_implementation(op, "cuda")
+    batch = (2,) if op == "batch_matmul" else ()
+    A = te.placeholder((*batch, n, 32), dtype, name="A")
+    B = te.placeholder((*batch, 48, 32) if op == "dense" else (*batch, 32, 48), dtype,
+                       name="B")
+    with tecomp.Target(cuda_target):
+        cfg = FallbackConfigEntity()
+        out = impl.compute(cfg, A, B, tf32=True)
+        s = impl.schedule(cfg, [out])
+    assert "tc_m" in cfg
+    source = tecomp.build(s, [A, B, out], target=cuda_target).get_source("cuda")
+    assert "wmma.mma.sync" in source
+    f = util.compile_schedule(s, [A, B, out], cuda_target)
+    wide = dt.numpy_dtype(dtype)
+    b = util.rand(rng, [int(d) for d in B.shape]).astype(wide)
+    for rows in (5, 40):
+        a = util.rand(rng, (*batch, rows, 32)).astype(wide)
+        a32, b32 = a.astype("float32"), b.astype("float32")
+        if dtype == "float32":
+            a32, b32 = _tf32(a32), _tf32(b32)
+        want = a32 @ (np.swapaxes(b32, -1, -2) if op == "dense" else b32)
+        tol = 1e-5 if dtype == "float32" else 2e-3 if dtype == "float16" else 1.6e-2
+        util.run_and_check(f, [A, B, out], [a, b], [want.astype(wide)], rtol=tol, atol=tol)
