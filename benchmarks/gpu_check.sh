@@ -14,7 +14,8 @@
 #                the GPU (the onnx backend suite's CUDA cases are the nodes step)
 #   ops.txt      untuned cuda templates beside cuBLAS / cuDNN (benchmarks/ops_cuda.py)
 #   models.txt   ResNet-50 and BERT-base beside PyTorch eager (benchmarks/models_cuda.py), in
-#                float32 with each model's slowest kernels, then in float16
+#                float32 with each model's slowest kernels, then in float16, and BERT-base
+#                in float16 exported with dynamic axes (one build for every size)
 #   tune.txt     short tuning sessions of a ResNet-50 3x3 layer, BERT-base's down-projection
 #                and the float16 matmul on the GPU, then the tuned kernels beside cuDNN /
 #                cuBLAS; a small CNN tuned as a model (tecomp tune --target cuda), built
@@ -75,12 +76,14 @@ if wants tests; then
         $(grep -l -r cuda tests --include="test_*.py")
 fi
 if wants ops; then
-    step 80 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
+    step 70 ops.txt python3 benchmarks/ops_cuda.py --rounds 10
 fi
 if wants models; then
-    step 150 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 5
-    step 70 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
+    step 130 models.txt python3 benchmarks/models_cuda.py --rounds 8 --profile 5
+    step 60 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
         --models resnet50:1,bert_base:128
+    step 50 models.txt python3 benchmarks/models_cuda.py --rounds 8 --dtype float16 \
+        --models bert_base:128 --dynamic
 fi
 if wants nodes; then
     step 60 nodes.txt python3 benchmarks/onnx_node_coverage.py --kind node --device CUDA \

@@ -25,6 +25,10 @@ launches recorded once in a CUDA graph and replayed), of tecomp launching kernel
 ||y_tecomp - y_torch|| / ||y_torch|| of the first output, and the kernel count. Without a
 GPU, PyTorch with CUDA or torchvision / transformers it exits saying what is missing.
 
+``--dynamic`` exports the batch (and BERT's sequence length) as symbolic axes and builds
+the model without fixing them: one build for every size, as a model exported with
+``dynamic_axes`` is deployed (PyTorch runs the same module either way).
+
 ``--save-onnx DIR`` also writes each row's exported model to ``DIR/MODEL_SIZE_DTYPE.onnx``
 (``resnet50_32_float32.onnx``), for ``tecomp tune ... --target cuda``, whose log a later
 run applies with ``--tuning-records``.
@@ -83,19 +87,27 @@ def _bert_base(seq, torch):
 
 MODELS = {"resnet50": _resnet50, "bert_base": _bert_base}
 
+#: The axes ``--dynamic`` exports as symbolic, per model and input.
+DYNAMIC_AXES = {
+    "resnet50": {"input": {0: "batch"}},
+    "bert_base": {"input_ids": {0: "batch", 1: "sequence"},
+                  "attention_mask": {0: "batch", 1: "sequence"}},
+}
 
-def _export(net, feeds: dict, torch, dynamo: bool) -> onnx.ModelProto:
+
+def _export(net, feeds: dict, torch, dynamo: bool, dynamic_axes=None) -> onnx.ModelProto:
     buf = io.BytesIO()
     with torch.no_grad():
         torch.onnx.export(net, tuple(feeds.values()), buf, input_names=list(feeds),
                           output_names=["output"], opset_version=18 if dynamo else 17,
-                          dynamo=dynamo)
+                          dynamo=dynamo, dynamic_axes=dynamic_axes)
     return onnx.load_from_string(buf.getvalue())
 
 
-def _build(model, feeds: dict, records):
+def _build(model, feeds: dict, records, dynamic=False):
     t0 = time.perf_counter()
-    mod, params = from_onnx(model, shape={k: tuple(v.shape) for k, v in feeds.items()})
+    mod, params = from_onnx(model, shape=None if dynamic else
+                            {k: tuple(v.shape) for k, v in feeds.items()})
     if records:
         with autotune.apply_history_best(records):
             lib = build(mod, target="cuda", params=params)
@@ -111,11 +123,12 @@ def bench_row(name: str, size: int, opts, torch) -> str:
         net = net.half()
         feeds = {k: v.half() if v.is_floating_point() else v for k, v in feeds.items()}
     try:
-        model = _export(net, feeds, torch, dynamo=opts.dtype == "float16")
+        model = _export(net, feeds, torch, dynamo=opts.dtype == "float16",
+                        dynamic_axes=DYNAMIC_AXES[name] if opts.dynamic else None)
         if opts.save_onnx:
             os.makedirs(opts.save_onnx, exist_ok=True)
             onnx.save(model, os.path.join(opts.save_onnx, f"{name}_{size}_{opts.dtype}.onnx"))
-        lib, build_s = _build(model, feeds, opts.tuning_records)
+        lib, build_s = _build(model, feeds, opts.tuning_records, opts.dynamic)
     except tecomp.TecompError as err:
         return f"{label:<24} not built: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
     net = net.cuda()
@@ -185,6 +198,10 @@ def main(argv=None) -> int:
                    help="a tuning log applied while building (apply_history_best)")
     p.add_argument("--save-onnx", default=None, metavar="DIR",
                    help="also write each row's exported ONNX model into DIR")
+    p.add_argument("--dynamic", action="store_true",
+                   help="export the batch (and BERT's sequence) as symbolic axes and build "
+                        "one model for every size, as a model exported with dynamic_axes "
+                        "is deployed")
     opts = p.parse_args(argv)
     arch = device_arch()
     try:
@@ -202,7 +219,8 @@ def main(argv=None) -> int:
     np.random.seed(0)
     print(f"GPU {torch.cuda.get_device_name()} ({arch}); PyTorch {torch.__version__}, "
           f"cuDNN {torch.backends.cudnn.version()}, TF32 {'on' if opts.tf32 else 'off'}; "
-          f"tecomp {'tuned: ' + opts.tuning_records if opts.tuning_records else 'untuned'}")
+          f"tecomp {'tuned: ' + opts.tuning_records if opts.tuning_records else 'untuned'}"
+          f"{', one build for every size (--dynamic)' if opts.dynamic else ''}")
     print(f"{'model':<24} {'build s':>8} {'tecomp ms':>10} {'one by one':>10} "
           f"{'torch ms':>10} {'t/torch':>8} {'rel err':>10} {'kernels':>8}")
     for name, size in opts.models:
