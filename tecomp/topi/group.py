@@ -77,6 +77,14 @@ def epilogue_ops(out: te.Tensor, anchor, what: str, head=None, beside=()) -> lis
     return ops
 
 
+def inline_into_output(s, ops, out: te.Tensor) -> None:
+    """Inline the epilogue stages ``ops`` (:func:`epilogue_ops`) but ``out`` into
+    ``out``."""
+    for op in ops:
+        if op is not out.op:
+            s[op.output(0)].compute_inline()
+
+
 def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None, beside=()):
     """Accumulate ``anchor`` in a local (register) stage and inline every other stage of
     the epilogue but ``out`` into ``out`` (see :func:`epilogue_ops` for ``head`` and
@@ -85,7 +93,5 @@ def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None, beside=()):
     local = s.cache_write(anchor.output(0), "local")
     if anchor is not out.op:
         s[anchor.output(0)].compute_inline()
-    for op in ops:
-        if op is not out.op:
-            s[op.output(0)].compute_inline()
+    inline_into_output(s, ops, out)
     return local

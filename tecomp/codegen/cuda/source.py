@@ -151,9 +151,9 @@ __device__ __forceinline__ void tc_copies_wait() {
 ASYNC_COPY_ARCH = 80
 
 
-def arch_number(arch: str) -> int:
-    """The compute capability of an architecture name as a number: "sm_90a" -> 90."""
-    return int(arch[3:].rstrip("af"))
+def async_copies(arch: str) -> bool:
+    """Whether architecture ``arch`` ("sm_90a") has ``cp.async`` (sm_80 and later)."""
+    return int(arch[3:].rstrip("af")) >= ASYNC_COPY_ARCH
 
 #: The message of the check a division by zero fails (as the CPU code's).
 _DIV_ZERO = DIVISION_BY_ZERO
@@ -869,7 +869,7 @@ def translate(launches, checks_of: dict | None = None, arch: str = "sm_90",
     recorded = set()
     alignments = {}
     dynamic_shared = {}
-    async_tiles = double_buffered if arch_number(arch) >= ASYNC_COPY_ARCH else frozenset()
+    async_tiles = double_buffered if async_copies(arch) else frozenset()
     uses_async_copy = False
     for k in launches:
         em = KernelEmitter(k, (checks_of or {}).get(k.name), async_tiles)

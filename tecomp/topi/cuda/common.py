@@ -4,6 +4,8 @@ cooperative copy of a tile into shared memory."""
 from __future__ import annotations
 
 from ... import te
+from ...te.analysis import ops_of
+from ...te.tensor import ComputeOp
 
 #: Blocks a kernel's untuned layout should give at least to fill a GPU: two per
 #: multiprocessor of an H100 or H200 (132).
@@ -53,6 +55,15 @@ def cooperative_load(s, T, threads, vec: int) -> None:
     stage.reorder(*bound, rest, lanes)
     if vec > 1:
         stage.vectorize(lanes)
+
+
+def compute_as_filled(s, operands) -> None:
+    """Inline the computes ``operands`` are made by (a convolution's gathered columns, an
+    int8 operand widened with its zero point taken off, rows padded to whole blocks), so
+    they are computed as their shared tiles are filled: call after ``cache_read``."""
+    for op in ops_of(operands):
+        if isinstance(op, ComputeOp):
+            s[op.output(0)].compute_inline()
 
 
 def deal_to_threads(stage, axis, threads) -> tuple:

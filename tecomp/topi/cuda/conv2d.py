@@ -27,9 +27,8 @@ from ..group import find_anchor, group_output, inline_epilogue
 from ..strategy import Implementation, register_implementation
 from ...ir import expr as E
 from ...ir.stmt import FRAGMENT
-from ...te.tensor import ComputeOp
 from . import tensor_core
-from .common import bind_block, cooperative_load, define_tile, shape_ints
+from .common import bind_block, compute_as_filled, cooperative_load, define_tile, shape_ints
 
 PAD_TAG = "conv2d_pad"
 
@@ -120,8 +119,8 @@ def compute_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0), dilation=(
 def direct_conv2d(padded, kernel, out_size, strides, dilation):
     """``sum padded[n, c, y * sh + r * dh, x * sw + s * dw] * kernel[f, c, r, s]`` over
     the input channels and the window, ``[N, K, OH, OW]`` (tag ``"conv2d"``, what
-    :func:`schedule_conv2d` schedules): ``padded`` the input with its border (tag
-    :data:`PAD_TAG`, or the input itself)."""
+    :func:`schedule_conv2d` schedules): ``padded`` the input with its border (a compute,
+    computed as the shared tiles are filled), or the input itself."""
     N, C = padded.shape[:2]
     K, _, R, S = shape_ints(kernel.shape)
     (sh, sw), (dh, dw) = strides, dilation
@@ -189,10 +188,8 @@ def schedule_conv2d(cfg, outs):
         return s
     OL = inline_epilogue(s, out, anchor, what)
     data, kernel = anchor.input_tensors
-    if getattr(data.op, "tag", "") == PAD_TAG:
-        s[data].compute_inline()
-    if isinstance(kernel.op, ComputeOp):  # int8 weights widened, their zero points off
-        s[kernel].compute_inline()
+    # The zero padding, and int8 operands widened with their zero points off.
+    compute_as_filled(s, [data, kernel])
     AA = s.cache_read(data, "shared", [OL])
     WW = s.cache_read(kernel, "shared", [OL])
 

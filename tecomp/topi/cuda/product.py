@@ -23,14 +23,25 @@ from ... import te
 from ...autotune import get_config, template
 from ...errors import ShapeError
 from ..cpu_schedule import const_int
-from ..group import CROP_TAG, epilogue_ops, find_anchor, group_output, inline_epilogue
+from ..group import (
+    CROP_TAG,
+    epilogue_ops,
+    find_anchor,
+    group_output,
+    inline_epilogue,
+    inline_into_output,
+)
 from ..strategy import Implementation, register_implementation
 from ..utils import batch_matmul_workload, dense_epilogue, dense_workload, matmul_workload
 from ...ir.stmt import FRAGMENT
 from . import tensor_core
-from ...te.analysis import ops_of
-from ...te.tensor import ComputeOp
-from .common import BLOCKS_TO_FILL, bind_block, cooperative_load, define_tile
+from .common import (
+    BLOCKS_TO_FILL,
+    bind_block,
+    compute_as_filled,
+    cooperative_load,
+    define_tile,
+)
 from .reduction import block_per_element, schedule_cross_thread, splits_across_threads
 
 
@@ -251,9 +262,7 @@ def _matrix_vector(s, out, anchor, what):
     coalesced, the partials combined in shared memory (``schedule_cross_thread``); the
     epilogue is computed from the sum by the block. The tiled schedule would give a
     one-row product a few dozen blocks, each thread walking all of k alone."""
-    for op in epilogue_ops(out, anchor, what):
-        if op is not out.op and op is not anchor:
-            s[op.output(0)].compute_inline()
+    inline_into_output(s, epilogue_ops(out, anchor, what), out)
     attach = None if anchor is out.op else (s[out], block_per_element(s[out]))
     schedule_cross_thread(s, anchor.output(0), attach)
     return s
@@ -286,9 +295,7 @@ def _split_k(cfg, s, out, anchor, what) -> None:
     the parts of each output element, one thread each, with the epilogue. A product with
     few output tiles and a long k (a transformer's down-projection: 128 x 768 outputs over
     k = 3072) otherwise runs few blocks, each walking all of k."""
-    for op in epilogue_ops(out, anchor, what):
-        if op is not out.op and op is not anchor:
-            s[op.output(0)].compute_inline()
+    inline_into_output(s, epilogue_ops(out, anchor, what), out)
     product = anchor.output(0)
     stage = s[product]
     part, _ = stage.split(stage.op.reduce_axis[0], nparts=cfg["split_k"].val)
@@ -313,11 +320,7 @@ def _tile_product(cfg, s, out, anchor, what) -> None:
     operands = list(anchor.input_tensors)
     CL = inline_epilogue(s, out, anchor, what)
     shared = [s.cache_read(t, "shared", [CL]) for t in operands]
-    # Operands computed from inputs (an int8 operand widened, its zero point taken off)
-    # are computed as the shared tiles are filled.
-    for op in ops_of(operands):
-        if isinstance(op, ComputeOp):
-            s[op.output(0)].compute_inline()
+    compute_as_filled(s, operands)
     local = [s.cache_read(t, "local", [CL]) for t in shared]
 
     *outer, i, j = s[out].op.axis

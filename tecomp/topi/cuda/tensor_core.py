@@ -22,11 +22,10 @@ from ...ir import expr as E
 from ...ir import stmt as S
 from ...ir.stmt import FRAGMENT
 from ...te.analysis import ops_of
-from ...te.tensor import ComputeOp
-from ...codegen.cuda.source import ASYNC_COPY_ARCH, STATIC_SHARED_BYTES, arch_number
+from ...codegen.cuda.source import STATIC_SHARED_BYTES, async_copies
 from ...target import Target
-from ..group import CROP_TAG, epilogue_ops
-from .common import BLOCKS_TO_FILL, cooperative_load, deal_to_threads
+from ..group import CROP_TAG, epilogue_ops, inline_into_output
+from .common import BLOCKS_TO_FILL, compute_as_filled, cooperative_load, deal_to_threads
 
 #: The element types the tensor cores multiply here (accumulating in float32); float32
 #: operands only where asked, as TF32 (:func:`applies`).
@@ -160,7 +159,7 @@ def _async_copies() -> bool:
     doubled tile's copy overlaps the products: 229 against 198 TFLOPS for float16 at
     4096^3 on an H200; without, doubling lost (170 against 177)."""
     target = _cuda_target()
-    return target is not None and arch_number(target.arch) >= ASYNC_COPY_ARCH
+    return target is not None and async_copies(target.arch)
 
 
 def _fallback_warps(N, M, batch, dtype, depth) -> tuple:
@@ -228,15 +227,10 @@ def schedule_product(cfg, s, out, anchor, operands, transposed_b: bool) -> None:
     block = [cfg[n].size[1] * cfg[n].size[2] * FRAGMENT for n in ("tc_m", "tc_n")]
     threads = (*warps, 32)
     product = anchor.output(0)
-    for op in epilogue_ops(out, anchor, "tensor-core product", head=_head(out, anchor)):
-        if op is not out.op:
-            s[op.output(0)].compute_inline()
+    inline_into_output(s, epilogue_ops(out, anchor, "tensor-core product",
+                                       head=_head(out, anchor)), out)
     shared = [s.cache_read(t, "shared", [product]) for t in operands]
-    # Operands computed from inputs (a convolution's gathered columns, with their zero
-    # padding) are computed as the shared tiles are filled.
-    for op in ops_of(operands):
-        if isinstance(op, ComputeOp):
-            s[op.output(0)].compute_inline()
+    compute_as_filled(s, operands)
     frags = [s.cache_read(t, scope, [product]) for t, scope in
              zip(shared, ("wmma.matrix_a", "wmma.matrix_b"))]
     acc = s.cache_write(product, "wmma.accumulator")
