@@ -76,6 +76,18 @@ def test_tensors_named_as_cpp_keywords_get_other_names(rng):
     util.check_schedule(s, [x, y], [a], [~a], target="cuda")
 
 
+def test_tensors_named_as_the_generators_own_helpers_get_other_names():
+    x = te.placeholder((16,), name="tc_copy_async")
+    y = te.compute((16,), lambda i: x[i] * 2.0, name="tc_copies_wait")
+    s = te.create_schedule(y.op)
+    outer, inner = s[y].split(y.op.axis[0], factor=8)
+    s[y].bind(outer, te.thread_axis("blockIdx.x"))
+    s[y].bind(inner, te.thread_axis("threadIdx.x"))
+    src = tecomp.build(s, [x, y], target="cuda").get_source("cuda")
+    assert "const float* __restrict__ tc_copy_async_1, float* __restrict__ " \
+           "tc_copies_wait_1)" in src
+
+
 @pytest.mark.parametrize("dtype,fns", [
     ("float32", ["expf(", "logf(", "sqrtf(", "tanhf(", "erff("]),
     ("float64", ["exp(", "log(", "sqrt(", "tanh(", "erf("]),

@@ -190,6 +190,7 @@ RESERVED = frozenset((
     "half2", "float2", "float4", "int2", "int4", "double2", "threadIdx", "blockIdx",
     "blockDim", "gridDim", "warpSize", "min", "max", "tc_floordiv", "tc_floormod",
     "tc_floordiv_chk", "tc_floormod_chk", "tc_check", "tc_rec", "tc_dynamic_shared",
+    "tc_copy_async", "tc_copies_wait",
 )) | frozenset(_MATH32.values()) | frozenset(_MATH64.values())
 
 
