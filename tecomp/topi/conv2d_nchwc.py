@@ -20,7 +20,8 @@ convolution to the next (the graph's ``alter_conv_layout`` pass), so only its fi
 and last layers pay a layout transform.
 
 A padded convolution reads its input in place when the config unrolls the kernel's
-columns (``unroll_kw``; the fallback but on output rows of at most 7 columns): the zero
+columns (``unroll_kw``; the fallback but on output rows of at most 7 columns, or where
+every output row streams weights from beyond L2): the zero
 border is the reduction's ``where`` condition, whose row part lowering hoists to the
 kernel-row loop and whose column part is decided at compile time for each unrolled
 (column, kernel column) pair, so no multiply-add tests anything at run time and no copy
@@ -171,7 +172,10 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
     ``pairs``, :data:`~tecomp.topi.cpu_tiling.BF16_ROW_VECTORS`). Padded, it reads in place with the
     kernel's columns unrolled where their weight vectors fit beside a tile of enough
     chains (:func:`~tecomp.topi.cpu_tiling.blocked_conv_reads_in_place`), so the tile is
-    smaller; a padded row of at most 7 columns keeps the copy, which the schedule's
+    smaller, unless each output row streams the kernel from beyond L2 (the copy's loop
+    order reads it better: :func:`~tecomp.topi.cpu_tiling.weights_stream_past_l2`;
+    VGG-19's 256-channel 3x3 layers at 56x56 on 2 Zen 5 cores 8.2 -> 7.5 ms); a padded
+    row of at most 7 columns keeps the copy, which the schedule's
     whole-plane passes run faster (ResNet-50's 3x3 512->512 at 7x7, in a model run:
     1.02-1.12 ms so, 1.18-1.30 ms in place). A row with no divisor that reaches the FMA
     chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
@@ -214,8 +218,11 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
         row_vectors = cpu_tiling.BF16_ROW_VECTORS if pairs else 2
         if symbolic:
             ow = [d for d in ow if d <= SYMBOLIC_TILE_COLUMNS]
-        in_place = padded and not symbolic and OW > 7 and cpu_tiling.blocked_conv_reads_in_place(
-            caps, b, ocb, ow, S, row_vectors)
+        streams = cfg["order"].val == "oh_oc" and cpu_tiling.weights_stream_past_l2(
+            caps, K * C * R * S * (2 if pairs else 4))
+        in_place = (padded and not symbolic and OW > 7 and not streams
+                    and cpu_tiling.blocked_conv_reads_in_place(caps, b, ocb, ow, S,
+                                                               row_vectors))
         rows, cols = cpu_tiling.blocked_conv_register_tile(
             caps, b, ocb, ow, S if in_place else 1, row_vectors)
         # A tile of one channel vector loads a broadcast per multiply-add: where no

@@ -208,6 +208,22 @@ def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequenc
     return rows * cols * vectors_of(caps, block) >= caps.fma_chains
 
 
+def weights_stream_past_l2(caps: CPUCaps, weight_bytes: int) -> bool:
+    """Whether a conv2d_nchwc whose threads share out output rows (order ``"oh_oc"``), so
+    that every row streams the whole kernel, finds its ``weight_bytes`` beyond L2: more
+    than half of it, the rest holding the rows of input and output in flight. Such a
+    convolution reads a padded input over the zero-bordered copy, whose loop order
+    (kernel columns outside the input channels) walks each kernel column's weights as
+    one run; reading in place (channels outside the unrolled columns) interleaves a
+    stream per kernel column, which the prefetchers follow worse from beyond L2 (2 Zen 5
+    cores, 1 MB L2, 3x3, copy / in place, same tile: 64->64 at 56x56 (147 KB of
+    weights) 1.08, 64->128 at 112x112 (295 KB) 1.00, 128->128 at 56x56 and 112x112
+    (590 KB) 0.97, stride 2 into 28x28 0.93, 128->256 at 56x56 (1.2 MB) 0.96, 256->256
+    at 56x56 (2.4 MB) 0.91; where the threads share out channel blocks, each re-reads
+    one block's weights, which stay in L2, and in place wins: 512->512 at 28x28 1.03)."""
+    return weight_bytes > caps.l2_bytes // 2
+
+
 # ---- NCHW convolutions (conv2d) -----------------------------------------------------------
 
 

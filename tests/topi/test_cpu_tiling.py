@@ -193,6 +193,27 @@ def test_conv2d_nchwc_fallback_follows_the_model():
         assert cfg["unroll_kw"].val is in_place, target
 
 
+def test_weights_stream_past_l2_at_half_the_l2(caps):
+    zen5 = CPUCaps(512, 32, 2, 48 * KIB, 1024 * KIB, 8)
+    assert not ct.weights_stream_past_l2(zen5, 512 * KIB)
+    assert ct.weights_stream_past_l2(zen5, 512 * KIB + 4)
+    assert ct.weights_stream_past_l2(caps["haswell"], 147 * KIB)
+
+
+@pytest.mark.parametrize("C, K, H, order, in_place", [
+    (64, 64, 56, "oh_oc", True),      # 147 KB of weights, each row reading them from L2
+    (128, 128, 56, "oh_oc", False),   # 590 KB: past half of the 1 MB L2
+    (256, 256, 56, "oh_oc", False),   # VGG-19's 56x56 layers
+    (512, 512, 28, "oc_oh", True),    # each thread keeps one block's weights
+])
+def test_conv2d_nchwc_reads_over_the_copy_where_rows_stream_the_weights(C, K, H, order,
+                                                                        in_place):
+    args = ((1, C // 16, H, H, 16), (K, C, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "float32")
+    cfg = autotune.create_task("conv2d_nchwc", args, AVX512).default_config
+    assert cfg["order"].val == order
+    assert cfg["unroll_kw"].val is in_place
+
+
 def test_graph_blocks_channels_by_the_models_block():
     from tecomp.graph.passes.pipeline import pipeline_for
 
