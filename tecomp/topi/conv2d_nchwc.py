@@ -215,16 +215,14 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
         # multiply-adds free of tests (in place the last tile would test each column),
         # and tiles of at most SYMBOLIC_TILE_COLUMNS keep the columns computed past the
         # row's end few.
-        row_vectors = cpu_tiling.BF16_ROW_VECTORS if pairs else 2
         if symbolic:
             ow = [d for d in ow if d <= SYMBOLIC_TILE_COLUMNS]
         streams = cfg["order"].val == "oh_oc" and cpu_tiling.weights_stream_past_l2(
             caps, K * C * R * S * (2 if pairs else 4))
         in_place = (padded and not symbolic and OW > 7 and not streams
-                    and cpu_tiling.blocked_conv_reads_in_place(caps, b, ocb, ow, S,
-                                                               row_vectors))
+                    and cpu_tiling.blocked_conv_reads_in_place(caps, b, ocb, ow, S, pairs))
         rows, cols = cpu_tiling.blocked_conv_register_tile(
-            caps, b, ocb, ow, S if in_place else 1, row_vectors)
+            caps, b, ocb, ow, S if in_place else 1, pairs)
         # A tile of one channel vector loads a broadcast per multiply-add: where no
         # divisor of the row gives one of two, a padded row may (14 and 7 columns on AVX2),
         # over the zero-bordered copy (in place, the last tile's clamped columns would keep

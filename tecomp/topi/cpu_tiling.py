@@ -109,25 +109,38 @@ def _channel_rows(vecs: int, block_counts: Sequence[int], row_vectors: int = 2) 
 #: Vectors of output channels per register tile row of a conv2d_nchwc on bfloat16 pairs.
 #: Its padded 3x3 layers read in place spilled the broadcasts of a tile of 2 vectors by 7
 #: columns (ResNet-50's at 28x28 and 14x14 ran at 150-170 GMAC/s on 2 Zen 4 cores, 4 by 4
-#: and 4 by 7 at 235-245); 4 by 4 is what the tuner chose for them.
+#: and 4 by 7 at 235-245); 4 by 4 is what the tuner chose for them. Such a layer reads in
+#: place only with rows this wide (:func:`blocked_conv_reads_in_place`).
 BF16_ROW_VECTORS = 4
+
+
+def bf16_dot_chains(caps: CPUCaps) -> int:
+    """Independent accumulators a register tile on bfloat16 pairs keeps in flight: half
+    again the FMA chains, as ``vdpbf16ps`` takes 6 cycles where an FMA takes 4 (Zen 4,
+    Zen 5). ResNet-50's 14x14 layers in bfloat16 on 2 Zen 5 cores, the tile of 8
+    accumulators the FMA chains allowed (4 blocks by 2 columns) against the 28 of 2 by 14
+    (the 3x3 over the zero-bordered copy), GFLOPS: 1x1 1024->256 668 -> 986, 3x3 256->256
+    624 -> 986, the stride-2 3x3 into 14x14 637 -> 783."""
+    return caps.fma_chains * 3 // 2
 
 
 def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence[int],
                                columns: Sequence[int], kernel_columns: int,
-                               row_vectors: int = 2) -> tuple[int, int]:
+                               pairs: bool = False) -> tuple[int, int]:
     """``(channel blocks, output columns)`` of a conv2d_nchwc register tile.
 
     Per input channel the tile loads one weight vector per block row for each of the
     ``kernel_columns`` kernel columns it keeps unrolled (1 when the columns are a loop)
-    and one broadcast input value. Rows are ``row_vectors`` vectors of channels where a
-    count allows (two; :data:`BF16_ROW_VECTORS` for bfloat16 pairs);
-    the columns the widest of ``columns`` within :func:`accumulator_target`. A row whose
-    columns cannot reach ``fma_chains`` accumulators so (SqueezeNet's 13 and 27 columns)
-    gets the largest tile that fits the registers instead, of at most twice the chains
-    of columns: a latency-bound tile is slower than a full register file.
+    and one broadcast input value. Rows are two vectors of channels where a count allows
+    (:data:`BF16_ROW_VECTORS` for bfloat16 ``pairs``); the columns the widest of
+    ``columns`` within :func:`accumulator_target`. A row whose columns cannot reach the
+    chains (``fma_chains``; :func:`bf16_dot_chains` for ``pairs``) so (SqueezeNet's 13 and
+    27 columns, 14 columns in bfloat16) gets the largest tile that fits the registers
+    instead, of at most twice the chains of columns: a latency-bound tile is slower than a
+    full register file.
     """
     vecs = vectors_of(caps, block)
+    chains = bf16_dot_chains(caps) if pairs else caps.fma_chains
 
     def operands(rows):
         return rows * vecs * kernel_columns + 1
@@ -135,15 +148,15 @@ def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence
     def fits(rows, cols):
         return rows * cols * vecs <= accumulator_room(caps, operands(rows))
 
-    rows = _channel_rows(vecs, block_counts, row_vectors)
+    rows = _channel_rows(vecs, block_counts, BF16_ROW_VECTORS if pairs else 2)
     target = accumulator_target(caps, operands(rows))
     cols = _largest_fitting(columns, max(1, target // (rows * vecs)))
-    if cols is not None and rows * cols * vecs >= caps.fma_chains and fits(rows, cols):
+    if cols is not None and rows * cols * vecs >= chains and fits(rows, cols):
         return rows, cols
     # A row longer than twice the chains adds accumulators the latency does not need
     # while each weight vector serves no more columns than in a shorter row.
     tiles = [(r, c) for r in block_counts for c in columns
-             if fits(r, c) and c * vecs <= 2 * caps.fma_chains]
+             if fits(r, c) and c * vecs <= 2 * chains]
     if not tiles:
         return min(block_counts), min(columns)
     return max(tiles, key=lambda t: (t[0] * t[1], t[0]))
@@ -197,15 +210,22 @@ def one_vector_tiles_load_bound(caps: CPUCaps) -> bool:
 
 def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequence[int],
                                 columns: Sequence[int], kernel_columns: int,
-                                row_vectors: int = 2) -> bool:
+                                pairs: bool = False) -> bool:
     """Whether a padded conv2d_nchwc should unroll its ``kernel_columns`` kernel columns
     (reading the input in place): only where the register tile beside their weight
-    vectors still reaches ``fma_chains`` accumulators. Otherwise the zero-bordered copy
-    costs less than a latency-bound tile (SqueezeNet's 3x3 48->192 at 13x13 on AVX2: 2
-    blocks by 1 column in place 1.74 ms, 1 by 13 in place but spilling 0.99 ms)."""
+    vectors still reaches the chains (:func:`blocked_conv_register_tile`), on bfloat16
+    ``pairs`` in rows of :data:`BF16_ROW_VECTORS` vectors. Otherwise the zero-bordered
+    copy costs less than a latency-bound tile (SqueezeNet's 3x3 48->192 at 13x13 on AVX2:
+    2 blocks by 1 column in place 1.74 ms, 1 by 13 in place but spilling 0.99 ms), and
+    on pairs less than narrower rows, whose unrolled window LLVM schedules into spills of
+    broadcasts (ResNet-50's 3x3 256->256 at 14x14 on 2 Zen 5 cores: 2 blocks by 7 in
+    place 631 GFLOPS, 2 by 14 over the copy 986)."""
     rows, cols = blocked_conv_register_tile(caps, block, block_counts, columns,
-                                            kernel_columns, row_vectors)
-    return rows * cols * vectors_of(caps, block) >= caps.fma_chains
+                                            kernel_columns, pairs)
+    vecs = vectors_of(caps, block)
+    if pairs:
+        return rows * cols * vecs >= bf16_dot_chains(caps) and rows * vecs >= BF16_ROW_VECTORS
+    return rows * cols * vecs >= caps.fma_chains
 
 
 def weights_stream_past_l2(caps: CPUCaps, weight_bytes: int) -> bool:

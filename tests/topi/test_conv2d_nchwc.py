@@ -403,3 +403,18 @@ def test_bfloat16_fallback_tiles_take_rows_of_four_vectors():
         cfg = autotune.create_task("conv2d_nchwc", (*args, dtype), AVX512).default_config
         knobs[dtype] = (cfg["tile_ocb"].val, cfg["tile_ow"].val, cfg["unroll_kw"].val)
     assert knobs == {"float32": (2, 8, True), "bfloat16": (4, 4, True)}
+
+
+@pytest.mark.parametrize("C, K, R, pad, want", [
+    (256, 256, 3, 1, (2, 14, False)),   # in place the rows would be 2 vectors: the copy
+    (256, 1024, 1, 0, (2, 14, False)),  # 4 blocks by 2 columns: 8 accumulators, too few
+    (512, 2048, 1, 0, (2, 7, False)),
+])
+def test_bfloat16_fallback_tiles_at_14_columns_keep_the_dot_chains(C, K, R, pad, want):
+    """At 14 columns the rows of four vectors leave 2 columns (8 accumulators, under
+    cpu_tiling.bf16_dot_chains' 12): the tile takes 2 blocks by 14 instead, reading a
+    padded input over the zero-bordered copy, as in place its rows would be 2 vectors."""
+    H = 14 if K != 2048 else 7
+    args = ((1, C // 16, H, H, 16), (K, C, R, R), (1, 1), (pad,) * 4, (1, 1), "bfloat16")
+    cfg = autotune.create_task("conv2d_nchwc", args, AVX512).default_config
+    assert (cfg["tile_ocb"].val, cfg["tile_ow"].val, cfg["unroll_kw"].val) == want
