@@ -166,19 +166,19 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
     it from the other core): the model ran at 1.08x ONNX Runtime's time, 1.02x untuned.
 
     The fallback comes from the target's registers and FMA latency
-    (:func:`tecomp.topi.cpu_tiling.blocked_conv_register_tile`): two vectors of channel
-    blocks by the widest row divisor that keeps the tile near twice the FMA chains (2
-    blocks by 8 columns with AVX-512, by 4 with AVX2; rows of up to 4 blocks on bfloat16
-    ``pairs``, :data:`~tecomp.topi.cpu_tiling.BF16_ROW_VECTORS`). Padded, it reads in place with the
-    kernel's columns unrolled where their weight vectors fit beside a tile of enough
-    chains (:func:`~tecomp.topi.cpu_tiling.blocked_conv_reads_in_place`), so the tile is
-    smaller, unless each output row streams the kernel from beyond L2 (the copy's loop
-    order reads it better: :func:`~tecomp.topi.cpu_tiling.weights_stream_past_l2`;
-    VGG-19's 256-channel 3x3 layers at 56x56 on 2 Zen 5 cores 8.2 -> 7.5 ms); a padded
-    row of at most 7 columns keeps the copy, which the schedule's
-    whole-plane passes run faster (ResNet-50's 3x3 512->512 at 7x7, in a model run:
-    1.02-1.12 ms so, 1.18-1.30 ms in place). A row with no divisor that reaches the FMA
-    chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
+    (:func:`tecomp.topi.cpu_tiling.blocked_conv_register_tile`): two vectors of channel blocks
+    by the widest row divisor that keeps the tile near twice the FMA chains (2 blocks by 8
+    columns with AVX-512, by 4 with AVX2; rows of up to 4 blocks on bfloat16 ``pairs``,
+    :data:`~tecomp.topi.cpu_tiling.BF16_ROW_VECTORS`, whose tile keeps half again the chains,
+    :func:`~tecomp.topi.cpu_tiling.bf16_dot_chains`). Padded, it reads in place with the
+    kernel's columns unrolled where their weight vectors fit beside a tile of enough chains
+    (:func:`~tecomp.topi.cpu_tiling.blocked_conv_reads_in_place`), so the tile is smaller,
+    unless each output row streams the kernel from beyond L2 (the copy's loop order reads it
+    better: :func:`~tecomp.topi.cpu_tiling.weights_stream_past_l2`; VGG-19's 256-channel 3x3
+    layers at 56x56 on 2 Zen 5 cores 8.2 -> 7.5 ms); a padded row of at most 7 columns keeps the
+    copy, which the schedule's whole-plane passes run faster (ResNet-50's 3x3 512->512 at 7x7,
+    in a model run: 1.02-1.12 ms so, 1.18-1.30 ms in place). A row with no divisor that reaches
+    the FMA chains (SqueezeNet's 13 and 27 columns) gets the largest tile the registers hold (2
     threads, AVX-512, ms: 3x3 64->256 at 13x13 0.454 -> 0.139 with 1 block by 13, 3x3
     32->128 at 27x27 0.217 -> 0.155 with 2 by 9, 1x1 64->256 at 13x13 0.032 -> 0.018 with
     2 by 13). Where the divisors leave a tile of one channel vector, a convolution not
