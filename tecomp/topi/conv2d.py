@@ -758,8 +758,9 @@ def compute_depthwise_conv2d(cfg, data, kernel, strides=(1, 1), padding=(0, 0),
     cfg.define_knob("unroll_rows", [False, True])
     cfg.define_knob("accumulate", ["tile", "row"])
     if cfg.is_fallback:
-        # A vector of output columns that divides the width (no masked tail), rows
-        # enough to cover the FMA latency; among the widths the rule was measured on.
+        # A vector of output columns (cpu_tiling.depthwise_tile: on AVX-512 the row may
+        # end in a masked one, elsewhere it divides the width), by 2 rows; among the
+        # widths the rule was measured on.
         rows, cols = cpu_tiling.depthwise_tile(
             cpu_tiling.current_caps(),
             [e.size[-1] for e in cfg.space_map["tile_w"].entities

@@ -307,10 +307,28 @@ def pointwise_register_tile(caps: CPUCaps, row_candidates: Sequence[int],
 # ---- depthwise convolutions ---------------------------------------------------------------
 
 
+def masked_tails_are_cheap(caps: CPUCaps) -> bool:
+    """Whether a vector loop's partial last vector costs about what a whole one does:
+    AVX-512, whose mask registers predicate loads, stores and arithmetic alike. AVX2
+    and NEON emulate a masked access (AVX2's ``vmaskmov`` is a slow load and a slower
+    store)."""
+    return caps.vector_width_bits >= 512
+
+
 def depthwise_tile(caps: CPUCaps, widths: Sequence[int], heights: Sequence[int],
                    width: int) -> tuple[int, int]:
-    """``(rows, columns)`` of a depthwise output tile: a row of the vector width of
-    columns that divides ``width`` (no masked tail), by 2 rows (at most ``heights``).
+    """``(rows, columns)`` of a depthwise output tile, by 2 rows (at most ``heights``):
+    where masked tails are cheap (:func:`masked_tails_are_cheap`), one whole vector of
+    columns, the row ending in a masked one (a row narrower than a vector is one masked
+    vector); elsewhere a row of the vector width of columns that divides ``width`` (no
+    masked tail).
+
+    On AVX-512 a divisor of the row that is not a whole vector runs as a masked vector
+    per tile, or splits into narrower ones, which cost more than one masked tail per row
+    (3x3, 2 Zen 5 cores, GFLOPS: 144 channels at 56x56 in tiles of 14 columns 123, of 8
+    172, of 16 185; 192 at 28x28 by 14 122, by 28 131, by 16 157; 384 at 14x14 by 14
+    142, by 8 125). AVX2's masked tail is slow (384 at 14x14 by 8 columns 34 GFLOPS, by
+    7 77), so there the divisor nearest a vector stays.
 
     Unlike the other tiles this one is not sized by the FMA chains: every multiply-add of
     a depthwise kernel loads its own input vector (a channel's weights are scalars, no
@@ -321,8 +339,10 @@ def depthwise_tile(caps: CPUCaps, widths: Sequence[int], heights: Sequence[int],
     / 6.91); two rows share all but one of their kernel's input rows in L1.
     """
     lanes = fp32_lanes(caps)
-    cols = min(widths, key=lambda w: (width % w != 0, abs(math.log2(w / lanes)), -w))
     rows = max([h for h in heights if h <= 2] or [min(heights)])
+    if masked_tails_are_cheap(caps) and min(lanes, width) in widths:
+        return rows, min(lanes, width)
+    cols = min(widths, key=lambda w: (width % w != 0, abs(math.log2(w / lanes)), -w))
     return rows, cols
 
 

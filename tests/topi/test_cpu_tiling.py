@@ -167,6 +167,13 @@ def test_pointwise_register_tile(caps, name, want):
     ("haswell", 112, (1, 2, 4, 8), (2, 8)),
     ("neon", 112, (1, 2, 4, 8), (2, 4)),
     ("avx512", 7, (1, 2, 4), (2, 7)),
+    # AVX-512: a whole vector, the row ending in a masked one; narrower, the whole row.
+    ("avx512", 56, (1, 2, 4, 8), (2, 16)),
+    ("avx512", 28, (1, 2, 4, 8), (2, 16)),
+    ("avx512", 14, (1, 2, 4, 8), (2, 14)),
+    # AVX2 masks slowly: the divisor nearest a vector.
+    ("haswell", 28, (1, 2, 4, 8), (2, 7)),
+    ("haswell", 14, (1, 2, 4, 8), (2, 7)),
     ("neon", 6, (1,), (1, 4)),  # a single row; no width divides 6: the nearest vector
 ])
 def test_depthwise_tile(caps, name, width, heights, want):
@@ -191,6 +198,12 @@ def test_conv2d_nchwc_fallback_follows_the_model():
         cfg = autotune.create_task("conv2d_nchwc", args, target).default_config
         assert (cfg["tile_ocb"].val, cfg["tile_ow"].val) == tile, target
         assert cfg["unroll_kw"].val is in_place, target
+
+
+def test_masked_tails_are_cheap_with_avx512_only(caps):
+    assert ct.masked_tails_are_cheap(caps["avx512"])
+    assert not ct.masked_tails_are_cheap(caps["haswell"])
+    assert not ct.masked_tails_are_cheap(caps["neon"])
 
 
 def test_weights_stream_past_l2_at_half_the_l2(caps):
