@@ -119,7 +119,7 @@ def bf16_dot_chains(caps: CPUCaps) -> int:
     again the FMA chains, as ``vdpbf16ps`` takes 6 cycles where an FMA takes 4 (Zen 4,
     Zen 5). ResNet-50's 14x14 layers in bfloat16 on 2 Zen 5 cores, the tile of 8
     accumulators the FMA chains allowed (4 blocks by 2 columns) against the 28 of 2 by 14
-    (the 3x3 over the zero-bordered copy), GFLOPS: 1x1 1024->256 668 -> 986, 3x3 256->256
+    (the 3x3 over the zero-bordered copy), GFLOPS: 1x1 256->1024 668 -> 986, 3x3 256->256
     624 -> 986, the stride-2 3x3 into 14x14 637 -> 783."""
     return caps.fma_chains * 3 // 2
 
