@@ -45,7 +45,7 @@ def _pad(data, pads):
         (N, C, H + top + bottom, W + left + right),
         lambda n, c, y, x: te.if_then_else(
             (y >= top) & (y < H + top) & (x >= left) & (x < W + left),
-            data[n, c, y - top, x - left], 0.0),
+            data[n, c, y - top, x - left], te.const(0, data.dtype)),
         name="pad", tag=PAD_TAG)
 
 

@@ -20,8 +20,8 @@ from ..conv2d import _geometry
 from ..qnn import _batch_one, _check_operand, _zero_reader
 from ..strategy import Implementation, register_implementation
 from .conv2d import (
-    PAD_TAG,
     _batched_shape,
+    _pad,
     define_conv2d_knobs,
     direct_conv2d,
     schedule_conv2d,
@@ -92,16 +92,8 @@ def compute_qnn_conv2d(cfg, data, kernel, x_zero, w_zero=None, strides=(1, 1),
     define_conv2d_knobs(cfg, K, C, OH, OW)
     zx = _zero_reader(what, x_zero, None, "image")
     zw = _zero_reader(what, w_zero, K, "output channel")
-    top, left, bottom, right = pads
-
-    def padded(n, c, y, x):
-        inside = (y >= top) & (y < H + top) & (x >= left) & (x < W + left)
-        wide = data[n, c, y - top, x - left].astype(_ACC)
-        return te.if_then_else(inside, wide if zx is None else wide - zx(0),
-                               te.const(0, _ACC))
-
-    shifted = te.compute((N, C, H + top + bottom, W + left + right), padded,
-                         name="data_shifted", tag=PAD_TAG)
+    # Shifted, then padded: the border holds the real 0.
+    shifted = _pad(_shifted(data, zx and (lambda n, c, y, x: zx(0)), "data_shifted"), pads)
     weights = _shifted(kernel, zw and (lambda f, c, r, s: zw(f)), "kernel_shifted")
     return direct_conv2d(shifted, weights, (OH, OW), (sh, sw), (dh, dw))
 
