@@ -124,6 +124,12 @@ def bf16_dot_chains(caps: CPUCaps) -> int:
     return caps.fma_chains * 3 // 2
 
 
+def _tile_chains(caps: CPUCaps, pairs: bool) -> int:
+    """The accumulators a conv2d_nchwc register tile keeps in flight: ``fma_chains``, or
+    :func:`bf16_dot_chains` on bfloat16 ``pairs``."""
+    return bf16_dot_chains(caps) if pairs else caps.fma_chains
+
+
 def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence[int],
                                columns: Sequence[int], kernel_columns: int,
                                pairs: bool = False) -> tuple[int, int]:
@@ -140,7 +146,7 @@ def blocked_conv_register_tile(caps: CPUCaps, block: int, block_counts: Sequence
     full register file.
     """
     vecs = vectors_of(caps, block)
-    chains = bf16_dot_chains(caps) if pairs else caps.fma_chains
+    chains = _tile_chains(caps, pairs)
 
     def operands(rows):
         return rows * vecs * kernel_columns + 1
@@ -223,9 +229,8 @@ def blocked_conv_reads_in_place(caps: CPUCaps, block: int, block_counts: Sequenc
     rows, cols = blocked_conv_register_tile(caps, block, block_counts, columns,
                                             kernel_columns, pairs)
     vecs = vectors_of(caps, block)
-    if pairs:
-        return rows * cols * vecs >= bf16_dot_chains(caps) and rows * vecs >= BF16_ROW_VECTORS
-    return rows * cols * vecs >= caps.fma_chains
+    return (rows * cols * vecs >= _tile_chains(caps, pairs)
+            and (not pairs or rows * vecs >= BF16_ROW_VECTORS))
 
 
 def weights_stream_past_l2(caps: CPUCaps, weight_bytes: int) -> bool:
