@@ -155,6 +155,7 @@ def async_copies(arch: str) -> bool:
     """Whether architecture ``arch`` ("sm_90a") has ``cp.async`` (sm_80 and later)."""
     return int(arch[3:].rstrip("af")) >= ASYNC_COPY_ARCH
 
+
 #: The message of the check a division by zero fails (as the CPU code's).
 _DIV_ZERO = DIVISION_BY_ZERO
 
