@@ -456,11 +456,16 @@ class ConfigSpace(_ConfigBase):
 
     def from_json(self, knobs: dict, index: int | None = None) -> ConfigEntity:
         """The config whose knob values are ``knobs`` (as written by ``to_json``). The
-        index is recomputed from the values, so a log survives a reordered space."""
+        index is recomputed from the values, so a log survives a reordered space.
+
+        A knob ``knobs`` does not name takes its first candidate: the templates add a
+        knob with the schedule they had before it as its first candidate, so a record
+        written before the knob existed keeps the schedule it measured."""
         digits = []
         for name, space in self.space_map.items():
             if name not in knobs:
-                raise ConfigError(f"config {knobs} has no value for knob {name!r}")
+                digits.append(0)
+                continue
             i = _entity_from_json(space, knobs[name])
             if i is None:
                 raise ConfigError(f"knob {name!r} has no candidate {knobs[name]!r}")

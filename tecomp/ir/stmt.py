@@ -279,13 +279,22 @@ def seq(*stmts) -> Stmt:
 PREFETCH = "prefetch"
 
 
-def prefetch(buffer: Buffer, index: PrimExpr, write: bool = False) -> Evaluate:
+def prefetch(buffer: Buffer, index: PrimExpr, write: bool = False,
+             streaming: bool = False) -> Evaluate:
     """A hint that ``buffer[index]`` (a vector index: every lane) will be read soon, or
-    with ``write``, written soon (its lines fetched ready to be modified).
+    with ``write``, written soon (its lines fetched ready to be modified); a
+    ``streaming`` read is one whose lines are used once, soon, and need not displace
+    what the outer caches hold (``prefetchnta`` on x86).
 
     It has no effect on results: nothing is read, and an index outside the buffer is
-    allowed (code generators emit an instruction that cannot fault, or nothing)."""
-    args = (Load(buffer, index, buffer.dtype),) + ((IntImm(1, "int32"),) if write else ())
+    allowed (code generators emit an instruction that cannot fault, or nothing). The
+    flags follow the access as ints, and only where set: ``(load,)`` a read, ``(load,
+    1)`` a write, ``(load, 0, 1)`` a streaming read."""
+    if write and streaming:
+        raise ValueError("prefetch: a streaming hint is for reads; write=True takes "
+                         "streaming=False")
+    flags = (1,) if write else (0, 1) if streaming else ()
+    args = (Load(buffer, index, buffer.dtype),) + tuple(IntImm(f, "int32") for f in flags)
     return Evaluate(Call(buffer.dtype, PREFETCH, args))
 
 
@@ -298,7 +307,12 @@ def prefetched(s: Stmt) -> Load | None:
 
 def prefetch_for_write(s: Stmt) -> bool:
     """Whether the :func:`prefetch` statement ``s`` announces a write."""
-    return len(s.value.args) > 1
+    return len(s.value.args) > 1 and s.value.args[1].value == 1
+
+
+def prefetch_streaming(s: Stmt) -> bool:
+    """Whether the :func:`prefetch` statement ``s`` announces a streaming read."""
+    return len(s.value.args) > 2 and s.value.args[2].value == 1
 
 
 @dataclass(frozen=True, eq=False, repr=False)

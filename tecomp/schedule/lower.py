@@ -500,7 +500,7 @@ class _Builder:
         uses."""
         leaves = st.leaf_iter_vars
         placed: dict = {}
-        for tensor, iv, offset in st.prefetches:
+        for tensor, iv, offset, streaming in st.prefetches:
             write = tensor.op is st.op
             if write:
                 buf = info.buffers[tensor.value_index]
@@ -521,7 +521,7 @@ class _Builder:
                     continue  # GPU code has no prefetch
                 fresh = {c.var: E.Var(c.var.name + "_pf", c.var.dtype) for c in copied}
                 index = substitute(load.index, {iv.var: iv.var + offset, **fresh})
-                stmt = S.prefetch(buf, index, write=write)
+                stmt = S.prefetch(buf, index, write=write, streaming=streaming)
                 for c in reversed(copied):
                     stmt = _loop(st, info, c, stmt, fresh[c.var])
                 placed.setdefault(inner, []).append(stmt)

@@ -52,7 +52,7 @@ class Stage:
         self.relations: list = []
         self.iter_var_attrs: dict = {}  # IterVar -> annotation
         self.bind_threads: dict = {}  # IterVar -> thread IterVar
-        self.prefetches: list = []  # (Tensor, IterVar, offset)
+        self.prefetches: list = []  # (Tensor, IterVar, offset, streaming)
         self.tensorized: tuple | None = None  # (leaf IterVar, TensorIntrin)
 
     @property
@@ -272,12 +272,14 @@ class Stage:
                               f"{self.tensorized[0].name}")
         self.tensorized = (axis, intrin)
 
-    def prefetch(self, tensor, var, offset: int):
+    def prefetch(self, tensor, var, offset: int, streaming: bool = False):
         """Ask for the bytes of ``tensor`` that this stage reads ``offset`` iterations of
         ``var`` later to be fetched into the cache now; ``tensor`` may also be this
         stage's own output, whose lines it writes ``offset`` iterations later are then
         fetched ready to be written (so the stores of a row find their lines in the
-        cache instead of each waiting on memory).
+        cache instead of each waiting on memory). With ``streaming`` the reads are
+        hinted as used once (x86's ``prefetchnta``: fetched close to the core without
+        displacing what the outer caches hold); it is for inputs, not the output.
 
         Each read of ``tensor`` whose index uses ``var`` (or the stage's store) gets a
         prefetch of the same index with ``var + offset`` in place of ``var``, placed
@@ -300,7 +302,12 @@ class Stage:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
             raise self._error("prefetch", f"offset={offset!r} must be a non-zero int "
                                           f"(iterations of {var.name} ahead)")
-        self.prefetches.append((tensor, var, offset))
+        if not isinstance(streaming, bool):
+            raise self._error("prefetch", f"streaming={streaming!r} must be a bool")
+        if streaming and tensor.op is self.op:
+            raise self._error("prefetch", f"streaming=True is for the tensors the stage "
+                                          f"reads, not its output {tensor.name}")
+        self.prefetches.append((tensor, var, offset, streaming))
 
     def pragma(self, axis, name: str, value=None):
         """Attach a named hint to ``axis`` (kept in the stage; unknown names are ignored)."""

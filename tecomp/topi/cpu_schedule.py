@@ -372,11 +372,13 @@ def _parallel_count(op, n_outer: int) -> int:
     return min(int(op.attrs.get("parallel_axes", n_outer)), n_outer)
 
 
-def _rfactor_lanes(s, tensor, knobs: RowKnobs):
+def _rfactor_lanes(s, tensor, knobs: RowKnobs, fetch_ahead: bool = False):
     """Vectorize a reduction over its innermost reduced axis with ``rfactor``: per vector
     lane a partial result over a strided slice (``knobs.reduce_vectors`` registers of
     lanes, their loop unrolled by ``knobs.reduce_unroll``), then the lanes combined in a
-    vectorized reduction loop.
+    vectorized reduction loop. With ``fetch_ahead`` (the reduction is the first read of a
+    row from memory, computed in the row loop) the partial sums' loop over a row's chunks
+    prefetches the inputs ``knobs.prefetch_rows`` rows ahead.
 
     Returns the partial tensor (its stage still at root), or None where the reduction is
     too short to gain from it or cannot be factored (tuple reductions, ``init=``)."""
@@ -392,12 +394,16 @@ def _rfactor_lanes(s, tensor, knobs: RowKnobs):
     rst = s[rf]
     lane_axis = rst.op.axis[-1]
     reduce_axes = list(rst.op.reduce_axis)
+    chunk = reduce_axes[-1]
     if knobs.reduce_unroll > 1:
-        ko, kui = rst.split(reduce_axes[-1], factor=knobs.reduce_unroll)
-        reduce_axes[-1:] = [ko, kui]
+        chunk, kui = rst.split(chunk, factor=knobs.reduce_unroll)
+        reduce_axes[-1:] = [chunk, kui]
         rst.unroll(kui)
     rst.reorder(*rst.op.axis[:-1], *reduce_axes, lane_axis)
     rst.vectorize(lane_axis)
+    if fetch_ahead and ext is not None:
+        chunks_per_row = -(-ext // (lanes * knobs.reduce_unroll))
+        _prefetch_rows_ahead(rst, chunk, chunks_per_row, knobs)
     # The lanes' partial results combine in a tree of vector operations, not a chain of
     # one scalar operation per lane (``tecomp.ir.analysis.lane_reduction``).
     s[tensor].vectorize(s[tensor].op.reduce_axis[-1])
@@ -432,14 +438,17 @@ def _unroll_small_window(stage, reduce_axes) -> None:
             stage.unroll(ax)
 
 
-def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS):
+def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS,
+                     fetch_ahead: bool = False):
     """Loops of reduction ``tensor``: outer output axes fused (parallel when at root),
     then the reduced axes, then the inner output axes vectorized (:func:`block_layout`);
     a reduction over the innermost input axis is vectorized over partial results instead.
     ``knobs`` (:mod:`.row_space`) size the vectors and the parallel tasks.
 
     With ``attach`` = ``(stage, axis)`` the reduction is computed inside that loop (it is
-    then the producer of an epilogue) and nothing is marked parallel.
+    then the producer of an epilogue) and nothing is marked parallel; ``fetch_ahead``
+    then has a reduction over the innermost axis prefetch its inputs rows ahead
+    (:func:`_rfactor_lanes`).
 
     Returns
     -------
@@ -461,7 +470,7 @@ def layout_reduction(s, tensor, attach=None, knobs: RowKnobs = DEFAULT_ROW_KNOBS
         outer = fused if fused is not None else chunk
         _unroll_small_window(stage, op.reduce_axis)
     else:
-        rf = _rfactor_lanes(s, tensor, knobs)
+        rf = _rfactor_lanes(s, tensor, knobs, fetch_ahead and attach is not None)
         outer = stage.fuse(*outer_axes) if outer_axes else None
     if attach is not None:
         stage.compute_at(*attach)
@@ -657,22 +666,20 @@ def _stages_read(op, keep) -> list:
 # ---- normalizations (softmax, layer_norm, ...) ---------------------------------------------
 
 
-#: Rows a normalization's row loop fetches ahead: the inputs its row buffers read and,
-#: where the config says so (the row knob ``prefetch_output``, off untuned), the lines its
-#: output writes (ready to be written), for rows of at least ``PREFETCH_ROW_BYTES``. A row
-#: is read from memory by its first statistic, computed, then written; without the hints
-#: each phase waits on memory alone, where a streaming kernel overlaps them. Softmax 4096 x
-#: 1024 on 2 Zen 3 cores, both fetched: 0.66 -> 0.53 ns per element.
-PREFETCH_ROWS = 2
+#: A normalization's row loop fetches its inputs (and, where the config says so, its
+#: output's lines) ``RowKnobs.prefetch_rows`` rows ahead for rows of at least this many
+#: bytes (:data:`.row_space.PREFETCH_ROWS`).
 PREFETCH_ROW_BYTES = 2048
 
 
-def _prefetch_rows_ahead(stage, chunk, chunks_per_row: int) -> None:
+def _prefetch_rows_ahead(stage, chunk, chunks_per_row: int, knobs: RowKnobs) -> None:
     """Prefetch, in a row buffer's ``stage`` (laid out as ``chunks_per_row`` iterations of
-    ``chunk`` per row), the inputs it reads from memory ``PREFETCH_ROWS`` rows ahead."""
+    ``chunk`` per row), the inputs it reads from memory ``knobs.prefetch_rows`` rows
+    ahead, as streaming hints where ``knobs.prefetch_streaming``."""
     for tensor in stage.op.input_tensors:
         if not isinstance(tensor.op, ComputeOp):
-            stage.prefetch(tensor, chunk, chunks_per_row * PREFETCH_ROWS)
+            stage.prefetch(tensor, chunk, chunks_per_row * knobs.prefetch_rows,
+                           streaming=knobs.prefetch_streaming)
 
 
 def _find_normalized(s, outs):
@@ -736,20 +743,25 @@ def schedule_normalize(cfg, outs):
         row = None if po is None else _parallel_rows(stage, po, knobs.rows_per_task)
         in_row = row is not None and knobs.stats_in_row
         row_length = None if inner else num_elements([a.dom.extent for a in mid])
-        prefetch = (in_row and row_length is not None
+        prefetch = (in_row and row_length is not None and knobs.prefetch_rows > 0
                     and row_length * dt.bits(t.dtype) // 8 >= PREFETCH_ROW_BYTES)
-        for buf in _row_buffers_read(s, t.op):
+        buffers = _row_buffers_read(s, t.op)
+        for buf in buffers:
             if in_row:
                 s[buf].compute_at(stage, row)
                 chunk, _ = block_layout(s[buf], [], list(s[buf].op.axis), [], lanes, 0)
                 if prefetch:
-                    _prefetch_rows_ahead(s[buf], chunk, -(-row_length // lanes))
+                    _prefetch_rows_ahead(s[buf], chunk, -(-row_length // lanes), knobs)
             else:
                 parallel_vectorize(s[buf], list(s[buf].op.axis), buf.dtype, buf.shape)
         if prefetch and knobs.prefetch_output:
-            stage.prefetch(t, row, PREFETCH_ROWS)
+            stage.prefetch(t, row, knobs.prefetch_rows)
+        # Without row buffers (a layer norm's statistics read the input itself), the
+        # first statistic is what reads a row from memory, and it prefetches.
+        fetch_ahead = prefetch and not buffers
         for red in _reductions_read(s, t.op):
             if red.op not in at_root:
                 layout_reduction(s, red, attach=(stage, row) if in_row else None,
-                                 knobs=knobs)
+                                 knobs=knobs, fetch_ahead=fetch_ahead)
+                fetch_ahead = False
     return s

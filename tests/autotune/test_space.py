@@ -63,6 +63,18 @@ def test_space_index_round_trip():
     assert "a=" in text and "b=" in text and "#7" in text
 
 
+def test_a_record_older_than_a_knob_takes_its_first_candidate():
+    # A template adds a knob with the schedule it had before as its first candidate: a
+    # record written before the knob keeps that schedule, and still applies.
+    space = ConfigSpace()
+    space.define_knob("b", [1, 2, 3])
+    space.define_knob("added", ["as_before", "new"])
+    assert space.from_json({"b": 3})["added"].val == "as_before"
+    assert space.from_json({"b": 3, "added": "new"})["added"].val == "new"
+    with pytest.raises(ConfigError, match="knob 'b' has no candidate 4"):
+        space.from_json({"b": 4})
+
+
 def test_task_space_prints_knobs_and_size(mm_task):
     text = str(mm_task.config_space)
     assert "tile_i" in text and "tile_j" in text and "unroll" in text

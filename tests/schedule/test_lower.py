@@ -377,6 +377,18 @@ def test_prefetch_checks_its_arguments():
         s[C].prefetch(B, C.op.reduce_axis[0], 0)
     with pytest.raises(tecomp.ScheduleError, match="is not an iteration variable"):
         s[C].prefetch(B, "k", 1)
+    with pytest.raises(tecomp.ScheduleError, match="streaming=1 must be a bool"):
+        s[C].prefetch(B, C.op.reduce_axis[0], 1, streaming=1)
+    with pytest.raises(tecomp.ScheduleError, match="not its output C"):
+        s[C].prefetch(C, C.op.axis[1], 1, streaming=True)
+
+
+def test_a_streaming_prefetch_keeps_its_hint_through_lowering():
+    s, (A, B, C) = _prefetching_matmul()
+    s[C].prefetch(B, C.op.reduce_axis[0], 16, streaming=True)
+    ahead = {int(str(S.prefetched(pf).index).rsplit("+ ", 1)[1]): S.prefetch_streaming(pf)
+             for pf in _prefetches(tecomp.lower(s, [A, B, C]))}
+    assert ahead == {8 * 16: False, 16 * 16: True}
 
 
 def test_prefetch_of_an_inlined_tensor_is_refused_when_lowering():

@@ -2,8 +2,10 @@ import numpy as np
 import pytest
 
 import tecomp
-from tecomp.autotune import ConfigSpace
+from tecomp.autotune import ConfigSpace, FallbackConfigEntity
 from tecomp import te
+from tecomp.ir import stmt as S
+from tecomp.ir.functor import post_order_visit
 from tecomp.target import Target
 from tecomp.topi import broadcast, cpu_schedule, elemwise
 from tecomp.topi import layer_norm, softmax
@@ -115,6 +117,59 @@ def test_long_rows_are_fetched_ahead_and_their_outputs_ready_to_be_written(
     tecomp.build(s, [X, Y], target=AVX2)(x, y)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def _layer_norm_with(knobs: dict):
+    """A layer norm over rows of 1024 floats scheduled with the fallback's row knobs but
+    ``knobs``; its lowered text and its statements' prefetches."""
+    X = te.placeholder((64, 1024), name="X")
+    gamma = te.placeholder((1024,), name="gamma")
+    Y = layer_norm(X, gamma, axis=-1)
+    space = ConfigSpace()
+    with Target(AVX2):
+        cpu_schedule.schedule_normalize(space, [Y])
+        fallback = FallbackConfigEntity()
+        cpu_schedule.schedule_normalize(fallback, [Y])
+        values = {name: fallback[name].val for name in space.knob_names} | knobs
+        cfg = space.from_json(values)
+        s = cpu_schedule.schedule_normalize(cfg, [Y])
+    func = tecomp.lower(s, [X, gamma, Y])
+    hints = []
+    post_order_visit(func.body, lambda n: hints.append(n) if type(n) is S.Evaluate
+                     and S.prefetched(n) is not None else None)
+    return s, (X, gamma, Y), str(func), hints
+
+
+@pytest.mark.parametrize("rows, streaming", [(2, False), (4, True), (0, False)])
+def test_a_layer_norm_fetches_its_input_ahead_in_its_first_statistic(rng, rows, streaming):
+    # A layer norm has no row buffer: its statistics read the input itself, and the
+    # first of them prefetches it (once per chunk of a row: the row's 1024 floats are
+    # 16 chunks of 2 x 2 vectors on AVX2), as many rows ahead as the config says, as
+    # streaming hints where it says so; the results do not change.
+    s, tensors, text, hints = _layer_norm_with(
+        {"prefetch_rows": rows, "prefetch_streaming": streaming})
+    reads = [h for h in hints if not S.prefetch_for_write(h)]
+    if rows == 0:
+        assert hints == []
+    else:
+        assert [S.prefetched(h).buffer.name for h in reads] == ["X"]
+        assert f"+ {rows * 1024}]{', 0, 1' if streaming else ''})" in text
+        assert all(S.prefetch_streaming(h) == streaming for h in reads)
+    x = rng.standard_normal((64, 1024)).astype("float32") * 3 + 1
+    g = rng.standard_normal(1024).astype("float32")
+    y = np.empty_like(x)
+    tecomp.build(s, list(tensors), target=AVX2)(x, g, y)
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * g
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_streaming_prefetch_is_a_non_temporal_hint_in_the_machine_code():
+    # prefetchnta (locality 0) for streaming reads, prefetcht0 for the others.
+    for streaming, instruction in [(True, "prefetchnta"), (False, "prefetcht0")]:
+        s, tensors, _, _ = _layer_norm_with({"prefetch_streaming": streaming})
+        asm = tecomp.build(s, list(tensors), target=AVX2).get_source("asm")
+        assert instruction in asm
+        assert ("prefetchnta" in asm) == streaming
 
 
 def test_short_rows_and_plain_arithmetic_keep_the_plain_layout():

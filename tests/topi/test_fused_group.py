@@ -106,7 +106,8 @@ def test_a_reduction_without_a_template_gets_the_row_knobs():
     # Its (index, value) pair is computed in the row loop of the index's copy, or before
     # it; a reduction over the innermost axis keeps vectors of partial results.
     assert _task("argmax_outer", 8, 37).config_space.knob_names == [
-        "rows_per_task", "output_vectors", "stats_in_row", "prefetch_output"]
+        "rows_per_task", "output_vectors", "stats_in_row", "prefetch_rows",
+        "prefetch_output", "prefetch_streaming"]
     assert _task("cumsum", 8, 37).config_space.knob_names == [
         "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll"]
 

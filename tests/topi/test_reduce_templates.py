@@ -105,7 +105,7 @@ def test_the_space_declares_only_the_knobs_the_kernel_has():
     softmax = _task("softmax", [(8, 64)], {"axis": 1})
     assert softmax.config_space.knob_names == [
         "exp_once", "rows_per_task", "output_vectors", "reduce_vectors", "reduce_unroll",
-        "stats_in_row", "prefetch_output"]
+        "stats_in_row", "prefetch_rows", "prefetch_output", "prefetch_streaming"]
     # A pool reduces no innermost axis and has no statistics to place; it is vectorized
     # over its output columns, which may accumulate in a local buffer.
     pool = _task("max_pool2d", [(1, 4, 8, 8)], {"kernel": [2, 2]})

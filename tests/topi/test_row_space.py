@@ -4,6 +4,7 @@ fallback config picks."""
 from tecomp.autotune import ConfigSpace, FallbackConfigEntity
 from tecomp.topi.row_space import (
     OUTPUT_VECTORS,
+    PREFETCH_ROWS,
     REDUCE_UNROLL,
     REDUCE_VECTORS,
     ROWS_PER_TASK,
@@ -30,7 +31,7 @@ def test_a_fallback_config_chooses_the_defaults_and_declares_every_knob():
     cfg = FallbackConfigEntity()
     assert define_row_knobs(cfg, rfactor=False) == UNFETCHED
     assert cfg.knob_names == ["rows_per_task", "output_vectors", "stats_in_row",
-                              "prefetch_output"]
+                              "prefetch_rows", "prefetch_output", "prefetch_streaming"]
     assert cfg["prefetch_output"].val == UNTUNED_PREFETCH_OUTPUT
 
 
@@ -39,7 +40,8 @@ def test_a_fallback_inner_reduction_keeps_several_add_chains_in_flight():
     assert define_row_knobs(cfg) == RowKnobs(**UNTUNED_INNER_REDUCTION,
                                              prefetch_output=UNTUNED_PREFETCH_OUTPUT)
     assert cfg.knob_names == ["rows_per_task", "output_vectors", "reduce_vectors",
-                              "reduce_unroll", "stats_in_row", "prefetch_output"]
+                              "reduce_unroll", "stats_in_row", "prefetch_rows",
+                              "prefetch_output", "prefetch_streaming"]
     assert {name: cfg[name].val for name in UNTUNED_INNER_REDUCTION} == \
         UNTUNED_INNER_REDUCTION
 
@@ -57,7 +59,7 @@ def test_the_space_spans_the_knobs_that_matter():
     full = ConfigSpace()
     define_row_knobs(full)
     assert len(full) == (len(ROWS_PER_TASK) * len(OUTPUT_VECTORS) * len(REDUCE_VECTORS)
-                         * len(REDUCE_UNROLL) * 2 * 2)
+                         * len(REDUCE_UNROLL) * 2 * len(PREFETCH_ROWS) * 2 * 2)
     plain = ConfigSpace()
     define_row_knobs(plain, rfactor=False, statistics=False)
     assert plain.knob_names == ["rows_per_task", "output_vectors"]
@@ -69,7 +71,8 @@ def test_a_config_entity_gives_its_values_and_defaults_for_undeclared_knobs():
     cfg = space.get(len(space) - 1)
     assert define_row_knobs(cfg, rfactor=False) == RowKnobs(
         rows_per_task=ROWS_PER_TASK[-1], output_vectors=OUTPUT_VECTORS[-1],
-        stats_in_row=False, prefetch_output=False)
+        stats_in_row=False, prefetch_rows=PREFETCH_ROWS[-1], prefetch_output=False,
+        prefetch_streaming=True)
 
 
 def test_a_tuned_config_without_a_knob_the_fused_group_needs_keeps_its_default():

@@ -443,7 +443,8 @@ class Emitter:
     def st_Evaluate(self, s):
         access = S.prefetched(s)
         if access is not None:
-            self.memory.prefetch(access, write=S.prefetch_for_write(s))
+            self.memory.prefetch(access, write=S.prefetch_for_write(s),
+                                 streaming=S.prefetch_streaming(s))
         # Any other expression is pure: evaluating it has no effect.
 
     def st_LetStmt(self, s):

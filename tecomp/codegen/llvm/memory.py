@@ -79,11 +79,12 @@ class Memory:
             return b.val(f"icmp ne {v.vty} {v.ref}, {z.ref}", "i1", v.lanes)
         return v
 
-    def prefetch(self, e: E.Load, write: bool = False) -> None:
+    def prefetch(self, e: E.Load, write: bool = False, streaming: bool = False) -> None:
         """``llvm.prefetch`` (read, or ``write``: lines fetched ready to be modified, into
-        every cache level) of the access ``e``: its element, or a constant-stride vector
-        access every cache line from its first lane (a line-aligned vector: exactly its
-        lines; a gather's lanes are not announced)."""
+        every cache level; a ``streaming`` read with no temporal locality, which x86
+        emits as ``prefetchnta``) of the access ``e``: its element, or a constant-stride
+        vector access every cache line from its first lane (a line-aligned vector:
+        exactly its lines; a gather's lanes are not announced)."""
         em, b = self.em, self.b
         ptr = em.symbols.buffer(e.buffer)
         mt, eb = T.mem_type(e.dtype), T.elem_bytes(e.dtype)
@@ -97,12 +98,13 @@ class Memory:
         else:
             return
         fn = "@llvm.prefetch.p0"
+        locality = 0 if streaming else 3
         b.declare(fn, f"declare void {fn}(ptr, i32, i32, i32)")
         # No ``inbounds``: the address may lie outside the buffer, which a prefetch allows.
         p = b.val(f"getelementptr {mt}, ptr {ptr}, i64 {base.ref}", "ptr")
         for off in offsets:
             q = p if off == 0 else b.val(f"getelementptr i8, ptr {p.ref}, i64 {off}", "ptr")
-            b.emit(f"call void {fn}(ptr {q.ref}, i32 {int(write)}, i32 3, i32 1)")
+            b.emit(f"call void {fn}(ptr {q.ref}, i32 {int(write)}, i32 {locality}, i32 1)")
 
     def store(self, s: S.Store, value: Val | None = None) -> None:
         """The store ``s``, of ``value`` where given (its value already computed), else of
