@@ -208,7 +208,17 @@ def _padded_read(data, pads, Hp, Wp, n, c, y, x, also=()):
 # ---- conv2d -------------------------------------------------------------------------------------
 
 
+#: Tile widths a convolution may take beside the divisors of its rows (the row then
+#: computed over whole tiles and cropped).
+PADDED_TILE_WIDTHS = (4, 5, 6, 8)
+
+#: Output rows a conv2d register tile may span.
+TILE_ROWS = (1, 2, 4)
+
+
 def _conv_candidates(C, K, OH, OW, lanes):
+    """``(ic, oc, ow, oh)``: the channel blocks, tile widths and tile heights the fallback
+    chooses from. The space offers more widths (:func:`_padded_widths`)."""
     ic = [d for d in _divisors(C) if d <= 64]
     ic = [d for d in ic if d >= min(4, ic[-1])]
     oc = [d for d in _divisors(K) if d <= 64]
@@ -219,8 +229,14 @@ def _conv_candidates(C, K, OH, OW, lanes):
     if max(ow) < 7 and OW > 7:
         # No divisor gives a register tile: also offer tiles that pad the width.
         ow = sorted(set(ow) | {r for r in (8, 14, 16) if r < OW})
-    oh = [1, 2] if OH >= 2 else [1]
+    oh = [d for d in TILE_ROWS if d <= max(OH, 1)]
     return ic, oc, ow, oh
+
+
+def _padded_widths(OW, ow) -> list:
+    """The widths of :data:`PADDED_TILE_WIDTHS` that do not divide a row of ``OW``
+    columns and are not among the candidates ``ow`` already."""
+    return [d for d in PADDED_TILE_WIDTHS if d < OW and OW % d and d not in ow]
 
 
 def _conv_fallback(OW, R, S, sw, dw, ic, oc, ow):
@@ -278,10 +294,13 @@ def define_conv2d_knobs(cfg, data_shape, kernel_shape, strides, padding, dilatio
     cfg.define_split("tile_oc", K, num_outputs=2, policy="candidate",
                      candidate=[[-1, d] for d in oc])
     cfg.define_split("tile_ow", OW, num_outputs=2, policy="candidate",
-                     candidate=[[-1, d] for d in ow])
+                     candidate=[[-1, d] for d in ow + _padded_widths(OW, ow)])
     cfg.define_split("tile_oh", OH, num_outputs=2, policy="candidate",
                      candidate=[[-1, d] for d in oh])
     cfg.define_knob("unroll_kw", [False, True])
+    if R > 1:
+        cfg.define_knob("unroll_kh", [False, True])
+        cfg.define_knob("kernel_rows", ["inside", "outside"])
     # A whole output plane as the accumulator is offered where one of the smallest
     # channel blocks fits twice over (a larger block is the tuner's to measure).
     cfg.define_knob("order", ["oc_oh", "oh_oc"]
@@ -572,22 +591,31 @@ def schedule_conv2d(cfg, outs):
     else:
         s[CL].compute_at(s[out], xo)
         tiles = [rco]
-    order_window(s[CL], tiles, (rr, rs, rci), (ly, lx, lob), cfg["unroll_kw"].val)
+    rows = "kernel_rows" in cfg and cfg["kernel_rows"].val == "outside"
+    order_window(s[CL], tiles, (rr, rs, rci), (ly, lx, lob), cfg["unroll_kw"].val,
+                 unroll_kh="unroll_kh" in cfg and cfg["unroll_kh"].val, rows_outside=rows)
     return s
 
 
-def order_window(stage, outer, window, tile, unroll_kw):
+def order_window(stage, outer, window, tile, unroll_kw, unroll_kh=False,
+                 rows_outside=False):
     """The accumulation loops of a register tile: ``outer`` loops, then the kernel rows,
     then with ``unroll_kw`` each input channel with the kernel columns unrolled inside it
     (else the columns as a loop outside the channels), then the ``tile`` axes, unrolled
     but the last, which is vectorized. ``window`` is (kernel rows, kernel columns, input
-    channels)."""
+    channels). With ``unroll_kh`` the kernel rows are unrolled too; with
+    ``rows_outside`` they run outside the ``outer`` loops (each kernel row walks every
+    input-channel block: the tile reads one input row of every block, then the next,
+    where inside it reads a block's rows, then the next block's)."""
     rr, rs, rci = window
+    head = [rr, *outer] if rows_outside else [*outer, rr]
     if unroll_kw:
-        stage.reorder(*outer, rr, rci, rs, *tile)
+        stage.reorder(*head, rci, rs, *tile)
         stage.unroll(rs)
     else:
-        stage.reorder(*outer, rr, rs, rci, *tile)
+        stage.reorder(*head, rs, rci, *tile)
+    if unroll_kh:
+        stage.unroll(rr)
     for axis in tile[:-1]:
         stage.unroll(axis)
     stage.vectorize(tile[-1])

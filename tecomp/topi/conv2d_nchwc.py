@@ -73,8 +73,8 @@ from .. import te
 from ..autotune import get_config, template
 from ..runtime import aligned
 from . import cpu_tiling
-from .conv2d import (_ceil_div, _conv_workload, _divisors, _geometry, _shape_of, _size,
-                     nominal_size, order_window)
+from .conv2d import (_ceil_div, _conv_workload, _divisors, _geometry, _padded_widths,
+                     _shape_of, _size, nominal_size, order_window)
 from .group import crop, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 from .utils import check_out_dtype
@@ -137,8 +137,6 @@ def _logical_shapes(data_shape, kernel_shape, what, block=None):
     return (N, C, H, W), (K, C, R, S), b
 
 
-#: Tile widths an unpadded conv2d_nchwc may take beside the divisors of its rows.
-PADDED_TILE_WIDTHS = (4, 5, 6, 8)
 
 #: The widest untuned tile over a row of symbolic width, which ends in a partial tile
 #: computed whole: at most 7 columns past its end.
@@ -147,8 +145,8 @@ SYMBOLIC_TILE_COLUMNS = 8
 
 def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=False):
     """``tile_ocb`` (output channel blocks per register tile), ``tile_ow`` (output columns
-    per tile: a divisor of OW, or one of :data:`PADDED_TILE_WIDTHS`, the row then computed
-    over whole tiles and cropped),
+    per tile: a divisor of OW, or one of :data:`.conv2d.PADDED_TILE_WIDTHS`, the row then
+    computed over whole tiles and cropped),
     ``unroll_kw`` (the kernel's columns unrolled inside each
     input channel, reading a padded input in place, else a loop outside them over a padded
     copy; see the module docstring; one value for an unpadded kernel one column wide,
@@ -202,7 +200,7 @@ def define_conv2d_nchwc_knobs(cfg, C, H, W, K, R, S, OW, b, padded=False, pairs=
     ow = [d for d in _divisors(OW) if d <= 28]
     # A convolution may also tile its rows by widths that do not divide them (the row
     # computed over whole tiles, its last reading the last column again).
-    padded_ow = [d for d in PADDED_TILE_WIDTHS if d < OW and OW % d]
+    padded_ow = _padded_widths(OW, ow)
     cfg.define_knob("tile_ocb", ocb)
     cfg.define_knob("tile_ow", ow + padded_ow)
     cfg.define_knob("unroll_kw", [True, False] if padded or S > 1 else [False])

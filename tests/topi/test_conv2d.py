@@ -232,6 +232,52 @@ def test_conv2d_padded_width_candidates():
         _check(task, cfg)
 
 
+@pytest.mark.parametrize("case", [
+    ((1, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1)),       # ResNet's 3x3
+    ((1, 256, 56, 56), (512, 256, 1, 1), (2, 2), (0, 0), (1, 1)),    # a 1x1 stride 2
+], ids=lambda c: "x".join(map(str, c[0] + c[1])))
+def test_conv2d_space_on_large_layers_has_ten_thousand_configs(case):
+    task = autotune.create_task("conv2d", case + ("float32",))
+    assert len(task.config_space) >= 10**4
+    # The knobs added since keep the untuned schedule: kernel rows a loop inside the
+    # input-channel blocks, and the tile from the candidates the rule always had.
+    default = task.default_config
+    if case[1][2] > 1:
+        assert (default["unroll_kh"].val, default["kernel_rows"].val) == (False, "inside")
+    else:
+        assert "kernel_rows" not in default
+    out = case[0][3] // case[2][1]
+    assert out % default["tile_ow"].size[-1] == 0
+    assert default["tile_oh"].size[-1] == 1
+
+
+@pytest.mark.parametrize("rows, unroll_kh", [("outside", False), ("outside", True),
+                                             ("inside", True)])
+def test_conv2d_kernel_rows_walk_every_channel_block_when_outside(rows, unroll_kh):
+    case = ((1, 16, 12, 12), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1))
+    task = autotune.create_task("conv2d", case + ("float32",))
+    cfg = task.config_space.from_json({**task.default_config.to_json(), "tile_ic": [-1, 4],
+                                       "kernel_rows": rows, "unroll_kh": unroll_kh})
+    s, _ = task.instantiate(cfg)
+    local = next(st for st in s.stages if st.op.name == "conv.local")
+    loops = {iv.var.name: (k, local.iter_var_attrs.get(iv))
+             for k, iv in enumerate(local.leaf_iter_vars)}
+    # ry (three kernel rows) outside or inside the loop over 4 input-channel blocks.
+    assert (loops["ry"][0] < loops["ico"][0]) == (rows == "outside")
+    assert (loops["ry"][1] == "unrolled") == unroll_kh
+    _check(task, cfg)
+
+
+# Random configs of the wide space (tile heights and padded widths, kernel rows
+# unrolled or outside), with tails and borders, against numpy.
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(case=st.sampled_from(CONV_CASES[:6]), data=st.data())
+def test_conv2d_random_configs_of_the_wide_space_match_numpy(case, data):
+    task = autotune.create_task("conv2d", case + ("float32",))
+    index = data.draw(st.integers(0, len(task.config_space) - 1), label="config")
+    _check(task, task.config_space.get(index))
+
+
 def test_conv2d_rejects_grouped_kernel():
     with pytest.raises(Exception, match="input channels"):
         autotune.create_task("conv2d", ((1, 8, 8, 8), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1),
