@@ -401,8 +401,11 @@ def _rfactor_lanes(s, tensor, knobs: RowKnobs, fetch_ahead: bool = False):
         rst.unroll(kui)
     rst.reorder(*rst.op.axis[:-1], *reduce_axes, lane_axis)
     rst.vectorize(lane_axis)
-    if fetch_ahead and ext is not None:
-        chunks_per_row = -(-ext // (lanes * knobs.reduce_unroll))
+    # A row is every point of the reduced axes: over several (an instance norm's plane),
+    # a step of the chunk loop moves through the innermost one, and a row is this many.
+    outer_points = [const_int(a.dom.extent) for a in op.reduce_axis[:-1]]
+    if fetch_ahead and ext is not None and None not in outer_points:
+        chunks_per_row = -(-ext // (lanes * knobs.reduce_unroll)) * math.prod(outer_points)
         _prefetch_rows_ahead(rst, chunk, chunks_per_row, knobs)
     # The lanes' partial results combine in a tree of vector operations, not a chain of
     # one scalar operation per lane (``tecomp.ir.analysis.lane_reduction``).
