@@ -6,11 +6,16 @@ version (``FEATURE_VERSION``): a model trained on one layout refuses another.
 
 Layout (all sizes are ``log2(1 + x)`` unless said otherwise)
 -------------------------------------------------------------
-Global (``N_GLOBAL`` = 11): number of stores, number of loops, deepest nest, bytes of
+Global (``N_GLOBAL`` = 15): number of stores, number of loops, deepest nest, bytes of
 local (register/stack) allocations, total iterations over all stores, number of
 guarded (tail) statements; then the GPU structure (zeros on CPU targets): kernels
 launched, threads per block and blocks per grid (of the largest launch), bytes of shared
-memory per block and barriers (``__syncthreads()``), the most of each over the kernels.
+memory per block and barriers (``__syncthreads()``), the most of each over the kernels;
+then the prefetch hints (zeros without): prefetches executed for reads, for writes and
+as streaming reads (each a statement times its loops' iterations), and the farthest
+ahead one reaches, in bytes (its index with every loop at 0: the offset
+``Stage.prefetch`` added). Without them a model could not tell configs apart that
+differ only in how far ahead, or whether, a kernel fetches.
 
 Then, for the ``N_STORES`` = 2 stores that run the most iterations (usually the main
 computation and the write-back or packing), ``STORE_LEN`` values each (zeros when the
@@ -48,8 +53,8 @@ from ..ir import stmt as S
 from ..schedule.lower import lower
 from .measure import _worker_task
 
-FEATURE_VERSION = 2
-N_GLOBAL = 11
+FEATURE_VERSION = 3
+N_GLOBAL = 15
 N_STORES = 2
 N_LEVELS = 6
 N_ACCESS = 4
@@ -173,6 +178,7 @@ class _Collector:
         self.launches = []      # KernelLaunch nodes
         self.shared_bytes = {}  # kernel name -> bytes of shared memory per block
         self.barriers = 0
+        self.prefetches = []  # (loops, Evaluate)
         self._kernel = None
 
     def visit(self, st, loops):
@@ -202,6 +208,8 @@ class _Collector:
             self._kernel = None
         elif isinstance(st, S.Barrier):
             self.barriers += 1
+        elif isinstance(st, S.Evaluate) and S.prefetched(st) is not None:
+            self.prefetches.append((loops, st))
         elif isinstance(st, S.LetStmt):
             self.lets[st.var] = st.value
             self.visit(st.body, loops)
@@ -233,6 +241,7 @@ def extract(func) -> np.ndarray:
         _lg(len(col.stores)), _lg(col.n_loops), _lg(col.max_depth), _lg(col.local_bytes),
         _lg(total_iters), _lg(col.guards),
         *_gpu_features(col, ev),
+        *_prefetch_features(col, ev, extent),
     ]
     for k, (iters, loops, st) in enumerate(scored[:N_STORES]):
         base = N_GLOBAL + k * STORE_LEN
@@ -249,6 +258,22 @@ def _gpu_features(col, ev) -> list:
                  default=0)
     return [_lg(len(col.launches)), _lg(threads), _lg(blocks),
             _lg(max(col.shared_bytes.values(), default=0)), _lg(col.barriers)]
+
+
+def _prefetch_features(col, ev, extent) -> list:
+    """Prefetches executed for reads, writes and streaming reads, and the farthest
+    ahead one reaches in bytes (see the module docstring)."""
+    read = write = streaming = farthest = 0
+    for loops, st in col.prefetches:
+        n = math.prod(extent(lp) for lp in loops)
+        if S.prefetch_for_write(st):
+            write += n
+        else:
+            read += n
+            streaming += n if S.prefetch_streaming(st) else 0
+        access = S.prefetched(st)
+        farthest = max(farthest, abs(ev(access.index, {})) * _bytes_of(access.dtype))
+    return [_lg(read), _lg(write), _lg(streaming), _lg(farthest)]
 
 
 def _store_features(iters, loops, st, ev, extent) -> list:

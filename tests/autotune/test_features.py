@@ -82,3 +82,33 @@ def test_cuda_candidate_features_reflect_its_threads_blocks_and_shared_tiles():
 
 def test_cpu_candidate_has_no_gpu_features():
     assert not _features("j")[KERNELS:BARRIERS + 1].any()
+
+
+#: Offsets of the prefetch globals: reads, writes, streaming reads, farthest in bytes.
+READS, WRITES, STREAMING, FARTHEST = range(11, 15)
+
+
+def _layer_norm_features(**knobs):
+    """Features of a layer norm over 64 x 1024 (rows of 4 KB) on AVX2 with the fallback's
+    row knobs but ``knobs``."""
+    from tecomp.topi.strategy import get_implementation
+    impl = get_implementation("layer_norm", "llvm")
+    task = autotune.create_task("layer_norm", impl.workload(
+        (64, 1024), (1024,), (1024,), dtype="float32", axis=1), "llvm -mcpu=haswell")
+    fallback = autotune.FallbackConfigEntity()
+    task._run(fallback)
+    values = {name: fallback[name].val for name in task.config_space.knob_names} | knobs
+    return F.candidate_features(task, task.config_space.from_json(values))
+
+
+def test_prefetch_features_tell_how_far_ahead_and_how_a_kernel_fetches():
+    none = _layer_norm_features(prefetch_rows=0)
+    two = _layer_norm_features(prefetch_rows=2)
+    eight = _layer_norm_features(prefetch_rows=8, prefetch_streaming=True,
+                                 prefetch_output=True)
+    assert not none[READS:FARTHEST + 1].any()
+    # Two rows of 1024 floats ahead; reads only, none streaming.
+    assert two[FARTHEST] == pytest.approx(F._lg(2 * 1024 * 4))
+    assert two[READS] > 0 and two[WRITES] == two[STREAMING] == 0
+    assert eight[FARTHEST] == pytest.approx(F._lg(8 * 1024 * 4))
+    assert eight[STREAMING] == eight[READS] > 0 and eight[WRITES] > 0
