@@ -137,7 +137,6 @@ def _logical_shapes(data_shape, kernel_shape, what, block=None):
     return (N, C, H, W), (K, C, R, S), b
 
 
-
 #: The widest untuned tile over a row of symbolic width, which ends in a partial tile
 #: computed whole: at most 7 columns past its end.
 SYMBOLIC_TILE_COLUMNS = 8
