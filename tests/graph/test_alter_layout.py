@@ -13,6 +13,7 @@ from tecomp import Target
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.passes import PIPELINE, alter_conv_layout, optimize
+from tecomp.graph.passes.alter_layout import graph_layers
 from tecomp.testing import models
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -392,11 +393,14 @@ def _padded_layers(block):
 def test_output_channels_the_vector_does_not_divide_are_computed_padded():
     """136 output channels in blocks of 16 (9 blocks, 144 computed) rather than blocks of
     8: the bias, relu, residual add, per-channel division and pools follow on the padded
-    blocks; the planar forms drop the padding; the 1x1 convolution reading 136 channels
-    takes blocks of 8."""
+    blocks; the planar forms drop the padding; the 1x1 convolution reading 136 channels,
+    which only half a vector divides, stays planar: in the model a block of 8 computes at
+    half the speed and pays a transform through the planar form, which the planar kernel
+    reads as it is."""
     graph = _blocked_graph(_padded_layers(16), block=16)
     convs = {n.inputs[1].split(".")[0]: n for n in graph.nodes if n.op == "conv2d_nchwc"}
-    assert {w: n.attrs["block"] for w, n in convs.items()} == {"w1": 16, "w2": 16, "w3": 8}
+    assert {w: n.attrs["block"] for w, n in convs.items()} == {"w1": 16, "w2": 16}
+    assert [n.inputs[1] for n in graph.nodes if n.op == "conv2d"] == ["w3"]
     for w in ("w1", "w2"):
         assert graph.consts[convs[w].inputs[1]].shape[0] == 144
         assert not graph.consts[convs[w].inputs[1]][136:].any()
@@ -462,11 +466,12 @@ def test_the_untuned_choice_is_one_block_for_the_whole_graph(name, monkeypatch):
 # ---- depthwise convolutions blocked ---------------------------------------------------------
 
 
-def _se_block(pool="GlobalAveragePool", squeeze=8):
+def _se_block(pool="GlobalAveragePool", squeeze=8, scale_first=False):
     """An EfficientNet-style block at 8x8: 1x1 expand 16->32 + SiLU, 3x3 depthwise stride 1
     + SiLU, squeeze-excite (``pool``: a global pool, or a ReduceMean over the height and
     width as torch exports it; 1x1 32->``squeeze`` + SiLU, 1x1 ``squeeze``->32, sigmoid,
-    multiply), 1x1 project 32->16, residual add."""
+    multiply, the scale its first operand with ``scale_first`` as torchvision writes it),
+    1x1 project 32->16, residual add."""
     rng = np.random.default_rng(11)
 
     def w(name, *shape):
@@ -484,7 +489,8 @@ def _se_block(pool="GlobalAveragePool", squeeze=8):
              helper.make_node("Conv", ["g", "wr", "br"], ["r"]), *silu("r", "ra"),
              helper.make_node("Conv", ["ra", "wx", "bx"], ["xe"]),
              helper.make_node("Sigmoid", ["xe"], ["gate"]),
-             helper.make_node("Mul", ["da", "gate"], ["scaled"]),
+             helper.make_node("Mul", ["gate", "da"] if scale_first else ["da", "gate"],
+                              ["scaled"]),
              helper.make_node("Conv", ["scaled", "wp"], ["p"]),
              helper.make_node("Add", ["p", "x"], ["y"])]
     vi = helper.make_tensor_value_info
@@ -535,6 +541,18 @@ def test_an_se_block_of_a_spatial_mean_and_planar_convolutions_stays_blocked(
     x = np.random.default_rng(13).uniform(-1, 1, (2, 16, 8, 8)).astype("float32")
     np.testing.assert_allclose(gm(x=x)[0], onnx_models.run_onnxruntime(model, {"x": x})[0],
                                rtol=RTOL, atol=ATOL)
+
+
+def test_a_layer_after_a_squeeze_excite_scale_descends_from_the_activation():
+    """Whichever operand of the multiply is the [N, 32, 1, 1] scale, the project
+    convolution's parent is the depthwise convolution whose activation it reads (the
+    tensor a transform would move), not the squeeze-excite's convolution."""
+    for scale_first in (False, True):
+        graph = _up_to_layout(_se_block(scale_first=scale_first))
+        producer = {n.outputs[0]: n for n in graph.nodes}
+        layers = {producer[layer.name].inputs[1]: layer
+                  for layer in graph_layers(graph, 8, blocked_depthwise=True)}
+        assert producer[layers["wp"].parent].inputs[1] == "wd"
 
 
 def test_mobilenet_v2_built_blocked_matches_onnxruntime(needs_llvm, monkeypatch):

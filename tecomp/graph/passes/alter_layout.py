@@ -13,7 +13,7 @@ apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
 The height and width may be symbolic (a model built for every image size; its layers are
 then weighed as if 224 wide); the channel counts must be static. Each such layer's block
 is chosen over the whole graph (:mod:`.layout_choice`: the kernels' times against the
-transforms' where neighbours differ).
+transforms' where neighbours differ); a layer only half a vector divides may stay planar.
 
 An int8 ``qnn_conv2d`` of symmetric constant weights becomes a
 ``qnn_conv2d_nchwc`` (:mod:`tecomp.topi.qnn_conv2d_nchwc`) with the widest block, its
@@ -22,7 +22,8 @@ vectors; it reads its input planar where the block does not divide its channels 
 layer of 3). Its requantizing chain follows as elementwise nodes do.
 
 The nodes after a blocked layer follow it into the blocked layout while they can, in the
-block of their first blocked input:
+block of their first blocked input (an activation before a squeeze-excite's per-image
+scale, whichever operand the exporter wrote first):
 
 - elementwise operators and broadcasting arithmetic whose other inputs are blocked values
   with all the channels (the same shape, or 1 along other axes: an SE block's scale) or
@@ -56,7 +57,15 @@ from .. import dims
 from ..infer import infer_types
 from ..ir import Graph, Node, value_namer
 from ..ops import ELEMWISE, op_info
-from .layout_choice import Layer, LayerCosts, block_candidates, choose_blocks, padded
+from .layout_choice import (
+    PLANAR,
+    Layer,
+    LayerCosts,
+    block_candidates,
+    choose_blocks,
+    padded,
+    with_planar,
+)
 
 #: Broadcasting operators that follow a blocked input: plain arithmetic, no shape in their
 #: attributes (``expand`` has one, ``batch_norm`` reads [C] vectors along axis 1).
@@ -124,6 +133,19 @@ def _per_image_vector(t, block) -> bool:
     return (t is not None and len(t.shape) == 4 and all(
         dims.is_static(d) and d == 1 for d in t.shape[2:]) and dims.is_static(t.shape[1])
         and t.shape[1] % block == 0)
+
+
+def _activations_first(graph: Graph, node) -> list:
+    """``node``'s inputs that are not constants, those of its output's shape first: a
+    squeeze-and-excitation block multiplies the activation by a per-image scale, and
+    exporters write either first; the layout follows the activation, the tensor a
+    transform would move."""
+    out = graph.types.get(node.outputs[0])
+    ins = [i for i in node.inputs if i not in graph.consts]
+    if out is None:
+        return ins
+    return sorted(ins, key=lambda i: graph.types.get(i) is None
+                  or tuple(graph.types[i].shape) != tuple(out.shape))
 
 
 def _nchw(graph: Graph, value, dtypes=("float32",)):
@@ -200,17 +222,25 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
             return None
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
     planar = bool(blocks) and _reads_planar(node.op, C, blocks[0])
+    if node.op == "conv2d":
+        # Not a depthwise layer: a record of its planar kernel would keep the whole graph
+        # planar (``blocked_depthwise``), and it is memory-bound in either layout.
+        blocks = with_planar(blocks, block)
     workloads = ()
     if static:
-        impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
         attrs = _window_attrs(node)
         kernel = graph.consts[w].shape
+        blocked_impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
+        planar_impl = get_implementation("conv2d", "llvm")
         workloads = tuple(
-            (impl.template, impl.workload((N, C, H, W) if planar else (N, C // b, H, W, b),
-                                          (padded(K, b), *kernel[1:]), dtype="float32",
-                                          **attrs, **({"block": b} if planar else {})))
+            (planar_impl.template, planar_impl.workload((N, C, H, W), kernel,
+                                                        dtype="float32", **attrs))
+            if b == PLANAR else
+            (blocked_impl.template, blocked_impl.workload(
+                (N, C, H, W) if planar else (N, C // b, H, W, b), (padded(K, b), *kernel[1:]),
+                dtype="float32", **attrs, **({"block": b} if planar else {})))
             for b in blocks)
-    return blocks, macs, N * C * H * W * 4, workloads, K, planar
+    return blocks, macs, 0 if planar else N * C * H * W * 4, workloads, K, planar
 
 
 def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> list[Layer]:
@@ -228,7 +258,7 @@ def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> l
                 return None
             if node.outputs[0] in layers:
                 return node.outputs[0]
-            ins = [i for i in node.inputs if i not in graph.consts]
+            ins = _activations_first(graph, node)
             if not _follows(node) or not ins:
                 return None
             value = ins[0]
@@ -314,8 +344,10 @@ class _Rewriter:
         return True
 
     def first_block(self, node):
-        """The block of ``node``'s first blocked input, or None."""
-        return next((self.home[i] for i in node.inputs if i in self.home), None)
+        """The block of ``node``'s first blocked input (:func:`_activations_first`), or
+        None."""
+        return next((self.home[i] for i in _activations_first(self.graph, node)
+                     if i in self.home), None)
 
     def layer(self, node) -> bool:
         block = self.blocks.get(node.outputs[0])
@@ -513,7 +545,7 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
                                 candidates else f"{name!r} is not a layer; layers: "
                                 f"{sorted(candidates)}"))
         blocks[name] = b
-    rw = _Rewriter(graph, blocks)
+    rw = _Rewriter(graph, {name: b for name, b in blocks.items() if b != PLANAR})
     for node in graph.nodes:
         if not rw.rewrite(node):
             rw.nodes.append(node)

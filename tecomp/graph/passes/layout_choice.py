@@ -20,15 +20,23 @@ re-blocks the others, a cost the forest does not see. On the CNNs tecomp ships t
 for, the untuned choice is one block everywhere (where a layer's channels allow it), so
 no join pays it; tuned records that make neighbours disagree may.
 
+A layer whose channels no whole vector divides may also stay planar (:data:`PLANAR`): a
+planar convolution vectorizes along the image's width, in whole vectors, and pays a
+transform of its input from its parent's block and one of its output to its children's.
+
 Costs (:class:`LayerCosts`) come from tuning records where every candidate of a layer
 has one (the best recorded time of its workload on the target), else from a roofline
 model of the target's caps, in seconds: the layer's multiply-adds at the FMA peak of
-``num_cores`` cores, a block narrower than a vector using that fraction of each vector;
-a transform moves its tensor through memory twice (planar, then re-blocked) at
-:data:`TRANSFORM_BYTES_PER_SECOND`. In this model the widest block is the fastest
-kernel, and any other choice adds a transform, so a graph without records gets one
-block wherever the channels allow it: what the pass did before blocks were chosen per
-layer.
+``num_cores`` cores, a block narrower than a vector using that fraction of each vector
+(a planar layer whole vectors); a transform moves its tensor once between planar and
+blocked (twice between two blocks, through the planar form) at
+:data:`TRANSFORM_BYTES_PER_CYCLE` per core. In this model the widest block is the
+fastest kernel, and any other choice adds a transform, so a graph without records gets
+one block wherever the channels allow a whole vector: what the pass did before blocks
+were chosen per layer. Where they allow only half of one, the model weighs that half
+against a planar layer and the transforms around it: MobileNetV2's and EfficientNet-B0's
+layers of 24 (and 40, 112) channels, which in blocks of 8 on AVX-512 pulled the layers
+around them to blocks of 8 too.
 """
 
 from __future__ import annotations
@@ -46,8 +54,15 @@ NOMINAL_HZ = 3.0e9
 #: FMA instructions one core issues per cycle in the model.
 FMAS_PER_CYCLE = 2
 
-#: Bytes per second a layout transform moves in the model (read and write together).
-TRANSFORM_BYTES_PER_SECOND = 10.0e9
+#: Bytes of a tensor one core moves per cycle in a layout transform between planar and
+#: blocked (a block transpose: each byte read once and written once). Measured in
+#: MobileNetV2's build on 2 Zen 5 cores: 1.2 and 1.8 MB transposed in 0.055 and 0.087
+#: ms, about 3.5 bytes per cycle of each core at the nominal clock.
+TRANSFORM_BYTES_PER_CYCLE = 4
+
+#: The block of a layer left planar (its kernel the planar one, its input and output
+#: NCHW).
+PLANAR = 0
 
 #: The narrowest channel block a layer takes: a block of fewer float32 lanes leaves
 #: most of a vector idle. Nor does a layer take less than half a vector (8 channels with
@@ -79,11 +94,25 @@ def block_candidates(block: int, *channels: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def with_planar(blocks: tuple[int, ...], block: int) -> tuple[int, ...]:
+    """``blocks`` (a layer's candidates, widest first) and :data:`PLANAR` after them where
+    none is a whole vector of ``block`` lanes: a planar kernel uses whole vectors, and
+    weighing it against a narrower block is the choice's (see the module docstring).
+
+    >>> with_planar((8,), 16)
+    (8, 0)
+    >>> with_planar((16, 8), 16)
+    (16, 8)
+    """
+    return (*blocks, PLANAR) if blocks and blocks[0] < block else blocks
+
+
 @dataclass(frozen=True)
 class Layer:
     """A layer of the choice: ``name`` (its node's output), the ``blocks`` it may take
     (widest first), its ``parent`` layer's name or None, the bytes of its input (what a
-    transform moves), its multiply-adds, the tuning workload of each block
+    transform moves; 0 for a layer that reads its input planar whatever its block), its
+    multiply-adds, the tuning workload of each block
     (``workloads[i]`` is ``(template, args)`` for ``blocks[i]``, or None), and its output
     ``channels`` (0: not given), which a block that does not divide them computes padded
     to whole blocks (:func:`padded`)."""
@@ -109,9 +138,11 @@ def padded(channels: int, block: int) -> int:
 def choose_blocks(layers: Sequence[Layer], kernel_cost: Callable[[Layer, int], float],
                   transform_cost: Callable[[Layer, int, int], float]) -> dict[str, int]:
     """The block of every layer that minimises the total cost (see the module
-    docstring). ``kernel_cost(layer, b)`` is the layer's time with block ``b``;
-    ``transform_cost(layer, b_parent, b)`` the time of re-blocking its input from its
-    parent's block (0 is expected where they agree). Ties go to the wider block.
+    docstring), :data:`PLANAR` for one left planar. ``kernel_cost(layer, b)`` is the
+    layer's time with block ``b``; ``transform_cost(layer, b_parent, b)`` the time of
+    re-laying out its input from its parent's block (0 is expected where they agree),
+    and for a layer without a parent, whose input is planar, from :data:`PLANAR`. Ties
+    go to the wider block.
 
     Raises
     ------
@@ -148,10 +179,8 @@ def choose_blocks(layers: Sequence[Layer], kernel_cost: Callable[[Layer, int], f
             for b in layer.blocks}
     chosen: dict = {}
     for layer in layers:
-        if layer.parent is None:
-            chosen[layer.name] = min(layer.blocks, key=lambda b: (best[layer.name][b], -b))
-        else:
-            chosen[layer.name] = via(layer, chosen[layer.parent])[1]
+        parent_block = PLANAR if layer.parent is None else chosen[layer.parent]
+        chosen[layer.name] = via(layer, parent_block)[1]
     return chosen
 
 
@@ -179,11 +208,12 @@ class LayerCosts:
 
     def model_kernel(self, layer: Layer, block: int) -> float:
         """Seconds of ``layer``'s multiply-adds at the FMA peak, a block of ``block``
-        lanes filling that fraction of each vector, and the padded channels of a block
-        that does not divide the layer's computed too."""
-        per_second = (self.caps.num_cores * FMAS_PER_CYCLE * NOMINAL_HZ
-                      * min(block, self.lanes))
-        waste = padded(layer.channels, block) / layer.channels if layer.channels else 1.0
+        lanes filling that fraction of each vector (a planar layer whole vectors), and
+        the padded channels of a block that does not divide the layer's computed too."""
+        lanes = self.lanes if block == PLANAR else min(block, self.lanes)
+        per_second = self.caps.num_cores * FMAS_PER_CYCLE * NOMINAL_HZ * lanes
+        waste = (padded(layer.channels, block) / layer.channels
+                 if layer.channels and block != PLANAR else 1.0)
         return layer.macs * waste / per_second
 
     def kernel(self, layer: Layer, block: int) -> float:
@@ -191,8 +221,11 @@ class LayerCosts:
         return recorded[block] if recorded is not None else self.model_kernel(layer, block)
 
     def transform(self, layer: Layer, parent_block: int, block: int) -> float:
-        """Seconds of re-blocking ``layer``'s input: 0 for the same block, else its bytes
-        through memory twice."""
+        """Seconds of re-laying out ``layer``'s input from its parent's block: 0 for the
+        same block, one transpose between planar and blocked, two between two blocks
+        (through the planar form)."""
         if parent_block == block:
             return 0.0
-        return 2 * layer.input_bytes / TRANSFORM_BYTES_PER_SECOND
+        passes = 1 if PLANAR in (parent_block, block) else 2
+        per_second = self.caps.num_cores * TRANSFORM_BYTES_PER_CYCLE * NOMINAL_HZ
+        return passes * layer.input_bytes / per_second

@@ -11,10 +11,12 @@ from tecomp import autotune
 from tecomp.autotune.records import make_record
 from tecomp.autotune.result import MeasureErrorNo, MeasureResult
 from tecomp.graph.passes.layout_choice import (
+    PLANAR,
     Layer,
     LayerCosts,
     block_candidates,
     choose_blocks,
+    with_planar,
 )
 from tecomp.target import CPUCaps
 
@@ -22,9 +24,11 @@ AVX512 = CPUCaps(512, 32, 2)
 
 
 def _total(layers, chosen, kernel, transform):
+    """The cost of ``chosen``: kernels, and transforms from the parent's block (a root's
+    input is planar)."""
     cost = sum(kernel(layer, chosen[layer.name]) for layer in layers)
-    return cost + sum(transform(layer, chosen[layer.parent], chosen[layer.name])
-                      for layer in layers if layer.parent is not None)
+    return cost + sum(transform(layer, PLANAR if layer.parent is None else chosen[layer.parent],
+                                chosen[layer.name]) for layer in layers)
 
 
 def _brute_force(layers, kernel, transform):
@@ -42,7 +46,7 @@ def _forest(rng, n):
     layers = []
     for i in range(n):
         parent = None if i == 0 or rng.random() < 0.2 else layers[rng.randrange(i)].name
-        blocks = tuple(sorted(rng.sample([16, 8, 4], rng.randint(1, 3)), reverse=True))
+        blocks = tuple(sorted(rng.sample([16, 8, 4, PLANAR], rng.randint(1, 4)), reverse=True))
         layers.append(Layer(f"l{i}", blocks, parent, input_bytes=rng.randint(1, 100), macs=1))
     return layers
 
@@ -108,12 +112,36 @@ def test_candidates_are_the_block_and_its_half_that_divide_the_channels():
         block_candidates(0, 16)
 
 
+def test_planar_is_a_candidate_only_where_no_whole_vector_divides():
+    assert with_planar((8,), 16) == (8, PLANAR)
+    assert with_planar((8, 4), 16) == (8, 4, PLANAR)
+    assert with_planar((16, 8), 16) == (16, 8)
+    assert with_planar((), 16) == ()                # no layer at all: planar as it is
+
+
+def test_the_model_weighs_half_a_vector_against_planar_and_two_transforms():
+    """a -> b -> c, a and c small layers that whole vectors divide, b one that only half a
+    vector does: a heavy b stays planar (whole vectors, a transform before and after it);
+    a light one takes blocks of 8 and the chain with it, with no transform."""
+    costs = LayerCosts(AVX512)
+    for macs, chain in ((10**8, (16, PLANAR, 16)), (10**6, (8, 8, 8))):
+        layers = [Layer("a", (16, 8), None, 0, 10**5),
+                  Layer("b", (8, PLANAR), "a", 10**6, macs),
+                  Layer("c", (16, 8), "b", 10**6, 10**5)]
+        chosen = choose_blocks(layers, costs.kernel, costs.transform)
+        assert tuple(chosen.values()) == chain
+
+
 def test_the_model_prefers_whole_vectors_and_charges_transforms():
     costs = LayerCosts(AVX512)
     layer = Layer("a", (16, 8), None, input_bytes=4000, macs=10**9)
     assert costs.kernel(layer, 8) == pytest.approx(2 * costs.kernel(layer, 16))
     assert costs.transform(layer, 16, 16) == 0.0
     assert costs.transform(layer, 16, 8) > 0.0
+    # Planar to blocked and back is one transpose; between two blocks, two.
+    assert costs.transform(layer, 16, PLANAR) == costs.transform(layer, PLANAR, 8) == (
+        pytest.approx(costs.transform(layer, 16, 8) / 2))
+    assert costs.kernel(layer, PLANAR) == costs.kernel(layer, 16)
 
 
 def _record(name, args, cost):
