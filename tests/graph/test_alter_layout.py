@@ -14,6 +14,7 @@ from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.passes import PIPELINE, alter_conv_layout, optimize
 from tecomp.graph.passes.alter_layout import graph_layers
+from tecomp.graph.passes.layout_choice import PLANAR
 from tecomp.testing import models
 
 RTOL, ATOL = 1e-3, 1e-4
@@ -441,12 +442,24 @@ def test_a_forced_block_must_be_one_of_the_layers_candidates():
         alter_conv_layout(graph, 8, layer_blocks={"r1": 8})
 
 
+def test_a_layer_only_half_a_vector_divides_may_be_forced_planar():
+    """With 64 lanes the convolutions of 32 channels take half a vector or stay planar:
+    the second forced planar (0) reads the planar form of the first's blocks; the third,
+    of 16 channels, is planar anyway."""
+    graph = _up_to_layout(_cnn())
+    layer = {n.inputs[1]: n.outputs[0] for n in graph.nodes if n.op == "conv2d"}
+    altered = alter_conv_layout(graph, 64, layer_blocks={layer["w1"]: 32,
+                                                         layer["w2"]: PLANAR})
+    assert [n.inputs[1] for n in altered.nodes if n.op == "conv2d"] == ["w2", "w3"]
+    assert {n.inputs[1]: n.attrs["block"] for n in altered.nodes
+            if n.op == "conv2d_nchwc"} == {"w1": 32}
+
+
 @pytest.mark.parametrize("name", ["resnet", "light_resnet50"])
 def test_the_untuned_choice_is_one_block_for_the_whole_graph(name, monkeypatch):
     """Without records every layer of a ResNet takes the one vector block, so the graph
     is the one the pass made before blocks were chosen per layer."""
     from tecomp.autotune import records
-    from tecomp.graph.passes.alter_layout import graph_layers
 
     monkeypatch.setitem(records._SHIPPED, "enabled", False)
     model = (models.resnet() if name == "resnet"

@@ -501,7 +501,9 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         Whose tuning records and caps weigh the blocks (default: the current target,
         else the host; :class:`~.layout_choice.LayerCosts`).
     layer_blocks : dict, optional
-        Blocks to impose, by a layer's output value; the others are chosen.
+        Blocks to impose, by a layer's output value; the others are chosen. A layer that
+        only half a vector divides also takes :data:`~.layout_choice.PLANAR` (0): it
+        stays planar.
     blocked_depthwise : bool, optional
         Block depthwise convolutions too (``depthwise_conv2d_nchwc``), so a MobileNet
         stays blocked end to end; False keeps a graph with a depthwise convolution planar
