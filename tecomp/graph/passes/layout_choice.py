@@ -16,9 +16,10 @@ is exact on it::
 
 The rule for branches: a residual add or a concatenation joins values whose layers may
 have chosen different blocks; it takes the block of its first blocked input and
-re-blocks the others, a cost the forest does not see. On the CNNs tecomp ships tests
+re-blocks the others, a cost the forest does not see. On most CNNs tecomp ships tests
 for, the untuned choice is one block everywhere (where a layer's channels allow it), so
-no join pays it; tuned records that make neighbours disagree may.
+no join pays it; a layer left planar (MobileNetV2's residual adds of 24 channels) or
+tuned records that make neighbours disagree may.
 
 A layer whose channels no whole vector divides may also stay planar (:data:`PLANAR`): a
 planar convolution vectorizes along the image's width, in whole vectors, and pays a
