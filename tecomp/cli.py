@@ -30,6 +30,7 @@ import argparse
 import ast
 import contextlib
 import inspect
+import math
 import os
 import sys
 
@@ -41,6 +42,7 @@ from .demo import add_parser as add_demo_parser
 from .doctor import report
 from .errors import TecompError
 from .frontend import from_onnx
+from .graph.tasks import layout_block_tasks
 from .model_cli import ModelUsageError, parse_input_shape
 from .model_cli import add_parsers as add_model_parsers
 from .runtime import QemuRunner, RunnerError
@@ -291,6 +293,9 @@ def _tune_op(ns, out, err) -> int:
     """``tecomp tune --op NAME``: one operator template into its log."""
     if not ns.op:
         raise UsageError("give --op NAME (see `tecomp tune --list-ops`) or a MODEL.onnx")
+    if ns.layouts:
+        raise UsageError("--layouts tunes the layouts of a model's layers; give a "
+                         "MODEL.onnx instead of --op")
     target = _check_tune_limits(ns)
     templates = _templates()
     op = _template_for(ns.op, target, templates)
@@ -384,19 +389,28 @@ def _check_tune_limits(ns) -> Target:
 
 
 def _model_tasks(ns, target, err):
-    """The model's tuning tasks, or None after printing why it cannot be read."""
+    """The model's tuning tasks and, with ``--layouts``, the keys of those only the layout
+    choice reads (its layers in the blocks the untuned choice did not take); None after
+    printing why the model cannot be read."""
     if not os.path.exists(ns.model):
         raise UsageError(f"{ns.model}: no such file")
+    if ns.layouts and ns.precision != "fp32":
+        raise UsageError(f"--layouts weighs the float32 kernels the layout pass chooses "
+                         f"between; it cannot be combined with --precision {ns.precision}")
     try:
         shapes = dict(parse_input_shape(s) for s in ns.input_shape)
     except ModelUsageError as e:
         raise UsageError(str(e)) from None
     try:
         mod, params = from_onnx(ns.model, shape=shapes or None)
-        return autotune.extract_tasks(mod, params, target, precision=ns.precision)
+        tasks = autotune.extract_tasks(mod, params, target, precision=ns.precision)
+        known = {(t.name, t.args) for t in tasks}
+        layouts = [t for t in (layout_block_tasks(mod, params, target) if ns.layouts else ())
+                   if (t.name, t.args) not in known]
     except TecompError as e:
         print(f"tecomp: error: {e}", file=err)
         return None
+    return tasks + layouts, {(t.name, t.args) for t in layouts}
 
 
 def _untuned_cost(tuner) -> float:
@@ -427,9 +441,10 @@ def _tune_model(ns, out, err) -> int:
     _check_writable(output, "--output")
     if ns.plot:
         _check_plot_path(ns.plot)
-    tasks = _model_tasks(ns, target, err)
-    if tasks is None:
+    found = _model_tasks(ns, target, err)
+    if found is None:
         return 1
+    tasks, layout_only = found
     if not tasks:
         print(f"{ns.model} has no tunable kernels with static shapes (fix symbolic "
               f"dimensions with --input-shape); nothing to tune", file=err)
@@ -437,7 +452,8 @@ def _tune_model(ns, out, err) -> int:
     option = _cluster_option(ns, [target]) if ns.cluster else None
     runner = None if option else _measure_runner(ns, target)
     for task in tasks:
-        print(f"task {task.label}: weight {task.weight}, "
+        role = " (layout candidate)" if (task.name, task.args) in layout_only else ""
+        print(f"task {task.label}{role}: weight {task.weight}, "
               f"{len(task.config_space)} configs, {task.flop / 1e9:.4f} GFLOP", file=err)
     # Small budgets still give every task its warm-up batch.
     batch = max(1, min(8, ns.trials // len(tasks)))
@@ -485,14 +501,24 @@ def _tune_model(ns, out, err) -> int:
         for kind, (cfg, msg) in bar.first_error.items():
             print(f"  {kind}: {msg}  [{cfg}]", file=err)
         return 1
+    in_model = []
     for i, tuner in enumerate(sched.tuners):
         task = tuner.task
-        print(f"{task.label} x{task.weight}: {tuner.n_done} trials, "
-              f"{_untuned_cost(tuner) * 1e3:.4f} ms untuned -> "
+        candidate = (task.name, task.args) in layout_only
+        print(f"{task.label} x{task.weight}{' (layout candidate)' if candidate else ''}: "
+              f"{tuner.n_done} trials, {_untuned_cost(tuner) * 1e3:.4f} ms untuned -> "
               f"{sched.best_cost(i) * 1e3:.4f} ms", file=out)
-    untuned = sum(t.task.weight * _untuned_cost(t) for t in sched.tuners)
+        if not candidate:
+            in_model.append((task.weight, _untuned_cost(tuner), sched.best_cost(i)))
+    untuned = sum(w * before for w, before, _ in in_model)
+    tuned = sum(w * after for w, _, after in in_model if math.isfinite(after))
     print(f"tunable kernels (sum of weight x cost): {untuned * 1e3:.4f} ms untuned -> "
-          f"{sched.estimated_latency() * 1e3:.4f} ms; log: {output}", file=out)
+          f"{tuned * 1e3:.4f} ms; log: {output}", file=out)
+    if layout_only:
+        print(f"layout candidates: {len(layout_only)} kernels in the channel blocks (or "
+              f"planar) the untuned layout did not take; compiling with this log chooses "
+              f"each layer's block by measured times where all of its candidates have "
+              f"records", file=out)
     print(_invalid_line(sched), file=out)
     print(_disturbed_line(sched.n_disturbed), file=out)
     return 0
@@ -549,6 +575,11 @@ def add_tune_parser(sub) -> None:
     t.add_argument("--precision", choices=("fp32", "bf16", "tf32"), default="fp32",
                    help="with a model: the precision it will be built with (tecomp compile "
                         "--precision); bf16's convolutions are tasks of their own")
+    t.add_argument("--layouts", action="store_true",
+                   help="with a model: also tune each blocked convolution in every other "
+                   "channel block (or planar) it may take, so that compiling with the log "
+                   "chooses each layer's layout by measured times, as TVM's graph tuner "
+                   "does (more tasks share --trials)")
     t.add_argument("--trials", type=int, default=200,
                    help="measurement budget (default: %(default)s)")
     t.add_argument("--tuner", choices=TUNERS, default=None,

@@ -275,6 +275,29 @@ def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path
     assert len(log.read_text().splitlines()) == len(records)
 
 
+def test_tune_a_model_with_layouts_tunes_every_block_of_its_layers(needs_llvm, tmp_path,
+                                                                    capsys):
+    """``--layouts``: the two blocked convolutions also in blocks of 4 (AVX2's half
+    vector), listed as layout candidates, measured, and kept out of the model's sum."""
+    model = _save_model(tmp_path, onnx_models.small_cnn())
+    log = tmp_path / "m.json"
+    assert cli.main(["tune", model, "--layouts", "--target", "llvm -mcpu=haswell",
+                     "--trials", "24", "--tuner", "random", "--seed", "0", "--number", "1",
+                     "--repeat", "1", "--output", str(log)]) == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.err.count("(layout candidate): weight") == 2
+    assert captured.out.count("(layout candidate):") == 2
+    assert "layout candidates: 2 kernels" in captured.out
+    blocks = {json.loads(line)["workload"]["args"][0][4] for line in log.read_text().splitlines()
+              if json.loads(line)["workload"]["name"] == "conv2d_nchwc"
+              and len(json.loads(line)["workload"]["args"][0]) == 5}
+    assert blocks == {4, 8}
+
+
+def test_layouts_for_an_operator_is_refused(capsys):
+    assert "give a MODEL.onnx instead of --op" in _one_line_error(capsys, _MM + ["--layouts"])
+
+
 def test_tune_a_model_in_bf16_lists_its_bfloat16_kernels(tmp_path, capsys):
     """``--precision bf16`` tunes the kernels a bf16 build has (its dense layer multiplies
     bfloat16 pairs), or says which CPU feature the machine lacks."""
@@ -299,6 +322,7 @@ def test_tune_a_model_without_static_tunable_kernels_says_so(tmp_path, capsys):
     ([], "no such file"),
     (["--input-shape", "x:"], "expected NAME:D1,D2"),
     (["--trials", "0"], "--trials"),
+    (["--layouts", "--precision", "bf16"], "--layouts weighs the float32 kernels"),
 ])
 def test_tune_model_argument_errors_give_one_line(tmp_path, capsys, extra, words):
     model = (str(tmp_path / "nosuch.onnx") if not extra
