@@ -21,7 +21,7 @@ from ..target import Target, as_target
 from .build import bind_params, kernel_workloads
 from .ir import Graph
 from .passes import optimize, pipeline_for
-from .passes.alter_layout import graph_layers
+from .passes.alter_layout import graph_layers, keeps_depthwise_planar
 from .passes.precision import apply_precision
 
 
@@ -148,7 +148,9 @@ def layout_block_tasks(mod: Graph, params: dict | None = None, target="llvm") ->
     made; the layout pass (:func:`tecomp.graph.passes.alter_conv_layout`) weighs a
     layer's records only where every candidate block of it has one
     (:mod:`tecomp.graph.passes.layout_choice`). These tasks, tuned beside the graph's,
-    give it those records. Empty on a target without the blocked layout.
+    give it those records; a layer only half a vector divides also has its planar
+    kernel's, and a MobileNet's blocked depthwise layers are among them. Empty on a target
+    without the blocked layout, or for a graph the pass keeps planar.
 
     Examples
     --------
@@ -163,9 +165,12 @@ def layout_block_tasks(mod: Graph, params: dict | None = None, target="llvm") ->
     layout = passes[names.index("alter_conv_layout")][1]
     graph = optimize(apply_precision(bind_params(mod, params), target, "fp32"),
                      passes=passes[:names.index("alter_conv_layout")])
+    # The layers the layout pass weighs: a MobileNet's depthwise ones too, unless it keeps
+    # the graph planar.
+    if keeps_depthwise_planar(graph, target, layout.keywords.get("blocked_depthwise")):
+        return []
     found: dict = {}
-    for layer in graph_layers(graph, layout.keywords["block"],
-                              layout.keywords.get("blocked_depthwise", False)):
+    for layer in graph_layers(graph, layout.keywords["block"], blocked_depthwise=True):
         for name, args in layer.workloads:
             task = create_task(name, args, target)
             key = (task.name, task.args)

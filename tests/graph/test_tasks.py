@@ -285,6 +285,19 @@ def test_a_short_tuning_run_of_a_model_gives_the_records_its_build_uses(
     np.testing.assert_allclose(GraphModule(tuned)(x=x)[0], ref, rtol=1e-4, atol=1e-5)
 
 
+def test_layout_tasks_include_the_blocked_depthwise_layers():
+    """A MobileNetV2 is blocked end to end, so its depthwise layers' blocks are weighed
+    too: each in blocks of 8 and 4 on AVX2, beside the pointwise ones."""
+    from tecomp.graph.tasks import layout_block_tasks
+
+    mod, params = from_onnx(models.mobilenet_v2(width=0.5, image=32, classes=10),
+                            shape={"input": (1, 3, 32, 32)})
+    tasks = layout_block_tasks(mod, params, Target("llvm -mcpu=haswell -num-cores=2"))
+    depthwise = {t.args[0][4] for t in tasks if t.name == "depthwise_conv2d_nchwc"}
+    assert depthwise == {4, 8}
+    assert any(t.name == "conv2d_nchwc" for t in tasks)
+
+
 def test_records_of_every_channel_block_choose_the_layers_blocks():
     """layout_block_tasks lists each blocked convolution's workload in every block it may
     take (AVX2: 8 and 4 lanes); with records of both, the faster block is the one the

@@ -486,6 +486,17 @@ def _planar_depthwise_tuned(graph: Graph, target) -> bool:
     return False
 
 
+def keeps_depthwise_planar(graph: Graph, target, blocked_depthwise: bool | None = None) -> bool:
+    """Whether :func:`alter_conv_layout` leaves ``graph`` planar for its depthwise
+    convolutions: it has one, and ``blocked_depthwise`` is False, or None while tuning
+    records apply to one of its planar depthwise kernels on ``target``."""
+    if not any(n.op == "depthwise_conv2d" for n in graph.nodes):
+        return False
+    if blocked_depthwise is None:
+        return _planar_depthwise_tuned(graph, target)
+    return not blocked_depthwise
+
+
 def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=None,
                       blocked_depthwise: bool | None = None) -> Graph:
     """``graph`` with its convolutions, and the nodes that can follow them, on activations
@@ -526,12 +537,9 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         its channels (the message lists the layer's candidates).
     """
     target = as_target(target if target is not None else Target.current())
-    if any(n.op == "depthwise_conv2d" for n in graph.nodes):
-        if blocked_depthwise is None:
-            blocked_depthwise = not _planar_depthwise_tuned(graph, target)
-        if not blocked_depthwise:
-            return graph
-    layers = graph_layers(graph, block, bool(blocked_depthwise))
+    if keeps_depthwise_planar(graph, target, blocked_depthwise):
+        return graph
+    layers = graph_layers(graph, block, blocked_depthwise=True)
     quantized = {n.outputs[0]: _quantized_block(graph, n, block) for n in graph.nodes}
     quantized = {name: b for name, b in quantized.items() if b is not None}
     if not layers and not quantized:
