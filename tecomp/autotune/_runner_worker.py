@@ -7,7 +7,8 @@ that crashes kills only this process; the parent notices and starts a new one.
 
 Timing follows ``docs/measuring.md``: an untimed warm-up before each timed batch (so the
 previous candidate's spinning threads have gone quiet), then ``repeat`` batches of
-``number`` calls; the parent ranks by the median batch.
+``number`` calls, each batch one native call that runs the candidate's prepared calls back
+to back as a model run does; the parent ranks by the median batch.
 
 A candidate of a device kind (CUDA) is timed on the device with its events (its module's
 ``time_evaluator``: inputs copied to the device once, no host copies in the timed
@@ -20,7 +21,6 @@ trial.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import math
 import os
@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from ..runtime import aligned, load_module
+from ..runtime.module import CallSequence
 
 _MODULES: dict = {}      # path -> loaded module (a candidate is loaded once)
 _INPUTS: dict = {}       # arg-spec key -> arrays (inputs random, outputs scratch)
@@ -74,42 +75,57 @@ def _arrays(specs, seed=0):
     return arrs
 
 
-def _cold_sets(args):
-    """Argument sets for cold-cache timing, as TVM's cache flush: every argument but the
+def _cold_sets(args, specs):
+    """Argument sets for cold-cache timing, as TVM's cache flush: every input but the
     first (the data, which a model's previous kernel has just written) comes from its own
     copy, and the copies of all sets span ``_COLD_BYTES``, so a set is reused only after
     that much other memory has been touched, as a model run at batch 1 reads its weights
-    once per run. The sets of one argument list are kept while its candidates are timed."""
+    once per run. The outputs are the same arrays in every set: a model writes them into
+    arena slots that its earlier kernels have just used, so they are in cache, and a
+    config that fetches its output lines ahead wins only where they are not. The sets of
+    one argument list are kept while its candidates are timed."""
     global _COLD
     if _COLD is not None and _COLD[0] is args:
         return _COLD[1]
     _COLD = None  # free the previous workload's copies first
-    rest = sum(a.nbytes for a in args[1:])
-    copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1))))
-    sets = [args] + [[args[0]] + [aligned.copy(a) for a in args[1:]] for _ in range(copies - 1)]
+    cold = [i for i, (_, _, is_output) in enumerate(specs) if i > 0 and not is_output]
+    rest = sum(args[i].nbytes for i in cold)
+    copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1)))) if cold else 1
+    sets = [args] + [[aligned.copy(a) if i in cold else a for i, a in enumerate(args)]
+                     for _ in range(copies - 1)]
     _COLD = (args, sets)
     return sets
 
 
-def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
-    if flush:
-        # Each call takes the next cold argument set.
-        next_set = itertools.cycle(_cold_sets(args)).__next__
+def _prepared_calls(fn, args, specs, flush) -> list:
+    """The calls a candidate is timed with, their arguments packed once: one per argument
+    set (:func:`_cold_sets` with ``flush``), taken in turn. The first is checked, so a
+    failing check raises before anything is timed."""
+    entry = fn[fn.entry_name]
+    entry(*args)
+    return [entry.prepare(*s) for s in (_cold_sets(args, specs) if flush else [args])]
 
-        def call():
-            fn(*next_set())
-    else:
-        call = functools.partial(fn, *args)
 
+def _batch(calls, start, number) -> CallSequence:
+    """``number`` of ``calls`` in turn from index ``start``, run by one native call as a
+    model's kernels are: no Python between two calls, whose overhead (microseconds)
+    would be a large part of a short kernel's time and not a part of any model run."""
+    return CallSequence([calls[(start + i) % len(calls)] for i in range(number)])
+
+
+def _time(calls, number, repeat, min_repeat_ms, warmup_ms, budget_s):
+    """Seconds per call of ``repeat`` batches of ``number`` of ``calls`` (prepared calls
+    taken in turn, see :func:`_prepared_calls`)."""
     # Warm-up: at least one call, and calls until warmup_ms have passed.
+    done = 0
     t_start = time.perf_counter()
-    t0 = time.perf_counter()
-    call()
-    one = time.perf_counter() - t0
-    while time.perf_counter() - t_start < warmup_ms / 1000.0:
+    one = math.inf
+    while done == 0 or time.perf_counter() - t_start < warmup_ms / 1000.0:
+        call = calls[done % len(calls)]
         t0 = time.perf_counter()
         call()
         one = min(one, time.perf_counter() - t0)
+        done += 1
     if min_repeat_ms > 0 and one > 0:
         number = max(number, math.ceil(min_repeat_ms / 1000.0 / one))
     # A slow candidate gets fewer repeats rather than eating the session's time: it will
@@ -119,11 +135,13 @@ def _time(fn, args, number, repeat, min_repeat_ms, warmup_ms, flush, budget_s):
             number = max(1, number // 2)
         else:
             repeat -= 1
+    # Each batch goes on where the last call left off, so an argument set comes round
+    # again only after all the others.
+    batches = [_batch(calls, done + b * number, number) for b in range(repeat)]
     costs = []
-    for _ in range(repeat):
+    for batch in batches:
         t0 = time.perf_counter()
-        for _ in range(number):
-            call()
+        batch()
         costs.append((time.perf_counter() - t0) / number)
     return costs
 
@@ -192,8 +210,9 @@ def _handle(req):
                 costs = _time_on_device(fn, args, req["number"], req["repeat"],
                                         req["min_repeat_ms"], req["warmup_ms"])
             else:
-                costs = _time(fn, args, req["number"], req["repeat"], req["min_repeat_ms"],
-                              req["warmup_ms"], req["flush"], req["budget_s"])
+                costs = _time(_prepared_calls(fn, args, specs, req["flush"]), req["number"],
+                              req["repeat"], req["min_repeat_ms"], req["warmup_ms"],
+                              req["budget_s"])
         except Exception as err:  # noqa: BLE001
             return {"ok": False, "kind": "runtime", "msg": f"{type(err).__name__}: {err}",
                     "restart": _on_device(fn)}
@@ -203,15 +222,19 @@ def _handle(req):
         # Re-measure the final candidates A, B, C, A, B, C, ... so drift hits all alike.
         fns = [_load(p) for p in req["paths"]]
         arg_sets = [_arrays(s) for s in req["specs"]]
+        timed = []
+        for fn, args, specs in zip(fns, arg_sets, req["specs"]):
+            if _on_device(fn):
+                timed.append(functools.partial(_time_on_device, fn, args, req["number"], 1,
+                                               req["min_repeat_ms"], req["warmup_ms"]))
+            else:
+                timed.append(functools.partial(
+                    _time, _prepared_calls(fn, args, specs, req["flush"]), req["number"], 1,
+                    req["min_repeat_ms"], req["warmup_ms"], req["budget_s"]))
         samples = [[] for _ in fns]
         for _ in range(req["rounds"]):
-            for i, (fn, args) in enumerate(zip(fns, arg_sets)):
-                samples[i].extend(
-                    _time_on_device(fn, args, req["number"], 1, req["min_repeat_ms"],
-                                    req["warmup_ms"]) if _on_device(fn) else
-                    _time(fn, args, req["number"], 1, req["min_repeat_ms"],
-                          req["warmup_ms"], req["flush"], req["budget_s"])
-                )
+            for i, time_once in enumerate(timed):
+                samples[i].extend(time_once())
         return {"ok": True, "samples": samples}
     return {"ok": False, "kind": "runtime", "msg": f"unknown command {cmd!r}"}
 

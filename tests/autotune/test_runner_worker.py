@@ -1,69 +1,90 @@
-"""The measuring process's timing loop: warm by default, every call with cold weights
-(its own copy of all arguments but the first) when the cache flush is on."""
+"""The measuring process's timing loop: batches of prepared calls run by one native call,
+warm by default, every call with cold weights (its own copy of all inputs but the first)
+when the cache flush is on."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from tecomp import autotune
+import tecomp
+from tecomp import autotune, te
 from tecomp.autotune import _runner_worker as worker
 from tecomp.cli import _measure_runner, build_parser
+from tecomp.runtime import ArgumentError
 from tecomp.target import Target
 
-
-def _recording():
-    seen = []
-
-    def fn(*args):
-        seen.append(tuple(id(a) for a in args))
-    return fn, seen
+def _specs(weight_bytes):
+    """data [16], weight, output [8]: the arguments of the ``kernel`` fixture."""
+    return [((16,), "float32", False), ((weight_bytes // 4,), "float32", False),
+            ((8,), "float32", True)]
 
 
-def _args(weight_bytes):
-    data = np.arange(16, dtype="float32")
-    weight = np.random.default_rng(0).random(weight_bytes // 4).astype("float32")
-    out = np.zeros(8, "float32")
-    return [data, weight, out]
+@pytest.fixture(scope="module")
+def kernel():
+    def build(n):
+        """The output is the data's first half plus the weight's first element."""
+        D = te.placeholder((16,), "float32", name="D")
+        W = te.placeholder((n,), "float32", name="W")
+        Y = te.compute((8,), lambda i: D[i] + W[0], name="Y")
+        return tecomp.build(te.create_schedule(Y.op), [D, W, Y], target="llvm")
+    return build
 
 
-def test_warm_timing_calls_with_the_same_arrays():
-    fn, seen = _recording()
-    args = _args(4096)
-    costs = worker._time(fn, args, number=3, repeat=2, min_repeat_ms=0, warmup_ms=0,
-                         flush=False, budget_s=10)
-    assert len(costs) == 2
-    assert set(seen) == {tuple(id(a) for a in args)}
+def test_warm_timing_runs_one_prepared_call_in_batches(kernel):
+    specs = _specs(4096)
+    args = worker._arrays(specs)
+    calls = worker._prepared_calls(kernel(1024), args, specs, flush=False)
+    assert len(calls) == 1
+    costs = worker._time(calls, number=3, repeat=2, min_repeat_ms=0, warmup_ms=0,
+                         budget_s=10)
+    assert len(costs) == 2 and all(c > 0 for c in costs)
+    np.testing.assert_allclose(args[2], args[0][:8] + args[1][0])
 
 
-def test_cold_timing_reads_all_but_the_first_argument_from_rotating_copies(monkeypatch):
+def test_a_failing_argument_check_raises_before_anything_is_timed(kernel):
+    specs = _specs(4096)
+    with pytest.raises(ArgumentError, match="W"):
+        worker._prepared_calls(kernel(1000), worker._arrays(specs), specs, flush=False)
+
+
+def test_cold_timing_reads_the_inputs_but_the_first_from_rotating_copies(kernel,
+                                                                         monkeypatch):
     monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
-    fn, seen = _recording()
-    args = _args(64 << 10)
-    worker._time(fn, args, number=40, repeat=2, min_repeat_ms=0, warmup_ms=0, flush=True,
-                 budget_s=10)
-    assert {s[0] for s in seen} == {id(args[0])}
-    sets = worker._cold_sets(args)
-    # 1 MiB of copies of a 64 KiB weight (and its 32-byte output): 16 sets, each used in
-    # turn, so a weight is read again only after the 15 others.
-    assert len(sets) == 16
-    assert len({s[1] for s in seen[:16]}) == 16
-    assert seen[16][1] == seen[0][1]
+    monkeypatch.setattr(worker, "_COLD", None)
+    specs = _specs(64 << 10)
+    args = worker._arrays(specs)
+    calls = worker._prepared_calls(kernel(16 << 10), args, specs, flush=True)
+    # 1 MiB of copies of a 64 KiB weight: 16 sets, each a call of its own.
+    sets = worker._cold_sets(args, specs)
+    assert len(sets) == len(calls) == 16
     for copy in sets[1:]:
-        assert copy[0] is args[0]
+        # The data and the output are the model's: in cache, the same arrays every time.
+        assert copy[0] is args[0] and copy[2] is args[2]
         np.testing.assert_array_equal(copy[1], args[1])
-        assert copy[1] is not args[1] and copy[2] is not args[2]
-        assert copy[1].ctypes.data % 64 == 0 and copy[2].ctypes.data % 64 == 0
+        assert copy[1] is not args[1] and copy[1].ctypes.data % 64 == 0
+    # A batch takes the calls in turn from where the last one stopped, round the end.
+    assert worker._batch(calls, 14, 4).calls == (calls[14], calls[15], calls[0], calls[1])
+    assert len(worker._time(calls, number=40, repeat=2, min_repeat_ms=0, warmup_ms=0,
+                            budget_s=10)) == 2
 
 
 def test_cold_sets_are_made_once_per_argument_list(monkeypatch):
     monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
-    args = _args(1 << 20)
-    assert worker._cold_sets(args) is worker._cold_sets(args)
-    other = _args(1 << 20)
-    assert worker._cold_sets(other)[0] is other
+    specs = _specs(1 << 20)
+    args = worker._arrays(specs)
+    assert worker._cold_sets(args, specs) is worker._cold_sets(args, specs)
+    other = [a.copy() for a in args]
+    assert worker._cold_sets(other, specs)[0] is other
     # At least one copy even when one set already spans the budget.
-    assert len(worker._cold_sets(other)) == 2
+    assert len(worker._cold_sets(other, specs)) == 2
+
+
+def test_a_kernel_whose_only_input_is_its_data_has_one_set():
+    """Softmax, a layer norm's row: nothing of it is a weight to read cold."""
+    specs = [((64,), "float32", False), ((64,), "float32", True)]
+    args = worker._arrays(specs)
+    assert worker._cold_sets(args, specs) == [args]
 
 
 @pytest.mark.parametrize("argv, cold", [
