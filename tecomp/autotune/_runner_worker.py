@@ -39,6 +39,10 @@ _REFERENCE: dict = {}    # reference path -> expected outputs
 _COLD = None             # (argument list, its cold copies), see _cold_sets
 _COLD_BYTES = 256 << 20  # more than the weights of the models tuned here
 _COLD_MAX_SETS = 1024
+#: The shortest timed batch, so that the microseconds of a batch's call from Python
+#: are a small part of it (a batch of 4 calls of a 256-element add read 250 ns a call;
+#: the add takes 10).
+_MIN_BATCH_S = 1e-3
 
 
 def _load(path):
@@ -126,8 +130,7 @@ def _time(calls, number, repeat, min_repeat_ms, warmup_ms, budget_s):
         call()
         one = min(one, time.perf_counter() - t0)
         done += 1
-    if min_repeat_ms > 0 and one > 0:
-        number = max(number, math.ceil(min_repeat_ms / 1000.0 / one))
+    number = max(number, math.ceil(max(min_repeat_ms / 1000.0, _MIN_BATCH_S) / one))
     # A slow candidate gets fewer repeats rather than eating the session's time: it will
     # not win, and its rank among the slow ones matters little.
     while repeat > 1 and one * number * repeat > budget_s:
@@ -136,9 +139,9 @@ def _time(calls, number, repeat, min_repeat_ms, warmup_ms, budget_s):
         else:
             repeat -= 1
     # Each batch goes on where the last call left off, so an argument set comes round
-    # again only after all the others. The first runs untimed: while the batches were
-    # made the pool's threads may have gone to sleep, and a short kernel's first batch
-    # would time their wake-up (2 us a call against 0.3 for a gather of 128 indices).
+    # again only after all the others. The first runs untimed: a batch's first run pays
+    # for what the warm-up's calls from Python did not touch (the native runner's tables,
+    # the pool's threads, asleep while the batches were made).
     batches = [_batch(calls, done + b * number, number) for b in range(repeat + 1)]
     batches[0]()
     costs = []
