@@ -130,10 +130,11 @@ def _time(calls, number, repeat, min_repeat_ms, warmup_ms, budget_s):
         call()
         one = min(one, time.perf_counter() - t0)
         done += 1
-    number = max(number, math.ceil(max(min_repeat_ms / 1000.0, _MIN_BATCH_S) / one))
+    number = max(number, math.ceil(max(min_repeat_ms / 1000.0, _MIN_BATCH_S) / max(one, 1e-9)))
     # A slow candidate gets fewer repeats rather than eating the session's time: it will
-    # not win, and its rank among the slow ones matters little.
-    while repeat > 1 and one * number * repeat > budget_s:
+    # not win, and its rank among the slow ones matters little. (One more batch runs
+    # untimed, below.)
+    while repeat > 1 and one * number * (repeat + 1) > budget_s:
         if number > 1:
             number = max(1, number // 2)
         else:

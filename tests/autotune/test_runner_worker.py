@@ -42,6 +42,25 @@ def test_warm_timing_runs_one_prepared_call_in_batches(kernel):
     np.testing.assert_allclose(args[2], args[0][:8] + args[1][0])
 
 
+def test_a_short_kernel_is_timed_in_batches_of_a_millisecond(kernel, monkeypatch):
+    """A batch's call from Python is microseconds, a 16-element add nanoseconds: the batch
+    grows until the add's calls are most of it, and one batch runs untimed first."""
+    sizes = []
+    make_batch = worker._batch
+
+    def recording(calls, start, number):
+        sizes.append(number)
+        return make_batch(calls, start, number)
+
+    monkeypatch.setattr(worker, "_batch", recording)
+    specs = _specs(4096)
+    calls = worker._prepared_calls(kernel(1024), worker._arrays(specs), specs, flush=False)
+    assert len(worker._time(calls, number=1, repeat=2, min_repeat_ms=0, warmup_ms=0,
+                            budget_s=10)) == 2
+    # A call of the add from Python takes far less than 200 us.
+    assert len(sizes) == 3 and sizes[0] > 5 and len(set(sizes)) == 1
+
+
 def test_a_failing_argument_check_raises_before_anything_is_timed(kernel):
     specs = _specs(4096)
     with pytest.raises(ArgumentError, match="W"):
