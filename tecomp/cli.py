@@ -613,9 +613,9 @@ def add_tune_parser(sub) -> None:
     t.add_argument("--check-correctness", action="store_true",
                    help="compare every candidate's output with a reference build")
     t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
-                   help="time each call with its weights (all inputs but the first) cold, "
-                   "read from copies spanning 256 MiB, as a model run reads them (default: "
-                   "on for MODEL.onnx with the local runner, off otherwise)")
+                   help="time each call with its weights and outputs (all arguments but "
+                   "the first) cold, read from copies spanning 256 MiB, as a model run "
+                   "reads them (default: on for MODEL.onnx with the local runner, off otherwise)")
     t.add_argument("--seed", type=int, default=None,
                    help="seed of the tuner's random choices (default: none, a different "
                    "search each run)")

@@ -79,35 +79,30 @@ def _arrays(specs, seed=0):
     return arrs
 
 
-def _cold_sets(args, specs):
-    """Argument sets for cold-cache timing, as TVM's cache flush: every input but the
+def _cold_sets(args):
+    """Argument sets for cold-cache timing, as TVM's cache flush: every argument but the
     first (the data, which a model's previous kernel has just written) comes from its own
     copy, and the copies of all sets span ``_COLD_BYTES``, so a set is reused only after
     that much other memory has been touched, as a model run at batch 1 reads its weights
-    once per run. The outputs are the same arrays in every set: a model writes them into
-    arena slots that its earlier kernels have just used, so they are in cache, and a
-    config that fetches its output lines ahead wins only where they are not. The sets of
-    one argument list are kept while its candidates are timed."""
+    once per run. The sets of one argument list are kept while its candidates are timed."""
     global _COLD
     if _COLD is not None and _COLD[0] is args:
         return _COLD[1]
     _COLD = None  # free the previous workload's copies first
-    cold = [i for i, (_, _, is_output) in enumerate(specs) if i > 0 and not is_output]
-    rest = sum(args[i].nbytes for i in cold)
-    copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1)))) if cold else 1
-    sets = [args] + [[aligned.copy(a) if i in cold else a for i, a in enumerate(args)]
-                     for _ in range(copies - 1)]
+    rest = sum(a.nbytes for a in args[1:])
+    copies = max(2, min(_COLD_MAX_SETS, math.ceil(_COLD_BYTES / max(rest, 1))))
+    sets = [args] + [[args[0]] + [aligned.copy(a) for a in args[1:]] for _ in range(copies - 1)]
     _COLD = (args, sets)
     return sets
 
 
-def _prepared_calls(fn, args, specs, flush) -> list:
+def _prepared_calls(fn, args, flush) -> list:
     """The calls a candidate is timed with, their arguments packed once: one per argument
     set (:func:`_cold_sets` with ``flush``), taken in turn. The first is checked, so a
     failing check raises before anything is timed."""
     entry = fn[fn.entry_name]
     entry(*args)
-    return [entry.prepare(*s) for s in (_cold_sets(args, specs) if flush else [args])]
+    return [entry.prepare(*s) for s in (_cold_sets(args) if flush else [args])]
 
 
 def _batch(calls, start, number) -> CallSequence:
@@ -217,7 +212,7 @@ def _handle(req):
                 costs = _time_on_device(fn, args, req["number"], req["repeat"],
                                         req["min_repeat_ms"], req["warmup_ms"])
             else:
-                costs = _time(_prepared_calls(fn, args, specs, req["flush"]), req["number"],
+                costs = _time(_prepared_calls(fn, args, req["flush"]), req["number"],
                               req["repeat"], req["min_repeat_ms"], req["warmup_ms"],
                               req["budget_s"])
         except Exception as err:  # noqa: BLE001
@@ -230,13 +225,13 @@ def _handle(req):
         fns = [_load(p) for p in req["paths"]]
         arg_sets = [_arrays(s) for s in req["specs"]]
         timed = []
-        for fn, args, specs in zip(fns, arg_sets, req["specs"]):
+        for fn, args in zip(fns, arg_sets):
             if _on_device(fn):
                 timed.append(functools.partial(_time_on_device, fn, args, req["number"], 1,
                                                req["min_repeat_ms"], req["warmup_ms"]))
             else:
                 timed.append(functools.partial(
-                    _time, _prepared_calls(fn, args, specs, req["flush"]), req["number"], 1,
+                    _time, _prepared_calls(fn, args, req["flush"]), req["number"], 1,
                     req["min_repeat_ms"], req["warmup_ms"], req["budget_s"]))
         samples = [[] for _ in fns]
         for _ in range(req["rounds"]):

@@ -434,11 +434,10 @@ class LocalRunner:
         Untimed calls before the batches (see docs/measuring.md).
     enable_cpu_cache_flush : bool
         Time every call with cold weights, as TVM's option of that name: each call reads
-        every input but the first (the data) from its own copy, the copies spanning
+        every argument but the first (the data) from its own copy, the copies spanning
         256 MiB, so they come from memory as a model's weights do at batch 1 (a kernel
         timed back to back finds them in cache and ranks configs for a situation a model
-        run never meets). The outputs stay the same arrays, in cache as a model's arena
-        is. ``tecomp tune MODEL.onnx`` turns it on.
+        run never meets). ``tecomp tune MODEL.onnx`` turns it on.
     check_correctness : bool
         Compare each candidate's outputs with a reference build (the untransformed
         schedule of the task's compute) and record WRONG_ANSWER when they differ.

@@ -1,6 +1,6 @@
 """The measuring process's timing loop: batches of prepared calls run by one native call,
-warm by default, every call with cold weights (its own copy of all inputs but the first)
-when the cache flush is on."""
+warm by default, every call with cold weights (its own copy of all arguments but the
+first) when the cache flush is on."""
 
 from types import SimpleNamespace
 
@@ -34,7 +34,7 @@ def kernel():
 def test_warm_timing_runs_one_prepared_call_in_batches(kernel):
     specs = _specs(4096)
     args = worker._arrays(specs)
-    calls = worker._prepared_calls(kernel(1024), args, specs, flush=False)
+    calls = worker._prepared_calls(kernel(1024), args, flush=False)
     assert len(calls) == 1
     costs = worker._time(calls, number=3, repeat=2, min_repeat_ms=0, warmup_ms=0,
                          budget_s=10)
@@ -54,7 +54,7 @@ def test_a_short_kernel_is_timed_in_batches_of_a_millisecond(kernel, monkeypatch
 
     monkeypatch.setattr(worker, "_batch", recording)
     specs = _specs(4096)
-    calls = worker._prepared_calls(kernel(1024), worker._arrays(specs), specs, flush=False)
+    calls = worker._prepared_calls(kernel(1024), worker._arrays(specs), flush=False)
     assert len(worker._time(calls, number=1, repeat=2, min_repeat_ms=0, warmup_ms=0,
                             budget_s=10)) == 2
     # A call of the add from Python takes far less than 200 us.
@@ -64,24 +64,25 @@ def test_a_short_kernel_is_timed_in_batches_of_a_millisecond(kernel, monkeypatch
 def test_a_failing_argument_check_raises_before_anything_is_timed(kernel):
     specs = _specs(4096)
     with pytest.raises(ArgumentError, match="W"):
-        worker._prepared_calls(kernel(1000), worker._arrays(specs), specs, flush=False)
+        worker._prepared_calls(kernel(1000), worker._arrays(specs), flush=False)
 
 
-def test_cold_timing_reads_the_inputs_but_the_first_from_rotating_copies(kernel,
-                                                                         monkeypatch):
+def test_cold_timing_reads_all_but_the_first_argument_from_rotating_copies(kernel,
+                                                                          monkeypatch):
     monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
     monkeypatch.setattr(worker, "_COLD", None)
     specs = _specs(64 << 10)
     args = worker._arrays(specs)
-    calls = worker._prepared_calls(kernel(16 << 10), args, specs, flush=True)
-    # 1 MiB of copies of a 64 KiB weight: 16 sets, each a call of its own.
-    sets = worker._cold_sets(args, specs)
+    calls = worker._prepared_calls(kernel(16 << 10), args, flush=True)
+    # 1 MiB of copies of a 64 KiB weight (and its 32-byte output): 16 sets, each a call
+    # of its own.
+    sets = worker._cold_sets(args)
     assert len(sets) == len(calls) == 16
     for copy in sets[1:]:
-        # The data and the output are the model's: in cache, the same arrays every time.
-        assert copy[0] is args[0] and copy[2] is args[2]
+        assert copy[0] is args[0]
         np.testing.assert_array_equal(copy[1], args[1])
-        assert copy[1] is not args[1] and copy[1].ctypes.data % 64 == 0
+        assert copy[1] is not args[1] and copy[2] is not args[2]
+        assert copy[1].ctypes.data % 64 == 0 and copy[2].ctypes.data % 64 == 0
     # A batch takes the calls in turn from where the last one stopped, round the end.
     assert worker._batch(calls, 14, 4).calls == (calls[14], calls[15], calls[0], calls[1])
     assert len(worker._time(calls, number=40, repeat=2, min_repeat_ms=0, warmup_ms=0,
@@ -90,20 +91,12 @@ def test_cold_timing_reads_the_inputs_but_the_first_from_rotating_copies(kernel,
 
 def test_cold_sets_are_made_once_per_argument_list(monkeypatch):
     monkeypatch.setattr(worker, "_COLD_BYTES", 1 << 20)
-    specs = _specs(1 << 20)
-    args = worker._arrays(specs)
-    assert worker._cold_sets(args, specs) is worker._cold_sets(args, specs)
+    args = worker._arrays(_specs(1 << 20))
+    assert worker._cold_sets(args) is worker._cold_sets(args)
     other = [a.copy() for a in args]
-    assert worker._cold_sets(other, specs)[0] is other
+    assert worker._cold_sets(other)[0] is other
     # At least one copy even when one set already spans the budget.
-    assert len(worker._cold_sets(other, specs)) == 2
-
-
-def test_a_kernel_whose_only_input_is_its_data_has_one_set():
-    """Softmax, a layer norm's row: nothing of it is a weight to read cold."""
-    specs = [((64,), "float32", False), ((64,), "float32", True)]
-    args = worker._arrays(specs)
-    assert worker._cold_sets(args, specs) == [args]
+    assert len(worker._cold_sets(other)) == 2
 
 
 @pytest.mark.parametrize("argv, cold", [
