@@ -39,9 +39,10 @@ _REFERENCE: dict = {}    # reference path -> expected outputs
 _COLD = None             # (argument list, its cold copies), see _cold_sets
 _COLD_BYTES = 256 << 20  # more than the weights of the models tuned here
 _COLD_MAX_SETS = 1024
-#: The shortest timed batch, so that the microseconds of a batch's call from Python
-#: are a small part of it (a batch of 4 calls of a 256-element add read 250 ns a call;
-#: the add takes 10).
+#: A timed batch holds at least this much of the warm-up's calls (timed from Python, so
+#: a few microseconds each at the least), so that the microseconds of the batch's own
+#: call from Python are a small part of it (a batch of 4 calls of a 256-element add read
+#: 250 ns a call; the add takes 10).
 _MIN_BATCH_S = 1e-3
 
 
