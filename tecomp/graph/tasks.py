@@ -170,7 +170,7 @@ def layout_block_tasks(mod: Graph, params: dict | None = None, target="llvm") ->
     if keeps_depthwise_planar(graph, target, layout.keywords.get("blocked_depthwise")):
         return []
     found: dict = {}
-    for layer in graph_layers(graph, layout.keywords["block"], blocked_depthwise=True):
+    for layer in graph_layers(graph, layout.keywords["block"]):
         for name, args in layer.workloads:
             task = create_task(name, args, target)
             key = (task.name, task.args)

@@ -564,7 +564,7 @@ def test_a_layer_after_a_squeeze_excite_scale_descends_from_the_activation():
         graph = _up_to_layout(_se_block(scale_first=scale_first))
         producer = {n.outputs[0]: n for n in graph.nodes}
         layers = {producer[layer.name].inputs[1]: layer
-                  for layer in graph_layers(graph, 8, blocked_depthwise=True)}
+                  for layer in graph_layers(graph, 8)}
         assert producer[layers["wp"].parent].inputs[1] == "wd"
 
 

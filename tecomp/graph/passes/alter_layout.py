@@ -193,7 +193,7 @@ def _reads_planar(op: str, in_channels: int, block: int) -> bool:
     return op == "conv2d" and in_channels % block != 0
 
 
-def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
+def _layer_of(graph: Graph, node, block: int):
     """``(blocks, macs, input_bytes, workload per block, output channels, whether it reads
     its input planar)`` of ``node`` as a layer, or None when it stays planar."""
     if node.op not in _BLOCKED_OP or len(node.inputs) != 2 or node.inputs[1] not in graph.consts:
@@ -218,7 +218,7 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
             # writes blocks, with no transform before it.
             blocks = block_candidates(block, K)
     else:
-        if not blocked_depthwise or C != K:
+        if C != K:
             return None
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
     planar = bool(blocks) and _reads_planar(node.op, C, blocks[0])
@@ -243,11 +243,13 @@ def _layer_of(graph: Graph, node, block: int, blocked_depthwise: bool):
     return blocks, macs, 0 if planar else N * C * H * W * 4, workloads, K, planar
 
 
-def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> list[Layer]:
+def graph_layers(graph: Graph, block: int) -> list[Layer]:
     """The layers of ``graph`` whose block :func:`alter_conv_layout` chooses, in graph
-    order, each with its parent: the layer whose output reaches its input through nodes
-    that follow the blocked layout, traced through their first inputs that are not
-    constants (see :mod:`.layout_choice`)."""
+    order, depthwise ones too (a graph the pass keeps planar for those,
+    :func:`keeps_depthwise_planar`, has no layers to choose), each with its parent: the
+    layer whose output reaches its input through nodes that follow the blocked layout,
+    traced through their first inputs that are not constants (see
+    :mod:`.layout_choice`)."""
     producer = {o: n for n in graph.nodes for o in n.outputs}
     layers: dict = {}
 
@@ -265,7 +267,7 @@ def graph_layers(graph: Graph, block: int, blocked_depthwise: bool = False) -> l
 
     reads_planar = set()
     for node in graph.nodes:
-        found = _layer_of(graph, node, block, blocked_depthwise)
+        found = _layer_of(graph, node, block)
         if found is None or not found[0]:
             continue
         blocks, macs, input_bytes, workloads, channels, planar = found
@@ -539,7 +541,7 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
     target = as_target(target if target is not None else Target.current())
     if keeps_depthwise_planar(graph, target, blocked_depthwise):
         return graph
-    layers = graph_layers(graph, block, blocked_depthwise=True)
+    layers = graph_layers(graph, block)
     quantized = {n.outputs[0]: _quantized_block(graph, n, block) for n in graph.nodes}
     quantized = {name: b for name, b in quantized.items() if b is not None}
     if not layers and not quantized:
