@@ -42,6 +42,7 @@ from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.testing import models
 from tecomp.timing import paired
+from tecomp.topi.fused_group import anchor_workload
 
 #: Independent accumulator chains in the peak loop: more than FMA latency x FMA pipes
 #: (4 x 2 on the CPUs measured so far), so the loop waits on no result.
@@ -125,9 +126,12 @@ def fma_peak_gflops(threads: int, seconds: float = 0.3) -> float:
 
 
 def model_flop(mod, params) -> float:
-    """Multiply-adds (two FLOPs each) of the model's tunable kernels, counted per run."""
+    """Multiply-adds (two FLOPs each) of the model's tunable kernels, counted per run:
+    of the operator each kernel tunes (a convolution, not the activation fused after
+    it)."""
     tasks = autotune.extract_tasks(mod, params, target="llvm")
-    return sum(t.weight * t.flop for t in tasks)
+    return sum(t.weight * autotune.create_task(*anchor_workload(t), t.target).flop
+               for t in tasks)
 
 
 def matmul_gflops(rounds: int) -> dict:

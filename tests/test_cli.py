@@ -255,14 +255,16 @@ def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path
             "--number", "1", "--repeat", "1", "--output", str(log)]
     assert cli.main(tune) == 0, capsys.readouterr().err
     captured = capsys.readouterr()
-    assert "task conv2d_packed_kernel" in captured.err and "task dense_packed" in captured.err
+    # The convolution and the dense are tuned with their bias and activation.
+    assert "task fused_group[conv2d,add,relu]" in captured.err
+    assert "task fused_group[dense,add]" in captured.err
     assert "task max_pool2d" in captured.err and "task global_avg_pool" in captured.err
     assert "m.onnx: 8/8 trials" in captured.err
     assert "tunable kernels (sum of weight x cost)" in captured.out
     records = [json.loads(line) for line in log.read_text().splitlines()]
     trials = [r for r in records if r["result"]["stage"] == "trial"]
-    assert sorted(r["workload"]["name"] for r in trials) == ["conv2d_packed_kernel"] * 2 + [
-        "dense_packed"] * 2 + ["global_avg_pool"] * 2 + ["max_pool2d"] * 2
+    assert sorted(r["workload"]["name"] for r in trials) == ["fused_group"] * 4 + [
+        "global_avg_pool"] * 2 + ["max_pool2d"] * 2
 
     lib = tmp_path / "m.so"
     assert cli.main(["compile", model, "-o", str(lib), "--tuning-records", str(log),
@@ -277,17 +279,19 @@ def test_tune_a_model_then_compile_with_its_log_then_resume(needs_llvm, tmp_path
 
 def test_tune_a_model_with_layouts_tunes_every_block_of_its_layers(needs_llvm, tmp_path,
                                                                     capsys):
-    """``--layouts``: the two blocked convolutions also in blocks of 4 (AVX2's half
-    vector), listed as layout candidates, measured, and kept out of the model's sum."""
+    """``--layouts``: the two blocked convolutions in blocks of 4 (AVX2's half vector) and
+    of 8 (the model's choice, whose kernels are tuned with their epilogue), alone as the
+    layout pass weighs them: listed as layout candidates, measured, and kept out of the
+    model's sum."""
     model = _save_model(tmp_path, onnx_models.small_cnn())
     log = tmp_path / "m.json"
     assert cli.main(["tune", model, "--layouts", "--target", "llvm -mcpu=haswell",
                      "--trials", "24", "--tuner", "random", "--seed", "0", "--number", "1",
                      "--repeat", "1", "--output", str(log)]) == 0, capsys.readouterr().err
     captured = capsys.readouterr()
-    assert captured.err.count("(layout candidate): weight") == 2
-    assert captured.out.count("(layout candidate):") == 2
-    assert "layout candidates: 2 kernels" in captured.out
+    assert captured.err.count("(layout candidate): weight") == 4
+    assert captured.out.count("(layout candidate):") == 4
+    assert "layout candidates: 4 kernels" in captured.out
     blocks = {json.loads(line)["workload"]["args"][0][4] for line in log.read_text().splitlines()
               if json.loads(line)["workload"]["name"] == "conv2d_nchwc"
               and len(json.loads(line)["workload"]["args"][0]) == 5}
@@ -307,7 +311,7 @@ def test_tune_a_model_in_bf16_lists_its_bfloat16_kernels(tmp_path, capsys):
                      "--output", str(tmp_path / "m.json")])
     err = capsys.readouterr().err
     if has_bf16(tecomp.Target("llvm")):
-        assert code == 0 and "task dense_packed" in err and "'bfloat16'" in err
+        assert code == 0 and "task fused_group[dense,add] of bfloat16" in err
     else:
         assert code == 1 and "lacks avx512bf16" in err
 

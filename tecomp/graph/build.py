@@ -12,13 +12,11 @@ node is named after the kernel it calls. All kernels are compiled into one modul
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from .. import te
 from ..autotune.space import ConfigSpace, FallbackConfigEntity
-from ..autotune.task import has_tuned_record
+from ..autotune.task import create_task, has_tuned_record
 from ..build_module import build as build_funcs
 from ..errors import TecompError
 from ..ir import expr as E
@@ -30,8 +28,8 @@ from ..target import Target, as_target
 from ..topi.fused_group import GROUP_TEMPLATE
 from ..topi.strategy import (
     get_implementation,
+    node_workload,
     registered_ops,
-    select_config,
     why_not_implemented,
 )
 from . import dims
@@ -124,20 +122,12 @@ def _config(impl, input_types, attrs):
     shapes = _workload_shapes(impl, input_types)
     if shapes is None:
         return FallbackConfigEntity(), "fallback config"
-    kwargs = _workload_attrs(impl, input_types, attrs)
-    cfg = select_config(impl, *shapes, **kwargs)
-    # select_config gives the fallback as a point of the space (every knob defined), so
+    args = node_workload(impl, shapes, input_types[0].dtype, attrs)
+    cfg = create_task(impl.template, args, as_target(Target.current())).best_config()
+    # best_config gives the fallback as a point of the space (every knob defined), so
     # whether a record applied is the autotuner's to say.
-    tuned = has_tuned_record(impl.template, impl.workload(*shapes, **kwargs))
+    tuned = has_tuned_record(impl.template, args)
     return cfg, "tuned record" if tuned else "fallback config"
-
-
-def _workload_attrs(impl, input_types, attrs) -> dict:
-    """The keyword arguments of ``impl.workload`` for a node: its dtype and the attributes
-    that identify the task; layout hints such as dense's ``units`` are the compute's
-    alone."""
-    accepted = inspect.signature(impl.workload).parameters
-    return {"dtype": input_types[0].dtype, **{k: v for k, v in attrs.items() if k in accepted}}
 
 
 def _lower_node(n, body: Graph, graph: Graph, target: Target, tensors: dict, fresh,
@@ -186,8 +176,7 @@ def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None =
     anchor = anchor_of(body)
     fresh = _local_symbols(
         [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
-    group_cfg = (tuned_group_config(body, target)
-                 if get_implementation(anchor.op, target).template is None else None)
+    group_cfg = tuned_group_config(body, target)
     func, impl, cfg, source, packed = _lower_kernel(body, graph, target, fresh, anchor,
                                                     group_cfg, check_bounds)
     rows = _symbolic_rows(body, anchor) if impl.one_row_config is not None else None
@@ -374,10 +363,12 @@ def kernel_workloads(mod: Graph, target="llvm", params: dict | None = None,
     """The tuning workload of every fused group :func:`build` lowers, without compiling,
     or why a group has none.
 
-    A group whose anchor has a tuning template is tuned by it (a convolution's symbolic
-    batch counts as 1, the workload whose config it is built with); any other group by
-    the ``fused_group`` template (:mod:`.group_workload`), whose space the anchor's
-    schedule generates from the group's computes.
+    A group is tuned by the ``fused_group`` template (:mod:`.group_workload`): its
+    anchor's template's knobs timed with the epilogue fused after it, or, for an anchor
+    without a template, a space the anchor's schedule generates from the group's
+    computes. A group that is its anchor alone, or whose shapes are symbolic, is tuned by
+    the anchor's own template (a convolution's symbolic batch counts as 1, the workload
+    whose config it is built with).
 
     Returns
     -------
@@ -395,8 +386,8 @@ def kernel_workloads(mod: Graph, target="llvm", params: dict | None = None,
         body = node.attrs["body"]
         anchor = anchor_of(body)
         impl = get_implementation(anchor.op, target)
-        if impl.template is None:
-            group = group_workload(body, target)
+        group = group_workload(body, target)
+        if impl.template is None or group.args is not None:
             template = GROUP_TEMPLATE if group.args is not None else None
             found.append((body.name, template, group.args, group.reason))
             continue
@@ -407,7 +398,7 @@ def kernel_workloads(mod: Graph, target="llvm", params: dict | None = None,
                           f"{anchor.op}'s input shapes are symbolic (records are for static "
                           f"shapes)"))
             continue
-        args = impl.workload(*shapes, **_workload_attrs(impl, types, dict(anchor.attrs)))
+        args = node_workload(impl, shapes, types[0].dtype, dict(anchor.attrs))
         found.append((body.name, impl.template, args, ""))
     return found
 

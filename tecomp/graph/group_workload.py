@@ -1,8 +1,10 @@
-"""The ``fused_group`` workload of a fused group whose anchor has no tuning template.
+"""The ``fused_group`` workload of a fused group: one whose anchor has no tuning template,
+or one whose anchor has one and an epilogue fused after it.
 
 :mod:`tecomp.topi.fused_group` tunes such a group (an elementwise chain, a transpose, a
-concatenation, an ``argmax``...) from a plain description of it: its inputs' types, its
-nodes' operators, attributes and wiring, its anchor and its output. This module writes
+concatenation, an ``argmax``, a convolution with its SiLU...) from a plain description of
+it: its inputs' types, its nodes' operators, attributes and wiring, its anchor and its
+output. This module writes
 that description from the graph, for the tasks a model is tuned with
 (:mod:`tecomp.graph.tasks`) and for the build that applies their records
 (:mod:`tecomp.graph.build`), so both name a group by the same arguments.
@@ -43,23 +45,32 @@ def group_workload(body: Graph, target) -> GroupWorkload:
     Parameters
     ----------
     body : Graph
-        A fused node's body (``node.attrs["body"]``) whose anchor has no template.
+        A fused node's body (``node.attrs["body"]``).
     target : Target
         The target whose implementations compute the group.
 
     Returns
     -------
     GroupWorkload
-        Its arguments, or None with the reason: a tunable node (its own template tunes
-        the group), a symbolic shape (a record is for one shape), or an attribute that
-        is not a plain value (a tuning log cannot hold it).
+        Its arguments, or None with the reason: an anchor with a template and nothing
+        fused after it or a group computing what it reads (its own template tunes the
+        group), a tunable node besides the anchor, a symbolic shape (a record is for one
+        shape), or an attribute that is not a plain value (a tuning log cannot hold it).
     """
     anchor = anchor_of(body)
     for n in body.nodes:
         template = get_implementation(n.op, target).template
-        if template is not None:
+        if template is None:
+            continue
+        if n is not anchor:
             return GroupWorkload(None, f"node {n.name or n.op!r} ({n.op}) is tuned by its "
                                        f"template {template!r}")
+        if len(body.nodes) == 1:
+            return GroupWorkload(None, f"its anchor ({n.op}) is all it computes: its "
+                                       f"template {template!r} tunes it")
+        if not set(n.inputs) <= set(body.inputs):
+            return GroupWorkload(None, f"its anchor ({n.op}) reads a value the group "
+                                       f"computes: its template {template!r} tunes it")
     values = body.inputs + tuple(n.outputs[0] for n in body.nodes)
     if not all(dims.is_static(d) for v in values for d in body.types[v].shape):
         return GroupWorkload(None, "a shape is symbolic (records are for static shapes)")
@@ -81,7 +92,8 @@ def group_workload(body: Graph, target) -> GroupWorkload:
 def tuned_group_config(body: Graph, target):
     """The config of ``body``'s tuned ``fused_group`` record for ``target`` under the
     active ``apply_history_best`` contexts (and the shipped logs), or None without one
-    (the group then builds with its anchor's untuned schedule)."""
+    (the group then builds with its anchor's config: a record of the anchor's own
+    template, else its untuned schedule)."""
     workload = group_workload(body, target)
     if workload.args is None or not has_tuned_record(GROUP_TEMPLATE, workload.args, target):
         return None

@@ -25,6 +25,7 @@ build time instead of on every call.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -153,6 +154,37 @@ def implementations(target) -> list[Implementation]:
     sorted by operator name."""
     kind = _kind(target)
     return [op.implementations[kind] for op in library_operators(kind).values()]
+
+
+def node_workload(impl: Implementation, input_shapes, dtype: str, attrs: dict) -> tuple:
+    """The template arguments of a node that ``impl`` computes.
+
+    Parameters
+    ----------
+    impl : Implementation
+        The node's implementation, one with a template.
+    input_shapes : sequence of tuple of int
+        The static shapes of the node's inputs.
+    dtype : str
+        Its first input's dtype.
+    attrs : dict
+        Its attributes; those ``impl.workload`` takes identify the task (layout hints
+        such as dense's ``units`` are the compute's alone).
+
+    Returns
+    -------
+    tuple
+        ``impl.workload`` of the shapes, ``dtype`` and those attributes.
+
+    Examples
+    --------
+    >>> impl = get_implementation("dense", "llvm")
+    >>> node_workload(impl, [(1, 2048), (1000, 2048), (1000,)], "float32", {"units": 1000})
+    (1, 2048, 1000, 'float32', True, 'none')
+    """
+    accepted = inspect.signature(impl.workload).parameters
+    return impl.workload(*input_shapes, dtype=dtype,
+                         **{k: v for k, v in attrs.items() if k in accepted})
 
 
 def select_config(impl: Implementation, *input_shapes, target=None, **attrs):

@@ -7,6 +7,8 @@ import time
 import numpy as np
 import pytest
 import onnx_models
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from tecomp import Target, autotune, operators
@@ -16,7 +18,7 @@ from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
 from tecomp.graph.tasks import kernel_spaces
 from tecomp.testing import models
-from tecomp.topi.fused_group import GROUP_TEMPLATE
+from tecomp.topi.fused_group import GROUP_TEMPLATE, anchor_workload
 
 # The 16-channel convolutions run on activations blocked by a vector of float32 lanes,
 # which the first reads from the image's 3 planar channels.
@@ -29,21 +31,91 @@ POOL_BLOCKED = (((1, 16 // BLOCK, 16, 16, BLOCK),), "float32",
                 (("axes", (2, 3)), ("keepdims", 1), ("noop_with_empty_axes", 0)))
 
 
+def _kernel(task):
+    """``(template, args)`` whose knobs a task tunes, and the operators of a
+    ``fused_group`` task's kernel (None for a task of an anchor's own template)."""
+    ops = [node[0] for node in task.args[1]] if task.name == GROUP_TEMPLATE else None
+    name, args = anchor_workload(task)
+    return name, None if name == GROUP_TEMPLATE else args, ops
+
+
 def test_one_task_per_unique_workload_weighted_by_its_kernels():
     mod, params = from_onnx(onnx_models.small_cnn())
     tasks = autotune.extract_tasks(mod, params, target="llvm")
-    got = [(t.name, t.args, t.weight) for t in tasks if t.name != GROUP_TEMPLATE]
-    assert got == [
-        ("conv2d_nchwc", CONV_SMALL, 1),
-        ("conv2d_nchwc", CONV_REPEATED, 2),
-        ("reduce_mean", POOL_BLOCKED, 1),
-        ("dense_packed", (1, 16, 10, "float32", False, "none"), 1),
+    # The convolutions and the dense are tuned with the bias and ReLU fused after them,
+    # the pool on its own; the layout transform out of channel blocks is a group of its
+    # own.
+    assert [(*_kernel(t), t.weight) for t in tasks] == [
+        ("conv2d_nchwc", CONV_SMALL, ["conv2d_nchwc", "add", "relu"], 1),
+        ("conv2d_nchwc", CONV_REPEATED, ["conv2d_nchwc", "add", "relu"], 2),
+        ("reduce_mean", POOL_BLOCKED, None, 1),
+        (GROUP_TEMPLATE, None, ["transpose", "reshape", "reshape"], 1),
+        ("dense_packed", (1, 16, 10, "float32", False, "none"), ["dense", "add"], 1),
     ]
-    # The layout transform out of channel blocks is a group of its own.
-    layouts = [[node[0] for node in t.args[1]] for t in tasks if t.name == GROUP_TEMPLATE]
-    assert layouts == [["transpose", "reshape", "reshape"]]
     assert all(str(t.target) == "llvm" for t in tasks)
-    assert all(t.flop > 0 for t in tasks if t.name != GROUP_TEMPLATE)
+    assert all(t.flop > 0 for t in tasks if _kernel(t)[0] != GROUP_TEMPLATE)
+
+
+def test_a_kernel_with_an_epilogue_is_tuned_in_its_anchors_space():
+    """The task of a convolution with its bias and ReLU has the knobs and the fallback
+    of the convolution's own template, and counts the epilogue's work too."""
+    mod, params = from_onnx(onnx_models.small_cnn())
+    for task in autotune.extract_tasks(mod, params, target="llvm"):
+        name, args, ops = _kernel(task)
+        if name == GROUP_TEMPLATE or ops is None:
+            continue
+        own = autotune.create_task(name, args, "llvm")
+        assert task.config_space.knob_names == own.config_space.knob_names
+        assert len(task.config_space) == len(own.config_space)
+        assert task.default_config.to_json() == own.default_config.to_json()
+        assert task.flop > own.flop
+
+
+def _record(task, config):
+    return make_record(task, config, MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0,
+                                                   time.time()))
+
+
+def test_a_kernels_record_comes_before_a_record_of_its_anchor_alone(needs_llvm):
+    """A log written when the dense was tuned alone still applies to its kernel (bias add
+    fused after it); a record of the kernel, where there is one, comes first. The packed
+    weight's columns are the config's ``bn``."""
+    mod, params = from_onnx(onnx_models.small_cnn())
+    kernel = next(t for t in autotune.extract_tasks(mod, params) if "dense" in t.label)
+    name, args, _ = _kernel(kernel)
+    own = autotune.create_task(name, args)
+
+    def packed_columns(records):
+        with autotune.apply_history_best(records):
+            lib = build(mod, params=params)
+        packed, = [v.shape for k, v in lib.graph.consts.items() if k.startswith("fc_w.packed")]
+        return packed[-1]
+
+    def with_bn(task, bn):
+        return task.config_space.from_json({**task.default_config.to_json(), "bn": bn})
+
+    assert packed_columns([]) == 8
+    assert packed_columns([_record(own, with_bn(own, 16))]) == 16
+    assert packed_columns([_record(own, with_bn(own, 16)),
+                           _record(kernel, with_bn(kernel, 32))]) == 32
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(index=st.integers(0, 10 ** 6))
+def test_any_config_of_a_convolution_with_its_epilogue_builds_right(index):
+    """A record of the repeated convolution's kernel (its bias and ReLU fused after it)
+    at any point of its space builds a model that matches onnxruntime."""
+    model = onnx_models.small_cnn()
+    mod, params = from_onnx(model)
+    task = next(t for t in autotune.extract_tasks(mod, params) if t.weight == 2)
+    config = task.config_space.get(index % len(task.config_space))
+    with autotune.apply_history_best([_record(task, config)]):
+        lib = build(mod, params=params)
+    assert [k.schedule for k in lib.kernels if k.anchor == "conv2d_nchwc"].count(
+        "tuned record") == 1
+    x = np.random.default_rng(index).standard_normal((1, 3, 16, 16)).astype("float32")
+    ref = onnx_models.run_onnxruntime(model, {"x": x})[0]
+    np.testing.assert_allclose(GraphModule(lib)(x=x)[0], ref, rtol=1e-3, atol=1e-4)
 
 
 def test_a_symbolic_batch_keeps_the_per_item_convolutions_and_drops_the_dense():
@@ -230,16 +302,18 @@ def test_every_kernel_of_a_model_has_a_space_to_search(model, shape):
 def test_the_attention_products_and_head_transposes_are_tasks():
     model = models.bert_encoder(layers=1, hidden=32, heads=2, vocab=50, max_pos=16)
     mod, params = from_onnx(model, shape={"input_ids": (1, 8), "attention_mask": (1, 8)})
-    names = [k.task.name for k in kernel_spaces(mod, params)]
+    kernels = [_kernel(k.task) for k in kernel_spaces(mod, params)]
     # Q.K^T and P.V, each a multi-level tiling space; the head splits and merges, the
     # mask's arithmetic: generated spaces.
-    assert names.count("batch_matmul") == 2 and names.count(GROUP_TEMPLATE) == 5
+    assert [name for name, _, _ in kernels].count("batch_matmul") == 2
+    assert [name for name, _, _ in kernels].count(GROUP_TEMPLATE) == 5
 
 
 def _se_group_task(mod, params):
     """The task of the SE block's gate multiply, a group without a template of its own."""
-    tasks = [t for t in autotune.extract_tasks(mod, params) if t.name == GROUP_TEMPLATE]
-    assert [[node[0] for node in t.args[1]] for t in tasks] == [["multiply"]]
+    tasks = [t for t in autotune.extract_tasks(mod, params)
+             if _kernel(t)[0] == GROUP_TEMPLATE]
+    assert [ops for _, _, ops in map(_kernel, tasks)] == [["multiply"]]
     return tasks[0]
 
 
@@ -317,8 +391,9 @@ def test_records_of_every_channel_block_choose_the_layers_blocks():
         ("conv2d_nchwc", 5, 4, 2), ("conv2d_nchwc", 5, 8, 2)]
 
     def blocks():
-        return sorted(block_of(args) for _, name, args, _ in
-                      kernel_workloads(mod, target, params) if name == "conv2d_nchwc")
+        kernels = [_kernel(autotune.create_task(name, args, target)) for _, name, args, _
+                   in kernel_workloads(mod, target, params) if name is not None]
+        return sorted(block_of(args) for name, args, _ in kernels if name == "conv2d_nchwc")
 
     assert blocks() == [8, 8, 8]
     result = {4: 1e-6, 8: 1e-3}

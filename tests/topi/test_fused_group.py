@@ -141,6 +141,9 @@ def test_the_fallback_config_lowers_to_the_untuned_schedule(name):
     (((((2, 3), F32),), (("relu", (), (1,)),), 0, 1), r"nodes\[0\] \(relu\) reads values \[1\]"),
     (((((2, 3), F32),), (("relu", (), (0,)),), 1, 1), "anchor=1"),
     (((((2, 3), F32),), (("relu", (), (0,)),), 0, 0), "output=0"),
+    # A template's anchor reads the group's inputs (its weights packed, by the template).
+    (((((4, 3), F32), ((5, 3), F32)), (("relu", (), (0,)), ("dense", (), (2, 1))), 1, 3),
+     r"the anchor \(dense\) has template 'dense_packed' and reads values \[2\]"),
 ])
 def test_a_malformed_description_names_the_argument(args, match):
     with pytest.raises(TemplateError, match=match):

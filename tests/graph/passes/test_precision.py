@@ -25,6 +25,7 @@ from tecomp.graph.passes.precision import (
 )
 from tecomp.testing.models import bert_encoder, example_inputs, resnet
 from tecomp.testing.quantized import folded_batch_norms
+from tecomp.topi.fused_group import anchor_workload
 
 STORAGE = {"float16": (TP.FLOAT16, np.float16), "bfloat16": (TP.BFLOAT16, ml_dtypes.bfloat16)}
 #: One unit in the last place at 1.0: 2^-10 for float16, 2^-7 for bfloat16.
@@ -284,7 +285,8 @@ def test_bf16_tasks_are_the_bfloat16_convolutions():
     graph, params = from_onnx(_small_cnn())
 
     def data_ranks_and_dtypes(tasks):
-        return {(len(t.args[0]), t.args[5]) for t in tasks if t.name == "conv2d_nchwc"}
+        workloads = [anchor_workload(t) for t in tasks]
+        return {(len(args[0]), args[5]) for name, args in workloads if name == "conv2d_nchwc"}
 
     tasks = autotune.extract_tasks(graph, params, SAPPHIRE_RAPIDS, precision="bf16")
     assert data_ranks_and_dtypes(tasks) == {(5, "bfloat16"), (4, "float32")}
