@@ -53,8 +53,9 @@ def extract_tasks(mod, params: dict | None = None, target="llvm",
     --------
     >>> mod, params = tecomp.frontend.from_onnx("model.onnx")            # doctest: +SKIP
     >>> tasks = autotune.extract_tasks(mod, params, target="llvm")        # doctest: +SKIP
-    >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
-    [('conv2d_packed_kernel', 2), ('dense_packed', 1)]
+    >>> [(t.label, t.weight) for t in tasks]                              # doctest: +SKIP
+    [('fused_group[conv2d_nchwc,add,relu] of float32 1x1x16x16x16, 16x16x3x3, 1x1x1x1x16', 2),
+     ('fused_group[dense,add] of float32 1x16, 10x16, 10', 1)]
     """
     from .. import BUILTIN_TASK_EXTRACTORS
 

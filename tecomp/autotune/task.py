@@ -44,10 +44,11 @@ TEMPLATES: dict[str, Template] = {}
 class Template:
     """A registered tunable template; calling it returns ``(schedule, tensors)``."""
 
-    def __init__(self, name: str, func, label=None):
+    def __init__(self, name: str, func, label=None, seeds=None):
         self.name = name
         self.func = func
         self._label = label
+        self._seeds = seeds
         self.__doc__ = func.__doc__
         self.__name__ = getattr(func, "__name__", name)
         self.__wrapped__ = func
@@ -89,6 +90,12 @@ class Template:
             out.append(args[:k])
         return tuple(out)
 
+    def seeds(self, args: tuple, target: Target) -> tuple:
+        """``((name, args), ...)``: workloads whose configs are points of this template's
+        space for ``args`` on ``target`` (the template's own ``seeds`` function says
+        which; none without one). A tuning session measures their records first."""
+        return tuple(self._seeds(args, target)) if self._seeds is not None else ()
+
     def label(self, args: tuple) -> str:
         """A one-line name of the workload ``args`` for summaries and logs: the template's
         own ``label`` function if it has one, else ``name(args)``."""
@@ -115,10 +122,12 @@ def _run_with_config(func, args, cfg):
         st.cfg = saved
 
 
-def template(name: str, label=None):
+def template(name: str, label=None, seeds=None):
     """Register a tunable template under ``name`` (a decorator); ``label(args) -> str``,
     if given, names a workload in one line where its arguments are long (a fused group's
-    description).
+    description); ``seeds(args, target) -> ((name, args), ...)``, if given, names the
+    workloads whose configs are points of the space (a fused kernel's anchor, tuned alone
+    in logs written before), whose records a tuning session measures first.
 
     Examples
     --------
@@ -136,7 +145,7 @@ def template(name: str, label=None):
         raise TemplateError(f"template name must be a non-empty string, got {name!r}")
 
     def deco(func):
-        t = Template(name, func, label)
+        t = Template(name, func, label, seeds)
         TEMPLATES[name] = t
         return t
 
@@ -405,6 +414,12 @@ class Task:
     def _run(self, cfg):
         with self.target:
             return _run_with_config(self.template.func, self.args, cfg)
+
+    def seed_tasks(self) -> list:
+        """The tasks of the workloads whose configs are points of this task's space
+        (:meth:`Template.seeds`): their records are candidates worth measuring first."""
+        return [_cached_task(name, args, self.target)
+                for name, args in self.template.seeds(self.args, self.target)]
 
     @property
     def label(self) -> str:

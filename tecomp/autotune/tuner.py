@@ -7,7 +7,8 @@ learns from results (``update``); ``Tuner.tune`` runs the loop:
 2. measure the task's default (fallback) config first, so tuning never returns
    something slower than no tuning, and with it the configs of the shipped records made
    for a CPU of the same vector ISA (``records.shipped_candidates``): a good start on a
-   CPU near the one they were tuned on, but only ever used once measured here;
+   CPU near the one they were tuned on, but only ever used once measured here; a fused
+   kernel's task also measures the configs its anchor's records give (``Task.seed_tasks``);
 3. build each batch in parallel, time it, pass the results to the tuner and callbacks;
 4. stop after ``n_trial`` measurements, when the space is exhausted, or when
    ``early_stopping`` trials brought no improvement;
@@ -276,12 +277,18 @@ class Tuner:
 
     def _first_candidates(self) -> list:
         """Configs measured before any the tuner proposes: the default (fallback) config,
-        then those of the shipped records of the nearest target of the same vector ISA;
-        each only if not measured yet and a point of this task's space."""
+        then those of the shipped records of the nearest target of the same vector ISA,
+        then for each seed task (a fused kernel's anchor, :meth:`Task.seed_tasks`) the
+        config its records give it and its shipped candidates; each only if not measured
+        yet and a point of this task's space."""
+        knobs = [rec.knobs for rec in shipped_candidates(self.task)]
+        for seed in self.task.seed_tasks():
+            knobs.append(seed.best_config().to_json())
+            knobs += [rec.knobs for rec in shipped_candidates(seed)]
         out = [self.task.default_config]
-        for rec in shipped_candidates(self.task):
+        for values in knobs:
             with contextlib.suppress(Exception):  # a record of an older space
-                out.append(self.space.from_json(rec.knobs, rec.config_index))
+                out.append(self.space.from_json(values))
         unique = {c.index: c for c in out if c.index not in self.measured}
         return list(unique.values())
 

@@ -6,9 +6,11 @@ reaches it without the autotuner importing the graph layer.
 A model's kernels take their schedules from the records of their workloads
 (``tecomp.graph.build`` looks them up under ``apply_history_best``); the tasks here are
 exactly those workloads, so the records of tuning them apply when the model is built. A
-group whose anchor has a template (a convolution, a product, a row-wise operator) is
-tuned by it; every other group by the ``fused_group`` template, whose space its anchor's
-schedule generates from the group's computes (:mod:`tecomp.topi.fused_group`).
+group is tuned whole by the ``fused_group`` template (:mod:`tecomp.topi.fused_group`): in
+its anchor's template's space where the anchor has one (a convolution, a product, a
+row-wise operator), timed with the epilogue fused after it, else in a space its anchor's
+schedule generates from the group's computes. A group that is its anchor alone is tuned by
+the anchor's template.
 """
 
 from __future__ import annotations
@@ -118,8 +120,10 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm",
     -------
     list of Task
         One task per unique ``(template, args)`` of the fused groups with static shapes
-        and a space of more than one config, in the order of their first kernel: the
-        anchor's template, or ``fused_group`` for a group whose anchor has none.
+        and a space of more than one config, in the order of their first kernel:
+        ``fused_group`` for a group that computes more than its anchor (in the anchor's
+        template's space where it has one: :func:`tecomp.topi.fused_group.anchor_workload`),
+        else the anchor's own template.
         :func:`kernel_spaces` says why a group has no task; such a group builds with
         its default schedule.
 
@@ -132,8 +136,8 @@ def extract_graph_tasks(mod: Graph, params: dict | None = None, target="llvm",
     --------
     >>> mod, params = tecomp.frontend.from_onnx("model.onnx")            # doctest: +SKIP
     >>> tasks = autotune.extract_tasks(mod, params, target="llvm")        # doctest: +SKIP
-    >>> [(t.name, t.weight) for t in tasks]                               # doctest: +SKIP
-    [('conv2d_packed_kernel', 2), ('dense_packed', 1), ('fused_group', 3)]
+    >>> [(anchor_workload(t)[0], t.weight) for t in tasks]                # doctest: +SKIP
+    [('conv2d_nchwc', 2), ('dense_packed', 1), ('fused_group', 3)]
     """
     tasks = [k.task for k in kernel_spaces(mod, params, target, precision)
              if k.task is not None]

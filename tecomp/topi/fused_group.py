@@ -87,7 +87,47 @@ def group_label(args) -> str:
     return f"{GROUP_TEMPLATE}[{ops}] of {dtypes} {shapes}"
 
 
-@template(GROUP_TEMPLATE, label=group_label)
+def anchor_workload(task) -> tuple:
+    """``(template, args)``: the workload whose knobs ``task`` tunes. For a
+    ``fused_group`` task whose anchor has a template of its own, that template's workload
+    of the anchor (timed here with the epilogue fused after it; its records are the ones
+    a build of the kernel falls back to); for any other task, its own.
+
+    Examples
+    --------
+    >>> [anchor_workload(t)[0] for t in autotune.extract_tasks(mod, params)]  # doctest: +SKIP
+    ['conv2d_nchwc', 'conv2d_nchwc', 'reduce_mean', 'fused_group', 'dense_packed']
+    """
+    if task.name != GROUP_TEMPLATE:
+        return task.name, task.args
+    anchor = _anchor_seeds(task.args, task.target)
+    return anchor[0] if anchor else (task.name, task.args)
+
+
+def _anchor_seeds(args, target) -> tuple:
+    """The template's seeds (:func:`tecomp.autotune.template`): the anchor's own workload
+    where it has a template, whose records' configs are points of the group's space."""
+    inputs, nodes, anchor, _ = args
+    impl = get_implementation(nodes[anchor][0], target)
+    return () if impl.template is None else (_anchor_template_args(inputs, nodes, anchor, impl),)
+
+
+def _anchor_template_args(inputs, nodes, anchor, impl) -> tuple:
+    """``(template, args)`` of a description's anchor under its own template (``impl``,
+    the anchor's implementation, has one); a TemplateError where the anchor reads a value
+    computed in the group (its template's inputs are the group's)."""
+    op, attrs, reads = nodes[anchor]
+    computed = [v for v in reads if v >= len(inputs)]
+    if computed:
+        raise TemplateError(f"fused_group: the anchor ({op}) has template {impl.template!r} "
+                            f"and reads values {computed} computed in the group; it may "
+                            f"read only the group's inputs, 0 .. {len(inputs) - 1}")
+    args = node_workload(impl, [inputs[v][0] for v in reads], inputs[reads[0]][1],
+                         dict(attrs))
+    return impl.template, TEMPLATES[impl.template].full_args(args)
+
+
+@template(GROUP_TEMPLATE, label=group_label, seeds=_anchor_seeds)
 def fused_group(inputs, nodes, anchor, output):
     """Tunable fused group (see :mod:`tecomp.topi.fused_group`): the group's computes
     from the strategy of the current target's kind, scheduled by its anchor's schedule
@@ -106,41 +146,6 @@ def fused_group(inputs, nodes, anchor, output):
         values.append(impl.compute(node_cfg, *[values[v] for v in reads], **dict(attrs)))
     out = values[output]
     return anchor_impl.schedule(cfg, [out]), [*values[:len(inputs)], out]
-
-
-def anchor_workload(task) -> tuple:
-    """``(template, args)``: the workload whose knobs ``task`` tunes. For a
-    ``fused_group`` task whose anchor has a template of its own, that template's workload
-    of the anchor (timed here with the epilogue fused after it; its records are the ones
-    a build of the kernel falls back to); for any other task, its own.
-
-    Examples
-    --------
-    >>> [anchor_workload(t)[0] for t in autotune.extract_tasks(mod, params)]  # doctest: +SKIP
-    ['conv2d_nchwc', 'conv2d_nchwc', 'reduce_mean', 'fused_group', 'dense_packed']
-    """
-    if task.name != GROUP_TEMPLATE:
-        return task.name, task.args
-    inputs, nodes, anchor, _ = task.args
-    impl = get_implementation(nodes[anchor][0], task.target)
-    if impl.template is None:
-        return task.name, task.args
-    return _anchor_template_args(inputs, nodes, anchor, impl)
-
-
-def _anchor_template_args(inputs, nodes, anchor, impl) -> tuple:
-    """``(template, args)`` of a description's anchor under its own template (``impl``,
-    the anchor's implementation, has one); a TemplateError where the anchor reads a value
-    computed in the group (its template's inputs are the group's)."""
-    op, attrs, reads = nodes[anchor]
-    computed = [v for v in reads if v >= len(inputs)]
-    if computed:
-        raise TemplateError(f"fused_group: the anchor ({op}) has template {impl.template!r} "
-                            f"and reads values {computed} computed in the group; it may "
-                            f"read only the group's inputs, 0 .. {len(inputs) - 1}")
-    args = node_workload(impl, [inputs[v][0] for v in reads], inputs[reads[0]][1],
-                         dict(attrs))
-    return impl.template, TEMPLATES[impl.template].full_args(args)
 
 
 def _template_inputs(impl, inputs, nodes, anchor, values) -> None:

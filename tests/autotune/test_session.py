@@ -203,3 +203,23 @@ def test_vector_isa_groups_cpus_by_widest_vector_extension():
     c = "llvm -arch=x86_64 -mcpu=haswell -mattr=+avx,+avx2,+fma"
     assert records.vector_isa(a) == records.vector_isa(b) == ("llvm", "x86_64", "avx512")
     assert records.vector_isa(c) == ("llvm", "x86_64", "avx2")
+
+
+def test_a_fused_kernel_measures_its_anchors_records_first(shipped):
+    """A dense with its ReLU is tuned whole; the configs of its dense's records (of this
+    CPU, from a log applied, and of a nearby CPU, shipped) are in its first batch."""
+    from tecomp.topi.fused_group import GROUP_TEMPLATE, anchor_workload
+
+    group = ((((4, 32), "float32"), ((16, 32), "float32")),
+             (("dense", (("units", 16),), (0, 1)), ("relu", (), (2,))), 0, 3)
+    task = autotune.create_task(GROUP_TEMPLATE, group)
+    dense = autotune.create_task(*anchor_workload(task))
+    assert [t.workload for t in task.seed_tasks()] == [dense.workload]
+    assert dense.name == "dense_packed"
+    assert task.config_space.knob_names == dense.config_space.knob_names
+    here = target_key(task.target)
+    shipped([_record_for(dense, 3, _with_cpu(here, "othercpu"))])
+    option = {"builder": FakeBuilder(), "runner": FakeRunner(lambda cfg: 1e-3)}
+    with autotune.apply_history_best([_record_for(dense, 5, here)]):
+        autotune.RandomTuner(task, seed=0).tune(8, option, remeasure_top=0)
+    assert option["builder"].built[:3] == [task.default_config.index, 5, 3]
