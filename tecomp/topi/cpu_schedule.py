@@ -605,7 +605,7 @@ def _row_knobs(cfg, s, outs) -> RowKnobs:
     group = [t.op for t in outs if isinstance(t.op, ComputeOp)]
     group += [read.op for t in outs for read in _stages_read(t.op, lambda o: True)]
     return define_row_knobs(cfg, rfactor=rfactor, statistics=statistics,
-                            accumulator=accumulator, long_chains=_calls_long_chains(group))
+                            accumulator=accumulator, long_chains=calls_long_chains(group))
 
 
 #: Intrinsics whose vector code is one long chain of dependent instructions (a range
@@ -613,7 +613,7 @@ def _row_knobs(cfg, s, outs) -> RowKnobs:
 LONG_CHAIN_CALLS = frozenset({"exp", "exp2", "tanh", "sigmoid", "erf", "pow"})
 
 
-def _calls_long_chains(ops) -> bool:
+def calls_long_chains(ops) -> bool:
     """Whether a body of ``ops`` calls one of :data:`LONG_CHAIN_CALLS`."""
     found = []
 

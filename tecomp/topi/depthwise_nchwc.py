@@ -36,7 +36,7 @@ from ..runtime import aligned
 from . import cpu_tiling
 from .conv2d import _ceil_div, _conv_workload, _divisors, _geometry, _shape_of, nominal_size
 from .conv2d_nchwc import SYMBOLIC_TILE_COLUMNS
-from .group import crop, find_anchor, group_output, inline_epilogue
+from .group import cache_row, crop, epilogue_place, find_anchor, group_output, inline_epilogue
 from .strategy import Implementation, register_implementation
 
 #: Output columns a tile may take (divisors of the width, at most this many).
@@ -154,16 +154,35 @@ def schedule_depthwise_conv2d_nchwc(cfg, outs):
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
     conv = find_anchor(out, "depthwise_conv2d_nchwc", what)
-    CL = inline_epilogue(s, out, conv, what)
-    n, c, y, x, i = s[out].op.axis
-    yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
-    xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)
-    s[out].reorder(n, c, yo, xo, yi, xi, i)
-    s[out].parallel(s[out].fuse(n, c, yo))
-    s[out].unroll(yi)
-    s[out].unroll(xi)
-    s[out].vectorize(i)
-    s[CL].compute_at(s[out], xo if cfg["accumulate"].val == "tile" else yi)
+    # The window's weights stay in registers along a row (a channel block's R x S
+    # vectors): the epilogue's place is a knob (tecomp.topi.group.epilogue_place).
+    uncropped = conv is not out.op and [str(d) for d in conv.output(0).shape] == [
+        str(d) for d in out.shape]
+    if uncropped and epilogue_place(cfg, out, conv, what, weights_stay=True) == "row":
+        row, CL = cache_row(s, out, conv, what)
+        n, c, y, x, i = s[out].op.axis
+        yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
+        s[out].reorder(n, c, yo, yi, x, i)
+        task = s[out].fuse(n, c, yo)
+        s[out].parallel(task)
+        s[out].vectorize(i)
+        s[row].compute_at(s[out], task)
+        n, c, y, x, i = s[row].op.axis
+        xo, xi = s[row].split(x, factor=cfg["tile_ow"].val)
+        s[row].reorder(n, c, xo, y, xi, i)
+        tile, stage = (y, xi, i), row
+    else:
+        CL = inline_epilogue(s, out, conv, what)
+        n, c, y, x, i = s[out].op.axis
+        yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
+        xo, xi = s[out].split(x, factor=cfg["tile_ow"].val)
+        s[out].reorder(n, c, yo, xo, yi, xi, i)
+        s[out].parallel(s[out].fuse(n, c, yo))
+        tile, stage = (yi, xi, i), out
+    s[stage].unroll(tile[0])
+    s[stage].unroll(tile[1])
+    s[stage].vectorize(tile[2])
+    s[CL].compute_at(s[stage], xo if cfg["accumulate"].val == "tile" else tile[0])
     _, _, ly, lx, li = s[CL].op.axis
     ry, rx = s[CL].op.reduce_axis
     s[CL].reorder(ry, rx, ly, lx, li)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from .. import te
 from ..errors import ScheduleError
 from ..te.analysis import ops_of
+from .cpu_schedule import calls_long_chains
+from .knob_choice import declare_knobs
 
 #: Tag of the stage that crops a result computed over whole register tiles (a product's
 #: rows, a convolution's row of columns) to its size: the head of the epilogue.
@@ -95,3 +97,32 @@ def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None, beside=()):
         s[anchor.output(0)].compute_inline()
     inline_into_output(s, ops, out)
     return local
+
+
+def epilogue_place(cfg, out: te.Tensor, anchor, what: str, weights_stay: bool) -> str:
+    """Declare the ``epilogue`` knob of a group with an epilogue and return its value:
+    ``"tile"`` computes the epilogue at the register tile, on the accumulators as they are
+    finished; ``"row"`` stores the tiles of an output row (the group's parallel task) and
+    computes the epilogue over that row after them, while it is in L1.
+
+    The untuned choice, the first candidate, is ``"row"`` where the tile's weights stay
+    in registers along the row (``weights_stay``: LLVM hoists them out of the tile loop)
+    and the epilogue calls ``exp`` or a function of it (a SiLU's sigmoid): weights,
+    accumulators and the epilogue's constants then exceed the registers, and the tile
+    spills. A config of a template without the knob (the anchor's own, tuned alone)
+    takes that first candidate."""
+    long_chains = calls_long_chains(epilogue_ops(out, anchor, what))
+    candidates = ["row", "tile"] if weights_stay and long_chains else ["tile", "row"]
+    return declare_knobs(cfg, {"epilogue": candidates}).get("epilogue", candidates[0])
+
+
+def cache_row(s, out: te.Tensor, anchor, what: str):
+    """Stage the anchor's output as its own tensor, accumulated in a local stage, with
+    the other epilogue stages inlined into ``out``: the ``"row"`` place of
+    :func:`epilogue_place`, the caller attaching the anchor's stage at the output's row.
+    Returns the anchor's output tensor and its local stage's."""
+    ops = epilogue_ops(out, anchor, what)
+    row = anchor.output(0)
+    local = s.cache_write(row, "local")
+    inline_into_output(s, ops, out)
+    return row, local

@@ -58,16 +58,20 @@ def test_one_task_per_unique_workload_weighted_by_its_kernels():
 
 def test_a_kernel_with_an_epilogue_is_tuned_in_its_anchors_space():
     """The task of a convolution with its bias and ReLU has the knobs and the fallback
-    of the convolution's own template, and counts the epilogue's work too."""
+    of the convolution's own template, and where the epilogue is computed (at the tile,
+    untuned); it counts the epilogue's work too."""
     mod, params = from_onnx(onnx_models.small_cnn())
     for task in autotune.extract_tasks(mod, params, target="llvm"):
         name, args, ops = _kernel(task)
         if name == GROUP_TEMPLATE or ops is None:
             continue
         own = autotune.create_task(name, args, "llvm")
-        assert task.config_space.knob_names == own.config_space.knob_names
-        assert len(task.config_space) == len(own.config_space)
-        assert task.default_config.to_json() == own.default_config.to_json()
+        place = ["epilogue"] if name == "conv2d_nchwc" else []
+        assert task.config_space.knob_names == own.config_space.knob_names + place
+        assert len(task.config_space) == len(own.config_space) * 2 ** len(place)
+        default = task.default_config.to_json()
+        assert [default.pop(knob) for knob in place] == ["tile"] * len(place)
+        assert default == own.default_config.to_json()
         assert task.flop > own.flop
 
 

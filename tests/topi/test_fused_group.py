@@ -11,7 +11,11 @@ import tecomp
 from tecomp import autotune, te
 from tecomp.autotune.task import TemplateError
 from tecomp.topi import strategy
+from tecomp.topi.conv2d_nchwc import from_blocked, pack_nchwc_kernel, to_blocked
+from tecomp.topi.depthwise_nchwc import pack_depthwise_kernel
 from tecomp.topi.fused_group import GROUP_TEMPLATE
+
+from .test_conv2d import ref_conv
 
 F32 = "float32"
 
@@ -148,3 +152,47 @@ def test_the_fallback_config_lowers_to_the_untuned_schedule(name):
 def test_a_malformed_description_names_the_argument(args, match):
     with pytest.raises(TemplateError, match=match):
         autotune.create_task(GROUP_TEMPLATE, args, "llvm")
+
+
+def _silu_group(anchor, b=8, C=8, K=32, H=3, W=10):
+    """A blocked convolution (1x1, one input-channel block) or depthwise 3x3 convolution
+    with a SiLU fused after it, described as a graph describes the kernel."""
+    data = ((1, C // b, H, W, b), F32)
+    if anchor == "conv2d_nchwc":
+        node = ("conv2d_nchwc", (("dilation", (1, 1)), ("padding", (0, 0, 0, 0)),
+                                 ("strides", (1, 1))), (0, 1))
+        kernel, out_channels = ((K, C, 1, 1), F32), K
+    else:
+        node = ("depthwise_conv2d_nchwc", (("dilation", (1, 1)), ("padding", (1, 1, 1, 1)),
+                                           ("strides", (1, 1))), (0, 1))
+        kernel, out_channels = ((C, 1, 3, 3), F32), C
+    return ((data, kernel), (node, ("sigmoid", (), (2,)), ("multiply", (), (2, 3))), 0,
+            4), out_channels
+
+
+@pytest.mark.parametrize("anchor", ["conv2d_nchwc", "depthwise_conv2d_nchwc"])
+def test_a_silu_after_a_tile_of_constant_weights_runs_over_the_row(anchor):
+    """Untuned, the SiLU after a tile whose weights stay in registers along the row is
+    computed over the stored row; both places of the epilogue compute the same."""
+    args, out_channels = _silu_group(anchor)
+    task = autotune.create_task(GROUP_TEMPLATE, args, "llvm")
+    assert task.default_config["epilogue"].val == "row"
+    rng = np.random.default_rng(0)
+    (data_shape, _), (kernel_shape, _) = args[0]
+    x = rng.uniform(-1, 1, data_shape).astype(F32)
+    w = rng.uniform(-1, 1, kernel_shape).astype(F32)
+    planar = from_blocked(x)
+    if anchor == "conv2d_nchwc":
+        packed = pack_nchwc_kernel(w, 8)
+        conv = np.einsum("nchw,kc->nkhw", planar, w[:, :, 0, 0])
+    else:
+        packed = pack_depthwise_kernel(w, 8)
+        conv = ref_conv(planar, w, (1, 1), (1, 1, 1, 1), (1, 1), groups=planar.shape[1])
+    want = to_blocked(conv * _sigmoid(conv), 8)
+    for place in ("row", "tile"):
+        cfg = task.config_space.from_json({**task.default_config.to_json(), "epilogue": place})
+        s, tensors = task.instantiate(cfg)
+        got = np.zeros(want.shape, F32)
+        tecomp.build(s, tensors, target=task.target)(x, packed, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert want.shape[1] * 8 == out_channels
