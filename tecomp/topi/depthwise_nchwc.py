@@ -146,10 +146,12 @@ def compute_depthwise_conv2d_nchwc(cfg, data, kernel, strides=(1, 1), padding=(0
 def schedule_depthwise_conv2d_nchwc(cfg, outs):
     """Schedule the group ending in ``outs``: a :func:`compute_depthwise_conv2d_nchwc`
     and any elementwise epilogue (bias, ReLU6, a residual add, on the blocked layout),
-    computed at the register tile from its accumulators (``cfg`` is the operator's
-    config). Channel blocks and tile rows run in parallel; the window is unrolled (its
-    rows with ``unroll_kh``), the tile's columns unrolled and the channel block
-    vectorized."""
+    computed at the register tile from its accumulators, or over the stored rows of the
+    parallel task (the ``epilogue`` knob, :func:`tecomp.topi.group.epilogue_place`: the
+    window's weights stay in registers along a row, so a SiLU's runs over the rows
+    untuned) (``cfg`` is the operator's config). Channel blocks and tile rows run in
+    parallel; the window is unrolled (its rows with ``unroll_kh``), the tile's columns
+    unrolled and the channel block vectorized."""
     what = "schedule_depthwise_conv2d_nchwc"
     out = group_output(outs, what)
     s = te.create_schedule(out.op)
