@@ -400,14 +400,10 @@ def schedule_conv2d_nchwc(cfg, outs):
     OH, OW = (_size(d) for d in out.shape[2:4])
     b = int(out.shape[4])
     whole_plane = _whole_plane_passes(cfg, OH, OW, b, np.dtype(out.dtype).itemsize)
-    # A row of whole tiles that the group crops keeps its epilogue at the tile.
-    uncropped = conv is not out.op and [str(d) for d in conv.output(0).shape] == [
-        str(d) for d in out.shape]
     # The tile's weights stay in registers along a row: one input-channel block, 1x1.
     weights_stay = int(np.prod([int(d) for d in kernel.shape[1:4]])) == 1 and int(
         kernel.shape[4]) > 1
-    if uncropped and not whole_plane and epilogue_place(cfg, out, conv, what,
-                                                         weights_stay) == "row":
+    if not whole_plane and epilogue_place(cfg, out, conv, what, weights_stay) == "row":
         CL = _row_epilogue(s, cfg, out, conv, what)
     else:
         CL = _tile_epilogue(s, cfg, out, conv, whole_plane, what)
@@ -425,7 +421,6 @@ def _row_epilogue(s, cfg, out, conv, what):
     """The convolution's register tiles stored over an output row (the group's parallel
     task: ``tile_ocb`` channel blocks of one row), then the epilogue over that row, one
     vector at a time. Returns the accumulators' local stage."""
-    row, CL = cache_row(s, out, conv, what)
     n, o, y, x, ob = s[out].op.axis
     oo, oi = s[out].split(o, factor=cfg["tile_ocb"].val)
     if cfg["order"].val == "oh_oc":
@@ -434,9 +429,7 @@ def _row_epilogue(s, cfg, out, conv, what):
     else:
         s[out].reorder(n, oo, y, oi, x, ob)
         task = s[out].fuse(n, oo, y)
-    s[out].parallel(task)
-    s[out].vectorize(ob)
-    s[row].compute_at(s[out], task)
+    row, CL = cache_row(s, out, conv, what, task)
     rn, ro, ry, rx, rb = s[row].op.axis
     xo, xi = s[row].split(rx, factor=cfg["tile_ow"].val)
     s[row].reorder(rn, ry, xo, ro, xi, rb)

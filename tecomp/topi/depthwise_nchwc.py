@@ -158,17 +158,11 @@ def schedule_depthwise_conv2d_nchwc(cfg, outs):
     conv = find_anchor(out, "depthwise_conv2d_nchwc", what)
     # The window's weights stay in registers along a row (a channel block's R x S
     # vectors): the epilogue's place is a knob (tecomp.topi.group.epilogue_place).
-    uncropped = conv is not out.op and [str(d) for d in conv.output(0).shape] == [
-        str(d) for d in out.shape]
-    if uncropped and epilogue_place(cfg, out, conv, what, weights_stay=True) == "row":
-        row, CL = cache_row(s, out, conv, what)
+    if epilogue_place(cfg, out, conv, what, weights_stay=True) == "row":
         n, c, y, x, i = s[out].op.axis
         yo, yi = s[out].split(y, factor=cfg["tile_oh"].val)
         s[out].reorder(n, c, yo, yi, x, i)
-        task = s[out].fuse(n, c, yo)
-        s[out].parallel(task)
-        s[out].vectorize(i)
-        s[row].compute_at(s[out], task)
+        row, CL = cache_row(s, out, conv, what, s[out].fuse(n, c, yo))
         n, c, y, x, i = s[row].op.axis
         xo, xi = s[row].split(x, factor=cfg["tile_ow"].val)
         s[row].reorder(n, c, xo, y, xi, i)

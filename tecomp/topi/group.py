@@ -100,7 +100,9 @@ def inline_epilogue(s, out: te.Tensor, anchor, what: str, head=None, beside=()):
 
 
 def epilogue_place(cfg, out: te.Tensor, anchor, what: str, weights_stay: bool) -> str:
-    """Declare the ``epilogue`` knob of a group with an epilogue and return its value:
+    """``"tile"`` for a group without an epilogue or one that crops the anchor's whole
+    tiles (the epilogue is then at the tile); else declare the ``epilogue`` knob and
+    return its value:
     ``"tile"`` computes the epilogue at the register tile, on the accumulators as they are
     finished; ``"row"`` stores the tiles of an output row (the group's parallel task) and
     computes the epilogue over that row after them, while it is in L1.
@@ -111,18 +113,25 @@ def epilogue_place(cfg, out: te.Tensor, anchor, what: str, weights_stay: bool) -
     accumulators and the epilogue's constants then exceed the registers, and the tile
     spills. A config of a template without the knob (the anchor's own, tuned alone)
     takes that first candidate."""
+    if anchor is out.op or [str(d) for d in anchor.output(0).shape] != [
+            str(d) for d in out.shape]:
+        return "tile"
     long_chains = calls_long_chains(epilogue_ops(out, anchor, what))
     candidates = ["row", "tile"] if weights_stay and long_chains else ["tile", "row"]
     return declare_knobs(cfg, {"epilogue": candidates}).get("epilogue", candidates[0])
 
 
-def cache_row(s, out: te.Tensor, anchor, what: str):
-    """Stage the anchor's output as its own tensor, accumulated in a local stage, with
-    the other epilogue stages inlined into ``out``: the ``"row"`` place of
-    :func:`epilogue_place`, the caller attaching the anchor's stage at the output's row.
+def cache_row(s, out: te.Tensor, anchor, what: str, task):
+    """The ``"row"`` place of :func:`epilogue_place`: the output's loop ``task`` (its
+    rows, already split and fused by the caller) runs in parallel with its last axis
+    vectorized, the anchor's output is a stage of its own computed at ``task``, and it
+    accumulates in a local stage; the other epilogue stages are inlined into ``out``.
     Returns the anchor's output tensor and its local stage's."""
     ops = epilogue_ops(out, anchor, what)
     row = anchor.output(0)
     local = s.cache_write(row, "local")
     inline_into_output(s, ops, out)
+    s[out].parallel(task)
+    s[out].vectorize(s[out].leaf_iter_vars[-1])
+    s[row].compute_at(s[out], task)
     return row, local
