@@ -30,6 +30,7 @@ import re
 import shutil
 
 from ..errors import TecompError
+from .library import ANCHOR_RECORD
 from .storage import CONCAT_VIEW
 
 __all__ = ["FORMATS", "GraphvizMissingError", "draw", "require_graphviz", "to_dot"]
@@ -43,6 +44,7 @@ _LAYOUT_OPS = {"reshape", "transpose"}
 
 _SCHEDULE_COLOURS = {
     "tuned record": "#d8f0d0",      # green: a tuning record chose the schedule
+    ANCHOR_RECORD: "#e6f4df",       # paler green: a record of the anchor alone
     "fallback config": "#fff2cc",   # yellow: a tunable template without a record
     "default schedule": "#e8eef8",  # blue-grey: an operator without a template
 }

@@ -36,12 +36,18 @@ from .serialize import graph_from_json, graph_to_json
 from .storage import CONCAT_VIEW, pack_constants
 
 
+#: The config source of a kernel built with a record of its anchor tuned alone, where its
+#: epilogue makes the kernel a task of its own (``fused_group``) that has no record.
+ANCHOR_RECORD = "tuned record of the anchor alone"
+
+
 @dataclass(frozen=True)
 class KernelInfo:
     """One compiled kernel: its ``name``, the operators it fuses (``ops``, in order), its
     ``anchor`` operator and where the anchor's ``schedule`` configuration came from
-    (``"tuned record"``, ``"fallback config"`` or ``"default schedule"`` for an operator
-    without a tuning template)."""
+    (``"tuned record"``, ``"tuned record of the anchor alone"`` for a kernel with an
+    epilogue built from a record of its anchor timed without it, ``"fallback config"``,
+    or ``"default schedule"`` for an operator without a tuning template)."""
 
     name: str
     ops: tuple

@@ -16,6 +16,7 @@ from tecomp.autotune import MeasureErrorNo, MeasureResult
 from tecomp.autotune.records import LogWriter, make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphModule, build
+from tecomp.graph.library import ANCHOR_RECORD
 from tecomp.graph.tasks import kernel_spaces
 from tecomp.testing import models
 from tecomp.topi.fused_group import GROUP_TEMPLATE, anchor_workload
@@ -89,19 +90,21 @@ def test_a_kernels_record_comes_before_a_record_of_its_anchor_alone(needs_llvm):
     name, args, _ = _kernel(kernel)
     own = autotune.create_task(name, args)
 
-    def packed_columns(records):
+    def built(records):
+        """The packed weight's columns (the config's ``bn``) and the kernel's source."""
         with autotune.apply_history_best(records):
             lib = build(mod, params=params)
         packed, = [v.shape for k, v in lib.graph.consts.items() if k.startswith("fc_w.packed")]
-        return packed[-1]
+        source, = [k.schedule for k in lib.kernels if k.anchor == "dense"]
+        return packed[-1], source
 
     def with_bn(task, bn):
         return task.config_space.from_json({**task.default_config.to_json(), "bn": bn})
 
-    assert packed_columns([]) == 8
-    assert packed_columns([_record(own, with_bn(own, 16))]) == 16
-    assert packed_columns([_record(own, with_bn(own, 16)),
-                           _record(kernel, with_bn(kernel, 32))]) == 32
+    assert built([]) == (8, "fallback config")
+    assert built([_record(own, with_bn(own, 16))]) == (16, ANCHOR_RECORD)
+    assert built([_record(own, with_bn(own, 16)),
+                  _record(kernel, with_bn(kernel, 32))]) == (32, "tuned record")
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
