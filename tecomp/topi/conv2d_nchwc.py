@@ -66,8 +66,8 @@ the registers: EfficientNet-B0's first 1x1 expand convolution (16 -> 96 channels
 the row, it took 0.275 ms in a model run against 0.561 (2 Zen 5 cores), and the untuned
 model 0.92x the time. With the weights read in a loop (more input channels) the row's
 extra pass costs more than it saves (a 24 -> 144 expand at 56x56: 0.150 against 0.143
-ms), so that is the untuned choice elsewhere; the knob is declared only for a group with
-an epilogue and a tile of part of a row.
+ms), so the tile is the untuned choice elsewhere. The knob is declared for every group
+with an epilogue; a config that passes over whole planes keeps the epilogue at the tile.
 
 Workload (what a graph produces): ``conv2d_nchwc(data_shape, kernel_shape, strides,
 padding, dilation, dtype)`` with the blocked ``data_shape = (N, C/b, H, W, b)`` and the
@@ -403,7 +403,10 @@ def schedule_conv2d_nchwc(cfg, outs):
     # The tile's weights stay in registers along a row: one input-channel block, 1x1.
     weights_stay = int(np.prod([int(d) for d in kernel.shape[1:4]])) == 1 and int(
         kernel.shape[4]) > 1
-    if not whole_plane and epilogue_place(cfg, out, conv, what, weights_stay) == "row":
+    # Declared whatever the tile, so that every config of the space has the knob; passes
+    # over whole planes keep the epilogue at the tile.
+    place = epilogue_place(cfg, out, conv, what, weights_stay)
+    if place == "row" and not whole_plane:
         CL = _row_epilogue(s, cfg, out, conv, what)
     else:
         CL = _tile_epilogue(s, cfg, out, conv, whole_plane, what)
