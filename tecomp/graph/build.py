@@ -176,11 +176,11 @@ def _lower_group(node, graph: Graph, target: Target, check_bounds: bool | None =
     anchor = anchor_of(body)
     fresh = _local_symbols(
         [body.types[i].shape for i in body.inputs] + [body.types[body.outputs[0]].shape])
-    group_cfg = tuned_group_config(body, target)
+    workload = group_workload(body, target)
+    group_cfg = tuned_group_config(workload, target)
     func, impl, cfg, source, packed = _lower_kernel(body, graph, target, fresh, anchor,
                                                     group_cfg, check_bounds)
-    if group_cfg is None and source == "tuned record" and \
-            group_workload(body, target).args is not None:
+    if group_cfg is None and source == "tuned record" and workload.args is not None:
         # A kernel tuned whole would have its own record: this one is the anchor's, timed
         # without the epilogue (a log written before, the shipped logs).
         source = ANCHOR_RECORD

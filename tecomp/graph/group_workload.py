@@ -89,12 +89,12 @@ def group_workload(body: Graph, target) -> GroupWorkload:
     return GroupWorkload((inputs, nodes, anchor_index, position[body.outputs[0]]))
 
 
-def tuned_group_config(body: Graph, target):
-    """The config of ``body``'s tuned ``fused_group`` record for ``target`` under the
-    active ``apply_history_best`` contexts (and the shipped logs), or None without one
-    (the group then builds with its anchor's config: a record of the anchor's own
-    template, else its untuned schedule)."""
-    workload = group_workload(body, target)
+def tuned_group_config(workload: GroupWorkload, target):
+    """The config of the tuned ``fused_group`` record of a group's ``workload``
+    (:func:`group_workload`) for ``target`` under the active ``apply_history_best``
+    contexts (and the shipped logs), or None without one (the group then builds with its
+    anchor's config: a record of the anchor's own template, else its untuned
+    schedule)."""
     if workload.args is None or not has_tuned_record(GROUP_TEMPLATE, workload.args, target):
         return None
     return create_task(GROUP_TEMPLATE, workload.args, target).best_config()
