@@ -3,11 +3,18 @@ onnxruntime, run by DeviceGraphModule on the GPU where there is one and in the s
 otherwise (tiny shapes: the simulator interprets every thread), export -> load, device
 arrays in and out, and the errors."""
 
+import time
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import tecomp
+from tecomp import autotune
+from tecomp.autotune import MeasureErrorNo, MeasureResult
+from tecomp.autotune.records import make_record
 from tecomp.frontend import from_onnx
 from tecomp.graph import GraphBuildError, GraphInputError, build, load
 from tecomp.graph.device_executor import DeviceGraphModule
@@ -99,6 +106,30 @@ def test_small_cnn_fuses_as_on_the_cpu(cnn_lib):
     # Batch norm folded into the first convolution, the residual add into the second.
     assert not any("batch_norm" in k.ops for k in cnn_lib.kernels)
     assert any(k.ops[:2] == ("conv2d", "add") and "relu" in k.ops for k in cnn_lib.kernels)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(index=st.integers(0, 10 ** 6))
+def test_any_config_of_every_task_builds_a_model_that_matches_onnxruntime(index):
+    """Records of the small CNN's CUDA tasks (its two convolutions with what is fused
+    after them, the dense with its bias) at any point of their spaces build a model
+    that matches onnxruntime: every config of a space is a program that runs."""
+    if util.target_unavailable("cuda"):
+        pytest.skip(util.target_unavailable("cuda"))
+    model = tiny_cnn()
+    mod, params = from_onnx(model, shape={"x": (2, 3, 6, 6)})
+    tasks = autotune.extract_tasks(mod, params, target="cuda")
+    assert [t.name for t in tasks] == ["fused_group"] * 3
+    done = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0, time.time())
+    records = [make_record(t, t.config_space.get(index % len(t.config_space)), done)
+               for t in tasks]
+    with autotune.apply_history_best(records):
+        lib = build(mod, target="cuda", params=params)
+    assert [k.schedule for k in lib.kernels].count("tuned record") == 3
+    x = np.random.default_rng(index).standard_normal((2, 3, 6, 6)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(model, {"x": x})
+    y, = DeviceGraphModule(lib)(x=x)
+    np.testing.assert_allclose(y, ref, rtol=RTOL, atol=ATOL)
 
 
 def test_mlp_with_layer_norm_matches_onnxruntime(cuda_target, rng):

@@ -69,12 +69,16 @@ def softmax(x, axis: int = -1, exp_once: bool = False):
 
 
 def _softmax_knobs(cfg) -> dict:
-    """The compute's knob of a tunable softmax: whether the exponentials are buffered
-    (on a CPU with a fallback config they are; a row buffer in L1 costs less than a
+    """The compute's knob of a tunable softmax on a CPU: whether the exponentials are
+    buffered (with a fallback config they are; a row buffer in L1 costs less than a
     second exponential: 2 Zen 3 cores, softmax 4096 x 1024 3.1-3.6 ms against 3.5-5.3,
-    64 x 1000 0.037 against 0.064)."""
+    64 x 1000 0.037 against 0.064). A GPU's schedules compute each exponential where it
+    is read (a thread per element, or a block of threads per row: ``.cuda.reduction``)
+    and have no stage for a row buffer, so there the knob is not declared."""
+    if not isinstance(as_target(Target.current()).caps, CPUCaps):
+        return {}
     cfg.define_knob("exp_once", [False, True])
-    if cfg.is_fallback and isinstance(as_target(Target.current()).caps, CPUCaps):
+    if cfg.is_fallback:
         cfg.fallback_knob("exp_once", True)
     return {"exp_once": cfg["exp_once"].val}
 
