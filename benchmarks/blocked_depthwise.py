@@ -4,10 +4,10 @@ in one process, paired.
     python benchmarks/blocked_depthwise.py                  # MobileNetV2, 224x224, batch 1
     python benchmarks/blocked_depthwise.py --width 0.5 --image 160 --rounds 11
 
-Builds ``tecomp.testing.models.mobilenet_v2`` (random weights) twice, untuned: with the
-layout pass's default, under which a graph with a depthwise convolution stays planar, and
-with ``alter_conv_layout(..., blocked_depthwise=True)`` (every convolution blocked, the
-block of each layer chosen by :mod:`tecomp.graph.passes.layout_choice`). Both run on
+Builds ``tecomp.testing.models.mobilenet_v2`` (random weights) twice, untuned: with
+``alter_conv_layout(..., blocked_depthwise=False)``, under which a graph with a depthwise
+convolution stays planar, and with ``blocked_depthwise=True`` (every convolution blocked,
+the block of each layer chosen by :mod:`tecomp.graph.passes.layout_choice`). Both run on
 ``--threads`` threads in alternating rounds (``tecomp.timing.paired``); it prints each
 build's median latency and the median of the per-round ratios blocked / planar with their
 range (< 1: blocked is faster), and checks that both give the same output.
@@ -37,8 +37,8 @@ def _build(model, blocked_depthwise: bool):
 
     def pipeline_for(target):
         return tuple(
-            (name, partial(fn, blocked_depthwise=True))
-            if name == "alter_conv_layout" and blocked_depthwise else (name, fn)
+            (name, partial(fn, blocked_depthwise=blocked_depthwise))
+            if name == "alter_conv_layout" else (name, fn)
             for name, fn in default(target))
 
     graph_build.pipeline_for = pipeline_for

@@ -245,3 +245,40 @@ def small_cnn(batch=1, seed=0):
         helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
     ]
     return _model(nodes, [_vi("x", [batch, 3, 16, 16])], [_vi("y", [batch, 10])], inits)
+
+
+def shuffle_unit(channels=32, groups=4, image=8, seed=0):
+    """A ShuffleNet unit: grouped 1x1 Conv -> BatchNormalization -> Relu -> channel shuffle
+    (Reshape, Transpose, Reshape) -> depthwise 3x3 Conv -> BatchNormalization -> grouped
+    1x1 Conv -> BatchNormalization -> + input -> Relu; input ``x[1, channels, image,
+    image]``."""
+    rng = np.random.default_rng(seed)
+    per = channels // groups
+    inits, nodes = [], []
+
+    def conv_bn(x, out, k, w_shape, **attrs):
+        inits.extend([
+            _init(rng, f"w{k}", w_shape, scale=0.3),
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, channels).astype("float32"),
+                                    f"gamma{k}"),
+            _init(rng, f"beta{k}", (channels,)), _init(rng, f"mean{k}", (channels,)),
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, channels).astype("float32"),
+                                    f"var{k}")])
+        nodes.extend([
+            helper.make_node("Conv", [x, f"w{k}"], [f"c{k}"], **attrs),
+            helper.make_node("BatchNormalization", [f"c{k}", f"gamma{k}", f"beta{k}",
+                                                    f"mean{k}", f"var{k}"], [out])])
+
+    conv_bn("x", "bn0", 0, (channels, per, 1, 1), group=groups)
+    inits += [numpy_helper.from_array(np.array(s, "int64"), f"shape{k}") for k, s in
+              enumerate([(1, groups, per, image, image), (1, channels, image, image)])]
+    nodes += [helper.make_node("Relu", ["bn0"], ["r0"]),
+              helper.make_node("Reshape", ["r0", "shape0"], ["g"]),
+              helper.make_node("Transpose", ["g"], ["t"], perm=[0, 2, 1, 3, 4]),
+              helper.make_node("Reshape", ["t", "shape1"], ["shuffled"])]
+    conv_bn("shuffled", "bn1", 1, (channels, 1, 3, 3), group=channels, pads=[1, 1, 1, 1])
+    conv_bn("bn1", "bn2", 2, (channels, per, 1, 1), group=groups)
+    nodes += [helper.make_node("Add", ["bn2", "x"], ["s"]),
+              helper.make_node("Relu", ["s"], ["y"])]
+    shape = [1, channels, image, image]
+    return _model(nodes, [_vi("x", shape)], [_vi("y", shape)], inits)

@@ -171,7 +171,8 @@ def layout_block_tasks(mod: Graph, params: dict | None = None, target="llvm") ->
                      passes=passes[:names.index("alter_conv_layout")])
     # The layers the layout pass weighs: a MobileNet's depthwise ones too, unless it keeps
     # the graph planar.
-    if keeps_depthwise_planar(graph, target, layout.keywords.get("blocked_depthwise")):
+    if keeps_depthwise_planar(graph, target, layout.keywords["block"],
+                              layout.keywords.get("blocked_depthwise")):
         return []
     found: dict = {}
     for layer in graph_layers(graph, layout.keywords["block"]):

@@ -598,3 +598,21 @@ def test_the_blocked_depthwise_type_rule_checks_its_operands():
     with pytest.raises(GraphTypeError, match=r"\[N, C/8, H, W, 8\]"):
         rule(node, [TensorType("float32", (1, 4, 8, 8, 4)), TensorType("float32",
                                                                          (16, 1, 3, 3))])
+
+
+def test_a_depthwise_layer_no_layer_feeds_stays_planar(needs_llvm):
+    """ShuffleNet's depthwise convolution sits between grouped 1x1 convolutions computed
+    as batches of products (planar): blocked, it would pay a transform each way, so it
+    stays planar; the products carry their batch norms and the residual add."""
+    model = onnx_models.shuffle_unit()
+    ops = _ops(_blocked_graph(model, block=8))
+    assert "depthwise_conv2d" in ops and "depthwise_conv2d_nchwc" not in ops
+    assert ops.count("batch_matmul") == 2
+    mod, params = from_onnx(model)
+    lib = build(mod, params=params)
+    products = [k.ops for k in lib.kernels if k.anchor == "batch_matmul"]
+    assert ["batch_matmul", "multiply", "add", "relu"] in [list(p) for p in products]
+    assert any(p[-2:] == ("add", "relu") and p.count("add") == 2 for p in products)
+    x = np.random.default_rng(1).standard_normal((1, 32, 8, 8)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(GraphModule(lib)(x=x)[0], ref, rtol=RTOL, atol=ATOL)

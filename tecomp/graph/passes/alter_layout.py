@@ -8,8 +8,9 @@ not its output channels, it may also take that block and compute its output padd
 whole blocks with zero filters (at most :data:`MAX_PADDING` more channels); the nodes
 that follow it per channel run on the padded blocks, and its planar form drops the
 padding. A depthwise convolution (multiplier 1) becomes a
-``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`) unless tuning records
-apply to the graph's planar depthwise kernels (see :func:`alter_conv_layout`).
+``depthwise_conv2d_nchwc`` (:mod:`tecomp.topi.depthwise_nchwc`), unless no layer feeds it
+and the choice below keeps it planar, or tuning records apply to the planar kernel of one
+the choice would block (see :func:`alter_conv_layout`).
 The height and width may be symbolic (a model built for every image size; its layers are
 then weighed as if 224 wide); the channel counts must be static. Each such layer's block
 is chosen over the whole graph (:mod:`.layout_choice`: the kernels' times against the
@@ -223,15 +224,16 @@ def _layer_of(graph: Graph, node, block: int):
         blocks, macs = block_candidates(block, C), N * C * OH * OW * R * S
     planar = bool(blocks) and _reads_planar(node.op, C, blocks[0])
     if node.op == "conv2d":
-        # Not a depthwise layer: a record of its planar kernel would keep the whole graph
-        # planar (``blocked_depthwise``), and it is memory-bound in either layout.
         blocks = with_planar(blocks, block)
+    elif blocks:
+        # A depthwise layer may stay planar where no layer feeds it (graph_layers).
+        blocks = (*blocks, PLANAR)
     workloads = ()
     if static:
         attrs = _window_attrs(node)
         kernel = graph.consts[w].shape
         blocked_impl = get_implementation(_BLOCKED_OP[node.op], "llvm")
-        planar_impl = get_implementation("conv2d", "llvm")
+        planar_impl = get_implementation(node.op, "llvm")
         workloads = tuple(
             (planar_impl.template, planar_impl.workload((N, C, H, W), kernel,
                                                         dtype="float32", **attrs))
@@ -274,6 +276,17 @@ def graph_layers(graph: Graph, block: int) -> list[Layer]:
         name = node.outputs[0]
         # A layer reading its input planar has no block to share with a parent.
         parent = None if planar else parent_of(node.inputs[0])
+        if node.op == "depthwise_conv2d" and parent is not None:
+            # Fed by a layer, a depthwise layer stays blocked: planar beside MobileNetV2's
+            # planar layers of 24 channels the model took 0.94-0.96x its time on 2 Zen 5
+            # cores, EfficientNet-B0's (a SiLU and a squeeze-excite after them) 1.08x,
+            # which the choice's model cannot tell apart. Where no layer feeds one
+            # (ShuffleNet's, between grouped 1x1 convolutions computed as batches of
+            # products), blocked pays a transform each way for a kernel that is
+            # memory-bound in either layout: blocked, the model took 1.06x its time.
+            keep = [k for k, b in enumerate(blocks) if b != PLANAR]
+            blocks = tuple(blocks[k] for k in keep)
+            workloads = tuple(workloads[k] for k in keep) if workloads else workloads
         layers[name] = Layer(name, blocks, parent, input_bytes, macs, workloads, channels)
         if planar:
             reads_planar.add(name)
@@ -471,12 +484,22 @@ class _Rewriter:
         return False
 
 
-def _planar_depthwise_tuned(graph: Graph, target) -> bool:
-    """Whether a tuning record applies to the planar kernel of one of ``graph``'s depthwise
-    convolutions on ``target``."""
+def _chosen_blocks(graph: Graph, block: int, target) -> dict:
+    """The block :mod:`.layout_choice` gives each layer of ``graph`` on ``target``."""
+    caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
+    costs = LayerCosts(caps, target)
+    return choose_blocks(graph_layers(graph, block), costs.kernel, costs.transform)
+
+
+def _planar_depthwise_tuned(graph: Graph, block: int, target) -> bool:
+    """Whether a tuning record applies on ``target`` to the planar kernel of one of
+    ``graph``'s depthwise convolutions that the choice of blocks would block: a log tuned
+    on the graph planar. One the choice leaves planar keeps its record either way."""
     impl = get_implementation("depthwise_conv2d", "llvm")
+    chosen = _chosen_blocks(graph, block, target)
     for node in graph.nodes:
-        if node.op != "depthwise_conv2d" or node.inputs[1] not in graph.consts:
+        if (node.op != "depthwise_conv2d" or node.inputs[1] not in graph.consts
+                or chosen.get(node.outputs[0], PLANAR) == PLANAR):
             continue
         shape = _nchw(graph, node.inputs[0])
         if shape is None or not all(dims.is_static(d) for d in shape[2:]):
@@ -488,14 +511,15 @@ def _planar_depthwise_tuned(graph: Graph, target) -> bool:
     return False
 
 
-def keeps_depthwise_planar(graph: Graph, target, blocked_depthwise: bool | None = None) -> bool:
-    """Whether :func:`alter_conv_layout` leaves ``graph`` planar for its depthwise
-    convolutions: it has one, and ``blocked_depthwise`` is False, or None while tuning
-    records apply to one of its planar depthwise kernels on ``target``."""
+def keeps_depthwise_planar(graph: Graph, target, block: int,
+                           blocked_depthwise: bool | None = None) -> bool:
+    """Whether :func:`alter_conv_layout` (channel block ``block``) leaves ``graph`` planar
+    for its depthwise convolutions: it has one, and ``blocked_depthwise`` is False, or None
+    while tuning records apply on ``target`` to the planar kernel of one it would block."""
     if not any(n.op == "depthwise_conv2d" for n in graph.nodes):
         return False
     if blocked_depthwise is None:
-        return _planar_depthwise_tuned(graph, target)
+        return _planar_depthwise_tuned(graph, block, target)
     return not blocked_depthwise
 
 
@@ -520,10 +544,12 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
     blocked_depthwise : bool, optional
         Block depthwise convolutions too (``depthwise_conv2d_nchwc``), so a MobileNet
         stays blocked end to end; False keeps a graph with a depthwise convolution planar
-        (a transform around each one would cost more). Default: blocked, unless tuning
-        records apply to one of the graph's planar depthwise kernels (those tuned kernels
-        are then kept). MobileNetV2 untuned, blocked / planar, 2 Zen 3 cores (AVX2):
-        0.73-0.84 in paired rounds (``benchmarks/blocked_depthwise.py``).
+        (a transform around each one would cost more). Default: each layer as the
+        choice weighs it (a depthwise layer no layer feeds may stay planar), unless
+        tuning records apply to the planar kernel of a depthwise layer the choice would
+        block (a log tuned on the graph planar: those tuned kernels are then kept).
+        MobileNetV2 untuned, blocked / planar, 2 Zen 3 cores (AVX2): 0.73-0.84 in
+        paired rounds (``benchmarks/blocked_depthwise.py``).
 
     Nearly every CNN measured runs faster blocked. Untuned, against ONNX Runtime (2
     threads, AVX-512), planar / blocked, in one run each: SqueezeNet 1.1 1.13 / 0.94,
@@ -539,16 +565,14 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         its channels (the message lists the layer's candidates).
     """
     target = as_target(target if target is not None else Target.current())
-    if keeps_depthwise_planar(graph, target, blocked_depthwise):
+    if keeps_depthwise_planar(graph, target, block, blocked_depthwise):
         return graph
     layers = graph_layers(graph, block)
     quantized = {n.outputs[0]: _quantized_block(graph, n, block) for n in graph.nodes}
     quantized = {name: b for name, b in quantized.items() if b is not None}
     if not layers and not quantized:
         return graph
-    caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
-    costs = LayerCosts(caps, target)
-    blocks = {**choose_blocks(layers, costs.kernel, costs.transform), **quantized}
+    blocks = {**_chosen_blocks(graph, block, target), **quantized}
     candidates = {layer.name: layer.blocks for layer in layers}
     for name, b in (layer_blocks or {}).items():
         if b not in candidates.get(name, ()):

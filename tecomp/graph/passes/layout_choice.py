@@ -21,9 +21,10 @@ for, the untuned choice is one block everywhere (where a layer's channels allow 
 no join pays it; a layer left planar (MobileNetV2's residual adds of 24 channels) or
 tuned records that make neighbours disagree may.
 
-A layer whose channels no whole vector divides may also stay planar (:data:`PLANAR`): a
-planar convolution vectorizes along the image's width, in whole vectors, and pays a
-transform of its input from its parent's block and one of its output to its children's.
+A layer whose channels no whole vector divides may also stay planar (:data:`PLANAR`), and
+so may a depthwise layer that no layer feeds: a planar convolution vectorizes along the
+image's width, in whole vectors, and pays a transform of its input from its parent's block
+and one of its output to its children's.
 
 Costs (:class:`LayerCosts`) come from tuning records where every candidate of a layer
 has one (the best recorded time of its workload on the target), else from a roofline

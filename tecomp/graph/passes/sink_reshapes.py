@@ -7,11 +7,16 @@ sits between). This pass computes such an elementwise node on the reshape's sour
 reshapes its result instead: ``add(reshape(p), b)`` -> ``reshape(add(p, b'))``. The other
 operands follow: a full-shape one is reshaped like the source (a view, no copy), one that
 broadcasts only over trailing axes the reshape keeps (a bias) keeps those axes, a scalar
-stays. Repeated down a chain, the reshapes meet the next one (before a dense, a layer
-norm) and collapse or cancel.
+stays, and one that is full over leading axes and broadcasts over the trailing ones that
+the reshape merges or splits (a per-channel scale after a grouped 1x1 convolution computed
+as a batch of products, ``[G, K/G, H*W]`` viewed as ``[1, K, H, W]``) is viewed over the
+source's axes: ``[1, K, 1, 1]`` as ``[G, K/G, 1]``. Repeated down a chain, the reshapes
+meet the next one (before a dense, a layer norm) and collapse or cancel.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import dims
 from ..infer import infer_types
@@ -34,8 +39,28 @@ def _operand_shape(shape, out_shape, src_shape):
     k = len(shape) - next((i for i, one in enumerate(size_one) if not one), len(shape))
     if k > len(src_shape) or not dims.same_shape(out_shape[len(out_shape) - k:],
                                         src_shape[len(src_shape) - k:]):
-        return None
+        return _regrouped(shape, out_shape, src_shape)
     return tuple(shape[len(shape) - k:])
+
+
+def _regrouped(shape, out_shape, src_shape):
+    """The shape over ``src_shape``'s axes of an operand of ``shape`` that is full over
+    the leading axes of ``out_shape`` and broadcasts over its trailing ones, when the
+    reshape maps those trailing axes onto trailing axes of the source of the same size
+    (static sizes only), or None. An element's offset in the leading axes is then the
+    same in both shapes, so the operand is a view: ``[1, K, 1, 1]`` against ``[1, K, H, W]``
+    viewed from ``[G, K/G, H*W]`` is ``[G, K/G, 1]``."""
+    if not all(dims.is_static(d) for d in (*shape, *out_shape, *src_shape)):
+        return None
+    full = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    k = len(full) - next((i for i in range(len(full) - 1, -1, -1) if full[i] != 1), -1) - 1
+    if k == 0 or any(d != o for d, o in zip(full[:-k], out_shape[:-k])):
+        return None
+    broadcast = int(np.prod(out_shape[-k:]))
+    for m in range(1, len(src_shape)):
+        if int(np.prod(src_shape[-m:])) == broadcast:
+            return tuple(src_shape[:-m]) + (1,) * m
+    return None
 
 
 def _shape_follows_operands(node: Node) -> bool:
@@ -91,10 +116,14 @@ def sink_reshapes(graph: Graph) -> Graph:
     graph = infer_types(graph)
     types = dict(graph.types)
     source: dict = {}  # a reshape's output -> its input
+    root: dict = {}  # a reshape's output -> the first input of its chain of reshapes
     nodes: list = []
     changed = False
     for node in graph.nodes:
-        new = _sunk(node, source, types)
+        # A chain of reshapes is one view of its first input: the node is computed on
+        # that where it can be (a batch of products viewed as a 4-D activation and
+        # reshaped again), else on the last reshape's input.
+        new = _sunk(node, root, types) or _sunk(node, source, types)
         if new is None:
             new = [node]
         else:
@@ -102,6 +131,7 @@ def sink_reshapes(graph: Graph) -> Graph:
         for n in new:
             if n.op == "reshape" and len(n.inputs) == 1:
                 source[n.outputs[0]] = n.inputs[0]
+                root[n.outputs[0]] = root.get(n.inputs[0], n.inputs[0])
         nodes.extend(new)
     if not changed:
         return graph
