@@ -2,9 +2,11 @@
 output an attribute shapes (Expand, BatchNorm) stay where they are."""
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tecomp.graph import Graph, Node, TensorType, infer_types
-from tecomp.graph.passes.sink_reshapes import sink_reshapes
+from tecomp.graph.passes.sink_reshapes import _operand_shape, sink_reshapes
 
 F = "float32"
 
@@ -67,3 +69,50 @@ def test_an_operand_broadcast_over_leading_axes_keeps_its_reshape():
                {"s": np.arange(10, dtype=F).reshape(1, 1, 2, 5)})
     out = sink_reshapes(g)
     assert [n.op for n in out.nodes] == ["reshape", "multiply"]
+
+
+def _factors(draw, n):
+    """A random factorization of ``n`` into one to three sizes (ones included)."""
+    out = []
+    for _ in range(draw(st.integers(0, 2))):
+        d = draw(st.sampled_from([k for k in range(1, n + 1) if n % k == 0]))
+        out.append(d)
+        n //= d
+    return [*out, n]
+
+
+@st.composite
+def _regrouped_operands(draw):
+    """A source shape, the shape a reshape gives it (its leading and trailing sizes
+    factored anew) and an operand of the reshaped value, broadcast over some axes."""
+    lead, trail = draw(st.integers(1, 24)), draw(st.integers(1, 12))
+    src = _factors(draw, lead) + _factors(draw, trail)
+    out = _factors(draw, lead) + _factors(draw, trail)
+    operand = [d if draw(st.booleans()) else 1 for d in out]
+    return tuple(src), tuple(out), tuple(operand[draw(st.integers(0, len(out) - 1)):])
+
+
+@given(_regrouped_operands())
+def test_an_operand_read_over_the_source_computes_the_same(shapes):
+    """Wherever the pass reads an operand of a reshaped value over the reshape's source
+    instead, an elementwise node computes the same elements there."""
+    src, out, operand = shapes
+    view = _operand_shape(operand, out, src)
+    if view is None:
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(src).astype(F)
+    b = rng.standard_normal(operand).astype(F)
+    np.testing.assert_array_equal(x * b.reshape(view), (x.reshape(out) * b).reshape(src))
+
+
+@given(_regrouped_operands())
+def test_an_operand_full_over_the_leading_axes_is_always_a_view(shapes):
+    """One full over the leading axes of the reshaped value and broadcast over trailing
+    axes of the size of trailing axes of the source (a per-channel scale of grouped
+    products) always moves above the reshape."""
+    src, out, _ = shapes
+    for k in range(1, len(out)):
+        tail = int(np.prod(out[k:]))
+        if any(int(np.prod(src[m:])) == tail for m in range(1, len(src))):
+            assert _operand_shape(out[:k] + (1,) * (len(out) - k), out, src) is not None
