@@ -147,6 +147,14 @@ def _rows_rule(outer) -> bool:
     return bool(outer) and (n_outer is None or n_outer >= 4 * current_target().num_cores)
 
 
+def _row_axes(op, outer) -> list:
+    """The ``outer`` axes of injective ``op`` its untuned parallel loop fuses: all, or
+    the leading ones its compute records as ``attrs["parallel_axes"]`` (a resize keeps
+    the output's width serial inside its rows: what a row's taps share is computed once
+    per row, and a fused index would be divided back into the width for every vector)."""
+    return outer[:int(op.attrs.get("parallel_axes", len(outer)))]
+
+
 def _parallel_rule(shape) -> bool:
     """The untuned choice of running a kernel of ``shape`` in parallel."""
     total = num_elements(shape)
@@ -169,7 +177,8 @@ def parallel_vectorize(stage, axes, dtype: str, shape,
     outer = _outer_axes(axes, lanes)
     npar = knobs.parallel_axes
     if npar is None:
-        npar = len(outer) if _rows_rule(outer) else 0
+        rows = _row_axes(stage.op, outer)
+        npar = len(rows) if _rows_rule(rows) else 0
     npar = min(npar, len(outer))
     if npar:
         # Rows to share out: the chunk loop stays a serial loop of constant extent inside
@@ -309,8 +318,9 @@ def _injective_knobs(cfg, s, outs, materializable, transposing: bool) -> Injecti
     first = outs[0]
     axes = list(first.op.axis) if isinstance(first.op, ComputeOp) else []
     outer = _outer_axes(axes, vector_lanes(first.dtype)) if axes else []
+    rows = _row_axes(first.op, outer) if axes else []
     return define_injective_knobs(
-        cfg, outer_axes=len(outer), rows_rule=_rows_rule(outer),
+        cfg, outer_axes=len(outer), row_axes=len(rows), rows_rule=_rows_rule(rows),
         parallel_rule=_parallel_rule(first.shape),
         multicore=current_target().num_cores > 1,
         broadcast_producers=bool(materializable), transposing=transposing)

@@ -83,7 +83,8 @@ DEFAULT_INJECTIVE_KNOBS = InjectiveKnobs()
 
 def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_rule: bool,
                            multicore: bool, broadcast_producers: bool,
-                           transposing: bool = False) -> InjectiveKnobs:
+                           transposing: bool = False,
+                           row_axes: int | None = None) -> InjectiveKnobs:
     """Declare the injective knobs that matter for a group on ``cfg``; return its choice.
 
     Parameters
@@ -96,7 +97,7 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
         candidates of ``parallel_axes`` are ``0 .. outer_axes``.
     rows_rule : bool
         The untuned rule fuses the outer axes alone (there are rows enough to share out):
-        ``parallel_axes``'s first candidate is ``outer_axes``, else 0.
+        ``parallel_axes``'s first candidate is ``row_axes``, else 0.
     parallel_rule : bool
         The untuned rule runs the kernel in parallel: ``parallel``'s first candidate.
     multicore : bool
@@ -107,6 +108,9 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
     transposing : bool
         The group's output transposes into its lanes: ``transpose`` is a knob, true
         untuned.
+    row_axes : int, optional
+        How many of the outer axes the untuned parallel loop fuses (default: all; a
+        resize keeps its output's width serial).
 
     Returns
     -------
@@ -122,7 +126,7 @@ def define_injective_knobs(cfg, *, outer_axes: int, rows_rule: bool, parallel_ru
     """
     if cfg is None:
         return InjectiveKnobs(transpose=transposing)
-    default_axes = outer_axes if rows_rule else 0
+    default_axes = (outer_axes if row_axes is None else row_axes) if rows_rule else 0
     knobs = {
         "vectors": list(VECTORS),
         "parallel_axes": [default_axes] + [k for k in range(outer_axes, -1, -1)

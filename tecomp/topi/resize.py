@@ -144,15 +144,15 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
            coordinate_transformation_mode: str = "half_pixel",
            nearest_mode: str = "round_prefer_floor", cubic_coeff_a: float = -0.75,
            exclude_outside: bool = False, antialias: bool = False, roi=None,
-           extrapolation_value: float = 0.0):
-    """ONNX Resize (opset 13+) of ``x``'s two trailing axes.
+           extrapolation_value: float = 0.0, axes=(-2, -1)):
+    """ONNX Resize (opset 13+) of two axes of ``x``, by default its two trailing ones.
 
     Parameters
     ----------
     x : Tensor
         Rank >= 2, e.g. NCHW; float.
     scales, sizes : sequence, one of them
-        Per axis of ``x`` (ONNX form) or for the two trailing axes only; the leading axes
+        Per axis of ``x`` (ONNX form) or for the two resized axes only; the other axes
         must keep their size.
     mode : "nearest", "linear" or "cubic"
     coordinate_transformation_mode, nearest_mode : str
@@ -163,6 +163,10 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
         ``(start_h, start_w, end_h, end_w)`` of tf_crop_and_resize, in [0, 1].
     extrapolation_value : float
         tf_crop_and_resize's value where the source coordinate leaves the input.
+    axes : pair of int
+        The resized axes (height, then width), in increasing order: ``(2, 3)`` for a
+        channel-blocked ``[N, C/b, H, W, b]`` activation, whose lanes of channels stay
+        innermost.
 
     Returns
     -------
@@ -182,48 +186,61 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
     if crop and (roi is None or len(roi) != 4):
         raise ShapeError(f"resize: tf_crop_and_resize needs roi=(start_h, start_w, end_h, "
                          f"end_w), got {roi}")
+    rank = len(x.shape)
+    spatial = tuple(a % rank for a in axes) if rank else ()
+    if len(spatial) != 2 or not spatial[0] < spatial[1]:
+        raise ShapeError(f"resize: axes={tuple(axes)} must be two increasing axes of an "
+                         f"input of rank {rank}")
     given = list(scales if sizes is None else sizes)
-    lead = given[:-2]
-    if lead and (any(float(v) != 1.0 for v in lead) if sizes is None else not same_shape(
-            tuple(E.as_expr(v) for v in lead), tuple(x.shape[:-2]))):
-        raise ShapeError(f"resize: only the two trailing axes may change size, got {given}")
-    in_h, in_w = x.shape[-2:]
+    if len(given) == rank:
+        kept = [k for k in range(rank) if k not in spatial]
+        if any(float(given[k]) != 1.0 for k in kept) if sizes is None else not same_shape(
+                tuple(E.as_expr(given[k]) for k in kept), tuple(x.shape[k] for k in kept)):
+            raise ShapeError(f"resize: only axes {spatial} may change size, got {given}")
+        given = [given[k] for k in spatial]
+    elif len(given) != 2:
+        raise ShapeError(f"resize: {len(given)} scales or sizes for an input of rank "
+                         f"{rank}; give one per axis or one per resized axis")
+    in_h, in_w = (x.shape[k] for k in spatial)
     if sizes is not None:
-        out_h, out_w = (E.as_expr(v) for v in given[-2:])
+        out_h, out_w = (E.as_expr(v) for v in given)
         sh = out_h.astype("float32") / in_h.astype("float32")
         sw = out_w.astype("float32") / in_w.astype("float32")
         static = [const_int(o) for o in (out_h, out_w)]
         ratios = [None if None in (o, const_int(i)) else o / const_int(i)
                   for o, i in zip(static, (in_h, in_w))]
     else:
-        ratios = [float(v) for v in given[-2:]]
+        ratios = [float(v) for v in given]
         out_h, out_w = (E.as_expr(scaled_size(d, sc)) for d, sc in zip((in_h, in_w), ratios))
         sh, sw = te.const(ratios[0]), te.const(ratios[1])
     if antialias and mode != "nearest" and None in ratios:
         raise ShapeError("resize: antialias needs static scales (they set its filter's width)")
     ctm = coordinate_transformation_mode
-    axes = [(in_h, out_h, sh), (in_w, out_w, sw)]
+    geometry = [(in_h, out_h, sh), (in_w, out_w, sw)]
     rois = [(roi[0], roi[2]), (roi[1], roi[3])] if crop else [None, None]
     taps = [filter_taps(mode, ratio, antialias) if mode != "nearest" else None
             for ratio in ratios]
 
     def read(*idx):
-        lead_idx, out_idx = idx[:-2], idx[-2:]
+        def at(h, w):  # x at the output's index, (h, w) on the resized axes
+            return x[idx[:spatial[0]] + (h,) + idx[spatial[0] + 1:spatial[1]] + (w,)
+                     + idx[spatial[1] + 1:]]
+
+        out_idx = (idx[spatial[0]], idx[spatial[1]])
         src = [_source_coordinate(o, sc, n, n.astype("float32") * sc, m, ctm, r)
-               for o, (n, m, sc), r in zip(out_idx, axes, rois)]
+               for o, (n, m, sc), r in zip(out_idx, geometry, rois)]
         if mode == "nearest":
-            value = x[lead_idx + tuple(_nearest(c, n, nearest_mode)
-                                       for c, (n, _, _) in zip(src, axes))]
+            value = at(*(_nearest(c, n, nearest_mode) for c, (n, _, _) in zip(src, geometry)))
         else:
             (rows, row_total), (cols, col_total) = (
                 _axis_taps(c, n, mode, t, cubic_coeff_a, exclude_outside,
                            normalise=t[2] != 1.0)
-                for c, (n, _, _), t in zip(src, axes, taps))
+                for c, (n, _, _), t in zip(src, geometry, taps))
             value = None
             for h, wh in rows:
                 row = None
                 for w, ww in cols:
-                    term = x[lead_idx + (h, w)] * ww.astype(x.dtype)
+                    term = at(h, w) * ww.astype(x.dtype)
                     row = term if row is None else row + term
                 term = row * wh.astype(x.dtype)
                 value = term if value is None else value + term
@@ -232,12 +249,16 @@ def resize(x, scales=None, sizes=None, mode: str = "nearest",
                     value = value * (1.0 / total).astype(x.dtype)
         if crop:
             inside = te.all(*(te.all(c >= 0.0, c <= (n - 1).astype("float32"))
-                              for c, (n, _, _) in zip(src, axes)))
+                              for c, (n, _, _) in zip(src, geometry)))
             value = te.if_then_else(inside, value, te.const(extrapolation_value, x.dtype))
         return value
 
-    shape = tuple(x.shape[:-2]) + (out_h, out_w)
-    return te.compute(shape, read, name="resize", tag="injective")
+    shape = list(x.shape)
+    shape[spatial[0]], shape[spatial[1]] = out_h, out_w
+    # The rows up to the height form the parallel loop (cpu_schedule._row_axes): the
+    # height's taps are computed once per row, the width's once per output vector.
+    return te.compute(tuple(shape), read, name="resize", tag="injective",
+                      attrs={"parallel_axes": spatial[1]})
 
 
 register_llvm("resize", resize, schedule_injective)

@@ -616,3 +616,32 @@ def test_a_depthwise_layer_no_layer_feeds_stays_planar(needs_llvm):
     x = np.random.default_rng(1).standard_normal((1, 32, 8, 8)).astype("float32")
     ref, = onnx_models.run_onnxruntime(model, {"x": x})
     np.testing.assert_allclose(GraphModule(lib)(x=x)[0], ref, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_an_upsampling_between_blocked_layers_stays_blocked(needs_llvm, mode):
+    """Conv -> Resize (x2 height and width) -> Conv: the resize runs on the blocks, with
+    no transform around it, and the model matches onnxruntime."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (16, 16, 3, 3)).astype(
+                 "float32"), "w1"),
+             numpy_helper.from_array(rng.uniform(-0.5, 0.5, (16, 16, 3, 3)).astype(
+                 "float32"), "w2"),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], "float32"), "scales")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["c1", "", "scales"], ["up"], mode=mode,
+                              coordinate_transformation_mode="pytorch_half_pixel"),
+             helper.make_node("Conv", ["up", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(helper.make_graph(
+        nodes, "up", [vi("x", TensorProto.FLOAT, [1, 16, 6, 7])],
+        [vi("y", TensorProto.FLOAT, None)], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 13)])
+    ops = _ops(_blocked_graph(model, block=8))
+    first = ops.index("conv2d_nchwc")
+    assert ops[first:first + 3] == ["conv2d_nchwc", "resize", "conv2d_nchwc"]
+    mod, params = from_onnx(model)
+    x = rng.standard_normal((1, 16, 6, 7)).astype("float32")
+    ref, = onnx_models.run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(GraphModule(build(mod, params=params))(x=x)[0], ref,
+                               rtol=RTOL, atol=ATOL)

@@ -43,3 +43,40 @@ def test_resize_by_scales_serves_every_symbolic_size(mode, ctm, scale, onnx_ref)
         got = np.full(want.shape, np.nan, "float32")
         mod(a, got)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode, ctm, scale", [
+    ("nearest", "asymmetric", 2.0),
+    ("linear", "pytorch_half_pixel", 2.0),
+    ("linear", "align_corners", 0.75),
+    ("cubic", "half_pixel", 1.5),
+])
+def test_a_channel_blocked_image_is_resized_on_its_height_and_width_axes(mode, ctm, scale,
+                                                                          onnx_ref):
+    """``axes=(2, 3)`` of ``[N, C/b, H, W, b]``: the resize of the planar image, blocked;
+    rows form the parallel loop, each output row's pixels a serial loop of whole vectors
+    of channels (a block of the host's float32 lanes)."""
+    block = tecomp.Target("llvm").vector_width_bits // 32
+    x = te.placeholder((1, 2, 6, 5, block), name="x")
+    attrs = dict(mode=mode, coordinate_transformation_mode=ctm, nearest_mode="floor")
+    y = resize(x, scales=(1.0, 1.0, scale, scale, 1.0), axes=(2, 3), **attrs)
+    s = schedule_injective(None, [y])
+    assert "for i3 in range(" in str(tecomp.lower(s, [x, y]))  # the width, serial
+    mod = tecomp.build(s, [x, y])
+    planar = np.random.default_rng(1).normal(size=(1, 2 * block, 6, 5)).astype("float32")
+    want, = onnx_ref("Resize", [planar, None, np.array([1.0, 1.0, scale, scale], "float32")],
+                     **attrs)
+    blocked = planar.reshape(1, 2, block, 6, 5).transpose(0, 1, 3, 4, 2)
+    got = np.full([int(d) for d in y.shape], np.nan, "float32")
+    mod(np.ascontiguousarray(blocked), got)
+    # atol: cubic's sixteen taps summed in float32 against the reference's float64.
+    np.testing.assert_allclose(got, want.reshape(1, 2, block, *want.shape[2:]).transpose(
+        0, 1, 3, 4, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_resize_axes_must_be_two_increasing_axes():
+    x = te.placeholder((1, 2, 6, 5), name="x")
+    with pytest.raises(tecomp.errors.ShapeError, match="two increasing axes"):
+        resize(x, scales=(1.0, 1.0, 2.0, 2.0), axes=(3, 2))
+    with pytest.raises(tecomp.errors.ShapeError, match=r"only axes \(1, 2\)"):
+        resize(x, scales=(1.0, 1.0, 2.0, 2.0), axes=(1, 2))

@@ -68,12 +68,29 @@ class IndexArith:
         self._known[id(e)] = (e, fn, fn.label, v, reads)
         return v
 
+    def address(self, e) -> Val:
+        """A memory access's element index in i64, as :meth:`ev`; where its sums and
+        products read an integer that is not index arithmetic (a float coordinate cast to
+        an integer, an index loaded from memory), that term is evaluated on its own, so the
+        lanes' affine part still makes a ramp: a resize's tap ``x[lane + row(h) + 16 *
+        clamp(int(floor(...w...)))]`` is a contiguous load where the lanes do not reach
+        the cast term, not a gather."""
+        t = type(e)
+        if (t not in (E.Add, E.Sub, E.Mul) or e.dtype not in SIGNED_INT
+                or is_pure_int(e, self._pure)):
+            return self.ev(e)
+        return self._combine(t, self.address(e.a), self.address(e.b), e)
+
     def _compute(self, e, t) -> Val:
         """:meth:`ev` of a pure integer expression other than a constant or a variable."""
-        b = self.b
         if t is E.Cast:
             return self.ev(e.value)
-        x, y = self.ev(e.a), self.ev(e.b)
+        return self._combine(t, self.ev(e.a), self.ev(e.b), e)
+
+    def _combine(self, t, x: Val, y: Val, e) -> Val:
+        """Binary integer node ``e`` (of type ``t``) of operands already evaluated in i64,
+        a ramp kept where the result is affine in the lanes."""
+        b = self.b
         if t in (E.Add, E.Sub):
             op = "add" if t is E.Add else "sub"
             sgn = 1 if t is E.Add else -1

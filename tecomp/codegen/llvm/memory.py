@@ -38,7 +38,7 @@ class Memory:
         mt = T.mem_type(d)
         eb = T.elem_bytes(d)
         md = em.aliases.tags(e.buffer)
-        idx = em.index.ev(e.index)
+        idx = em.index.address(e.index)
         if idx.lanes == 1:
             p = b.val(f"getelementptr inbounds {mt}, ptr {ptr}, i64 {idx.ref}", "ptr")
             if mask is not None:
@@ -88,7 +88,7 @@ class Memory:
         em, b = self.em, self.b
         ptr = em.symbols.buffer(e.buffer)
         mt, eb = T.mem_type(e.dtype), T.elem_bytes(e.dtype)
-        idx = em.index.ev(e.index)
+        idx = em.index.address(e.index)
         if idx.lanes == 1:
             base, offsets = idx, [0]
         elif idx.ramp is not None and idx.ramp[1] >= 0:
@@ -126,7 +126,7 @@ class Memory:
             raise CodegenError(
                 f"store of a {s.value.dtype} value into {d} buffer {s.buffer.name!r}"
             )
-        idx = em.index.ev(s.index)
+        idx = em.index.address(s.index)
         if idx.lanes == 1 and v.lanes == 1:
             if d == "bool":
                 v = b.val(f"zext i1 {v.ref} to i8", "i8")

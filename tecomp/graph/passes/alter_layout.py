@@ -32,6 +32,8 @@ scale, whichever operand the exporter wrote first):
 - 2-D max and average pooling, as 3-D pooling with a window of 1 along the block;
 - a global average pool, and a mean over the height and width that keeps them (as
   exporters write squeeze-and-excitation blocks), as a mean over the spatial axes;
+- a resize of the height and width (a U-Net's or a detector's upsampling), as a resize
+  of axes 2 and 3, each output pixel a vector of channels;
 - a concatenation along the channels of values one of which is blocked (SqueezeNet's fire
   modules, DenseNet's blocks), as one of their channel blocks; its planar inputs are
   blocked once.
@@ -93,10 +95,24 @@ def _spatial_mean(node) -> bool:
             and axes is not None and sorted(a % 4 for a in axes) == [2, 3])
 
 
-def _follows(node) -> bool:
+def _spatial_resize(graph: Graph, node) -> bool:
+    """Whether ``node`` resizes the height and width of a 4-D value and keeps its batch
+    and channels (an upsampling in a U-Net or a detector's neck)."""
+    if node.op != "resize" or tuple(node.attrs.get("axes", (-2, -1))) != (-2, -1):
+        return False
+    shape = graph.types[node.inputs[0]].shape
+    scales, sizes = node.attrs.get("scales"), node.attrs.get("sizes")
+    if len(shape) != 4:
+        return False
+    if scales is not None:
+        return all(float(v) == 1.0 for v in scales[:2])
+    return all(dims.equal(d, s) for d, s in zip(shape[:2], sizes[:2]))
+
+
+def _follows(graph: Graph, node) -> bool:
     """Whether ``node`` may follow a blocked input (see the module docstring)."""
     if node.op in ("concat", "max_pool2d", "avg_pool2d", "global_avg_pool") or _spatial_mean(
-            node):
+            node) or _spatial_resize(graph, node):
         return True
     return (op_info(node).pattern == ELEMWISE or node.op in _ARITHMETIC) and len(
         node.outputs) == 1
@@ -263,7 +279,7 @@ def graph_layers(graph: Graph, block: int) -> list[Layer]:
             if node.outputs[0] in layers:
                 return node.outputs[0]
             ins = _activations_first(graph, node)
-            if not _follows(node) or not ins:
+            if not _follows(graph, node) or not ins:
                 return None
             value = ins[0]
 
@@ -454,6 +470,25 @@ class _Rewriter:
         return self.follow(node, "reduce_mean", [self.blocked_as(x, block, node.name)], block,
                            padded_channels=self.padded.get(x), axes=(2, 3), keepdims=1)
 
+    def resize(self, node) -> bool:
+        """A resize of a blocked value's height and width, on its blocks: axes 2 and 3 of
+        ``[N, C/b, H, W, b]``, each output pixel a vector of channels read from whole
+        vectors of its input pixels (planar, a row of output pixels gathers from
+        scattered input columns)."""
+        x = node.inputs[0]
+        if x not in self.home:
+            return False
+        block = self.home[x]
+        a = dict(node.attrs, axes=(2, 3))
+        if a.get("scales") is not None:
+            a["scales"] = (*a["scales"], 1.0)
+        else:
+            channels = self.padded.get(x, self.graph.types[x].shape[1])
+            n, _, h, w = a["sizes"]
+            a["sizes"] = (n, channels // block, h, w, block)
+        return self.follow(node, "resize", [self.blocked_as(x, block, node.name)], block,
+                           padded_channels=self.padded.get(x), **a)
+
     def concat(self, node) -> bool:
         """Values joined along the channels, one of them blocked: their blocks, in order
         (every input's channel count is a multiple of the block). A planar input is
@@ -479,7 +514,9 @@ class _Rewriter:
             return self.pool(node)
         if node.op == "global_avg_pool" or _spatial_mean(node):
             return self.global_avg_pool(node)
-        if _follows(node):
+        if _spatial_resize(self.graph, node):
+            return self.resize(node)
+        if _follows(self.graph, node):
             return self.elementwise(node)
         return False
 
@@ -539,8 +576,8 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         else the host; :class:`~.layout_choice.LayerCosts`).
     layer_blocks : dict, optional
         Blocks to impose, by a layer's output value; the others are chosen. A layer that
-        only half a vector divides also takes :data:`~.layout_choice.PLANAR` (0): it
-        stays planar.
+        only half a vector divides, and a depthwise layer no layer feeds, also take
+        :data:`~.layout_choice.PLANAR` (0): it stays planar.
     blocked_depthwise : bool, optional
         Block depthwise convolutions too (``depthwise_conv2d_nchwc``), so a MobileNet
         stays blocked end to end; False keeps a graph with a depthwise convolution planar
