@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tecomp
+from tecomp import te
 from tecomp.ir import For, IfThenElse, IntImm, Load, PrimFunc, Store, Var
 from tecomp.ir.buffer import make_buffer
 
@@ -51,6 +52,15 @@ def split_vectorized(fn, lanes=16, dtype=F32, nin=2, out_dtype=None, name="vec")
              "vectorized"),
     )
     return PrimFunc(name, tuple(ins) + (out,), body)
+
+
+def vectorized(out, axis: int, lanes: int):
+    """A schedule of the compute ``out`` with its ``axis`` split by ``lanes``, the inner
+    part vectorized."""
+    s = te.create_schedule(out.op)
+    _, inner = s[out].split(out.op.axis[axis], factor=lanes)
+    s[out].vectorize(inner)
+    return s
 
 
 def build(f, target="llvm"):

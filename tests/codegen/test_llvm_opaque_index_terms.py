@@ -4,6 +4,7 @@ depend on the lanes, the lanes are one contiguous vector; where it does, a gathe
 read what the scalar loop reads."""
 
 import numpy as np
+from cg_helpers import vectorized
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,10 +22,7 @@ def _row_taps(rows, width, lanes, scale):
         return A[te.min(te.max(src, 0), rows - 1), c]
 
     B = te.compute((2 * rows, width), read, name="B")
-    s = te.create_schedule(B.op)
-    _, inner = s[B].split(B.op.axis[1], factor=lanes)
-    s[B].vectorize(inner)
-    return s, [A, B]
+    return vectorized(B, 1, lanes), [A, B]
 
 
 @settings(max_examples=20, deadline=None)
@@ -48,10 +46,7 @@ def test_a_term_that_depends_on_the_lanes_stays_a_gather():
     A = te.placeholder((64,), name="A")
     B = te.compute((32,), lambda j: A[te.floor(j.astype("float32") * 1.5).astype("int32")],
                    name="B")
-    s = te.create_schedule(B.op)
-    _, inner = s[B].split(B.op.axis[0], factor=16)
-    s[B].vectorize(inner)
-    mod = tecomp.build(s, [A, B])
+    mod = tecomp.build(vectorized(B, 0, 16), [A, B])
     assert "llvm.masked.gather" in mod.get_source("ll")
     a = np.arange(64, dtype="float32")
     b = np.empty(32, "float32")

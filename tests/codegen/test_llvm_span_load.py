@@ -4,7 +4,7 @@ span of its lanes and a shuffle, not a gather; its lanes read what a gather read
 import re
 
 import numpy as np
-from cg_helpers import X86_AVX512
+from cg_helpers import X86_AVX512, vectorized
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,10 +16,7 @@ def _strided_copy(n_out, stride, offset, lanes, dtype):
     """B[i] = A[i * stride + offset] + 1, the last lane reading A's last element."""
     A = te.placeholder(((n_out - 1) * stride + offset + 1,), dtype, name="A")
     B = te.compute((n_out,), lambda i: A[i * stride + offset] + 1, name="B")
-    s = te.create_schedule(B.op)
-    _, inner = s[B].split(B.op.axis[0], factor=lanes)
-    s[B].vectorize(inner)
-    return s, [A, B]
+    return vectorized(B, 0, lanes), [A, B]
 
 
 @settings(max_examples=40, deadline=None)

@@ -210,9 +210,10 @@ def _reads_planar(op: str, in_channels: int, block: int) -> bool:
     return op == "conv2d" and in_channels % block != 0
 
 
-def _layer_of(graph: Graph, node, block: int):
+def _layer_of(graph: Graph, node, block: int, fed: bool):
     """``(blocks, macs, input_bytes, workload per block, output channels, whether it reads
-    its input planar)`` of ``node`` as a layer, or None when it stays planar."""
+    its input planar)`` of ``node`` as a layer, or None when it stays planar; ``fed``:
+    a layer feeds its input (:func:`graph_layers`)."""
     if node.op not in _BLOCKED_OP or len(node.inputs) != 2 or node.inputs[1] not in graph.consts:
         return None
     x, w = node.inputs
@@ -241,8 +242,14 @@ def _layer_of(graph: Graph, node, block: int):
     planar = bool(blocks) and _reads_planar(node.op, C, blocks[0])
     if node.op == "conv2d":
         blocks = with_planar(blocks, block)
-    elif blocks:
-        # A depthwise layer may stay planar where no layer feeds it (graph_layers).
+    elif blocks and not fed:
+        # A depthwise layer no layer feeds may stay planar. ShuffleNet's, between grouped
+        # 1x1 convolutions computed as batches of products, would pay a transform each way
+        # blocked, for a kernel memory-bound in either layout: blocked, the model took
+        # 1.06x its time on 2 Zen 5 cores. Fed by a layer it stays blocked: planar beside
+        # MobileNetV2's planar layers of 24 channels the model took 0.94-0.96x its time,
+        # EfficientNet-B0's (a SiLU and a squeeze-excite after them) 1.08x, which the
+        # choice's model cannot tell apart.
         blocks = (*blocks, PLANAR)
     workloads = ()
     if static:
@@ -285,24 +292,14 @@ def graph_layers(graph: Graph, block: int) -> list[Layer]:
 
     reads_planar = set()
     for node in graph.nodes:
-        found = _layer_of(graph, node, block)
+        fed_by = parent_of(node.inputs[0]) if node.op in _BLOCKED_OP else None
+        found = _layer_of(graph, node, block, fed=fed_by is not None)
         if found is None or not found[0]:
             continue
         blocks, macs, input_bytes, workloads, channels, planar = found
         name = node.outputs[0]
         # A layer reading its input planar has no block to share with a parent.
-        parent = None if planar else parent_of(node.inputs[0])
-        if node.op == "depthwise_conv2d" and parent is not None:
-            # Fed by a layer, a depthwise layer stays blocked: planar beside MobileNetV2's
-            # planar layers of 24 channels the model took 0.94-0.96x its time on 2 Zen 5
-            # cores, EfficientNet-B0's (a SiLU and a squeeze-excite after them) 1.08x,
-            # which the choice's model cannot tell apart. Where no layer feeds one
-            # (ShuffleNet's, between grouped 1x1 convolutions computed as batches of
-            # products), blocked pays a transform each way for a kernel that is
-            # memory-bound in either layout: blocked, the model took 1.06x its time.
-            keep = [k for k, b in enumerate(blocks) if b != PLANAR]
-            blocks = tuple(blocks[k] for k in keep)
-            workloads = tuple(workloads[k] for k in keep) if workloads else workloads
+        parent = None if planar else fed_by
         layers[name] = Layer(name, blocks, parent, input_bytes, macs, workloads, channels)
         if planar:
             reads_planar.add(name)
@@ -521,19 +518,19 @@ class _Rewriter:
         return False
 
 
-def _chosen_blocks(graph: Graph, block: int, target) -> dict:
-    """The block :mod:`.layout_choice` gives each layer of ``graph`` on ``target``."""
+def _chosen_blocks(layers, target) -> dict:
+    """The block :mod:`.layout_choice` gives each of ``layers`` on ``target``."""
     caps = target.caps if isinstance(target.caps, CPUCaps) else as_target("llvm").caps
     costs = LayerCosts(caps, target)
-    return choose_blocks(graph_layers(graph, block), costs.kernel, costs.transform)
+    return choose_blocks(layers, costs.kernel, costs.transform)
 
 
-def _planar_depthwise_tuned(graph: Graph, block: int, target) -> bool:
+def _planar_depthwise_tuned(graph: Graph, chosen: dict, target) -> bool:
     """Whether a tuning record applies on ``target`` to the planar kernel of one of
-    ``graph``'s depthwise convolutions that the choice of blocks would block: a log tuned
-    on the graph planar. One the choice leaves planar keeps its record either way."""
+    ``graph``'s depthwise convolutions that the choice of blocks (``chosen``) blocks: a
+    log tuned on the graph planar. One the choice leaves planar keeps its record either
+    way."""
     impl = get_implementation("depthwise_conv2d", "llvm")
-    chosen = _chosen_blocks(graph, block, target)
     for node in graph.nodes:
         if (node.op != "depthwise_conv2d" or node.inputs[1] not in graph.consts
                 or chosen.get(node.outputs[0], PLANAR) == PLANAR):
@@ -549,14 +546,17 @@ def _planar_depthwise_tuned(graph: Graph, block: int, target) -> bool:
 
 
 def keeps_depthwise_planar(graph: Graph, target, block: int,
-                           blocked_depthwise: bool | None = None) -> bool:
+                           blocked_depthwise: bool | None = None, chosen=None) -> bool:
     """Whether :func:`alter_conv_layout` (channel block ``block``) leaves ``graph`` planar
     for its depthwise convolutions: it has one, and ``blocked_depthwise`` is False, or None
-    while tuning records apply on ``target`` to the planar kernel of one it would block."""
+    while tuning records apply on ``target`` to the planar kernel of one it would block
+    (``chosen``: the blocks of the graph's layers, where the caller has them)."""
     if not any(n.op == "depthwise_conv2d" for n in graph.nodes):
         return False
     if blocked_depthwise is None:
-        return _planar_depthwise_tuned(graph, block, target)
+        if chosen is None:
+            chosen = _chosen_blocks(graph_layers(graph, block), target)
+        return _planar_depthwise_tuned(graph, chosen, target)
     return not blocked_depthwise
 
 
@@ -602,14 +602,15 @@ def alter_conv_layout(graph: Graph, block: int, *, target=None, layer_blocks=Non
         its channels (the message lists the layer's candidates).
     """
     target = as_target(target if target is not None else Target.current())
-    if keeps_depthwise_planar(graph, target, block, blocked_depthwise):
-        return graph
     layers = graph_layers(graph, block)
+    chosen = _chosen_blocks(layers, target)
+    if keeps_depthwise_planar(graph, target, block, blocked_depthwise, chosen):
+        return graph
     quantized = {n.outputs[0]: _quantized_block(graph, n, block) for n in graph.nodes}
     quantized = {name: b for name, b in quantized.items() if b is not None}
     if not layers and not quantized:
         return graph
-    blocks = {**_chosen_blocks(graph, block, target), **quantized}
+    blocks = {**chosen, **quantized}
     candidates = {layer.name: layer.blocks for layer in layers}
     for name, b in (layer_blocks or {}).items():
         if b not in candidates.get(name, ()):
